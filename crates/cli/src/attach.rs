@@ -1,0 +1,80 @@
+//! `weft attach`: instrument a running process for a while, then put every
+//! byte back and leave it running.
+
+use crate::run::{parse_specs, report_skipped};
+use crate::{output, signals, ProbeArgs};
+use anyhow::{Context, Result};
+use std::time::{Duration, Instant};
+use weft_live::Session;
+use weft_process::{ExitWatch, Tracee};
+
+/// Attaches to `pid`, counts until `duration`, Ctrl-C or exit, detaches.
+pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<i32> {
+    let specs = parse_specs(args)?;
+    let exe = weft_process::exe_path(pid)?;
+    weft_image::Image::open(&weft_process::path_in_root(pid, &exe))
+        .with_context(|| format!("process {pid} runs {}", exe.display()))?;
+    let watch = ExitWatch::new(pid)?;
+    let mut session = Session::new(pid)?;
+    let prepared = session.prepare(&specs)?;
+    let started = Instant::now();
+    let mut tracee = Tracee::attach(pid)?;
+    let report = match session.apply(&mut tracee, prepared) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = session.remove_all(&mut tracee);
+            return Err(e.into());
+        }
+    };
+    tracee.detach()?;
+    let stopped = started.elapsed();
+    signals::catch_stop_requests();
+    if args.verbose {
+        output::print_points(&session.points());
+        let sites = report.jumps + report.traps;
+        eprintln!(
+            "weft: attached to {pid}: {} probe(s), {} jmp and {} int3 splice(s); target stopped {:.2} ms ({:.1} us per point)",
+            report.probes,
+            report.jumps,
+            report.traps,
+            stopped.as_secs_f64() * 1e3,
+            stopped.as_secs_f64() * 1e6 / sites.max(1) as f64
+        );
+    }
+    report_skipped(&report, args.verbose);
+    let deadline = duration.map(|d| Instant::now() + d);
+    let exited = loop {
+        let step = deadline.map_or(Duration::from_millis(50), |d| {
+            d.saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(50))
+        });
+        if watch.wait(step) {
+            break true;
+        }
+        if signals::stop_requested() || deadline.is_some_and(|d| Instant::now() >= d) {
+            break false;
+        }
+    };
+    if exited {
+        if args.verbose {
+            eprintln!("weft: process {pid} exited");
+        }
+    } else {
+        match Tracee::attach(pid) {
+            Ok(mut tracee) => {
+                let notes = session.remove_all(&mut tracee)?;
+                tracee.detach()?;
+                for n in notes {
+                    eprintln!("weft: note: {n}");
+                }
+                if args.verbose {
+                    eprintln!("weft: detached from {pid}; original code restored");
+                }
+            }
+            Err(e) if e.is_gone() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    output::write_counts(args, &session.counts())?;
+    Ok(0)
+}

@@ -1,0 +1,197 @@
+//! `weft inspect`: what weft sees in a binary or a running process —
+//! functions, disassembly, control-flow graphs, liveness.
+
+use anyhow::{bail, Result};
+use clap::{Args, Subcommand};
+use std::path::Path;
+use weft_code::{format_instruction, FunctionCode, RegSet};
+use weft_image::{Function, Pattern};
+use weft_live::Module;
+
+/// `weft inspect` arguments.
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Subcommand, Debug)]
+enum What {
+    /// List functions (address, size, module, name, where the range came from).
+    Functions {
+        /// A binary's path, or the PID of a running process.
+        target: String,
+        /// Only functions matching this pattern.
+        pattern: Option<String>,
+    },
+    /// Disassemble functions, marking basic-block starts.
+    Disasm {
+        /// A binary's path, or the PID of a running process.
+        target: String,
+        /// Function pattern.
+        function: String,
+    },
+    /// Print functions' control-flow graphs in Graphviz DOT.
+    Cfg {
+        /// A binary's path, or the PID of a running process.
+        target: String,
+        /// Function pattern.
+        function: String,
+    },
+    /// Registers and flags live before each instruction (or one: FUNCTION+OFFSET).
+    Liveness {
+        /// A binary's path, or the PID of a running process.
+        target: String,
+        /// Function pattern, optionally +OFFSET.
+        point: String,
+    },
+}
+
+/// Runs an inspect command.
+pub fn inspect(args: &InspectArgs) -> Result<()> {
+    match &args.what {
+        What::Functions { target, pattern } => {
+            let modules = load(target)?;
+            let pattern = pattern.as_deref().map(Pattern::parse).transpose()?;
+            println!(
+                "{:<18} {:>8}  {:<24} {:<40} SOURCE",
+                "ADDRESS", "SIZE", "MODULE", "NAME"
+            );
+            for m in &modules {
+                if pattern.as_ref().is_some_and(|p| !p.matches_module(&m.name)) {
+                    continue;
+                }
+                for f in m.image.functions() {
+                    if pattern.as_ref().is_some_and(|p| !matches(p, f)) {
+                        continue;
+                    }
+                    let mut name = f.display_name().to_string();
+                    if f.ifunc {
+                        name.push_str(" [ifunc]");
+                    }
+                    println!(
+                        "{:#018x} {:>8}  {:<24} {:<40} {:?}",
+                        m.runtime(f.addr),
+                        f.size,
+                        m.name,
+                        name,
+                        f.source
+                    );
+                }
+            }
+        }
+        What::Disasm { target, function } => {
+            for (m, f, code) in find(target, function)? {
+                println!(
+                    "{}:{} at {:#x}, {} bytes, {} blocks",
+                    m,
+                    f.display_name(),
+                    code.start(),
+                    f.size,
+                    code.blocks().len()
+                );
+                let starts: Vec<u64> = code.blocks().iter().map(|b| b.start).collect();
+                for i in code.instructions() {
+                    let mark = if starts.contains(&i.ip()) { ">" } else { " " };
+                    println!(
+                        "{mark} {:#x} <+{}>: {}",
+                        i.ip(),
+                        i.ip() - code.start(),
+                        format_instruction(i)
+                    );
+                }
+            }
+        }
+        What::Cfg { target, function } => {
+            for (m, f, code) in find(target, function)? {
+                print!("{}", code.to_dot(&format!("{m}:{}", f.display_name())));
+            }
+        }
+        What::Liveness { target, point } => {
+            let pattern = Pattern::parse(point)?;
+            let base = Pattern {
+                offset: None,
+                ..pattern.clone()
+            }
+            .to_string();
+            for (m, f, code) in find(target, &base)? {
+                let live = code.liveness();
+                let shown: Vec<_> = match pattern.offset {
+                    Some(off) => match code.instruction_at(code.start() + off) {
+                        Some(i) => vec![*i],
+                        None => bail!(
+                            "{m}:{}+{off:#x} is not the start of an instruction",
+                            f.display_name()
+                        ),
+                    },
+                    None => code.instructions().to_vec(),
+                };
+                println!(
+                    "{}:{} — live before each instruction (free = not live: usable by a snippet)",
+                    m,
+                    f.display_name()
+                );
+                for i in shown {
+                    let l = live.live_before(i.ip()).unwrap_or(RegSet::ALL);
+                    let free = RegSet::ALL - l;
+                    println!(
+                        "{:#x} <+{}>: {:<40} live: {}  free: {}",
+                        i.ip(),
+                        i.ip() - code.start(),
+                        format_instruction(&i),
+                        l,
+                        free
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn matches(p: &Pattern, f: &Function) -> bool {
+    p.matches_function(&f.name, f.demangled.as_deref())
+        || f.aliases.iter().any(|a| p.matches_function(a, None))
+}
+
+/// Modules of a binary (link-time addresses) or of a process (runtime addresses).
+fn load(target: &str) -> Result<Vec<Module>> {
+    if !Path::new(target).exists() {
+        if let Ok(pid) = target.parse::<i32>() {
+            let maps = weft_process::maps::read(pid)?;
+            return Ok(Module::discover(pid, &maps, &[])?);
+        }
+        bail!("{target}: no such file (nor a running process id)");
+    }
+    Ok(vec![Module::from_file(Path::new(target))?])
+}
+
+fn find(target: &str, function: &str) -> Result<Vec<(String, Function, FunctionCode)>> {
+    let modules = load(target)?;
+    let pattern = Pattern::parse(function)?;
+    let mut out = Vec::new();
+    for m in &modules {
+        if !pattern.matches_module(&m.name) {
+            continue;
+        }
+        for f in m.image.functions().iter().filter(|f| matches(&pattern, f)) {
+            if let Some(code) = m.function_code(f) {
+                out.push((m.name.clone(), f.clone(), code));
+            }
+        }
+    }
+    if out.is_empty() {
+        let names = modules
+            .iter()
+            .flat_map(|m| m.image.functions().iter().map(|f| f.name.as_str()));
+        let near = weft_image::near_misses(&pattern.function, names, 5);
+        if near.is_empty() {
+            bail!("no function matches '{function}'");
+        }
+        bail!(
+            "no function matches '{function}' (did you mean: {}?)",
+            near.join(", ")
+        );
+    }
+    Ok(out)
+}

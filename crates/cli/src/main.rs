@@ -1,0 +1,143 @@
+//! `weft`: the command-line front end. Thin: it parses arguments, calls the
+//! libraries, and turns their errors into one clear line.
+
+mod attach;
+mod duration;
+mod inspect;
+mod output;
+mod run;
+mod signals;
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// weft traces and instruments unmodified programs, running ones included.
+#[derive(Parser, Debug)]
+#[command(name = "weft", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Start a program under weft and count calls until it exits.
+    Run(RunArgs),
+    /// Attach to a running process, count calls for a while, detach.
+    Attach(AttachArgs),
+    /// Show functions, disassembly, CFGs and liveness of a binary or process.
+    Inspect(inspect::InspectArgs),
+}
+
+/// What to count and how to report it (shared by `run` and `attach`).
+#[derive(Args, Debug, Clone)]
+pub struct ProbeArgs {
+    /// Count calls of functions matching PATTERN: `work`, `str*`,
+    /// `libc.so.6:malloc`, `'*:free'`; `FUNCTION+OFFSET` counts one
+    /// instruction. Repeatable.
+    #[arg(long = "count", value_name = "PATTERN")]
+    pub count: Vec<String>,
+    /// Count returns (each `ret` and tail call) of matching functions. Repeatable.
+    #[arg(long = "count-exits", value_name = "PATTERN")]
+    pub count_exits: Vec<String>,
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = output::Format::Table)]
+    pub format: output::Format,
+    /// Write the report to FILE instead of standard error.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Show how each point was spliced and how long the target was stopped.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    probes: ProbeArgs,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct AttachArgs {
+    /// The process to attach to.
+    #[arg(long, short = 'p', value_name = "PID")]
+    pid: i32,
+    /// Detach after this long (`0.5`, `500ms`, `2s`, `1m`); default: until
+    /// Ctrl-C, SIGTERM or the target's exit.
+    #[arg(long, short = 'd', value_name = "DURATION", value_parser = duration::parse)]
+    duration: Option<std::time::Duration>,
+    #[command(flatten)]
+    probes: ProbeArgs,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(a) => run::run(&a.probes, &a.command),
+        Command::Attach(a) => attach::attach(a.pid, a.duration, &a.probes),
+        Command::Inspect(a) => inspect::inspect(&a).map(|_| 0),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("weft: {}", one_line(&e));
+            if let Some(hint) = hint(&e) {
+                eprintln!("weft: hint: {hint}");
+            }
+            ExitCode::from(exit_code_for(&e))
+        }
+    }
+}
+
+/// The error chain on one line: "what failed: why".
+fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+    }
+    parts.join(": ")
+}
+
+fn process_error(e: &anyhow::Error) -> Option<&weft_process::Error> {
+    e.chain().find_map(|c| {
+        c.downcast_ref::<weft_process::Error>().or_else(|| {
+            match c.downcast_ref::<weft_live::Error>() {
+                Some(weft_live::Error::Process(p)) => Some(p),
+                _ => None,
+            }
+        })
+    })
+}
+
+/// What the user can do about common failures.
+fn hint(e: &anyhow::Error) -> Option<String> {
+    match process_error(e)? {
+        weft_process::Error::PermissionDenied { .. } => Some(
+            "run weft as root or with CAP_SYS_PTRACE, or as the target's user with \
+             /proc/sys/kernel/yama/ptrace_scope set to 0"
+                .into(),
+        ),
+        weft_process::Error::AlreadyTraced(pid) => {
+            Some(format!("detach the debugger or strace from {pid} first"))
+        }
+        _ => None,
+    }
+}
+
+fn exit_code_for(e: &anyhow::Error) -> u8 {
+    match process_error(e) {
+        Some(weft_process::Error::Launch { source, .. }) => match source.raw_os_error() {
+            Some(libc::ENOENT) => 127,
+            Some(libc::EACCES) | Some(libc::ENOEXEC) => 126,
+            _ => 1,
+        },
+        _ => 1,
+    }
+}

@@ -1,0 +1,149 @@
+//! Reports: a push-model sink per format, chosen on the command line.
+
+use std::io::Write;
+use weft_live::{Count, PointInfo, PointKind};
+
+/// Report format.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// An aligned table for people.
+    Table,
+    /// `{"counts": [{"module", "function", "calls"}, ...]}`.
+    Json,
+}
+
+/// A destination for counts.
+pub trait CountSink {
+    /// Writes the final counts.
+    fn counts(&mut self, counts: &[Count]) -> std::io::Result<()>;
+}
+
+fn point_name(kind: PointKind) -> &'static str {
+    match kind {
+        PointKind::Entry => "entry",
+        PointKind::Exit => "exit",
+        PointKind::Instruction(_) => "instruction",
+    }
+}
+
+/// Aligned text table.
+pub struct TableSink<W: Write>(pub W);
+
+impl<W: Write> CountSink for TableSink<W> {
+    fn counts(&mut self, counts: &[Count]) -> std::io::Result<()> {
+        let wm = counts
+            .iter()
+            .map(|c| c.module.len())
+            .max()
+            .unwrap_or(0)
+            .max(6);
+        let wf = counts
+            .iter()
+            .map(|c| c.function.len() + if c.kind == PointKind::Exit { 7 } else { 0 })
+            .max()
+            .unwrap_or(0)
+            .max(8);
+        writeln!(
+            self.0,
+            "{:<wm$}  {:<wf$}  {:>12}",
+            "MODULE", "FUNCTION", "CALLS"
+        )?;
+        for c in counts {
+            let f = if c.kind == PointKind::Exit {
+                format!("{} (exit)", c.function)
+            } else {
+                c.function.clone()
+            };
+            writeln!(self.0, "{:<wm$}  {:<wf$}  {:>12}", c.module, f, c.calls)?;
+        }
+        Ok(())
+    }
+}
+
+/// JSON document.
+pub struct JsonSink<W: Write>(pub W);
+
+impl<W: Write> CountSink for JsonSink<W> {
+    fn counts(&mut self, counts: &[Count]) -> std::io::Result<()> {
+        let rows: Vec<serde_json::Value> = counts
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "module": c.module,
+                    "function": c.function,
+                    "calls": c.calls,
+                    "point": point_name(c.kind),
+                })
+            })
+            .collect();
+        serde_json::to_writer_pretty(&mut self.0, &serde_json::json!({ "counts": rows }))?;
+        writeln!(self.0)
+    }
+}
+
+/// Writes counts in the requested format to the requested place.
+pub fn write_counts(args: &crate::ProbeArgs, counts: &[Count]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let out: Box<dyn Write> = match &args.output {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot write {}", path.display()))?,
+        )),
+        None => Box::new(std::io::stderr()),
+    };
+    let mut sink: Box<dyn CountSink> = match args.format {
+        Format::Table => Box::new(TableSink(out)),
+        Format::Json => Box::new(JsonSink(out)),
+    };
+    sink.counts(counts)?;
+    Ok(())
+}
+
+/// `--verbose`: how each point was spliced.
+pub fn print_points(points: &[PointInfo]) {
+    for p in points {
+        let how = match &p.why_trap {
+            Some(why) => format!("{} ({why})", p.method),
+            None => p.method.to_string(),
+        };
+        eprintln!(
+            "weft: point {}:{} [{}] at {:#x}: {}, bytes {:#x}..{:#x}{}",
+            p.module,
+            p.function,
+            point_name(p.kind),
+            p.addr,
+            how,
+            p.window.0,
+            p.window.1,
+            if p.saves_state {
+                ", saves flags/registers"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_shape() {
+        let counts = vec![Count {
+            module: "m".into(),
+            function: "f".into(),
+            kind: PointKind::Entry,
+            calls: 7,
+        }];
+        let mut buf = Vec::new();
+        JsonSink(&mut buf).counts(&counts).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
+        assert_eq!(v["counts"][0]["calls"], 7);
+        assert_eq!(v["counts"][0]["module"], "m");
+        let mut buf = Vec::new();
+        TableSink(&mut buf).counts(&counts).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        assert!(text.lines().nth(1).unwrap().ends_with(" 7"));
+    }
+}

@@ -1,0 +1,346 @@
+//! Basic blocks and the control-flow graph of one function.
+
+use crate::decode::decode_all;
+use crate::jump_table::{self, JumpTable};
+use crate::liveness::Liveness;
+use crate::DataSource;
+use iced_x86::{FlowControl, Instruction};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// How a basic block ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockEnd {
+    /// Falls into the next block (the next instruction is a branch target).
+    FallThrough,
+    /// Unconditional jump inside the function.
+    Jump,
+    /// Conditional jump.
+    CondJump,
+    /// `ret`.
+    Return,
+    /// Jump out of the function (a tail call).
+    TailCall,
+    /// Indirect jump through a resolved jump table.
+    Switch,
+    /// Indirect jump weft could not resolve (treated as a tail call).
+    IndirectJump,
+    /// `int3`, `ud2`, `hlt` and the like: no successor.
+    Trap,
+    /// The bytes ran out or did not decode.
+    End,
+}
+
+/// A basic block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    /// Address of the first instruction.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// Index range into [`FunctionCode::instructions`].
+    pub first: usize,
+    /// One past the last instruction index.
+    pub last: usize,
+    /// Successor block indices.
+    pub succs: Vec<usize>,
+    /// How it ends.
+    pub kind: BlockEnd,
+}
+
+/// A function's decoded instructions, blocks, jump tables and exits.
+#[derive(Debug, Clone)]
+pub struct FunctionCode {
+    start: u64,
+    end: u64,
+    insns: Vec<Instruction>,
+    blocks: Vec<Block>,
+    jump_tables: Vec<JumpTable>,
+}
+
+impl FunctionCode {
+    /// Decodes and partitions the function whose bytes start at `start`.
+    pub fn analyze(start: u64, bytes: &[u8], data: &dyn DataSource) -> FunctionCode {
+        let end = start + bytes.len() as u64;
+        let insns = decode_all(start, bytes);
+        let mut jump_tables = Vec::new();
+        for (k, i) in insns.iter().enumerate() {
+            if i.flow_control() == FlowControl::IndirectBranch {
+                if let Some(t) = jump_table::resolve(&insns, k, start, end, data) {
+                    jump_tables.push(t);
+                }
+            }
+        }
+        let index: BTreeMap<u64, usize> =
+            insns.iter().enumerate().map(|(k, i)| (i.ip(), k)).collect();
+        let inside = |a: u64| a >= start && a < end && index.contains_key(&a);
+        let mut leaders: BTreeSet<usize> = BTreeSet::new();
+        if !insns.is_empty() {
+            leaders.insert(0);
+        }
+        for (k, i) in insns.iter().enumerate() {
+            let ends_block = !matches!(
+                i.flow_control(),
+                FlowControl::Next | FlowControl::Call | FlowControl::IndirectCall
+            );
+            if ends_block && k + 1 < insns.len() {
+                leaders.insert(k + 1);
+            }
+            if is_direct_branch(i) && inside(i.near_branch_target()) {
+                leaders.insert(index[&i.near_branch_target()]);
+            }
+        }
+        for t in &jump_tables {
+            for a in &t.targets {
+                if let Some(&k) = index.get(a) {
+                    leaders.insert(k);
+                }
+            }
+        }
+        let leaders: Vec<usize> = leaders.into_iter().collect();
+        let block_of: BTreeMap<usize, usize> =
+            leaders.iter().enumerate().map(|(b, &k)| (k, b)).collect();
+        let mut blocks = Vec::with_capacity(leaders.len());
+        for (b, &first) in leaders.iter().enumerate() {
+            let last = leaders.get(b + 1).copied().unwrap_or(insns.len());
+            let tail = &insns[last - 1];
+            let mut succs = Vec::new();
+            let next_block = (last < insns.len()).then(|| block_of[&last]);
+            let target_block = |a: u64| index.get(&a).and_then(|k| block_of.get(k)).copied();
+            let kind = match tail.flow_control() {
+                FlowControl::Next | FlowControl::Call | FlowControl::IndirectCall => {
+                    succs.extend(next_block);
+                    if next_block.is_some() {
+                        BlockEnd::FallThrough
+                    } else {
+                        BlockEnd::End
+                    }
+                }
+                FlowControl::ConditionalBranch => {
+                    succs.extend(next_block);
+                    if is_direct_branch(tail) {
+                        succs.extend(target_block(tail.near_branch_target()));
+                    }
+                    BlockEnd::CondJump
+                }
+                FlowControl::UnconditionalBranch => match target_block(tail.near_branch_target()) {
+                    Some(t) if inside(tail.near_branch_target()) => {
+                        succs.push(t);
+                        BlockEnd::Jump
+                    }
+                    _ => BlockEnd::TailCall,
+                },
+                FlowControl::IndirectBranch => {
+                    match jump_tables.iter().find(|t| t.jump == tail.ip()) {
+                        Some(t) => {
+                            succs.extend(t.targets.iter().filter_map(|&a| target_block(a)));
+                            BlockEnd::Switch
+                        }
+                        None => BlockEnd::IndirectJump,
+                    }
+                }
+                FlowControl::Return => BlockEnd::Return,
+                _ => BlockEnd::Trap,
+            };
+            succs.sort_unstable();
+            succs.dedup();
+            blocks.push(Block {
+                start: insns[first].ip(),
+                end: tail.next_ip(),
+                first,
+                last,
+                succs,
+                kind,
+            });
+        }
+        FunctionCode {
+            start,
+            end,
+            insns,
+            blocks,
+            jump_tables,
+        }
+    }
+
+    /// First address.
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// One past the last byte.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Decoded instructions in address order.
+    pub fn instructions(&self) -> &[Instruction] {
+        &self.insns
+    }
+
+    /// Basic blocks in address order.
+    pub fn blocks(&self) -> &[Block] {
+        &self.blocks
+    }
+
+    /// Resolved jump tables.
+    pub fn jump_tables(&self) -> &[JumpTable] {
+        &self.jump_tables
+    }
+
+    /// Index of the instruction starting exactly at `addr`.
+    pub fn index_of(&self, addr: u64) -> Option<usize> {
+        self.insns.binary_search_by_key(&addr, |i| i.ip()).ok()
+    }
+
+    /// The instruction starting at `addr`.
+    pub fn instruction_at(&self, addr: u64) -> Option<&Instruction> {
+        self.index_of(addr).map(|k| &self.insns[k])
+    }
+
+    /// Whether an indirect jump could not be resolved (its targets are unknown).
+    pub fn has_unresolved_indirect_jump(&self) -> bool {
+        self.blocks.iter().any(|b| b.kind == BlockEnd::IndirectJump)
+    }
+
+    /// Every address inside the function that its own branches and jump tables reach.
+    pub fn internal_targets(&self) -> BTreeSet<u64> {
+        let mut out: BTreeSet<u64> = BTreeSet::new();
+        for i in &self.insns {
+            if is_direct_branch(i)
+                && i.near_branch_target() >= self.start
+                && i.near_branch_target() < self.end
+            {
+                out.insert(i.near_branch_target());
+            }
+        }
+        for t in &self.jump_tables {
+            out.extend(t.targets.iter().copied());
+        }
+        out
+    }
+
+    /// Instructions that leave the function: each `ret`, each jump out of
+    /// it (tail call) and each unresolved indirect jump.
+    pub fn exits(&self) -> Vec<u64> {
+        self.blocks
+            .iter()
+            .filter(|b| {
+                matches!(
+                    b.kind,
+                    BlockEnd::Return | BlockEnd::TailCall | BlockEnd::IndirectJump
+                )
+            })
+            .map(|b| self.insns[b.last - 1].ip())
+            .collect()
+    }
+
+    /// Register and flags liveness over this CFG.
+    pub fn liveness(&self) -> Liveness {
+        Liveness::compute(self)
+    }
+
+    /// The CFG in Graphviz DOT, one node per block with its instructions.
+    pub fn to_dot(&self, name: &str) -> String {
+        let mut s = format!(
+            "digraph \"{}\" {{\n  node [shape=box fontname=monospace];\n",
+            escape(name)
+        );
+        for (k, b) in self.blocks.iter().enumerate() {
+            let mut label = String::new();
+            for i in &self.insns[b.first..b.last] {
+                label.push_str(&format!(
+                    "{:#x}: {}\\l",
+                    i.ip(),
+                    escape(&crate::format_instruction(i))
+                ));
+            }
+            s.push_str(&format!("  b{k} [label=\"{label}\"];\n"));
+            for t in &b.succs {
+                s.push_str(&format!("  b{k} -> b{t};\n"));
+            }
+        }
+        s.push_str("}\n");
+        s
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// A branch with an immediate target (jmp, jcc, jrcxz, loop, call).
+pub(crate) fn is_direct_branch(i: &Instruction) -> bool {
+    i.is_jmp_short_or_near()
+        || i.is_jcc_short_or_near()
+        || i.is_jcx_short()
+        || i.is_loop()
+        || i.is_loopcc()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NoData;
+
+    #[test]
+    fn diamond() {
+        // 0: test edi,edi (85 ff) 2: je +4 (74 04) 4: mov eax,1 (b8 01 00 00 00)? keep it short:
+        // 0: 85 ff        test edi,edi
+        // 2: 74 03        je 7
+        // 4: 31 c0        xor eax,eax
+        // 6: c3           ret
+        // 7: b8 01 00 00 00 mov eax,1
+        // c: c3           ret
+        let code = [
+            0x85, 0xff, 0x74, 0x03, 0x31, 0xc0, 0xc3, 0xb8, 1, 0, 0, 0, 0xc3,
+        ];
+        let f = FunctionCode::analyze(0x100, &code, &NoData);
+        assert_eq!(f.blocks().len(), 3);
+        assert_eq!(f.blocks()[0].succs, vec![1, 2]);
+        assert_eq!(f.blocks()[0].kind, BlockEnd::CondJump);
+        assert_eq!(f.exits(), vec![0x106, 0x10c]);
+        assert!(f.internal_targets().contains(&0x107));
+        assert!(f.to_dot("f").contains("b0 -> b2"));
+    }
+
+    #[test]
+    fn tail_call_is_exit() {
+        // 0: e9 xx xx xx xx  jmp far away
+        let code = [0xe9, 0x00, 0x10, 0x00, 0x00];
+        let f = FunctionCode::analyze(0x100, &code, &NoData);
+        assert_eq!(f.blocks()[0].kind, BlockEnd::TailCall);
+        assert_eq!(f.exits(), vec![0x100]);
+    }
+
+    #[test]
+    fn pic_jump_table() {
+        // 0x00: cmp edi,2            83 ff 02
+        // 0x03: ja 0x1c              77 17
+        // 0x05: lea rdx,[rip+0x14]   48 8d 15 14 00 00 00   -> table at 0x20
+        // 0x0c: movsxd rax,[rdx+rdi*4] 48 63 04 ba
+        // 0x10: add rax,rdx          48 01 d0
+        // 0x13: jmp rax              ff e0
+        // 0x15: mov eax,1; ret       b8 01 00 00 00 c3   (case 0 at 0x15)
+        // 0x1b: ret                  c3                  (case 1 at 0x1b)
+        // 0x1c: xor eax,eax; ret     31 c0 c3            (case 2 / default at 0x1c)
+        // 0x1f: pad                  cc
+        // 0x20: table: 0x15-0x20, 0x1b-0x20, 0x1c-0x20
+        let mut code = vec![
+            0x83, 0xff, 0x02, 0x77, 0x17, 0x48, 0x8d, 0x15, 0x14, 0, 0, 0, 0x48, 0x63, 0x04, 0xba,
+            0x48, 0x01, 0xd0, 0xff, 0xe0, 0xb8, 1, 0, 0, 0, 0xc3, 0xc3, 0x31, 0xc0, 0xc3, 0xcc,
+        ];
+        assert_eq!(code.len(), 0x20);
+        let table: Vec<u8> = [0x15i32 - 0x20, 0x1b - 0x20, 0x1c - 0x20]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let image: Vec<u8> = code.iter().chain(table.iter()).copied().collect();
+        code.truncate(0x20);
+        let data =
+            move |a: u64, n: usize| image.get(a as usize..a as usize + n).map(|s| s.to_vec());
+        let f = FunctionCode::analyze(0, &code, &data);
+        assert_eq!(f.jump_tables().len(), 1, "{:?}", f.blocks());
+        assert_eq!(f.jump_tables()[0].targets, vec![0x15, 0x1b, 0x1c]);
+        assert!(f.internal_targets().contains(&0x1b));
+        assert!(!f.has_unresolved_indirect_jump());
+    }
+}

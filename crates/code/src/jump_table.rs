@@ -1,0 +1,193 @@
+//! Jump tables: finding the targets of `switch` dispatch from machine code.
+//!
+//! A backward slice over the few instructions before an indirect `jmp`
+//! recognises the two shapes compilers emit on x86-64:
+//!
+//! * position-independent: `lea rB,[rip+T]; movsxd rX,dword [rB+rI*4];
+//!   add rX,rB; jmp rX` (entries are 32-bit offsets from T);
+//! * absolute: `jmp qword [T+rI*8]` or `mov rX,[T+rI*8]; jmp rX`.
+//!
+//! The table size comes from the bounds check (`cmp rI,N; ja default`);
+//! without one, entries are read while they point inside the function.
+
+use crate::DataSource;
+use iced_x86::{Code, ConditionCode, Instruction, OpKind, Register};
+
+/// A resolved jump table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JumpTable {
+    /// Address of the indirect jump.
+    pub jump: u64,
+    /// Address of the table.
+    pub table: u64,
+    /// The distinct targets in table order.
+    pub targets: Vec<u64>,
+}
+
+const MAX_ENTRIES: usize = 4096;
+const SLICE: usize = 16;
+
+/// Tries to resolve the indirect jump `insns[at]` of a function spanning `[lo, hi)`.
+pub(crate) fn resolve(
+    insns: &[Instruction],
+    at: usize,
+    lo: u64,
+    hi: u64,
+    data: &dyn DataSource,
+) -> Option<JumpTable> {
+    let jmp = &insns[at];
+    let (table, kind, index_reg, load_at) = match jmp.op0_kind() {
+        OpKind::Memory if jmp.memory_base() == Register::None && jmp.memory_index_scale() == 8 => (
+            jmp.memory_displacement64(),
+            Kind::Absolute,
+            jmp.memory_index(),
+            at,
+        ),
+        OpKind::Register => slice_register(insns, at, jmp.op0_register())?,
+        _ => return None,
+    };
+    let bound = bound_before(insns, load_at);
+    let count = bound.unwrap_or(MAX_ENTRIES).min(MAX_ENTRIES);
+    let _ = index_reg;
+    let entry_size = match kind {
+        Kind::Relative => 4,
+        Kind::Absolute => 8,
+    };
+    let mut targets = Vec::new();
+    for i in 0..count {
+        let Some(bytes) = data.read(table + (i * entry_size) as u64, entry_size) else {
+            break;
+        };
+        let target = match kind {
+            Kind::Relative => {
+                table.wrapping_add(i32::from_le_bytes(bytes[..4].try_into().ok()?) as i64 as u64)
+            }
+            Kind::Absolute => u64::from_le_bytes(bytes[..8].try_into().ok()?),
+        };
+        if target < lo || target >= hi {
+            if bound.is_some() {
+                // A bounded table pointing outside the function: not a table we understand.
+                return None;
+            }
+            break;
+        }
+        if !targets.contains(&target) {
+            targets.push(target);
+        }
+    }
+    if targets.is_empty() {
+        return None;
+    }
+    Some(JumpTable {
+        jump: jmp.ip(),
+        table,
+        targets,
+    })
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Relative,
+    Absolute,
+}
+
+/// For `jmp reg`, finds the table load feeding `reg`.
+fn slice_register(
+    insns: &[Instruction],
+    at: usize,
+    reg: Register,
+) -> Option<(u64, Kind, Register, usize)> {
+    let start = at.saturating_sub(SLICE);
+    let mut want = reg.full_register();
+    let mut base_reg = None;
+    for j in (start..at).rev() {
+        let i = &insns[j];
+        // add rX, rB  (rX = loaded entry, rB = table base)
+        if base_reg.is_none()
+            && i.code() == Code::Add_r64_rm64
+            && i.op0_register().full_register() == want
+            && i.op1_kind() == OpKind::Register
+        {
+            base_reg = Some(i.op1_register().full_register());
+            continue;
+        }
+        if base_reg.is_none()
+            && i.code() == Code::Add_rm64_r64
+            && i.op0_kind() == OpKind::Register
+            && i.op0_register().full_register() == want
+        {
+            base_reg = Some(i.op1_register().full_register());
+            continue;
+        }
+        if i.op_count() >= 2
+            && i.op0_kind() == OpKind::Register
+            && i.op0_register().full_register() == want
+            && i.op1_kind() == OpKind::Memory
+        {
+            match (i.code(), base_reg) {
+                (Code::Movsxd_r64_rm32, Some(b))
+                    if i.memory_base().full_register() == b && i.memory_index_scale() == 4 =>
+                {
+                    let table = find_lea(insns, start, j, b)?;
+                    return Some((table, Kind::Relative, i.memory_index(), j));
+                }
+                (Code::Mov_r64_rm64, None)
+                    if i.memory_base() == Register::None && i.memory_index_scale() == 8 =>
+                {
+                    return Some((
+                        i.memory_displacement64(),
+                        Kind::Absolute,
+                        i.memory_index(),
+                        j,
+                    ));
+                }
+                _ => {}
+            }
+        }
+        // A plain register move feeding the jump register.
+        if i.code() == Code::Mov_r64_rm64
+            && i.op0_register().full_register() == want
+            && i.op1_kind() == OpKind::Register
+        {
+            want = i.op1_register().full_register();
+        }
+    }
+    None
+}
+
+/// `lea b, [rip+T]` before `before`.
+fn find_lea(insns: &[Instruction], start: usize, before: usize, b: Register) -> Option<u64> {
+    insns[start..before]
+        .iter()
+        .rev()
+        .find(|i| {
+            i.code() == Code::Lea_r64_m
+                && i.op0_register().full_register() == b
+                && i.is_ip_rel_memory_operand()
+        })
+        .map(|i| i.ip_rel_memory_address())
+}
+
+/// Number of entries from the bounds check nearest before `load_at`.
+fn bound_before(insns: &[Instruction], load_at: usize) -> Option<usize> {
+    let start = load_at.saturating_sub(SLICE * 2);
+    for j in (start..load_at).rev() {
+        let i = &insns[j];
+        if i.is_jcc_short_or_near() {
+            let cmp = j.checked_sub(1).map(|k| &insns[k])?;
+            if cmp.mnemonic() != iced_x86::Mnemonic::Cmp
+                || cmp.op1_kind() == OpKind::Register
+                || cmp.op1_kind() == OpKind::Memory
+            {
+                continue;
+            }
+            let imm = cmp.immediate(1) as usize;
+            return match i.condition_code() {
+                ConditionCode::a => Some(imm + 1),
+                ConditionCode::ae => Some(imm),
+                _ => None,
+            };
+        }
+    }
+    None
+}

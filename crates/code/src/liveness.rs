@@ -1,0 +1,227 @@
+//! Register and flags liveness: which registers and status flags may still
+//! be read before being written, at each instruction of a function.
+//!
+//! A classic backward data-flow problem over the CFG, with the System V
+//! x86-64 ABI at the function's edges: a call reads the argument registers
+//! and clobbers the caller-saved ones and the flags; a return reads the
+//! return and callee-saved registers; a tail call does both. Results are
+//! conservative: "live" means "may be live".
+
+use crate::cfg::{BlockEnd, FunctionCode};
+use crate::regs::{RegSet, STATUS_FLAGS};
+use iced_x86::{Code, FlowControl, Instruction, InstructionInfoFactory, OpAccess, Register};
+
+const fn gprs(regs: &[u32]) -> RegSet {
+    let mut s = 0;
+    let mut i = 0;
+    while i < regs.len() {
+        s |= 1 << regs[i];
+        i += 1;
+    }
+    RegSet(s)
+}
+// Indices: rax0 rcx1 rdx2 rbx3 rsp4 rbp5 rsi6 rdi7 r8..r15 = 8..15
+const ARGS: RegSet = gprs(&[7, 6, 2, 1, 8, 9, 0, 4]); // rdi rsi rdx rcx r8 r9, al (varargs), rsp
+const CALLER_SAVED: RegSet = gprs(&[0, 1, 2, 6, 7, 8, 9, 10, 11]);
+const CALLEE_SAVED: RegSet = gprs(&[3, 4, 5, 12, 13, 14, 15]);
+const RETURN_VALUE: RegSet = gprs(&[0, 2]);
+const SYSCALL_USES: RegSet = gprs(&[0, 7, 6, 2, 10, 8, 9, 4]);
+const SYSCALL_DEFS: RegSet = gprs(&[0, 1, 11]);
+
+/// Liveness results for one function.
+#[derive(Debug, Clone)]
+pub struct Liveness {
+    /// Live on entry to each block.
+    live_in: Vec<RegSet>,
+    /// Live on exit from each block.
+    live_out: Vec<RegSet>,
+    /// (uses, defs) per instruction.
+    effects: Vec<(RegSet, RegSet)>,
+    starts: Vec<u64>,
+    blocks: Vec<(usize, usize)>,
+}
+
+impl Liveness {
+    pub(crate) fn compute(f: &FunctionCode) -> Liveness {
+        let insns = f.instructions();
+        let mut factory = InstructionInfoFactory::new();
+        let effects: Vec<(RegSet, RegSet)> =
+            insns.iter().map(|i| effects(i, f, &mut factory)).collect();
+        let blocks = f.blocks();
+        let n = blocks.len();
+        let mut live_in = vec![RegSet::EMPTY; n];
+        let mut live_out = vec![RegSet::EMPTY; n];
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for b in (0..n).rev() {
+                let block = &blocks[b];
+                let mut out = match block.kind {
+                    BlockEnd::End => RegSet::ALL,
+                    _ => RegSet::EMPTY,
+                };
+                for &s in &block.succs {
+                    out = out | live_in[s];
+                }
+                let mut live = out;
+                for k in (block.first..block.last).rev() {
+                    let (uses, defs) = effects[k];
+                    live = (live - defs) | uses;
+                }
+                if live != live_in[b] || out != live_out[b] {
+                    live_in[b] = live;
+                    live_out[b] = out;
+                    changed = true;
+                }
+            }
+        }
+        Liveness {
+            live_in,
+            live_out,
+            effects,
+            starts: insns.iter().map(|i| i.ip()).collect(),
+            blocks: blocks.iter().map(|b| (b.first, b.last)).collect(),
+        }
+    }
+
+    /// What may be live just before the instruction at `addr` executes.
+    pub fn live_before(&self, addr: u64) -> Option<RegSet> {
+        let k = self.starts.binary_search(&addr).ok()?;
+        let b = self
+            .blocks
+            .iter()
+            .position(|&(first, last)| k >= first && k < last)?;
+        let (first, last) = self.blocks[b];
+        let mut live = self.live_out[b];
+        for j in (k..last).rev() {
+            let (uses, defs) = self.effects[j];
+            live = (live - defs) | uses;
+        }
+        debug_assert!(k > first || live == self.live_in[b]);
+        Some(live)
+    }
+
+    /// What may be live just after the instruction at `addr` (before the next one).
+    pub fn live_after(&self, addr: u64) -> Option<RegSet> {
+        let k = self.starts.binary_search(&addr).ok()?;
+        let b = self
+            .blocks
+            .iter()
+            .position(|&(first, last)| k >= first && k < last)?;
+        let (_, last) = self.blocks[b];
+        let mut live = self.live_out[b];
+        for j in (k + 1..last).rev() {
+            let (uses, defs) = self.effects[j];
+            live = (live - defs) | uses;
+        }
+        Some(live)
+    }
+}
+
+/// (uses, defs) of one instruction in its function.
+fn effects(
+    i: &Instruction,
+    f: &FunctionCode,
+    factory: &mut InstructionInfoFactory,
+) -> (RegSet, RegSet) {
+    let (mut uses, mut defs) = operand_effects(i, factory);
+    match i.flow_control() {
+        FlowControl::Call | FlowControl::IndirectCall => {
+            uses = uses | ARGS;
+            defs = (defs | CALLER_SAVED | RegSet(STATUS_FLAGS)) - RegSet::of(Register::RSP);
+        }
+        FlowControl::Return => {
+            uses = uses | RETURN_VALUE | CALLEE_SAVED;
+        }
+        FlowControl::UnconditionalBranch => {
+            let t = i.near_branch_target();
+            if !(t >= f.start() && t < f.end()) {
+                uses = uses | ARGS | CALLEE_SAVED;
+            }
+        }
+        FlowControl::IndirectBranch if !f.jump_tables().iter().any(|t| t.jump == i.ip()) => {
+            uses = RegSet::ALL;
+        }
+        _ => {}
+    }
+    if i.code() == Code::Syscall {
+        uses = uses | SYSCALL_USES;
+        defs = defs | SYSCALL_DEFS;
+    }
+    (uses, defs)
+}
+
+/// Register and flag reads and writes of the instruction's own operands.
+fn operand_effects(i: &Instruction, factory: &mut InstructionInfoFactory) -> (RegSet, RegSet) {
+    let info = factory.info(i);
+    let mut uses = RegSet::from_rflags(i.rflags_read());
+    let mut defs = RegSet::from_rflags(
+        i.rflags_written() | i.rflags_cleared() | i.rflags_set() | i.rflags_undefined(),
+    );
+    // Zeroing idioms read nothing.
+    let zeroing = matches!(
+        i.code(),
+        Code::Xor_r32_rm32 | Code::Xor_r64_rm64 | Code::Sub_r32_rm32 | Code::Sub_r64_rm64
+    ) && i.op1_kind() == iced_x86::OpKind::Register
+        && i.op0_register() == i.op1_register();
+    for used in info.used_registers() {
+        let reg = used.register();
+        let set = RegSet::of(reg);
+        if set.is_empty() {
+            continue;
+        }
+        match used.access() {
+            OpAccess::Read | OpAccess::CondRead if !zeroing => uses = uses | set,
+            OpAccess::Write => {
+                // Writing a 32- or 64-bit register replaces the whole 64-bit register.
+                if reg.size() >= 4 {
+                    defs = defs | set;
+                } else {
+                    uses = uses | set;
+                }
+            }
+            OpAccess::ReadWrite | OpAccess::ReadCondWrite => uses = uses | set,
+            OpAccess::CondWrite => uses = uses | set,
+            _ => {}
+        }
+    }
+    (uses, defs)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::regs::*;
+    use crate::{FunctionCode, NoData};
+    use iced_x86::Register;
+
+    #[test]
+    fn flags_live_before_jcc() {
+        // 0: 39 f7     cmp edi,esi
+        // 2: 7c 03     jl 7
+        // 4: 89 f8     mov eax,edi
+        // 6: c3        ret
+        // 7: 89 f0     mov eax,esi
+        // 9: c3        ret
+        let code = [0x39, 0xf7, 0x7c, 0x03, 0x89, 0xf8, 0xc3, 0x89, 0xf0, 0xc3];
+        let f = FunctionCode::analyze(0, &code, &NoData);
+        let l = f.liveness();
+        let at_jl = l.live_before(2).unwrap();
+        assert!(at_jl.flags_live(FLAG_SF | FLAG_OF), "{at_jl}");
+        assert!(at_jl.contains(Register::RDI) && at_jl.contains(Register::RSI));
+        let at_cmp = l.live_before(0).unwrap();
+        assert!(!at_cmp.flags_live(STATUS_FLAGS), "{at_cmp}");
+        let at_ret = l.live_before(6).unwrap();
+        assert!(at_ret.contains(Register::RAX) && !at_ret.contains(Register::RSI));
+        // After `mov eax, edi` rax is written, so it is dead before it.
+        let at_mov = l.live_before(4).unwrap();
+        assert!(!at_mov.contains(Register::RAX) && !at_mov.contains(Register::RCX));
+    }
+
+    #[test]
+    fn zeroing_idiom_reads_nothing() {
+        // 31 c0 xor eax,eax ; c3 ret
+        let f = FunctionCode::analyze(0, &[0x31, 0xc0, 0xc3], &NoData);
+        let live = f.liveness().live_before(0).unwrap();
+        assert!(!live.contains(Register::RAX));
+    }
+}

@@ -1,0 +1,458 @@
+//! Reading an ELF file: segments, functions, bytes by virtual address.
+
+use crate::{demangle, Error, Result};
+use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
+use object::{Endianness, Object, ObjectSection, ObjectSymbol, SymbolKind};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Where a function's name and range came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FunctionSource {
+    /// The static symbol table.
+    Symtab,
+    /// The dynamic symbol table.
+    Dynsym,
+    /// An `.eh_frame` FDE with no symbol (stripped code); named `sub_ADDR`.
+    EhFrame,
+}
+
+/// A function of an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Function {
+    /// The preferred symbol name (a global one when there are aliases).
+    pub name: String,
+    /// Other names at the same address.
+    pub aliases: Vec<String>,
+    /// Demangled form of `name`, if it is mangled.
+    pub demangled: Option<String>,
+    /// Link-time virtual address.
+    pub addr: u64,
+    /// Size in bytes (never 0: unsized symbols get the distance to the next function).
+    pub size: u64,
+    /// Where the range came from.
+    pub source: FunctionSource,
+    /// An `STT_GNU_IFUNC` symbol: the address is the resolver, not the implementation.
+    pub ifunc: bool,
+}
+
+impl Function {
+    /// The name to show a person: demangled when possible.
+    pub fn display_name(&self) -> &str {
+        self.demangled.as_deref().unwrap_or(&self.name)
+    }
+
+    /// Whether a link-time address lies inside the function.
+    pub fn contains(&self, addr: u64) -> bool {
+        addr >= self.addr && addr < self.addr + self.size
+    }
+}
+
+/// A loadable segment (`PT_LOAD`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// Virtual address.
+    pub vaddr: u64,
+    /// Size in memory.
+    pub memsz: u64,
+    /// File offset.
+    pub offset: u64,
+    /// Size in the file.
+    pub filesz: u64,
+    /// Executable.
+    pub exec: bool,
+}
+
+/// The kind of ELF image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageKind {
+    /// A position-dependent executable (`ET_EXEC`).
+    Executable,
+    /// A position-independent executable or shared object (`ET_DYN`).
+    Dynamic,
+}
+
+/// An x86-64 ELF file read from disk.
+#[derive(Debug)]
+pub struct Image {
+    path: PathBuf,
+    data: Vec<u8>,
+    kind: ImageKind,
+    interp: Option<String>,
+    segments: Vec<Segment>,
+    functions: Vec<Function>,
+    entry: u64,
+}
+
+impl Image {
+    /// Reads and indexes an ELF file.
+    pub fn open(path: &Path) -> Result<Image> {
+        let data = std::fs::read(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Image::from_bytes(path, data)
+    }
+
+    /// Indexes ELF bytes; `path` is only used for naming and messages.
+    pub fn from_bytes(path: &Path, data: Vec<u8>) -> Result<Image> {
+        let path = path.to_path_buf();
+        if data.len() < 4 || &data[..4] != b"\x7fELF" {
+            return Err(Error::NotElf { path });
+        }
+        let malformed = |what: String| Error::Malformed {
+            path: path.clone(),
+            what,
+        };
+        let file = object::File::parse(&*data).map_err(|e| malformed(e.to_string()))?;
+        if file.architecture() != object::Architecture::X86_64 {
+            return Err(Error::NotX86_64 {
+                path,
+                arch: format!("{:?}", file.architecture()),
+            });
+        }
+        let elf = ElfFile64::<Endianness>::parse(&*data).map_err(|e| malformed(e.to_string()))?;
+        let endian = elf.endian();
+        let header = elf.elf_header();
+        let kind = match header.e_type(endian) {
+            object::elf::ET_EXEC => ImageKind::Executable,
+            _ => ImageKind::Dynamic,
+        };
+        let entry = header.e_entry(endian);
+        let mut segments = Vec::new();
+        let mut interp = None;
+        for ph in elf.elf_program_headers() {
+            match ph.p_type(endian) {
+                object::elf::PT_LOAD => segments.push(Segment {
+                    vaddr: ph.p_vaddr(endian),
+                    memsz: ph.p_memsz(endian),
+                    offset: ph.p_offset(endian),
+                    filesz: ph.p_filesz(endian),
+                    exec: ph.p_flags(endian) & object::elf::PF_X != 0,
+                }),
+                object::elf::PT_INTERP => {
+                    if let Ok(Some(bytes)) = ph.data(endian, &*data).map(Some) {
+                        interp = Some(
+                            String::from_utf8_lossy(bytes)
+                                .trim_end_matches('\0')
+                                .to_string(),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        let functions = collect_functions(&file, &segments);
+        Ok(Image {
+            path,
+            data,
+            kind,
+            interp,
+            segments,
+            functions,
+            entry,
+        })
+    }
+
+    /// The file this image was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file name (`libc.so.6`), used as the module name.
+    pub fn file_name(&self) -> String {
+        self.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Executable or position-independent.
+    pub fn kind(&self) -> ImageKind {
+        self.kind
+    }
+
+    /// The requested program interpreter (`PT_INTERP`), if any. An
+    /// executable without one is statically linked.
+    pub fn interp(&self) -> Option<&str> {
+        self.interp.as_deref()
+    }
+
+    /// Link-time entry point.
+    pub fn entry(&self) -> u64 {
+        self.entry
+    }
+
+    /// Loadable segments.
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// Functions sorted by address.
+    pub fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    /// The function containing a link-time address.
+    pub fn function_at(&self, addr: u64) -> Option<&Function> {
+        let i = self.functions.partition_point(|f| f.addr <= addr);
+        self.functions[..i]
+            .iter()
+            .rev()
+            .take(4)
+            .find(|f| f.contains(addr))
+    }
+
+    /// Finds a function by exact name (or alias, or demangled name).
+    pub fn function_named(&self, name: &str) -> Option<&Function> {
+        self.functions.iter().find(|f| {
+            f.name == name
+                || f.aliases.iter().any(|a| a == name)
+                || f.demangled.as_deref() == Some(name)
+        })
+    }
+
+    /// File bytes for `len` bytes at link-time address `vaddr`, if they lie
+    /// in one segment's file-backed part.
+    pub fn bytes_at(&self, vaddr: u64, len: usize) -> Option<&[u8]> {
+        let seg = self
+            .segments
+            .iter()
+            .find(|s| vaddr >= s.vaddr && vaddr + len as u64 <= s.vaddr + s.filesz)?;
+        let off = (seg.offset + (vaddr - seg.vaddr)) as usize;
+        self.data.get(off..off + len)
+    }
+
+    /// All executable file-backed bytes as (vaddr, bytes) runs.
+    pub fn code_segments(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        self.segments.iter().filter(|s| s.exec).filter_map(|s| {
+            let off = s.offset as usize;
+            self.data
+                .get(off..off + s.filesz as usize)
+                .map(|b| (s.vaddr, b))
+        })
+    }
+
+    /// The load bias of this image in a process, given one of its mappings:
+    /// the mapping starts at `map_start` and holds the file from `map_offset`.
+    pub fn load_bias(&self, map_start: u64, map_offset: u64) -> Option<u64> {
+        let seg = self.segments.iter().find(|s| {
+            let page_off = s.offset & !0xfff;
+            map_offset >= page_off && map_offset < s.offset + s.filesz.max(1)
+        })?;
+        // The byte at file offset `map_offset` has link-time address:
+        let vaddr = seg.vaddr.wrapping_add(map_offset).wrapping_sub(seg.offset);
+        Some(map_start.wrapping_sub(vaddr))
+    }
+}
+
+/// Functions from both symbol tables and from `.eh_frame`, deduplicated by address.
+fn collect_functions(file: &object::File<'_>, segments: &[Segment]) -> Vec<Function> {
+    let in_code = |addr: u64| {
+        segments
+            .iter()
+            .any(|s| s.exec && addr >= s.vaddr && addr < s.vaddr + s.memsz)
+    };
+    // addr -> (candidates: (rank, name), size, source, ifunc)
+    struct Entry {
+        names: Vec<(u8, String)>,
+        size: u64,
+        source: FunctionSource,
+        ifunc: bool,
+    }
+    let mut by_addr: BTreeMap<u64, Entry> = BTreeMap::new();
+    let tables = [
+        (FunctionSource::Symtab, file.symbols()),
+        (FunctionSource::Dynsym, file.dynamic_symbols()),
+    ];
+    for (source, symbols) in tables {
+        for sym in symbols {
+            if sym.kind() != SymbolKind::Text || !sym.is_definition() {
+                continue;
+            }
+            let Ok(name) = sym.name() else { continue };
+            let addr = sym.address();
+            if name.is_empty() || !in_code(addr) {
+                continue;
+            }
+            let ifunc = matches!(sym.flags(), object::SymbolFlags::Elf { st_info, .. } if st_info & 0xf == object::elf::STT_GNU_IFUNC);
+            // Prefer global names, then weak, then local; and names without leading underscores.
+            let rank = match (sym.is_global(), sym.is_weak()) {
+                (true, false) => 0,
+                (_, true) => 1,
+                _ => 2,
+            } * 4
+                + name.bytes().take_while(|&b| b == b'_').count().min(3) as u8;
+            let e = by_addr.entry(addr).or_insert(Entry {
+                names: vec![],
+                size: 0,
+                source,
+                ifunc,
+            });
+            if !e.names.iter().any(|(_, n)| n == name) {
+                e.names.push((rank, name.to_string()));
+            }
+            e.size = e.size.max(sym.size());
+            e.source = e.source.min(source);
+            e.ifunc |= ifunc;
+        }
+    }
+    for (start, len) in eh_frame_ranges(file) {
+        if !in_code(start) || len == 0 {
+            continue;
+        }
+        let e = by_addr.entry(start).or_insert(Entry {
+            names: vec![(255, format!("sub_{start:x}"))],
+            size: len,
+            source: FunctionSource::EhFrame,
+            ifunc: false,
+        });
+        if e.size == 0 {
+            e.size = len;
+        }
+    }
+    let addrs: Vec<u64> = by_addr.keys().copied().collect();
+    let mut out = Vec::with_capacity(by_addr.len());
+    for (i, (addr, mut e)) in by_addr.into_iter().enumerate() {
+        if e.size == 0 {
+            // Unsized (hand-written assembly): up to the next function or the end of its segment.
+            let seg_end = segments
+                .iter()
+                .find(|s| s.exec && addr >= s.vaddr && addr < s.vaddr + s.memsz)
+                .map_or(addr + 1, |s| s.vaddr + s.memsz);
+            e.size = addrs.get(i + 1).copied().unwrap_or(seg_end).min(seg_end) - addr;
+        }
+        e.names.sort();
+        let mut names = e.names.into_iter().map(|(_, n)| n);
+        let name = names.next().unwrap_or_default();
+        let demangled = demangle(&name);
+        out.push(Function {
+            name,
+            aliases: names.collect(),
+            demangled,
+            addr,
+            size: e.size,
+            source: e.source,
+            ifunc: e.ifunc,
+        });
+    }
+    out
+}
+
+/// (start, length) of every FDE in `.eh_frame`.
+fn eh_frame_ranges(file: &object::File<'_>) -> Vec<(u64, u64)> {
+    use gimli::UnwindSection;
+    let Some(section) = file.section_by_name(".eh_frame") else {
+        return vec![];
+    };
+    let Ok(data) = section.data() else {
+        return vec![];
+    };
+    let eh_frame = gimli::EhFrame::new(data, gimli::LittleEndian);
+    let mut bases = gimli::BaseAddresses::default().set_eh_frame(section.address());
+    if let Some(text) = file.section_by_name(".text") {
+        bases = bases.set_text(text.address());
+    }
+    if let Some(got) = file.section_by_name(".got") {
+        bases = bases.set_got(got.address());
+    }
+    let mut out = Vec::new();
+    let mut entries = eh_frame.entries(&bases);
+    while let Ok(Some(entry)) = entries.next() {
+        if let gimli::CieOrFde::Fde(partial) = entry {
+            if let Ok(fde) =
+                partial.parse(|section, bases, offset| section.cie_from_offset(bases, offset))
+            {
+                out.push((fde.initial_address(), fde.len()));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn libc_path() -> Option<PathBuf> {
+        [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+    }
+
+    #[test]
+    fn libc_has_dynsym_and_stripped_ranges() {
+        let Some(path) = libc_path() else {
+            eprintln!("SKIP: no libc.so.6 found at the Debian paths");
+            return;
+        };
+        let img = Image::open(&path).unwrap();
+        assert_eq!(img.kind(), ImageKind::Dynamic);
+        let malloc = img.function_named("malloc").expect("malloc in libc");
+        assert!(malloc.size > 16);
+        assert!(img
+            .functions()
+            .iter()
+            .any(|f| f.source == FunctionSource::EhFrame));
+        assert!(img.functions().len() > 2000);
+        assert!(img.bytes_at(malloc.addr, malloc.size as usize).is_some());
+        assert!(img
+            .function_at(malloc.addr + 3)
+            .is_some_and(|f| f.addr == malloc.addr));
+    }
+
+    #[test]
+    fn rejects_non_elf_and_wrong_arch() {
+        let err = Image::from_bytes(Path::new("x.txt"), b"hello world".to_vec()).unwrap_err();
+        assert!(matches!(err, Error::NotElf { .. }));
+        // A minimal ELF64 header for AArch64 (e_machine 183).
+        let mut h = vec![0u8; 64];
+        h[..4].copy_from_slice(b"\x7fELF");
+        h[4] = 2;
+        h[5] = 1;
+        h[6] = 1;
+        h[16] = 2;
+        h[18] = 183;
+        h[20] = 1;
+        h[52] = 64;
+        let err = Image::from_bytes(Path::new("arm"), h).unwrap_err();
+        assert!(matches!(err, Error::NotX86_64 { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn bias_of_pie_mapping() {
+        let img = Image {
+            path: "x".into(),
+            data: vec![],
+            kind: ImageKind::Dynamic,
+            interp: None,
+            segments: vec![
+                Segment {
+                    vaddr: 0,
+                    memsz: 0x1000,
+                    offset: 0,
+                    filesz: 0x1000,
+                    exec: false,
+                },
+                Segment {
+                    vaddr: 0x1000,
+                    memsz: 0x2000,
+                    offset: 0x1000,
+                    filesz: 0x2000,
+                    exec: true,
+                },
+            ],
+            functions: vec![],
+            entry: 0,
+        };
+        assert_eq!(
+            img.load_bias(0x5555_0000_1000, 0x1000),
+            Some(0x5555_0000_0000)
+        );
+        assert_eq!(img.load_bias(0x5555_0000_0000, 0), Some(0x5555_0000_0000));
+    }
+}

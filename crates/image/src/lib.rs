@@ -1,0 +1,21 @@
+//! ELF images: what a file says about its functions, independent of any process.
+//!
+//! * [`Image`]: an x86-64 ELF executable or shared object loaded from disk,
+//!   with its functions from `.symtab`, `.dynsym` and (for stripped code)
+//!   `.eh_frame`, its loadable segments and file bytes by virtual address.
+//! * [`Pattern`]: `[MODULE:]FUNCTION` globs such as `work`, `str*`,
+//!   `libc.so.6:malloc`, `*:free`, with [`near_misses`] for error messages.
+//! * [`demangle`]: C++ and Rust names made readable.
+//!
+//! Addresses here are link-time virtual addresses; adding a module's load
+//! bias (see [`Image::load_bias`]) gives the address in a process.
+
+mod demangle;
+mod elf;
+mod error;
+mod pattern;
+
+pub use demangle::demangle;
+pub use elf::{Function, FunctionSource, Image, ImageKind, Segment};
+pub use error::{Error, Result};
+pub use pattern::{glob_match, near_misses, Pattern};

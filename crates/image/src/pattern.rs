@@ -1,0 +1,316 @@
+//! Function patterns: `[MODULE:]GLOB`.
+
+use crate::{Error, Result};
+
+/// A function pattern: an optional module glob and a function glob.
+///
+/// `work`, `str*`, `libc.so.6:malloc`, `*:free`, `libc:malloc` (a module
+/// glob also matches the file name cut before `.so`). A function glob is
+/// matched against the symbol name and its demangled form; an unqualified
+/// pattern applies to every module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pattern {
+    /// Module glob, if qualified.
+    pub module: Option<String>,
+    /// Function glob.
+    pub function: String,
+    /// Instruction offset inside the function (`FUNCTION+OFFSET`).
+    pub offset: Option<u64>,
+}
+
+impl Pattern {
+    /// Parses `[MODULE:]FUNCTION[+OFFSET]`. C++ names with `::` stay whole.
+    pub fn parse(text: &str) -> Result<Pattern> {
+        let bad = |why| Error::BadPattern(text.to_string(), why);
+        if text.trim().is_empty() {
+            return Err(bad("empty pattern"));
+        }
+        // A module separator is a single ':' not part of '::'.
+        let bytes = text.as_bytes();
+        let mut split = None;
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b':' {
+                if i + 1 < bytes.len() && bytes[i + 1] == b':' {
+                    i += 2;
+                    continue;
+                }
+                split = Some(i);
+                break;
+            }
+            i += 1;
+        }
+        let (module, rest) = match split {
+            Some(i) => (Some(text[..i].to_string()), &text[i + 1..]),
+            None => (None, text),
+        };
+        if module.as_deref() == Some("") {
+            return Err(bad("empty module before ':'"));
+        }
+        let (function, offset) = match rest.rsplit_once('+') {
+            Some((f, off))
+                if !f.is_empty()
+                    && !off.is_empty()
+                    && off.chars().all(|c| c.is_ascii_alphanumeric()) =>
+            {
+                let value =
+                    if let Some(hex) = off.strip_prefix("0x").or_else(|| off.strip_prefix("0X")) {
+                        u64::from_str_radix(hex, 16)
+                    } else {
+                        off.parse()
+                    };
+                (
+                    f.to_string(),
+                    Some(value.map_err(|_| bad("offset is not a number (use decimal or 0x-hex)"))?),
+                )
+            }
+            _ => (rest.to_string(), None),
+        };
+        if function.is_empty() {
+            return Err(bad("empty function name"));
+        }
+        Ok(Pattern {
+            module,
+            function,
+            offset,
+        })
+    }
+
+    /// Whether the pattern applies to a module with this file name.
+    pub fn matches_module(&self, file_name: &str) -> bool {
+        match &self.module {
+            None => true,
+            Some(glob) => {
+                glob_match(glob, file_name)
+                    || file_name
+                        .split_once(".so")
+                        .is_some_and(|(stem, _)| glob_match(glob, stem))
+            }
+        }
+    }
+
+    /// Whether the pattern's function glob matches a name (raw or demangled).
+    pub fn matches_function(&self, name: &str, demangled: Option<&str>) -> bool {
+        glob_match(&self.function, name)
+            || demangled.is_some_and(|d| {
+                glob_match(&self.function, d)
+                    || d.split_once('(')
+                        .is_some_and(|(base, _)| glob_match(&self.function, base))
+            })
+    }
+}
+
+impl std::fmt::Display for Pattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(m) = &self.module {
+            write!(f, "{m}:")?;
+        }
+        write!(f, "{}", self.function)?;
+        if let Some(o) = self.offset {
+            write!(f, "+{o:#x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Shell-style glob: `*`, `?` and `[...]` classes (with `!` or `^` negation).
+pub fn glob_match(glob: &str, text: &str) -> bool {
+    let g: Vec<char> = glob.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut gi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if gi < g.len() {
+            match g[gi] {
+                '*' => {
+                    star = Some((gi, ti));
+                    gi += 1;
+                    continue;
+                }
+                '?' => {
+                    gi += 1;
+                    ti += 1;
+                    continue;
+                }
+                '[' => {
+                    if let Some((matched, next)) = match_class(&g, gi, t[ti]) {
+                        if matched {
+                            gi = next;
+                            ti += 1;
+                            continue;
+                        }
+                    } else if t[ti] == '[' {
+                        gi += 1;
+                        ti += 1;
+                        continue;
+                    }
+                }
+                c if c == t[ti] => {
+                    gi += 1;
+                    ti += 1;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        match star {
+            Some((sg, st)) => {
+                gi = sg + 1;
+                ti = st + 1;
+                star = Some((sg, st + 1));
+            }
+            None => return false,
+        }
+    }
+    while gi < g.len() && g[gi] == '*' {
+        gi += 1;
+    }
+    gi == g.len()
+}
+
+/// Matches `c` against the class starting at `g[start] == '['`; returns
+/// (matched, index after the class), or None if the class is unterminated.
+fn match_class(g: &[char], start: usize, c: char) -> Option<(bool, usize)> {
+    let mut i = start + 1;
+    let negate = i < g.len() && (g[i] == '!' || g[i] == '^');
+    if negate {
+        i += 1;
+    }
+    let mut matched = false;
+    let mut first = true;
+    while i < g.len() && (first || g[i] != ']') {
+        first = false;
+        if i + 2 < g.len() && g[i + 1] == '-' && g[i + 2] != ']' {
+            if g[i] <= c && c <= g[i + 2] {
+                matched = true;
+            }
+            i += 3;
+        } else {
+            if g[i] == c {
+                matched = true;
+            }
+            i += 1;
+        }
+    }
+    if i >= g.len() {
+        return None;
+    }
+    Some((matched != negate, i + 1))
+}
+
+/// Up to `max` names close to `wanted`: same letters in another case, a
+/// shared substring, or a small edit distance. For "did you mean" messages.
+pub fn near_misses<'a>(
+    wanted: &str,
+    names: impl IntoIterator<Item = &'a str>,
+    max: usize,
+) -> Vec<String> {
+    let core: String = wanted
+        .chars()
+        .filter(|c| !matches!(c, '*' | '?' | '[' | ']'))
+        .collect();
+    let core_lower = core.to_lowercase();
+    if core_lower.is_empty() {
+        return vec![];
+    }
+    let mut scored: Vec<(usize, &str)> = names
+        .into_iter()
+        .filter_map(|n| {
+            let lower = n.to_lowercase();
+            let d = edit_distance(&core_lower, &lower);
+            let limit = if core_lower.len() <= 3 {
+                1
+            } else {
+                (core_lower.len() / 3).max(2)
+            };
+            if d <= limit {
+                Some((d, n))
+            } else if core_lower.len() >= 3 && lower.contains(&core_lower) {
+                Some((limit + 1 + lower.len() - core_lower.len(), n))
+            } else {
+                None
+            }
+        })
+        .collect();
+    scored.sort();
+    scored.dedup_by(|a, b| a.1 == b.1);
+    scored
+        .into_iter()
+        .take(max)
+        .map(|(_, n)| n.to_string())
+        .collect()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    if a.len().abs_diff(b.len()) > 8 {
+        return usize::MAX;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut cur = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            cur[j] = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_forms() {
+        let p = Pattern::parse("work").unwrap();
+        assert_eq!(
+            (p.module, p.function.as_str(), p.offset),
+            (None, "work", None)
+        );
+        let p = Pattern::parse("libc.so.6:malloc").unwrap();
+        assert_eq!(p.module.as_deref(), Some("libc.so.6"));
+        let p = Pattern::parse("*:free").unwrap();
+        assert!(p.matches_module("libfoo.so") && p.matches_function("free", None));
+        let p = Pattern::parse("work+0x1c").unwrap();
+        assert_eq!(p.offset, Some(0x1c));
+        let p = Pattern::parse("work+12").unwrap();
+        assert_eq!(p.offset, Some(12));
+        let p = Pattern::parse("ns::Klass::run").unwrap();
+        assert_eq!(p.module, None);
+        assert!(p.matches_function("_ZN2ns5Klass3runEv", Some("ns::Klass::run()")));
+        assert!(Pattern::parse("libc.so.6:").is_err());
+        assert!(Pattern::parse(":x").is_err());
+        assert!(Pattern::parse("work+zz").is_err());
+    }
+
+    #[test]
+    fn module_stem() {
+        let p = Pattern::parse("libc:malloc").unwrap();
+        assert!(p.matches_module("libc.so.6"));
+        assert!(!p.matches_module("libcrypt.so.1"));
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("str*", "strlen"));
+        assert!(!glob_match("str*", "memcpy"));
+        assert!(glob_match("*", ""));
+        assert!(glob_match("a?c", "abc"));
+        assert!(glob_match("f[0-9]x", "f7x"));
+        assert!(!glob_match("f[!0-9]x", "f7x"));
+        assert!(glob_match("*free", "cfree"));
+        assert!(glob_match("*a*b*", "xxaxxbxx"));
+        assert!(!glob_match("*a*b", "xxaxxbxx"));
+    }
+
+    #[test]
+    fn misses() {
+        let names = ["work", "worker_main", "main", "spin"];
+        let m = near_misses("wrok", names, 3);
+        assert_eq!(m.first().map(String::as_str), Some("work"));
+        assert!(near_misses("zzzzzz", names, 3).is_empty());
+    }
+}

@@ -1,0 +1,67 @@
+//! Errors of the live applier.
+
+/// What went wrong while instrumenting a live process.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Controlling the process failed.
+    #[error(transparent)]
+    Process(#[from] weft_process::Error),
+    /// Reading an image failed.
+    #[error(transparent)]
+    Image(#[from] weft_image::Error),
+    /// Generating code failed.
+    #[error(transparent)]
+    Patch(#[from] weft_patch::Error),
+    /// A pattern matched no function.
+    #[error("pattern '{pattern}' matches no function{}", near_list(.near))]
+    NoMatch {
+        /// The pattern as written.
+        pattern: String,
+        /// Similar names that do exist.
+        near: Vec<String>,
+    },
+    /// `FUNCTION+OFFSET` does not fall on an instruction boundary.
+    #[error(
+        "{function}+{offset:#x} is not the start of an instruction (nearest boundaries: {near})"
+    )]
+    NotABoundary {
+        /// The function.
+        function: String,
+        /// The offset asked for.
+        offset: u64,
+        /// Boundaries around it, formatted.
+        near: String,
+    },
+    /// No room for patch memory within reach of a module.
+    #[error("no free address range within 2 GiB of {module} for patch memory")]
+    NoRoom {
+        /// The module.
+        module: String,
+    },
+    /// The shared region is full.
+    #[error("the shared region is full ({what})")]
+    Full {
+        /// What ran out.
+        what: &'static str,
+    },
+    /// Local resource failure (memfd, mmap).
+    #[error("{what}: {source}")]
+    Io {
+        /// What weft was doing.
+        what: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+fn near_list(near: &[String]) -> String {
+    if near.is_empty() {
+        String::new()
+    } else {
+        format!(" (did you mean: {}?)", near.join(", "))
+    }
+}
+
+/// Result of live instrumentation.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,148 @@
+//! Modules of a live process: an image, where it is loaded, and its
+//! analysed code, all in runtime addresses.
+
+use crate::Result;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use weft_code::{BranchTargets, FunctionCode};
+use weft_image::{Function, Image};
+use weft_process::MapEntry;
+
+/// A loaded ELF file in the target.
+#[derive(Debug)]
+pub struct Module {
+    /// File name, the name patterns match (`libc.so.6`).
+    pub name: String,
+    /// Path as the target's maps give it.
+    pub path: PathBuf,
+    /// Runtime address minus link-time address.
+    pub bias: u64,
+    /// Lowest mapped address.
+    pub lo: u64,
+    /// One past the highest mapped address.
+    pub hi: u64,
+    /// The file's contents, indexed.
+    pub image: Image,
+    targets: OnceLock<BranchTargets>,
+}
+
+impl Module {
+    /// The modules mapped in `pid` (files with an executable mapping),
+    /// excluding those whose path is in `known`. Files that are not ELF
+    /// (or not x86-64) are passed over: they hold no code weft can patch.
+    pub fn discover(pid: i32, maps: &[MapEntry], known: &[PathBuf]) -> Result<Vec<Module>> {
+        let mut by_path: BTreeMap<PathBuf, Vec<&MapEntry>> = BTreeMap::new();
+        for m in maps {
+            if let Some(file) = m.file() {
+                by_path.entry(file).or_default().push(m);
+            }
+        }
+        let mut out = Vec::new();
+        for (path, entries) in by_path {
+            if known.contains(&path) || !entries.iter().any(|m| m.exec) {
+                continue;
+            }
+            let image = match Image::open(&weft_process::path_in_root(pid, &path)) {
+                Ok(i) => i,
+                Err(weft_image::Error::NotElf { .. })
+                | Err(weft_image::Error::NotX86_64 { .. }) => continue,
+                Err(weft_image::Error::Io { .. }) if !weft_process::is_alive(pid) => {
+                    return Err(weft_process::Error::ProcessGone(pid).into())
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let first = entries
+                .iter()
+                .min_by_key(|m| m.offset)
+                .expect("non-empty group");
+            let Some(bias) = image.load_bias(first.start.0, first.offset) else {
+                continue;
+            };
+            let lo = entries.iter().map(|m| m.start.0).min().unwrap_or(0);
+            let hi = entries.iter().map(|m| m.end.0).max().unwrap_or(0);
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            out.push(Module {
+                name,
+                path,
+                bias,
+                lo,
+                hi,
+                image,
+                targets: OnceLock::new(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// A module read straight from a file, at its link-time addresses (bias 0).
+    pub fn from_file(path: &std::path::Path) -> Result<Module> {
+        let image = Image::open(path)?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let lo = image.segments().iter().map(|s| s.vaddr).min().unwrap_or(0);
+        let hi = image
+            .segments()
+            .iter()
+            .map(|s| s.vaddr + s.memsz)
+            .max()
+            .unwrap_or(0);
+        Ok(Module {
+            name,
+            path: path.to_path_buf(),
+            bias: 0,
+            lo,
+            hi,
+            image,
+            targets: OnceLock::new(),
+        })
+    }
+
+    /// Runtime address of a link-time address.
+    pub fn runtime(&self, vaddr: u64) -> u64 {
+        vaddr.wrapping_add(self.bias)
+    }
+
+    /// File bytes at a runtime address.
+    pub fn bytes_at_runtime(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        self.image.bytes_at(addr.wrapping_sub(self.bias), len)
+    }
+
+    /// Every direct branch and call target of the module's functions
+    /// (runtime addresses), computed once.
+    pub fn branch_targets(&self) -> &BranchTargets {
+        self.targets.get_or_init(|| {
+            let mut t = BranchTargets::new();
+            for f in self.image.functions() {
+                if let Some(bytes) = self.image.bytes_at(f.addr, f.size as usize) {
+                    t.add_instructions(&weft_code::decode_all(self.runtime(f.addr), bytes));
+                }
+            }
+            t
+        })
+    }
+
+    /// The analysed code of a function, in runtime addresses.
+    pub fn function_code(&self, f: &Function) -> Option<FunctionCode> {
+        let bytes = self.image.bytes_at(f.addr, f.size as usize)?;
+        let data = |addr: u64, len: usize| self.bytes_at_runtime(addr, len).map(|b| b.to_vec());
+        Some(FunctionCode::analyze(self.runtime(f.addr), bytes, &data))
+    }
+
+    /// Up to 16 bytes after a function, before the next one starts: padding
+    /// a splice window may cover.
+    pub fn bytes_after(&self, f: &Function) -> &[u8] {
+        let end = f.addr + f.size;
+        let functions = self.image.functions();
+        let next = functions
+            .get(functions.partition_point(|g| g.addr < end))
+            .map_or(end + 16, |g| g.addr);
+        let len = (next - end).min(16) as usize;
+        self.image.bytes_at(end, len).unwrap_or(&[])
+    }
+}

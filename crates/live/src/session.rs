@@ -1,0 +1,1020 @@
+//! Sessions: probes requested by the user, the sites spliced for them, and
+//! the episodes that apply and remove them.
+//!
+//! A *probe* is what the user asked for ("count calls of `work`"): one
+//! counter. A *site* is one spliced instruction point; an exit probe has a
+//! site per `ret` or tail call. Probes that land on the same point share a
+//! site whose trampoline runs all their snippets (KernInst's compound code
+//! patch).
+//!
+//! Work is split so the target is stopped as briefly as possible:
+//! [`Session::prepare`] reads maps and files and analyses code while the
+//! target runs; [`Session::apply`] chooses splice windows (it needs the
+//! threads' pcs), writes trampolines into shared memory and splices.
+
+use crate::module::Module;
+use crate::shared::SharedMemory;
+use crate::{Error, Result};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use weft_code::{FunctionCode, RegSet};
+use weft_image::{near_misses, Function, Pattern};
+use weft_patch::region::{trap_table, Layout};
+use weft_patch::{
+    choose_splice, trap, Snippet, SpliceChoice, SpliceContext, SpliceMethod, SpliceRecord,
+    Trampoline, Unsafe,
+};
+use weft_process::{ProcessMemory, RemoteAddr, Tracee};
+
+const COUNTERS: u64 = 1 << 20;
+const TRAPS: u64 = 1 << 16;
+const CODE_AREA: u64 = 8 << 20;
+const MAX_CLUSTERS: u64 = 16;
+/// Distance every byte of a cluster keeps from every byte of its modules.
+const REACH: u64 = (1 << 31) - (32 << 20);
+const SIGTRAP: i32 = 5;
+
+/// Where in a function a probe goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PointKind {
+    /// The function's entry (after an `endbr64`).
+    Entry,
+    /// Every exit: each `ret` and each tail-call jump.
+    Exit,
+    /// One instruction, by byte offset from the function's start.
+    Instruction(u64),
+}
+
+/// A request: a function pattern and where in those functions.
+#[derive(Debug, Clone)]
+pub struct PointSpec {
+    /// Which functions.
+    pub pattern: Pattern,
+    /// Which point in each.
+    pub kind: PointKind,
+}
+
+impl PointSpec {
+    /// `[MODULE:]FUNCTION` (entry) or `[MODULE:]FUNCTION+OFFSET` (instruction).
+    pub fn parse(text: &str) -> Result<PointSpec> {
+        let pattern = Pattern::parse(text)?;
+        let kind = pattern
+            .offset
+            .map_or(PointKind::Entry, PointKind::Instruction);
+        Ok(PointSpec { pattern, kind })
+    }
+
+    /// The exits of `[MODULE:]FUNCTION`.
+    pub fn exits(text: &str) -> Result<PointSpec> {
+        let pattern = Pattern::parse(text)?;
+        if pattern.offset.is_some() {
+            return Err(weft_image::Error::BadPattern(
+                text.into(),
+                "an exit pattern takes no +OFFSET",
+            )
+            .into());
+        }
+        Ok(PointSpec {
+            pattern,
+            kind: PointKind::Exit,
+        })
+    }
+}
+
+/// One spliced site, for reports and `--verbose`.
+#[derive(Debug, Clone)]
+pub struct PointInfo {
+    /// Module file name.
+    pub module: String,
+    /// Function (and `+0xOFF` for an instruction point).
+    pub function: String,
+    /// Kind of probe.
+    pub kind: PointKind,
+    /// The instruction point.
+    pub addr: u64,
+    /// Jump or trap.
+    pub method: SpliceMethod,
+    /// Overwritten (jump) or relocated (trap) bytes.
+    pub window: (u64, u64),
+    /// Why a trap was needed.
+    pub why_trap: Option<String>,
+    /// Whether the trampoline saves flags or registers.
+    pub saves_state: bool,
+    /// Whether it is currently spliced.
+    pub active: bool,
+}
+
+/// A point weft could not instrument, and why.
+#[derive(Debug, Clone)]
+pub struct SkippedPoint {
+    /// Module.
+    pub module: String,
+    /// Function.
+    pub function: String,
+    /// Why.
+    pub why: String,
+}
+
+/// What [`Session::apply`] did.
+#[derive(Debug, Default, Clone)]
+pub struct AddReport {
+    /// New probes.
+    pub probes: usize,
+    /// New sites spliced with `jmp`.
+    pub jumps: usize,
+    /// New sites spliced with `int3`.
+    pub traps: usize,
+    /// Points passed over.
+    pub skipped: Vec<SkippedPoint>,
+}
+
+/// A counted probe and its current value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Count {
+    /// Module file name.
+    pub module: String,
+    /// Function, or `NAME+0xOFF`.
+    pub function: String,
+    /// Kind.
+    pub kind: PointKind,
+    /// The count.
+    pub calls: u64,
+}
+
+/// Probes resolved and analysed, ready to apply.
+#[derive(Debug)]
+pub struct Prepared {
+    items: Vec<PreparedProbe>,
+    skipped: Vec<SkippedPoint>,
+}
+
+impl Prepared {
+    /// Number of probes to apply.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether there is nothing to apply.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+#[derive(Debug)]
+struct PreparedProbe {
+    module: usize,
+    function_addr: u64,
+    display: String,
+    kind: PointKind,
+    points: Vec<u64>,
+    code: FunctionCode,
+    after_end: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Probe {
+    module: usize,
+    function_addr: u64,
+    display: String,
+    kind: PointKind,
+    counter: u64,
+}
+
+#[derive(Debug)]
+struct Site {
+    module: usize,
+    choice: SpliceChoice,
+    live: RegSet,
+    probes: Vec<usize>,
+    record: Option<SpliceRecord>,
+    entry: u64,
+    saves_state: bool,
+    active: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Cluster {
+    data: u64,
+    code: u64,
+    code_offset: u64,
+    used: u64,
+    mapped: bool,
+}
+
+impl Cluster {
+    fn range(&self) -> (u64, u64) {
+        (self.data, self.code + CODE_AREA)
+    }
+
+    fn reaches(&self, lo: u64, hi: u64) -> bool {
+        let (s, e) = self.range();
+        e.max(hi) - s.min(lo) < REACH
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct TrapHandler {
+    cluster: usize,
+    installed: bool,
+}
+
+/// weft's instrumentation of one process.
+#[derive(Debug)]
+pub struct Session {
+    pid: i32,
+    shm: SharedMemory,
+    layout: Layout,
+    modules: Vec<Module>,
+    clusters: Vec<Cluster>,
+    probes: Vec<Probe>,
+    sites: Vec<Site>,
+    site_at: BTreeMap<u64, usize>,
+    trap: Option<TrapHandler>,
+}
+
+impl Session {
+    /// A session for the process `pid`; nothing is changed in it yet.
+    pub fn new(pid: i32) -> Result<Session> {
+        let layout = Layout::new(COUNTERS, TRAPS);
+        let shm = SharedMemory::create((layout.size + MAX_CLUSTERS * CODE_AREA) as usize)?;
+        shm.write(0, &layout.header_bytes());
+        Ok(Session {
+            pid,
+            shm,
+            layout,
+            modules: vec![],
+            clusters: vec![],
+            probes: vec![],
+            sites: vec![],
+            site_at: BTreeMap::new(),
+            trap: None,
+        })
+    }
+
+    /// The process.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Modules known so far.
+    pub fn modules(&self) -> &[Module] {
+        &self.modules
+    }
+
+    /// Looks for modules mapped since the last call (libraries loaded by
+    /// dlopen); returns how many are new.
+    pub fn refresh_modules(&mut self) -> Result<usize> {
+        let maps = weft_process::maps::read(self.pid)?;
+        let known: Vec<PathBuf> = self.modules.iter().map(|m| m.path.clone()).collect();
+        let new = Module::discover(self.pid, &maps, &known)?;
+        let n = new.len();
+        self.modules.extend(new);
+        Ok(n)
+    }
+
+    /// Resolves patterns against the modules and analyses the matched
+    /// functions. The target may be running. A pattern that matches
+    /// nothing is an error naming near misses.
+    pub fn prepare(&mut self, specs: &[PointSpec]) -> Result<Prepared> {
+        self.refresh_modules()?;
+        let mut items = Vec::new();
+        let mut skipped = Vec::new();
+        for spec in specs {
+            let before = items.len() + skipped.len();
+            for (mi, module) in self.modules.iter().enumerate() {
+                if !spec.pattern.matches_module(&module.name) {
+                    continue;
+                }
+                for f in module.image.functions() {
+                    let names_match = spec
+                        .pattern
+                        .matches_function(&f.name, f.demangled.as_deref())
+                        || f.aliases
+                            .iter()
+                            .any(|a| spec.pattern.matches_function(a, None));
+                    if !names_match {
+                        continue;
+                    }
+                    match prepare_probe(mi, module, f, spec.kind) {
+                        Ok(item) => items.push(item),
+                        Err(why) => skipped.push(SkippedPoint {
+                            module: module.name.clone(),
+                            function: f.display_name().to_string(),
+                            why,
+                        }),
+                    }
+                }
+            }
+            if items.len() + skipped.len() == before {
+                return Err(self.no_match(&spec.pattern));
+            }
+            if let (PointKind::Instruction(off), Some(s)) = (spec.kind, skipped.last()) {
+                if items.len() == before && s.why.starts_with("not an instruction boundary") {
+                    return Err(Error::NotABoundary {
+                        function: s.function.clone(),
+                        offset: off,
+                        near: s.why.clone(),
+                    });
+                }
+            }
+        }
+        // Analyse the module-wide branch targets now, while the target runs.
+        for item in &items {
+            let _ = self.modules[item.module].branch_targets();
+        }
+        Ok(Prepared { items, skipped })
+    }
+
+    fn no_match(&self, pattern: &Pattern) -> Error {
+        let modules: Vec<&Module> = self
+            .modules
+            .iter()
+            .filter(|m| pattern.matches_module(&m.name))
+            .collect();
+        let near = if modules.is_empty() {
+            near_misses(
+                pattern.module.as_deref().unwrap_or(""),
+                self.modules.iter().map(|m| m.name.as_str()),
+                5,
+            )
+        } else {
+            let names = modules
+                .iter()
+                .flat_map(|m| m.image.functions().iter().map(|f| f.name.as_str()));
+            near_misses(&pattern.function, names, 5)
+        };
+        Error::NoMatch {
+            pattern: pattern.to_string(),
+            near,
+        }
+    }
+
+    /// Splices prepared probes into the stopped process.
+    pub fn apply(&mut self, tracee: &mut Tracee, prepared: Prepared) -> Result<AddReport> {
+        let mut report = AddReport {
+            skipped: prepared.skipped,
+            ..AddReport::default()
+        };
+        let pcs: Vec<u64> = tracee
+            .thread_pcs()?
+            .into_iter()
+            .map(|(_, pc)| pc.0)
+            .collect();
+        let mut dirty: Vec<usize> = Vec::new();
+        for item in prepared.items {
+            if self.probes.iter().any(|p| {
+                p.module == item.module
+                    && p.function_addr == item.function_addr
+                    && p.kind == item.kind
+            }) {
+                continue;
+            }
+            let counter = self.probes.len() as u64;
+            if counter >= self.layout.header.counters_capacity {
+                return Err(Error::Full { what: "counters" });
+            }
+            self.shm.store_u64(self.layout.counter(counter), 0);
+            let probe_id = self.probes.len();
+            self.probes.push(Probe {
+                module: item.module,
+                function_addr: item.function_addr,
+                display: item.display.clone(),
+                kind: item.kind,
+                counter,
+            });
+            report.probes += 1;
+            let liveness = item.code.liveness();
+            for &point in &item.points {
+                if let Some(&s) = self.site_at.get(&point) {
+                    self.sites[s].probes.push(probe_id);
+                    dirty.push(s);
+                    continue;
+                }
+                if let Some(other) = self.active_site_covering(point) {
+                    report.skipped.push(SkippedPoint {
+                        module: self.modules[item.module].name.clone(),
+                        function: item.display.clone(),
+                        why: format!(
+                            "{point:#x} is inside the splice of another point ({other:#x})"
+                        ),
+                    });
+                    continue;
+                }
+                let module = &self.modules[item.module];
+                let ctx = SpliceContext {
+                    func: &item.code,
+                    targets: module.branch_targets(),
+                    thread_pcs: &pcs,
+                    after_end: &item.after_end,
+                };
+                let mut choice = match choose_splice(&ctx, point) {
+                    Some(Ok(c)) => c,
+                    Some(Err(why)) => {
+                        report.skipped.push(SkippedPoint {
+                            module: module.name.clone(),
+                            function: item.display.clone(),
+                            why: why.to_string(),
+                        });
+                        continue;
+                    }
+                    None => continue,
+                };
+                if choice.method == SpliceMethod::Jump
+                    && self.overlaps_active(choice.start, choice.end)
+                {
+                    let k = item.code.index_of(point).expect("point is a boundary");
+                    let insn = item.code.instructions()[k];
+                    choice = SpliceChoice {
+                        method: SpliceMethod::Trap,
+                        point,
+                        start: point,
+                        end: insn.next_ip(),
+                        displaced: vec![insn],
+                        why_trap: Some(Unsafe::BranchTargetInside(point)),
+                    };
+                }
+                let live = liveness.live_before(point).unwrap_or(RegSet::ALL);
+                let s = self.sites.len();
+                self.sites.push(Site {
+                    module: item.module,
+                    choice,
+                    live,
+                    probes: vec![probe_id],
+                    record: None,
+                    entry: 0,
+                    saves_state: false,
+                    active: false,
+                });
+                self.site_at.insert(point, s);
+                dirty.push(s);
+            }
+        }
+        dirty.sort_unstable();
+        dirty.dedup();
+        // Trampolines first, then the trap table, then the splices.
+        let mut to_write = Vec::new();
+        for &s in &dirty {
+            match self.build_site(tracee, s) {
+                Ok(()) => to_write.push(s),
+                Err(SiteError::Skip(why)) => {
+                    let site = &self.sites[s];
+                    report.skipped.push(SkippedPoint {
+                        module: self.modules[site.module].name.clone(),
+                        function: self.probes[site.probes[0]].display.clone(),
+                        why,
+                    });
+                    self.site_at.remove(&site.choice.point);
+                }
+                Err(SiteError::Fatal(e)) => return Err(e),
+            }
+        }
+        if let Some(&first_trap) = to_write
+            .iter()
+            .find(|&&s| self.sites[s].choice.method == SpliceMethod::Trap)
+        {
+            let ci = self.ensure_cluster(tracee, self.sites[first_trap].module)?;
+            self.install_trap_handler(tracee, ci)?;
+        }
+        for &s in &to_write {
+            let site = &mut self.sites[s];
+            if site.choice.method == SpliceMethod::Trap {
+                site.active = true;
+            }
+        }
+        self.write_trap_table();
+        for &s in &to_write {
+            let site = &mut self.sites[s];
+            let record = site.record.as_ref().expect("built");
+            tracee
+                .memory()
+                .write(RemoteAddr(record.addr), &record.new)?;
+            if !site.active {
+                match site.choice.method {
+                    SpliceMethod::Jump => report.jumps += 1,
+                    SpliceMethod::Trap => report.traps += 1,
+                }
+            }
+            site.active = true;
+        }
+        Ok(report)
+    }
+
+    /// Builds (or rebuilds) the trampoline of a site and its splice record.
+    fn build_site(&mut self, tracee: &mut Tracee, s: usize) -> Result<(), SiteError> {
+        let module = self.sites[s].module;
+        let ci = self
+            .ensure_cluster(tracee, module)
+            .map_err(SiteError::Fatal)?;
+        let cluster = self.clusters[ci];
+        let snippets: Vec<Snippet> = self.sites[s]
+            .probes
+            .iter()
+            .map(|&p| Snippet::count(cluster.data + self.layout.counter(self.probes[p].counter)))
+            .collect();
+        let snippet = Snippet::concat(&snippets);
+        let site = &self.sites[s];
+        let at = cluster.code + cluster.used;
+        let tramp = Trampoline::build(at, &site.choice, &snippet, site.live)
+            .map_err(|e| SiteError::Skip(e.to_string()))?;
+        let used = (cluster.used + tramp.bytes.len() as u64).next_multiple_of(16);
+        if used > CODE_AREA {
+            return Err(SiteError::Fatal(Error::Full {
+                what: "trampoline code area",
+            }));
+        }
+        let original = match &site.record {
+            Some(r) => r.old.clone(),
+            None => {
+                let len = (site.choice.end - site.choice.start) as usize;
+                let len = if site.choice.method == SpliceMethod::Trap {
+                    1
+                } else {
+                    len
+                };
+                let addr = if site.choice.method == SpliceMethod::Trap {
+                    site.choice.point
+                } else {
+                    site.choice.start
+                };
+                let in_memory = tracee
+                    .memory()
+                    .read_vec(RemoteAddr(addr), len)
+                    .map_err(|e| SiteError::Fatal(e.into()))?;
+                let in_file = self.modules[module].bytes_at_runtime(addr, len);
+                if in_file != Some(in_memory.as_slice()) {
+                    return Err(SiteError::Skip(
+                        "code in memory differs from the file (patched by another tool, or relocated text)".into(),
+                    ));
+                }
+                in_memory
+            }
+        };
+        let record = site.choice.record(&original, tramp.entry).ok_or_else(|| {
+            SiteError::Skip(format!(
+                "trampoline at {:#x} is out of jmp reach",
+                tramp.entry
+            ))
+        })?;
+        self.shm
+            .write(cluster.code_offset + cluster.used, &tramp.bytes);
+        self.clusters[ci].used = used;
+        let site = &mut self.sites[s];
+        site.record = Some(record);
+        site.entry = tramp.entry;
+        site.saves_state = tramp.saves_state;
+        Ok(())
+    }
+
+    /// Rewrites the trap table from the active trap sites.
+    fn write_trap_table(&mut self) {
+        let entries: Vec<(u64, u64)> = self
+            .sites
+            .iter()
+            .filter(|s| s.active && s.choice.method == SpliceMethod::Trap)
+            .map(|s| (s.choice.point, s.entry))
+            .collect();
+        let base = self.layout.header.trap_offset;
+        let count = entries.len() as u64;
+        // Shrink the count first so the handler never reads a half-written entry.
+        self.shm.store_u64(base + trap_table::COUNT, 0);
+        self.shm
+            .write(base + trap_table::ENTRIES, &trap::table_entries(entries));
+        self.shm.store_u64(base + trap_table::COUNT, count);
+    }
+
+    fn active_site_covering(&self, point: u64) -> Option<u64> {
+        self.sites
+            .iter()
+            .filter(|s| s.active || s.record.is_some())
+            .find(|s| {
+                s.choice.method == SpliceMethod::Jump
+                    && point > s.choice.start
+                    && point < s.choice.end
+            })
+            .map(|s| s.choice.point)
+    }
+
+    fn overlaps_active(&self, start: u64, end: u64) -> bool {
+        self.sites
+            .iter()
+            .filter(|s| s.active || s.record.is_some())
+            .any(|s| {
+                let (a, b) = if s.choice.method == SpliceMethod::Jump {
+                    (s.choice.start, s.choice.end)
+                } else {
+                    (s.choice.point, s.choice.point + 1)
+                };
+                a < end && start < b
+            })
+    }
+}
+
+enum SiteError {
+    Skip(String),
+    Fatal(Error),
+}
+
+/// Resolves one function into a prepared probe, or says why not.
+fn prepare_probe(
+    mi: usize,
+    module: &Module,
+    f: &Function,
+    kind: PointKind,
+) -> Result<PreparedProbe, String> {
+    if f.ifunc {
+        return Err(
+            "an IFUNC resolver (the implementation chosen at run time is another function)".into(),
+        );
+    }
+    let code = module
+        .function_code(f)
+        .ok_or("its bytes are not in the file")?;
+    let insns = code.instructions();
+    if insns.is_empty() {
+        return Err("no decodable instruction".into());
+    }
+    let start = code.start();
+    let (points, display) = match kind {
+        PointKind::Entry => {
+            let first = &insns[0];
+            let p = if first.code() == iced_x86::Code::Endbr64 && insns.len() > 1 {
+                insns[1].ip()
+            } else {
+                start
+            };
+            (vec![p], f.display_name().to_string())
+        }
+        PointKind::Exit => {
+            let exits = code.exits();
+            if exits.is_empty() {
+                return Err("no ret or tail call (the function never returns)".into());
+            }
+            (exits, f.display_name().to_string())
+        }
+        PointKind::Instruction(off) => {
+            let p = start + off;
+            if code.index_of(p).is_none() {
+                let before = insns
+                    .iter()
+                    .rev()
+                    .find(|i| i.ip() < p)
+                    .map(|i| i.ip() - start);
+                let after = insns.iter().find(|i| i.ip() > p).map(|i| i.ip() - start);
+                let fmt = |o: Option<u64>| o.map_or("none".to_string(), |o| format!("+{o:#x}"));
+                return Err(format!(
+                    "not an instruction boundary; nearest: {} and {}",
+                    fmt(before),
+                    fmt(after)
+                ));
+            }
+            (vec![p], format!("{}+{off:#x}", f.display_name()))
+        }
+    };
+    Ok(PreparedProbe {
+        module: mi,
+        function_addr: f.addr,
+        display,
+        kind,
+        points,
+        after_end: module.bytes_after(f).to_vec(),
+        code,
+    })
+}
+
+impl Session {
+    /// A cluster (patch memory next to the module) that reaches `module`,
+    /// mapping a new one when none does.
+    fn ensure_cluster(&mut self, tracee: &mut Tracee, module: usize) -> Result<usize> {
+        let (lo, hi) = (self.modules[module].lo, self.modules[module].hi);
+        if let Some(i) = self
+            .clusters
+            .iter()
+            .position(|c| c.mapped && c.reaches(lo, hi))
+        {
+            return Ok(i);
+        }
+        let index = self.clusters.len() as u64;
+        if index >= MAX_CLUSTERS {
+            return Err(Error::Full {
+                what: "clusters of patch memory",
+            });
+        }
+        let maps = weft_process::maps::read(self.pid)?;
+        let size = self.layout.size + CODE_AREA;
+        let addr =
+            weft_process::maps::free_range_near(&maps, lo, hi, size, REACH).ok_or_else(|| {
+                Error::NoRoom {
+                    module: self.modules[module].name.clone(),
+                }
+            })?;
+        let fd = self.open_shared_in_target(tracee)?;
+        let mapped = (|| -> Result<()> {
+            let data = tracee.remote_mmap(
+                Some(RemoteAddr(addr)),
+                self.layout.size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )?;
+            let code = tracee.remote_mmap(
+                Some(RemoteAddr(addr + self.layout.size)),
+                CODE_AREA,
+                libc::PROT_READ | libc::PROT_EXEC,
+                libc::MAP_SHARED,
+                fd,
+                self.layout.size + index * CODE_AREA,
+            )?;
+            if data.0 != addr || code.0 != addr + self.layout.size {
+                return Err(Error::NoRoom {
+                    module: self.modules[module].name.clone(),
+                });
+            }
+            Ok(())
+        })();
+        tracee.remote_close(fd)?;
+        mapped?;
+        self.clusters.push(Cluster {
+            data: addr,
+            code: addr + self.layout.size,
+            code_offset: self.layout.size + index * CODE_AREA,
+            used: 0,
+            mapped: true,
+        });
+        if self.clusters.len() == 1 {
+            // A trampoline-free gadget for later remote system calls: `syscall; int3`.
+            let at = self.alloc_code(0, &[0x0f, 0x05, 0xcc])?;
+            tracee.set_syscall_gadget(RemoteAddr(at));
+        }
+        Ok(self.clusters.len() - 1)
+    }
+
+    /// Places bytes in a cluster's code area; returns their target address.
+    fn alloc_code(&mut self, ci: usize, bytes: &[u8]) -> Result<u64> {
+        let c = &mut self.clusters[ci];
+        let at = c.code + c.used;
+        let used = (c.used + bytes.len() as u64).next_multiple_of(16);
+        if used > CODE_AREA {
+            return Err(Error::Full {
+                what: "trampoline code area",
+            });
+        }
+        self.shm.write(c.code_offset + c.used, bytes);
+        c.used = used;
+        Ok(at)
+    }
+
+    /// Opens the shared file inside the target and returns the target's fd.
+    fn open_shared_in_target(&mut self, tracee: &mut Tracee) -> Result<i32> {
+        let first = !self.clusters.iter().any(|c| c.mapped);
+        match self.try_open_in_target(tracee) {
+            Ok(fd) => Ok(fd),
+            Err(Error::Process(weft_process::Error::RemoteSyscall { source, .. }))
+                if first
+                    && matches!(
+                        source.raw_os_error(),
+                        Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::ENOENT)
+                    ) =>
+            {
+                // The target (another user, or another pid namespace) cannot open
+                // weft's /proc/PID/fd: share a /dev/shm file it owns instead.
+                let (uid, gid) = weft_process::process_ids(self.pid)?;
+                let shm = SharedMemory::create_in_dev_shm(self.shm.size(), uid, gid)?;
+                shm.write(0, &self.layout.header_bytes());
+                self.shm = shm;
+                self.try_open_in_target(tracee)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn try_open_in_target(&mut self, tracee: &mut Tracee) -> Result<i32> {
+        let mut path = self.shm.target_path().as_bytes().to_vec();
+        path.push(0);
+        if let Some(c) = self.clusters.iter().find(|c| c.mapped) {
+            let scratch = self.layout.header.scratch_offset;
+            self.shm.write(scratch, &path);
+            return Ok(
+                tracee.remote_open(RemoteAddr(c.data + scratch), libc::O_RDWR | libc::O_CLOEXEC)?
+            );
+        }
+        let page = tracee.remote_mmap(
+            None,
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )?;
+        let opened = tracee
+            .memory()
+            .write(page, &path)
+            .map_err(Error::from)
+            .and_then(|_| {
+                tracee
+                    .remote_open(page, libc::O_RDWR | libc::O_CLOEXEC)
+                    .map_err(Error::from)
+            });
+        tracee.remote_munmap(page, 4096)?;
+        opened
+    }
+
+    /// Generates and installs weft's SIGTRAP handler (once).
+    fn install_trap_handler(&mut self, tracee: &mut Tracee, ci: usize) -> Result<()> {
+        if self.trap.is_some_and(|t| t.installed) {
+            return Ok(());
+        }
+        let base = self.layout.header.trap_offset;
+        let cluster = self.clusters[ci];
+        let at = cluster.code + cluster.used;
+        let code = trap::handler_code(at, cluster.data + base)?;
+        let placed = self.alloc_code(ci, &code.bytes)?;
+        debug_assert_eq!(placed, at);
+        self.shm.write(
+            base + trap_table::NEW_ACTION,
+            &trap::kernel_sigaction(code.handler, trap::HANDLER_FLAGS, code.restorer, 0),
+        );
+        self.shm.write(
+            base + trap_table::DEFAULT_ACTION,
+            &trap::kernel_sigaction(0, trap::RESTORER_FLAG, code.restorer, 0),
+        );
+        tracee.remote_sigaction(
+            SIGTRAP,
+            RemoteAddr(cluster.data + base + trap_table::NEW_ACTION),
+            RemoteAddr(cluster.data + base + trap_table::OLD_ACTION),
+        )?;
+        self.trap = Some(TrapHandler {
+            cluster: ci,
+            installed: true,
+        });
+        Ok(())
+    }
+
+    /// Removes every splice, restoring the original bytes, and takes weft's
+    /// memory out of the target when no thread can still be using it.
+    /// Returns what was left behind, if anything, for the user to know.
+    pub fn remove_all(&mut self, tracee: &mut Tracee) -> Result<Vec<String>> {
+        let mut notes = Vec::new();
+        let mut removed_traps = Vec::new();
+        for site in self.sites.iter_mut().filter(|s| s.active) {
+            let record = site.record.as_ref().expect("active sites have records");
+            let now = tracee
+                .memory()
+                .read_vec(RemoteAddr(record.addr), record.new.len());
+            match now {
+                Ok(bytes) if bytes == record.new => {
+                    tracee
+                        .memory()
+                        .write(RemoteAddr(record.addr), &record.old)?;
+                }
+                Ok(_) => notes.push(format!(
+                    "code at {:#x} changed since weft spliced it; left as it is",
+                    record.addr
+                )),
+                Err(e) if e.is_gone() => return Err(e.into()),
+                Err(_) => notes.push(format!(
+                    "code at {:#x} is no longer mapped (library unloaded?)",
+                    record.addr
+                )),
+            }
+            if site.choice.method == SpliceMethod::Trap {
+                removed_traps.push(site.choice.point);
+            }
+            site.active = false;
+        }
+        self.site_at.clear();
+        self.write_trap_table();
+        if self.trap.is_some_and(|t| t.installed) {
+            // A thread that hit a removed int3 and is about to take SIGTRAP:
+            // drop the signal and back it up to re-execute the original byte.
+            let mut queued = false;
+            for tid in tracee.threads() {
+                if tracee.pending_signals(tid).contains(&SIGTRAP) {
+                    let mut regs = tracee.registers(tid)?;
+                    if removed_traps.contains(&(regs.rip.wrapping_sub(1))) {
+                        regs.rip -= 1;
+                        tracee.set_registers(tid, &regs)?;
+                        tracee.discard_signal(tid, SIGTRAP);
+                    }
+                }
+                queued |= tracee.signal_queued(tid, SIGTRAP);
+            }
+            if queued {
+                notes.push(
+                    "a SIGTRAP is still queued: weft's handler stays installed to absorb it".into(),
+                );
+            } else {
+                let t = self.trap.expect("checked");
+                let c = self.clusters[t.cluster];
+                let old =
+                    RemoteAddr(c.data + self.layout.header.trap_offset + trap_table::OLD_ACTION);
+                tracee.remote_sigaction(SIGTRAP, old, RemoteAddr(0))?;
+                self.trap = Some(TrapHandler {
+                    installed: false,
+                    ..t
+                });
+            }
+        }
+        self.unmap_clusters(tracee, &mut notes)?;
+        Ok(notes)
+    }
+
+    /// Unmaps weft's memory from the target unless a thread's pc, or a
+    /// word near the top of its stack (a signal frame's saved pc), points
+    /// into it.
+    fn unmap_clusters(&mut self, tracee: &mut Tracee, notes: &mut Vec<String>) -> Result<()> {
+        if self.trap.is_some_and(|t| t.installed) {
+            return Ok(());
+        }
+        let ranges: Vec<(u64, u64)> = self
+            .clusters
+            .iter()
+            .filter(|c| c.mapped)
+            .map(|c| c.range())
+            .collect();
+        if ranges.is_empty() {
+            return Ok(());
+        }
+        let inside = |v: u64| ranges.iter().any(|&(s, e)| v >= s && v < e);
+        let maps = weft_process::maps::read(self.pid)?;
+        for tid in tracee.threads() {
+            let regs = tracee.registers(tid)?;
+            if inside(regs.rip) {
+                notes.push(format!(
+                    "thread {tid} is inside weft's code; its memory stays mapped"
+                ));
+                return Ok(());
+            }
+            let Some(stack) = maps
+                .iter()
+                .find(|m| regs.rsp >= m.start.0 && regs.rsp < m.end.0)
+            else {
+                continue;
+            };
+            let len = (stack.end.0 - regs.rsp).min(64 << 10) as usize;
+            if let Ok(bytes) = tracee.memory().read_vec(RemoteAddr(regs.rsp), len) {
+                if bytes
+                    .chunks_exact(8)
+                    .any(|w| inside(u64::from_le_bytes(w.try_into().expect("8 bytes"))))
+                {
+                    notes.push(format!(
+                        "thread {tid}'s stack refers to weft's code; its memory stays mapped"
+                    ));
+                    return Ok(());
+                }
+            }
+        }
+        // The syscall gadget lives in the first cluster: make remote calls borrow bytes again.
+        tracee.clear_syscall_gadget();
+        for c in self.clusters.iter_mut().filter(|c| c.mapped) {
+            tracee.remote_munmap(RemoteAddr(c.data), self.layout.size)?;
+            tracee.remote_munmap(RemoteAddr(c.code), CODE_AREA)?;
+            c.mapped = false;
+        }
+        Ok(())
+    }
+
+    /// The current value of every probe.
+    pub fn counts(&self) -> Vec<Count> {
+        self.probes
+            .iter()
+            .map(|p| Count {
+                module: self.modules[p.module].name.clone(),
+                function: p.display.clone(),
+                kind: p.kind,
+                calls: self.shm.load_u64(self.layout.counter(p.counter)),
+            })
+            .collect()
+    }
+
+    /// Every site, for `--verbose`.
+    pub fn points(&self) -> Vec<PointInfo> {
+        self.sites
+            .iter()
+            .filter(|s| s.record.is_some())
+            .map(|s| {
+                let p = &self.probes[s.probes[0]];
+                PointInfo {
+                    module: self.modules[s.module].name.clone(),
+                    function: p.display.clone(),
+                    kind: p.kind,
+                    addr: s.choice.point,
+                    method: s.choice.method,
+                    window: (s.choice.start, s.choice.end),
+                    why_trap: s.choice.why_trap.map(|w| w.to_string()),
+                    saves_state: s.saves_state,
+                    active: s.active,
+                }
+            })
+            .collect()
+    }
+
+    /// Runtime address ranges of weft's memory in the target (data, code) per cluster.
+    pub fn mapped_ranges(&self) -> Vec<(u64, u64)> {
+        self.clusters
+            .iter()
+            .filter(|c| c.mapped)
+            .map(|c| c.range())
+            .collect()
+    }
+}

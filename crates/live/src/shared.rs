@@ -1,0 +1,207 @@
+//! The shared region on weft's side: a memfd (or, when the target may not
+//! open weft's fds, a file in /dev/shm) mapped read-write into weft.
+//!
+//! All unsafe code of this crate is here: the local mapping and the
+//! accesses to it. Counters are read with atomic loads because target
+//! threads increment them concurrently with `lock inc`.
+
+use crate::{Error, Result};
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A shared file mapped into weft.
+#[derive(Debug)]
+pub struct SharedMemory {
+    file: File,
+    base: *mut u8,
+    size: usize,
+    /// A path the target can open to map the same file.
+    target_path: String,
+    /// A /dev/shm file to unlink when done, if that fallback was used.
+    unlink: Option<std::path::PathBuf>,
+}
+
+impl SharedMemory {
+    /// Creates a memfd of `size` bytes (sparse) and maps it.
+    pub fn create(size: usize) -> Result<SharedMemory> {
+        let name = c"weft";
+        // SAFETY: memfd_create takes a NUL-terminated name and flags.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(Error::Io {
+                what: "memfd_create".into(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        // SAFETY: the fd was just created and is owned by nobody else.
+        let file = unsafe { File::from_raw_fd(fd) };
+        let target_path = format!("/proc/{}/fd/{}", std::process::id(), fd);
+        SharedMemory::map(file, size, target_path, None)
+    }
+
+    /// Creates a file in /dev/shm owned by `uid:gid` (for a target running
+    /// as another user, which may not open weft's `/proc/PID/fd`).
+    pub fn create_in_dev_shm(size: usize, uid: u32, gid: u32) -> Result<SharedMemory> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path =
+            std::path::PathBuf::from(format!("/dev/shm/weft-{}-{}", std::process::id(), nanos()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| Error::Io {
+                what: format!("creating {}", path.display()),
+                source: e,
+            })?;
+        std::os::unix::fs::fchown(&file, Some(uid), Some(gid)).map_err(|e| Error::Io {
+            what: format!("chown {}", path.display()),
+            source: e,
+        })?;
+        let target_path = path.to_string_lossy().into_owned();
+        SharedMemory::map(file, size, target_path, Some(path))
+    }
+
+    fn map(
+        file: File,
+        size: usize,
+        target_path: String,
+        unlink: Option<std::path::PathBuf>,
+    ) -> Result<SharedMemory> {
+        file.set_len(size as u64).map_err(|e| Error::Io {
+            what: "sizing the shared region".into(),
+            source: e,
+        })?;
+        // SAFETY: mapping a file we own, shared, with a size it has; the
+        // result is checked for MAP_FAILED.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(Error::Io {
+                what: "mapping the shared region".into(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(SharedMemory {
+            file,
+            base: base as *mut u8,
+            size,
+            target_path,
+            unlink,
+        })
+    }
+
+    /// The path the target opens.
+    pub fn target_path(&self) -> &str {
+        &self.target_path
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Removes the /dev/shm name (the mappings stay valid).
+    pub fn unlink_name(&mut self) {
+        if let Some(p) = self.unlink.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+
+    /// Copies `data` to `offset`.
+    ///
+    /// # Panics
+    /// If the range is outside the region (a bug in the caller's layout).
+    pub fn write(&self, offset: u64, data: &[u8]) {
+        let off = offset as usize;
+        assert!(
+            off.checked_add(data.len())
+                .is_some_and(|end| end <= self.size),
+            "shared write out of range"
+        );
+        // SAFETY: the range was checked to lie inside our live mapping; the
+        // target may read these bytes concurrently, which is why trampolines
+        // are written before any splice points at them.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(off), data.len()) };
+    }
+
+    /// Reads `len` bytes at `offset`.
+    pub fn read(&self, offset: u64, len: usize) -> Vec<u8> {
+        let off = offset as usize;
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= self.size),
+            "shared read out of range"
+        );
+        let mut v = vec![0u8; len];
+        // SAFETY: the range lies inside our live mapping.
+        unsafe { std::ptr::copy_nonoverlapping(self.base.add(off), v.as_mut_ptr(), len) };
+        v
+    }
+
+    /// Atomically loads the u64 at `offset` (8-byte aligned).
+    pub fn load_u64(&self, offset: u64) -> u64 {
+        let off = offset as usize;
+        assert!(
+            off.is_multiple_of(8) && off + 8 <= self.size,
+            "misaligned or out-of-range counter"
+        );
+        // SAFETY: aligned, in range, and every access to counters (ours and
+        // the target's `lock inc`) is atomic.
+        let cell = unsafe { &*(self.base.add(off) as *const AtomicU64) };
+        cell.load(Ordering::Relaxed)
+    }
+
+    /// Atomically stores the u64 at `offset`.
+    pub fn store_u64(&self, offset: u64, value: u64) {
+        let off = offset as usize;
+        assert!(
+            off.is_multiple_of(8) && off + 8 <= self.size,
+            "misaligned or out-of-range counter"
+        );
+        // SAFETY: as in load_u64.
+        let cell = unsafe { &*(self.base.add(off) as *const AtomicU64) };
+        cell.store(value, Ordering::Relaxed)
+    }
+}
+
+impl Drop for SharedMemory {
+    fn drop(&mut self) {
+        self.unlink_name();
+        // SAFETY: unmapping exactly the mapping created in `map`.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.size) };
+        let _ = &self.file;
+    }
+}
+
+fn nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memfd_round_trip_and_second_view() {
+        let shm = SharedMemory::create(1 << 20).unwrap();
+        shm.write(4096, b"hello");
+        assert_eq!(shm.read(4096, 5), b"hello");
+        shm.store_u64(8, 41);
+        assert_eq!(shm.load_u64(8), 41);
+        // The path given to targets opens the same memory.
+        let other = std::fs::read(shm.target_path()).unwrap();
+        assert_eq!(&other[4096..4101], b"hello");
+    }
+}

@@ -1,0 +1,140 @@
+//! The shared region: memory mapped into the target and into weft.
+//!
+//! One memfd holds a *data area* (this layout) followed by *code areas*
+//! (trampolines, one per cluster of modules). The data area is mapped
+//! read-write in the target next to every code area, so trampolines reach
+//! counters RIP-relative; weft maps the whole memfd once and reads counters
+//! without any system call.
+//!
+//! This is an ABI between generated code and weft: fields are `#[repr(C)]`
+//! offsets, never pointers; the header starts with a magic and version.
+//! Bump rule: new fields are appended and `VERSION` increases; an existing
+//! field never moves or changes meaning.
+
+/// `WEFT` in little-endian.
+pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
+/// Layout version.
+pub const VERSION: u32 = 1;
+
+/// The header at offset 0 of the data area.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// [`MAGIC`].
+    pub magic: u32,
+    /// [`VERSION`].
+    pub version: u32,
+    /// `size_of::<Header>()`.
+    pub header_size: u64,
+    /// Offset of the counters (u64 each).
+    pub counters_offset: u64,
+    /// How many counters fit.
+    pub counters_capacity: u64,
+    /// Offset of the trap table.
+    pub trap_offset: u64,
+    /// How many trap entries fit.
+    pub trap_capacity: u64,
+    /// Offset of scratch memory for remote system-call arguments.
+    pub scratch_offset: u64,
+    /// Its size.
+    pub scratch_size: u64,
+}
+
+/// The trap table: sorted (site, trampoline entry) pairs the SIGTRAP
+/// handler searches, and the handler it replaced.
+pub mod trap_table {
+    /// Number of entries in use (u64).
+    pub const COUNT: u64 = 0;
+    /// The replaced kernel `struct sigaction` (32 bytes), as `rt_sigaction` returned it.
+    pub const OLD_ACTION: u64 = 8;
+    /// Its `sa_handler` (u64; 0 = SIG_DFL, 1 = SIG_IGN): the first field.
+    pub const OLD_HANDLER: u64 = OLD_ACTION;
+    /// A kernel `struct sigaction` selecting SIG_DFL (32 bytes).
+    pub const DEFAULT_ACTION: u64 = 40;
+    /// weft's own kernel `struct sigaction` (32 bytes).
+    pub const NEW_ACTION: u64 = 72;
+    /// First entry; each is 16 bytes: site (u64), trampoline entry (u64).
+    pub const ENTRIES: u64 = 128;
+    /// Size of one entry.
+    pub const ENTRY_SIZE: u64 = 16;
+}
+
+/// Where everything lies in the data area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// The header fields.
+    pub header: Header,
+    /// Total bytes of the data area (a multiple of the page size).
+    pub size: u64,
+}
+
+impl Layout {
+    /// A data area for `counters` counters and `traps` trap entries.
+    pub fn new(counters: u64, traps: u64) -> Layout {
+        let page = 4096;
+        let round = |x: u64| x.div_ceil(page) * page;
+        let header_size = std::mem::size_of::<Header>() as u64;
+        let counters_offset = 64.max(header_size);
+        let trap_offset = round(counters_offset + counters * 8);
+        let scratch_offset =
+            round(trap_offset + trap_table::ENTRIES + traps * trap_table::ENTRY_SIZE);
+        let scratch_size = page;
+        let header = Header {
+            magic: MAGIC,
+            version: VERSION,
+            header_size,
+            counters_offset,
+            counters_capacity: counters,
+            trap_offset,
+            trap_capacity: traps,
+            scratch_offset,
+            scratch_size,
+        };
+        Layout {
+            header,
+            size: scratch_offset + scratch_size,
+        }
+    }
+
+    /// Offset of counter `index`.
+    pub fn counter(&self, index: u64) -> u64 {
+        self.header.counters_offset + index * 8
+    }
+
+    /// The header as bytes, to write at offset 0.
+    pub fn header_bytes(&self) -> Vec<u8> {
+        let h = &self.header;
+        let mut v = Vec::with_capacity(64);
+        v.extend_from_slice(&h.magic.to_le_bytes());
+        v.extend_from_slice(&h.version.to_le_bytes());
+        for x in [
+            h.header_size,
+            h.counters_offset,
+            h.counters_capacity,
+            h.trap_offset,
+            h.trap_capacity,
+            h.scratch_offset,
+            h.scratch_size,
+        ] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_is_page_aligned_and_disjoint() {
+        let l = Layout::new(1 << 16, 1 << 12);
+        assert_eq!(l.size % 4096, 0);
+        assert!(l.counter(l.header.counters_capacity) <= l.header.trap_offset);
+        assert!(
+            l.header.trap_offset + trap_table::ENTRIES + (1 << 12) * 16 <= l.header.scratch_offset
+        );
+        assert_eq!(l.header_bytes().len() as u64, l.header.header_size);
+        assert_eq!(&l.header_bytes()[..4], b"WEFT");
+    }
+}

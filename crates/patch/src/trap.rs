@@ -1,0 +1,171 @@
+//! The in-process SIGTRAP handler that redirects weft's `int3` splices.
+//!
+//! When a point cannot take a `jmp`, its first byte becomes `int3`. The
+//! kernel delivers SIGTRAP to the thread that hit it; weft's handler (code
+//! generated here, no libc) binary-searches the trap table for the trapping
+//! address and rewrites the saved `rip` in the signal frame to the point's
+//! trampoline, then returns through `rt_sigreturn`. No ptrace stop occurs.
+//! An `int3` that is not weft's goes to the handler the program had (or,
+//! for SIG_DFL, re-executes with the default action restored, so the
+//! program dies exactly as it would have). A trap whose byte is no longer
+//! `int3` came from a splice removed after the thread trapped: the handler
+//! re-executes the restored instruction.
+//!
+//! Known hazard (documented in docs/splicing.md): a thread that blocks
+//! SIGTRAP and hits an `int3` is killed by the kernel, because synchronous
+//! traps are forced; weft prefers `jmp` splices for that reason.
+
+use crate::region::trap_table as tt;
+use crate::{Error, Result};
+use iced_x86::code_asm::*;
+
+/// Offset of `uc_mcontext.gregs[REG_RIP]` in the x86-64 `ucontext_t`.
+pub const UCONTEXT_RIP: u64 = 168;
+/// `SA_SIGINFO | SA_ONSTACK | SA_RESTORER | SA_NODEFER`.
+pub const HANDLER_FLAGS: u64 = 0x4 | 0x0800_0000 | 0x0400_0000 | 0x4000_0000;
+/// `SA_RESTORER` alone, for the SIG_DFL action.
+pub const RESTORER_FLAG: u64 = 0x0400_0000;
+
+/// The generated handler and its `sa_restorer`.
+#[derive(Debug, Clone)]
+pub struct HandlerCode {
+    /// Bytes to place at the handler's address.
+    pub bytes: Vec<u8>,
+    /// Entry of the handler (`sa_handler`).
+    pub handler: u64,
+    /// Entry of the restorer (`sa_restorer`: `rt_sigreturn`).
+    pub restorer: u64,
+}
+
+/// Generates the handler at `at`, searching the trap table at `table`.
+pub fn handler_code(at: u64, table: u64) -> Result<HandlerCode> {
+    let enc = |e: IcedError| Error::Encode(e.to_string());
+    let mut a = CodeAssembler::new(64).map_err(enc)?;
+    let mut search = a.create_label();
+    let mut below = a.create_label();
+    let mut found = a.create_label();
+    let mut not_found = a.create_label();
+    let mut ignore = a.create_label();
+    let mut default = a.create_label();
+    let mut reexecute = a.create_label();
+    let mut restorer = a.create_label();
+    let mut table_lit = a.create_label();
+    let r = UCONTEXT_RIP as i32;
+    (|| -> std::result::Result<(), IcedError> {
+        // rdi = signal, rsi = siginfo, rdx = ucontext
+        a.mov(rax, qword_ptr(rdx + r))?;
+        a.dec(rax)?; // the int3's own address
+        a.mov(r8, qword_ptr(table_lit))?;
+        a.mov(rcx, qword_ptr(r8 + tt::COUNT as i32))?; // hi
+        a.xor(r9d, r9d)?; // lo
+        a.set_label(&mut search)?;
+        a.cmp(r9, rcx)?;
+        a.jae(not_found)?;
+        a.lea(r10, qword_ptr(r9 + rcx))?;
+        a.shr(r10, 1)?;
+        a.mov(r11, r10)?;
+        a.shl(r11, 4)?;
+        a.cmp(rax, qword_ptr(r8 + r11 + tt::ENTRIES as i32))?;
+        a.je(found)?;
+        a.jb(below)?;
+        a.lea(r9, qword_ptr(r10 + 1))?;
+        a.jmp(search)?;
+        a.set_label(&mut below)?;
+        a.mov(rcx, r10)?;
+        a.jmp(search)?;
+        a.set_label(&mut found)?;
+        a.mov(rax, qword_ptr(r8 + r11 + (tt::ENTRIES + 8) as i32))?;
+        a.mov(qword_ptr(rdx + r), rax)?;
+        a.ret()?;
+        a.set_label(&mut not_found)?;
+        // A trap from a splice weft has since removed: the byte is original
+        // again, so re-execute it.
+        a.cmp(byte_ptr(rax), 0xcc)?;
+        a.jne(reexecute)?;
+        a.mov(rax, qword_ptr(r8 + tt::OLD_HANDLER as i32))?;
+        a.cmp(rax, 1)?;
+        a.je(ignore)?;
+        a.test(rax, rax)?;
+        a.jz(default)?;
+        a.jmp(rax)?; // the program's own handler, same arguments
+        a.set_label(&mut ignore)?;
+        a.ret()?;
+        a.set_label(&mut default)?;
+        // Re-execute the int3 with the default action restored.
+        a.dec(qword_ptr(rdx + r))?;
+        a.mov(edi, 5)?; // SIGTRAP
+        a.lea(rsi, qword_ptr(r8 + tt::DEFAULT_ACTION as i32))?;
+        a.xor(edx, edx)?;
+        a.mov(r10d, 8)?;
+        a.mov(eax, 13)?; // rt_sigaction
+        a.syscall()?;
+        a.ret()?;
+        a.set_label(&mut reexecute)?;
+        a.mov(qword_ptr(rdx + r), rax)?;
+        a.ret()?;
+        a.set_label(&mut restorer)?;
+        a.mov(eax, 15)?; // rt_sigreturn
+        a.syscall()?;
+        a.int3()?;
+        a.set_label(&mut table_lit)?;
+        a.dq(&[table])?;
+        Ok(())
+    })()
+    .map_err(enc)?;
+    let result = a
+        .assemble_options(
+            at,
+            iced_x86::BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
+        )
+        .map_err(enc)?;
+    let restorer_at = result.label_ip(&restorer).map_err(enc)?;
+    Ok(HandlerCode {
+        bytes: result.inner.code_buffer,
+        handler: at,
+        restorer: restorer_at,
+    })
+}
+
+/// A kernel `struct sigaction` (x86-64): handler, flags, restorer, mask.
+pub fn kernel_sigaction(handler: u64, flags: u64, restorer: u64, mask: u64) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    for (k, v) in [handler, flags, restorer, mask].into_iter().enumerate() {
+        b[k * 8..k * 8 + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    b
+}
+
+/// The trap table's entries, sorted by site, as bytes.
+pub fn table_entries(mut entries: Vec<(u64, u64)>) -> Vec<u8> {
+    entries.sort_unstable();
+    entries
+        .iter()
+        .flat_map(|(s, t)| s.to_le_bytes().into_iter().chain(t.to_le_bytes()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handler_assembles_and_ends_with_table_literal() {
+        let h = handler_code(0x7000_0000, 0x7100_0000).unwrap();
+        assert_eq!(h.handler, 0x7000_0000);
+        assert!(h.restorer > h.handler && h.restorer < h.handler + h.bytes.len() as u64);
+        let lit = &h.bytes[h.bytes.len() - 8..];
+        assert_eq!(u64::from_le_bytes(lit.try_into().unwrap()), 0x7100_0000);
+        let off = (h.restorer - h.handler) as usize;
+        assert_eq!(&h.bytes[off..off + 7], &[0xb8, 15, 0, 0, 0, 0x0f, 0x05]);
+    }
+
+    #[test]
+    fn entries_sorted() {
+        let b = table_entries(vec![(30, 3), (10, 1), (20, 2)]);
+        let sites: Vec<u64> = b
+            .chunks(16)
+            .map(|c| u64::from_le_bytes(c[..8].try_into().unwrap()))
+            .collect();
+        assert_eq!(sites, vec![10, 20, 30]);
+    }
+}

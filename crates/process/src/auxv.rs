@@ -1,0 +1,50 @@
+//! The auxiliary vector (`/proc/PID/auxv`): entry point, program headers, base of the interpreter.
+
+use crate::{proc_path, Error, Result};
+
+/// The entries of the auxiliary vector weft needs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Auxv {
+    /// `AT_ENTRY`: the program's entry point (load bias applied).
+    pub entry: u64,
+    /// `AT_PHDR`: the program headers in memory.
+    pub phdr: u64,
+    /// `AT_BASE`: where the interpreter (ld.so) is loaded, 0 for static programs.
+    pub interp_base: u64,
+}
+
+impl Auxv {
+    /// Reads the auxiliary vector of a process.
+    pub fn read(pid: i32) -> Result<Auxv> {
+        let bytes =
+            std::fs::read(proc_path(pid, "auxv")).map_err(|e| Error::from_proc_io(pid, e))?;
+        Ok(Auxv::parse(&bytes))
+    }
+
+    /// Parses the raw vector: pairs of native-endian u64 (type, value).
+    pub fn parse(bytes: &[u8]) -> Auxv {
+        let mut auxv = Auxv::default();
+        for pair in bytes.chunks_exact(16) {
+            let key = u64::from_ne_bytes(pair[..8].try_into().expect("8 bytes"));
+            let value = u64::from_ne_bytes(pair[8..].try_into().expect("8 bytes"));
+            match key {
+                3 => auxv.phdr = value,
+                7 => auxv.interp_base = value,
+                9 => auxv.entry = value,
+                _ => {}
+            }
+        }
+        auxv
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_auxv() {
+        let auxv = Auxv::read(std::process::id() as i32).unwrap();
+        assert!(auxv.entry != 0 && auxv.phdr != 0);
+    }
+}

@@ -1,0 +1,105 @@
+//! The only part of weft that touches a live process: ptrace, `/proc`, remote
+//! system calls and thread control.
+//!
+//! Everything above this crate (images, code analysis, patch planning) works
+//! on bytes and is testable without a process. This crate owns:
+//!
+//! * [`Tracee`]: a process whose threads weft has stopped ("the world is
+//!   stopped"), created by [`Tracee::launch`] or [`Tracee::attach`]; it
+//!   tracks threads created while it holds the process and detaches on drop.
+//! * [`ProcessMemory`]: reading and writing target memory through
+//!   `/proc/PID/mem`, with a local-buffer implementation for tests.
+//! * Remote system calls ([`Tracee::remote_syscall`]) used to map patch
+//!   memory next to a module and to install signal handlers.
+//! * [`maps`]: `/proc/PID/maps` parsing, [`ExitWatch`]: a pidfd that tells
+//!   when a process has gone.
+//!
+//! Design constraint: weft holds ptrace only while it changes the target
+//! ("patching episodes"). Between episodes the target runs untraced, so
+//! signals and traps it takes never round-trip through weft.
+//!
+//! ```no_run
+//! use weft_process::{Tracee, ProcessMemory, RemoteAddr};
+//! let tracee = Tracee::attach(1234)?;       // every thread stopped
+//! let mut word = [0u8; 8];
+//! tracee.memory().read(RemoteAddr(0x401000), &mut word)?;
+//! drop(tracee);                             // every thread resumed
+//! # Ok::<(), weft_process::Error>(())
+//! ```
+
+mod addr;
+mod auxv;
+mod error;
+pub mod maps;
+mod memory;
+mod remote;
+mod sys;
+mod tracee;
+mod watch;
+
+pub use addr::RemoteAddr;
+pub use auxv::Auxv;
+pub use error::{Error, Result};
+pub use maps::MapEntry;
+pub use memory::{LocalMemory, ProcMemory, ProcessMemory};
+pub use sys::Registers;
+pub use tracee::{poll_child_exit, wait_child_exit, LaunchSpec, StopReason, Tracee};
+pub use watch::ExitWatch;
+
+/// Path of `/proc/PID/...` for a process.
+pub fn proc_path(pid: i32, what: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("/proc/{pid}/{what}"))
+}
+
+/// The executable of a process as the kernel sees it (`/proc/PID/exe`).
+pub fn exe_path(pid: i32) -> Result<std::path::PathBuf> {
+    std::fs::read_link(proc_path(pid, "exe")).map_err(|e| Error::from_proc_io(pid, e))
+}
+
+/// A path inside the process's own root (`/proc/PID/root/PATH`), so that a
+/// file named in its maps is opened even from another mount namespace.
+pub fn path_in_root(pid: i32, path: &std::path::Path) -> std::path::PathBuf {
+    let mut p = proc_path(pid, "root");
+    p.push(path.strip_prefix("/").unwrap_or(path));
+    p
+}
+
+/// Thread ids of a process, from `/proc/PID/task`.
+pub fn thread_ids(pid: i32) -> Result<Vec<i32>> {
+    let dir = std::fs::read_dir(proc_path(pid, "task")).map_err(|e| Error::from_proc_io(pid, e))?;
+    let mut tids: Vec<i32> = dir
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+        .collect();
+    tids.sort_unstable();
+    Ok(tids)
+}
+
+/// Whether a process with this pid currently exists (and is not a zombie).
+pub fn is_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(proc_path(pid, "stat")) {
+        Ok(stat) => {
+            // The state follows the parenthesised command name, which may itself contain ')'.
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some('Z') | Some('X') | None)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Effective user and group ids of a process (from `/proc/PID/status`).
+pub fn process_ids(pid: i32) -> Result<(u32, u32)> {
+    let status = std::fs::read_to_string(proc_path(pid, "status"))
+        .map_err(|e| Error::from_proc_io(pid, e))?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    Ok((field("Uid:"), field("Gid:")))
+}

@@ -1,0 +1,169 @@
+//! `/proc/PID/maps`: the target's mappings, parsed.
+
+use crate::{proc_path, Error, RemoteAddr, Result};
+use std::path::PathBuf;
+
+/// One line of `/proc/PID/maps`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapEntry {
+    /// First byte.
+    pub start: RemoteAddr,
+    /// One past the last byte.
+    pub end: RemoteAddr,
+    /// `r` permission.
+    pub read: bool,
+    /// `w` permission.
+    pub write: bool,
+    /// `x` permission.
+    pub exec: bool,
+    /// `p` (private) or `s` (shared).
+    pub shared: bool,
+    /// File offset of `start`.
+    pub offset: u64,
+    /// Inode, 0 for anonymous mappings.
+    pub inode: u64,
+    /// The path or pseudo-name (`[heap]`, `[vdso]`), empty if anonymous.
+    pub path: String,
+}
+
+impl MapEntry {
+    /// The backing file, if this mapping is of a regular file that still exists.
+    pub fn file(&self) -> Option<PathBuf> {
+        if self.inode != 0 && self.path.starts_with('/') && !self.path.ends_with(" (deleted)") {
+            Some(PathBuf::from(&self.path))
+        } else {
+            None
+        }
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    /// Whether the mapping is empty (never, for a kernel-reported one).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Parses the text of a maps file.
+pub fn parse(text: &str) -> Vec<MapEntry> {
+    text.lines().filter_map(parse_line).collect()
+}
+
+fn parse_line(line: &str) -> Option<MapEntry> {
+    let mut fields = line.splitn(6, char::is_whitespace);
+    let range = fields.next()?;
+    let perms = fields.next()?.as_bytes();
+    let offset = u64::from_str_radix(fields.next()?, 16).ok()?;
+    let _dev = fields.next()?;
+    let inode = fields.next()?.parse().ok()?;
+    let path = fields.next().unwrap_or("").trim_start().to_string();
+    let (start, end) = range.split_once('-')?;
+    if perms.len() < 4 {
+        return None;
+    }
+    Some(MapEntry {
+        start: RemoteAddr(u64::from_str_radix(start, 16).ok()?),
+        end: RemoteAddr(u64::from_str_radix(end, 16).ok()?),
+        read: perms[0] == b'r',
+        write: perms[1] == b'w',
+        exec: perms[2] == b'x',
+        shared: perms[3] == b's',
+        offset,
+        inode,
+        path,
+    })
+}
+
+/// Reads and parses `/proc/PID/maps`.
+pub fn read(pid: i32) -> Result<Vec<MapEntry>> {
+    let text =
+        std::fs::read_to_string(proc_path(pid, "maps")).map_err(|e| Error::from_proc_io(pid, e))?;
+    Ok(parse(&text))
+}
+
+/// Finds a free, page-aligned range of `size` bytes whose every byte lies
+/// within `reach` bytes of every byte of `[lo, hi)`, preferring the closest.
+/// Used to place patch memory that `jmp rel32` and RIP-relative operands reach.
+pub fn free_range_near(maps: &[MapEntry], lo: u64, hi: u64, size: u64, reach: u64) -> Option<u64> {
+    const PAGE: u64 = 4096;
+    const GUARD: u64 = 16 * PAGE;
+    let min_start = hi.saturating_sub(reach).max(0x10000);
+    let max_end = lo.saturating_add(reach).min(0x7fff_ffff_f000);
+    let mut occupied: Vec<(u64, u64)> = maps.iter().map(|m| (m.start.0, m.end.0)).collect();
+    occupied.sort_unstable();
+    let mut best: Option<(u64, u64)> = None;
+    let mut consider = |gap_lo: u64, gap_hi: u64| {
+        let gap_lo = (gap_lo + GUARD + PAGE - 1) & !(PAGE - 1);
+        let gap_hi = gap_hi.saturating_sub(GUARD) & !(PAGE - 1);
+        let lo_ok = gap_lo.max(min_start);
+        let hi_ok = gap_hi.min(max_end);
+        if hi_ok < lo_ok || hi_ok - lo_ok < size {
+            return;
+        }
+        // Closest placement to the module inside this gap.
+        let candidate = if hi_ok <= lo { hi_ok - size } else { lo_ok };
+        let distance = if candidate >= hi {
+            candidate - hi
+        } else {
+            lo.saturating_sub(candidate + size)
+        };
+        if best.is_none_or(|(_, d)| distance < d) {
+            best = Some((candidate, distance));
+        }
+    };
+    let mut prev_end = 0x10000u64;
+    for &(s, e) in &occupied {
+        if s > prev_end {
+            consider(prev_end, s);
+        }
+        prev_end = prev_end.max(e);
+    }
+    consider(prev_end, 0x7fff_ffff_f000);
+    best.map(|(a, _)| a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "\
+55d0c0a00000-55d0c0a01000 r--p 00000000 fe:01 1234                       /usr/bin/cat
+55d0c0a01000-55d0c0a05000 r-xp 00001000 fe:01 1234                       /usr/bin/cat
+7f1e2a000000-7f1e2a022000 r--p 00000000 fe:01 99                         /usr/lib/x86_64-linux-gnu/libc.so.6
+7ffd1c5e0000-7ffd1c601000 rw-p 00000000 00:00 0                          [stack]
+7f1e2a100000-7f1e2a101000 rw-s 00000000 00:01 5                          /memfd:weft (deleted)
+";
+
+    #[test]
+    fn parses_lines() {
+        let maps = parse(SAMPLE);
+        assert_eq!(maps.len(), 5);
+        assert_eq!(maps[1].start, RemoteAddr(0x55d0c0a01000));
+        assert!(maps[1].exec && !maps[1].write);
+        assert_eq!(maps[1].offset, 0x1000);
+        assert_eq!(
+            maps[2].file().unwrap(),
+            PathBuf::from("/usr/lib/x86_64-linux-gnu/libc.so.6")
+        );
+        assert_eq!(maps[3].path, "[stack]");
+        assert!(maps[3].file().is_none());
+        assert!(maps[4].shared && maps[4].file().is_none());
+    }
+
+    #[test]
+    fn free_range_is_near_and_free() {
+        let maps = parse(SAMPLE);
+        let lo = 0x55d0c0a00000;
+        let hi = 0x55d0c0a05000;
+        let size = 0x200000;
+        let at = free_range_near(&maps, lo, hi, size, 1 << 31).unwrap();
+        assert!(at + size <= lo || at >= hi);
+        assert!(at.abs_diff(lo) < 1 << 31 && (at + size).abs_diff(hi) < 1 << 31);
+        for m in &maps {
+            assert!(at + size <= m.start.0 || at >= m.end.0, "overlaps {m:?}");
+        }
+    }
+}

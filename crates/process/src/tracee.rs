@@ -1,0 +1,678 @@
+//! A process held by weft: every thread seized with ptrace and stopped.
+//!
+//! weft holds a process only while it changes it. [`Tracee::attach`] seizes
+//! every thread (`PTRACE_SEIZE` with `PTRACE_O_TRACECLONE`, so threads born
+//! meanwhile are held too) and interrupts them; dropping the `Tracee`
+//! detaches, handing back any signal a thread was about to receive. Threads
+//! are enumerated until `/proc/PID/task` is stable, because a thread not yet
+//! seized can create another.
+
+use crate::sys::{self, Wait, PTRACE_EVENT_CLONE, PTRACE_EVENT_STOP, PTRACE_O_TRACECLONE};
+use crate::{thread_ids, Error, ProcMemory, RemoteAddr, Result};
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::time::{Duration, Instant};
+
+const PTRACE_EVENT_EXEC: i32 = 4;
+const PTRACE_O_TRACEEXEC: u64 = 0x10;
+
+/// What a thread is doing, as far as weft knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ThreadState {
+    /// Seized and asked to stop, no stop seen yet.
+    Stopping,
+    /// In a ptrace-stop; `signals` were about to be delivered and are given back on resume.
+    Stopped { signals: Vec<i32> },
+    /// Running under ptrace (between a resume and the next stop).
+    Running,
+}
+
+/// Why [`Tracee::run_to`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// A thread reached the address; every thread is stopped again.
+    Reached,
+    /// The process exited with this code before reaching it.
+    Exited(i32),
+    /// The process was killed by this signal before reaching it.
+    Killed(i32),
+}
+
+/// How to start a program under weft.
+#[derive(Debug, Clone)]
+pub struct LaunchSpec {
+    /// The program (looked up in PATH like a shell does).
+    pub program: String,
+    /// Its arguments, not including the program name.
+    pub args: Vec<String>,
+}
+
+/// A process whose threads are all stopped under weft's control.
+#[derive(Debug)]
+pub struct Tracee {
+    pid: i32,
+    threads: BTreeMap<i32, ThreadState>,
+    mem: ProcMemory,
+    syscall_gadget: Option<RemoteAddr>,
+    exit: Option<StopReason>,
+}
+
+impl Tracee {
+    /// Seizes and stops every thread of a running process.
+    pub fn attach(pid: i32) -> Result<Tracee> {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(Error::NoSuchProcess(pid));
+        }
+        if pid == std::process::id() as i32 {
+            return Err(Error::PermissionDenied {
+                pid,
+                op: "attach to weft itself",
+            });
+        }
+        let mem = ProcMemory::open(pid)?;
+        let mut tracee = Tracee {
+            pid,
+            threads: BTreeMap::new(),
+            mem,
+            syscall_gadget: None,
+            exit: None,
+        };
+        tracee.seize_all()?;
+        tracee.wait_all_stopped()?;
+        Ok(tracee)
+    }
+
+    /// Starts a program stopped right after `execve`, before any of its code
+    /// (or its dynamic loader's) has run. Its stdin, stdout and stderr are weft's.
+    pub fn launch(spec: &LaunchSpec) -> Result<Tracee> {
+        let program = CString::new(spec.program.clone()).map_err(|_| Error::Launch {
+            program: spec.program.clone(),
+            source: std::io::ErrorKind::InvalidInput.into(),
+        })?;
+        let mut argv: Vec<CString> = vec![program.clone()];
+        for a in &spec.args {
+            argv.push(CString::new(a.as_str()).map_err(|_| Error::Launch {
+                program: spec.program.clone(),
+                source: std::io::ErrorKind::InvalidInput.into(),
+            })?);
+        }
+        let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
+        // A pipe with CLOEXEC tells the parent whether exec failed: it reads
+        // the child's errno, or end-of-file once exec succeeded.
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe2 writes two fds into the array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(Error::Io {
+                what: "pipe2".into(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        // SAFETY: after fork the child only calls async-signal-safe functions
+        // (raise, execvp, write, _exit) on memory prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(Error::Io {
+                what: "fork".into(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        if pid == 0 {
+            // SAFETY: see above; the child stops itself so the parent can seize
+            // it, then execs; on failure it reports errno and exits.
+            unsafe {
+                libc::close(fds[0]);
+                libc::raise(libc::SIGSTOP);
+                libc::execvp(program.as_ptr(), argv_ptrs.as_ptr());
+                let errno = *libc::__errno_location();
+                libc::write(fds[1], &errno as *const i32 as *const libc::c_void, 4);
+                libc::_exit(127);
+            }
+        }
+        // SAFETY: closing our copy of the write end.
+        unsafe { libc::close(fds[1]) };
+        let read_end = fds[0];
+        let fail = |source: std::io::Error| Error::Launch {
+            program: spec.program.clone(),
+            source,
+        };
+        match sys::wait(pid, libc::WUNTRACED).map_err(fail)? {
+            Wait::Stopped { .. } => {}
+            other => {
+                return Err(fail(std::io::Error::other(format!(
+                    "child did not stop: {other:?}"
+                ))))
+            }
+        }
+        sys::ptrace(
+            libc::PTRACE_SEIZE,
+            pid,
+            0,
+            PTRACE_O_TRACECLONE as u64 | PTRACE_O_TRACEEXEC,
+        )
+        .map_err(fail)?;
+        // SAFETY: kill with a pid we own and a valid signal.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        // Follow the child until its exec event.
+        loop {
+            match sys::wait(pid, 0).map_err(fail)? {
+                Wait::Stopped {
+                    event: PTRACE_EVENT_EXEC,
+                    ..
+                } => break,
+                Wait::Stopped { .. } => {
+                    sys::ptrace(libc::PTRACE_CONT, pid, 0, 0).map_err(fail)?;
+                }
+                Wait::Exited { .. } | Wait::Signaled { .. } => {
+                    let mut errno = 0i32;
+                    // SAFETY: reads at most 4 bytes into a live i32.
+                    let n = unsafe {
+                        libc::read(read_end, &mut errno as *mut i32 as *mut libc::c_void, 4)
+                    };
+                    // SAFETY: closing our read end.
+                    unsafe { libc::close(read_end) };
+                    let source = if n == 4 {
+                        std::io::Error::from_raw_os_error(errno)
+                    } else {
+                        std::io::Error::other("exited before exec")
+                    };
+                    return Err(fail(source));
+                }
+                Wait::Nothing => {}
+            }
+        }
+        // SAFETY: closing our read end.
+        unsafe { libc::close(read_end) };
+        let mem = ProcMemory::open(pid)?;
+        let mut threads = BTreeMap::new();
+        threads.insert(pid, ThreadState::Stopped { signals: vec![] });
+        Ok(Tracee {
+            pid,
+            threads,
+            mem,
+            syscall_gadget: None,
+            exit: None,
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The thread ids currently held.
+    pub fn threads(&self) -> Vec<i32> {
+        self.threads.keys().copied().collect()
+    }
+
+    /// The target's memory.
+    pub fn memory(&self) -> &ProcMemory {
+        &self.mem
+    }
+
+    /// How the process ended, if it did while held.
+    pub fn exit_reason(&self) -> Option<StopReason> {
+        self.exit
+    }
+
+    /// Registers of a stopped thread.
+    pub fn registers(&self, tid: i32) -> Result<sys::Registers> {
+        sys::get_regs(tid).map_err(|e| self.ptrace_error("GETREGS", tid, e))
+    }
+
+    /// Sets registers of a stopped thread.
+    pub fn set_registers(&self, tid: i32, regs: &sys::Registers) -> Result<()> {
+        sys::set_regs(tid, regs).map_err(|e| self.ptrace_error("SETREGS", tid, e))
+    }
+
+    /// The instruction pointer of every held thread.
+    pub fn thread_pcs(&self) -> Result<Vec<(i32, RemoteAddr)>> {
+        let mut out = Vec::new();
+        for &tid in self.threads.keys() {
+            match sys::get_regs(tid) {
+                Ok(r) => out.push((tid, RemoteAddr(r.rip))),
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => return Err(self.ptrace_error("GETREGS", tid, e)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Signals a stopped thread was about to receive (given back on detach).
+    pub fn pending_signals(&self, tid: i32) -> Vec<i32> {
+        match self.threads.get(&tid) {
+            Some(ThreadState::Stopped { signals }) => signals.clone(),
+            _ => vec![],
+        }
+    }
+
+    /// Drops one pending signal of a stopped thread so it is never delivered.
+    pub fn discard_signal(&mut self, tid: i32, signal: i32) {
+        if let Some(ThreadState::Stopped { signals }) = self.threads.get_mut(&tid) {
+            if let Some(k) = signals.iter().position(|&s| s == signal) {
+                signals.remove(k);
+            }
+        }
+    }
+
+    /// Whether `signal` is queued but not yet taken for a thread or for the
+    /// whole process (`SigPnd`/`ShdPnd` in `/proc/PID/task/TID/status`).
+    pub fn signal_queued(&self, tid: i32, signal: i32) -> bool {
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{}/task/{tid}/status", self.pid))
+        else {
+            return false;
+        };
+        let bit = 1u64 << (signal - 1);
+        status.lines().any(|l| {
+            (l.starts_with("SigPnd:") || l.starts_with("ShdPnd:"))
+                && l.split_once(':')
+                    .and_then(|(_, v)| u64::from_str_radix(v.trim(), 16).ok())
+                    .is_some_and(|m| m & bit != 0)
+        })
+    }
+
+    /// Uses `addr` (which must hold `syscall` followed by anything) for remote
+    /// system calls instead of borrowing bytes at a thread's pc.
+    pub fn set_syscall_gadget(&mut self, addr: RemoteAddr) {
+        self.syscall_gadget = Some(addr);
+    }
+
+    /// Stops using a gadget (before the memory holding it is unmapped).
+    pub fn clear_syscall_gadget(&mut self) {
+        self.syscall_gadget = None;
+    }
+
+    /// Lets the process run until some thread executes the instruction at
+    /// `addr`, then stops every thread again with that thread's pc at `addr`.
+    /// Uses a temporary `int3`; other signals are passed through.
+    pub fn run_to(&mut self, addr: RemoteAddr) -> Result<StopReason> {
+        use crate::ProcessMemory;
+        let mut orig = [0u8; 1];
+        self.mem.read(addr, &mut orig)?;
+        self.mem.write(addr, &[0xcc])?;
+        let tids: Vec<i32> = self.threads.keys().copied().collect();
+        for tid in tids {
+            self.resume_thread(tid)?;
+        }
+        let reached = loop {
+            let w = sys::wait(-1, 0).map_err(|e| Error::Io {
+                what: "waitpid".into(),
+                source: e,
+            })?;
+            match w {
+                Wait::Stopped { tid, signal, event } => {
+                    self.threads.entry(tid).or_insert(ThreadState::Running);
+                    if event == 0 && signal == libc::SIGTRAP {
+                        let regs = self.registers(tid)?;
+                        if regs.rip == addr.0 + 1 {
+                            let mut regs = regs;
+                            regs.rip = addr.0;
+                            self.set_registers(tid, &regs)?;
+                            self.threads
+                                .insert(tid, ThreadState::Stopped { signals: vec![] });
+                            break StopReason::Reached;
+                        }
+                    }
+                    self.note_stop(tid, signal, event)?;
+                    let signals = match self.threads.get_mut(&tid) {
+                        Some(ThreadState::Stopped { signals }) => std::mem::take(signals),
+                        _ => vec![],
+                    };
+                    self.threads.insert(tid, ThreadState::Running);
+                    let sig = signals.first().copied().unwrap_or(0);
+                    if let Err(e) = sys::ptrace(libc::PTRACE_CONT, tid, 0, sig as u64) {
+                        if e.raw_os_error() != Some(libc::ESRCH) {
+                            return Err(self.ptrace_error("CONT", tid, e));
+                        }
+                    }
+                }
+                Wait::Exited { tid, code } if tid == self.pid => {
+                    self.threads.clear();
+                    self.exit = Some(StopReason::Exited(code));
+                    return Ok(StopReason::Exited(code));
+                }
+                Wait::Signaled { tid, signal } if tid == self.pid => {
+                    self.threads.clear();
+                    self.exit = Some(StopReason::Killed(signal));
+                    return Ok(StopReason::Killed(signal));
+                }
+                Wait::Exited { tid, .. } | Wait::Signaled { tid, .. } => {
+                    self.threads.remove(&tid);
+                }
+                Wait::Nothing => {}
+            }
+        };
+        self.mem.write(addr, &orig)?;
+        let running: Vec<i32> = self
+            .threads
+            .iter()
+            .filter(|(_, s)| **s == ThreadState::Running)
+            .map(|(t, _)| *t)
+            .collect();
+        for tid in running {
+            self.interrupt(tid)?;
+        }
+        self.seize_all()?;
+        self.wait_all_stopped()?;
+        Ok(reached)
+    }
+
+    /// Makes a system call inside the target on one stopped thread and
+    /// returns its result, restoring that thread's registers afterwards.
+    ///
+    /// The thread's `orig_rax` is set to -1 during the call so that the
+    /// kernel does not apply syscall-restart logic to it; the saved registers,
+    /// restored afterwards, keep any restart of the call the thread was
+    /// blocked in (see `arch_do_signal_or_restart` in arch/x86/kernel/signal.c).
+    pub fn remote_syscall(&mut self, name: &'static str, nr: i64, args: [u64; 6]) -> Result<u64> {
+        use crate::ProcessMemory;
+        let tid = self.pid_or_any_thread()?;
+        let saved = self.registers(tid)?;
+        let (gadget, borrowed) = match self.syscall_gadget {
+            Some(g) => (g, None),
+            None => {
+                let at = RemoteAddr(saved.rip);
+                let mut orig = [0u8; 2];
+                self.mem.read(at, &mut orig)?;
+                self.mem.write(at, &[0x0f, 0x05])?;
+                (at, Some(orig))
+            }
+        };
+        let mut regs = saved;
+        regs.rax = nr as u64;
+        regs.orig_rax = u64::MAX;
+        regs.rdi = args[0];
+        regs.rsi = args[1];
+        regs.rdx = args[2];
+        regs.r10 = args[3];
+        regs.r8 = args[4];
+        regs.r9 = args[5];
+        regs.rip = gadget.0;
+        let outcome = self
+            .set_registers(tid, &regs)
+            .and_then(|_| self.step_over_syscall(tid, gadget));
+        if let Some(orig) = borrowed {
+            self.mem.write(gadget, &orig)?;
+        }
+        let result = outcome?;
+        self.set_registers(tid, &saved)?;
+        let ret = result as i64;
+        if (-4095..0).contains(&ret) {
+            return Err(Error::RemoteSyscall {
+                pid: self.pid,
+                name,
+                source: std::io::Error::from_raw_os_error(-ret as i32),
+            });
+        }
+        Ok(result)
+    }
+
+    fn step_over_syscall(&mut self, tid: i32, gadget: RemoteAddr) -> Result<u64> {
+        for _ in 0..64 {
+            sys::ptrace(libc::PTRACE_SINGLESTEP, tid, 0, 0)
+                .map_err(|e| self.ptrace_error("SINGLESTEP", tid, e))?;
+            match sys::wait(tid, 0).map_err(|e| Error::Io {
+                what: "waitpid".into(),
+                source: e,
+            })? {
+                Wait::Stopped { signal, event, .. } => {
+                    let regs = self.registers(tid)?;
+                    if regs.rip == gadget.0 + 2 {
+                        return Ok(regs.rax);
+                    }
+                    if event == 0 && signal != libc::SIGTRAP {
+                        self.push_signal(tid, signal);
+                    }
+                }
+                Wait::Exited { tid: t, code } if t == self.pid => {
+                    self.exit = Some(StopReason::Exited(code));
+                    self.threads.clear();
+                    return Err(Error::ProcessGone(self.pid));
+                }
+                Wait::Signaled { tid: t, signal } if t == self.pid => {
+                    self.exit = Some(StopReason::Killed(signal));
+                    self.threads.clear();
+                    return Err(Error::ProcessGone(self.pid));
+                }
+                _ => {
+                    self.threads.remove(&tid);
+                    return Err(Error::ThreadGone(tid));
+                }
+            }
+        }
+        Err(Error::UnexpectedStop {
+            pid: self.pid,
+            what: "remote system call did not complete".into(),
+        })
+    }
+
+    fn push_signal(&mut self, tid: i32, signal: i32) {
+        if let Some(ThreadState::Stopped { signals }) = self.threads.get_mut(&tid) {
+            signals.push(signal);
+        }
+    }
+
+    fn pid_or_any_thread(&self) -> Result<i32> {
+        if self.threads.contains_key(&self.pid) {
+            return Ok(self.pid);
+        }
+        self.threads
+            .keys()
+            .next()
+            .copied()
+            .ok_or(Error::ProcessGone(self.pid))
+    }
+
+    /// Seizes every thread not yet held until `/proc/PID/task` is stable.
+    fn seize_all(&mut self) -> Result<()> {
+        loop {
+            let tids = match thread_ids(self.pid) {
+                Ok(t) => t,
+                Err(e) if e.is_gone() => return Err(Error::ProcessGone(self.pid)),
+                Err(e) => return Err(e),
+            };
+            let new: Vec<i32> = tids
+                .into_iter()
+                .filter(|t| !self.threads.contains_key(t))
+                .collect();
+            if new.is_empty() {
+                return Ok(());
+            }
+            for tid in new {
+                match sys::ptrace(libc::PTRACE_SEIZE, tid, 0, PTRACE_O_TRACECLONE as u64) {
+                    Ok(_) => {}
+                    Err(e) => match e.raw_os_error() {
+                        Some(libc::ESRCH) if tid != self.pid => continue,
+                        Some(libc::ESRCH) => return Err(Error::ProcessGone(self.pid)),
+                        Some(libc::EPERM) => {
+                            if tracer_of(tid).is_some_and(|t| t != 0) {
+                                return Err(Error::AlreadyTraced(self.pid));
+                            }
+                            return Err(Error::PermissionDenied {
+                                pid: self.pid,
+                                op: "ptrace seize",
+                            });
+                        }
+                        _ => return Err(self.ptrace_error("SEIZE", tid, e)),
+                    },
+                }
+                self.threads.insert(tid, ThreadState::Running);
+                self.interrupt(tid)?;
+            }
+        }
+    }
+
+    fn interrupt(&mut self, tid: i32) -> Result<()> {
+        match sys::ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0) {
+            Ok(_) => {
+                self.threads.insert(tid, ThreadState::Stopping);
+                Ok(())
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                self.threads.remove(&tid);
+                Ok(())
+            }
+            Err(e) => Err(self.ptrace_error("INTERRUPT", tid, e)),
+        }
+    }
+
+    /// Collects stops until every held thread is in a ptrace-stop.
+    fn wait_all_stopped(&mut self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut nap = Duration::from_micros(20);
+        while self
+            .threads
+            .values()
+            .any(|s| !matches!(s, ThreadState::Stopped { .. }))
+        {
+            let w = sys::wait(-1, libc::WNOHANG).map_err(|e| Error::Io {
+                what: "waitpid".into(),
+                source: e,
+            })?;
+            match w {
+                Wait::Nothing => {
+                    if Instant::now() > deadline {
+                        return Err(Error::UnexpectedStop {
+                            pid: self.pid,
+                            what: "threads did not stop within 10 s (uninterruptible sleep?)"
+                                .into(),
+                        });
+                    }
+                    std::thread::sleep(nap);
+                    nap = (nap * 2).min(Duration::from_millis(2));
+                }
+                Wait::Stopped { tid, signal, event } => {
+                    self.note_stop(tid, signal, event)?;
+                }
+                Wait::Exited { tid, code } if tid == self.pid => {
+                    self.threads.clear();
+                    self.exit = Some(StopReason::Exited(code));
+                    return Err(Error::ProcessGone(self.pid));
+                }
+                Wait::Signaled { tid, signal } if tid == self.pid => {
+                    self.threads.clear();
+                    self.exit = Some(StopReason::Killed(signal));
+                    return Err(Error::ProcessGone(self.pid));
+                }
+                Wait::Exited { tid, .. } | Wait::Signaled { tid, .. } => {
+                    self.threads.remove(&tid);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a ptrace-stop of `tid`.
+    fn note_stop(&mut self, tid: i32, signal: i32, event: i32) -> Result<()> {
+        let mut signals = match self.threads.remove(&tid) {
+            Some(ThreadState::Stopped { signals }) => signals,
+            _ => vec![],
+        };
+        match event {
+            PTRACE_EVENT_CLONE => {
+                let child = sys::get_event_msg(tid)
+                    .map_err(|e| self.ptrace_error("GETEVENTMSG", tid, e))?
+                    as i32;
+                self.threads.entry(child).or_insert(ThreadState::Stopping);
+            }
+            // An interrupt, a new thread's first stop, or a group-stop.
+            PTRACE_EVENT_STOP => {}
+            0 => signals.push(signal),
+            _ => {}
+        }
+        self.threads.insert(tid, ThreadState::Stopped { signals });
+        Ok(())
+    }
+
+    fn resume_thread(&mut self, tid: i32) -> Result<()> {
+        let signals = match self.threads.get_mut(&tid) {
+            Some(ThreadState::Stopped { signals }) => std::mem::take(signals),
+            _ => return Ok(()),
+        };
+        let sig = signals.first().copied().unwrap_or(0);
+        match sys::ptrace(libc::PTRACE_CONT, tid, 0, sig as u64) {
+            Ok(_) => {
+                self.threads.insert(tid, ThreadState::Running);
+                Ok(())
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                self.threads.remove(&tid);
+                Ok(())
+            }
+            Err(e) => Err(self.ptrace_error("CONT", tid, e)),
+        }
+    }
+
+    /// Detaches from every thread, handing back pending signals. The process runs on.
+    pub fn detach(mut self) -> Result<()> {
+        self.detach_all()
+    }
+
+    fn detach_all(&mut self) -> Result<()> {
+        let threads = std::mem::take(&mut self.threads);
+        let mut first_error = None;
+        for (tid, state) in threads {
+            let sig = match state {
+                ThreadState::Stopped { signals } => signals.first().copied().unwrap_or(0),
+                _ => 0,
+            };
+            if let Err(e) = sys::ptrace(libc::PTRACE_DETACH, tid, 0, sig as u64) {
+                if e.raw_os_error() != Some(libc::ESRCH) && first_error.is_none() {
+                    first_error = Some(self.ptrace_error("DETACH", tid, e));
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn ptrace_error(&self, op: &'static str, tid: i32, e: std::io::Error) -> Error {
+        match e.raw_os_error() {
+            Some(libc::ESRCH) if !crate::is_alive(self.pid) => Error::ProcessGone(self.pid),
+            Some(libc::ESRCH) => Error::ThreadGone(tid),
+            Some(libc::EPERM) => Error::PermissionDenied { pid: self.pid, op },
+            _ => Error::Ptrace { op, tid, source: e },
+        }
+    }
+}
+
+impl Drop for Tracee {
+    fn drop(&mut self) {
+        let _ = self.detach_all();
+    }
+}
+
+/// The pid tracing `tid`, from `/proc/TID/status` (0 when none).
+fn tracer_of(tid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status.lines().find_map(|l| {
+        l.strip_prefix("TracerPid:")
+            .and_then(|v| v.trim().parse().ok())
+    })
+}
+
+/// Waits for a child started with [`Tracee::launch`] (and since detached)
+/// to end; returns the shell-style exit code (128 + signal when killed).
+pub fn wait_child_exit(pid: i32) -> Result<i32> {
+    loop {
+        match sys::wait(pid, 0).map_err(|e| Error::Io {
+            what: "waitpid".into(),
+            source: e,
+        })? {
+            Wait::Exited { code, .. } => return Ok(code),
+            Wait::Signaled { signal, .. } => return Ok(128 + signal),
+            _ => continue,
+        }
+    }
+}
+
+/// Like [`wait_child_exit`] but returns `None` when the child is still running.
+pub fn poll_child_exit(pid: i32) -> Result<Option<i32>> {
+    match sys::wait(pid, libc::WNOHANG).map_err(|e| Error::Io {
+        what: "waitpid".into(),
+        source: e,
+    })? {
+        Wait::Exited { code, .. } => Ok(Some(code)),
+        Wait::Signaled { signal, .. } => Ok(Some(128 + signal)),
+        _ => Ok(None),
+    }
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what weft's build and tests need on Debian: a C compiler for the
+# test targets, gdb and real programs used as ground truth, and Rust if absent.
+set -euo pipefail
+need=()
+for pkg in gcc libc6-dev gdb python3 sqlite3 binutils; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+    need+=(cargo rustc)
+fi
+if [ ${#need[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
