@@ -102,12 +102,13 @@ pub fn write_counts(args: &crate::ProbeArgs, counts: &[Count]) -> anyhow::Result
 /// `--verbose`: how each point was spliced.
 pub fn print_points(points: &[PointInfo]) {
     for p in points {
-        let how = match &p.why_trap {
-            Some(why) => format!("{} ({why})", p.method),
-            None => p.method.to_string(),
+        let how = match (&p.why_trap, p.shares_splice_of) {
+            (_, Some(main)) => format!("inside the {} splice of {main:#x}", p.method),
+            (Some(why), None) => format!("{} ({why})", p.method),
+            (None, None) => p.method.to_string(),
         };
         eprintln!(
-            "weft: point {}:{} [{}] at {:#x}: {}, bytes {:#x}..{:#x}{}",
+            "weft: point {}:{} [{}] at {:#x}: {}, bytes {:#x}..{:#x}{}{}",
             p.module,
             p.function,
             point_name(p.kind),
@@ -117,6 +118,11 @@ pub fn print_points(points: &[PointInfo]) {
             p.window.1,
             if p.saves_state {
                 ", saves flags/registers"
+            } else {
+                ""
+            },
+            if p.relocated_function {
+                ", whole function relocated (its entry is a loop head)"
             } else {
                 ""
             }

@@ -21,8 +21,8 @@ use weft_code::{FunctionCode, RegSet};
 use weft_image::{near_misses, Function, Pattern};
 use weft_patch::region::{trap_table, Layout};
 use weft_patch::{
-    choose_splice, trap, Snippet, SpliceChoice, SpliceContext, SpliceMethod, SpliceRecord,
-    Trampoline, Unsafe,
+    choose_splice, trap, PointSnippet, Snippet, SpliceChoice, SpliceContext, SpliceMethod,
+    SpliceRecord, Trampoline, Unsafe,
 };
 use weft_process::{ProcessMemory, RemoteAddr, Tracee};
 
@@ -102,6 +102,10 @@ pub struct PointInfo {
     pub saves_state: bool,
     /// Whether it is currently spliced.
     pub active: bool,
+    /// Whether the trampoline runs a relocated copy of the whole function.
+    pub relocated_function: bool,
+    /// The point whose splice this one rides on, if it lies inside it.
+    pub shares_splice_of: Option<u64>,
 }
 
 /// A point weft could not instrument, and why.
@@ -180,16 +184,31 @@ struct Probe {
     counter: u64,
 }
 
+/// Probes run before one instruction of a site.
+#[derive(Debug, Clone)]
+struct SitePoint {
+    point: u64,
+    probes: Vec<usize>,
+    live: RegSet,
+    /// Whether branches into a relocated function also run these probes.
+    on_branch_in: bool,
+    /// Added in the current `apply`, not yet written to the target.
+    pending: bool,
+}
+
 #[derive(Debug)]
 struct Site {
     module: usize,
     choice: SpliceChoice,
-    live: RegSet,
-    probes: Vec<usize>,
+    /// The site's points in address order; the first is the one its splice was chosen for.
+    points: Vec<SitePoint>,
     record: Option<SpliceRecord>,
     entry: u64,
     saves_state: bool,
     active: bool,
+    /// The function, when its entry is also a loop head and the trampoline
+    /// runs a relocated copy of it (so back-edges do not count as calls).
+    whole_function: Option<FunctionCode>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -384,19 +403,25 @@ impl Session {
             });
             report.probes += 1;
             let liveness = item.code.liveness();
+            let on_branch_in = item.kind != PointKind::Entry;
             for &point in &item.points {
-                if let Some(&s) = self.site_at.get(&point) {
-                    self.sites[s].probes.push(probe_id);
+                let live = liveness.live_before(point).unwrap_or(RegSet::ALL);
+                let joined = self
+                    .site_at
+                    .get(&point)
+                    .copied()
+                    .or_else(|| self.site_containing(point));
+                if let Some(s) = joined {
+                    self.add_point_to_site(s, point, probe_id, live, on_branch_in);
+                    self.site_at.insert(point, s);
                     dirty.push(s);
                     continue;
                 }
-                if let Some(other) = self.active_site_covering(point) {
+                if let Some(why) = self.blocked_by_other_site(point) {
                     report.skipped.push(SkippedPoint {
                         module: self.modules[item.module].name.clone(),
                         function: item.display.clone(),
-                        why: format!(
-                            "{point:#x} is inside the splice of another point ({other:#x})"
-                        ),
+                        why,
                     });
                     continue;
                 }
@@ -433,17 +458,39 @@ impl Session {
                         why_trap: Some(Unsafe::BranchTargetInside(point)),
                     };
                 }
-                let live = liveness.live_before(point).unwrap_or(RegSet::ALL);
+                let loop_head_entry =
+                    item.kind == PointKind::Entry && item.code.internal_targets().contains(&point);
+                if loop_head_entry
+                    && self
+                        .live_sites()
+                        .any(|s| s.choice.point > point && s.choice.point < item.code.end())
+                {
+                    report.skipped.push(SkippedPoint {
+                        module: self.modules[item.module].name.clone(),
+                        function: item.display.clone(),
+                        why: "its entry is a loop head, so its trampoline must run a relocated copy of \
+                              the function, which would bypass the points already spliced inside it"
+                            .into(),
+                    });
+                    continue;
+                }
+                let whole_function = loop_head_entry.then(|| item.code.clone());
                 let s = self.sites.len();
                 self.sites.push(Site {
                     module: item.module,
                     choice,
-                    live,
-                    probes: vec![probe_id],
+                    points: vec![SitePoint {
+                        point,
+                        probes: vec![probe_id],
+                        live,
+                        on_branch_in,
+                        pending: true,
+                    }],
                     record: None,
                     entry: 0,
                     saves_state: false,
                     active: false,
+                    whole_function,
                 });
                 self.site_at.insert(point, s);
                 dirty.push(s);
@@ -457,13 +504,31 @@ impl Session {
             match self.build_site(tracee, s) {
                 Ok(()) => to_write.push(s),
                 Err(SiteError::Skip(why)) => {
-                    let site = &self.sites[s];
-                    report.skipped.push(SkippedPoint {
-                        module: self.modules[site.module].name.clone(),
-                        function: self.probes[site.probes[0]].display.clone(),
-                        why,
-                    });
-                    self.site_at.remove(&site.choice.point);
+                    let site = &mut self.sites[s];
+                    for sp in site.points.iter().filter(|sp| sp.pending) {
+                        report.skipped.push(SkippedPoint {
+                            module: self.modules[site.module].name.clone(),
+                            function: self.probes[sp.probes[0]].display.clone(),
+                            why: why.clone(),
+                        });
+                    }
+                    if site.active {
+                        // Keep the working splice; drop only what this call added.
+                        let dropped: Vec<u64> = site
+                            .points
+                            .iter()
+                            .filter(|sp| sp.pending)
+                            .map(|sp| sp.point)
+                            .collect();
+                        site.points.retain(|sp| !sp.pending);
+                        for p in dropped {
+                            if !site.points.iter().any(|sp| sp.point == p) {
+                                self.site_at.remove(&p);
+                            }
+                        }
+                    } else {
+                        self.site_at.retain(|_, v| *v != s);
+                    }
                 }
                 Err(SiteError::Fatal(e)) => return Err(e),
             }
@@ -475,6 +540,7 @@ impl Session {
             let ci = self.ensure_cluster(tracee, self.sites[first_trap].module)?;
             self.install_trap_handler(tracee, ci)?;
         }
+        let newly: Vec<bool> = to_write.iter().map(|&s| !self.sites[s].active).collect();
         for &s in &to_write {
             let site = &mut self.sites[s];
             if site.choice.method == SpliceMethod::Trap {
@@ -482,21 +548,73 @@ impl Session {
             }
         }
         self.write_trap_table();
-        for &s in &to_write {
+        for (&s, new) in to_write.iter().zip(newly) {
             let site = &mut self.sites[s];
             let record = site.record.as_ref().expect("built");
             tracee
                 .memory()
                 .write(RemoteAddr(record.addr), &record.new)?;
-            if !site.active {
+            if new {
                 match site.choice.method {
                     SpliceMethod::Jump => report.jumps += 1,
                     SpliceMethod::Trap => report.traps += 1,
                 }
             }
             site.active = true;
+            for sp in site.points.iter_mut() {
+                sp.pending = false;
+            }
         }
         Ok(report)
+    }
+
+    /// Adds a probe at `point` to site `s`, before the instruction at `point`.
+    fn add_point_to_site(
+        &mut self,
+        s: usize,
+        point: u64,
+        probe: usize,
+        live: RegSet,
+        on_branch_in: bool,
+    ) {
+        let site = &mut self.sites[s];
+        match site
+            .points
+            .iter_mut()
+            .find(|sp| sp.point == point && sp.on_branch_in == on_branch_in)
+        {
+            Some(sp) => {
+                sp.probes.push(probe);
+                sp.pending = true;
+            }
+            None => {
+                site.points.push(SitePoint {
+                    point,
+                    probes: vec![probe],
+                    live,
+                    on_branch_in,
+                    pending: true,
+                });
+                let main = site.choice.point;
+                site.points.sort_by_key(|sp| (sp.point != main, sp.point));
+            }
+        }
+    }
+
+    /// A live site whose trampoline already executes the instruction at
+    /// `point` on every path: one of its displaced instructions, or an
+    /// instruction of the function it relocated.
+    fn site_containing(&self, point: u64) -> Option<usize> {
+        self.site_at.values().copied().find(|&i| {
+            let s = &self.sites[i];
+            match &s.whole_function {
+                Some(f) => point > s.choice.point && f.index_of(point).is_some(),
+                None => {
+                    s.choice.method == SpliceMethod::Jump
+                        && s.choice.displaced.iter().any(|d| d.ip() == point)
+                }
+            }
+        })
     }
 
     /// Builds (or rebuilds) the trampoline of a site and its splice record.
@@ -506,16 +624,32 @@ impl Session {
             .ensure_cluster(tracee, module)
             .map_err(SiteError::Fatal)?;
         let cluster = self.clusters[ci];
-        let snippets: Vec<Snippet> = self.sites[s]
-            .probes
+        let snippets: Vec<PointSnippet> = self.sites[s]
+            .points
             .iter()
-            .map(|&p| Snippet::count(cluster.data + self.layout.counter(self.probes[p].counter)))
+            .map(|sp| {
+                let counts: Vec<Snippet> = sp
+                    .probes
+                    .iter()
+                    .map(|&p| {
+                        Snippet::count(cluster.data + self.layout.counter(self.probes[p].counter))
+                    })
+                    .collect();
+                PointSnippet {
+                    point: sp.point,
+                    snippet: Snippet::concat(&counts),
+                    live: sp.live,
+                    on_branch_in: sp.on_branch_in,
+                }
+            })
             .collect();
-        let snippet = Snippet::concat(&snippets);
         let site = &self.sites[s];
         let at = cluster.code + cluster.used;
-        let tramp = Trampoline::build(at, &site.choice, &snippet, site.live)
-            .map_err(|e| SiteError::Skip(e.to_string()))?;
+        let tramp = match &site.whole_function {
+            Some(func) => Trampoline::build_relocated_function(at, func, &site.choice, &snippets),
+            None => Trampoline::build(at, &site.choice, &snippets),
+        }
+        .map_err(|e| SiteError::Skip(e.to_string()))?;
         let used = (cluster.used + tramp.bytes.len() as u64).next_multiple_of(16);
         if used > CODE_AREA {
             return Err(SiteError::Fatal(Error::Full {
@@ -582,30 +716,43 @@ impl Session {
         self.shm.store_u64(base + trap_table::COUNT, count);
     }
 
-    fn active_site_covering(&self, point: u64) -> Option<u64> {
-        self.sites
-            .iter()
-            .filter(|s| s.active || s.record.is_some())
-            .find(|s| {
-                s.choice.method == SpliceMethod::Jump
-                    && point > s.choice.start
-                    && point < s.choice.end
-            })
-            .map(|s| s.choice.point)
+    /// Sites spliced or about to be (removed and abandoned ones excluded).
+    fn live_sites(&self) -> impl Iterator<Item = &Site> {
+        self.site_at.values().map(|&i| &self.sites[i])
+    }
+
+    /// Why `point` cannot get a site of its own, if another site is in the way.
+    fn blocked_by_other_site(&self, point: u64) -> Option<String> {
+        for s in self.live_sites() {
+            if s.choice.method == SpliceMethod::Jump
+                && point > s.choice.start
+                && point < s.choice.end
+            {
+                return Some(format!(
+                    "{point:#x} is inside the splice of another point ({:#x})",
+                    s.choice.point
+                ));
+            }
+            if let Some(f) = &s.whole_function {
+                if point > s.choice.point && point < f.end() {
+                    return Some(format!(
+                        "{point:#x} is inside a function whose entry probe runs a relocated copy of it"
+                    ));
+                }
+            }
+        }
+        None
     }
 
     fn overlaps_active(&self, start: u64, end: u64) -> bool {
-        self.sites
-            .iter()
-            .filter(|s| s.active || s.record.is_some())
-            .any(|s| {
-                let (a, b) = if s.choice.method == SpliceMethod::Jump {
-                    (s.choice.start, s.choice.end)
-                } else {
-                    (s.choice.point, s.choice.point + 1)
-                };
-                a < end && start < b
-            })
+        self.live_sites().any(|s| {
+            let (a, b) = if s.choice.method == SpliceMethod::Jump {
+                (s.choice.start, s.choice.end)
+            } else {
+                (s.choice.point, s.choice.point + 1)
+            };
+            a < end && start < b
+        })
     }
 }
 
@@ -987,26 +1134,28 @@ impl Session {
             .collect()
     }
 
-    /// Every site, for `--verbose`.
+    /// Every spliced point, for `--verbose`: one row per point of each site.
     pub fn points(&self) -> Vec<PointInfo> {
-        self.sites
-            .iter()
-            .filter(|s| s.record.is_some())
-            .map(|s| {
-                let p = &self.probes[s.probes[0]];
-                PointInfo {
+        let mut out = Vec::new();
+        for s in self.sites.iter().filter(|s| s.record.is_some()) {
+            for sp in &s.points {
+                let p = &self.probes[sp.probes[0]];
+                out.push(PointInfo {
                     module: self.modules[s.module].name.clone(),
                     function: p.display.clone(),
                     kind: p.kind,
-                    addr: s.choice.point,
+                    addr: sp.point,
                     method: s.choice.method,
                     window: (s.choice.start, s.choice.end),
                     why_trap: s.choice.why_trap.map(|w| w.to_string()),
                     saves_state: s.saves_state,
                     active: s.active,
-                }
-            })
-            .collect()
+                    relocated_function: s.whole_function.is_some(),
+                    shares_splice_of: (sp.point != s.choice.point).then_some(s.choice.point),
+                });
+            }
+        }
+        out
     }
 
     /// Runtime address ranges of weft's memory in the target (data, code) per cluster.

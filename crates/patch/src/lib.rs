@@ -27,7 +27,7 @@ pub use error::{Error, Result};
 pub use relocate::{can_relocate, relocate_one};
 pub use snippet::Snippet;
 pub use splice::{choose_splice, SpliceChoice, SpliceContext, SpliceMethod, SpliceRecord, Unsafe};
-pub use trampoline::Trampoline;
+pub use trampoline::{PointSnippet, Trampoline};
 
 /// Length of the `jmp rel32` used to splice.
 pub const JMP_LEN: u64 = 5;

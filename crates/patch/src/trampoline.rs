@@ -1,27 +1,45 @@
-//! Trampolines: snippet, displaced instructions, jump back.
+//! Trampolines: snippets, displaced instructions, jump back.
 //!
 //! Layout at the trampoline's address:
 //!
 //! ```text
 //! [8-byte return-address slots, one per displaced call]
-//! entry:  relocated instructions before the point
-//!         (lea rsp,[rsp-128]; pushfq; push live clobbered registers)   only if needed
-//!         snippet
-//!         (pop registers; popfq; lea rsp,[rsp+128])
-//!         relocated instructions from the point on
-//!         jmp <end of window>                                          unless the last one never falls through
+//! entry:  for each displaced instruction, in order:
+//!           (lea rsp,[rsp-128]; pushfq; push live clobbered registers)  only if needed
+//!           the snippets of the points at this instruction
+//!           (pop registers; popfq; lea rsp,[rsp+128])
+//!           the instruction, relocated
+//!         jmp <end of window>                                   unless the last one never falls through
 //! ```
 //!
-//! The stack is only touched when the snippet clobbers something live, and
-//! then only below the 128-byte red zone, which leaf functions may be using.
+//! A site holds one or more points: the point its splice was chosen for,
+//! and any later point that falls inside its window (which, having no
+//! branch target inside, is only ever executed through the trampoline).
+//! The stack is only touched when a snippet clobbers something live, and
+//! then only below the 128-byte red zone, which leaf functions may use.
 
 use crate::relocate::{encode_at, relocate_one};
 use crate::splice::SpliceChoice;
 use crate::{Result, Snippet, RED_ZONE};
 use iced_x86::{Code, FlowControl, Instruction, MemoryOperand, Register};
-use weft_code::{RegSet, STATUS_FLAGS};
+use weft_code::{FunctionCode, RegSet, STATUS_FLAGS};
 
-/// Generated trampoline code for one point.
+/// Instrumentation to run just before one instruction.
+#[derive(Debug, Clone)]
+pub struct PointSnippet {
+    /// The instruction's (original) address.
+    pub point: u64,
+    /// What to run.
+    pub snippet: Snippet,
+    /// Registers and flags that may be live before the instruction.
+    pub live: RegSet,
+    /// Whether branches to the instruction from inside a relocated function
+    /// also run the snippet (true for instruction points; false for an
+    /// entry probe, which counts calls, not loop iterations).
+    pub on_branch_in: bool,
+}
+
+/// Generated trampoline code for one site.
 #[derive(Debug, Clone)]
 pub struct Trampoline {
     /// Address of the first byte (the literal slots, if any).
@@ -30,91 +48,40 @@ pub struct Trampoline {
     pub entry: u64,
     /// The bytes to place at `addr`.
     pub bytes: Vec<u8>,
-    /// Whether the flags or registers are saved around the snippet.
+    /// Whether the flags or registers are saved around some snippet.
     pub saves_state: bool,
 }
 
 impl Trampoline {
-    /// Builds the trampoline for `choice` at address `at`. `live` is what
-    /// may be live just before the point.
-    pub fn build(
-        at: u64,
-        choice: &SpliceChoice,
-        snippet: &Snippet,
-        live: RegSet,
-    ) -> Result<Trampoline> {
-        let calls: Vec<&Instruction> = choice
-            .displaced
-            .iter()
-            .filter(|i| {
-                matches!(
-                    i.flow_control(),
-                    FlowControl::Call | FlowControl::IndirectCall
-                )
-            })
-            .collect();
+    /// Builds the trampoline for the window of `choice` at address `at`,
+    /// with each snippet placed before its instruction.
+    pub fn build(at: u64, choice: &SpliceChoice, snippets: &[PointSnippet]) -> Result<Trampoline> {
         let mut bytes: Vec<u8> = Vec::new();
         let mut slots = Vec::new();
-        for c in &calls {
+        for c in choice.displaced.iter().filter(|i| {
+            matches!(
+                i.flow_control(),
+                FlowControl::Call | FlowControl::IndirectCall
+            )
+        }) {
             slots.push((c.ip(), at + bytes.len() as u64));
             bytes.extend_from_slice(&c.next_ip().to_le_bytes());
         }
         let entry = at + bytes.len() as u64;
         let slot_for =
             |i: &Instruction| slots.iter().find(|(ip, _)| *ip == i.ip()).map(|(_, s)| *s);
-        let (before, from_point): (Vec<&Instruction>, Vec<&Instruction>) =
-            choice.displaced.iter().partition(|i| i.ip() < choice.point);
-        for i in before {
-            let here = at + bytes.len() as u64;
-            bytes.extend(relocate_one(i, here, slot_for(i))?);
-        }
-        let clobbered_live = snippet.clobbers & live;
-        let save_flags = clobbered_live.flags_live(STATUS_FLAGS);
-        let save_regs: Vec<Register> = (0..16u32)
-            .filter(|r| clobbered_live.0 & (1 << r) != 0)
-            .map(gpr64)
-            .collect();
-        let saves_state = save_flags || !save_regs.is_empty();
-        let mut body: Vec<Instruction> = Vec::new();
-        if saves_state {
-            body.push(Instruction::with2(
-                Code::Lea_r64_m,
-                Register::RSP,
-                MemoryOperand::with_base_displ(Register::RSP, -RED_ZONE),
-            )?);
-            if save_flags {
-                body.push(Instruction::with(Code::Pushfq));
-            }
-            for &r in &save_regs {
-                body.push(Instruction::with1(Code::Push_r64, r)?);
-            }
-        }
-        body.extend(snippet.instructions.iter().copied());
-        if saves_state {
-            for &r in save_regs.iter().rev() {
-                body.push(Instruction::with1(Code::Pop_r64, r)?);
-            }
-            if save_flags {
-                body.push(Instruction::with(Code::Popfq));
-            }
-            body.push(Instruction::with2(
-                Code::Lea_r64_m,
-                Register::RSP,
-                MemoryOperand::with_base_displ(Register::RSP, RED_ZONE),
-            )?);
-        }
-        let here = at + bytes.len() as u64;
-        bytes.extend(encode_at(&body, here)?);
+        let mut saves_state = false;
         let mut falls_through = true;
-        for i in from_point {
+        for i in &choice.displaced {
+            for ps in snippets.iter().filter(|ps| ps.point == i.ip()) {
+                let body = wrap_snippet(&ps.snippet, ps.live)?;
+                saves_state |= body.len() > ps.snippet.instructions.len();
+                let here = at + bytes.len() as u64;
+                bytes.extend(encode_at(&body, here)?);
+            }
             let here = at + bytes.len() as u64;
             bytes.extend(relocate_one(i, here, slot_for(i))?);
-            falls_through = !matches!(
-                i.flow_control(),
-                FlowControl::Return
-                    | FlowControl::UnconditionalBranch
-                    | FlowControl::IndirectBranch
-            );
+            falls_through = !never_falls_through(i);
         }
         if falls_through {
             let here = at + bytes.len() as u64;
@@ -128,6 +95,128 @@ impl Trampoline {
             saves_state,
         })
     }
+
+    /// A trampoline holding a relocated copy of the whole function from
+    /// `choice.point` on, with the snippets inlined before their
+    /// instructions: for an entry point that the function's own branches
+    /// also reach (a loop head), so that only calls run the entry snippet.
+    /// Branches inside the copy go to the copy; calls return into the copy;
+    /// the original stays intact beyond the splice for anything else that
+    /// jumps into it.
+    pub fn build_relocated_function(
+        at: u64,
+        func: &FunctionCode,
+        choice: &SpliceChoice,
+        snippets: &[PointSnippet],
+    ) -> Result<Trampoline> {
+        let k = func
+            .index_of(choice.point)
+            .ok_or(crate::Error::NotRelocatable {
+                addr: choice.point,
+                why: "not an instruction",
+            })?;
+        let body = &func.instructions()[k..];
+        if let Some(i) = body.iter().find(|i| {
+            crate::relocate::can_relocate(i).is_some()
+                && !matches!(
+                    i.flow_control(),
+                    FlowControl::Call | FlowControl::IndirectCall
+                )
+        }) {
+            return Err(crate::Error::NotRelocatable {
+                addr: i.ip(),
+                why: "cannot move this function",
+            });
+        }
+        let mut block: Vec<Instruction> = Vec::new();
+        let mut saves_state = false;
+        for i in body {
+            let mut relocated = *i;
+            for ps in snippets.iter().filter(|ps| ps.point == i.ip()) {
+                let mut wrapped = wrap_snippet(&ps.snippet, ps.live)?;
+                saves_state |= wrapped.len() > ps.snippet.instructions.len();
+                // The block encoder sends a branch to the instruction with
+                // the branch's target address: the snippet's first
+                // instruction takes that address when branches should run it.
+                for w in wrapped.iter_mut() {
+                    w.set_ip(0);
+                }
+                if ps.on_branch_in {
+                    wrapped[0].set_ip(i.ip());
+                    relocated.set_ip(0);
+                }
+                block.extend(wrapped);
+            }
+            block.push(relocated);
+        }
+        if let Some(last) = body.last() {
+            if !never_falls_through(last) {
+                block.push(Instruction::with_branch(
+                    Code::Jmp_rel32_64,
+                    last.next_ip(),
+                )?);
+            }
+        }
+        let r = iced_x86::BlockEncoder::encode(
+            64,
+            iced_x86::InstructionBlock::new(&block, at),
+            iced_x86::BlockEncoderOptions::NONE,
+        )
+        .map_err(|e| crate::Error::Encode(e.to_string()))?;
+        Ok(Trampoline {
+            addr: at,
+            entry: at,
+            bytes: r.code_buffer,
+            saves_state,
+        })
+    }
+}
+
+fn never_falls_through(i: &Instruction) -> bool {
+    matches!(
+        i.flow_control(),
+        FlowControl::Return | FlowControl::UnconditionalBranch | FlowControl::IndirectBranch
+    )
+}
+
+/// The snippet, bracketed by saving what it clobbers that is live (below the red zone).
+fn wrap_snippet(snippet: &Snippet, live: RegSet) -> Result<Vec<Instruction>> {
+    let clobbered_live = snippet.clobbers & live;
+    let save_flags = clobbered_live.flags_live(STATUS_FLAGS);
+    let save_regs: Vec<Register> = (0..16u32)
+        .filter(|r| clobbered_live.0 & (1 << r) != 0)
+        .map(gpr64)
+        .collect();
+    let saves_state = save_flags || !save_regs.is_empty();
+    let mut body: Vec<Instruction> = Vec::new();
+    if saves_state {
+        body.push(Instruction::with2(
+            Code::Lea_r64_m,
+            Register::RSP,
+            MemoryOperand::with_base_displ(Register::RSP, -RED_ZONE),
+        )?);
+        if save_flags {
+            body.push(Instruction::with(Code::Pushfq));
+        }
+        for &r in &save_regs {
+            body.push(Instruction::with1(Code::Push_r64, r)?);
+        }
+    }
+    body.extend(snippet.instructions.iter().copied());
+    if saves_state {
+        for &r in save_regs.iter().rev() {
+            body.push(Instruction::with1(Code::Pop_r64, r)?);
+        }
+        if save_flags {
+            body.push(Instruction::with(Code::Popfq));
+        }
+        body.push(Instruction::with2(
+            Code::Lea_r64_m,
+            Register::RSP,
+            MemoryOperand::with_base_displ(Register::RSP, RED_ZONE),
+        )?);
+    }
+    Ok(body)
 }
 
 impl SpliceChoice {
@@ -166,6 +255,15 @@ mod tests {
     use crate::splice::{choose_splice, SpliceContext};
     use weft_code::{decode_all, format_instruction, BranchTargets, FunctionCode, NoData, FLAG_ZF};
 
+    fn one(point: u64, counter: u64, live: RegSet, on_branch_in: bool) -> PointSnippet {
+        PointSnippet {
+            point,
+            snippet: Snippet::count(counter),
+            live,
+            on_branch_in,
+        }
+    }
+
     fn text(bytes: &[u8], ip: u64) -> Vec<String> {
         decode_all(ip, bytes)
             .iter()
@@ -186,8 +284,12 @@ mod tests {
             after_end: &[],
         };
         let c = choose_splice(&ctx, 0x40_1000).unwrap().unwrap();
-        let tr =
-            Trampoline::build(0x50_0000, &c, &Snippet::count(0x60_0000), RegSet::EMPTY).unwrap();
+        let tr = Trampoline::build(
+            0x50_0000,
+            &c,
+            &[one(0x40_1000, 0x60_0000, RegSet::EMPTY, false)],
+        )
+        .unwrap();
         assert_eq!(tr.entry, 0x50_0000);
         assert!(!tr.saves_state);
         assert_eq!(
@@ -217,7 +319,7 @@ mod tests {
             after_end: &code[6..],
         };
         let c = choose_splice(&ctx, 0x1002).unwrap().unwrap();
-        let tr = Trampoline::build(0x2000, &c, &Snippet::count(0x3000), live).unwrap();
+        let tr = Trampoline::build(0x2000, &c, &[one(0x1002, 0x3000, live, true)]).unwrap();
         assert!(tr.saves_state);
         let t = text(&tr.bytes, tr.addr);
         let lea = t
@@ -227,6 +329,38 @@ mod tests {
         assert_eq!(t[lea + 1], "pushf");
         assert!(t.iter().any(|s| s == "popf"));
         assert!(RegSet(FLAG_ZF).flags_live(STATUS_FLAGS));
+    }
+
+    #[test]
+    fn loop_head_entry_relocates_whole_function() {
+        // 0x1000: dec edi (ff cf); 0x1002: jne 0x1000 (75 fc); 0x1004: ret
+        let code = [0xff, 0xcf, 0x75, 0xfc, 0xc3];
+        let f = FunctionCode::analyze(0x1000, &code, &NoData);
+        assert!(f.internal_targets().contains(&0x1000));
+        let t = BranchTargets::new();
+        let ctx = SpliceContext {
+            func: &f,
+            targets: &t,
+            thread_pcs: &[],
+            after_end: &[],
+        };
+        let c = choose_splice(&ctx, 0x1000).unwrap().unwrap();
+        let entry = one(0x1000, 0xa000, RegSet::EMPTY, false);
+        let tr = Trampoline::build_relocated_function(0x9000, &f, &c, &[entry.clone()]).unwrap();
+        let insns = decode_all(0x9000, &tr.bytes);
+        let text: Vec<String> = insns.iter().map(format_instruction).collect();
+        assert_eq!(text[0], "lock incq 0xA000");
+        assert_eq!(text[1], "dec     %edi");
+        // The back-edge goes to the copied loop head, after the entry counter.
+        assert_eq!(insns[2].near_branch_target(), insns[1].ip(), "{text:?}");
+        assert_eq!(text[3], "ret");
+        // An instruction point at the loop head is run by the back-edge too.
+        let at_head = one(0x1000, 0xb000, RegSet::EMPTY, true);
+        let tr = Trampoline::build_relocated_function(0x9000, &f, &c, &[entry, at_head]).unwrap();
+        let insns = decode_all(0x9000, &tr.bytes);
+        let text: Vec<String> = insns.iter().map(format_instruction).collect();
+        assert_eq!(text[1], "lock incq 0xB000", "{text:?}");
+        assert_eq!(insns[3].near_branch_target(), insns[1].ip(), "{text:?}");
     }
 
     #[test]
@@ -243,7 +377,8 @@ mod tests {
         };
         let c = choose_splice(&ctx, 0x1000).unwrap().unwrap();
         assert_eq!((c.start, c.end), (0x1000, 0x1005));
-        let tr = Trampoline::build(0x8000, &c, &Snippet::count(0x9000), RegSet::EMPTY).unwrap();
+        let tr =
+            Trampoline::build(0x8000, &c, &[one(0x1000, 0x9000, RegSet::EMPTY, false)]).unwrap();
         assert_eq!(
             u64::from_le_bytes(tr.bytes[..8].try_into().unwrap()),
             0x1005
