@@ -346,7 +346,8 @@ mod tests {
         };
         let c = choose_splice(&ctx, 0x1000).unwrap().unwrap();
         let entry = one(0x1000, 0xa000, RegSet::EMPTY, false);
-        let tr = Trampoline::build_relocated_function(0x9000, &f, &c, &[entry.clone()]).unwrap();
+        let tr = Trampoline::build_relocated_function(0x9000, &f, &c, std::slice::from_ref(&entry))
+            .unwrap();
         let insns = decode_all(0x9000, &tr.bytes);
         let text: Vec<String> = insns.iter().map(format_instruction).collect();
         assert_eq!(text[0], "lock incq 0xA000");
