@@ -277,12 +277,14 @@ fn collect_functions(file: &object::File<'_>, segments: &[Segment]) -> Vec<Funct
             }
             let ifunc = matches!(sym.flags(), object::SymbolFlags::Elf { st_info, .. } if st_info & 0xf == object::elf::STT_GNU_IFUNC);
             // Prefer global names, then weak, then local; and names without leading underscores.
-            let rank = match (sym.is_global(), sym.is_weak()) {
+            // Prefer public-looking names (glibc's `puts` is a weak alias of
+            // `_IO_puts`), then global over weak over local bindings.
+            let binding = match (sym.is_global(), sym.is_weak()) {
                 (true, false) => 0,
                 (_, true) => 1,
                 _ => 2,
-            } * 4
-                + name.bytes().take_while(|&b| b == b'_').count().min(3) as u8;
+            };
+            let rank = name.bytes().take_while(|&b| b == b'_').count().min(3) as u8 * 4 + binding;
             let e = by_addr.entry(addr).or_insert(Entry {
                 names: vec![],
                 size: 0,

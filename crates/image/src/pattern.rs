@@ -85,6 +85,11 @@ impl Pattern {
                     || file_name
                         .split_once(".so")
                         .is_some_and(|(stem, _)| glob_match(glob, stem))
+                    // A soname names a file with more version digits:
+                    // libsqlite3.so.0 -> libsqlite3.so.0.8.6.
+                    || file_name.strip_prefix(glob.as_str()).is_some_and(|rest| {
+                        rest.starts_with('.') && rest[1..].bytes().all(|b| b.is_ascii_digit() || b == b'.')
+                    })
             }
         }
     }
@@ -247,16 +252,27 @@ fn edit_distance(a: &str, b: &str) -> usize {
     if a.len().abs_diff(b.len()) > 8 {
         return usize::MAX;
     }
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    // Optimal string alignment: insertions, deletions, substitutions and
+    // transpositions of neighbours ("wrok" is one edit from "work").
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
     for i in 1..=a.len() {
-        let mut cur = vec![i; b.len() + 1];
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            cur[j] = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
         }
-        prev = cur;
     }
-    prev[b.len()]
+    d[a.len()][b.len()]
 }
 
 #[cfg(test)]
@@ -291,6 +307,9 @@ mod tests {
         let p = Pattern::parse("libc:malloc").unwrap();
         assert!(p.matches_module("libc.so.6"));
         assert!(!p.matches_module("libcrypt.so.1"));
+        let p = Pattern::parse("libsqlite3.so.0:sqlite3_step").unwrap();
+        assert!(p.matches_module("libsqlite3.so.0.8.6"));
+        assert!(!p.matches_module("libsqlite3.so.0x"));
     }
 
     #[test]

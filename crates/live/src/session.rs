@@ -305,16 +305,22 @@ impl Session {
                     continue;
                 }
                 for f in module.image.functions() {
-                    let names_match = spec
+                    // Report the function under the name the pattern matched.
+                    let matched = if spec
                         .pattern
                         .matches_function(&f.name, f.demangled.as_deref())
-                        || f.aliases
-                            .iter()
-                            .any(|a| spec.pattern.matches_function(a, None));
-                    if !names_match {
+                    {
+                        f.display_name()
+                    } else if let Some(a) = f
+                        .aliases
+                        .iter()
+                        .find(|a| spec.pattern.matches_function(a, None))
+                    {
+                        a.as_str()
+                    } else {
                         continue;
-                    }
-                    match prepare_probe(mi, module, f, spec.kind) {
+                    };
+                    match prepare_probe(mi, module, f, matched, spec.kind) {
                         Ok(item) => items.push(item),
                         Err(why) => skipped.push(SkippedPoint {
                             module: module.name.clone(),
@@ -766,6 +772,7 @@ fn prepare_probe(
     mi: usize,
     module: &Module,
     f: &Function,
+    name: &str,
     kind: PointKind,
 ) -> Result<PreparedProbe, String> {
     if f.ifunc {
@@ -789,14 +796,14 @@ fn prepare_probe(
             } else {
                 start
             };
-            (vec![p], f.display_name().to_string())
+            (vec![p], name.to_string())
         }
         PointKind::Exit => {
             let exits = code.exits();
             if exits.is_empty() {
                 return Err("no ret or tail call (the function never returns)".into());
             }
-            (exits, f.display_name().to_string())
+            (exits, name.to_string())
         }
         PointKind::Instruction(off) => {
             let p = start + off;
@@ -814,7 +821,7 @@ fn prepare_probe(
                     fmt(after)
                 ));
             }
-            (vec![p], format!("{}+{off:#x}", f.display_name()))
+            (vec![p], format!("{name}+{off:#x}"))
         }
     };
     Ok(PreparedProbe {
@@ -1082,15 +1089,40 @@ impl Session {
         if ranges.is_empty() {
             return Ok(());
         }
+        // The splices are gone, so a thread inside a trampoline leaves it
+        // within nanoseconds of running again: let them run briefly.
+        const ATTEMPTS: u32 = 50;
+        for attempt in 1..=ATTEMPTS {
+            match self.memory_in_use(tracee, &ranges)? {
+                None => break,
+                Some(why) if attempt == ATTEMPTS => {
+                    notes.push(format!("{why}; weft's memory stays mapped in the target"));
+                    return Ok(());
+                }
+                Some(_) => {
+                    tracee.let_run(std::time::Duration::from_micros(200 * u64::from(attempt)))?
+                }
+            }
+        }
+        // The syscall gadget lives in the first cluster: make remote calls borrow bytes again.
+        tracee.clear_syscall_gadget();
+        for c in self.clusters.iter_mut().filter(|c| c.mapped) {
+            tracee.remote_munmap(RemoteAddr(c.data), self.layout.size)?;
+            tracee.remote_munmap(RemoteAddr(c.code), CODE_AREA)?;
+            c.mapped = false;
+        }
+        Ok(())
+    }
+
+    /// Why weft's memory may still be in use: a thread's pc in it, or a word
+    /// near the top of a thread's stack (a signal frame's saved pc) pointing into it.
+    fn memory_in_use(&self, tracee: &Tracee, ranges: &[(u64, u64)]) -> Result<Option<String>> {
         let inside = |v: u64| ranges.iter().any(|&(s, e)| v >= s && v < e);
         let maps = weft_process::maps::read(self.pid)?;
         for tid in tracee.threads() {
             let regs = tracee.registers(tid)?;
             if inside(regs.rip) {
-                notes.push(format!(
-                    "thread {tid} is inside weft's code; its memory stays mapped"
-                ));
-                return Ok(());
+                return Ok(Some(format!("thread {tid} is inside weft's code")));
             }
             let Some(stack) = maps
                 .iter()
@@ -1104,21 +1136,11 @@ impl Session {
                     .chunks_exact(8)
                     .any(|w| inside(u64::from_le_bytes(w.try_into().expect("8 bytes"))))
                 {
-                    notes.push(format!(
-                        "thread {tid}'s stack refers to weft's code; its memory stays mapped"
-                    ));
-                    return Ok(());
+                    return Ok(Some(format!("thread {tid}'s stack refers to weft's code")));
                 }
             }
         }
-        // The syscall gadget lives in the first cluster: make remote calls borrow bytes again.
-        tracee.clear_syscall_gadget();
-        for c in self.clusters.iter_mut().filter(|c| c.mapped) {
-            tracee.remote_munmap(RemoteAddr(c.data), self.layout.size)?;
-            tracee.remote_munmap(RemoteAddr(c.code), CODE_AREA)?;
-            c.mapped = false;
-        }
-        Ok(())
+        Ok(None)
     }
 
     /// The current value of every probe.

@@ -357,6 +357,28 @@ impl Tracee {
         Ok(reached)
     }
 
+    /// Lets every thread run for `d`, then stops them all again (threads
+    /// born meanwhile included). Used to let threads leave code that is
+    /// about to be unmapped.
+    pub fn let_run(&mut self, d: Duration) -> Result<()> {
+        let tids: Vec<i32> = self.threads.keys().copied().collect();
+        for tid in tids {
+            self.resume_thread(tid)?;
+        }
+        std::thread::sleep(d);
+        let running: Vec<i32> = self
+            .threads
+            .iter()
+            .filter(|(_, s)| **s == ThreadState::Running)
+            .map(|(t, _)| *t)
+            .collect();
+        for tid in running {
+            self.interrupt(tid)?;
+        }
+        self.seize_all()?;
+        self.wait_all_stopped()
+    }
+
     /// Makes a system call inside the target on one stopped thread and
     /// returns its result, restoring that thread's registers afterwards.
     ///

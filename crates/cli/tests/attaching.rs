@@ -1,0 +1,237 @@
+//! `weft attach`: exact counts for calls made while attached (threads born
+//! meanwhile included), fifty attach/detach cycles on a busy multi-threaded
+//! process, original code restored byte for byte, and processes that vanish.
+
+use crate::support::*;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+use weft_process::ProcessMemory;
+
+/// The server target, driven line by line.
+struct Server {
+    child: KillOnDrop,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Server {
+    fn start() -> Server {
+        let bin = build("server", &O2);
+        let mut child = Command::new(bin)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut s = Server {
+            child: KillOnDrop(child),
+            stdin,
+            lines,
+        };
+        assert_eq!(s.line(), "ready");
+        s
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.0.id() as i32
+    }
+
+    fn send(&mut self, cmd: &str) {
+        writeln!(self.stdin, "{cmd}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn line(&mut self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the server answers within 30 s")
+    }
+}
+
+/// Waits until weft's stderr says it has attached.
+fn wait_attached(weft: &mut std::process::Child) -> mpsc::Receiver<String> {
+    let stderr = weft.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("weft attaches within 30 s");
+        if line.contains("attached to") {
+            return rx;
+        }
+    }
+}
+
+#[test]
+fn counts_exactly_the_calls_made_while_attached() {
+    let mut server = Server::start();
+    let dir = scratch("attach-exact");
+    let json = dir.join("counts.json");
+    let weft_child = weft()
+        .args([
+            "attach",
+            "-p",
+            &server.pid().to_string(),
+            "--verbose",
+            "--count",
+            "work",
+            "--count",
+            "leaf",
+        ])
+        .args(["--format", "json", "--output"])
+        .arg(&json)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut weft_child = KillOnDrop(weft_child);
+    let _stderr = wait_attached(&mut weft_child.0);
+    // New threads, created while weft is attached, make the calls.
+    server.send("go 2500 4");
+    assert_eq!(server.line(), "done 10000");
+    // SAFETY: kill with weft's own pid and SIGINT.
+    unsafe { libc::kill(weft_child.0.id() as i32, libc::SIGINT) };
+    let status = wait_bounded(&mut weft_child.0, Duration::from_secs(30));
+    assert_eq!(status, Some(0));
+    let rows = read_counts(&json);
+    assert_eq!(count_of(&rows, "work", "entry"), 10000);
+    assert_eq!(count_of(&rows, "leaf", "entry"), 10000);
+    // The process carries on, uninstrumented and correct.
+    server.send("go 10 1");
+    assert_eq!(server.line(), "done 10");
+    server.send("quit");
+}
+
+fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st.code();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+/// Compares every executable mapping of the target with the file's bytes.
+fn assert_text_matches_files(pid: i32) {
+    let maps = weft_process::maps::read(pid).unwrap();
+    let mem = weft_process::ProcMemory::open(pid).unwrap();
+    let mut checked = 0;
+    for m in maps.iter().filter(|m| m.exec) {
+        let Some(path) = m.file() else { continue };
+        let file = std::fs::read(&path).unwrap();
+        let len = (m.end.0 - m.start.0).min(file.len() as u64 - m.offset) as usize;
+        let live = mem.read_vec(m.start, len).unwrap();
+        let on_disk = &file[m.offset as usize..m.offset as usize + len];
+        if let Some(k) = live.iter().zip(on_disk).position(|(a, b)| a != b) {
+            panic!(
+                "{}: byte {:#x} differs from the file after detach",
+                path.display(),
+                m.start.0 + k as u64
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 2, "checked the program and at least libc");
+    // weft's own memory is gone from the target.
+    assert!(
+        !maps.iter().any(|m| m.path.contains("memfd:weft")),
+        "weft's region still mapped"
+    );
+}
+
+#[test]
+fn fifty_attach_detach_cycles_on_a_busy_process() {
+    let mut server = Server::start();
+    server.send("spin 3");
+    assert_eq!(server.line(), "spinning 3");
+    let pid = server.pid().to_string();
+    for round in 0..50 {
+        let out = run(
+            weft()
+                .args(["attach", "-p", &pid, "--duration", "20ms"])
+                .args([
+                    "--count",
+                    "work",
+                    "--count",
+                    "leaf",
+                    "--count-exits",
+                    "work",
+                    "--count",
+                    "libc.so.6:malloc",
+                ]),
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.status, 0, "round {round}: {}", out.stderr);
+        let calls: u64 = out
+            .stderr
+            .lines()
+            .find(|l| l.contains(" work ") && !l.contains("exit"))
+            .and_then(|l| l.split_whitespace().last()?.parse().ok())
+            .unwrap_or(0);
+        assert!(
+            calls > 0,
+            "round {round}: the spinners were counted\n{}",
+            out.stderr
+        );
+    }
+    assert_text_matches_files(server.pid());
+    server.send("stop");
+    assert_eq!(server.line(), "stopped OK calls>0:1 bad=0");
+    server.send("quit");
+}
+
+#[test]
+fn a_process_exiting_during_attach_is_an_error_not_a_crash() {
+    let bin = build("basic", &O2);
+    for n in [1, 10, 100, 1000, 10000, 100000] {
+        let child = Command::new(&bin)
+            .arg(n.to_string())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let child = KillOnDrop(child);
+        let out = run(
+            weft().args([
+                "attach",
+                "-p",
+                &child.0.id().to_string(),
+                "--duration",
+                "50ms",
+                "--count",
+                "work",
+            ]),
+            Duration::from_secs(30),
+        );
+        assert!(
+            out.status == 0 || out.status == 1,
+            "n={n}: status {} {}",
+            out.status,
+            out.stderr
+        );
+        assert!(!out.stderr.contains("panicked"), "n={n}: {}", out.stderr);
+        if out.status == 1 {
+            assert!(
+                out.stderr.starts_with("weft: "),
+                "one clear line: {}",
+                out.stderr
+            );
+        }
+    }
+}

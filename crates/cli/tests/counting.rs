@@ -1,0 +1,303 @@
+//! `weft run` on targets with their own tallies, in every build variant:
+//! counts equal the tallies and the program's output and exit code are
+//! unchanged.
+
+use crate::support::*;
+use std::time::Duration;
+
+/// A probe: weft flag, pattern, how it shows in the JSON, and the tally it must equal.
+struct Probe {
+    flag: &'static str,
+    pattern: &'static str,
+    function: &'static str,
+    point: &'static str,
+    tally: &'static str,
+}
+
+const fn entry(pattern: &'static str, tally: &'static str) -> Probe {
+    Probe {
+        flag: "--count",
+        pattern,
+        function: pattern,
+        point: "entry",
+        tally,
+    }
+}
+
+fn check(target: &str, args: &[&str], probes: &[Probe], variants: &[Variant]) {
+    check_output(target, args, probes, variants, false)
+}
+
+/// Like `check`; with `timing_dependent`, the tally lines (which depend on
+/// timing, e.g. how many timer signals arrived) are left out of the
+/// output comparison.
+fn check_output(
+    target: &str,
+    args: &[&str],
+    probes: &[Probe],
+    variants: &[Variant],
+    timing_dependent: bool,
+) {
+    for v in variants {
+        let bin = build(target, v);
+        let plain = run(
+            std::process::Command::new(&bin).args(args),
+            Duration::from_secs(60),
+        );
+        let dir = scratch(&format!("{target}-{}", v.name));
+        let json = dir.join("counts.json");
+        let mut cmd = weft();
+        cmd.arg("run")
+            .args(["--format", "json", "--output"])
+            .arg(&json);
+        for p in probes {
+            cmd.args([p.flag, p.pattern]);
+        }
+        cmd.arg("--").arg(&bin).args(args);
+        let with = run(&mut cmd, Duration::from_secs(60));
+        assert_eq!(
+            with.status, plain.status,
+            "{target} {}: exit status\n{}",
+            v.name, with.stderr
+        );
+        let timing_free = |s: &str| -> String {
+            s.lines()
+                .filter(|l| !(timing_dependent && l.starts_with("tally ")))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(
+            timing_free(&with.stdout),
+            timing_free(&plain.stdout),
+            "{target} {}: output changed under weft\n{}",
+            v.name,
+            with.stderr
+        );
+        let tally = tallies(&with.stdout);
+        let counts = read_counts(&json);
+        for p in probes {
+            let want = tally[p.tally];
+            assert!(
+                want > 0,
+                "{target}: tally {} is zero: the test would prove nothing",
+                p.tally
+            );
+            let got = count_of(&counts, p.function, p.point);
+            assert_eq!(
+                got, want,
+                "{target} {}: {} {} vs the target's tally {}",
+                v.name, p.flag, p.pattern, p.tally
+            );
+        }
+    }
+}
+
+#[test]
+fn calls_nested_calls_recursion_and_libc() {
+    check(
+        "basic",
+        &["2000"],
+        &[
+            entry("work", "work"),
+            entry("leaf", "leaf"),
+            entry("rec", "rec"),
+            entry("puts", "puts"),
+        ],
+        VARIANTS,
+    );
+}
+
+#[test]
+fn threads_count_exactly() {
+    check(
+        "threads",
+        &["8", "20000"],
+        &[entry("work", "work")],
+        VARIANTS,
+    );
+}
+
+#[test]
+fn setjmp_longjmp_entries_and_returns() {
+    let probes = [
+        entry("middle", "middle"),
+        entry("thrower", "thrower"),
+        Probe {
+            flag: "--count-exits",
+            pattern: "middle",
+            function: "middle",
+            point: "exit",
+            tally: "middle_returns",
+        },
+    ];
+    check("jumps", &["3000"], &probes, VARIANTS);
+}
+
+#[test]
+fn signal_handlers_interrupting_instrumented_code() {
+    check_output(
+        "signals",
+        &["100"],
+        &[entry("work", "work")],
+        VARIANTS,
+        true,
+    );
+}
+
+#[test]
+fn hand_written_shapes() {
+    let probes = [
+        entry("loophead", "loophead"),
+        Probe {
+            flag: "--count",
+            pattern: "loophead+3",
+            function: "loophead+0x3",
+            point: "instruction",
+            tally: "loophead_iterations",
+        },
+        Probe {
+            flag: "--count",
+            pattern: "loophead+0",
+            function: "loophead+0x0",
+            point: "instruction",
+            tally: "loophead_iterations",
+        },
+        Probe {
+            flag: "--count-exits",
+            pattern: "loophead",
+            function: "loophead",
+            point: "exit",
+            tally: "loophead",
+        },
+        entry("tiny_padded", "tiny_padded"),
+        entry("tiny_packed", "tiny_packed"),
+        entry("after_tiny", "after_tiny"),
+        entry("riprel", "riprel"),
+        entry("short_entry", "short_entry"),
+        entry("endbr", "endbr"),
+        entry("tailcaller", "tailcaller"),
+        Probe {
+            flag: "--count-exits",
+            pattern: "tailcaller",
+            function: "tailcaller",
+            point: "exit",
+            tally: "tailcaller",
+        },
+        entry("target_inside", "target_inside"),
+        Probe {
+            flag: "--count",
+            pattern: "redzone+10",
+            function: "redzone+0xa",
+            point: "instruction",
+            tally: "redzone",
+        },
+    ];
+    check("shapes", &["3000"], &probes, VARIANTS);
+    // The target checks its own results: nothing was corrupted.
+    let out = run(
+        std::process::Command::new(build("shapes", &O2)).arg("10"),
+        Duration::from_secs(10),
+    );
+    assert_eq!(tallies(&out.stdout)["corrupt"], 0);
+}
+
+#[test]
+fn each_shape_reports_its_splice_method() {
+    let bin = build("shapes", &O2);
+    let out = run(
+        weft()
+            .args([
+                "run",
+                "--verbose",
+                "--count",
+                "tiny_packed",
+                "--count",
+                "target_inside",
+                "--count",
+                "riprel",
+                "--",
+            ])
+            .arg(&bin)
+            .arg("10"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let line = |f: &str| {
+        out.stderr
+            .lines()
+            .find(|l| l.contains(&format!(":{f} [entry]")))
+            .unwrap_or_else(|| panic!("{f}: {}", out.stderr))
+            .to_string()
+    };
+    assert!(
+        line("tiny_packed").contains("int3 (fewer than 5 bytes"),
+        "{}",
+        line("tiny_packed")
+    );
+    assert!(
+        line("target_inside").contains("int3 (branch target"),
+        "{}",
+        line("target_inside")
+    );
+    assert!(line("riprel").contains(": jmp"), "{}", line("riprel"));
+}
+
+#[test]
+fn fork_child_shares_counters_and_exec_survives() {
+    // The child of fork keeps the instrumentation: its calls add to the same
+    // counters (docs/splicing.md). After exec the new image runs untouched.
+    for v in VARIANTS {
+        let bin = build("forkexec", v);
+        let dir = scratch(&format!("forkexec-{}", v.name));
+        let json = dir.join("counts.json");
+        let plain = run(
+            std::process::Command::new(&bin).args(["500", "300"]),
+            Duration::from_secs(30),
+        );
+        let with = run(
+            weft()
+                .args(["run", "--count", "work", "--format", "json", "--output"])
+                .arg(&json)
+                .arg("--")
+                .arg(&bin)
+                .args(["500", "300"]),
+            Duration::from_secs(30),
+        );
+        assert_eq!(with.status, 0, "{}", with.stderr);
+        assert_eq!(with.stdout, plain.stdout);
+        assert!(with.stdout.contains("exec ok"));
+        let child_total: u64 = with
+            .stdout
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("child tally work ")
+                    .and_then(|n| n.parse().ok())
+            })
+            .expect("child line");
+        assert_eq!(
+            count_of(&read_counts(&json), "work", "entry"),
+            child_total,
+            "{}",
+            v.name
+        );
+    }
+}
+
+#[test]
+fn exit_code_and_table_output() {
+    let bin = build("basic", &O2);
+    let out = run(
+        weft()
+            .args(["run", "--count", "work", "--"])
+            .arg(&bin)
+            .arg("100"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 7, "weft exits with the program's code");
+    let row = out
+        .stderr
+        .lines()
+        .find(|l| l.contains(" work "))
+        .expect("a table row for work");
+    assert!(row.trim_end().ends_with(" 100"), "{row}");
+}

@@ -1,0 +1,138 @@
+//! Clear one-line errors, never a panic.
+
+use crate::support::*;
+use std::time::Duration;
+
+fn fails(cmd: &mut std::process::Command, expect: &[&str]) -> Finished {
+    let out = run(cmd, Duration::from_secs(30));
+    assert_ne!(out.status, 0, "{cmd:?} should fail");
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    assert!(out.stderr.starts_with("weft: "), "{}", out.stderr);
+    for e in expect {
+        assert!(out.stderr.contains(e), "expected {e:?} in: {}", out.stderr);
+    }
+    out
+}
+
+#[test]
+fn no_such_pid() {
+    fails(
+        weft().args(["attach", "-p", "999999999", "--count", "x"]),
+        &["no process with pid 999999999"],
+    );
+}
+
+#[test]
+fn pattern_matching_nothing_lists_near_misses() {
+    let bin = build("basic", &O2);
+    fails(
+        weft().args(["run", "--count", "wrok", "--"]).arg(&bin),
+        &["pattern 'wrok' matches no function", "did you mean: work"],
+    );
+    fails(
+        weft()
+            .args(["run", "--count", "libnothing.so:malloc", "--"])
+            .arg(&bin),
+        &["matches no function"],
+    );
+}
+
+#[test]
+fn offset_not_on_an_instruction_boundary() {
+    let bin = build("shapes", &O2);
+    // riprel+0 is `mov shapes_var(%rip),%eax`, 6 bytes long: +2 is inside it.
+    fails(
+        weft().args(["run", "--count", "riprel+2", "--"]).arg(&bin),
+        &["riprel+0x2 is not the start of an instruction"],
+    );
+}
+
+#[test]
+fn not_elf_and_not_x86_64() {
+    let dir = scratch("not-elf");
+    let text = dir.join("notes.txt");
+    std::fs::write(&text, "hello").unwrap();
+    fails(
+        weft().args(["inspect", "functions"]).arg(&text),
+        &["is not an ELF file"],
+    );
+    // A minimal AArch64 ELF header.
+    let mut h = vec![0u8; 64];
+    h[..4].copy_from_slice(b"\x7fELF");
+    h[4] = 2;
+    h[5] = 1;
+    h[6] = 1;
+    h[16] = 2;
+    h[18] = 183;
+    h[20] = 1;
+    h[52] = 64;
+    let arm = dir.join("arm-prog");
+    std::fs::write(&arm, h).unwrap();
+    fails(
+        weft().args(["inspect", "functions"]).arg(&arm),
+        &["x86-64 code only"],
+    );
+}
+
+#[test]
+fn program_that_cannot_start() {
+    let out = fails(
+        weft().args(["run", "--count", "x", "--", "/nonexistent/program"]),
+        &["cannot start /nonexistent/program"],
+    );
+    assert_eq!(out.status, 127);
+}
+
+#[test]
+fn nothing_to_count() {
+    fails(
+        weft().args(["run", "--", "/bin/true"]),
+        &["nothing to count"],
+    );
+}
+
+#[test]
+fn permission_denied_has_a_hint() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !have("setpriv") {
+        skip("permission test needs root (to drop to nobody) and setpriv");
+        return;
+    }
+    let sleeper = KillOnDrop(
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap(),
+    );
+    let weft_path = env!("CARGO_BIN_EXE_weft");
+    // `nobody` may not be able to read the build directory: copy weft out.
+    let dir = scratch("perm");
+    let copy = dir.join("weft");
+    std::fs::copy(weft_path, &copy).unwrap();
+    for d in [
+        dir.as_path(),
+        dir.parent().unwrap(),
+        dir.parent().unwrap().parent().unwrap(),
+    ] {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755));
+    }
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&copy);
+    cmd.args([
+        "attach",
+        "-p",
+        &sleeper.0.id().to_string(),
+        "--count",
+        "nanosleep",
+    ]);
+    let out = run(&mut cmd, Duration::from_secs(30));
+    if out.stderr.contains("Permission denied (os error 13)") && out.stderr.contains("setpriv") {
+        skip("nobody cannot execute the copied weft here");
+        return;
+    }
+    assert_eq!(out.status, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("permission denied"), "{}", out.stderr);
+    assert!(out.stderr.contains("hint:"), "{}", out.stderr);
+}

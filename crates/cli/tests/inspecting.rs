@@ -1,0 +1,131 @@
+//! `weft inspect` against binutils: the same function addresses as `nm`, the
+//! same instruction boundaries as `objdump`.
+
+use crate::support::*;
+use std::process::Command;
+use std::time::Duration;
+
+fn nopie() -> Variant {
+    VARIANTS
+        .iter()
+        .copied()
+        .find(|v| v.name == "O2-nopie")
+        .unwrap()
+}
+
+#[test]
+fn function_addresses_match_nm() {
+    let bin = build("basic", &nopie());
+    let nm = run(Command::new("nm").arg(&bin), Duration::from_secs(30));
+    let nm_addr = |name: &str| {
+        nm.stdout
+            .lines()
+            .find_map(|l| {
+                let mut w = l.split_whitespace();
+                let (a, t, n) = (w.next()?, w.next()?, w.next()?);
+                (n == name && (t == "T" || t == "t")).then(|| u64::from_str_radix(a, 16).ok())?
+            })
+            .unwrap()
+    };
+    let out = run(
+        weft().args(["inspect", "functions"]).arg(&bin).arg("*"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    for f in ["work", "leaf", "rec", "main"] {
+        let line = out
+            .stdout
+            .lines()
+            .find(|l| l.split_whitespace().nth(3) == Some(f))
+            .unwrap_or_else(|| panic!("{f}"));
+        let addr = u64::from_str_radix(
+            line.split_whitespace()
+                .next()
+                .unwrap()
+                .trim_start_matches("0x"),
+            16,
+        )
+        .unwrap();
+        assert_eq!(addr, nm_addr(f), "{f}");
+    }
+}
+
+#[test]
+fn disassembly_boundaries_match_objdump() {
+    let bin = build("shapes", &nopie());
+    let obj = run(
+        Command::new("objdump")
+            .args(["-d", "--no-show-raw-insn"])
+            .arg(&bin),
+        Duration::from_secs(30),
+    );
+    let section = obj
+        .stdout
+        .split("<redzone>:")
+        .nth(1)
+        .unwrap()
+        .split("\n\n")
+        .next()
+        .unwrap();
+    let objdump: Vec<u64> = section
+        .lines()
+        .filter_map(|l| u64::from_str_radix(l.trim().split(':').next()?.trim(), 16).ok())
+        .collect();
+    let out = run(
+        weft().args(["inspect", "disasm"]).arg(&bin).arg("redzone"),
+        Duration::from_secs(30),
+    );
+    let weft_addrs: Vec<u64> = out
+        .stdout
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            u64::from_str_radix(
+                l[2..].split_whitespace().next()?.trim_start_matches("0x"),
+                16,
+            )
+            .ok()
+        })
+        .collect();
+    assert_eq!(weft_addrs, objdump);
+}
+
+#[test]
+fn cfg_and_liveness() {
+    let bin = build("shapes", &O2);
+    let out = run(
+        weft()
+            .args(["inspect", "cfg"])
+            .arg(&bin)
+            .arg("target_inside"),
+        Duration::from_secs(30),
+    );
+    assert!(out.stdout.starts_with("digraph"), "{}", out.stdout);
+    // Entry block -> loop block, loop block -> itself and -> exit block.
+    assert!(out.stdout.contains("b1 -> b1"), "{}", out.stdout);
+    let out = run(
+        weft()
+            .args(["inspect", "liveness"])
+            .arg(&bin)
+            .arg("redzone+10"),
+        Duration::from_secs(30),
+    );
+    let line = out.stdout.lines().nth(1).unwrap();
+    assert!(line.contains("setl"), "{line}");
+    let live = line
+        .split("live:")
+        .nth(1)
+        .unwrap()
+        .split("free:")
+        .next()
+        .unwrap();
+    assert!(
+        live.contains("SF") && live.contains("OF"),
+        "setl reads SF and OF: {line}"
+    );
+    let free = line.split("free:").nth(1).unwrap();
+    assert!(
+        free.contains("rdi") && free.contains("rcx"),
+        "rdi and rcx are not read again: {line}"
+    );
+}

@@ -1,0 +1,105 @@
+//! Real programs from Debian: their output is unchanged under weft, and a
+//! library function's count equals gdb's breakpoint hit count for the same run.
+
+use crate::support::*;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// gdb's hit count of a breakpoint on `function` over a whole run.
+fn gdb_hits(function: &str, program: &str, args: &[&str]) -> u64 {
+    let dir = scratch(&format!("gdb-{function}"));
+    let script = dir.join("count.gdb");
+    std::fs::write(
+        &script,
+        format!(
+            "set pagination off\nset confirm off\nset breakpoint pending on\nbreak {function}\ncommands 1\nsilent\ncontinue\nend\nrun\ninfo breakpoints\n"
+        ),
+    )
+    .unwrap();
+    let out = run(
+        Command::new("gdb")
+            .args(["-nx", "-batch", "-x"])
+            .arg(&script)
+            .arg("--args")
+            .arg(program)
+            .args(args),
+        Duration::from_secs(300),
+    );
+    out.stdout
+        .lines()
+        .find_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("breakpoint already hit ")
+                .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or_else(|| panic!("no hit count from gdb:\n{}\n{}", out.stdout, out.stderr))
+}
+
+fn compare(program: &str, args: &[&str], pattern: &str, gdb_name: &str, name: &str) {
+    let plain = run(Command::new(program).args(args), Duration::from_secs(120));
+    let dir = scratch(&format!("real-{name}"));
+    let json = dir.join("counts.json");
+    let with = run(
+        weft()
+            .args(["run", "--count", pattern, "--format", "json", "--output"])
+            .arg(&json)
+            .arg("--")
+            .arg(program)
+            .args(args),
+        Duration::from_secs(120),
+    );
+    assert_eq!(with.status, plain.status, "{}", with.stderr);
+    assert_eq!(with.stdout, plain.stdout, "output changed under weft");
+    let counted = count_of(&read_counts(&json), gdb_name, "entry");
+    let hits = gdb_hits(gdb_name, program, args);
+    assert!(hits > 0, "the workload must call {gdb_name}");
+    assert_eq!(counted, hits, "weft vs gdb for {pattern}");
+}
+
+#[test]
+fn sqlite3_script_step_count_matches_gdb() {
+    if !have("sqlite3") || !have("gdb") {
+        skip("sqlite3 or gdb missing (bash scripts/install-deps.sh installs them)");
+        return;
+    }
+    let dir = scratch("sqlite-script");
+    let sql = dir.join("script.sql");
+    std::fs::write(
+        &sql,
+        "create table t(a integer, b text);\n\
+         with recursive n(x) as (select 1 union all select x + 1 from n where x < 500) insert into t select x, 'row' || x from n;\n\
+         select count(*), sum(a) from t;\n\
+         select b from t where a % 97 = 0;\n\
+         create index ta on t(a);\n\
+         select max(a) from t where a < 250;\n",
+    )
+    .unwrap();
+    let read = format!(".read {}", sql.display());
+    compare(
+        "sqlite3",
+        &[":memory:", &read],
+        "libsqlite3.so.0:sqlite3_step",
+        "sqlite3_step",
+        "sqlite3",
+    );
+}
+
+#[test]
+fn python3_getpid_count_matches_gdb() {
+    let python = "/usr/bin/python3";
+    if !Path::new(python).exists() || !have("gdb") {
+        skip("Debian's python3 or gdb missing (bash scripts/install-deps.sh installs them)");
+        return;
+    }
+    compare(
+        python,
+        &[
+            "-c",
+            "import os\nfor _ in range(300): os.getpid()\nprint('ok', sum(range(1000)))",
+        ],
+        "libc.so.6:getpid",
+        "getpid",
+        "python3",
+    );
+}

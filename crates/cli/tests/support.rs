@@ -1,0 +1,225 @@
+//! Test support: building C targets per variant, running commands with
+//! bounded waits, reading tallies and weft's JSON.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The weft binary under test.
+pub fn weft() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_weft"))
+}
+
+/// A way to compile a target.
+#[derive(Clone, Copy, Debug)]
+pub struct Variant {
+    pub name: &'static str,
+    pub flags: &'static [&'static str],
+}
+
+/// The build variants that matter for splicing.
+pub const VARIANTS: &[Variant] = &[
+    Variant {
+        name: "O0-pie",
+        flags: &["-O0", "-fpie", "-pie"],
+    },
+    Variant {
+        name: "O2-pie",
+        flags: &["-O2", "-fpie", "-pie"],
+    },
+    Variant {
+        name: "O0-nopie",
+        flags: &["-O0", "-fno-pie", "-no-pie"],
+    },
+    Variant {
+        name: "O2-nopie",
+        flags: &["-O2", "-fno-pie", "-no-pie"],
+    },
+    Variant {
+        name: "O2-static",
+        flags: &["-O2", "-static"],
+    },
+    Variant {
+        name: "O2-cet",
+        flags: &["-O2", "-fcf-protection=full"],
+    },
+];
+
+/// The `-O2` PIE variant.
+pub const O2: Variant = Variant {
+    name: "O2-pie",
+    flags: &["-O2", "-fpie", "-pie"],
+};
+
+fn targets_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/targets"))
+}
+
+/// A scratch directory for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("scratch")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Compiles `tests/targets/NAME.c` in a variant (once per test run).
+pub fn build(name: &str, v: &Variant) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("targets");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(format!("{name}-{}", v.name));
+    let src = targets_dir().join(format!("{name}.c"));
+    let fresh = |p: &Path| {
+        let (Ok(a), Ok(b)) = (std::fs::metadata(p), std::fs::metadata(&src)) else {
+            return false;
+        };
+        let header = std::fs::metadata(targets_dir().join("tally.h"))
+            .and_then(|m| m.modified())
+            .ok();
+        a.modified().ok() > b.modified().ok() && a.modified().ok() > header
+    };
+    if fresh(&out) {
+        return out;
+    }
+    let tmp = dir.join(format!("{name}-{}.{}.tmp", v.name, std::process::id()));
+    let status = Command::new("gcc")
+        .args(v.flags)
+        .args(["-Wall", "-g", "-pthread", "-o"])
+        .arg(&tmp)
+        .arg(&src)
+        .status()
+        .expect("gcc runs (bash scripts/install-deps.sh installs it)");
+    assert!(status.success(), "gcc failed for {name} {v:?}");
+    std::fs::rename(&tmp, &out).unwrap();
+    out
+}
+
+/// The result of a finished command.
+#[derive(Debug)]
+pub struct Finished {
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs a command to completion, killing it (by pid) after `limit`.
+pub fn run(cmd: &mut Command, limit: Duration) -> Finished {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("command timed out after {limit:?}: {cmd:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    use std::os::unix::process::ExitStatusExt;
+    let code = status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    Finished {
+        status: code,
+        stdout: t_out.join().unwrap(),
+        stderr: t_err.join().unwrap(),
+    }
+}
+
+/// "tally NAME COUNT" lines of a target's output.
+pub fn tallies(stdout: &str) -> BTreeMap<String, u64> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next()? == "tally").then_some(())?;
+            Some((w.next()?.to_string(), w.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// One row of weft's JSON counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountRow {
+    pub module: String,
+    pub function: String,
+    pub point: String,
+    pub calls: u64,
+}
+
+/// Reads `{"counts": [...]}`.
+pub fn read_counts(path: &Path) -> Vec<CountRow> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| CountRow {
+            module: r["module"].as_str().unwrap().into(),
+            function: r["function"].as_str().unwrap().into(),
+            point: r["point"].as_str().unwrap().into(),
+            calls: r["calls"].as_u64().unwrap(),
+        })
+        .collect()
+}
+
+/// The count of `function` at `point` ("entry", "exit", "instruction"), summed over modules.
+pub fn count_of(rows: &[CountRow], function: &str, point: &str) -> u64 {
+    let matching: Vec<&CountRow> = rows
+        .iter()
+        .filter(|r| r.function == function && r.point == point)
+        .collect();
+    assert!(
+        !matching.is_empty(),
+        "no count for {function} ({point}) in {rows:?}"
+    );
+    matching.iter().map(|r| r.calls).sum()
+}
+
+/// A child process killed (by pid) and reaped when dropped.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether a program is on PATH.
+pub fn have(program: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program}"))
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Skips a test loudly.
+pub fn skip(why: &str) {
+    eprintln!("SKIPPED: {why}");
+}

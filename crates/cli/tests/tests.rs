@@ -1,0 +1,9 @@
+//! weft's integration tests: real processes, real splices, ground truth
+//! from the targets' own tallies and from independent tools.
+
+mod attaching;
+mod counting;
+mod errors;
+mod inspecting;
+mod real_programs;
+mod support;
