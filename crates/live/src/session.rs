@@ -178,7 +178,6 @@ struct PreparedProbe {
 #[derive(Debug)]
 struct Probe {
     module: usize,
-    function_addr: u64,
     display: String,
     kind: PointKind,
     counter: u64,
@@ -248,6 +247,9 @@ pub struct Session {
     probes: Vec<Probe>,
     sites: Vec<Site>,
     site_at: BTreeMap<u64, usize>,
+    /// The bytes each live site claims, by start: (end, site). Never overlapping.
+    spans: BTreeMap<u64, (u64, usize)>,
+    probe_keys: std::collections::HashSet<(usize, u64, PointKind)>,
     trap: Option<TrapHandler>,
 }
 
@@ -266,6 +268,8 @@ impl Session {
             probes: vec![],
             sites: vec![],
             site_at: BTreeMap::new(),
+            spans: BTreeMap::new(),
+            probe_keys: std::collections::HashSet::new(),
             trap: None,
         })
     }
@@ -387,11 +391,10 @@ impl Session {
             .collect();
         let mut dirty: Vec<usize> = Vec::new();
         for item in prepared.items {
-            if self.probes.iter().any(|p| {
-                p.module == item.module
-                    && p.function_addr == item.function_addr
-                    && p.kind == item.kind
-            }) {
+            if !self
+                .probe_keys
+                .insert((item.module, item.function_addr, item.kind))
+            {
                 continue;
             }
             let counter = self.probes.len() as u64;
@@ -402,7 +405,6 @@ impl Session {
             let probe_id = self.probes.len();
             self.probes.push(Probe {
                 module: item.module,
-                function_addr: item.function_addr,
                 display: item.display.clone(),
                 kind: item.kind,
                 counter,
@@ -466,11 +468,7 @@ impl Session {
                 }
                 let loop_head_entry =
                     item.kind == PointKind::Entry && item.code.internal_targets().contains(&point);
-                if loop_head_entry
-                    && self
-                        .live_sites()
-                        .any(|s| s.choice.point > point && s.choice.point < item.code.end())
-                {
+                if loop_head_entry && self.overlaps_active(point + 1, item.code.end()) {
                     report.skipped.push(SkippedPoint {
                         module: self.modules[item.module].name.clone(),
                         function: item.display.clone(),
@@ -482,6 +480,12 @@ impl Session {
                 }
                 let whole_function = loop_head_entry.then(|| item.code.clone());
                 let s = self.sites.len();
+                let span = match (&whole_function, choice.method) {
+                    (Some(f), _) => (choice.start, f.end()),
+                    (None, SpliceMethod::Jump) => (choice.start, choice.end),
+                    (None, SpliceMethod::Trap) => (point, point + 1),
+                };
+                self.spans.insert(span.0, (span.1, s));
                 self.sites.push(Site {
                     module: item.module,
                     choice,
@@ -534,6 +538,7 @@ impl Session {
                         }
                     } else {
                         self.site_at.retain(|_, v| *v != s);
+                        self.spans.retain(|_, (_, v)| *v != s);
                     }
                 }
                 Err(SiteError::Fatal(e)) => return Err(e),
@@ -611,16 +616,16 @@ impl Session {
     /// `point` on every path: one of its displaced instructions, or an
     /// instruction of the function it relocated.
     fn site_containing(&self, point: u64) -> Option<usize> {
-        self.site_at.values().copied().find(|&i| {
-            let s = &self.sites[i];
-            match &s.whole_function {
-                Some(f) => point > s.choice.point && f.index_of(point).is_some(),
-                None => {
-                    s.choice.method == SpliceMethod::Jump
-                        && s.choice.displaced.iter().any(|d| d.ip() == point)
-                }
+        let i = self.span_at(point)?;
+        let s = &self.sites[i];
+        let inside = match &s.whole_function {
+            Some(f) => point > s.choice.point && f.index_of(point).is_some(),
+            None => {
+                s.choice.method == SpliceMethod::Jump
+                    && s.choice.displaced.iter().any(|d| d.ip() == point)
             }
-        })
+        };
+        inside.then_some(i)
     }
 
     /// Builds (or rebuilds) the trampoline of a site and its splice record.
@@ -722,43 +727,36 @@ impl Session {
         self.shm.store_u64(base + trap_table::COUNT, count);
     }
 
-    /// Sites spliced or about to be (removed and abandoned ones excluded).
-    fn live_sites(&self) -> impl Iterator<Item = &Site> {
-        self.site_at.values().map(|&i| &self.sites[i])
+    /// The live site whose claimed bytes include `addr`.
+    fn span_at(&self, addr: u64) -> Option<usize> {
+        let (_, &(end, site)) = self.spans.range(..=addr).next_back()?;
+        (addr < end).then_some(site)
     }
 
     /// Why `point` cannot get a site of its own, if another site is in the way.
     fn blocked_by_other_site(&self, point: u64) -> Option<String> {
-        for s in self.live_sites() {
-            if s.choice.method == SpliceMethod::Jump
-                && point > s.choice.start
-                && point < s.choice.end
-            {
-                return Some(format!(
-                    "{point:#x} is inside the splice of another point ({:#x})",
-                    s.choice.point
-                ));
-            }
-            if let Some(f) = &s.whole_function {
-                if point > s.choice.point && point < f.end() {
-                    return Some(format!(
-                        "{point:#x} is inside a function whose entry probe runs a relocated copy of it"
-                    ));
-                }
-            }
+        let s = &self.sites[self.span_at(point)?];
+        if s.whole_function.is_some() {
+            return Some(format!(
+                "{point:#x} is inside a function whose entry probe runs a relocated copy of it"
+            ));
         }
-        None
+        (point != s.choice.start).then(|| {
+            format!(
+                "{point:#x} is inside the splice of another point ({:#x})",
+                s.choice.point
+            )
+        })
     }
 
+    /// Whether any live site claims a byte of `[start, end)`.
     fn overlaps_active(&self, start: u64, end: u64) -> bool {
-        self.live_sites().any(|s| {
-            let (a, b) = if s.choice.method == SpliceMethod::Jump {
-                (s.choice.start, s.choice.end)
-            } else {
-                (s.choice.point, s.choice.point + 1)
-            };
-            a < end && start < b
-        })
+        start < end
+            && self
+                .spans
+                .range(..end)
+                .next_back()
+                .is_some_and(|(_, &(e, _))| e > start)
     }
 }
 
@@ -1037,6 +1035,7 @@ impl Session {
             site.active = false;
         }
         self.site_at.clear();
+        self.spans.clear();
         self.write_trap_table();
         if self.trap.is_some_and(|t| t.installed) {
             // A thread that hit a removed int3 and is about to take SIGTRAP:
