@@ -1,7 +1,7 @@
 //! `weft attach`: instrument a running process for a while, then put every
 //! byte back and leave it running.
 
-use crate::run::{parse_specs, report_skipped};
+use crate::run::{is_gone, parse_specs, report_load, report_pending, report_skipped};
 use crate::{output, signals, ProbeArgs};
 use anyhow::{Context, Result};
 use std::time::{Duration, Instant};
@@ -17,9 +17,13 @@ pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<
     let watch = ExitWatch::new(pid)?;
     let mut session = Session::new(pid)?;
     let prepared = session.prepare(&specs)?;
+    report_pending(&prepared.pending);
     let started = Instant::now();
     let mut tracee = Tracee::attach(pid)?;
-    let report = match session.apply(&mut tracee, prepared) {
+    let applied = session
+        .apply(&mut tracee, prepared)
+        .and_then(|r| session.install_load_hook(&mut tracee).map(|_| r));
+    let report = match applied {
         Ok(r) => r,
         Err(e) => {
             let _ = session.remove_all(&mut tracee);
@@ -44,15 +48,23 @@ pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<
     report_skipped(&report, args.verbose);
     let deadline = duration.map(|d| Instant::now() + d);
     let exited = loop {
-        let step = deadline.map_or(Duration::from_millis(50), |d| {
-            d.saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(50))
-        });
-        if watch.wait(step) {
+        if watch.wait(Duration::ZERO) {
             break true;
         }
         if signals::stop_requested() || deadline.is_some_and(|d| Instant::now() >= d) {
             break false;
+        }
+        let step = deadline.map_or(Duration::from_millis(50), |d| {
+            d.saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(50))
+        });
+        if session.load_pending(step) {
+            match session.handle_loads(&specs) {
+                Ok(Some(report)) => report_load(&report, args.verbose),
+                Ok(None) => {}
+                Err(e) if is_gone(&e) => break true,
+                Err(e) => return Err(e.into()),
+            }
         }
     };
     if exited {

@@ -4,7 +4,9 @@
 use crate::{output, signals, ProbeArgs};
 use anyhow::{bail, Result};
 use weft_live::{AddReport, PointSpec, Session};
-use weft_process::{wait_child_exit, Auxv, LaunchSpec, RemoteAddr, StopReason, Tracee};
+use weft_process::{
+    poll_child_exit, wait_child_exit, Auxv, LaunchSpec, RemoteAddr, StopReason, Tracee,
+};
 
 /// The probe requests of the command line.
 pub fn parse_specs(args: &ProbeArgs) -> Result<Vec<PointSpec>> {
@@ -40,6 +42,24 @@ pub fn report_skipped(report: &AddReport, verbose: bool) {
     }
 }
 
+/// Notes patterns that wait for their library to be loaded.
+pub fn report_pending(pending: &[String]) {
+    for p in pending {
+        eprintln!("weft: '{p}' matches no loaded module yet; it will be instrumented when the library is loaded");
+    }
+}
+
+/// Prints what instrumenting a newly loaded library did (with --verbose).
+pub fn report_load(report: &AddReport, verbose: bool) {
+    if verbose {
+        eprintln!(
+            "weft: library loaded: {} probe(s), {} jmp and {} int3 splice(s)",
+            report.probes, report.jumps, report.traps
+        );
+    }
+    report_skipped(report, verbose);
+}
+
 /// Runs `command` with the probes of `args`; returns the program's exit code.
 pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
     let specs = parse_specs(args)?;
@@ -49,33 +69,40 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
     };
     let mut tracee = Tracee::launch(&spec)?;
     let pid = tracee.pid();
-    let setup = (|| -> Result<Option<(Session, i32)>> {
+    let mut session = Session::new(pid)?;
+    let setup = (|| -> Result<Option<i32>> {
         let auxv = Auxv::read(pid)?;
         match tracee.run_to(RemoteAddr(auxv.entry))? {
             StopReason::Reached => {}
-            StopReason::Exited(code) => return Ok(Some((Session::new(pid)?, code))),
-            StopReason::Killed(sig) => return Ok(Some((Session::new(pid)?, 128 + sig))),
+            StopReason::Exited(code) => return Ok(Some(code)),
+            StopReason::Killed(sig) => return Ok(Some(128 + sig)),
         }
-        let mut session = Session::new(pid)?;
         let prepared = session.prepare(&specs)?;
+        report_pending(&prepared.pending);
         let started = std::time::Instant::now();
         let report = session.apply(&mut tracee, prepared)?;
+        let hooked = session.install_load_hook(&mut tracee)?;
         if args.verbose {
             output::print_points(&session.points());
             eprintln!(
-                "weft: {} probe(s), {} jmp and {} int3 splice(s) in {:.2} ms",
+                "weft: {} probe(s), {} jmp and {} int3 splice(s) in {:.2} ms{}",
                 report.probes,
                 report.jumps,
                 report.traps,
-                started.elapsed().as_secs_f64() * 1e3
+                started.elapsed().as_secs_f64() * 1e3,
+                if hooked { "; watching for dlopen" } else { "" }
             );
         }
         report_skipped(&report, args.verbose);
-        Ok(Some((session, -1)))
+        Ok(None)
     })();
-    let (session, early_exit) = match setup {
-        Ok(Some(s)) => s,
-        Ok(None) => unreachable!("setup always returns a session"),
+    let code = match setup {
+        Ok(Some(code)) => code,
+        Ok(None) => {
+            tracee.detach()?;
+            signals::forward_to_child(pid);
+            wait_serving_loads(pid, &mut session, &specs, args.verbose)?
+        }
         Err(e) => {
             // The program never ran its own code: do not leave it behind.
             // SAFETY: kill on our own child.
@@ -85,13 +112,33 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
             return Err(e);
         }
     };
-    let code = if early_exit >= 0 {
-        early_exit
-    } else {
-        tracee.detach()?;
-        signals::forward_to_child(pid);
-        wait_child_exit(pid)?
-    };
     output::write_counts(args, &session.counts())?;
     Ok(code)
+}
+
+/// Waits for the child to exit, instrumenting libraries it loads meanwhile.
+fn wait_serving_loads(
+    pid: i32,
+    session: &mut Session,
+    specs: &[PointSpec],
+    verbose: bool,
+) -> Result<i32> {
+    loop {
+        if let Some(code) = poll_child_exit(pid)? {
+            return Ok(code);
+        }
+        if session.load_pending(std::time::Duration::from_millis(50)) {
+            match session.handle_loads(specs) {
+                Ok(Some(report)) => report_load(&report, verbose),
+                Ok(None) => {}
+                Err(e) if is_gone(&e) => return Ok(wait_child_exit(pid)?),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Whether an error says the target went away.
+pub fn is_gone(e: &weft_live::Error) -> bool {
+    matches!(e, weft_live::Error::Process(p) if p.is_gone())
 }

@@ -98,6 +98,33 @@ pub fn build(name: &str, v: &Variant) -> PathBuf {
     out
 }
 
+/// Compiles `tests/targets/NAME.c` as a shared library `libNAME.so`.
+pub fn build_shared(name: &str, v: &Variant) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("targets")
+        .join(v.name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(format!("lib{name}.so"));
+    let tmp = dir.join(format!("lib{name}.so.{}.tmp", std::process::id()));
+    let src = targets_dir().join(format!("{name}.c"));
+    let flags: Vec<&str> = v
+        .flags
+        .iter()
+        .copied()
+        .filter(|f| !matches!(*f, "-pie" | "-no-pie" | "-fno-pie" | "-static"))
+        .collect();
+    let status = Command::new("gcc")
+        .args(&flags)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&tmp)
+        .arg(&src)
+        .status()
+        .expect("gcc runs");
+    assert!(status.success(), "gcc failed for lib{name}.so");
+    std::fs::rename(&tmp, &out).unwrap();
+    out
+}
+
 /// The result of a finished command.
 #[derive(Debug)]
 pub struct Finished {

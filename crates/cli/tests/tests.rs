@@ -5,5 +5,6 @@ mod attaching;
 mod counting;
 mod errors;
 mod inspecting;
+mod loading;
 mod real_programs;
 mod support;

@@ -12,6 +12,8 @@
 //! target runs; [`Session::apply`] chooses splice windows (it needs the
 //! threads' pcs), writes trampolines into shared memory and splices.
 
+mod loads;
+
 use crate::module::Module;
 use crate::shared::SharedMemory;
 use crate::{Error, Result};
@@ -22,7 +24,7 @@ use weft_image::{near_misses, Function, Pattern};
 use weft_patch::region::{trap_table, Layout};
 use weft_patch::{
     choose_splice, trap, PointSnippet, Snippet, SpliceChoice, SpliceContext, SpliceMethod,
-    SpliceRecord, Trampoline, Unsafe,
+    SpliceRecord, Trampoline, Unsafe, INT3,
 };
 use weft_process::{ProcessMemory, RemoteAddr, Tracee};
 
@@ -150,6 +152,8 @@ pub struct Count {
 pub struct Prepared {
     items: Vec<PreparedProbe>,
     skipped: Vec<SkippedPoint>,
+    /// Module-qualified patterns whose module is not loaded (yet).
+    pub pending: Vec<String>,
 }
 
 impl Prepared {
@@ -208,6 +212,8 @@ struct Site {
     /// The function, when its entry is also a loop head and the trampoline
     /// runs a relocated copy of it (so back-edges do not count as calls).
     whole_function: Option<FunctionCode>,
+    /// The library-load hook at ld.so's `_dl_debug_state`, not a probe.
+    hook: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -250,6 +256,8 @@ pub struct Session {
     /// The bytes each live site claims, by start: (end, site). Never overlapping.
     spans: BTreeMap<u64, (u64, usize)>,
     probe_keys: std::collections::HashSet<(usize, u64, PointKind)>,
+    /// The last library-load generation weft has handled.
+    loads_acked: u32,
     trap: Option<TrapHandler>,
 }
 
@@ -270,6 +278,7 @@ impl Session {
             site_at: BTreeMap::new(),
             spans: BTreeMap::new(),
             probe_keys: std::collections::HashSet::new(),
+            loads_acked: 0,
             trap: None,
         })
     }
@@ -300,11 +309,23 @@ impl Session {
     /// nothing is an error naming near misses.
     pub fn prepare(&mut self, specs: &[PointSpec]) -> Result<Prepared> {
         self.refresh_modules()?;
+        self.prepare_modules(specs, 0, true)
+    }
+
+    /// Resolves patterns against modules `first..`; with `require_match`, a
+    /// pattern matching nothing there is an error.
+    fn prepare_modules(
+        &mut self,
+        specs: &[PointSpec],
+        first: usize,
+        require_match: bool,
+    ) -> Result<Prepared> {
         let mut items = Vec::new();
         let mut skipped = Vec::new();
+        let mut pending = Vec::new();
         for spec in specs {
             let before = items.len() + skipped.len();
-            for (mi, module) in self.modules.iter().enumerate() {
+            for (mi, module) in self.modules.iter().enumerate().skip(first) {
                 if !spec.pattern.matches_module(&module.name) {
                     continue;
                 }
@@ -334,7 +355,16 @@ impl Session {
                     }
                 }
             }
-            if items.len() + skipped.len() == before {
+            if require_match && items.len() + skipped.len() == before {
+                let module_loaded = self
+                    .modules
+                    .iter()
+                    .any(|m| spec.pattern.matches_module(&m.name));
+                if spec.pattern.module.is_some() && !module_loaded {
+                    // Like a pending breakpoint: the library may be loaded later.
+                    pending.push(spec.pattern.to_string());
+                    continue;
+                }
                 return Err(self.no_match(&spec.pattern));
             }
             if let (PointKind::Instruction(off), Some(s)) = (spec.kind, skipped.last()) {
@@ -351,7 +381,11 @@ impl Session {
         for item in &items {
             let _ = self.modules[item.module].branch_targets();
         }
-        Ok(Prepared { items, skipped })
+        Ok(Prepared {
+            items,
+            skipped,
+            pending,
+        })
     }
 
     fn no_match(&self, pattern: &Pattern) -> Error {
@@ -501,6 +535,7 @@ impl Session {
                     saves_state: false,
                     active: false,
                     whole_function,
+                    hook: false,
                 });
                 self.site_at.insert(point, s);
                 dirty.push(s);
@@ -661,6 +696,17 @@ impl Session {
             None => Trampoline::build(at, &site.choice, &snippets),
         }
         .map_err(|e| SiteError::Skip(e.to_string()))?;
+        let mut tramp = tramp;
+        if site.hook {
+            // The handshake runs first, then the regular trampoline.
+            let hook_at = (at + tramp.bytes.len() as u64).next_multiple_of(16);
+            let sync = cluster.data + self.layout.header.sync_offset;
+            let code = weft_patch::load_hook::hook_code(hook_at, sync, tramp.entry)
+                .map_err(|e| SiteError::Skip(e.to_string()))?;
+            tramp.bytes.resize((hook_at - at) as usize, INT3);
+            tramp.bytes.extend(code);
+            tramp.entry = hook_at;
+        }
         let used = (cluster.used + tramp.bytes.len() as u64).next_multiple_of(16);
         if used > CODE_AREA {
             return Err(SiteError::Fatal(Error::Full {
@@ -1008,6 +1054,7 @@ impl Session {
     pub fn remove_all(&mut self, tracee: &mut Tracee) -> Result<Vec<String>> {
         let mut notes = Vec::new();
         let mut removed_traps = Vec::new();
+        self.release_all_loaders();
         for site in self.sites.iter_mut().filter(|s| s.active) {
             let record = site.record.as_ref().expect("active sites have records");
             let now = tracee

@@ -22,6 +22,15 @@ pub struct SharedMemory {
     unlink: Option<std::path::PathBuf>,
 }
 
+// SAFETY: the mapping lives as long as the value; weft only touches it
+// through atomics (counters, sync words) or byte copies of regions no
+// other weft thread writes concurrently; the target writes it from another
+// process regardless of Rust's aliasing rules, which is why no reference
+// into it is ever handed out.
+unsafe impl Send for SharedMemory {}
+// SAFETY: see Send.
+unsafe impl Sync for SharedMemory {}
+
 impl SharedMemory {
     /// Creates a memfd of `size` bytes (sparse) and maps it.
     pub fn create(size: usize) -> Result<SharedMemory> {
@@ -174,6 +183,65 @@ impl SharedMemory {
     }
 }
 
+impl SharedMemory {
+    /// Waits until the u32 at `offset` differs from `expected` or `timeout`
+    /// passes (a shared futex: the target's threads wake it through their
+    /// own mapping of the same file).
+    pub fn futex_wait(&self, offset: u64, expected: u32, timeout: std::time::Duration) {
+        let off = offset as usize;
+        assert!(off % 4 == 0 && off + 4 <= self.size, "misaligned futex");
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: the futex word lies inside our live shared mapping; the
+        // timeout is a valid timespec. FUTEX_WAIT (not private) because the
+        // word is shared with another process.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.base.add(off),
+                libc::FUTEX_WAIT,
+                expected,
+                &ts as *const libc::timespec,
+            );
+        }
+    }
+
+    /// Wakes every waiter on the u32 at `offset`.
+    pub fn futex_wake(&self, offset: u64) {
+        let off = offset as usize;
+        assert!(off % 4 == 0 && off + 4 <= self.size, "misaligned futex");
+        // SAFETY: as in futex_wait; FUTEX_WAKE only reads the address.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.base.add(off),
+                libc::FUTEX_WAKE,
+                i32::MAX,
+            );
+        }
+    }
+
+    /// Atomically loads the u32 at `offset`.
+    pub fn load_u32(&self, offset: u64) -> u32 {
+        let off = offset as usize;
+        assert!(off % 4 == 0 && off + 4 <= self.size, "misaligned word");
+        // SAFETY: aligned, in range; the target updates it with lock xadd.
+        let cell = unsafe { &*(self.base.add(off) as *const std::sync::atomic::AtomicU32) };
+        cell.load(Ordering::SeqCst)
+    }
+
+    /// Atomically stores the u32 at `offset`.
+    pub fn store_u32(&self, offset: u64, value: u32) {
+        let off = offset as usize;
+        assert!(off % 4 == 0 && off + 4 <= self.size, "misaligned word");
+        // SAFETY: as in load_u32.
+        let cell = unsafe { &*(self.base.add(off) as *const std::sync::atomic::AtomicU32) };
+        cell.store(value, Ordering::SeqCst)
+    }
+}
+
 impl Drop for SharedMemory {
     fn drop(&mut self) {
         self.unlink_name();
@@ -203,5 +271,25 @@ mod tests {
         // The path given to targets opens the same memory.
         let other = std::fs::read(shm.target_path()).unwrap();
         assert_eq!(&other[4096..4101], b"hello");
+    }
+
+    #[test]
+    fn futex_wakes_across_mappings() {
+        let shm = std::sync::Arc::new(SharedMemory::create(1 << 16).unwrap());
+        let waiter = {
+            let shm = shm.clone();
+            std::thread::spawn(move || {
+                let start = std::time::Instant::now();
+                while shm.load_u32(64) == 0 && start.elapsed() < std::time::Duration::from_secs(10)
+                {
+                    shm.futex_wait(64, 0, std::time::Duration::from_secs(5));
+                }
+                shm.load_u32(64)
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        shm.store_u32(64, 7);
+        shm.futex_wake(64);
+        assert_eq!(waiter.join().unwrap(), 7);
     }
 }

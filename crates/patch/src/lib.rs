@@ -16,6 +16,7 @@
 //! and trampoline bytes for a given address, nothing else.
 
 mod error;
+pub mod load_hook;
 pub mod region;
 mod relocate;
 mod snippet;

@@ -38,6 +38,8 @@ pub struct Header {
     pub scratch_offset: u64,
     /// Its size.
     pub scratch_size: u64,
+    /// Offset of the library-load handshake words (see `load_hook`).
+    pub sync_offset: u64,
 }
 
 /// The trap table: sorted (site, trampoline entry) pairs the SIGTRAP
@@ -79,6 +81,7 @@ impl Layout {
         let scratch_offset =
             round(trap_offset + trap_table::ENTRIES + traps * trap_table::ENTRY_SIZE);
         let scratch_size = page;
+        let sync_offset = scratch_offset + scratch_size;
         let header = Header {
             magic: MAGIC,
             version: VERSION,
@@ -89,10 +92,11 @@ impl Layout {
             trap_capacity: traps,
             scratch_offset,
             scratch_size,
+            sync_offset,
         };
         Layout {
             header,
-            size: scratch_offset + scratch_size,
+            size: sync_offset + page,
         }
     }
 
@@ -115,6 +119,7 @@ impl Layout {
             h.trap_capacity,
             h.scratch_offset,
             h.scratch_size,
+            h.sync_offset,
         ] {
             v.extend_from_slice(&x.to_le_bytes());
         }

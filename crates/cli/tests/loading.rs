@@ -1,0 +1,144 @@
+//! Libraries loaded with dlopen after weft started: instrumented before
+//! their first call, in `run` and in `attach`.
+
+use crate::support::*;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn variants() -> Vec<Variant> {
+    VARIANTS
+        .iter()
+        .copied()
+        .filter(|v| !v.name.contains("static"))
+        .collect()
+}
+
+#[test]
+fn run_counts_calls_into_a_dlopened_library() {
+    for v in variants() {
+        let bin = build("dlopen", &v);
+        let lib = build_shared("plugin", &v);
+        let dir = scratch(&format!("dlopen-run-{}", v.name));
+        let json = dir.join("counts.json");
+        let out = run(
+            weft()
+                .args([
+                    "run",
+                    "--count",
+                    "libplugin.so:plugin_work",
+                    "--format",
+                    "json",
+                    "--output",
+                ])
+                .arg(&json)
+                .arg("--")
+                .arg(&bin)
+                .arg(&lib)
+                .arg("1500"),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
+        assert!(
+            out.stderr
+                .contains("will be instrumented when the library is loaded"),
+            "{}",
+            out.stderr
+        );
+        let want = tallies(&out.stdout)["plugin_work"];
+        assert_eq!(want, 1500);
+        assert_eq!(
+            count_of(&read_counts(&json), "plugin_work", "entry"),
+            want,
+            "{}",
+            v.name
+        );
+    }
+}
+
+#[test]
+fn attach_counts_calls_into_a_library_loaded_while_attached() {
+    let bin = build("dlopen", &O2);
+    let lib = build_shared("plugin", &O2);
+    let mut target = Command::new(&bin)
+        .arg(&lib)
+        .arg("700")
+        .arg("wait")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = target.stdin.take().unwrap();
+    let stdout = target.stdout.take().unwrap();
+    let target = KillOnDrop(target);
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    assert_eq!(
+        lines.recv_timeout(Duration::from_secs(30)).unwrap(),
+        "ready"
+    );
+    let dir = scratch("dlopen-attach");
+    let json = dir.join("counts.json");
+    let mut weft_child = KillOnDrop(
+        weft()
+            .args([
+                "attach",
+                "-p",
+                &target.0.id().to_string(),
+                "--verbose",
+                "--count",
+                "libplugin.so:plugin_work",
+            ])
+            .args(["--format", "json", "--output"])
+            .arg(&json)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = weft_child.0.stderr.take().unwrap();
+    let (etx, errs) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = etx.send(l);
+        }
+    });
+    loop {
+        let l = errs
+            .recv_timeout(Duration::from_secs(30))
+            .expect("weft attaches");
+        if l.contains("attached to") {
+            break;
+        }
+    }
+    writeln!(stdin, "go").unwrap();
+    stdin.flush().unwrap();
+    let mut tally = None;
+    while tally.is_none() {
+        let l = lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the target finishes its calls");
+        tally = l
+            .strip_prefix("tally plugin_work ")
+            .and_then(|n| n.parse::<u64>().ok());
+    }
+    // SAFETY: kill with weft's own pid.
+    unsafe { libc::kill(weft_child.0.id() as i32, libc::SIGINT) };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while weft_child.0.try_wait().unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "weft detaches within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        count_of(&read_counts(&json), "plugin_work", "entry"),
+        tally.unwrap()
+    );
+    writeln!(stdin, "quit").unwrap();
+}

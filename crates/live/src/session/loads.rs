@@ -1,0 +1,146 @@
+//! Libraries loaded while weft is attached (dlopen). A hook at the dynamic
+//! loader's `_dl_debug_state` blocks the loading thread until weft has
+//! instrumented the new library (protocol in `weft_patch::load_hook`), so
+//! calls into it are counted from the first one, constructors aside.
+
+use super::*;
+use weft_patch::load_hook::{ACK, GENERATION};
+
+impl Session {
+    /// Splices the load hook into ld.so's `_dl_debug_state`. Returns false
+    /// when the process has no dynamic loader (static programs) or the
+    /// hook cannot be placed; dlopen'ed libraries then go uninstrumented.
+    pub fn install_load_hook(&mut self, tracee: &mut Tracee) -> Result<bool> {
+        if self.sites.iter().any(|s| s.hook && s.active) {
+            return Ok(true);
+        }
+        let Some(mi) = self
+            .modules
+            .iter()
+            .position(|m| m.name.starts_with("ld-linux"))
+        else {
+            return Ok(false);
+        };
+        let module = &self.modules[mi];
+        let Some(f) = module.image.function_named("_dl_debug_state") else {
+            return Ok(false);
+        };
+        let Some(code) = module.function_code(f) else {
+            return Ok(false);
+        };
+        let Some(first) = code.instructions().first() else {
+            return Ok(false);
+        };
+        let point = if first.code() == iced_x86::Code::Endbr64 {
+            first.next_ip()
+        } else {
+            first.ip()
+        };
+        if self.span_at(point).is_some() {
+            return Ok(false);
+        }
+        let pcs: Vec<u64> = tracee
+            .thread_pcs()?
+            .into_iter()
+            .map(|(_, pc)| pc.0)
+            .collect();
+        let after_end = module.bytes_after(f).to_vec();
+        let ctx = SpliceContext {
+            func: &code,
+            targets: module.branch_targets(),
+            thread_pcs: &pcs,
+            after_end: &after_end,
+        };
+        let Some(Ok(choice)) = choose_splice(&ctx, point) else {
+            return Ok(false);
+        };
+        let span = match choice.method {
+            SpliceMethod::Jump => (choice.start, choice.end),
+            SpliceMethod::Trap => (point, point + 1),
+        };
+        let s = self.sites.len();
+        self.sites.push(Site {
+            module: mi,
+            choice,
+            points: vec![],
+            record: None,
+            entry: 0,
+            saves_state: false,
+            active: false,
+            whole_function: None,
+            hook: true,
+        });
+        match self.build_site(tracee, s) {
+            Ok(()) => {}
+            Err(SiteError::Skip(_)) => return Ok(false),
+            Err(SiteError::Fatal(e)) => return Err(e),
+        }
+        if self.sites[s].choice.method == SpliceMethod::Trap {
+            let ci = self.ensure_cluster(tracee, mi)?;
+            self.install_trap_handler(tracee, ci)?;
+            self.sites[s].active = true;
+            self.write_trap_table();
+        }
+        self.spans.insert(span.0, (span.1, s));
+        self.site_at.insert(point, s);
+        self.loads_acked = self.shm.load_u32(self.sync(GENERATION));
+        let record = self.sites[s].record.as_ref().expect("built");
+        tracee
+            .memory()
+            .write(RemoteAddr(record.addr), &record.new)?;
+        self.sites[s].active = true;
+        Ok(true)
+    }
+
+    fn sync(&self, word: u64) -> u64 {
+        self.layout.header.sync_offset + word
+    }
+
+    /// Waits up to `timeout` for a thread of the target to report a library
+    /// load; true if one is waiting for weft.
+    pub fn load_pending(&self, timeout: std::time::Duration) -> bool {
+        let generation = self.shm.load_u32(self.sync(GENERATION));
+        if generation != self.loads_acked {
+            return true;
+        }
+        self.shm
+            .futex_wait(self.sync(GENERATION), generation, timeout);
+        self.shm.load_u32(self.sync(GENERATION)) != self.loads_acked
+    }
+
+    /// Instruments the libraries that appeared (with the same requests),
+    /// then lets the threads waiting in the hook go on. `None` when nothing
+    /// new matched.
+    pub fn handle_loads(&mut self, specs: &[PointSpec]) -> Result<Option<AddReport>> {
+        let generation = self.shm.load_u32(self.sync(GENERATION));
+        let first = self.modules.len();
+        let result = (|| -> Result<Option<AddReport>> {
+            if self.refresh_modules()? == 0 {
+                return Ok(None);
+            }
+            let prepared = self.prepare_modules(specs, first, false)?;
+            if prepared.is_empty() {
+                return Ok(None);
+            }
+            let mut tracee = Tracee::attach(self.pid)?;
+            let report = self.apply(&mut tracee, prepared)?;
+            tracee.detach()?;
+            Ok(Some(report))
+        })();
+        self.release_loaders(generation);
+        result
+    }
+
+    /// Acknowledges every load up to `generation` and wakes the waiters.
+    pub(super) fn release_loaders(&mut self, generation: u32) {
+        self.loads_acked = generation;
+        self.shm.store_u32(self.sync(ACK), generation);
+        self.shm.futex_wake(self.sync(ACK));
+    }
+
+    /// Releases every thread waiting in the hook (before removing it).
+    pub(super) fn release_all_loaders(&mut self) {
+        let generation = self.shm.load_u32(self.sync(GENERATION));
+        self.release_loaders(generation);
+    }
+}
