@@ -31,9 +31,9 @@ fn pattern_matching_nothing_lists_near_misses() {
     );
     fails(
         weft()
-            .args(["run", "--count", "libnothing.so:malloc", "--"])
+            .args(["run", "--count", "libc.so.6:mallocc", "--"])
             .arg(&bin),
-        &["matches no function"],
+        &["pattern 'libc.so.6:mallocc' matches no function", "malloc"],
     );
 }
 

@@ -110,6 +110,19 @@ impl SharedMemory {
         })
     }
 
+    /// `offset` as an index, checked to be aligned to and in range for a `size`-byte word.
+    ///
+    /// # Panics
+    /// If it is not (a bug in the caller's layout).
+    fn checked_offset(&self, offset: u64, size: usize) -> usize {
+        let off = offset as usize;
+        assert!(
+            off.is_multiple_of(size) && off + size <= self.size,
+            "misaligned or out-of-range word at {off:#x}"
+        );
+        off
+    }
+
     /// The path the target opens.
     pub fn target_path(&self) -> &str {
         &self.target_path
@@ -159,11 +172,7 @@ impl SharedMemory {
 
     /// Atomically loads the u64 at `offset` (8-byte aligned).
     pub fn load_u64(&self, offset: u64) -> u64 {
-        let off = offset as usize;
-        assert!(
-            off.is_multiple_of(8) && off + 8 <= self.size,
-            "misaligned or out-of-range counter"
-        );
+        let off = self.checked_offset(offset, 8);
         // SAFETY: aligned, in range, and every access to counters (ours and
         // the target's `lock inc`) is atomic.
         let cell = unsafe { &*(self.base.add(off) as *const AtomicU64) };
@@ -172,11 +181,7 @@ impl SharedMemory {
 
     /// Atomically stores the u64 at `offset`.
     pub fn store_u64(&self, offset: u64, value: u64) {
-        let off = offset as usize;
-        assert!(
-            off.is_multiple_of(8) && off + 8 <= self.size,
-            "misaligned or out-of-range counter"
-        );
+        let off = self.checked_offset(offset, 8);
         // SAFETY: as in load_u64.
         let cell = unsafe { &*(self.base.add(off) as *const AtomicU64) };
         cell.store(value, Ordering::Relaxed)
@@ -188,8 +193,7 @@ impl SharedMemory {
     /// passes (a shared futex: the target's threads wake it through their
     /// own mapping of the same file).
     pub fn futex_wait(&self, offset: u64, expected: u32, timeout: std::time::Duration) {
-        let off = offset as usize;
-        assert!(off % 4 == 0 && off + 4 <= self.size, "misaligned futex");
+        let off = self.checked_offset(offset, 4);
         let ts = libc::timespec {
             tv_sec: timeout.as_secs() as libc::time_t,
             tv_nsec: timeout.subsec_nanos() as libc::c_long,
@@ -210,8 +214,7 @@ impl SharedMemory {
 
     /// Wakes every waiter on the u32 at `offset`.
     pub fn futex_wake(&self, offset: u64) {
-        let off = offset as usize;
-        assert!(off % 4 == 0 && off + 4 <= self.size, "misaligned futex");
+        let off = self.checked_offset(offset, 4);
         // SAFETY: as in futex_wait; FUTEX_WAKE only reads the address.
         unsafe {
             libc::syscall(
@@ -225,8 +228,7 @@ impl SharedMemory {
 
     /// Atomically loads the u32 at `offset`.
     pub fn load_u32(&self, offset: u64) -> u32 {
-        let off = offset as usize;
-        assert!(off % 4 == 0 && off + 4 <= self.size, "misaligned word");
+        let off = self.checked_offset(offset, 4);
         // SAFETY: aligned, in range; the target updates it with lock xadd.
         let cell = unsafe { &*(self.base.add(off) as *const std::sync::atomic::AtomicU32) };
         cell.load(Ordering::SeqCst)
@@ -234,8 +236,7 @@ impl SharedMemory {
 
     /// Atomically stores the u32 at `offset`.
     pub fn store_u32(&self, offset: u64, value: u32) {
-        let off = offset as usize;
-        assert!(off % 4 == 0 && off + 4 <= self.size, "misaligned word");
+        let off = self.checked_offset(offset, 4);
         // SAFETY: as in load_u32.
         let cell = unsafe { &*(self.base.add(off) as *const std::sync::atomic::AtomicU32) };
         cell.store(value, Ordering::SeqCst)
