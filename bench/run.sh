@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# weft benchmarks (not tests): every figure is measured against a baseline
+# and peer tools in the same run, because these machines are shared and noisy.
+#
+#   bash bench/run.sh            # all
+#   bash bench/run.sh percall    # per-call cost of a counting probe
+#   bash bench/run.sh splice     # instrumentation speed on real programs
+#
+# Needs: gcc, bpftrace, uftrace, python3 (apt-get install -y bpftrace uftrace).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+out=bench/out
+mkdir -p "$out"
+cargo build --release --quiet
+WEFT=$PWD/target/release/weft
+REPS=${REPS:-5}
+FAST=${FAST:-20000000}   # calls per run for baseline and weft
+SLOW=${SLOW:-200000}     # calls per run for trap-based peers
+
+ns_per_call() { grep -o 'ns_per_call [0-9.]*' | awk '{print $2}'; }
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+repeat() { for _ in $(seq "$REPS"); do "$@"; done | median; }
+
+percall() {
+    gcc -O2 -pthread -o "$out/loop" bench/loop.c
+    gcc -O2 -pthread -fpatchable-function-entry=5 -o "$out/loop-nop" bench/loop.c
+    echo "## per-call cost of counting calls to bench_fn (median of $REPS runs)"
+    printf '%-10s %-26s %12s %14s %8s\n' target tool ns/call "added ns/call" ratio
+    for t in loop loop-nop; do
+        bin=$out/$t
+        base=$(for _ in $(seq "$REPS"); do "$bin" "$FAST" | ns_per_call; done | median)
+        weft=$(for _ in $(seq "$REPS"); do "$WEFT" run --count bench_fn -- "$bin" "$FAST" 2>/dev/null | ns_per_call; done | median)
+        row() { printf '%-10s %-26s %12.2f %14.2f %8.1f\n' "$t" "$1" "$2" "$(echo "$2 - $base" | bc -l)" "$(echo "$2 / $base" | bc -l)"; }
+        row baseline "$base"
+        row "weft (1 thread)" "$weft"
+        if command -v bpftrace >/dev/null; then
+            bpf=$(for _ in $(seq 3); do bpftrace -q -e "uprobe:$PWD/$bin:bench_fn { @c = count(); }" -c "$bin $SLOW" 2>/dev/null | ns_per_call; done | median)
+            row "bpftrace uprobe" "$bpf"
+        fi
+        if command -v uftrace >/dev/null && [ "$t" = loop-nop ]; then
+            uft=$(for _ in $(seq 3); do uftrace record -d "$out/uftrace.data" -P bench_fn "$bin" "$SLOW" 2>/dev/null | ns_per_call; done | median)
+            row "uftrace record -P" "$uft"
+        fi
+        base2=$(for _ in $(seq "$REPS"); do "$bin" "$FAST" 2 | ns_per_call; done | median)
+        weft2=$(for _ in $(seq "$REPS"); do "$WEFT" run --count bench_fn -- "$bin" "$FAST" 2 2>/dev/null | ns_per_call; done | median)
+        base=$base2
+        row "baseline (2 threads)" "$base2"
+        row "weft (2 threads, 1 ctr)" "$weft2"
+    done
+    echo "(uftrace -P patches only functions compiled with a patchable entry, so it runs on loop-nop only)"
+}
+
+splice() {
+    echo "## instrumentation speed: splice every function of a module in a running process"
+    printf '%-34s %8s %8s %8s %12s %12s\n' "target" points jmp int3 "stopped ms" "us/point"
+    gcc -O2 -pthread -o "$out/server" tests/targets/server.c
+    measure() {
+        local label=$1 pid=$2 pattern=$3
+        "$WEFT" attach -p "$pid" --duration 0.2s --count "$pattern" --verbose 2>&1 >/dev/null |
+            grep 'target stopped' |
+            sed -E 's/.*: ([0-9]+) probe\(s\), ([0-9]+) jmp and ([0-9]+) int3.*stopped ([0-9.]+) ms \(([0-9.]+) us per point\).*/\1 \2 \3 \4 \5/' |
+            awk -v l="$label" '{printf "%-34s %8d %8d %8d %12.1f %12.1f\n", l, $1, $2, $3, $4, $5}'
+    }
+    # A multi-threaded C server with two busy threads.
+    mkfifo "$out/server.in" 2>/dev/null || true
+    "$out/server" < "$out/server.in" > /dev/null &
+    local server=$!
+    exec 7> "$out/server.in"
+    echo "spin 2" >&7
+    sleep 0.3
+    measure "server (2 busy threads): libc.so.6:*" "$server" 'libc.so.6:*'
+    echo quit >&7
+    exec 7>&-
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    # Debian's python3, running a loop.
+    python3=/usr/bin/python3
+    [ -x "$python3" ] || python3=$(command -v python3)
+    "$python3" -c 'import time
+for i in range(200): sum(range(10000)); time.sleep(0.02)' &
+    local py=$!
+    sleep 0.5
+    local exe
+    exe=$(basename "$(readlink -f "$python3")")
+    measure "python3 running: $exe:*" "$py" "$exe:*"
+    measure "python3 running: libc.so.6:*" "$py" 'libc.so.6:*'
+    kill "$py" 2>/dev/null || true
+    wait "$py" 2>/dev/null || true
+}
+
+case "$what" in
+    percall) percall ;;
+    splice) splice ;;
+    all) percall; echo; splice ;;
+    *) echo "usage: bash bench/run.sh [all|percall|splice]" >&2; exit 2 ;;
+esac
