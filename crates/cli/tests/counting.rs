@@ -301,3 +301,45 @@ fn exit_code_and_table_output() {
         .expect("a table row for work");
     assert!(row.trim_end().ends_with(" 100"), "{row}");
 }
+
+#[test]
+fn cpp_functions_by_demangled_name() {
+    for v in VARIANTS {
+        let bin = build("names", v);
+        let dir = scratch(&format!("names-{}", v.name));
+        let json = dir.join("counts.json");
+        let out = run(
+            weft()
+                .args([
+                    "run",
+                    "--count",
+                    "geo::run",
+                    "--count",
+                    "geo::Square::area*",
+                    "--format",
+                    "json",
+                    "--output",
+                ])
+                .arg(&json)
+                .arg("--")
+                .arg(&bin)
+                .arg("300"),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
+        let tally = tallies(&out.stdout);
+        let rows = read_counts(&json);
+        let by_prefix = |p: &str| {
+            rows.iter()
+                .find(|r| r.function.starts_with(p))
+                .unwrap_or_else(|| panic!("{p}: {rows:?}"))
+        };
+        assert_eq!(by_prefix("geo::run(").calls, tally["run"], "{}", v.name);
+        assert_eq!(
+            by_prefix("geo::Square::area(int) const").calls,
+            tally["area"],
+            "{}",
+            v.name
+        );
+    }
+}

@@ -129,3 +129,49 @@ fn cfg_and_liveness() {
         "rdi and rcx are not read again: {line}"
     );
 }
+
+#[test]
+fn functions_of_a_running_process_at_runtime_addresses() {
+    let bin = build("dlopen", &O2);
+    let lib = build_shared("plugin", &O2);
+    let mut child = Command::new(&bin)
+        .arg(&lib)
+        .arg("1")
+        .arg("wait")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert_eq!(first.trim(), "ready");
+    let child = KillOnDrop(child);
+    let pid = child.0.id() as i32;
+    let out = run(
+        weft().args(["inspect", "functions", &pid.to_string(), "libc.so.6:malloc"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let line = out.stdout.lines().nth(1).expect("a row for malloc");
+    let addr = u64::from_str_radix(
+        line.split_whitespace()
+            .next()
+            .unwrap()
+            .trim_start_matches("0x"),
+        16,
+    )
+    .unwrap();
+    let maps = weft_process::maps::read(pid).unwrap();
+    let mapping = maps
+        .iter()
+        .find(|m| addr >= m.start.0 && addr < m.end.0)
+        .expect("malloc's address is mapped");
+    assert!(
+        mapping.exec && mapping.path.ends_with("libc.so.6"),
+        "{mapping:?}"
+    );
+}

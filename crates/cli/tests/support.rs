@@ -72,7 +72,12 @@ pub fn build(name: &str, v: &Variant) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("targets");
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join(format!("{name}-{}", v.name));
-    let src = targets_dir().join(format!("{name}.c"));
+    let c = targets_dir().join(format!("{name}.c"));
+    let (src, compiler) = if c.exists() {
+        (c, "gcc")
+    } else {
+        (targets_dir().join(format!("{name}.cc")), "g++")
+    };
     let fresh = |p: &Path| {
         let (Ok(a), Ok(b)) = (std::fs::metadata(p), std::fs::metadata(&src)) else {
             return false;
@@ -86,7 +91,7 @@ pub fn build(name: &str, v: &Variant) -> PathBuf {
         return out;
     }
     let tmp = dir.join(format!("{name}-{}.{}.tmp", v.name, std::process::id()));
-    let status = Command::new("gcc")
+    let status = Command::new(compiler)
         .args(v.flags)
         .args(["-Wall", "-g", "-pthread", "-o"])
         .arg(&tmp)
