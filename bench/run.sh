@@ -53,14 +53,14 @@ percall() {
 
 splice() {
     echo "## instrumentation speed: splice every function of a module in a running process"
-    printf '%-34s %8s %8s %8s %12s %12s\n' "target" points jmp int3 "stopped ms" "us/point"
+    printf '%-34s %8s %8s %8s %8s %12s %12s\n' "target" points jmp jmp8+sb int3 "stopped ms" "us/point"
     gcc -O2 -pthread -o "$out/server" tests/targets/server.c
     measure() {
         local label=$1 pid=$2 pattern=$3
         "$WEFT" attach -p "$pid" --duration 0.2s --count "$pattern" --verbose 2>&1 >/dev/null |
             grep 'target stopped' |
-            sed -E 's/.*: ([0-9]+) probe\(s\), ([0-9]+) jmp and ([0-9]+) int3.*stopped ([0-9.]+) ms \(([0-9.]+) us per point\).*/\1 \2 \3 \4 \5/' |
-            awk -v l="$label" '{printf "%-34s %8d %8d %8d %12.1f %12.1f\n", l, $1, $2, $3, $4, $5}'
+            sed -E 's/.*: ([0-9]+) probe\(s\), ([0-9]+) jmp, ([0-9]+) springboard and ([0-9]+) int3.*stopped ([0-9.]+) ms \(([0-9.]+) us per point\).*/\1 \2 \3 \4 \5 \6/' |
+            awk -v l="$label" '{printf "%-34s %8d %8d %8d %8d %12.1f %12.1f\n", l, $1, $2, $3, $4, $5, $6}'
     }
     # A multi-threaded C server with two busy threads.
     mkfifo "$out/server.in" 2>/dev/null || true

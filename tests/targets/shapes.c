@@ -12,6 +12,7 @@ int endbr(int x);                /* endbr64 prologue */
 int tailcaller(int x);           /* ends in a tail call to short_entry */
 int target_inside(int n);        /* a branch target 2 bytes into the entry */
 int redzone(int a, int b);       /* leaf keeping values in the red zone */
+int needs_trap(int n);           /* 1-byte entry, loop head right after, an indirect jump */
 int shapes_var = 40;
 
 __asm__(
@@ -85,7 +86,20 @@ __asm__(
     "  add -8(%rsp), %eax\n"
     "  add -16(%rsp), %eax\n"
     "  ret\n"
-    ".size redzone, .-redzone\n");
+    ".size redzone, .-redzone\n"
+    ".p2align 4\n.globl needs_trap\n.type needs_trap,@function\n"
+    "needs_trap:\n"
+    "  push %rbx\n"                 /* 1 byte, and the loop head right after it */
+    "1:\n"
+    "  sub $1, %edi\n"
+    "  jg 1b\n"
+    "  lea 2f(%rip), %rbx\n"
+    "  jmp *%rbx\n"                 /* an indirect jump: no relocating this function */
+    "2:\n"
+    "  mov %edi, %eax\n"
+    "  pop %rbx\n"
+    "  ret\n"
+    ".size needs_trap, .-needs_trap\n");
 
 TALLY(loophead);
 TALLY(loophead_iterations);
@@ -98,6 +112,7 @@ TALLY(endbr);
 TALLY(tailcaller);
 TALLY(target_inside);
 TALLY(redzone);
+TALLY(needs_trap);
 TALLY(corrupt);
 
 int main(int argc, char **argv)
@@ -118,6 +133,7 @@ int main(int argc, char **argv)
         BUMP(tailcaller); BUMP(short_entry); if (tailcaller(i) != i + 1) BUMP(corrupt);
         BUMP(target_inside); if (target_inside(k) != k) BUMP(corrupt);
         BUMP(redzone); if (redzone(i, 500) != (i < 500) + i + 500) BUMP(corrupt);
+        BUMP(needs_trap); if (needs_trap(k) != 0) BUMP(corrupt);
     }
     printf("s %ld\n", s);
     PRINT_TALLY(loophead);
@@ -131,6 +147,7 @@ int main(int argc, char **argv)
     PRINT_TALLY(tailcaller);
     PRINT_TALLY(target_inside);
     PRINT_TALLY(redzone);
+    PRINT_TALLY(needs_trap);
     PRINT_TALLY(corrupt);
     return 0;
 }

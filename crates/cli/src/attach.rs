@@ -37,9 +37,10 @@ pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<
         output::print_points(&session.points());
         let sites = report.jumps + report.traps;
         eprintln!(
-            "weft: attached to {pid}: {} probe(s), {} jmp and {} int3 splice(s); target stopped {:.2} ms ({:.1} us per point)",
+            "weft: attached to {pid}: {} probe(s), {} jmp, {} springboard and {} int3 splice(s); target stopped {:.2} ms ({:.1} us per point)",
             report.probes,
             report.jumps,
+report.springboards,
             report.traps,
             stopped.as_secs_f64() * 1e3,
             stopped.as_secs_f64() * 1e6 / sites.max(1) as f64

@@ -122,7 +122,7 @@ pub fn print_points(points: &[PointInfo]) {
                 ""
             },
             if p.relocated_function {
-                ", whole function relocated (its entry is a loop head)"
+                ", runs a relocated copy of the whole function"
             } else {
                 ""
             }

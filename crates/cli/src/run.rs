@@ -53,8 +53,8 @@ pub fn report_pending(pending: &[String]) {
 pub fn report_load(report: &AddReport, verbose: bool) {
     if verbose {
         eprintln!(
-            "weft: library loaded: {} probe(s), {} jmp and {} int3 splice(s)",
-            report.probes, report.jumps, report.traps
+            "weft: library loaded: {} probe(s), {} jmp, {} springboard and {} int3 splice(s)",
+            report.probes, report.jumps, report.springboards, report.traps
         );
     }
     report_skipped(report, verbose);
@@ -85,9 +85,10 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
         if args.verbose {
             output::print_points(&session.points());
             eprintln!(
-                "weft: {} probe(s), {} jmp and {} int3 splice(s) in {:.2} ms{}",
+                "weft: {} probe(s), {} jmp, {} springboard and {} int3 splice(s) in {:.2} ms{}",
                 report.probes,
                 report.jumps,
+                report.springboards,
                 report.traps,
                 started.elapsed().as_secs_f64() * 1e3,
                 if hooked { "; watching for dlopen" } else { "" }

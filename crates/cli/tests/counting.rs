@@ -191,6 +191,7 @@ fn hand_written_shapes() {
             point: "instruction",
             tally: "redzone",
         },
+        entry("needs_trap", "needs_trap"),
     ];
     check("shapes", &["3000"], &probes, VARIANTS);
     // The target checks its own results: nothing was corrupted.
@@ -204,23 +205,18 @@ fn hand_written_shapes() {
 #[test]
 fn each_shape_reports_its_splice_method() {
     let bin = build("shapes", &O2);
-    let out = run(
-        weft()
-            .args([
-                "run",
-                "--verbose",
-                "--count",
-                "tiny_packed",
-                "--count",
-                "target_inside",
-                "--count",
-                "riprel",
-                "--",
-            ])
-            .arg(&bin)
-            .arg("10"),
-        Duration::from_secs(30),
-    );
+    let mut cmd = weft();
+    cmd.args(["run", "--verbose"]);
+    for f in [
+        "tiny_packed",
+        "target_inside",
+        "riprel",
+        "needs_trap",
+        "loophead",
+    ] {
+        cmd.args(["--count", f]);
+    }
+    let out = run(cmd.arg("--").arg(&bin).arg("10"), Duration::from_secs(30));
     assert_eq!(out.status, 0, "{}", out.stderr);
     let line = |f: &str| {
         out.stderr
@@ -229,17 +225,23 @@ fn each_shape_reports_its_splice_method() {
             .unwrap_or_else(|| panic!("{f}: {}", out.stderr))
             .to_string()
     };
-    assert!(
-        line("tiny_packed").contains("int3 (fewer than 5 bytes"),
-        "{}",
-        line("tiny_packed")
-    );
-    assert!(
-        line("target_inside").contains("int3 (branch target"),
-        "{}",
-        line("target_inside")
-    );
-    assert!(line("riprel").contains(": jmp"), "{}", line("riprel"));
+    let expect = [
+        ("riprel", ": jmp, "),
+        ("tiny_packed", "jmp8 to a springboard at"),
+        (
+            "target_inside",
+            "runs a relocated copy of the whole function",
+        ),
+        ("loophead", "runs a relocated copy of the whole function"),
+        ("needs_trap", "int3 (branch target"),
+    ];
+    for (f, what) in expect {
+        assert!(
+            line(f).contains(what),
+            "{f}: expected {what:?} in {}",
+            line(f)
+        );
+    }
 }
 
 #[test]

@@ -67,8 +67,16 @@ fn disassembly_boundaries_match_objdump() {
         .split("\n\n")
         .next()
         .unwrap();
+    // objdump lists the alignment padding after the `ret` under the same
+    // symbol; the function (its symbol's size) ends at the `ret`.
+    let through_ret = section
+        .split_inclusive('\n')
+        .take_while(|l| !l.contains("\tret"))
+        .count()
+        + 1;
     let objdump: Vec<u64> = section
         .lines()
+        .take(through_ret)
         .filter_map(|l| u64::from_str_radix(l.trim().split(':').next()?.trim(), 16).ok())
         .collect();
     let out = run(

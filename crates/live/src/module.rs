@@ -25,6 +25,7 @@ pub struct Module {
     /// The file's contents, indexed.
     pub image: Image,
     targets: OnceLock<BranchTargets>,
+    padding: OnceLock<Vec<(u64, u64)>>,
 }
 
 impl Module {
@@ -73,6 +74,7 @@ impl Module {
                 hi,
                 image,
                 targets: OnceLock::new(),
+                padding: OnceLock::new(),
             });
         }
         Ok(out)
@@ -100,6 +102,7 @@ impl Module {
             hi,
             image,
             targets: OnceLock::new(),
+            padding: OnceLock::new(),
         })
     }
 
@@ -124,6 +127,50 @@ impl Module {
                 }
             }
             t
+        })
+    }
+
+    /// Runs of at least five bytes of inter-function padding (`nop` and
+    /// `int3` instructions no branch reaches), runtime addresses, sorted:
+    /// where springboards may go.
+    pub fn padding_runs(&self) -> &[(u64, u64)] {
+        self.padding.get_or_init(|| {
+            let targets = self.branch_targets();
+            let functions = self.image.functions();
+            let mut runs = Vec::new();
+            for pair in functions.windows(2) {
+                let end = pair[0].addr + pair[0].size;
+                let next = pair[1].addr;
+                if next <= end || next - end > 4096 {
+                    continue;
+                }
+                let Some(bytes) = self.image.bytes_at(end, (next - end) as usize) else {
+                    continue;
+                };
+                let mut run: Option<u64> = None;
+                let mut at = self.runtime(end);
+                let mut flush = |run: &mut Option<u64>, at: u64| {
+                    if let Some(s) = run.take() {
+                        if at - s >= weft_patch::JMP_LEN {
+                            runs.push((s, at));
+                        }
+                    }
+                };
+                for i in weft_code::decode_all(self.runtime(end), bytes) {
+                    let padding = matches!(
+                        i.mnemonic(),
+                        iced_x86::Mnemonic::Nop | iced_x86::Mnemonic::Int3
+                    ) && !targets.contains(i.ip());
+                    if padding {
+                        run.get_or_insert(i.ip());
+                    } else {
+                        flush(&mut run, at);
+                    }
+                    at = i.next_ip();
+                }
+                flush(&mut run, at);
+            }
+            runs
         })
     }
 

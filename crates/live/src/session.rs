@@ -128,6 +128,8 @@ pub struct AddReport {
     pub probes: usize,
     /// New sites spliced with `jmp`.
     pub jumps: usize,
+    /// New sites spliced with a `jmp rel8` to a springboard.
+    pub springboards: usize,
     /// New sites spliced with `int3`.
     pub traps: usize,
     /// Points passed over.
@@ -214,6 +216,8 @@ struct Site {
     whole_function: Option<FunctionCode>,
     /// The library-load hook at ld.so's `_dl_debug_state`, not a probe.
     hook: bool,
+    /// For a springboard splice: the `jmp rel32` written into the springboard.
+    board: Option<SpliceRecord>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -424,6 +428,9 @@ impl Session {
             .map(|(_, pc)| pc.0)
             .collect();
         let mut dirty: Vec<usize> = Vec::new();
+        // Words on the threads' stacks (return addresses among them), read
+        // only if some function needs relocating.
+        let mut stacks: Option<Vec<u64>> = None;
         for item in prepared.items {
             if !self
                 .probe_keys
@@ -512,14 +519,47 @@ impl Session {
                     });
                     continue;
                 }
-                let whole_function = loop_head_entry.then(|| item.code.clone());
+                let mut whole_function = loop_head_entry.then(|| item.code.clone());
+                if whole_function.is_none()
+                    && item.kind == PointKind::Entry
+                    && matches!(choice.why_trap, Some(Unsafe::BranchTargetInside(_)))
+                    && !self.overlaps_active(point, item.code.end())
+                {
+                    // A branch target inside the entry's five bytes: a relocated
+                    // copy of the whole function needs no window of its own.
+                    if stacks.is_none() {
+                        stacks = Some(stack_words(tracee, self.pid)?);
+                    }
+                    let module = &self.modules[item.module];
+                    let stacks = stacks.as_deref().unwrap_or(&[]);
+                    if let Some(c) =
+                        relocation_window(&item.code, point, module.branch_targets(), &pcs, stacks)
+                    {
+                        choice = c;
+                        whole_function = Some(item.code.clone());
+                    }
+                }
+                if whole_function.is_none()
+                    && choice.method == SpliceMethod::Trap
+                    && matches!(
+                        choice.why_trap,
+                        Some(Unsafe::TooShort) | Some(Unsafe::BranchTargetInside(_))
+                    )
+                {
+                    if let Some(short) = self.springboard_choice(&item, point, &pcs) {
+                        choice = short;
+                    }
+                }
                 let s = self.sites.len();
                 let span = match (&whole_function, choice.method) {
                     (Some(f), _) => (choice.start, f.end()),
-                    (None, SpliceMethod::Jump) => (choice.start, choice.end),
                     (None, SpliceMethod::Trap) => (point, point + 1),
+                    (None, _) => (choice.start, choice.end),
                 };
                 self.spans.insert(span.0, (span.1, s));
+                if let SpliceMethod::Springboard(board) = choice.method {
+                    self.spans.insert(board, (board + weft_patch::JMP_LEN, s));
+                }
                 self.sites.push(Site {
                     module: item.module,
                     choice,
@@ -536,6 +576,7 @@ impl Session {
                     active: false,
                     whole_function,
                     hook: false,
+                    board: None,
                 });
                 self.site_at.insert(point, s);
                 dirty.push(s);
@@ -596,6 +637,9 @@ impl Session {
         self.write_trap_table();
         for (&s, new) in to_write.iter().zip(newly) {
             let site = &mut self.sites[s];
+            if let Some(board) = &site.board {
+                tracee.memory().write(RemoteAddr(board.addr), &board.new)?;
+            }
             let record = site.record.as_ref().expect("built");
             tracee
                 .memory()
@@ -603,6 +647,7 @@ impl Session {
             if new {
                 match site.choice.method {
                     SpliceMethod::Jump => report.jumps += 1,
+                    SpliceMethod::Springboard(_) => report.springboards += 1,
                     SpliceMethod::Trap => report.traps += 1,
                 }
             }
@@ -656,8 +701,7 @@ impl Session {
         let inside = match &s.whole_function {
             Some(f) => point > s.choice.point && f.index_of(point).is_some(),
             None => {
-                s.choice.method == SpliceMethod::Jump
-                    && s.choice.displaced.iter().any(|d| d.ip() == point)
+                s.choice.method.is_window() && s.choice.displaced.iter().any(|d| d.ip() == point)
             }
         };
         inside.then_some(i)
@@ -740,6 +784,36 @@ impl Session {
                 in_memory
             }
         };
+        let board = match site.choice.method {
+            SpliceMethod::Springboard(b) if site.board.is_none() => {
+                let len = weft_patch::JMP_LEN as usize;
+                let in_memory = tracee
+                    .memory()
+                    .read_vec(RemoteAddr(b), len)
+                    .map_err(|e| SiteError::Fatal(e.into()))?;
+                if self.modules[module].bytes_at_runtime(b, len) != Some(in_memory.as_slice()) {
+                    return Err(SiteError::Skip(
+                        "springboard padding differs from the file".into(),
+                    ));
+                }
+                Some(in_memory)
+            }
+            SpliceMethod::Springboard(_) => site.board.as_ref().map(|r| r.old.clone()),
+            _ => None,
+        };
+        let board = match board {
+            Some(old) => Some(
+                site.choice
+                    .springboard_record(&old, tramp.entry)
+                    .ok_or_else(|| {
+                        SiteError::Skip(format!(
+                            "trampoline at {:#x} is out of jmp reach",
+                            tramp.entry
+                        ))
+                    })?,
+            ),
+            None => None,
+        };
         let record = site.choice.record(&original, tramp.entry).ok_or_else(|| {
             SiteError::Skip(format!(
                 "trampoline at {:#x} is out of jmp reach",
@@ -751,6 +825,7 @@ impl Session {
         self.clusters[ci].used = used;
         let site = &mut self.sites[s];
         site.record = Some(record);
+        site.board = board;
         site.entry = tramp.entry;
         site.saves_state = tramp.saves_state;
         Ok(())
@@ -771,6 +846,45 @@ impl Session {
         self.shm
             .write(base + trap_table::ENTRIES, &trap::table_entries(entries));
         self.shm.store_u64(base + trap_table::COUNT, count);
+    }
+
+    /// A springboard splice for `point`, when a two-byte window is safe and
+    /// unused padding lies within a `jmp rel8` of it.
+    fn springboard_choice(
+        &self,
+        item: &PreparedProbe,
+        point: u64,
+        pcs: &[u64],
+    ) -> Option<SpliceChoice> {
+        let module = &self.modules[item.module];
+        let ctx = SpliceContext {
+            func: &item.code,
+            targets: module.branch_targets(),
+            thread_pcs: pcs,
+            after_end: &item.after_end,
+        };
+        let mut short = weft_patch::choose_short_window(&ctx, point)?;
+        if self.overlaps_active(short.start, short.end) {
+            return None;
+        }
+        let from = short.start + weft_patch::SHORT_JMP_LEN;
+        let lo = from.saturating_sub(weft_patch::SHORT_JMP_BACKWARD);
+        let hi = from + weft_patch::SHORT_JMP_FORWARD;
+        let runs = module.padding_runs();
+        let first = runs.partition_point(|&(_, end)| end <= lo);
+        for &(start, end) in runs[first..].iter().take_while(|&&(start, _)| start <= hi) {
+            let mut b = start.max(lo);
+            while b + weft_patch::JMP_LEN <= end && b <= hi {
+                let claimed = self.overlaps_active(b, b + weft_patch::JMP_LEN)
+                    || (b < short.end && short.start < b + weft_patch::JMP_LEN);
+                if !claimed {
+                    short.method = SpliceMethod::Springboard(b);
+                    return Some(short);
+                }
+                b += 1;
+            }
+        }
+        None
     }
 
     /// The live site whose claimed bytes include `addr`.
@@ -809,6 +923,98 @@ impl Session {
 enum SiteError {
     Skip(String),
     Fatal(Error),
+}
+
+/// A jump window at an entry `point` for a trampoline that runs a relocated
+/// copy of the whole function, when that is safe although branch targets
+/// lie inside the window: the function has no jump tables or other indirect
+/// jumps (which would lead back into the original body), only its own
+/// branches reach into the window, and no thread is inside the function or
+/// will return into it.
+fn relocation_window(
+    code: &FunctionCode,
+    point: u64,
+    targets: &weft_code::BranchTargets,
+    pcs: &[u64],
+    stack_words: &[u64],
+) -> Option<SpliceChoice> {
+    if !code.jump_tables().is_empty() || code.has_unresolved_indirect_jump() {
+        return None;
+    }
+    let insns = code.instructions();
+    let k = code.index_of(point)?;
+    if insns[k..].iter().any(|i| {
+        weft_patch::can_relocate(i).is_some()
+            && !matches!(
+                i.flow_control(),
+                iced_x86::FlowControl::Call | iced_x86::FlowControl::IndirectCall
+            )
+    }) {
+        return None;
+    }
+    let mut end = point;
+    let mut displaced = Vec::new();
+    for i in &insns[k..] {
+        if end >= point + weft_patch::JMP_LEN {
+            break;
+        }
+        if i.ip() != end {
+            return None;
+        }
+        end = i.next_ip();
+        displaced.push(*i);
+    }
+    if end < point + weft_patch::JMP_LEN {
+        return None;
+    }
+    let internal = code.internal_targets();
+    if (point + 1..end).any(|a| targets.contains(a) && !internal.contains(&a)) {
+        return None;
+    }
+    let inside = |a: u64| a >= code.start() && a < code.end();
+    if pcs
+        .iter()
+        .any(|&pc| inside(pc) && pc != point && pc != code.start())
+    {
+        return None;
+    }
+    let from = stack_words.partition_point(|&w| w < code.start());
+    if stack_words.get(from).is_some_and(|&w| w < code.end()) {
+        return None;
+    }
+    Some(SpliceChoice {
+        method: SpliceMethod::Jump,
+        point,
+        start: point,
+        end,
+        displaced,
+        why_trap: None,
+    })
+}
+
+/// Every 8-byte word between each thread's stack pointer and the end of its
+/// stack mapping (at most 1 MiB each), sorted: a superset of the return
+/// addresses on the stacks.
+fn stack_words(tracee: &Tracee, pid: i32) -> Result<Vec<u64>> {
+    let maps = weft_process::maps::read(pid)?;
+    let mut words = Vec::new();
+    for tid in tracee.threads() {
+        let rsp = tracee.registers(tid)?.rsp;
+        let Some(stack) = maps.iter().find(|m| rsp >= m.start.0 && rsp < m.end.0) else {
+            continue;
+        };
+        let len = (stack.end.0 - rsp).min(1 << 20) as usize;
+        if let Ok(bytes) = tracee.memory().read_vec(RemoteAddr(rsp), len) {
+            words.extend(
+                bytes
+                    .chunks_exact(8)
+                    .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes"))),
+            );
+        }
+    }
+    words.sort_unstable();
+    words.dedup();
+    Ok(words)
 }
 
 /// Resolves one function into a prepared probe, or says why not.
@@ -1075,6 +1281,15 @@ impl Session {
                     "code at {:#x} is no longer mapped (library unloaded?)",
                     record.addr
                 )),
+            }
+            if let Some(board) = &site.board {
+                let still_ours = tracee
+                    .memory()
+                    .read_vec(RemoteAddr(board.addr), board.new.len())
+                    .is_ok_and(|b| b == board.new);
+                if still_ours {
+                    tracee.memory().write(RemoteAddr(board.addr), &board.old)?;
+                }
             }
             if site.choice.method == SpliceMethod::Trap {
                 removed_traps.push(site.choice.point);

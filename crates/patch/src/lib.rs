@@ -27,7 +27,10 @@ pub mod trap;
 pub use error::{Error, Result};
 pub use relocate::{can_relocate, relocate_one};
 pub use snippet::Snippet;
-pub use splice::{choose_splice, SpliceChoice, SpliceContext, SpliceMethod, SpliceRecord, Unsafe};
+pub use splice::{
+    choose_short_window, choose_splice, SpliceChoice, SpliceContext, SpliceMethod, SpliceRecord,
+    Unsafe, SHORT_JMP_BACKWARD, SHORT_JMP_FORWARD, SHORT_JMP_LEN,
+};
 pub use trampoline::{PointSnippet, Trampoline};
 
 /// Length of the `jmp rel32` used to splice.

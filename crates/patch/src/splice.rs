@@ -20,14 +20,28 @@ pub enum SpliceMethod {
     Jump,
     /// `int3` redirected by weft's in-process SIGTRAP handler.
     Trap,
+    /// A 2-byte `jmp rel8` to a springboard (five bytes of unused padding
+    /// within 127 bytes, given here) that holds the `jmp rel32`: KernInst's
+    /// springboard, for points with too little room for a `jmp rel32`.
+    Springboard(u64),
+}
+
+impl SpliceMethod {
+    /// Whether the splice is a jump over a window of whole instructions,
+    /// which the trampoline relocates (so the window's instructions only
+    /// ever run there).
+    pub fn is_window(self) -> bool {
+        matches!(self, SpliceMethod::Jump | SpliceMethod::Springboard(_))
+    }
 }
 
 impl std::fmt::Display for SpliceMethod {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            SpliceMethod::Jump => "jmp",
-            SpliceMethod::Trap => "int3",
-        })
+        match self {
+            SpliceMethod::Jump => f.write_str("jmp"),
+            SpliceMethod::Trap => f.write_str("int3"),
+            SpliceMethod::Springboard(board) => write!(f, "jmp8 to a springboard at {board:#x}"),
+        }
     }
 }
 
@@ -123,8 +137,58 @@ impl SpliceChoice {
                 old: original.get(..1)?.to_vec(),
                 new: vec![crate::INT3],
             }),
+            SpliceMethod::Springboard(board) => {
+                let len = (self.end - self.start) as usize;
+                let rel = i8::try_from(board as i64 - (self.start + SHORT_JMP_LEN) as i64).ok()?;
+                let mut new = vec![crate::INT3; len];
+                new[0] = 0xeb;
+                new[1] = rel as u8;
+                Some(SpliceRecord {
+                    addr: self.start,
+                    old: original.get(..len)?.to_vec(),
+                    new,
+                })
+            }
         }
     }
+
+    /// For a springboard splice: the `jmp rel32` written into the
+    /// springboard (`original` holds its five padding bytes).
+    pub fn springboard_record(&self, original: &[u8], entry: u64) -> Option<SpliceRecord> {
+        let SpliceMethod::Springboard(board) = self.method else {
+            return None;
+        };
+        let rel = i32::try_from(entry as i64 - (board + JMP_LEN) as i64).ok()?;
+        let mut new = vec![0xe9];
+        new.extend_from_slice(&rel.to_le_bytes());
+        Some(SpliceRecord {
+            addr: board,
+            old: original.get(..JMP_LEN as usize)?.to_vec(),
+            new,
+        })
+    }
+}
+
+/// Length of a `jmp rel8`.
+pub const SHORT_JMP_LEN: u64 = 2;
+/// How far a `jmp rel8` reaches forward from the end of the jump.
+pub const SHORT_JMP_FORWARD: u64 = 127;
+/// How far back it reaches from the end of the jump.
+pub const SHORT_JMP_BACKWARD: u64 = 128;
+
+/// A window of at least two bytes for a springboard splice at `point`
+/// (same safety rules as a `jmp rel32` window); the caller picks the
+/// springboard and sets it in the method.
+pub fn choose_short_window(ctx: &SpliceContext<'_>, point: u64) -> Option<SpliceChoice> {
+    let (start, end, displaced) = find_window(ctx, point, SHORT_JMP_LEN).ok()?;
+    Some(SpliceChoice {
+        method: SpliceMethod::Springboard(0),
+        point,
+        start,
+        end,
+        displaced,
+        why_trap: None,
+    })
 }
 
 /// Chooses a jump window or a trap for the instruction at `point`.
@@ -136,6 +200,38 @@ pub fn choose_splice(ctx: &SpliceContext<'_>, point: u64) -> Option<Result<Splic
     if let Some(why) = can_relocate(&insns[k]) {
         return Some(Err(Unsafe::NotRelocatable(why)));
     }
+    Some(Ok(match find_window(ctx, point, JMP_LEN) {
+        Ok((start, end, displaced)) => SpliceChoice {
+            method: SpliceMethod::Jump,
+            point,
+            start,
+            end,
+            displaced,
+            why_trap: None,
+        },
+        Err(why) => SpliceChoice {
+            method: SpliceMethod::Trap,
+            point,
+            start: point,
+            end: insns[k].next_ip(),
+            displaced: vec![insns[k]],
+            why_trap: Some(why),
+        },
+    }))
+}
+
+/// A safe window of at least `min_len` bytes covering the point: starting
+/// at it, or up to three fall-through instructions before it.
+fn find_window(
+    ctx: &SpliceContext<'_>,
+    point: u64,
+    min_len: u64,
+) -> Result<(u64, u64, Vec<Instruction>), Unsafe> {
+    let insns = ctx.func.instructions();
+    let k = ctx
+        .func
+        .index_of(point)
+        .ok_or(Unsafe::NotRelocatable("not an instruction"))?;
     let internal = ctx.func.internal_targets();
     let is_target = |a: u64| ctx.targets.contains(a) || internal.contains(&a);
     let mut first_reason = None;
@@ -153,43 +249,28 @@ pub fn choose_splice(ctx: &SpliceContext<'_>, point: u64) -> Option<Result<Splic
         {
             break;
         }
-        match window_from(ctx, s_idx, insns[k].next_ip(), &is_target) {
-            Ok((end, displaced)) => {
-                return Some(Ok(SpliceChoice {
-                    method: SpliceMethod::Jump,
-                    point,
-                    start: insns[s_idx].ip(),
-                    end,
-                    displaced,
-                    why_trap: None,
-                }))
-            }
+        match window_from(ctx, s_idx, insns[k].next_ip(), min_len, &is_target) {
+            Ok((end, displaced)) => return Ok((insns[s_idx].ip(), end, displaced)),
             Err(why) => {
                 first_reason.get_or_insert(why);
             }
         }
     }
-    Some(Ok(SpliceChoice {
-        method: SpliceMethod::Trap,
-        point,
-        start: point,
-        end: insns[k].next_ip(),
-        displaced: vec![insns[k]],
-        why_trap: first_reason,
-    }))
+    Err(first_reason.unwrap_or(Unsafe::TooShort))
 }
 
-/// Grows a window from instruction `s_idx` to at least five bytes and at
+/// Grows a window from instruction `s_idx` to at least `min_len` bytes and at
 /// least to the end of the point's instruction (`point_end`).
 fn window_from(
     ctx: &SpliceContext<'_>,
     s_idx: usize,
     point_end: u64,
+    min_len: u64,
     is_target: &dyn Fn(u64) -> bool,
 ) -> Result<(u64, Vec<Instruction>), Unsafe> {
     let insns = ctx.func.instructions();
     let start = insns[s_idx].ip();
-    let want = (start + JMP_LEN).max(point_end);
+    let want = (start + min_len).max(point_end);
     let mut end = start;
     let mut displaced = Vec::new();
     let mut idx = s_idx;
@@ -378,5 +459,34 @@ mod tests {
             (SpliceMethod::Jump, 0x1000, 0x1007)
         );
         assert_eq!(c.point, 0x1006);
+    }
+
+    #[test]
+    fn springboard_short_window_and_records() {
+        // xor eax,eax; ret  with the next function right after: too short for rel32.
+        let code = [0x31, 0xc0, 0xc3];
+        let f = FunctionCode::analyze(0x1000, &code, &NoData);
+        let t = BranchTargets::new();
+        let c = ctx(&f, &t, &[], &[0x55]);
+        assert_eq!(
+            choose_splice(&c, 0x1000).unwrap().unwrap().method,
+            SpliceMethod::Trap
+        );
+        let mut short = choose_short_window(&c, 0x1000).unwrap();
+        assert_eq!((short.start, short.end), (0x1000, 0x1002));
+        short.method = SpliceMethod::Springboard(0xff0);
+        let site = short.record(&code, 0x9000).unwrap();
+        // jmp rel8 back 0x14 bytes: 0x1002 - 0x12 = 0xff0
+        assert_eq!(site.new, vec![0xeb, (0xff0i64 - 0x1002) as i8 as u8]);
+        let board = short.springboard_record(&[0xcc; 5], 0x9000).unwrap();
+        assert_eq!(board.addr, 0xff0);
+        assert_eq!(board.new[0], 0xe9);
+        assert_eq!(
+            i32::from_le_bytes(board.new[1..5].try_into().unwrap()),
+            0x9000 - 0xff5
+        );
+        // Out of rel8 reach: no record.
+        short.method = SpliceMethod::Springboard(0x2000);
+        assert!(short.record(&code, 0x9000).is_none());
     }
 }

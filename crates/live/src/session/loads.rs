@@ -55,8 +55,8 @@ impl Session {
             return Ok(false);
         };
         let span = match choice.method {
-            SpliceMethod::Jump => (choice.start, choice.end),
             SpliceMethod::Trap => (point, point + 1),
+            _ => (choice.start, choice.end),
         };
         let s = self.sites.len();
         self.sites.push(Site {
@@ -69,6 +69,7 @@ impl Session {
             active: false,
             whole_function: None,
             hook: true,
+            board: None,
         });
         match self.build_site(tracee, s) {
             Ok(()) => {}
