@@ -89,7 +89,7 @@ pub fn write_counts(args: &crate::ProbeArgs, counts: &[Count]) -> anyhow::Result
             std::fs::File::create(path)
                 .with_context(|| format!("cannot write {}", path.display()))?,
         )),
-        None => Box::new(std::io::stderr()),
+        None => Box::new(std::io::BufWriter::new(std::io::stderr().lock())),
     };
     let mut sink: Box<dyn CountSink> = match args.format {
         Format::Table => Box::new(TableSink(out)),
@@ -101,13 +101,15 @@ pub fn write_counts(args: &crate::ProbeArgs, counts: &[Count]) -> anyhow::Result
 
 /// `--verbose`: how each point was spliced.
 pub fn print_points(points: &[PointInfo]) {
+    let mut err = std::io::BufWriter::new(std::io::stderr().lock());
     for p in points {
         let how = match (&p.why_trap, p.shares_splice_of) {
             (_, Some(main)) => format!("inside the {} splice of {main:#x}", p.method),
             (Some(why), None) => format!("{} ({why})", p.method),
             (None, None) => p.method.to_string(),
         };
-        eprintln!(
+        let _ = writeln!(
+            err,
             "weft: point {}:{} [{}] at {:#x}: {}, bytes {:#x}..{:#x}{}{}",
             p.module,
             p.function,

@@ -25,7 +25,7 @@ mod regs;
 pub use cfg::{Block, BlockEnd, FunctionCode};
 pub use decode::{decode_all, format_instruction, BranchTargets};
 pub use jump_table::JumpTable;
-pub use liveness::Liveness;
+pub use liveness::{flags_dead_by_scan, Liveness};
 pub use regs::{RegSet, FLAG_AF, FLAG_CF, FLAG_OF, FLAG_PF, FLAG_SF, FLAG_ZF, STATUS_FLAGS};
 
 /// Read-only data by virtual address, for jump tables.

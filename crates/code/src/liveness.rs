@@ -118,6 +118,37 @@ impl Liveness {
     }
 }
 
+/// Whether all of `flags` are dead just before the instruction at `point`,
+/// decided by scanning forward in straight-line code: true when they are
+/// all written before any is read, or a call or return comes first (the
+/// ABI gives flags no meaning across either). `None` when the scan reaches
+/// a branch first; then only [`Liveness`] can tell.
+pub fn flags_dead_by_scan(f: &FunctionCode, point: u64, flags: RegSet) -> Option<bool> {
+    let k = f.index_of(point)?;
+    let mut pending = flags;
+    for i in &f.instructions()[k..] {
+        let read = RegSet::from_rflags(i.rflags_read());
+        if !(read & pending).is_empty() {
+            return Some(false);
+        }
+        let written = RegSet::from_rflags(
+            i.rflags_written() | i.rflags_cleared() | i.rflags_set() | i.rflags_undefined(),
+        );
+        pending = pending - written;
+        if pending.is_empty() {
+            return Some(true);
+        }
+        match i.flow_control() {
+            FlowControl::Next => {}
+            FlowControl::Call | FlowControl::IndirectCall | FlowControl::Return => {
+                return Some(true)
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// (uses, defs) of one instruction in its function.
 fn effects(
     i: &Instruction,
@@ -215,6 +246,35 @@ mod tests {
         // After `mov eax, edi` rax is written, so it is dead before it.
         let at_mov = l.live_before(4).unwrap();
         assert!(!at_mov.contains(Register::RAX) && !at_mov.contains(Register::RCX));
+    }
+
+    #[test]
+    fn flag_scan_agrees_with_liveness() {
+        // cmp edi,esi; jl 7; mov eax,edi; ret; mov eax,esi; ret
+        let code = [0x39, 0xf7, 0x7c, 0x03, 0x89, 0xf8, 0xc3, 0x89, 0xf0, 0xc3];
+        let f = FunctionCode::analyze(0, &code, &NoData);
+        let flags = RegSet(STATUS_FLAGS);
+        assert_eq!(
+            super::flags_dead_by_scan(&f, 0, flags),
+            Some(true),
+            "cmp writes them all"
+        );
+        assert_eq!(
+            super::flags_dead_by_scan(&f, 2, flags),
+            Some(false),
+            "jl reads SF and OF"
+        );
+        assert_eq!(
+            super::flags_dead_by_scan(&f, 4, flags),
+            Some(true),
+            "ret comes first"
+        );
+        for ip in [0, 2, 4, 7] {
+            let full = f.liveness().live_before(ip).unwrap();
+            if super::flags_dead_by_scan(&f, ip, flags) == Some(true) {
+                assert!(!full.flags_live(STATUS_FLAGS), "at {ip}");
+            }
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod error;
 mod module;
 mod session;
 mod shared;
+mod text;
 
 pub use error::{Error, Result};
 pub use module::Module;

@@ -16,6 +16,7 @@ mod loads;
 
 use crate::module::Module;
 use crate::shared::SharedMemory;
+use crate::text::TextBatch;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -451,10 +452,22 @@ impl Session {
                 counter,
             });
             report.probes += 1;
-            let liveness = item.code.liveness();
+            let mut liveness: Option<weft_code::Liveness> = None;
             let on_branch_in = item.kind != PointKind::Entry;
             for &point in &item.points {
-                let live = liveness.live_before(point).unwrap_or(RegSet::ALL);
+                // Counting clobbers only the flags: a short forward scan
+                // usually proves them dead, sparing the whole-function
+                // analysis; registers are then recorded as all live.
+                let flags = RegSet(weft_code::STATUS_FLAGS);
+                let live = if weft_code::flags_dead_by_scan(&item.code, point, flags) == Some(true)
+                {
+                    RegSet::ALL - flags
+                } else {
+                    liveness
+                        .get_or_insert_with(|| item.code.liveness())
+                        .live_before(point)
+                        .unwrap_or(RegSet::ALL)
+                };
                 let joined = self
                     .site_at
                     .get(&point)
@@ -586,8 +599,9 @@ impl Session {
         dirty.dedup();
         // Trampolines first, then the trap table, then the splices.
         let mut to_write = Vec::new();
+        let mut text = TextBatch::new(self.pid)?;
         for &s in &dirty {
-            match self.build_site(tracee, s) {
+            match self.build_site(tracee, &mut text, s) {
                 Ok(()) => to_write.push(s),
                 Err(SiteError::Skip(why)) => {
                     let site = &mut self.sites[s];
@@ -638,12 +652,10 @@ impl Session {
         for (&s, new) in to_write.iter().zip(newly) {
             let site = &mut self.sites[s];
             if let Some(board) = &site.board {
-                tracee.memory().write(RemoteAddr(board.addr), &board.new)?;
+                text.write(tracee.memory(), board.addr, &board.new)?;
             }
             let record = site.record.as_ref().expect("built");
-            tracee
-                .memory()
-                .write(RemoteAddr(record.addr), &record.new)?;
+            text.write(tracee.memory(), record.addr, &record.new)?;
             if new {
                 match site.choice.method {
                     SpliceMethod::Jump => report.jumps += 1,
@@ -656,6 +668,7 @@ impl Session {
                 sp.pending = false;
             }
         }
+        text.flush(tracee.memory())?;
         Ok(report)
     }
 
@@ -708,7 +721,12 @@ impl Session {
     }
 
     /// Builds (or rebuilds) the trampoline of a site and its splice record.
-    fn build_site(&mut self, tracee: &mut Tracee, s: usize) -> Result<(), SiteError> {
+    fn build_site(
+        &mut self,
+        tracee: &mut Tracee,
+        text: &mut TextBatch,
+        s: usize,
+    ) -> Result<(), SiteError> {
         let module = self.sites[s].module;
         let ci = self
             .ensure_cluster(tracee, module)
@@ -771,10 +789,9 @@ impl Session {
                 } else {
                     site.choice.start
                 };
-                let in_memory = tracee
-                    .memory()
-                    .read_vec(RemoteAddr(addr), len)
-                    .map_err(|e| SiteError::Fatal(e.into()))?;
+                let in_memory = text
+                    .read(tracee.memory(), addr, len)
+                    .map_err(SiteError::Fatal)?;
                 let in_file = self.modules[module].bytes_at_runtime(addr, len);
                 if in_file != Some(in_memory.as_slice()) {
                     return Err(SiteError::Skip(
@@ -787,10 +804,9 @@ impl Session {
         let board = match site.choice.method {
             SpliceMethod::Springboard(b) if site.board.is_none() => {
                 let len = weft_patch::JMP_LEN as usize;
-                let in_memory = tracee
-                    .memory()
-                    .read_vec(RemoteAddr(b), len)
-                    .map_err(|e| SiteError::Fatal(e.into()))?;
+                let in_memory = text
+                    .read(tracee.memory(), b, len)
+                    .map_err(SiteError::Fatal)?;
                 if self.modules[module].bytes_at_runtime(b, len) != Some(in_memory.as_slice()) {
                     return Err(SiteError::Skip(
                         "springboard padding differs from the file".into(),
@@ -1261,41 +1277,40 @@ impl Session {
         let mut notes = Vec::new();
         let mut removed_traps = Vec::new();
         self.release_all_loaders();
+        let mut text = TextBatch::new(self.pid)?;
+        let mem = tracee.memory();
         for site in self.sites.iter_mut().filter(|s| s.active) {
             let record = site.record.as_ref().expect("active sites have records");
-            let now = tracee
-                .memory()
-                .read_vec(RemoteAddr(record.addr), record.new.len());
-            match now {
-                Ok(bytes) if bytes == record.new => {
-                    tracee
-                        .memory()
-                        .write(RemoteAddr(record.addr), &record.old)?;
+            let mut restore = |r: &SpliceRecord, notes: &mut Vec<String>| -> Result<()> {
+                match text.read(mem, r.addr, r.new.len()) {
+                    Ok(bytes) if bytes == r.new => text.write(mem, r.addr, &r.old),
+                    Ok(_) => {
+                        notes.push(format!(
+                            "code at {:#x} changed since weft spliced it; left as it is",
+                            r.addr
+                        ));
+                        Ok(())
+                    }
+                    Err(Error::Process(e)) if e.is_gone() => Err(Error::Process(e)),
+                    Err(_) => {
+                        notes.push(format!(
+                            "code at {:#x} is no longer mapped (library unloaded?)",
+                            r.addr
+                        ));
+                        Ok(())
+                    }
                 }
-                Ok(_) => notes.push(format!(
-                    "code at {:#x} changed since weft spliced it; left as it is",
-                    record.addr
-                )),
-                Err(e) if e.is_gone() => return Err(e.into()),
-                Err(_) => notes.push(format!(
-                    "code at {:#x} is no longer mapped (library unloaded?)",
-                    record.addr
-                )),
-            }
+            };
+            restore(record, &mut notes)?;
             if let Some(board) = &site.board {
-                let still_ours = tracee
-                    .memory()
-                    .read_vec(RemoteAddr(board.addr), board.new.len())
-                    .is_ok_and(|b| b == board.new);
-                if still_ours {
-                    tracee.memory().write(RemoteAddr(board.addr), &board.old)?;
-                }
+                restore(board, &mut notes)?;
             }
             if site.choice.method == SpliceMethod::Trap {
                 removed_traps.push(site.choice.point);
             }
             site.active = false;
         }
+        text.flush(mem)?;
         self.site_at.clear();
         self.spans.clear();
         self.write_trap_table();

@@ -43,6 +43,16 @@ pub fn can_relocate(i: &Instruction) -> Option<&'static str> {
 /// Encodes `i` at `new_ip`. For a call, `ret_literal` is the address of an
 /// 8-byte slot holding the original return address (`i.next_ip()`).
 pub fn relocate_one(i: &Instruction, new_ip: u64, ret_literal: Option<u64>) -> Result<Vec<u8>> {
+    encode_at(&relocated_form(i, ret_literal)?, new_ip)
+}
+
+/// The instructions that replace `i` at another address: `i` itself, or for
+/// a call `push <ret_literal slot>; jmp <target>`. Their `ip` is cleared, so
+/// that encoding them in one block never redirects a branch to a copy.
+pub(crate) fn relocated_form(
+    i: &Instruction,
+    ret_literal: Option<u64>,
+) -> Result<Vec<Instruction>> {
     if let Some(why) = can_relocate(i) {
         return Err(Error::NotRelocatable { addr: i.ip(), why });
     }
@@ -67,7 +77,29 @@ pub fn relocate_one(i: &Instruction, new_ip: u64, ret_literal: Option<u64>) -> R
         }
         _ => seq.push(*i),
     }
-    encode_at(&seq, new_ip)
+    for s in seq.iter_mut() {
+        s.set_ip(0);
+    }
+    Ok(seq)
+}
+
+/// Encodes a sequence in one block at `ip`. Branch targets are absolute;
+/// instructions with `ip` 0 are never treated as branch targets.
+pub(crate) fn encode_block(insns: &[Instruction], ip: u64) -> Result<Vec<u8>> {
+    let r = BlockEncoder::encode(
+        64,
+        InstructionBlock::new(insns, ip),
+        BlockEncoderOptions::NONE,
+    )
+    .map_err(|e| {
+        let text = e.to_string();
+        if text.contains("too far") || text.contains("2GB") {
+            Error::OutOfReach { from: ip, to: 0 }
+        } else {
+            Error::Encode(text)
+        }
+    })?;
+    Ok(r.code_buffer)
 }
 
 /// Encodes instructions one after another starting at `ip`.

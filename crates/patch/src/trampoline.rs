@@ -18,7 +18,7 @@
 //! The stack is only touched when a snippet clobbers something live, and
 //! then only below the 128-byte red zone, which leaf functions may use.
 
-use crate::relocate::{encode_at, relocate_one};
+use crate::relocate::{encode_block, relocated_form};
 use crate::splice::SpliceChoice;
 use crate::{Result, Snippet, RED_ZONE};
 use iced_x86::{Code, FlowControl, Instruction, MemoryOperand, Register};
@@ -72,22 +72,26 @@ impl Trampoline {
             |i: &Instruction| slots.iter().find(|(ip, _)| *ip == i.ip()).map(|(_, s)| *s);
         let mut saves_state = false;
         let mut falls_through = true;
+        let mut block: Vec<Instruction> = Vec::new();
         for i in &choice.displaced {
             for ps in snippets.iter().filter(|ps| ps.point == i.ip()) {
                 let body = wrap_snippet(&ps.snippet, ps.live)?;
                 saves_state |= body.len() > ps.snippet.instructions.len();
-                let here = at + bytes.len() as u64;
-                bytes.extend(encode_at(&body, here)?);
+                block.extend(body);
             }
-            let here = at + bytes.len() as u64;
-            bytes.extend(relocate_one(i, here, slot_for(i))?);
+            block.extend(relocated_form(i, slot_for(i))?);
             falls_through = !never_falls_through(i);
         }
         if falls_through {
-            let here = at + bytes.len() as u64;
-            let back = Instruction::with_branch(Code::Jmp_rel32_64, choice.end_of_code())?;
-            bytes.extend(encode_at(&[back], here)?);
+            block.push(Instruction::with_branch(
+                Code::Jmp_rel32_64,
+                choice.end_of_code(),
+            )?);
         }
+        for i in block.iter_mut() {
+            i.set_ip(0);
+        }
+        bytes.extend(encode_block(&block, entry)?);
         Ok(Trampoline {
             addr: at,
             entry,

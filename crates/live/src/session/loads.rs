@@ -71,7 +71,8 @@ impl Session {
             hook: true,
             board: None,
         });
-        match self.build_site(tracee, s) {
+        let mut text = TextBatch::new(self.pid)?;
+        match self.build_site(tracee, &mut text, s) {
             Ok(()) => {}
             Err(SiteError::Skip(_)) => return Ok(false),
             Err(SiteError::Fatal(e)) => return Err(e),
