@@ -11,6 +11,8 @@
 //! times out twice gives up, so a target whose weft died is delayed at most
 //! 4 s per library and never blocked for good (ARCHITECTURE decision 5).
 //! The hook saves every register it touches; it runs once per `dlopen`.
+//! It skips the handshake when `listening` is 0 (weft has detached; a
+//! forked child may still carry the hook).
 
 use crate::{Error, Result, RED_ZONE};
 use iced_x86::code_asm::*;
@@ -19,6 +21,10 @@ use iced_x86::code_asm::*;
 pub const GENERATION: u64 = 0;
 /// Offset of the acknowledgement word.
 pub const ACK: u64 = 4;
+/// Offset of the word weft sets to 1 while it answers, 0 once it has
+/// detached: a forked child that keeps the hook then loads libraries
+/// without waiting.
+pub const LISTENING: u64 = 8;
 
 /// Hook code at `at`: handshake on the sync words at `sync`, then jump to
 /// `continuation` (a trampoline running the displaced instructions).
@@ -37,6 +43,8 @@ pub fn hook_code(at: u64, sync: u64, continuation: u64) -> Result<Vec<u8>> {
             a.push(r)?;
         }
         a.mov(r8, qword_ptr(sync_lit))?;
+        a.cmp(dword_ptr(r8 + LISTENING as i32), 0)?;
+        a.je(done)?;
         a.mov(r9d, 1)?;
         a.lock().xadd(dword_ptr(r8 + GENERATION as i32), r9d)?;
         a.add(r9d, 1)?; // this call's generation

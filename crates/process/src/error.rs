@@ -24,6 +24,9 @@ pub enum Error {
         /// What was refused.
         op: &'static str,
     },
+    /// The process runs no user-space program (a kernel thread).
+    #[error("process {0} has no program to instrument (a kernel thread?)")]
+    NoExecutable(i32),
     /// Another tracer (a debugger, strace) already holds the process.
     #[error("process {0} is already traced by another program (a debugger or strace?)")]
     AlreadyTraced(i32),

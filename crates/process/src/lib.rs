@@ -53,7 +53,13 @@ pub fn proc_path(pid: i32, what: &str) -> std::path::PathBuf {
 
 /// The executable of a process as the kernel sees it (`/proc/PID/exe`).
 pub fn exe_path(pid: i32) -> Result<std::path::PathBuf> {
-    std::fs::read_link(proc_path(pid, "exe")).map_err(|e| Error::from_proc_io(pid, e))
+    std::fs::read_link(proc_path(pid, "exe")).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ENOENT) && is_alive(pid) {
+            Error::NoExecutable(pid)
+        } else {
+            Error::from_proc_io(pid, e)
+        }
+    })
 }
 
 /// A path inside the process's own root (`/proc/PID/root/PATH`), so that a

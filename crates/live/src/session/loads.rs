@@ -4,7 +4,7 @@
 //! calls into it are counted from the first one, constructors aside.
 
 use super::*;
-use weft_patch::load_hook::{ACK, GENERATION};
+use weft_patch::load_hook::{ACK, GENERATION, LISTENING};
 
 impl Session {
     /// Splices the load hook into ld.so's `_dl_debug_state`. Returns false
@@ -86,6 +86,7 @@ impl Session {
         self.spans.insert(span.0, (span.1, s));
         self.site_at.insert(point, s);
         self.loads_acked = self.shm.load_u32(self.sync(GENERATION));
+        self.shm.store_u32(self.sync(LISTENING), 1);
         let record = self.sites[s].record.as_ref().expect("built");
         tracee
             .memory()
@@ -140,9 +141,20 @@ impl Session {
         self.shm.futex_wake(self.sync(ACK));
     }
 
-    /// Releases every thread waiting in the hook (before removing it).
+    /// Stops answering and releases every thread waiting in the hook
+    /// (before removing it).
     pub(super) fn release_all_loaders(&mut self) {
+        self.shm.store_u32(self.sync(LISTENING), 0);
         let generation = self.shm.load_u32(self.sync(GENERATION));
         self.release_loaders(generation);
+    }
+}
+
+impl Drop for Session {
+    /// A session that ends (weft exiting, even on an error) stops answering
+    /// the load hook, so no thread of the target waits for it.
+    fn drop(&mut self) {
+        self.shm.store_u32(self.sync(LISTENING), 0);
+        self.shm.futex_wake(self.sync(ACK));
     }
 }
