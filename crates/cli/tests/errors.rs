@@ -136,3 +136,19 @@ fn permission_denied_has_a_hint() {
     assert!(out.stderr.contains("permission denied"), "{}", out.stderr);
     assert!(out.stderr.contains("hint:"), "{}", out.stderr);
 }
+
+#[test]
+fn kernel_thread_has_nothing_to_instrument() {
+    // kthreadd is pid 2 on a machine that boots its own kernel.
+    if std::fs::read_to_string("/proc/2/comm")
+        .map(|c| c.trim() != "kthreadd")
+        .unwrap_or(true)
+    {
+        skip("pid 2 is not kthreadd here (a container?)");
+        return;
+    }
+    fails(
+        weft().args(["attach", "-p", "2", "--count", "x"]),
+        &["process 2 has no program to instrument"],
+    );
+}

@@ -259,6 +259,23 @@ mod tests {
     use crate::splice::{choose_splice, SpliceContext};
     use weft_code::{decode_all, format_instruction, BranchTargets, FunctionCode, NoData, FLAG_ZF};
 
+    /// The splice choice at `point` of `f`, with no other code, thread or padding around.
+    fn choose_at(
+        f: &FunctionCode,
+        point: u64,
+    ) -> Option<Result<crate::SpliceChoice, crate::Unsafe>> {
+        let t = BranchTargets::new();
+        choose_splice(
+            &SpliceContext {
+                func: f,
+                targets: &t,
+                thread_pcs: &[],
+                after_end: &[],
+            },
+            point,
+        )
+    }
+
     fn one(point: u64, counter: u64, live: RegSet, on_branch_in: bool) -> PointSnippet {
         PointSnippet {
             point,
@@ -280,14 +297,7 @@ mod tests {
         // push rbp; mov rbp,rsp; mov eax,1; pop rbp; ret
         let code = [0x55, 0x48, 0x89, 0xe5, 0xb8, 1, 0, 0, 0, 0x5d, 0xc3];
         let f = FunctionCode::analyze(0x40_1000, &code, &NoData);
-        let t = BranchTargets::new();
-        let ctx = SpliceContext {
-            func: &f,
-            targets: &t,
-            thread_pcs: &[],
-            after_end: &[],
-        };
-        let c = choose_splice(&ctx, 0x40_1000).unwrap().unwrap();
+        let c = choose_at(&f, 0x40_1000).unwrap().unwrap();
         let tr = Trampoline::build(
             0x50_0000,
             &c,
@@ -341,14 +351,7 @@ mod tests {
         let code = [0xff, 0xcf, 0x75, 0xfc, 0xc3];
         let f = FunctionCode::analyze(0x1000, &code, &NoData);
         assert!(f.internal_targets().contains(&0x1000));
-        let t = BranchTargets::new();
-        let ctx = SpliceContext {
-            func: &f,
-            targets: &t,
-            thread_pcs: &[],
-            after_end: &[],
-        };
-        let c = choose_splice(&ctx, 0x1000).unwrap().unwrap();
+        let c = choose_at(&f, 0x1000).unwrap().unwrap();
         let entry = one(0x1000, 0xa000, RegSet::EMPTY, false);
         let tr = Trampoline::build_relocated_function(0x9000, &f, &c, std::slice::from_ref(&entry))
             .unwrap();
@@ -373,14 +376,7 @@ mod tests {
         // 0x1000: call 0x5000 (e8 fb 3f 00 00); 0x1005: ret
         let code = [0xe8, 0xfb, 0x3f, 0x00, 0x00, 0xc3];
         let f = FunctionCode::analyze(0x1000, &code, &NoData);
-        let t = BranchTargets::new();
-        let ctx = SpliceContext {
-            func: &f,
-            targets: &t,
-            thread_pcs: &[],
-            after_end: &[],
-        };
-        let c = choose_splice(&ctx, 0x1000).unwrap().unwrap();
+        let c = choose_at(&f, 0x1000).unwrap().unwrap();
         assert_eq!((c.start, c.end), (0x1000, 0x1005));
         let tr =
             Trampoline::build(0x8000, &c, &[one(0x1000, 0x9000, RegSet::EMPTY, false)]).unwrap();

@@ -290,10 +290,7 @@ impl Tracee {
         let mut orig = [0u8; 1];
         self.mem.read(addr, &mut orig)?;
         self.mem.write(addr, &[0xcc])?;
-        let tids: Vec<i32> = self.threads.keys().copied().collect();
-        for tid in tids {
-            self.resume_thread(tid)?;
-        }
+        self.resume_all()?;
         let reached = loop {
             let w = sys::wait(-1, 0).map_err(|e| Error::Io {
                 what: "waitpid".into(),
@@ -343,29 +340,21 @@ impl Tracee {
             }
         };
         self.mem.write(addr, &orig)?;
-        let running: Vec<i32> = self
-            .threads
-            .iter()
-            .filter(|(_, s)| **s == ThreadState::Running)
-            .map(|(t, _)| *t)
-            .collect();
-        for tid in running {
-            self.interrupt(tid)?;
-        }
-        self.seize_all()?;
-        self.wait_all_stopped()?;
+        self.stop_all()?;
         Ok(reached)
     }
 
-    /// Lets every thread run for `d`, then stops them all again (threads
-    /// born meanwhile included). Used to let threads leave code that is
-    /// about to be unmapped.
-    pub fn let_run(&mut self, d: Duration) -> Result<()> {
+    /// Resumes every stopped thread, handing back its pending signal.
+    fn resume_all(&mut self) -> Result<()> {
         let tids: Vec<i32> = self.threads.keys().copied().collect();
         for tid in tids {
             self.resume_thread(tid)?;
         }
-        std::thread::sleep(d);
+        Ok(())
+    }
+
+    /// Stops every running thread again, seizing threads born meanwhile.
+    fn stop_all(&mut self) -> Result<()> {
         let running: Vec<i32> = self
             .threads
             .iter()
@@ -377,6 +366,15 @@ impl Tracee {
         }
         self.seize_all()?;
         self.wait_all_stopped()
+    }
+
+    /// Lets every thread run for `d`, then stops them all again (threads
+    /// born meanwhile included). Used to let threads leave code that is
+    /// about to be unmapped.
+    pub fn let_run(&mut self, d: Duration) -> Result<()> {
+        self.resume_all()?;
+        std::thread::sleep(d);
+        self.stop_all()
     }
 
     /// Makes a system call inside the target on one stopped thread and
