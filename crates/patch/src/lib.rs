@@ -17,6 +17,7 @@
 
 mod error;
 pub mod load_hook;
+pub mod mini;
 pub mod region;
 mod relocate;
 mod snippet;

@@ -40,6 +40,49 @@ pub struct Header {
     pub scratch_size: u64,
     /// Offset of the library-load handshake words (see `load_hook`).
     pub sync_offset: u64,
+    /// Offset of the thread table (see [`threads`]).
+    pub threads_offset: u64,
+    /// Number of thread slots.
+    pub thread_slots: u64,
+}
+
+/// The thread table: per-thread state that trampolines keep without locks.
+///
+/// A thread finds its slot by hashing its thread pointer (`fs:0`, which
+/// the x86-64 TLS ABI makes point to itself) and probing linearly; a free
+/// slot (key 0) is claimed with `lock cmpxchg`, once per thread, which is
+/// also when the slot's tid is recorded (one `gettid`). Only the owning
+/// thread writes its block, so its updates need no atomics; weft reads
+/// timers under their sequence numbers (odd while an update is under way).
+pub mod threads {
+    /// Keys: `thread_slots` u64, the owner's thread pointer (0 = free).
+    pub const KEYS: u64 = 0;
+    /// Timers per thread.
+    pub const TIMERS: u64 = 64;
+    /// Bytes per timer: sequence, count of starts, start tick, total ticks (u64 each).
+    pub const TIMER_SIZE: u64 = 32;
+    /// Offsets inside a timer.
+    pub const TIMER_SEQ: u64 = 0;
+    /// Count of starts not yet stopped.
+    pub const TIMER_COUNT: u64 = 8;
+    /// TSC at the outermost start.
+    pub const TIMER_START: u64 = 16;
+    /// Accumulated TSC ticks.
+    pub const TIMER_TOTAL: u64 = 24;
+    /// Per-thread counters (for constraints such as "inside F").
+    pub const COUNTERS: u64 = 64;
+    /// Bytes of one thread's block: timers, then counters, then its tid.
+    pub const BLOCK: u64 = TIMERS * TIMER_SIZE + COUNTERS * 8 + 8;
+    /// Offset of the tid inside a block.
+    pub const TID: u64 = TIMERS * TIMER_SIZE + COUNTERS * 8;
+    /// Offset of timer `t` in a block.
+    pub const fn timer(t: u64) -> u64 {
+        t * TIMER_SIZE
+    }
+    /// Offset of per-thread counter `c` in a block.
+    pub const fn counter(c: u64) -> u64 {
+        TIMERS * TIMER_SIZE + c * 8
+    }
 }
 
 /// The trap table: sorted (site, trampoline entry) pairs the SIGTRAP
@@ -82,6 +125,9 @@ impl Layout {
             round(trap_offset + trap_table::ENTRIES + traps * trap_table::ENTRY_SIZE);
         let scratch_size = page;
         let sync_offset = scratch_offset + scratch_size;
+        let thread_slots = 1024;
+        let threads_offset = sync_offset + page;
+        let threads_size = round(thread_slots * 8 + thread_slots * threads::BLOCK);
         let header = Header {
             magic: MAGIC,
             version: VERSION,
@@ -93,11 +139,18 @@ impl Layout {
             scratch_offset,
             scratch_size,
             sync_offset,
+            threads_offset,
+            thread_slots,
         };
         Layout {
             header,
-            size: sync_offset + page,
+            size: threads_offset + threads_size,
         }
+    }
+
+    /// Offset of thread slot `slot`'s block.
+    pub fn thread_block(&self, slot: u64) -> u64 {
+        self.header.threads_offset + self.header.thread_slots * 8 + slot * threads::BLOCK
     }
 
     /// Offset of counter `index`.
@@ -120,6 +173,8 @@ impl Layout {
             h.scratch_offset,
             h.scratch_size,
             h.sync_offset,
+            h.threads_offset,
+            h.thread_slots,
         ] {
             v.extend_from_slice(&x.to_le_bytes());
         }

@@ -1,0 +1,593 @@
+//! Mini-trampolines: Paradyn's primitives and predicates as machine code.
+//!
+//! A base trampoline calls a point's mini-trampoline (after stepping below
+//! the red zone). The mini-trampoline saves the flags and every
+//! caller-saved register, runs its guarded primitives in order and
+//! returns. Its arguments are read from those saved registers: `arg1` to
+//! `arg6` at an entry, `ret` at an exit. Predicates compile to
+//! straight-line integer code over constants, arguments, the return
+//! value, process-wide counters and per-thread counters, with
+//! `+ - * / < > <= >= == != and or`. A division by zero yields 0.
+//!
+//! Per-thread state (timers, per-thread counters) lives in the thread table
+//! (see `region::threads`): the mini-trampoline finds its thread's slot
+//! from the thread pointer `fs:0`, without a lock. A thread claims a free
+//! slot once with `lock cmpxchg` and records its tid then (one `gettid`).
+//! Wall timers read the TSC and nest: only the outermost start and the
+//! matching stop touch the clock, so recursion is counted once (Paradyn's
+//! timer semantics). The owning thread updates a timer between two
+//! increments of its sequence number, so a sampler never reads a torn
+//! value: it retries while the number is odd or has changed.
+
+use crate::region::threads as t;
+use crate::{Error, Result};
+use iced_x86::code_asm::*;
+
+/// An integer expression.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expr {
+    /// A constant.
+    Const(i64),
+    /// Argument 1-6 of the function (System V registers), at an entry.
+    Arg(u8),
+    /// The return value (`rax`), at an exit.
+    Ret,
+    /// A process-wide counter at this absolute address (in the cluster's view).
+    Counter(u64),
+    /// Per-thread counter `n` of the calling thread.
+    ThreadCounter(u64),
+    /// A binary operation.
+    Bin(BinOp, Box<Expr>, Box<Expr>),
+}
+
+/// Binary operators of the predicate language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/` (signed; by zero gives 0)
+    Div,
+    /// `<`
+    Lt,
+    /// `>`
+    Gt,
+    /// `<=`
+    Le,
+    /// `>=`
+    Ge,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// logical `and`
+    And,
+    /// logical `or`
+    Or,
+}
+
+/// A primitive: an operation on a counter or a timer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Primitive {
+    /// Process-wide counter at an absolute address := value.
+    SetCounter(u64, Expr),
+    /// Process-wide counter += value (atomic).
+    AddCounter(u64, Expr),
+    /// Process-wide counter -= value (atomic).
+    SubCounter(u64, Expr),
+    /// The calling thread's counter `n` += value.
+    AddThreadCounter(u64, Expr),
+    /// Start the calling thread's wall timer `n` (nesting).
+    StartTimer(u64),
+    /// Stop the calling thread's wall timer `n` (nesting).
+    StopTimer(u64),
+}
+
+impl Primitive {
+    fn uses_thread_state(&self) -> bool {
+        match self {
+            Primitive::AddThreadCounter(..)
+            | Primitive::StartTimer(_)
+            | Primitive::StopTimer(_) => true,
+            Primitive::SetCounter(_, e)
+            | Primitive::AddCounter(_, e)
+            | Primitive::SubCounter(_, e) => e.uses_thread_state(),
+        }
+    }
+}
+
+impl Expr {
+    fn uses_thread_state(&self) -> bool {
+        match self {
+            Expr::ThreadCounter(_) => true,
+            Expr::Bin(_, a, b) => a.uses_thread_state() || b.uses_thread_state(),
+            _ => false,
+        }
+    }
+
+    /// `a op b`.
+    pub fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+        Expr::Bin(op, Box::new(a), Box::new(b))
+    }
+}
+
+/// A primitive and the predicate that guards it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guarded {
+    /// Run the primitive only if this is non-zero.
+    pub predicate: Option<Expr>,
+    /// The primitive.
+    pub primitive: Primitive,
+}
+
+/// Where the thread table is, as the mini-trampoline sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadTable {
+    /// Absolute address of the table (its keys) in this cluster's view.
+    pub addr: u64,
+    /// Number of slots (a power of two).
+    pub slots: u64,
+}
+
+/// Saved registers, pushed in this order after the flags.
+const SAVED: usize = 9;
+/// Offsets from rsp (after the saves) of saved rdi, rsi, rdx, rcx, r8, r9 = args 1-6.
+const ARG_OFFSET: [i32; 6] = [32, 40, 48, 56, 24, 16];
+/// Offset of saved rax (the return value at an exit).
+const RAX_OFFSET: i32 = 64;
+
+struct Gen {
+    a: CodeAssembler,
+    literals: Vec<(CodeLabel, u64)>,
+}
+
+impl Gen {
+    fn literal(&mut self, value: u64) -> CodeLabel {
+        let l = self.a.create_label();
+        self.literals.push((l, value));
+        l
+    }
+
+    /// rax := e. `depth` temporaries are on the stack above the saves.
+    fn expr(&mut self, e: &Expr, depth: i32) -> std::result::Result<(), IcedError> {
+        match e {
+            Expr::Const(c) => self.a.mov(rax, *c)?,
+            Expr::Arg(n) => {
+                let off = ARG_OFFSET[(*n as usize).clamp(1, 6) - 1] + depth * 8;
+                self.a.mov(rax, qword_ptr(rsp + off))?
+            }
+            Expr::Ret => self.a.mov(rax, qword_ptr(rsp + RAX_OFFSET + depth * 8))?,
+            Expr::Counter(addr) => {
+                let l = self.literal(*addr);
+                self.a.mov(rax, qword_ptr(l))?;
+                self.a.mov(rax, qword_ptr(rax))?;
+            }
+            Expr::ThreadCounter(n) => self.a.mov(rax, qword_ptr(r11 + t::counter(*n) as i32))?,
+            Expr::Bin(op, l, r) => {
+                self.expr(r, depth)?;
+                self.a.push(rax)?;
+                self.expr(l, depth + 1)?;
+                self.a.pop(rcx)?;
+                self.op(*op)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// rax := rax op rcx.
+    fn op(&mut self, op: BinOp) -> std::result::Result<(), IcedError> {
+        let a = &mut self.a;
+        match op {
+            BinOp::Add => a.add(rax, rcx)?,
+            BinOp::Sub => a.sub(rax, rcx)?,
+            BinOp::Mul => a.imul_2(rax, rcx)?,
+            BinOp::Div => {
+                let mut zero = a.create_label();
+                let mut negate = a.create_label();
+                let mut done = a.create_label();
+                a.test(rcx, rcx)?;
+                a.jz(zero)?;
+                a.cmp(rcx, -1)?;
+                a.je(negate)?; // avoids the overflow fault of i64::MIN / -1
+                a.cqo()?;
+                a.idiv(rcx)?;
+                a.jmp(done)?;
+                a.set_label(&mut negate)?;
+                a.neg(rax)?;
+                a.jmp(done)?;
+                a.set_label(&mut zero)?;
+                a.xor(eax, eax)?;
+                a.set_label(&mut done)?;
+            }
+            BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge | BinOp::Eq | BinOp::Ne => {
+                a.cmp(rax, rcx)?;
+                match op {
+                    BinOp::Lt => a.setl(al)?,
+                    BinOp::Gt => a.setg(al)?,
+                    BinOp::Le => a.setle(al)?,
+                    BinOp::Ge => a.setge(al)?,
+                    BinOp::Eq => a.sete(al)?,
+                    _ => a.setne(al)?,
+                }
+                a.movzx(eax, al)?;
+            }
+            BinOp::And | BinOp::Or => {
+                a.test(rax, rax)?;
+                a.setne(al)?;
+                a.test(rcx, rcx)?;
+                a.setne(cl)?;
+                if op == BinOp::And {
+                    a.and(al, cl)?;
+                } else {
+                    a.or(al, cl)?;
+                }
+                a.movzx(eax, al)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// r11 := this thread's block, claiming a slot on first use; jumps to
+    /// `full` when the table has no free slot.
+    fn thread_block(
+        &mut self,
+        table: ThreadTable,
+        full: CodeLabel,
+    ) -> std::result::Result<(), IcedError> {
+        let keys = self.literal(table.addr);
+        let a = &mut self.a;
+        let mut probe = a.create_label();
+        let mut next = a.create_label();
+        let mut claim = a.create_label();
+        let mut found = a.create_label();
+        let mut have = a.create_label();
+        let mask = (table.slots - 1) as i32;
+        a.mov(rax, qword_ptr(0u64).fs())?; // the thread pointer: fs:0 points to itself
+        a.mov(r10, qword_ptr(keys))?;
+        a.imul_3(rcx, rax, 0x2545_f491)?;
+        a.shr(rcx, 16)?;
+        a.and(rcx, mask)?;
+        a.mov(r9d, table.slots as u32)?;
+        a.set_label(&mut probe)?;
+        a.mov(rdx, qword_ptr(r10 + rcx * 8))?;
+        a.cmp(rdx, rax)?;
+        a.je(found)?;
+        a.test(rdx, rdx)?;
+        a.jz(claim)?;
+        a.set_label(&mut next)?;
+        a.add(rcx, 1)?;
+        a.and(rcx, mask)?;
+        a.sub(r9d, 1)?;
+        a.jnz(probe)?;
+        a.jmp(full)?;
+        a.set_label(&mut claim)?;
+        a.mov(r8, rax)?;
+        a.xor(eax, eax)?;
+        a.lock().cmpxchg(qword_ptr(r10 + rcx * 8), r8)?;
+        a.mov(rax, r8)?;
+        a.jnz(probe)?; // another thread took it: look at it again
+        a.mov(r9, rcx)?; // the slot index survives the system call in r9
+        a.mov(eax, 186)?; // gettid, once per thread
+        a.syscall()?; // clobbers rcx and r11
+        a.imul_3(r11, r9, t::BLOCK as i32)?;
+        a.lea(r11, qword_ptr(r10 + r11 + (table.slots * 8) as i32))?;
+        a.mov(qword_ptr(r11 + t::TID as i32), rax)?;
+        a.jmp(have)?;
+        a.set_label(&mut found)?;
+        a.imul_3(r11, rcx, t::BLOCK as i32)?;
+        a.lea(r11, qword_ptr(r10 + r11 + (table.slots * 8) as i32))?;
+        a.set_label(&mut have)?;
+        Ok(())
+    }
+
+    fn primitive(&mut self, p: &Primitive) -> std::result::Result<(), IcedError> {
+        match p {
+            Primitive::SetCounter(addr, e)
+            | Primitive::AddCounter(addr, e)
+            | Primitive::SubCounter(addr, e) => {
+                self.expr(e, 0)?;
+                let l = self.literal(*addr);
+                self.a.mov(rcx, qword_ptr(l))?;
+                match p {
+                    Primitive::SetCounter(..) => self.a.mov(qword_ptr(rcx), rax)?,
+                    Primitive::AddCounter(..) => self.a.lock().add(qword_ptr(rcx), rax)?,
+                    _ => self.a.lock().sub(qword_ptr(rcx), rax)?,
+                }
+            }
+            Primitive::AddThreadCounter(n, e) => {
+                self.expr(e, 0)?;
+                self.a.add(qword_ptr(r11 + t::counter(*n) as i32), rax)?;
+            }
+            Primitive::StartTimer(n) => {
+                let a = &mut self.a;
+                let mut done = a.create_label();
+                a.lea(r8, qword_ptr(r11 + t::timer(*n) as i32))?;
+                a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?; // odd: updating
+                a.mov(rax, qword_ptr(r8 + t::TIMER_COUNT as i32))?;
+                a.add(rax, 1)?;
+                a.mov(qword_ptr(r8 + t::TIMER_COUNT as i32), rax)?;
+                a.cmp(rax, 1)?;
+                a.jne(done)?;
+                a.rdtsc()?;
+                a.shl(rdx, 32)?;
+                a.or(rax, rdx)?;
+                a.mov(qword_ptr(r8 + t::TIMER_START as i32), rax)?;
+                a.set_label(&mut done)?;
+                a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?; // even: consistent
+            }
+            Primitive::StopTimer(n) => {
+                let a = &mut self.a;
+                let mut done = a.create_label();
+                let mut unmatched = a.create_label();
+                a.lea(r8, qword_ptr(r11 + t::timer(*n) as i32))?;
+                a.mov(rax, qword_ptr(r8 + t::TIMER_COUNT as i32))?;
+                a.test(rax, rax)?;
+                a.jz(unmatched)?; // a stop without a start (started before weft came)
+                a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?;
+                a.sub(rax, 1)?;
+                a.mov(qword_ptr(r8 + t::TIMER_COUNT as i32), rax)?;
+                a.jnz(done)?;
+                a.rdtsc()?;
+                a.shl(rdx, 32)?;
+                a.or(rax, rdx)?;
+                a.sub(rax, qword_ptr(r8 + t::TIMER_START as i32))?;
+                a.add(qword_ptr(r8 + t::TIMER_TOTAL as i32), rax)?;
+                a.set_label(&mut done)?;
+                a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?;
+                a.set_label(&mut unmatched)?;
+                a.nop()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Generates the mini-trampoline for `actions` at address `at`.
+pub fn mini_trampoline(at: u64, table: ThreadTable, actions: &[Guarded]) -> Result<Vec<u8>> {
+    let enc = |e: IcedError| Error::Encode(e.to_string());
+    let mut g = Gen {
+        a: CodeAssembler::new(64).map_err(enc)?,
+        literals: vec![],
+    };
+    (|| -> std::result::Result<(), IcedError> {
+        let mut exit = g.a.create_label();
+        g.a.pushfq()?;
+        for r in [rax, rcx, rdx, rsi, rdi, r8, r9, r10, r11] {
+            g.a.push(r)?;
+        }
+        let needs_thread = actions.iter().any(|x| {
+            x.primitive.uses_thread_state()
+                || x.predicate.as_ref().is_some_and(Expr::uses_thread_state)
+        });
+        if needs_thread {
+            g.thread_block(table, exit)?;
+        }
+        for x in actions {
+            let mut skip = g.a.create_label();
+            if let Some(p) = &x.predicate {
+                g.expr(p, 0)?;
+                g.a.test(rax, rax)?;
+                g.a.jz(skip)?;
+            }
+            g.primitive(&x.primitive)?;
+            g.a.set_label(&mut skip)?;
+            g.a.nop()?; // a label needs an instruction of its own
+        }
+        g.a.set_label(&mut exit)?;
+        for r in [r11, r10, r9, r8, rdi, rsi, rdx, rcx, rax] {
+            g.a.pop(r)?;
+        }
+        g.a.popfq()?;
+        g.a.ret()?;
+        for (mut l, v) in std::mem::take(&mut g.literals) {
+            g.a.set_label(&mut l)?;
+            g.a.dq(&[v])?;
+        }
+        Ok(())
+    })()
+    .map_err(enc)?;
+    debug_assert_eq!(SAVED, 9);
+    g.a.assemble(at).map_err(enc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Executable memory for running generated code in this process.
+    struct Exec {
+        ptr: *mut u8,
+        len: usize,
+    }
+
+    impl Exec {
+        fn new(len: usize) -> Exec {
+            // SAFETY: an anonymous private mapping; checked for failure.
+            let ptr = unsafe { libc_mmap(len) };
+            Exec { ptr, len }
+        }
+        fn load(&self, code: &[u8]) {
+            assert!(code.len() <= self.len);
+            // SAFETY: the mapping is writable and at least code.len() long.
+            unsafe { std::ptr::copy_nonoverlapping(code.as_ptr(), self.ptr, code.len()) };
+        }
+        fn addr(&self) -> u64 {
+            self.ptr as u64
+        }
+        /// Calls the code as `fn(a1..a6)`.
+        fn call(&self, args: [i64; 6]) {
+            // SAFETY: the code is a mini-trampoline: it preserves every
+            // register, keeps the stack balanced and returns with `ret`, so
+            // it behaves as a C function of six integer arguments.
+            let f: extern "C" fn(i64, i64, i64, i64, i64, i64) =
+                unsafe { std::mem::transmute(self.ptr) };
+            f(args[0], args[1], args[2], args[3], args[4], args[5]);
+        }
+    }
+
+    /// mmap(len, RWX) without the libc crate (patch does not depend on it).
+    unsafe fn libc_mmap(len: usize) -> *mut u8 {
+        extern "C" {
+            fn mmap(addr: *mut u8, len: usize, prot: i32, flags: i32, fd: i32, off: i64)
+                -> *mut u8;
+        }
+        // PROT_READ|WRITE|EXEC = 7, MAP_PRIVATE|MAP_ANONYMOUS = 0x22
+        // SAFETY: plain anonymous mapping request.
+        let p = unsafe { mmap(std::ptr::null_mut(), len, 7, 0x22, -1, 0) };
+        assert!(!p.is_null() && p as isize != -1, "mmap failed");
+        p
+    }
+
+    /// Counters and a thread table in one heap block, with stable addresses.
+    struct Memory {
+        words: Vec<u64>,
+    }
+
+    impl Memory {
+        fn new(slots: u64) -> Memory {
+            let bytes = slots * 8 + slots * t::BLOCK + 4096;
+            Memory {
+                words: vec![0; (bytes / 8) as usize],
+            }
+        }
+        fn base(&self) -> u64 {
+            self.words.as_ptr() as u64
+        }
+        fn counter(&self, i: usize) -> u64 {
+            self.base() + (i as u64) * 8
+        }
+        fn table(&self) -> ThreadTable {
+            ThreadTable {
+                addr: self.base() + 4096,
+                slots: 16,
+            }
+        }
+        fn read(&self, addr: u64) -> u64 {
+            // SAFETY: addr lies inside `words` (checked by the tests' layout).
+            unsafe { std::ptr::read_volatile(addr as *const u64) }
+        }
+        fn block_of_this_thread(&self) -> u64 {
+            let table = self.table();
+            (0..table.slots)
+                .find(|&s| self.read(table.addr + s * 8) != 0)
+                .map(|s| table.addr + table.slots * 8 + s * t::BLOCK)
+                .expect("a claimed slot")
+        }
+    }
+
+    #[test]
+    fn predicated_counters_on_arguments() {
+        let mem = Memory::new(16);
+        let exec = Exec::new(4096);
+        let c0 = mem.counter(0);
+        let c1 = mem.counter(1);
+        let actions = vec![
+            // c0 += arg3 when arg1 == 5 and arg2 > 10
+            Guarded {
+                predicate: Some(Expr::bin(
+                    BinOp::And,
+                    Expr::bin(BinOp::Eq, Expr::Arg(1), Expr::Const(5)),
+                    Expr::bin(BinOp::Gt, Expr::Arg(2), Expr::Const(10)),
+                )),
+                primitive: Primitive::AddCounter(c0, Expr::Arg(3)),
+            },
+            // c1 += (arg4 * 2 - 1) / arg5   (division by zero gives 0)
+            Guarded {
+                predicate: None,
+                primitive: Primitive::AddCounter(
+                    c1,
+                    Expr::bin(
+                        BinOp::Div,
+                        Expr::bin(
+                            BinOp::Sub,
+                            Expr::bin(BinOp::Mul, Expr::Arg(4), Expr::Const(2)),
+                            Expr::Const(1),
+                        ),
+                        Expr::Arg(5),
+                    ),
+                ),
+            },
+        ];
+        exec.load(&mini_trampoline(exec.addr(), mem.table(), &actions).unwrap());
+        exec.call([5, 11, 7, 10, 3, 0]); // c0 += 7; c1 += 19/3 = 6
+        exec.call([5, 10, 7, 10, 0, 0]); // predicate false; c1 += 19/0 = 0
+        exec.call([4, 99, 7, 1, -1, 0]); // predicate false; c1 += 1/-1 = -1
+        assert_eq!(mem.read(c0), 7);
+        assert_eq!(mem.read(c1) as i64, 5);
+    }
+
+    #[test]
+    fn nested_timer_counts_outermost_interval_and_thread_counters() {
+        let mem = Memory::new(16);
+        let start = Exec::new(4096);
+        let stop = Exec::new(4096);
+        let inc = vec![
+            Guarded {
+                predicate: None,
+                primitive: Primitive::StartTimer(3),
+            },
+            Guarded {
+                predicate: None,
+                primitive: Primitive::AddThreadCounter(2, Expr::Const(1)),
+            },
+        ];
+        let dec = vec![
+            Guarded {
+                predicate: None,
+                primitive: Primitive::AddThreadCounter(2, Expr::Const(-1)),
+            },
+            Guarded {
+                predicate: None,
+                primitive: Primitive::StopTimer(3),
+            },
+        ];
+        start.load(&mini_trampoline(start.addr(), mem.table(), &inc).unwrap());
+        stop.load(&mini_trampoline(stop.addr(), mem.table(), &dec).unwrap());
+        start.call([0; 6]);
+        start.call([0; 6]); // nested (recursion)
+        let block = mem.block_of_this_thread();
+        let timer = block + t::timer(3);
+        assert_eq!(mem.read(timer + t::TIMER_COUNT), 2);
+        assert_eq!(mem.read(block + t::counter(2)), 2);
+        stop.call([0; 6]);
+        assert_eq!(
+            mem.read(timer + t::TIMER_TOTAL),
+            0,
+            "inner stop does not read the clock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        stop.call([0; 6]);
+        assert_eq!(mem.read(timer + t::TIMER_COUNT), 0);
+        assert!(mem.read(timer + t::TIMER_TOTAL) > 0);
+        assert_eq!(
+            mem.read(timer + t::TIMER_SEQ) % 2,
+            0,
+            "sequence even when idle"
+        );
+        assert_eq!(mem.read(block + t::counter(2)), 0);
+        stop.call([0; 6]); // unmatched stop: ignored
+        assert_eq!(mem.read(timer + t::TIMER_COUNT), 0);
+        // The slot records this thread's tid.
+        assert!(mem.read(block + t::TID) > 0);
+        // Another thread gets another slot.
+        let (sa, sb) = (start.addr(), stop.addr());
+        std::thread::spawn(move || {
+            // SAFETY: as in Exec::call; the code stays mapped for the test's life.
+            let f: extern "C" fn() = unsafe { std::mem::transmute(sa as *const u8) };
+            f();
+            // SAFETY: as above.
+            let g: extern "C" fn() = unsafe { std::mem::transmute(sb as *const u8) };
+            g();
+        })
+        .join()
+        .unwrap();
+        let table = mem.table();
+        let claimed = (0..table.slots)
+            .filter(|&s| mem.read(table.addr + s * 8) != 0)
+            .count();
+        assert_eq!(claimed, 2);
+    }
+}
