@@ -1,7 +1,8 @@
 //! `weft attach`: instrument a running process for a while, then put every
 //! byte back and leave it running.
 
-use crate::run::{is_gone, parse_specs, report_load, report_pending, report_skipped};
+use crate::requests::Requests;
+use crate::run::{is_gone, report_load, report_pending, report_skipped};
 use crate::{output, signals, ProbeArgs};
 use anyhow::{Context, Result};
 use std::time::{Duration, Instant};
@@ -10,13 +11,13 @@ use weft_process::{ExitWatch, Tracee};
 
 /// Attaches to `pid`, counts until `duration`, Ctrl-C or exit, detaches.
 pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<i32> {
-    let specs = parse_specs(args)?;
     let exe = weft_process::exe_path(pid)?;
     weft_image::Image::open(&weft_process::path_in_root(pid, &exe))
         .with_context(|| format!("process {pid} runs {}", exe.display()))?;
     let watch = ExitWatch::new(pid)?;
     let mut session = Session::new(pid)?;
-    let prepared = session.prepare(&specs)?;
+    let mut req = Requests::build(args, &mut session)?;
+    let prepared = session.prepare(&req.specs)?;
     report_pending(&prepared.pending);
     let started = Instant::now();
     let mut tracee = Tracee::attach(pid)?;
@@ -55,12 +56,12 @@ report.springboards,
         if signals::stop_requested() || deadline.is_some_and(|d| Instant::now() >= d) {
             break false;
         }
-        let step = deadline.map_or(Duration::from_millis(50), |d| {
-            d.saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(50))
+        let sample_in = req.tick(&session);
+        let step = deadline.map_or(sample_in, |d| {
+            d.saturating_duration_since(Instant::now()).min(sample_in)
         });
         if session.load_pending(step) {
-            match session.handle_loads(&specs) {
+            match session.handle_loads(&req.specs) {
                 Ok(Some(report)) => report_load(&report, args.verbose),
                 Ok(None) => {}
                 Err(e) if is_gone(&e) => break true,
@@ -88,6 +89,7 @@ report.springboards,
             Err(e) => return Err(e.into()),
         }
     }
-    output::write_counts(args, &session.counts())?;
+    req.sampler.sample(&session);
+    output::write_report(args, &session.counts(), &req.sampler.results(&session))?;
     Ok(0)
 }

@@ -5,6 +5,7 @@ mod attach;
 mod duration;
 mod inspect;
 mod output;
+mod requests;
 mod run;
 mod signals;
 
@@ -41,6 +42,19 @@ pub struct ProbeArgs {
     /// Count returns (each `ret` and tail call) of matching functions. Repeatable.
     #[arg(long = "count-exits", value_name = "PATTERN")]
     pub count_exits: Vec<String>,
+    /// Measure a metric for a focus: `wall_time:fn=work`,
+    /// `calls:fn=write,inside=flush_log`, `sum_arg:fn=write,arg=3`,
+    /// `cpu_time:fn=compute,thread=each`, `calls:fn=work,if=arg1==3`.
+    /// Metrics: calls, wall_time, cpu_time, concurrency, lock_wait, sum_arg.
+    /// Repeatable.
+    #[arg(long = "metric", value_name = "NAME:FOCUS")]
+    pub metric: Vec<String>,
+    /// Sampling interval of the metrics' time histograms (`10ms`, `1s`).
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = duration::parse)]
+    pub interval: std::time::Duration,
+    /// Buckets per time histogram; when full, bucket width doubles.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub buckets: usize,
     /// Report format.
     #[arg(long, value_enum, default_value_t = output::Format::Table)]
     pub format: output::Format,

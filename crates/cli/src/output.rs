@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use weft_live::{Count, PointInfo, PointKind};
+use weft_metrics::MetricResult;
 
 /// Report format.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -12,10 +13,10 @@ pub enum Format {
     Json,
 }
 
-/// A destination for counts.
-pub trait CountSink {
-    /// Writes the final counts.
-    fn counts(&mut self, counts: &[Count]) -> std::io::Result<()>;
+/// A destination for the final report.
+pub trait ReportSink {
+    /// Writes the counts and the metrics.
+    fn report(&mut self, counts: &[Count], metrics: &[MetricResult]) -> std::io::Result<()>;
 }
 
 fn point_name(kind: PointKind) -> &'static str {
@@ -26,63 +27,135 @@ fn point_name(kind: PointKind) -> &'static str {
     }
 }
 
-/// Aligned text table.
+/// Aligned text tables.
 pub struct TableSink<W: Write>(pub W);
 
-impl<W: Write> CountSink for TableSink<W> {
-    fn counts(&mut self, counts: &[Count]) -> std::io::Result<()> {
-        let wm = counts
-            .iter()
-            .map(|c| c.module.len())
-            .max()
-            .unwrap_or(0)
-            .max(6);
-        let wf = counts
-            .iter()
-            .map(|c| c.function.len() + if c.kind == PointKind::Exit { 7 } else { 0 })
-            .max()
-            .unwrap_or(0)
-            .max(8);
-        writeln!(
-            self.0,
-            "{:<wm$}  {:<wf$}  {:>12}",
-            "MODULE", "FUNCTION", "CALLS"
-        )?;
-        for c in counts {
-            let f = if c.kind == PointKind::Exit {
-                format!("{} (exit)", c.function)
-            } else {
-                c.function.clone()
-            };
-            writeln!(self.0, "{:<wm$}  {:<wf$}  {:>12}", c.module, f, c.calls)?;
+impl<W: Write> ReportSink for TableSink<W> {
+    fn report(&mut self, counts: &[Count], metrics: &[MetricResult]) -> std::io::Result<()> {
+        if !counts.is_empty() || metrics.is_empty() {
+            let wm = counts
+                .iter()
+                .map(|c| c.module.len())
+                .max()
+                .unwrap_or(0)
+                .max(6);
+            let wf = counts
+                .iter()
+                .map(|c| c.function.len() + if c.kind == PointKind::Exit { 7 } else { 0 })
+                .max()
+                .unwrap_or(0)
+                .max(8);
+            writeln!(
+                self.0,
+                "{:<wm$}  {:<wf$}  {:>12}",
+                "MODULE", "FUNCTION", "CALLS"
+            )?;
+            for c in counts {
+                let f = if c.kind == PointKind::Exit {
+                    format!("{} (exit)", c.function)
+                } else {
+                    c.function.clone()
+                };
+                writeln!(self.0, "{:<wm$}  {:<wf$}  {:>12}", c.module, f, c.calls)?;
+            }
+        }
+        if !metrics.is_empty() {
+            let wf = metrics
+                .iter()
+                .map(|m| m.focus.len())
+                .max()
+                .unwrap_or(0)
+                .max(5);
+            writeln!(
+                self.0,
+                "{:<12}  {:<wf$}  {:>16}  {:<8}",
+                "METRIC", "FOCUS", "VALUE", "UNIT"
+            )?;
+            for m in metrics {
+                writeln!(
+                    self.0,
+                    "{:<12}  {:<wf$}  {:>16}  {:<8}",
+                    m.metric,
+                    m.focus,
+                    format_value(m.value),
+                    m.unit
+                )?;
+                for t in m.threads.iter().flatten() {
+                    let who = format!("  thread {}", t.tid);
+                    writeln!(
+                        self.0,
+                        "{:<12}  {:<wf$}  {:>16}  {:<8}",
+                        "",
+                        who,
+                        format_value(t.value),
+                        m.unit
+                    )?;
+                }
+            }
         }
         Ok(())
     }
 }
 
-/// JSON document.
+fn format_value(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.6}")
+    }
+}
+
+/// JSON document: `{"counts": [...], "metrics": [...]}`.
 pub struct JsonSink<W: Write>(pub W);
 
-impl<W: Write> CountSink for JsonSink<W> {
-    fn counts(&mut self, counts: &[Count]) -> std::io::Result<()> {
-        let rows: Vec<serde_json::Value> = counts
-            .iter()
-            .map(|c| {
-                serde_json::json!({
-                    "module": c.module,
-                    "function": c.function,
-                    "calls": c.calls,
-                    "point": point_name(c.kind),
+impl<W: Write> ReportSink for JsonSink<W> {
+    fn report(&mut self, counts: &[Count], metrics: &[MetricResult]) -> std::io::Result<()> {
+        let mut doc = serde_json::Map::new();
+        if !counts.is_empty() || metrics.is_empty() {
+            let rows: Vec<serde_json::Value> = counts
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        "module": c.module,
+                        "function": c.function,
+                        "calls": c.calls,
+                        "point": point_name(c.kind),
+                    })
                 })
-            })
-            .collect();
-        serde_json::to_writer_pretty(&mut self.0, &serde_json::json!({ "counts": rows }))?;
+                .collect();
+            doc.insert("counts".into(), rows.into());
+        }
+        if !metrics.is_empty() {
+            let rows: Vec<serde_json::Value> = metrics
+                .iter()
+                .map(|m| {
+                    let mut row = serde_json::json!({
+                        "metric": m.metric,
+                        "focus": m.focus,
+                        "value": m.value,
+                        "unit": m.unit,
+                        "histogram": {"bucket_ns": m.histogram.bucket_ns(), "values": m.histogram.values()},
+                    });
+                    if let Some(threads) = &m.threads {
+                        row["threads"] =
+                            threads.iter().map(|t| serde_json::json!({"tid": t.tid, "value": t.value})).collect();
+                    }
+                    row
+                })
+                .collect();
+            doc.insert("metrics".into(), rows.into());
+        }
+        serde_json::to_writer_pretty(&mut self.0, &serde_json::Value::Object(doc))?;
         writeln!(self.0)
     }
 }
 
-/// Writes counts in the requested format to the requested place.
-pub fn write_counts(args: &crate::ProbeArgs, counts: &[Count]) -> anyhow::Result<()> {
+/// Writes the report in the requested format to the requested place.
+pub fn write_report(
+    args: &crate::ProbeArgs,
+    counts: &[Count],
+    metrics: &[MetricResult],
+) -> anyhow::Result<()> {
     use anyhow::Context;
     let out: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(std::io::BufWriter::new(
@@ -91,11 +164,11 @@ pub fn write_counts(args: &crate::ProbeArgs, counts: &[Count]) -> anyhow::Result
         )),
         None => Box::new(std::io::BufWriter::new(std::io::stderr().lock())),
     };
-    let mut sink: Box<dyn CountSink> = match args.format {
+    let mut sink: Box<dyn ReportSink> = match args.format {
         Format::Table => Box::new(TableSink(out)),
         Format::Json => Box::new(JsonSink(out)),
     };
-    sink.counts(counts)?;
+    sink.report(counts, metrics)?;
     Ok(())
 }
 
@@ -145,12 +218,12 @@ mod tests {
             calls: 7,
         }];
         let mut buf = Vec::new();
-        JsonSink(&mut buf).counts(&counts).unwrap();
+        JsonSink(&mut buf).report(&counts, &[]).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
         assert_eq!(v["counts"][0]["calls"], 7);
         assert_eq!(v["counts"][0]["module"], "m");
         let mut buf = Vec::new();
-        TableSink(&mut buf).counts(&counts).unwrap();
+        TableSink(&mut buf).report(&counts, &[]).unwrap();
         let text = String::from_utf8(buf).unwrap();
         assert!(text.lines().nth(1).unwrap().ends_with(" 7"));
     }

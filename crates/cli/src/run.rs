@@ -1,27 +1,13 @@
 //! `weft run`: start a program with probes in place from its first
 //! instruction, let it run untraced, report when it exits.
 
+use crate::requests::Requests;
 use crate::{output, signals, ProbeArgs};
-use anyhow::{bail, Result};
-use weft_live::{AddReport, PointSpec, Session};
+use anyhow::Result;
+use weft_live::{AddReport, Session};
 use weft_process::{
-    poll_child_exit, wait_child_exit, Auxv, LaunchSpec, RemoteAddr, StopReason, Tracee,
+    child_has_exited, wait_child_exit, Auxv, LaunchSpec, RemoteAddr, StopReason, Tracee,
 };
-
-/// The probe requests of the command line.
-pub fn parse_specs(args: &ProbeArgs) -> Result<Vec<PointSpec>> {
-    let mut specs = Vec::new();
-    for p in &args.count {
-        specs.push(PointSpec::parse(p)?);
-    }
-    for p in &args.count_exits {
-        specs.push(PointSpec::exits(p)?);
-    }
-    if specs.is_empty() {
-        bail!("nothing to count: give --count PATTERN (for example --count main or --count 'libc.so.6:malloc')");
-    }
-    Ok(specs)
-}
 
 /// Prints what could not be instrumented (all of it with --verbose).
 pub fn report_skipped(report: &AddReport, verbose: bool) {
@@ -62,7 +48,6 @@ pub fn report_load(report: &AddReport, verbose: bool) {
 
 /// Runs `command` with the probes of `args`; returns the program's exit code.
 pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
-    let specs = parse_specs(args)?;
     let spec = LaunchSpec {
         program: command[0].clone(),
         args: command[1..].to_vec(),
@@ -70,14 +55,16 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
     let mut tracee = Tracee::launch(&spec)?;
     let pid = tracee.pid();
     let mut session = Session::new(pid)?;
+    let mut requests = None;
     let setup = (|| -> Result<Option<i32>> {
+        let req = requests.insert(Requests::build(args, &mut session)?);
         let auxv = Auxv::read(pid)?;
         match tracee.run_to(RemoteAddr(auxv.entry))? {
             StopReason::Reached => {}
             StopReason::Exited(code) => return Ok(Some(code)),
             StopReason::Killed(sig) => return Ok(Some(128 + sig)),
         }
-        let prepared = session.prepare(&specs)?;
+        let prepared = session.prepare(&req.specs)?;
         report_pending(&prepared.pending);
         let started = std::time::Instant::now();
         let report = session.apply(&mut tracee, prepared)?;
@@ -102,7 +89,8 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
         Ok(None) => {
             tracee.detach()?;
             signals::forward_to_child(pid);
-            wait_serving_loads(pid, &mut session, &specs, args.verbose)?
+            let req = requests.as_mut().expect("built before the program ran");
+            wait_serving_loads(pid, &mut session, req, args.verbose)?
         }
         Err(e) => {
             // The program never ran its own code: do not leave it behind.
@@ -113,7 +101,14 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
             return Err(e);
         }
     };
-    output::write_counts(args, &session.counts())?;
+    let metrics = match requests.as_mut() {
+        Some(req) => {
+            req.sampler.sample(&session);
+            req.sampler.results(&session)
+        }
+        None => vec![],
+    };
+    output::write_report(args, &session.counts(), &metrics)?;
     Ok(code)
 }
 
@@ -121,15 +116,18 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
 fn wait_serving_loads(
     pid: i32,
     session: &mut Session,
-    specs: &[PointSpec],
+    req: &mut Requests,
     verbose: bool,
 ) -> Result<i32> {
     loop {
-        if let Some(code) = poll_child_exit(pid)? {
-            return Ok(code);
+        if child_has_exited(pid)? {
+            // Sample once more while the zombie's /proc entries (CPU times) remain.
+            req.sampler.sample(session);
+            return Ok(wait_child_exit(pid)?);
         }
-        if session.load_pending(std::time::Duration::from_millis(50)) {
-            match session.handle_loads(specs) {
+        let step = req.tick(session);
+        if session.load_pending(step) {
+            match session.handle_loads(&req.specs) {
                 Ok(Some(report)) => report_load(&report, verbose),
                 Ok(None) => {}
                 Err(e) if is_gone(&e) => return Ok(wait_child_exit(pid)?),

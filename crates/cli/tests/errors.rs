@@ -87,7 +87,7 @@ fn program_that_cannot_start() {
 fn nothing_to_count() {
     fails(
         weft().args(["run", "--", "/bin/true"]),
-        &["nothing to count"],
+        &["nothing to measure"],
     );
 }
 

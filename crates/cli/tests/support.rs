@@ -67,8 +67,13 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// Serialises compiles: tests run in parallel threads of one process and
+/// must not write or execute a half-built file.
+static BUILDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Compiles `tests/targets/NAME.c` in a variant (once per test run).
 pub fn build(name: &str, v: &Variant) -> PathBuf {
+    let _one_at_a_time = BUILDS.lock().unwrap_or_else(|e| e.into_inner());
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("targets");
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join(format!("{name}-{}", v.name));
@@ -105,6 +110,7 @@ pub fn build(name: &str, v: &Variant) -> PathBuf {
 
 /// Compiles `tests/targets/NAME.c` as a shared library `libNAME.so`.
 pub fn build_shared(name: &str, v: &Variant) -> PathBuf {
+    let _one_at_a_time = BUILDS.lock().unwrap_or_else(|e| e.into_inner());
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join("targets")
         .join(v.name);

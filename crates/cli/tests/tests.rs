@@ -6,5 +6,6 @@ mod counting;
 mod errors;
 mod inspecting;
 mod loading;
+mod metrics;
 mod real_programs;
 mod support;

@@ -20,6 +20,7 @@
 //! # Ok::<(), weft_live::Error>(())
 //! ```
 
+pub mod clock;
 mod error;
 mod module;
 mod session;
@@ -29,6 +30,8 @@ mod text;
 pub use error::{Error, Result};
 pub use module::Module;
 pub use session::{
-    AddReport, Count, PointInfo, PointKind, PointSpec, Prepared, Session, SkippedPoint,
+    Action, AddReport, Count, PointInfo, PointKind, PointSpec, Prepared, Session, SkippedPoint,
+    ThreadReading,
 };
 pub use shared::SharedMemory;
+pub use weft_patch::mini::{BinOp, Expr, Guarded, Primitive};

@@ -22,7 +22,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use weft_code::{FunctionCode, RegSet};
 use weft_image::{near_misses, Function, Pattern};
-use weft_patch::region::{trap_table, Layout};
+use weft_patch::mini::{mini_trampoline, Expr, Guarded, Primitive, ThreadTable};
+use weft_patch::region::{threads, trap_table, Layout};
 use weft_patch::{
     choose_splice, trap, PointSnippet, Snippet, SpliceChoice, SpliceContext, SpliceMethod,
     SpliceRecord, Trampoline, Unsafe, INT3,
@@ -55,6 +56,20 @@ pub struct PointSpec {
     pub pattern: Pattern,
     /// Which point in each.
     pub kind: PointKind,
+    /// What runs there.
+    pub action: Action,
+}
+
+/// What a probe does at its points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Count executions in the probe's own counter (`lock inc`).
+    Count,
+    /// Run guarded primitives in a mini-trampoline. Counters in it are
+    /// indices from [`Session::alloc_counter`], timers from
+    /// [`Session::alloc_timer`], per-thread counters from
+    /// [`Session::alloc_thread_counter`].
+    Program(Vec<Guarded>),
 }
 
 impl PointSpec {
@@ -64,7 +79,17 @@ impl PointSpec {
         let kind = pattern
             .offset
             .map_or(PointKind::Entry, PointKind::Instruction);
-        Ok(PointSpec { pattern, kind })
+        Ok(PointSpec {
+            pattern,
+            kind,
+            action: Action::Count,
+        })
+    }
+
+    /// The same points running `action` instead.
+    pub fn with_action(mut self, action: Action) -> PointSpec {
+        self.action = action;
+        self
     }
 
     /// The exits of `[MODULE:]FUNCTION`.
@@ -80,6 +105,7 @@ impl PointSpec {
         Ok(PointSpec {
             pattern,
             kind: PointKind::Exit,
+            action: Action::Count,
         })
     }
 }
@@ -177,6 +203,7 @@ struct PreparedProbe {
     function_addr: u64,
     display: String,
     kind: PointKind,
+    action: Action,
     points: Vec<u64>,
     code: FunctionCode,
     after_end: Vec<u8>,
@@ -187,7 +214,9 @@ struct Probe {
     module: usize,
     display: String,
     kind: PointKind,
-    counter: u64,
+    action: Action,
+    /// The probe's own counter (for [`Action::Count`]).
+    counter: Option<u64>,
 }
 
 /// Probes run before one instruction of a site.
@@ -263,6 +292,9 @@ pub struct Session {
     probe_keys: std::collections::HashSet<(usize, u64, PointKind)>,
     /// The last library-load generation weft has handled.
     loads_acked: u32,
+    next_counter: u64,
+    next_timer: u64,
+    next_thread_counter: u64,
     trap: Option<TrapHandler>,
 }
 
@@ -284,6 +316,9 @@ impl Session {
             spans: BTreeMap::new(),
             probe_keys: std::collections::HashSet::new(),
             loads_acked: 0,
+            next_counter: 0,
+            next_timer: 0,
+            next_thread_counter: 0,
             trap: None,
         })
     }
@@ -351,7 +386,10 @@ impl Session {
                         continue;
                     };
                     match prepare_probe(mi, module, f, matched, spec.kind) {
-                        Ok(item) => items.push(item),
+                        Ok(mut item) => {
+                            item.action = spec.action.clone();
+                            items.push(item)
+                        }
                         Err(why) => skipped.push(SkippedPoint {
                             module: module.name.clone(),
                             function: f.display_name().to_string(),
@@ -433,22 +471,24 @@ impl Session {
         // only if some function needs relocating.
         let mut stacks: Option<Vec<u64>> = None;
         for item in prepared.items {
-            if !self
-                .probe_keys
-                .insert((item.module, item.function_addr, item.kind))
-            {
-                continue;
-            }
-            let counter = self.probes.len() as u64;
-            if counter >= self.layout.header.counters_capacity {
-                return Err(Error::Full { what: "counters" });
-            }
-            self.shm.store_u64(self.layout.counter(counter), 0);
+            let counter = match item.action {
+                Action::Count => {
+                    if !self
+                        .probe_keys
+                        .insert((item.module, item.function_addr, item.kind))
+                    {
+                        continue;
+                    }
+                    Some(self.alloc_counter()?)
+                }
+                Action::Program(_) => None,
+            };
             let probe_id = self.probes.len();
             self.probes.push(Probe {
                 module: item.module,
                 display: item.display.clone(),
                 kind: item.kind,
+                action: item.action.clone(),
                 counter,
             });
             report.probes += 1;
@@ -732,25 +772,31 @@ impl Session {
             .ensure_cluster(tracee, module)
             .map_err(SiteError::Fatal)?;
         let cluster = self.clusters[ci];
-        let snippets: Vec<PointSnippet> = self.sites[s]
-            .points
-            .iter()
-            .map(|sp| {
-                let counts: Vec<Snippet> = sp
-                    .probes
-                    .iter()
-                    .map(|&p| {
-                        Snippet::count(cluster.data + self.layout.counter(self.probes[p].counter))
-                    })
-                    .collect();
-                PointSnippet {
-                    point: sp.point,
-                    snippet: Snippet::concat(&counts),
-                    live: sp.live,
-                    on_branch_in: sp.on_branch_in,
+        let mut snippets: Vec<PointSnippet> = Vec::new();
+        for sp in self.sites[s].points.clone() {
+            let mut parts: Vec<Snippet> = Vec::new();
+            for &p in &sp.probes {
+                let probe = &self.probes[p];
+                match (&probe.action, probe.counter) {
+                    (Action::Count, Some(c)) => {
+                        parts.push(Snippet::count(cluster.data + self.layout.counter(c)))
+                    }
+                    (Action::Program(program), _) => {
+                        let program = self.resolve_program(program, &cluster);
+                        let mini = self.place_mini(ci, &program).map_err(SiteError::Fatal)?;
+                        parts.push(Snippet::call_mini(mini));
+                    }
+                    (Action::Count, None) => {}
                 }
-            })
-            .collect();
+            }
+            snippets.push(PointSnippet {
+                point: sp.point,
+                snippet: Snippet::concat(&parts),
+                live: sp.live,
+                on_branch_in: sp.on_branch_in,
+            });
+        }
+        let cluster = self.clusters[ci];
         let site = &self.sites[s];
         let at = cluster.code + cluster.used;
         let tramp = match &site.whole_function {
@@ -1095,6 +1141,7 @@ fn prepare_probe(
         function_addr: f.addr,
         display,
         kind,
+        action: Action::Count,
         points,
         after_end: module.bytes_after(f).to_vec(),
         code,
@@ -1423,11 +1470,13 @@ impl Session {
     pub fn counts(&self) -> Vec<Count> {
         self.probes
             .iter()
-            .map(|p| Count {
-                module: self.modules[p.module].name.clone(),
-                function: p.display.clone(),
-                kind: p.kind,
-                calls: self.shm.load_u64(self.layout.counter(p.counter)),
+            .filter_map(|p| {
+                Some(Count {
+                    module: self.modules[p.module].name.clone(),
+                    function: p.display.clone(),
+                    kind: p.kind,
+                    calls: self.shm.load_u64(self.layout.counter(p.counter?)),
+                })
             })
             .collect()
     }
@@ -1464,4 +1513,152 @@ impl Session {
             .map(|c| c.range())
             .collect()
     }
+}
+
+/// Counters, timers and per-thread state for metrics.
+impl Session {
+    /// A new process-wide counter (zeroed); its index for programs and reads.
+    pub fn alloc_counter(&mut self) -> Result<u64> {
+        let c = self.next_counter;
+        if c >= self.layout.header.counters_capacity {
+            return Err(Error::Full { what: "counters" });
+        }
+        self.next_counter += 1;
+        self.shm.store_u64(self.layout.counter(c), 0);
+        Ok(c)
+    }
+
+    /// A new per-thread wall timer.
+    pub fn alloc_timer(&mut self) -> Result<u64> {
+        let t = self.next_timer;
+        if t >= threads::TIMERS {
+            return Err(Error::Full { what: "timers" });
+        }
+        self.next_timer += 1;
+        Ok(t)
+    }
+
+    /// A new per-thread counter.
+    pub fn alloc_thread_counter(&mut self) -> Result<u64> {
+        let c = self.next_thread_counter;
+        if c >= threads::COUNTERS {
+            return Err(Error::Full {
+                what: "per-thread counters",
+            });
+        }
+        self.next_thread_counter += 1;
+        Ok(c)
+    }
+
+    /// The value of a process-wide counter.
+    pub fn counter_value(&self, index: u64) -> u64 {
+        self.shm.load_u64(self.layout.counter(index))
+    }
+
+    /// Every thread's reading of a wall timer, in TSC ticks, taken
+    /// consistently (under each timer's sequence number) at `now` ticks.
+    pub fn timer_readings(&self, timer: u64, now: u64) -> Vec<ThreadReading> {
+        let slots = self.layout.header.thread_slots;
+        let mut out = Vec::new();
+        for slot in 0..slots {
+            if self
+                .shm
+                .load_u64(self.layout.header.threads_offset + slot * 8)
+                == 0
+            {
+                continue;
+            }
+            let block = self.layout.thread_block(slot);
+            let at = block + threads::timer(timer);
+            let reading = loop {
+                let seq = self.shm.load_u64(at + threads::TIMER_SEQ);
+                let count = self.shm.load_u64(at + threads::TIMER_COUNT);
+                let start = self.shm.load_u64(at + threads::TIMER_START);
+                let total = self.shm.load_u64(at + threads::TIMER_TOTAL);
+                if seq.is_multiple_of(2) && seq == self.shm.load_u64(at + threads::TIMER_SEQ) {
+                    let running = count > 0 && now > start;
+                    break (total + if running { now - start } else { 0 }, count > 0);
+                }
+                std::hint::spin_loop();
+            };
+            out.push(ThreadReading {
+                tid: self.shm.load_u64(block + threads::TID) as i32,
+                value: reading.0,
+                inside: reading.1,
+            });
+        }
+        out
+    }
+
+    /// Every thread's value of a per-thread counter.
+    pub fn thread_counter_readings(&self, counter: u64) -> Vec<ThreadReading> {
+        let slots = self.layout.header.thread_slots;
+        (0..slots)
+            .filter(|&slot| {
+                self.shm
+                    .load_u64(self.layout.header.threads_offset + slot * 8)
+                    != 0
+            })
+            .map(|slot| {
+                let block = self.layout.thread_block(slot);
+                let value = self.shm.load_u64(block + threads::counter(counter));
+                ThreadReading {
+                    tid: self.shm.load_u64(block + threads::TID) as i32,
+                    value,
+                    inside: value != 0,
+                }
+            })
+            .collect()
+    }
+
+    /// Counter indices in a program replaced by their addresses in a cluster's view.
+    fn resolve_program(&self, program: &[Guarded], cluster: &Cluster) -> Vec<Guarded> {
+        let base = cluster.data + self.layout.header.counters_offset;
+        let addr = |i: u64| base + i * 8;
+        fn expr(e: &Expr, addr: &dyn Fn(u64) -> u64) -> Expr {
+            match e {
+                Expr::Counter(i) => Expr::Counter(addr(*i)),
+                Expr::Bin(op, a, b) => Expr::bin(*op, expr(a, addr), expr(b, addr)),
+                other => other.clone(),
+            }
+        }
+        program
+            .iter()
+            .map(|g| Guarded {
+                predicate: g.predicate.as_ref().map(|p| expr(p, &addr)),
+                primitive: match &g.primitive {
+                    Primitive::SetCounter(i, e) => Primitive::SetCounter(addr(*i), expr(e, &addr)),
+                    Primitive::AddCounter(i, e) => Primitive::AddCounter(addr(*i), expr(e, &addr)),
+                    Primitive::SubCounter(i, e) => Primitive::SubCounter(addr(*i), expr(e, &addr)),
+                    Primitive::AddThreadCounter(n, e) => {
+                        Primitive::AddThreadCounter(*n, expr(e, &addr))
+                    }
+                    other => other.clone(),
+                },
+            })
+            .collect()
+    }
+
+    /// Generates a mini-trampoline in a cluster's code area; returns its address.
+    fn place_mini(&mut self, ci: usize, program: &[Guarded]) -> Result<u64> {
+        let c = self.clusters[ci];
+        let at = c.code + c.used;
+        let table = ThreadTable {
+            addr: c.data + self.layout.header.threads_offset,
+            slots: self.layout.header.thread_slots,
+        };
+        let code = mini_trampoline(at, table, program)?;
+        self.alloc_code(ci, &code)
+    }
+}
+
+/// One thread's value of a timer or per-thread counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadReading {
+    /// The thread (as recorded when it first ran instrumentation).
+    pub tid: i32,
+    /// TSC ticks for a timer; the value for a counter.
+    pub value: u64,
+    /// Whether the timer is running (the thread is inside) / the counter is non-zero.
+    pub inside: bool,
 }

@@ -36,6 +36,8 @@ pub enum Expr {
     Counter(u64),
     /// Per-thread counter `n` of the calling thread.
     ThreadCounter(u64),
+    /// The calling thread's id.
+    Tid,
     /// A binary operation.
     Bin(BinOp, Box<Expr>, Box<Expr>),
 }
@@ -102,7 +104,7 @@ impl Primitive {
 impl Expr {
     fn uses_thread_state(&self) -> bool {
         match self {
-            Expr::ThreadCounter(_) => true,
+            Expr::ThreadCounter(_) | Expr::Tid => true,
             Expr::Bin(_, a, b) => a.uses_thread_state() || b.uses_thread_state(),
             _ => false,
         }
@@ -166,6 +168,7 @@ impl Gen {
                 self.a.mov(rax, qword_ptr(rax))?;
             }
             Expr::ThreadCounter(n) => self.a.mov(rax, qword_ptr(r11 + t::counter(*n) as i32))?,
+            Expr::Tid => self.a.mov(rax, qword_ptr(r11 + t::TID as i32))?,
             Expr::Bin(op, l, r) => {
                 self.expr(r, depth)?;
                 self.a.push(rax)?;

@@ -29,6 +29,25 @@ impl Snippet {
         }
     }
 
+    /// A call to a mini-trampoline at `mini`, below the red zone. The
+    /// mini-trampoline saves everything it touches, flags included.
+    pub fn call_mini(mini: u64) -> Snippet {
+        let step = |d: i64| {
+            Instruction::with2(
+                Code::Lea_r64_m,
+                Register::RSP,
+                MemoryOperand::with_base_displ(Register::RSP, d),
+            )
+            .expect("lea rsp,[rsp+d] is a valid instruction")
+        };
+        let call = Instruction::with_branch(Code::Call_rel32_64, mini)
+            .expect("call rel32 is a valid instruction");
+        Snippet {
+            instructions: vec![step(-crate::RED_ZONE), call, step(crate::RED_ZONE)],
+            clobbers: RegSet::EMPTY,
+        }
+    }
+
     /// Several snippets run one after the other.
     pub fn concat(parts: &[Snippet]) -> Snippet {
         Snippet {

@@ -43,7 +43,7 @@ pub use error::{Error, Result};
 pub use maps::MapEntry;
 pub use memory::{LocalMemory, ProcMemory, ProcessMemory};
 pub use sys::Registers;
-pub use tracee::{poll_child_exit, wait_child_exit, LaunchSpec, StopReason, Tracee};
+pub use tracee::{child_has_exited, wait_child_exit, LaunchSpec, StopReason, Tracee};
 pub use watch::ExitWatch;
 
 /// Path of `/proc/PID/...` for a process.
@@ -108,4 +108,11 @@ pub fn process_ids(pid: i32) -> Result<(u32, u32)> {
             .unwrap_or(0)
     };
     Ok((field("Uid:"), field("Gid:")))
+}
+
+/// CPU time a thread has used, in nanoseconds (the first field of
+/// `/proc/PID/task/TID/schedstat`), or `None` once it is gone.
+pub fn thread_cpu_ns(pid: i32, tid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    text.split_whitespace().next()?.parse().ok()
 }

@@ -685,14 +685,32 @@ pub fn wait_child_exit(pid: i32) -> Result<i32> {
     }
 }
 
-/// Like [`wait_child_exit`] but returns `None` when the child is still running.
-pub fn poll_child_exit(pid: i32) -> Result<Option<i32>> {
-    match sys::wait(pid, libc::WNOHANG).map_err(|e| Error::Io {
-        what: "waitpid".into(),
-        source: e,
-    })? {
-        Wait::Exited { code, .. } => Ok(Some(code)),
-        Wait::Signaled { signal, .. } => Ok(Some(128 + signal)),
-        _ => Ok(None),
+/// Whether a child started with [`Tracee::launch`] has exited, without
+/// reaping it (`waitid` with `WNOWAIT`): its `/proc` entries stay readable
+/// until [`wait_child_exit`] reaps it.
+pub fn child_has_exited(pid: i32) -> Result<bool> {
+    // SAFETY: siginfo_t is plain data; all-zero is valid.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: waitid writes one siginfo_t into `info`.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        if r == 0 {
+            // SAFETY: si_pid is valid to read for a WEXITED report, and zero when nothing changed.
+            return Ok(unsafe { info.si_pid() } == pid);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(Error::Io {
+                what: "waitid".into(),
+                source: err,
+            });
+        }
     }
 }

@@ -1,0 +1,258 @@
+//! Metrics on a target with known behaviour: timers against sleeps and
+//! spins, predicates and `inside=` against the target's tallies,
+//! concurrency against parked threads, lock waiting against a held mutex,
+//! and `sum_arg` against the bytes python writes.
+
+use crate::support::*;
+use std::time::Duration;
+
+/// Runs the metrics target with `--metric` requests; returns (tallies, metrics JSON).
+fn measure(
+    metrics: &[&str],
+    extra: &[&str],
+) -> (
+    std::collections::BTreeMap<String, u64>,
+    Vec<serde_json::Value>,
+) {
+    let bin = build("metrics", &O2);
+    let dir = scratch(&format!(
+        "metrics-{}",
+        metrics.join("-").replace(['/', ' ', '=', ',', ':'], "_")
+    ));
+    let json = dir.join("metrics.json");
+    let mut cmd = weft();
+    cmd.arg("run");
+    for m in metrics {
+        cmd.args(["--metric", m]);
+    }
+    cmd.args(extra)
+        .args(["--format", "json", "--output"])
+        .arg(&json)
+        .arg("--")
+        .arg(&bin);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (
+        tallies(&out.stdout),
+        doc["metrics"].as_array().unwrap().clone(),
+    )
+}
+
+fn value(rows: &[serde_json::Value], metric: &str, focus: &str) -> f64 {
+    rows.iter()
+        .find(|r| r["metric"] == metric && r["focus"] == focus)
+        .unwrap_or_else(|| panic!("{metric}:{focus} in {rows:?}"))["value"]
+        .as_f64()
+        .unwrap()
+}
+
+#[test]
+fn wall_time_of_ten_20ms_sleeps_is_200ms() {
+    let (_, rows) = measure(&["wall_time:fn=nap"], &[]);
+    // nap runs 10 x 20 ms in main, plus the naps of the other phases:
+    // 250 ms (doze), 4 x 400 ms (park), 200 ms (holder) and 20 ms.
+    let want = 0.200 + 0.250 + 1.600 + 0.200 + 0.020;
+    let got = value(&rows, "wall_time", "fn=nap");
+    assert!(
+        (got - want).abs() / want < 0.05,
+        "wall_time {got} s, want {want} s within 5%"
+    );
+}
+
+#[test]
+fn wall_time_of_the_first_phase_only_with_a_predicate() {
+    let (_, rows) = measure(&["wall_time:fn=nap,if=arg1 == 20"], &[]);
+    // 10 naps of 20 ms in main, and one more before the lock phase.
+    let got = value(&rows, "wall_time", "fn=nap,if=arg1 == 20");
+    assert!((got - 0.220).abs() / 0.220 < 0.05, "{got}");
+}
+
+#[test]
+fn cpu_time_of_spinning_and_sleeping() {
+    let (tally, rows) = measure(
+        &[
+            "cpu_time:fn=busy",
+            "wall_time:fn=busy",
+            "cpu_time:fn=nap",
+            "wall_time:fn=nap",
+        ],
+        &["--interval", "20ms"],
+    );
+    // Ground truth: the CPU time the spinning thread measured for itself
+    // (CLOCK_THREAD_CPUTIME_ID); on an idle machine it is close to the wall time.
+    let own = tally["busy_cpu_us"] as f64 / 1e6;
+    let (cpu, wall) = (
+        value(&rows, "cpu_time", "fn=busy"),
+        value(&rows, "wall_time", "fn=busy"),
+    );
+    assert!(wall > 0.2 && own > 0.02, "busy: wall {wall}, own cpu {own}");
+    assert!(
+        (cpu - own).abs() / own < 0.25,
+        "busy: weft cpu {cpu} vs the thread's own {own} (wall {wall})"
+    );
+    let (cpu, wall) = (
+        value(&rows, "cpu_time", "fn=nap"),
+        value(&rows, "wall_time", "fn=nap"),
+    );
+    assert!(
+        wall > 2.0 && cpu < 0.05 * wall,
+        "nap: cpu {cpu} vs wall {wall}"
+    );
+}
+
+#[test]
+fn concurrency_of_four_parked_threads() {
+    let (_, rows) = measure(&["concurrency:fn=park"], &["--interval", "50ms"]);
+    let row = rows.iter().find(|r| r["metric"] == "concurrency").unwrap();
+    let buckets: Vec<f64> = row["histogram"]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let peak = buckets.iter().cloned().fold(0.0, f64::max);
+    assert!(
+        (3.5..=4.3).contains(&peak),
+        "peak concurrency {peak} in {buckets:?}"
+    );
+}
+
+#[test]
+fn predicates_and_inside_match_the_tallies() {
+    let (tally, rows) = measure(
+        &[
+            "calls:fn=classify,if=arg1 == 2",
+            "calls:fn=write_line,inside=flush_log",
+            "calls:fn=write_line",
+        ],
+        &[],
+    );
+    assert_eq!(
+        value(&rows, "calls", "fn=classify,if=arg1 == 2") as u64,
+        tally["classify_2"]
+    );
+    assert_eq!(
+        value(&rows, "calls", "fn=write_line,inside=flush_log") as u64,
+        tally["write_inside"]
+    );
+    assert_eq!(
+        value(&rows, "calls", "fn=write_line") as u64,
+        tally["write_all"]
+    );
+}
+
+#[test]
+fn lock_wait_of_a_held_mutex() {
+    let (_, rows) = measure(&["lock_wait"], &[]);
+    let got = value(&rows, "lock_wait", "");
+    // main waits for the holder's 200 ms nap minus the 20 ms head start.
+    assert!((0.14..0.4).contains(&got), "lock_wait {got} s");
+}
+
+#[test]
+fn histogram_doubles_and_keeps_the_total() {
+    let (_, rows) = measure(
+        &["wall_time:fn=nap"],
+        &["--interval", "10ms", "--buckets", "8"],
+    );
+    let row = rows.iter().find(|r| r["metric"] == "wall_time").unwrap();
+    let bucket_ns = row["histogram"]["bucket_ns"].as_u64().unwrap();
+    let values: Vec<f64> = row["histogram"]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    // The run lasts about 1.1 s: 8 buckets of 10 ms must double at least 4 times.
+    assert!(bucket_ns >= 10_000_000 * 16, "bucket width {bucket_ns} ns");
+    assert!(values.len() <= 8);
+    let total: f64 = values.iter().sum();
+    let value = row["value"].as_f64().unwrap();
+    assert!(
+        (total - value).abs() < 1e-6 * value.max(1.0),
+        "buckets sum {total} vs value {value}"
+    );
+}
+
+#[test]
+fn per_thread_values() {
+    let (_, rows) = measure(&["wall_time:fn=park,thread=each"], &[]);
+    let row = rows.iter().find(|r| r["metric"] == "wall_time").unwrap();
+    let threads = row["threads"].as_array().unwrap();
+    let parked: Vec<f64> = threads
+        .iter()
+        .map(|t| t["value"].as_f64().unwrap())
+        .filter(|&v| v > 0.0)
+        .collect();
+    assert_eq!(parked.len(), 4, "{threads:?}");
+    for v in parked {
+        assert!(
+            (0.38..0.6).contains(&v),
+            "each parked thread spends ~0.4 s in park: {v}"
+        );
+    }
+}
+
+#[test]
+fn python_write_bytes_with_sum_arg() {
+    let python = "/usr/bin/python3";
+    if !std::path::Path::new(python).exists() {
+        skip("Debian's python3 missing (bash scripts/install-deps.sh installs it)");
+        return;
+    }
+    let dir = scratch("metrics-python");
+    let json = dir.join("m.json");
+    let out = run(
+        weft()
+            .args([
+                "run",
+                "--metric",
+                "sum_arg:fn=libc.so.6:write,arg=3",
+                "--metric",
+                "calls:fn=libc.so.6:write",
+            ])
+            .args(["--format", "json", "--output"])
+            .arg(&json)
+            .arg("--")
+            .arg(python)
+            .args([
+                "-c",
+                "import os\nfor i in range(10): os.write(1, b'x' * (1000 + i))",
+            ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.len(), 10_045);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = doc["metrics"].as_array().unwrap();
+    assert_eq!(
+        value(rows, "sum_arg", "fn=libc.so.6:write,arg=3") as u64,
+        10_045
+    );
+    assert_eq!(value(rows, "calls", "fn=libc.so.6:write") as u64, 10);
+}
+
+#[test]
+fn bad_metric_requests_are_one_clear_line() {
+    let bin = build("metrics", &O2);
+    for (req, want) in [
+        ("walltime:fn=nap", "unknown metric 'walltime'"),
+        ("sum_arg:fn=nap", "sum_arg needs arg=N"),
+        ("calls:fn=nap,if=arg9 > 1", "arguments are arg1 to arg6"),
+        ("calls:fn=napp", "matches no function"),
+    ] {
+        let out = run(
+            weft().args(["run", "--metric", req, "--"]).arg(&bin),
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.status, 1, "{req}: {}", out.stderr);
+        assert!(
+            out.stderr.starts_with("weft: ") && out.stderr.contains(want),
+            "{req}: {}",
+            out.stderr
+        );
+    }
+}

@@ -1,0 +1,142 @@
+//! Metric definitions: a base metric (how to compute it for the whole
+//! program) and resource constraints (how to restrict it to a focus), as in
+//! Paradyn. A constraint keeps a per-thread counter that is positive while
+//! its resource is active ("inside F"). The base metric's primitives are
+//! guarded by a conjunction of the constraints' predicates.
+
+use crate::request::{MetricKind, MetricRequest, ThreadFocus};
+use crate::Result;
+use weft_live::{Action, BinOp, Expr, Guarded, PointSpec, Primitive, Session};
+
+/// Where a metric's value is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readout {
+    /// A process-wide counter.
+    Counter(u64),
+    /// A per-thread counter, summed or per thread.
+    ThreadCounter(u64),
+    /// A per-thread wall timer, summed or per thread.
+    Timer(u64),
+}
+
+/// What to insert for one request, and how to read it.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Probes, in the order they must run at shared points.
+    pub specs: Vec<PointSpec>,
+    /// Where the value comes from.
+    pub readout: Readout,
+}
+
+/// The functions whose time is lock waiting.
+const LOCK_FUNCTIONS: [&str; 9] = [
+    "pthread_mutex_lock",
+    "pthread_mutex_timedlock",
+    "pthread_mutex_clocklock",
+    "pthread_rwlock_rdlock",
+    "pthread_rwlock_wrlock",
+    "pthread_rwlock_timedrdlock",
+    "pthread_rwlock_timedwrlock",
+    "pthread_spin_lock",
+    "sem_wait",
+];
+
+fn and(guards: &[Expr]) -> Option<Expr> {
+    guards
+        .iter()
+        .cloned()
+        .reduce(|a, b| Expr::bin(BinOp::And, a, b))
+}
+
+fn program(predicate: Option<Expr>, primitive: Primitive) -> Action {
+    Action::Program(vec![Guarded {
+        predicate,
+        primitive,
+    }])
+}
+
+/// Plans a request: allocates its counters and timers in `session` and
+/// returns the probes to insert.
+pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
+    let qualify = |f: &str| match &req.focus.module {
+        Some(m) if !f.contains(':') => format!("{m}:{f}"),
+        _ => f.to_string(),
+    };
+    let functions: Vec<String> = match (&req.focus.function, req.kind) {
+        (Some(f), _) => vec![qualify(f)],
+        (None, _) => LOCK_FUNCTIONS
+            .iter()
+            .map(|f| qualify(&format!("libc.so.6:{f}")))
+            .collect(),
+    };
+    let mut specs = Vec::new();
+    let mut exit_constraints = Vec::new();
+    // Guards that hold for the whole call: checked at the start and at the stop.
+    let mut stable = Vec::new();
+    if let Some(inside) = &req.focus.inside {
+        let k = session.alloc_thread_counter()?;
+        specs.push(PointSpec::parse(inside)?.with_action(program(
+            None,
+            Primitive::AddThreadCounter(k, Expr::Const(1)),
+        )));
+        exit_constraints.push(PointSpec::exits(inside)?.with_action(program(
+            None,
+            Primitive::AddThreadCounter(k, Expr::Const(-1)),
+        )));
+        stable.push(Expr::bin(BinOp::Gt, Expr::ThreadCounter(k), Expr::Const(0)));
+    }
+    if let ThreadFocus::Tid(tid) = req.focus.thread {
+        stable.push(Expr::bin(BinOp::Eq, Expr::Tid, Expr::Const(tid as i64)));
+    }
+    // Guards on the arguments: only at the entry.
+    let mut at_entry = stable.clone();
+    if let Some((_, e)) = &req.focus.predicate {
+        at_entry.push(e.clone());
+    }
+    let per_thread = req.focus.thread == ThreadFocus::Each;
+    let readout = match req.kind {
+        MetricKind::Calls | MetricKind::SumArg => {
+            let value = match req.kind {
+                MetricKind::SumArg => Expr::Arg(req.focus.arg.unwrap_or(1)),
+                _ => Expr::Const(1),
+            };
+            let (primitive, readout) = if per_thread {
+                let k = session.alloc_thread_counter()?;
+                (
+                    Primitive::AddThreadCounter(k, value),
+                    Readout::ThreadCounter(k),
+                )
+            } else {
+                let c = session.alloc_counter()?;
+                (Primitive::AddCounter(c, value), Readout::Counter(c))
+            };
+            for f in &functions {
+                specs.push(
+                    PointSpec::parse(f)?.with_action(program(and(&at_entry), primitive.clone())),
+                );
+            }
+            readout
+        }
+        MetricKind::WallTime
+        | MetricKind::CpuTime
+        | MetricKind::Concurrency
+        | MetricKind::LockWait => {
+            let t = session.alloc_timer()?;
+            for f in &functions {
+                specs.push(
+                    PointSpec::parse(f)?
+                        .with_action(program(and(&at_entry), Primitive::StartTimer(t))),
+                );
+            }
+            for f in &functions {
+                specs.push(
+                    PointSpec::exits(f)?
+                        .with_action(program(and(&stable), Primitive::StopTimer(t))),
+                );
+            }
+            Readout::Timer(t)
+        }
+    };
+    specs.extend(exit_constraints);
+    Ok(Plan { specs, readout })
+}

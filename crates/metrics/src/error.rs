@@ -1,0 +1,29 @@
+//! Errors of metric requests.
+
+/// What is wrong with a metric request.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The request does not parse.
+    #[error("bad metric request '{request}': {why}")]
+    BadRequest {
+        /// The request as written.
+        request: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// An expression does not parse.
+    #[error("bad expression '{expr}': {why}")]
+    BadExpr {
+        /// The expression.
+        expr: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// The instrumentation engine refused something.
+    #[error(transparent)]
+    Live(#[from] weft_live::Error),
+}
+
+/// Result of metric planning.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,222 @@
+//! Sampling: read every metric's cumulative value from shared memory at
+//! each interval, and put the increment into its time histogram.
+//!
+//! CPU time cannot be read without a system call, and the hot path makes
+//! none. So weft estimates it while sampling. For each thread it reads the
+//! CPU time the kernel accounted to the thread since the last sample (from
+//! `/proc`). It multiplies that by the fraction of the interval the thread
+//! spent inside the focus, which the exact per-thread wall timer gives. A
+//! thread that spins inside gets all its CPU; a thread that sleeps inside
+//! gets almost none.
+
+use crate::define::{Plan, Readout};
+use crate::request::{MetricKind, MetricRequest, ThreadFocus};
+use crate::TimeHistogram;
+use std::collections::HashMap;
+use weft_live::{clock, Session, ThreadReading};
+
+/// One thread's value of a per-thread metric.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadValue {
+    /// The thread.
+    pub tid: i32,
+    /// Its value, in the metric's unit.
+    pub value: f64,
+}
+
+/// A metric's final value and history.
+#[derive(Debug, Clone)]
+pub struct MetricResult {
+    /// The metric's name.
+    pub metric: &'static str,
+    /// The focus as written.
+    pub focus: String,
+    /// The value over the whole run, in `unit`.
+    pub value: f64,
+    /// The unit.
+    pub unit: &'static str,
+    /// Increments per bucket, in `unit` (for concurrency: average threads per bucket).
+    pub histogram: TimeHistogram,
+    /// Per-thread values, for `thread=each`.
+    pub threads: Option<Vec<ThreadValue>>,
+}
+
+struct Entry {
+    request: MetricRequest,
+    plan: Plan,
+    histogram: TimeHistogram,
+    last: f64,
+    /// For cpu_time: per thread, (CPU ns, timer ticks) at the last sample.
+    cpu_last: HashMap<i32, (u64, u64)>,
+    /// For cpu_time: per thread, CPU seconds attributed so far.
+    cpu_inside: HashMap<i32, f64>,
+}
+
+/// Samples metrics into histograms.
+pub struct Sampler {
+    pid: i32,
+    ticks_per_ns: f64,
+    start_tsc: u64,
+    last_tsc: u64,
+    last_ns: u64,
+    bucket_ns: u64,
+    buckets: usize,
+    entries: Vec<Entry>,
+}
+
+impl Sampler {
+    /// A sampler for process `pid`, starting now, with `buckets` buckets of `interval_ns`.
+    pub fn new(pid: i32, ticks_per_ns: f64, interval_ns: u64, buckets: usize) -> Sampler {
+        let now = clock::tsc();
+        Sampler {
+            pid,
+            ticks_per_ns,
+            start_tsc: now,
+            last_tsc: now,
+            last_ns: 0,
+            bucket_ns: interval_ns.max(1_000),
+            buckets,
+            entries: Vec::new(),
+        }
+    }
+
+    /// Adds a planned metric.
+    pub fn add(&mut self, request: MetricRequest, plan: Plan) {
+        self.entries.push(Entry {
+            request,
+            plan,
+            histogram: TimeHistogram::new(self.bucket_ns, self.buckets),
+            last: 0.0,
+            cpu_last: HashMap::new(),
+            cpu_inside: HashMap::new(),
+        });
+    }
+
+    /// Whether there is anything to sample.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// How long until the next sample is due (the histograms' current bucket width).
+    pub fn interval(&self) -> std::time::Duration {
+        let ns = self
+            .entries
+            .iter()
+            .map(|e| e.histogram.bucket_ns())
+            .min()
+            .unwrap_or(self.bucket_ns);
+        std::time::Duration::from_nanos(ns)
+    }
+
+    fn seconds(&self, ticks: u64) -> f64 {
+        ticks as f64 / self.ticks_per_ns / 1e9
+    }
+
+    /// Takes a sample now.
+    pub fn sample(&mut self, session: &Session) {
+        let now = clock::tsc();
+        let at_ns = ((now - self.start_tsc) as f64 / self.ticks_per_ns) as u64;
+        let interval_s = self.seconds(now - self.last_tsc).max(1e-9);
+        let from_ns = self.last_ns;
+        self.last_tsc = now;
+        self.last_ns = at_ns;
+        let (pid, ticks_per_ns) = (self.pid, self.ticks_per_ns);
+        for e in &mut self.entries {
+            let cumulative = match (e.request.kind, e.plan.readout) {
+                (MetricKind::CpuTime, Readout::Timer(t)) => {
+                    for r in session.timer_readings(t, now) {
+                        let Some(cpu) = weft_process::thread_cpu_ns(pid, r.tid) else {
+                            continue;
+                        };
+                        let (cpu0, ticks0) = *e.cpu_last.entry(r.tid).or_insert((cpu, r.value));
+                        let inside_s = (r.value.saturating_sub(ticks0)) as f64 / ticks_per_ns / 1e9;
+                        let fraction = (inside_s / interval_s).clamp(0.0, 1.0);
+                        *e.cpu_inside.entry(r.tid).or_insert(0.0) +=
+                            cpu.saturating_sub(cpu0) as f64 / 1e9 * fraction;
+                        e.cpu_last.insert(r.tid, (cpu, r.value));
+                    }
+                    e.cpu_inside.values().sum()
+                }
+                (_, Readout::Counter(c)) => session.counter_value(c) as i64 as f64,
+                (_, Readout::ThreadCounter(k)) => session
+                    .thread_counter_readings(k)
+                    .iter()
+                    .map(|r| r.value as i64 as f64)
+                    .sum(),
+                (_, Readout::Timer(t)) => {
+                    session
+                        .timer_readings(t, now)
+                        .iter()
+                        .map(|r| r.value as f64)
+                        .sum::<f64>()
+                        / ticks_per_ns
+                        / 1e9
+                }
+            };
+            e.histogram
+                .add_interval(from_ns, at_ns, cumulative - e.last);
+            e.last = cumulative;
+        }
+    }
+
+    /// The results so far.
+    pub fn results(&self, session: &Session) -> Vec<MetricResult> {
+        let now = clock::tsc();
+        let elapsed_s = self.seconds(now - self.start_tsc).max(1e-9);
+        self.entries
+            .iter()
+            .map(|e| {
+                let kind = e.request.kind;
+                let (value, histogram) = if kind == MetricKind::Concurrency {
+                    // Time inside, summed over threads, per unit of time.
+                    let mut h = e.histogram.clone();
+                    let width = h.bucket_ns() as f64 / 1e9;
+                    let averaged: Vec<f64> = h.values().iter().map(|v| v / width).collect();
+                    h = TimeHistogram::from_values(h.bucket_ns(), self.buckets, averaged);
+                    (e.last / elapsed_s, h)
+                } else {
+                    (e.last, e.histogram.clone())
+                };
+                let threads = (e.request.focus.thread == ThreadFocus::Each)
+                    .then(|| self.per_thread(session, e, now));
+                MetricResult {
+                    metric: kind.name(),
+                    focus: e.request.focus_text(),
+                    value,
+                    unit: kind.unit(),
+                    histogram,
+                    threads,
+                }
+            })
+            .collect()
+    }
+
+    fn per_thread(&self, session: &Session, e: &Entry, now: u64) -> Vec<ThreadValue> {
+        let to_values = |readings: Vec<ThreadReading>, scale: f64| {
+            readings
+                .into_iter()
+                .map(|r| ThreadValue {
+                    tid: r.tid,
+                    value: r.value as f64 * scale,
+                })
+                .collect()
+        };
+        match (e.request.kind, e.plan.readout) {
+            (MetricKind::CpuTime, _) => {
+                let mut v: Vec<ThreadValue> = e
+                    .cpu_inside
+                    .iter()
+                    .map(|(&tid, &value)| ThreadValue { tid, value })
+                    .collect();
+                v.sort_by_key(|t| t.tid);
+                v
+            }
+            (_, Readout::Timer(t)) => to_values(
+                session.timer_readings(t, now),
+                1.0 / self.ticks_per_ns / 1e9,
+            ),
+            (_, Readout::ThreadCounter(k)) => to_values(session.thread_counter_readings(k), 1.0),
+            (_, Readout::Counter(_)) => vec![],
+        }
+    }
+}
