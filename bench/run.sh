@@ -5,6 +5,7 @@
 #   bash bench/run.sh            # all
 #   bash bench/run.sh percall    # per-call cost of a counting probe
 #   bash bench/run.sh splice     # instrumentation speed on real programs
+#   bash bench/run.sh primitives # Paradyn's Figure 9: cost of each primitive
 #
 # Needs: gcc, bpftrace, uftrace, python3 (apt-get install -y bpftrace uftrace).
 set -euo pipefail
@@ -89,9 +90,40 @@ for i in range(200): sum(range(10000)); time.sleep(0.02)' &
     wait "$py" 2>/dev/null || true
 }
 
+primitives() {
+    gcc -O2 -pthread -o "$out/loop" bench/loop.c
+    local bin=$out/loop
+    echo "## cost of each primitive at bench_fn's entry/exit (median of $REPS runs, ns per call)"
+    printf '%-44s %10s %12s\n' "what" ns/call "added ns"
+    med() { for _ in $(seq "$REPS"); do "$@" 2>/dev/null | ns_per_call; done | median; }
+    local base
+    base=$(med "$bin" "$FAST")
+    row() { printf '%-44s %10.2f %12.2f\n' "$1" "$2" "$(echo "$2 - $3" | bc -l)"; }
+    row "baseline" "$base" "$base"
+    local count add sum pred wall cpu
+    count=$(med "$WEFT" run --count bench_fn -- "$bin" "$FAST")
+    add=$(med "$WEFT" run --metric calls:fn=bench_fn -- "$bin" "$FAST")
+    sum=$(med "$WEFT" run --metric sum_arg:fn=bench_fn,arg=1 -- "$bin" "$FAST")
+    pred=$(med "$WEFT" run --metric 'sum_arg:fn=bench_fn,arg=1,if=arg1 > 0' -- "$bin" "$FAST")
+    wall=$(med "$WEFT" run --metric wall_time:fn=bench_fn -- "$bin" "$FAST")
+    cpu=$(med "$WEFT" run --metric cpu_time:fn=bench_fn -- "$bin" "$FAST")
+    row "count (--count: lock inc)" "$count" "$base"
+    row "addCounter constant (calls)" "$add" "$base"
+    row "addCounter arg1 (sum_arg, mini-trampoline)" "$sum" "$base"
+    row "  + predicate arg1 > 0" "$pred" "$sum"
+    row "startTimer+stopTimer wall (wall_time)" "$wall" "$base"
+    row "startTimer+stopTimer for cpu_time" "$cpu" "$base"
+    if command -v bpftrace >/dev/null; then
+        local bpf
+        bpf=$(for _ in $(seq 3); do bpftrace -q -e "uprobe:$PWD/$bin:bench_fn { @s[tid] = nsecs; } uretprobe:$PWD/$bin:bench_fn /@s[tid]/ { @t = sum(nsecs - @s[tid]); }" -c "$bin $SLOW" 2>/dev/null | ns_per_call; done | median)
+        row "bpftrace uprobe+uretprobe wall time" "$bpf" "$base"
+    fi
+}
+
 case "$what" in
     percall) percall ;;
     splice) splice ;;
-    all) percall; echo; splice ;;
-    *) echo "usage: bash bench/run.sh [all|percall|splice]" >&2; exit 2 ;;
+    primitives) primitives ;;
+    all) percall; echo; splice; echo; primitives ;;
+    *) echo "usage: bash bench/run.sh [all|percall|splice|primitives]" >&2; exit 2 ;;
 esac

@@ -783,6 +783,17 @@ impl Session {
                     }
                     (Action::Program(program), _) => {
                         let program = self.resolve_program(program, &cluster);
+                        // An unguarded constant addCounter needs no mini-trampoline.
+                        if let [Guarded {
+                            predicate: None,
+                            primitive: Primitive::AddCounter(addr, Expr::Const(k)),
+                        }] = program.as_slice()
+                        {
+                            if let Ok(k) = i32::try_from(*k) {
+                                parts.push(Snippet::add(*addr, k));
+                                continue;
+                            }
+                        }
                         let mini = self.place_mini(ci, &program).map_err(SiteError::Fatal)?;
                         parts.push(Snippet::call_mini(mini));
                     }

@@ -1,9 +1,9 @@
 //! Mini-trampolines: Paradyn's primitives and predicates as machine code.
 //!
 //! A base trampoline calls a point's mini-trampoline (after stepping below
-//! the red zone). The mini-trampoline saves the flags and every
-//! caller-saved register, runs its guarded primitives in order and
-//! returns. Its arguments are read from those saved registers: `arg1` to
+//! the red zone, and saving the flags only if they are live there). The
+//! mini-trampoline saves every caller-saved register, runs its guarded
+//! primitives in order and returns. Its arguments are read from those saved registers: `arg1` to
 //! `arg6` at an entry, `ret` at an exit. Predicates compile to
 //! straight-line integer code over constants, arguments, the return
 //! value, process-wide counters and per-thread counters, with
@@ -357,7 +357,6 @@ pub fn mini_trampoline(at: u64, table: ThreadTable, actions: &[Guarded]) -> Resu
     };
     (|| -> std::result::Result<(), IcedError> {
         let mut exit = g.a.create_label();
-        g.a.pushfq()?;
         for r in [rax, rcx, rdx, rsi, rdi, r8, r9, r10, r11] {
             g.a.push(r)?;
         }
@@ -383,7 +382,6 @@ pub fn mini_trampoline(at: u64, table: ThreadTable, actions: &[Guarded]) -> Resu
         for r in [r11, r10, r9, r8, rdi, rsi, rdx, rcx, rax] {
             g.a.pop(r)?;
         }
-        g.a.popfq()?;
         g.a.ret()?;
         for (mut l, v) in std::mem::take(&mut g.literals) {
             g.a.set_label(&mut l)?;

@@ -29,8 +29,25 @@ impl Snippet {
         }
     }
 
+    /// `lock add qword [counter], k`: an unguarded constant `addCounter`
+    /// inline, with no mini-trampoline. Clobbers the status flags.
+    pub fn add(counter: u64, k: i32) -> Snippet {
+        let mut add = Instruction::with2(
+            Code::Add_rm64_imm32,
+            MemoryOperand::with_base_displ(Register::RIP, counter as i64),
+            k,
+        )
+        .expect("add qword [rip+disp], imm32 is a valid instruction");
+        add.set_has_lock_prefix(true);
+        Snippet {
+            instructions: vec![add],
+            clobbers: RegSet(weft_code::STATUS_FLAGS),
+        }
+    }
+
     /// A call to a mini-trampoline at `mini`, below the red zone. The
-    /// mini-trampoline saves everything it touches, flags included.
+    /// mini-trampoline saves the registers it touches but not the flags,
+    /// which the base trampoline saves when liveness says they are live.
     pub fn call_mini(mini: u64) -> Snippet {
         let step = |d: i64| {
             Instruction::with2(
@@ -44,7 +61,7 @@ impl Snippet {
             .expect("call rel32 is a valid instruction");
         Snippet {
             instructions: vec![step(-crate::RED_ZONE), call, step(crate::RED_ZONE)],
-            clobbers: RegSet::EMPTY,
+            clobbers: RegSet(weft_code::STATUS_FLAGS),
         }
     }
 
