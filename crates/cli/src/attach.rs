@@ -1,7 +1,7 @@
 //! `weft attach`: instrument a running process for a while, then put every
 //! byte back and leave it running.
 
-use crate::requests::Requests;
+use crate::requests::{Perturbation, Requests};
 use crate::run::{is_gone, report_load, report_pending, report_skipped};
 use crate::{output, signals, ProbeArgs};
 use anyhow::{Context, Result};
@@ -17,6 +17,8 @@ pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<
     let watch = ExitWatch::new(pid)?;
     let mut session = Session::new(pid)?;
     let mut req = Requests::build(args, &mut session)?;
+    let mut perturbation = Perturbation::new(&req)?;
+    perturbation.predict(&req, pid, args.max_overhead, args.verbose)?;
     let prepared = session.prepare(&req.specs)?;
     report_pending(&prepared.pending);
     let started = Instant::now();
@@ -90,6 +92,7 @@ report.springboards,
         }
     }
     req.sampler.sample(&session);
+    perturbation.report(&req, &session);
     output::write_report(args, &session.counts(), &req.sampler.results(&session))?;
     Ok(0)
 }

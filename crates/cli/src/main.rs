@@ -29,6 +29,9 @@ enum Command {
     Attach(AttachArgs),
     /// Show functions, disassembly, CFGs and liveness of a binary or process.
     Inspect(inspect::InspectArgs),
+    /// Measure what each instrumentation primitive costs on this machine
+    /// and store it for predicting perturbation.
+    Calibrate,
 }
 
 /// What to count and how to report it (shared by `run` and `attach`).
@@ -52,6 +55,12 @@ pub struct ProbeArgs {
     /// Sampling interval of the metrics' time histograms (`10ms`, `1s`).
     #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = duration::parse)]
     pub interval: std::time::Duration,
+    /// Refuse metric requests whose predicted perturbation (from `weft
+    /// calibrate`'s costs and the call rates measured for a moment first)
+    /// exceeds PCT percent of one CPU. `attach` only: `run` has no rates
+    /// before the program runs.
+    #[arg(long, value_name = "PCT")]
+    pub max_overhead: Option<f64>,
     /// Buckets per time histogram; when full, bucket width doubles.
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub buckets: usize,
@@ -94,6 +103,7 @@ fn main() -> ExitCode {
         Command::Run(a) => run::run(&a.probes, &a.command),
         Command::Attach(a) => attach::attach(a.pid, a.duration, &a.probes),
         Command::Inspect(a) => inspect::inspect(&a).map(|_| 0),
+        Command::Calibrate => calibrate(),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
@@ -154,4 +164,25 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
         },
         _ => 1,
     }
+}
+
+/// `weft calibrate`: measures and stores the primitives' costs.
+fn calibrate() -> anyhow::Result<i32> {
+    let costs = weft_metrics::Costs::measure()?;
+    costs.store()?;
+    println!(
+        "primitive costs on this machine (ns per execution), stored in {}:",
+        weft_metrics::Costs::path().display()
+    );
+    for (what, ns) in [
+        ("trampoline (jmp there and back)", costs.trampoline),
+        ("inline counter", costs.counter),
+        ("mini-trampoline call", costs.mini),
+        ("addCounter by an expression", costs.add_expr),
+        ("predicate", costs.predicate),
+        ("startTimer + stopTimer", costs.timer_pair),
+    ] {
+        println!("  {what:<34} {ns:>8.2}");
+    }
+    Ok(0)
 }

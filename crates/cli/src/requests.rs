@@ -5,7 +5,7 @@ use crate::ProbeArgs;
 use anyhow::{bail, Result};
 use std::time::{Duration, Instant};
 use weft_live::{PointSpec, Session};
-use weft_metrics::{MetricRequest, Sampler};
+use weft_metrics::{Costs, FunctionCost, MetricRequest, Sampler};
 
 /// Probes to insert and the sampler that reads the metrics among them.
 pub struct Requests {
@@ -13,6 +13,9 @@ pub struct Requests {
     pub specs: Vec<PointSpec>,
     /// Samples the metrics.
     pub sampler: Sampler,
+    /// The instrumented functions and what a call of each costs.
+    pub costs: Vec<FunctionCost>,
+    started: Instant,
     next_sample: Instant,
 }
 
@@ -28,6 +31,7 @@ impl Requests {
             specs.push(PointSpec::exits(p)?);
         }
         let ticks_per_ns = weft_live::clock::calibrate(Duration::from_millis(20));
+        let mut costs = Vec::new();
         let mut sampler = Sampler::new(
             session.pid(),
             ticks_per_ns,
@@ -46,6 +50,7 @@ impl Requests {
             }
             let plan = weft_metrics::plan(&request, session)?;
             specs.extend(plan.specs.iter().cloned());
+            costs.extend(plan.functions.iter().cloned());
             sampler.add(request, plan);
         }
         if specs.is_empty() {
@@ -57,6 +62,8 @@ impl Requests {
         Ok(Requests {
             specs,
             sampler,
+            costs,
+            started: Instant::now(),
             next_sample: Instant::now(),
         })
     }
@@ -75,5 +82,147 @@ impl Requests {
         self.next_sample
             .saturating_duration_since(Instant::now())
             .min(Duration::from_millis(50))
+    }
+}
+
+impl Requests {
+    /// Percent of one CPU that the metrics' instrumentation takes at the
+    /// given call rates (calls per second, by function).
+    pub fn perturbation(&self, costs: &Costs, rate: impl Fn(&FunctionCost) -> f64) -> f64 {
+        self.costs
+            .iter()
+            .map(|f| rate(f) * f.per_call.ns(costs))
+            .sum::<f64>()
+            / 1e9
+            * 100.0
+    }
+
+    /// The perturbation observed so far, from the counted calls.
+    pub fn observed_perturbation(&self, session: &Session, costs: &Costs) -> f64 {
+        let elapsed = self.started.elapsed().as_secs_f64().max(1e-9);
+        self.perturbation(costs, |f| {
+            session.counter_value(f.rate_counter) as f64 / elapsed
+        })
+    }
+}
+
+/// Calls per second of each function pattern, counted in process `pid`
+/// over `window` (with a short attach of its own).
+pub fn measure_rates(pid: i32, patterns: &[String], window: Duration) -> Result<Vec<f64>> {
+    use weft_live::{Action, Expr, Guarded, Primitive};
+    let mut session = Session::new(pid)?;
+    let mut specs = Vec::new();
+    let mut counters = Vec::new();
+    for p in patterns {
+        let c = session.alloc_counter()?;
+        counters.push(c);
+        let count = Guarded {
+            predicate: None,
+            primitive: Primitive::AddCounter(c, Expr::Const(1)),
+        };
+        specs.push(PointSpec::parse(p)?.with_action(Action::Program(vec![count])));
+    }
+    let prepared = session.prepare(&specs)?;
+    let mut tracee = weft_process::Tracee::attach(pid)?;
+    session.apply(&mut tracee, prepared)?;
+    tracee.detach()?;
+    let started = Instant::now();
+    std::thread::sleep(window);
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut tracee = weft_process::Tracee::attach(pid)?;
+    session.remove_all(&mut tracee)?;
+    tracee.detach()?;
+    Ok(counters
+        .iter()
+        .map(|&c| session.counter_value(c) as f64 / elapsed)
+        .collect())
+}
+
+/// What perturbation weft predicted and what it observed.
+pub struct Perturbation {
+    costs: Option<Costs>,
+    predicted: Option<f64>,
+}
+
+impl Perturbation {
+    /// Loads (or measures once) the primitive costs when metrics are requested.
+    pub fn new(req: &Requests) -> Result<Perturbation> {
+        let costs = if req.costs.is_empty() {
+            None
+        } else {
+            Some(Costs::load_or_measure()?)
+        };
+        Ok(Perturbation {
+            costs,
+            predicted: None,
+        })
+    }
+
+    /// Predicts from call rates measured in the running process for a
+    /// moment, and refuses above `max` percent of one CPU.
+    pub fn predict(
+        &mut self,
+        req: &Requests,
+        pid: i32,
+        max: Option<f64>,
+        verbose: bool,
+    ) -> Result<()> {
+        let Some(costs) = &self.costs else {
+            return Ok(());
+        };
+        let mut patterns: Vec<String> = req.costs.iter().map(|f| f.pattern.clone()).collect();
+        patterns.sort();
+        patterns.dedup();
+        let rates = measure_rates(pid, &patterns, Duration::from_millis(200))?;
+        let rate_of =
+            |f: &FunctionCost| patterns.binary_search(&f.pattern).map_or(0.0, |i| rates[i]);
+        let predicted = req.perturbation(costs, rate_of);
+        if verbose || max.is_some() {
+            eprintln!("weft: predicted perturbation: {predicted:.3}% of one CPU");
+        }
+        if verbose {
+            for f in &req.costs {
+                eprintln!(
+                    "weft:   {}: {:.0} calls/s x {:.1} ns",
+                    f.pattern,
+                    rate_of(f),
+                    f.per_call.ns(costs)
+                );
+            }
+        }
+        if let Some(max) = max {
+            if predicted > max {
+                let worst = req
+                    .costs
+                    .iter()
+                    .max_by(|a, b| {
+                        (rate_of(a) * a.per_call.ns(costs))
+                            .total_cmp(&(rate_of(b) * b.per_call.ns(costs)))
+                    })
+                    .map(|f| {
+                        format!(
+                            " (most of it from {}: {:.0} calls/s)",
+                            f.pattern,
+                            rate_of(f)
+                        )
+                    })
+                    .unwrap_or_default();
+                bail!("predicted perturbation {predicted:.2}% of one CPU exceeds --max-overhead {max}%{worst}; nothing was inserted");
+            }
+        }
+        self.predicted = Some(predicted);
+        Ok(())
+    }
+
+    /// Prints predicted against observed.
+    pub fn report(&self, req: &Requests, session: &Session) {
+        let Some(costs) = &self.costs else { return };
+        let observed = req.observed_perturbation(session, costs);
+        match self.predicted {
+            Some(p) => eprintln!(
+                "weft: perturbation: predicted {p:.3}%, observed {observed:.3}% of one CPU"
+            ),
+            None => eprintln!("weft: perturbation: {observed:.3}% of one CPU (observed)"),
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! `weft run`: start a program with probes in place from its first
 //! instruction, let it run untraced, report when it exits.
 
-use crate::requests::Requests;
+use crate::requests::{Perturbation, Requests};
 use crate::{output, signals, ProbeArgs};
 use anyhow::Result;
 use weft_live::{AddReport, Session};
@@ -48,6 +48,12 @@ pub fn report_load(report: &AddReport, verbose: bool) {
 
 /// Runs `command` with the probes of `args`; returns the program's exit code.
 pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
+    if args.max_overhead.is_some() {
+        anyhow::bail!(
+            "--max-overhead needs the call rates of a running process, which `run` cannot know before the program \
+             runs: use `weft attach` (run reports the observed perturbation at the end)"
+        );
+    }
     let spec = LaunchSpec {
         program: command[0].clone(),
         args: command[1..].to_vec(),
@@ -104,6 +110,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
     let metrics = match requests.as_mut() {
         Some(req) => {
             req.sampler.sample(&session);
+            Perturbation::new(req)?.report(req, &session);
             req.sampler.results(&session)
         }
         None => vec![],

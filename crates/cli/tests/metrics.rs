@@ -256,3 +256,106 @@ fn bad_metric_requests_are_one_clear_line() {
         );
     }
 }
+
+#[test]
+fn calibrate_stores_costs() {
+    let dir = scratch("calibrate");
+    let path = dir.join("costs.json");
+    let out = run(
+        weft().arg("calibrate").env("WEFT_CALIBRATION", &path),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let costs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let timers = costs["timer_pair"].as_f64().unwrap();
+    assert!(timers > 0.0 && timers < 5000.0, "{costs}");
+    assert!(
+        out.stdout.contains("startTimer + stopTimer"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn max_overhead_refuses_before_inserting_anything() {
+    let bin = build("server", &O2);
+    let mut child = std::process::Command::new(&bin)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let child = KillOnDrop(child);
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    std::io::Write::write_all(&mut stdin, b"spin 2\n").unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "spinning 2");
+    let dir = scratch("max-overhead");
+    let pid = child.0.id().to_string();
+    let out = run(
+        weft()
+            .args([
+                "attach",
+                "-p",
+                &pid,
+                "--duration",
+                "0.2",
+                "--metric",
+                "wall_time:fn=work",
+                "--max-overhead",
+                "0.001",
+            ])
+            .env("WEFT_CALIBRATION", dir.join("costs.json")),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("exceeds --max-overhead 0.001%")
+            && out.stderr.contains("nothing was inserted"),
+        "{}",
+        out.stderr
+    );
+    // A generous limit lets it through, and weft reports predicted against observed.
+    let out = run(
+        weft()
+            .args([
+                "attach",
+                "-p",
+                &pid,
+                "--duration",
+                "0.2",
+                "--metric",
+                "calls:fn=leaf",
+                "--max-overhead",
+                "100",
+            ])
+            .env("WEFT_CALIBRATION", dir.join("costs.json")),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("perturbation: predicted"),
+        "{}",
+        out.stderr
+    );
+    std::io::Write::write_all(&mut stdin, b"stop\n").unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "stopped OK calls>0:1 bad=0");
+    let run_refused = run(
+        weft().args([
+            "run",
+            "--metric",
+            "calls:fn=work",
+            "--max-overhead",
+            "5",
+            "--",
+            "/bin/true",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert!(
+        run_refused.status == 1 && run_refused.stderr.contains("use `weft attach`"),
+        "{}",
+        run_refused.stderr
+    );
+}

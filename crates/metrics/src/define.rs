@@ -26,6 +26,49 @@ pub struct Plan {
     pub specs: Vec<PointSpec>,
     /// Where the value comes from.
     pub readout: Readout,
+    /// The instrumented functions, each with its cost model and the inline
+    /// counter of its calls (the rate that perturbation scales with).
+    pub functions: Vec<FunctionCost>,
+}
+
+/// How much one call of an instrumented function costs.
+#[derive(Debug, Clone)]
+pub struct FunctionCost {
+    /// The function pattern.
+    pub pattern: String,
+    /// Primitives run per call.
+    pub per_call: PerCall,
+    /// A counter of its calls.
+    pub rate_counter: u64,
+}
+
+/// The primitives one call runs, for [`Costs`](crate::Costs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PerCall {
+    /// Trampolines entered (entry, exit).
+    pub trampolines: u32,
+    /// Inline counters.
+    pub counters: u32,
+    /// Mini-trampolines called.
+    pub minis: u32,
+    /// addCounter/addThreadCounter by an expression, in minis.
+    pub adds: u32,
+    /// Predicates evaluated.
+    pub predicates: u32,
+    /// startTimer/stopTimer pairs.
+    pub timer_pairs: u32,
+}
+
+impl PerCall {
+    /// Nanoseconds per call with these costs.
+    pub fn ns(&self, c: &crate::Costs) -> f64 {
+        self.trampolines as f64 * c.trampoline
+            + self.counters as f64 * c.counter
+            + self.minis as f64 * c.mini
+            + self.adds as f64 * c.add_expr
+            + self.predicates as f64 * c.predicate
+            + self.timer_pairs as f64 * c.timer_pair
+    }
 }
 
 /// The functions whose time is lock waiting.
@@ -71,9 +114,20 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
     };
     let mut specs = Vec::new();
     let mut exit_constraints = Vec::new();
+    let mut costs: Vec<FunctionCost> = Vec::new();
     // Guards that hold for the whole call: checked at the start and at the stop.
     let mut stable = Vec::new();
     if let Some(inside) = &req.focus.inside {
+        costs.push(FunctionCost {
+            pattern: inside.clone(),
+            per_call: PerCall {
+                trampolines: 2,
+                minis: 2,
+                adds: 2,
+                ..PerCall::default()
+            },
+            rate_counter: 0,
+        });
         let k = session.alloc_thread_counter()?;
         specs.push(PointSpec::parse(inside)?.with_action(program(
             None,
@@ -94,6 +148,7 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
         at_entry.push(e.clone());
     }
     let per_thread = req.focus.thread == ThreadFocus::Each;
+    let guards = at_entry.len() as u32;
     let readout = match req.kind {
         MetricKind::Calls | MetricKind::SumArg => {
             let value = match req.kind {
@@ -115,6 +170,27 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
                     PointSpec::parse(f)?.with_action(program(and(&at_entry), primitive.clone())),
                 );
             }
+            let inline = guards == 0 && !per_thread && req.kind == MetricKind::Calls;
+            let per_call = if inline {
+                PerCall {
+                    trampolines: 1,
+                    counters: 1,
+                    ..PerCall::default()
+                }
+            } else {
+                PerCall {
+                    trampolines: 1,
+                    minis: 1,
+                    adds: 1,
+                    predicates: guards,
+                    ..PerCall::default()
+                }
+            };
+            costs.extend(functions.iter().map(|f| FunctionCost {
+                pattern: f.clone(),
+                per_call,
+                rate_counter: 0,
+            }));
             readout
         }
         MetricKind::WallTime
@@ -134,9 +210,33 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
                         .with_action(program(and(&stable), Primitive::StopTimer(t))),
                 );
             }
+            let per_call = PerCall {
+                trampolines: 2,
+                timer_pairs: 1,
+                predicates: guards + stable.len() as u32,
+                ..PerCall::default()
+            };
+            costs.extend(functions.iter().map(|f| FunctionCost {
+                pattern: f.clone(),
+                per_call,
+                rate_counter: 0,
+            }));
             Readout::Timer(t)
         }
     };
     specs.extend(exit_constraints);
-    Ok(Plan { specs, readout })
+    // Count the calls of every instrumented function (inline, ~1 ns), for
+    // the observed perturbation.
+    for c in &mut costs {
+        c.rate_counter = session.alloc_counter()?;
+        specs.push(PointSpec::parse(&c.pattern)?.with_action(program(
+            None,
+            Primitive::AddCounter(c.rate_counter, Expr::Const(1)),
+        )));
+    }
+    Ok(Plan {
+        specs,
+        readout,
+        functions: costs,
+    })
 }

@@ -20,6 +20,12 @@ pub enum Error {
         /// What is wrong.
         why: String,
     },
+    /// Measuring or storing the calibration failed.
+    #[error("calibration: {0}")]
+    Calibration(String),
+    /// Generating code failed.
+    #[error(transparent)]
+    Patch(#[from] weft_patch::Error),
     /// The instrumentation engine refused something.
     #[error(transparent)]
     Live(#[from] weft_live::Error),

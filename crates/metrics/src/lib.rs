@@ -11,6 +11,7 @@
 //!
 //! This crate never touches the process: it plans and it reads shared memory.
 
+mod calibrate;
 mod define;
 mod error;
 mod expr;
@@ -18,7 +19,8 @@ mod histogram;
 mod request;
 mod sampler;
 
-pub use define::{plan, Plan, Readout};
+pub use calibrate::Costs;
+pub use define::{plan, FunctionCost, PerCall, Plan, Readout};
 pub use error::{Error, Result};
 pub use expr::parse_expr;
 pub use histogram::TimeHistogram;
