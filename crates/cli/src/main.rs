@@ -3,6 +3,7 @@
 
 mod attach;
 mod duration;
+mod html;
 mod inspect;
 mod output;
 mod requests;
@@ -29,6 +30,8 @@ enum Command {
     Attach(AttachArgs),
     /// Show functions, disassembly, CFGs and liveness of a binary or process.
     Inspect(inspect::InspectArgs),
+    /// Render a JSON report's time histograms as a self-contained HTML page.
+    Report(ReportArgs),
     /// Measure what each instrumentation primitive costs on this machine
     /// and store it for predicting perturbation.
     Calibrate,
@@ -85,6 +88,15 @@ struct RunArgs {
 }
 
 #[derive(Args, Debug)]
+struct ReportArgs {
+    /// A report written by `weft run/attach --format json --output FILE`.
+    input: PathBuf,
+    /// Where to write the page.
+    #[arg(long, value_name = "OUT.html")]
+    html: PathBuf,
+}
+
+#[derive(Args, Debug)]
 struct AttachArgs {
     /// The process to attach to.
     #[arg(long, short = 'p', value_name = "PID")]
@@ -104,6 +116,7 @@ fn main() -> ExitCode {
         Command::Attach(a) => attach::attach(a.pid, a.duration, &a.probes),
         Command::Inspect(a) => inspect::inspect(&a).map(|_| 0),
         Command::Calibrate => calibrate(),
+        Command::Report(a) => html::report(&a.input, &a.html).map(|_| 0),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

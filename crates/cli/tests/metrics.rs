@@ -359,3 +359,101 @@ fn max_overhead_refuses_before_inserting_anything() {
         run_refused.stderr
     );
 }
+
+#[test]
+fn html_report_renders_in_headless_chromium() {
+    let chromium = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| have(c));
+    let Some(chromium) = chromium else {
+        skip("chromium missing (bash scripts/install-deps.sh installs it)");
+        return;
+    };
+    let bin = build("metrics", &O2);
+    let dir = scratch("html-report");
+    let json = dir.join("m.json");
+    let out = run(
+        weft()
+            .args([
+                "run",
+                "--metric",
+                "wall_time:fn=nap",
+                "--metric",
+                "concurrency:fn=park",
+                "--interval",
+                "50ms",
+            ])
+            .args(["--format", "json", "--output"])
+            .arg(&json)
+            .arg("--")
+            .arg(&bin),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let html = dir.join("m.html");
+    let out = run(
+        weft().arg("report").arg(&json).arg("--html").arg(&html),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let buckets: Vec<usize> = doc["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["histogram"]["values"].as_array().unwrap().len())
+        .collect();
+    let flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=900,1200",
+    ];
+    let profile = format!("--user-data-dir={}", dir.join("profile").display());
+    let url = format!("file://{}", html.display());
+    let dom = run(
+        std::process::Command::new(chromium)
+            .args(flags)
+            .arg(&profile)
+            .arg("--dump-dom")
+            .arg(&url),
+        Duration::from_secs(120),
+    );
+    assert_eq!(dom.status, 0, "{}", dom.stderr);
+    // The browser parsed one plot per metric, each with all its buckets.
+    assert_eq!(
+        dom.stdout.matches("<svg").count(),
+        buckets.len(),
+        "{}",
+        dom.stdout
+    );
+    for n in &buckets {
+        assert!(
+            dom.stdout.contains(&format!("data-buckets=\"{n}\"")),
+            "a plot with {n} buckets"
+        );
+    }
+    let png = dir.join("m.png");
+    let shot = format!("--screenshot={}", png.display());
+    let out = run(
+        std::process::Command::new(chromium)
+            .args(flags)
+            .arg(&profile)
+            .arg(&shot)
+            .arg(&url),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(
+        bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,
+        "a real picture: {} bytes",
+        bytes.len()
+    );
+}
