@@ -55,6 +55,10 @@ pub struct ProbeArgs {
     /// Repeatable.
     #[arg(long = "metric", value_name = "NAME:FOCUS")]
     pub metric: Vec<String>,
+    /// Metric definitions to request with --metric like the built-in ones
+    /// (format: docs/metrics.md).
+    #[arg(long, value_name = "FILE")]
+    pub metrics_file: Option<PathBuf>,
     /// Sampling interval of the metrics' time histograms (`10ms`, `1s`).
     #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = duration::parse)]
     pub interval: std::time::Duration,

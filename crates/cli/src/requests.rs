@@ -38,8 +38,12 @@ impl Requests {
             args.interval.as_nanos() as u64,
             args.buckets,
         );
+        let definitions = match &args.metrics_file {
+            Some(path) => weft_metrics::Definitions::load(path)?,
+            None => weft_metrics::Definitions::default(),
+        };
         for m in &args.metric {
-            let request = MetricRequest::parse(m)?;
+            let request = MetricRequest::parse_with(m, &definitions)?;
             if let Some(p) = request.focus.process {
                 if p != session.pid() {
                     bail!(

@@ -457,3 +457,72 @@ fn html_report_renders_in_headless_chromium() {
         bytes.len()
     );
 }
+
+#[test]
+fn user_defined_metrics_from_a_file() {
+    let dir = scratch("metrics-file");
+    let defs = dir.join("defs.weft");
+    std::fs::write(
+        &defs,
+        "# calls of the focus function with a given first argument
+metric kind_two
+  unit calls
+  counter n
+  at entry of $fn if arg1 == 2: add n 1
+  value n
+
+# time inside nap, by hand
+metric nap_time
+  timer t
+  at entry of nap: start t
+  at exit of nap: stop t
+  value t
+",
+    )
+    .unwrap();
+    let defs_arg = defs.to_str().unwrap();
+    let (tally, rows) = measure(
+        &["kind_two:fn=classify", "nap_time", "wall_time:fn=nap"],
+        &["--metrics-file", defs_arg],
+    );
+    assert_eq!(
+        value(&rows, "kind_two", "fn=classify") as u64,
+        tally["classify_2"]
+    );
+    let (by_hand, built_in) = (
+        value(&rows, "nap_time", ""),
+        value(&rows, "wall_time", "fn=nap"),
+    );
+    assert!(
+        (by_hand - built_in).abs() / built_in < 0.01,
+        "{by_hand} vs {built_in}"
+    );
+    let row = rows.iter().find(|r| r["metric"] == "nap_time").unwrap();
+    assert_eq!(row["unit"], "s");
+
+    std::fs::write(
+        &defs,
+        "metric broken\n  counter c\n  at entry of f: add d 1\n  value c\n",
+    )
+    .unwrap();
+    let bin = build("metrics", &O2);
+    let out = run(
+        weft()
+            .args([
+                "run",
+                "--metrics-file",
+                defs_arg,
+                "--metric",
+                "broken",
+                "--",
+            ])
+            .arg(&bin),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 1);
+    assert!(
+        out.stderr.contains("line 3") && out.stderr.contains("'d' is no declared counter"),
+        "{}",
+        out.stderr
+    );
+}

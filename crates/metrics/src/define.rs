@@ -101,6 +101,9 @@ fn program(predicate: Option<Expr>, primitive: Primitive) -> Action {
 /// Plans a request: allocates its counters and timers in `session` and
 /// returns the probes to insert.
 pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
+    if let Some(def) = &req.definition {
+        return plan_defined(req, def, session);
+    }
     let qualify = |f: &str| match &req.focus.module {
         Some(m) if !f.contains(':') => format!("{m}:{f}"),
         _ => f.to_string(),
@@ -114,42 +117,19 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
     };
     let mut specs = Vec::new();
     let mut exit_constraints = Vec::new();
-    let mut costs: Vec<FunctionCost> = Vec::new();
-    // Guards that hold for the whole call: checked at the start and at the stop.
-    let mut stable = Vec::new();
-    if let Some(inside) = &req.focus.inside {
-        costs.push(FunctionCost {
-            pattern: inside.clone(),
-            per_call: PerCall {
-                trampolines: 2,
-                minis: 2,
-                adds: 2,
-                ..PerCall::default()
-            },
-            rate_counter: 0,
-        });
-        let k = session.alloc_thread_counter()?;
-        specs.push(PointSpec::parse(inside)?.with_action(program(
-            None,
-            Primitive::AddThreadCounter(k, Expr::Const(1)),
-        )));
-        exit_constraints.push(PointSpec::exits(inside)?.with_action(program(
-            None,
-            Primitive::AddThreadCounter(k, Expr::Const(-1)),
-        )));
-        stable.push(Expr::bin(BinOp::Gt, Expr::ThreadCounter(k), Expr::Const(0)));
-    }
-    if let ThreadFocus::Tid(tid) = req.focus.thread {
-        stable.push(Expr::bin(BinOp::Eq, Expr::Tid, Expr::Const(tid as i64)));
-    }
-    // Guards on the arguments: only at the entry.
-    let mut at_entry = stable.clone();
-    if let Some((_, e)) = &req.focus.predicate {
-        at_entry.push(e.clone());
-    }
+    let mut costs: Vec<FunctionCost> = inside_cost(req);
+    // Guards that hold for the whole call (checked at the start and at the
+    // stop), and those on the arguments (at the entry only).
+    let (stable, at_entry) = focus_guards(req, session, &mut specs, &mut exit_constraints)?;
     let per_thread = req.focus.thread == ThreadFocus::Each;
     let guards = at_entry.len() as u32;
     let readout = match req.kind {
+        MetricKind::Defined => {
+            return Err(crate::Error::BadRequest {
+                request: req.text.clone(),
+                why: "no definition for this metric".into(),
+            })
+        }
         MetricKind::Calls | MetricKind::SumArg => {
             let value = match req.kind {
                 MetricKind::SumArg => Expr::Arg(req.focus.arg.unwrap_or(1)),
@@ -234,6 +214,172 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
             Primitive::AddCounter(c.rate_counter, Expr::Const(1)),
         )));
     }
+    Ok(Plan {
+        specs,
+        readout,
+        functions: costs,
+    })
+}
+
+/// The guards a focus puts on every primitive: those that hold for the
+/// whole call (checked at exits too) and those on the arguments (entries only).
+fn focus_guards(
+    req: &MetricRequest,
+    session: &mut Session,
+    specs: &mut Vec<PointSpec>,
+    exits: &mut Vec<PointSpec>,
+) -> Result<(Vec<Expr>, Vec<Expr>)> {
+    let mut stable = Vec::new();
+    if let Some(inside) = &req.focus.inside {
+        let k = session.alloc_thread_counter()?;
+        specs.push(PointSpec::parse(inside)?.with_action(program(
+            None,
+            Primitive::AddThreadCounter(k, Expr::Const(1)),
+        )));
+        exits.push(PointSpec::exits(inside)?.with_action(program(
+            None,
+            Primitive::AddThreadCounter(k, Expr::Const(-1)),
+        )));
+        stable.push(Expr::bin(BinOp::Gt, Expr::ThreadCounter(k), Expr::Const(0)));
+    }
+    if let ThreadFocus::Tid(tid) = req.focus.thread {
+        stable.push(Expr::bin(BinOp::Eq, Expr::Tid, Expr::Const(tid as i64)));
+    }
+    let mut at_entry = stable.clone();
+    if let Some((_, e)) = &req.focus.predicate {
+        at_entry.push(e.clone());
+    }
+    Ok((stable, at_entry))
+}
+
+/// The cost of an `inside=` constraint: a per-thread counter at the entry and exits.
+fn inside_cost(req: &MetricRequest) -> Vec<FunctionCost> {
+    req.focus
+        .inside
+        .iter()
+        .map(|inside| FunctionCost {
+            pattern: inside.clone(),
+            per_call: PerCall {
+                trampolines: 2,
+                minis: 2,
+                adds: 2,
+                ..PerCall::default()
+            },
+            rate_counter: 0,
+        })
+        .collect()
+}
+
+fn remap(e: &Expr, counters: &[u64]) -> Expr {
+    match e {
+        Expr::Counter(i) => Expr::Counter(counters[*i as usize]),
+        Expr::Bin(op, a, b) => Expr::bin(*op, remap(a, counters), remap(b, counters)),
+        other => other.clone(),
+    }
+}
+
+/// Plans a user-defined metric: its counters and timers get global
+/// indices, `$fn` becomes the focus's function, and the focus's guards are
+/// added to every primitive.
+fn plan_defined(
+    req: &MetricRequest,
+    def: &crate::Definition,
+    session: &mut Session,
+) -> Result<Plan> {
+    let counters: Vec<u64> = def
+        .counters
+        .iter()
+        .map(|_| session.alloc_counter())
+        .collect::<Result<_, _>>()?;
+    let timers: Vec<u64> = def
+        .timers
+        .iter()
+        .map(|_| session.alloc_timer())
+        .collect::<Result<_, _>>()?;
+    let mut specs = Vec::new();
+    let mut exit_constraints = Vec::new();
+    let (stable, at_entry) = focus_guards(req, session, &mut specs, &mut exit_constraints)?;
+    let function = req.focus.function.clone().unwrap_or_default();
+    let mut costs: Vec<FunctionCost> = inside_cost(req);
+    for p in &def.points {
+        let pattern = p.pattern.replace("$fn", &function);
+        let guards = if p.at_exit { &stable } else { &at_entry };
+        let actions: Vec<Guarded> = p
+            .actions
+            .iter()
+            .map(|g| {
+                let mut all: Vec<Expr> = guards.clone();
+                all.extend(g.predicate.iter().map(|e| remap(e, &counters)));
+                let primitive = match &g.primitive {
+                    Primitive::SetCounter(c, e) => {
+                        Primitive::SetCounter(counters[*c as usize], remap(e, &counters))
+                    }
+                    Primitive::AddCounter(c, e) => {
+                        Primitive::AddCounter(counters[*c as usize], remap(e, &counters))
+                    }
+                    Primitive::SubCounter(c, e) => {
+                        Primitive::SubCounter(counters[*c as usize], remap(e, &counters))
+                    }
+                    Primitive::StartTimer(t) => Primitive::StartTimer(timers[*t as usize]),
+                    Primitive::StopTimer(t) => Primitive::StopTimer(timers[*t as usize]),
+                    other => other.clone(),
+                };
+                Guarded {
+                    predicate: and(&all),
+                    primitive,
+                }
+            })
+            .collect();
+        let timer_ops = actions
+            .iter()
+            .filter(|g| {
+                matches!(
+                    g.primitive,
+                    Primitive::StartTimer(_) | Primitive::StopTimer(_)
+                )
+            })
+            .count() as u32;
+        let per_call = PerCall {
+            trampolines: 1,
+            minis: 1,
+            adds: actions.len() as u32 - timer_ops,
+            predicates: actions.iter().filter(|g| g.predicate.is_some()).count() as u32,
+            timer_pairs: timer_ops.div_ceil(2),
+            ..PerCall::default()
+        };
+        let spec = if p.at_exit {
+            PointSpec::exits(&pattern)?
+        } else {
+            PointSpec::parse(&pattern)?
+        };
+        specs.push(spec.with_action(Action::Program(actions)));
+        match costs.iter_mut().find(|c| c.pattern == pattern) {
+            Some(c) => {
+                c.per_call.trampolines += per_call.trampolines;
+                c.per_call.minis += per_call.minis;
+                c.per_call.adds += per_call.adds;
+                c.per_call.predicates += per_call.predicates;
+                c.per_call.timer_pairs += per_call.timer_pairs;
+            }
+            None => costs.push(FunctionCost {
+                pattern,
+                per_call,
+                rate_counter: 0,
+            }),
+        }
+    }
+    specs.extend(exit_constraints);
+    for c in &mut costs {
+        c.rate_counter = session.alloc_counter()?;
+        specs.push(PointSpec::parse(&c.pattern)?.with_action(program(
+            None,
+            Primitive::AddCounter(c.rate_counter, Expr::Const(1)),
+        )));
+    }
+    let readout = match def.value {
+        crate::Value::Counter(i) => Readout::Counter(counters[i]),
+        crate::Value::Timer(i) => Readout::Timer(timers[i]),
+    };
     Ok(Plan {
         specs,
         readout,

@@ -20,6 +20,9 @@ pub enum Error {
         /// What is wrong.
         why: String,
     },
+    /// A definition file is wrong.
+    #[error("metric definitions: {0}")]
+    Definitions(String),
     /// Measuring or storing the calibration failed.
     #[error("calibration: {0}")]
     Calibration(String),

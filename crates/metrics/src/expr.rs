@@ -9,11 +9,18 @@ use weft_live::{BinOp, Expr};
 
 /// Parses a predicate or value expression.
 pub fn parse_expr(text: &str) -> Result<Expr> {
+    parse_expr_with(text, &|_| None)
+}
+
+/// Parses an expression in which other names (the counters of a
+/// definition file) resolve through `names`.
+pub fn parse_expr_with(text: &str, names: &dyn Fn(&str) -> Option<Expr>) -> Result<Expr> {
     let tokens = tokenize(text)?;
     let mut p = Parser {
         tokens,
         pos: 0,
         text,
+        names,
     };
     let e = p.or()?;
     if p.pos != p.tokens.len() {
@@ -58,6 +65,7 @@ struct Parser<'a> {
     tokens: Vec<String>,
     pos: usize,
     text: &'a str,
+    names: &'a dyn Fn(&str) -> Option<Expr>,
 }
 
 impl Parser<'_> {
@@ -135,6 +143,7 @@ impl Parser<'_> {
             }
             "-" => Ok(Expr::bin(BinOp::Sub, Expr::Const(0), self.atom()?)),
             "ret" => Ok(Expr::Ret),
+            name if (self.names)(name).is_some() => Ok((self.names)(name).expect("checked")),
             "tid" => Ok(Expr::Tid),
             a if a.starts_with("arg") => match a[3..].parse::<u8>() {
                 Ok(n @ 1..=6) => Ok(Expr::Arg(n)),

@@ -2,7 +2,7 @@
 //! constraints (`fn=work`, `module=libc.so.6`, `thread=each`, `thread=TID`,
 //! `process=PID`, `inside=flush_log`, `arg=3`, `if=EXPR`).
 
-use crate::{parse_expr, Error, Result};
+use crate::{parse_expr, Definition, Definitions, Error, Result};
 use weft_live::Expr;
 
 /// The built-in metrics.
@@ -20,6 +20,8 @@ pub enum MetricKind {
     LockWait,
     /// Sum of one argument over calls.
     SumArg,
+    /// A metric from a definition file.
+    Defined,
 }
 
 impl MetricKind {
@@ -32,6 +34,7 @@ impl MetricKind {
             MetricKind::Concurrency => "concurrency",
             MetricKind::LockWait => "lock_wait",
             MetricKind::SumArg => "sum_arg",
+            MetricKind::Defined => "defined",
         }
     }
 
@@ -42,6 +45,7 @@ impl MetricKind {
             MetricKind::WallTime | MetricKind::CpuTime | MetricKind::LockWait => "s",
             MetricKind::Concurrency => "threads",
             MetricKind::SumArg => "sum",
+            MetricKind::Defined => "",
         }
     }
 
@@ -94,25 +98,38 @@ pub struct MetricRequest {
     pub kind: MetricKind,
     /// Where.
     pub focus: Focus,
+    /// For [`MetricKind::Defined`], its definition.
+    pub definition: Option<Definition>,
 }
 
 impl MetricRequest {
     /// Parses `NAME:FOCUS`.
     pub fn parse(text: &str) -> Result<MetricRequest> {
+        MetricRequest::parse_with(text, &Definitions::default())
+    }
+
+    /// Parses `NAME:FOCUS`, NAME built in or defined in `defs`.
+    pub fn parse_with(text: &str, defs: &Definitions) -> Result<MetricRequest> {
         let bad = |why: String| Error::BadRequest {
             request: text.into(),
             why,
         };
         let (name, focus_text) = text.split_once(':').unwrap_or((text, ""));
-        let kind = MetricKind::ALL
-            .into_iter()
-            .find(|k| k.name() == name.trim())
-            .ok_or_else(|| {
-                bad(format!(
-                    "unknown metric '{name}' (known: {})",
-                    MetricKind::ALL.map(|k| k.name()).join(", ")
-                ))
-            })?;
+        let definition = defs.get(name.trim()).cloned();
+        let kind = match &definition {
+            Some(_) => MetricKind::Defined,
+            None => MetricKind::ALL
+                .into_iter()
+                .find(|k| k.name() == name.trim())
+                .ok_or_else(|| {
+                    let mut known: Vec<&str> = MetricKind::ALL.map(|k| k.name()).to_vec();
+                    known.extend(defs.names());
+                    bad(format!(
+                        "unknown metric '{name}' (known: {})",
+                        known.join(", ")
+                    ))
+                })?,
+        };
         let mut focus = Focus {
             function: None,
             module: None,
@@ -155,8 +172,12 @@ impl MetricRequest {
                 }
             }
         }
-        if focus.function.is_none() && kind != MetricKind::LockWait {
-            return Err(bad(format!("{} needs fn=PATTERN", kind.name())));
+        let needs_fn = match &definition {
+            Some(d) => d.points.iter().any(|p| p.pattern.contains("$fn")),
+            None => kind != MetricKind::LockWait,
+        };
+        if focus.function.is_none() && needs_fn {
+            return Err(bad(format!("{} needs fn=PATTERN", name.trim())));
         }
         if kind == MetricKind::SumArg && focus.arg.is_none() {
             return Err(bad("sum_arg needs arg=N (1 to 6)".into()));
@@ -165,7 +186,24 @@ impl MetricRequest {
             text: text.into(),
             kind,
             focus,
+            definition,
         })
+    }
+
+    /// The metric's name.
+    pub fn name(&self) -> String {
+        self.definition
+            .as_ref()
+            .map_or_else(|| self.kind.name().to_string(), |d| d.name.clone())
+    }
+
+    /// The unit of its value.
+    pub fn unit(&self) -> String {
+        match &self.definition {
+            Some(d) if matches!(d.value, crate::Value::Timer(_)) => "s".into(),
+            Some(d) => d.unit.clone(),
+            None => self.kind.unit().into(),
+        }
     }
 
     /// The focus as written, normalised (for reports).

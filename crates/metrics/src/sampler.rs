@@ -28,13 +28,13 @@ pub struct ThreadValue {
 #[derive(Debug, Clone)]
 pub struct MetricResult {
     /// The metric's name.
-    pub metric: &'static str,
+    pub metric: String,
     /// The focus as written.
     pub focus: String,
     /// The value over the whole run, in `unit`.
     pub value: f64,
     /// The unit.
-    pub unit: &'static str,
+    pub unit: String,
     /// Increments per bucket, in `unit` (for concurrency: average threads per bucket).
     pub histogram: TimeHistogram,
     /// Per-thread values, for `thread=each`.
@@ -180,10 +180,10 @@ impl Sampler {
                 let threads = (e.request.focus.thread == ThreadFocus::Each)
                     .then(|| self.per_thread(session, e, now));
                 MetricResult {
-                    metric: kind.name(),
+                    metric: e.request.name(),
                     focus: e.request.focus_text(),
                     value,
-                    unit: kind.unit(),
+                    unit: e.request.unit(),
                     histogram,
                     threads,
                 }

@@ -1,0 +1,292 @@
+//! User-defined metrics: the definition file of `--metrics-file`
+//! (grammar in docs/metrics.md). A definition declares counters and timers,
+//! places guarded primitives at entries and exits, and names its value.
+
+use crate::expr::parse_expr_with;
+use crate::{Error, Result};
+use weft_live::{Expr, Guarded, Primitive};
+
+/// The definitions of one file.
+#[derive(Debug, Clone, Default)]
+pub struct Definitions {
+    defs: Vec<Definition>,
+}
+
+/// One user-defined metric.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Definition {
+    /// Its name.
+    pub name: String,
+    /// The unit of its value.
+    pub unit: String,
+    /// Declared counters (local indices are positions here).
+    pub counters: Vec<String>,
+    /// Declared timers.
+    pub timers: Vec<String>,
+    /// Primitives at points.
+    pub points: Vec<PointDef>,
+    /// The value: a counter or a timer.
+    pub value: Value,
+}
+
+/// Which declared name is the metric's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    /// Counter by local index.
+    Counter(usize),
+    /// Timer by local index.
+    Timer(usize),
+}
+
+/// `at entry|exit of PATTERN [if EXPR]: PRIMITIVES`, with local indices.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointDef {
+    /// Every exit rather than the entry.
+    pub at_exit: bool,
+    /// The function pattern (`$fn` is the focus's function).
+    pub pattern: String,
+    /// Guarded primitives (counters and timers by local index).
+    pub actions: Vec<Guarded>,
+}
+
+impl Definitions {
+    /// Reads and parses a file.
+    pub fn load(path: &std::path::Path) -> Result<Definitions> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Definitions(format!("cannot read {}: {e}", path.display())))?;
+        Definitions::parse(&text).map_err(|e| match e {
+            Error::Definitions(m) => Error::Definitions(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+
+    /// Parses definitions.
+    pub fn parse(text: &str) -> Result<Definitions> {
+        let mut defs: Vec<Definition> = Vec::new();
+        let mut value_names: Vec<Option<String>> = Vec::new();
+        for (n, raw) in text.lines().enumerate() {
+            let line = raw.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let bad = |why: String| Error::Definitions(format!("line {}: {why}: {raw:?}", n + 1));
+            let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+            let rest = rest.trim();
+            if word == "metric" {
+                if rest.is_empty() || rest.contains(char::is_whitespace) || rest.contains(':') {
+                    return Err(bad("a metric needs one name".into()));
+                }
+                defs.push(Definition {
+                    name: rest.into(),
+                    unit: "".into(),
+                    counters: vec![],
+                    timers: vec![],
+                    points: vec![],
+                    value: Value::Counter(0),
+                });
+                value_names.push(None);
+                continue;
+            }
+            let Some(def) = defs.last_mut() else {
+                return Err(bad("statement before any 'metric NAME'".into()));
+            };
+            match word {
+                "unit" => def.unit = rest.into(),
+                "counter" | "timer" => {
+                    if rest.is_empty() || def.counters.iter().chain(&def.timers).any(|d| d == rest)
+                    {
+                        return Err(bad(format!("{word} needs a new name")));
+                    }
+                    if word == "counter" {
+                        def.counters.push(rest.into())
+                    } else {
+                        def.timers.push(rest.into())
+                    }
+                }
+                "value" => {
+                    *value_names.last_mut().expect("pushed with the def") = Some(rest.into())
+                }
+                "at" => def
+                    .points
+                    .push(parse_point(def, rest).map_err(|e| bad(e.to_string()))?),
+                other => {
+                    return Err(bad(format!(
+                        "unknown statement '{other}' (metric, unit, counter, timer, at, value)"
+                    )))
+                }
+            }
+        }
+        for (def, value) in defs.iter_mut().zip(value_names) {
+            let Some(v) = value else {
+                return Err(Error::Definitions(format!(
+                    "metric {} has no 'value' line",
+                    def.name
+                )));
+            };
+            def.value = if let Some(i) = def.counters.iter().position(|c| *c == v) {
+                Value::Counter(i)
+            } else if let Some(i) = def.timers.iter().position(|t| *t == v) {
+                Value::Timer(i)
+            } else {
+                return Err(Error::Definitions(format!(
+                    "metric {}: value '{v}' is no declared counter or timer",
+                    def.name
+                )));
+            };
+            if def.points.is_empty() {
+                return Err(Error::Definitions(format!(
+                    "metric {} has no 'at' line",
+                    def.name
+                )));
+            }
+        }
+        Ok(Definitions { defs })
+    }
+
+    /// The definition of `name`.
+    pub fn get(&self, name: &str) -> Option<&Definition> {
+        self.defs.iter().find(|d| d.name == name)
+    }
+
+    /// The names defined.
+    pub fn names(&self) -> Vec<&str> {
+        self.defs.iter().map(|d| d.name.as_str()).collect()
+    }
+}
+
+/// `entry|exit of PATTERN [if EXPR]: PRIMITIVE[; PRIMITIVE...]`
+fn parse_point(def: &Definition, text: &str) -> Result<PointDef> {
+    let err = |why: &str| Error::Definitions(why.into());
+    let (head, body) = text
+        .split_once(':')
+        .ok_or_else(|| err("'at' needs ':' before its primitives"))?;
+    // A module-qualified pattern has a ':' of its own: split on the last ': '.
+    let (head, body) = match text.rfind(": ") {
+        Some(i) if i > head.len() => (&text[..i], &text[i + 2..]),
+        _ => (head, body),
+    };
+    let mut words = head.split_whitespace();
+    let at_exit = match words.next() {
+        Some("entry") => false,
+        Some("exit") => true,
+        _ => return Err(err("write 'at entry of PATTERN' or 'at exit of PATTERN'")),
+    };
+    if words.next() != Some("of") {
+        return Err(err("expected 'of' after entry/exit"));
+    }
+    let pattern = words
+        .next()
+        .ok_or_else(|| err("missing function pattern"))?
+        .to_string();
+    let rest: Vec<&str> = words.collect();
+    let names = |n: &str| {
+        def.counters
+            .iter()
+            .position(|c| c == n)
+            .map(|i| Expr::Counter(i as u64))
+    };
+    let predicate = match rest.split_first() {
+        None => None,
+        Some((&"if", e)) if !e.is_empty() => Some(parse_expr_with(&e.join(" "), &names)?),
+        _ => return Err(err("after the pattern only 'if EXPR' may come")),
+    };
+    let mut actions = Vec::new();
+    for p in body.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let (op, arg) = p.split_once(char::is_whitespace).unwrap_or((p, ""));
+        let arg = arg.trim();
+        let counter = |s: &str| def.counters.iter().position(|c| c == s).map(|i| i as u64);
+        let timer = |s: &str| def.timers.iter().position(|t| t == s).map(|i| i as u64);
+        let primitive = match op {
+            "start" | "stop" => {
+                let t = timer(arg).ok_or_else(|| err(&format!("'{arg}' is no declared timer")))?;
+                if op == "start" {
+                    Primitive::StartTimer(t)
+                } else {
+                    Primitive::StopTimer(t)
+                }
+            }
+            "set" | "add" | "sub" => {
+                let (c, e) = arg
+                    .split_once(char::is_whitespace)
+                    .ok_or_else(|| err(&format!("{op} needs a counter and an expression")))?;
+                let c = counter(c).ok_or_else(|| err(&format!("'{c}' is no declared counter")))?;
+                let e = parse_expr_with(e.trim(), &names)?;
+                match op {
+                    "set" => Primitive::SetCounter(c, e),
+                    "add" => Primitive::AddCounter(c, e),
+                    _ => Primitive::SubCounter(c, e),
+                }
+            }
+            other => {
+                return Err(err(&format!(
+                    "unknown primitive '{other}' (set, add, sub, start, stop)"
+                )))
+            }
+        };
+        actions.push(Guarded {
+            predicate: predicate.clone(),
+            primitive,
+        });
+    }
+    if actions.is_empty() {
+        return Err(err("no primitive after ':'"));
+    }
+    Ok(PointDef {
+        at_exit,
+        pattern,
+        actions,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = "
+# a comment
+metric big_writes
+  unit bytes
+  counter bytes
+  at entry of libc.so.6:write if arg3 > 4096: add bytes arg3
+  value bytes
+
+metric io_time
+  unit s
+  timer t
+  at entry of $fn: start t
+  at exit of $fn: stop t
+  value t
+";
+
+    #[test]
+    fn parses_the_documented_example() {
+        let d = Definitions::parse(EXAMPLE).unwrap();
+        assert_eq!(d.names(), vec!["big_writes", "io_time"]);
+        let big = d.get("big_writes").unwrap();
+        assert_eq!(big.points[0].pattern, "libc.so.6:write");
+        assert_eq!(
+            big.points[0].actions[0].primitive,
+            Primitive::AddCounter(0, Expr::Arg(3))
+        );
+        assert!(big.points[0].actions[0].predicate.is_some());
+        let io = d.get("io_time").unwrap();
+        assert_eq!((io.value, io.points[1].at_exit), (Value::Timer(0), true));
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let e = |t: &str| Definitions::parse(t).unwrap_err().to_string();
+        assert!(e("counter x").contains("line 1: statement before any 'metric NAME'"));
+        assert!(
+            e("metric m\n  counter c\n  at entry of f: add d 1\n  value c")
+                .contains("'d' is no declared counter")
+        );
+        assert!(
+            e("metric m\n  counter c\n  at entry of f: add c 1").contains("has no 'value' line")
+        );
+        assert!(
+            e("metric m\n  timer t\n  at middle of f: start t\n  value t")
+                .contains("at entry of PATTERN")
+        );
+    }
+}
