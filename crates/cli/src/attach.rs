@@ -51,7 +51,13 @@ report.springboards,
     }
     report_skipped(&report, args.verbose);
     let deadline = duration.map(|d| Instant::now() + d);
+    let control = crate::control::Control::start();
     let exited = loop {
+        while let Some(line) = control.next() {
+            if let Err(e) = crate::control::handle(&line, pid, &mut session, &mut req) {
+                eprintln!("weft: {}: {e:#}", line.trim());
+            }
+        }
         if watch.wait(Duration::ZERO) {
             break true;
         }

@@ -2,6 +2,7 @@
 //! libraries, and turns their errors into one clear line.
 
 mod attach;
+mod control;
 mod duration;
 mod html;
 mod inspect;

@@ -15,6 +15,8 @@ pub struct Requests {
     pub sampler: Sampler,
     /// The instrumented functions and what a call of each costs.
     pub costs: Vec<FunctionCost>,
+    definitions: weft_metrics::Definitions,
+    next_tag: u64,
     started: Instant,
     next_sample: Instant,
 }
@@ -31,8 +33,7 @@ impl Requests {
             specs.push(PointSpec::exits(p)?);
         }
         let ticks_per_ns = weft_live::clock::calibrate(Duration::from_millis(20));
-        let mut costs = Vec::new();
-        let mut sampler = Sampler::new(
+        let sampler = Sampler::new(
             session.pid(),
             ticks_per_ns,
             args.interval.as_nanos() as u64,
@@ -42,34 +43,56 @@ impl Requests {
             Some(path) => weft_metrics::Definitions::load(path)?,
             None => weft_metrics::Definitions::default(),
         };
+        let mut req = Requests {
+            specs,
+            sampler,
+            costs: Vec::new(),
+            definitions,
+            next_tag: 1,
+            started: Instant::now(),
+            next_sample: Instant::now(),
+        };
         for m in &args.metric {
-            let request = MetricRequest::parse_with(m, &definitions)?;
-            if let Some(p) = request.focus.process {
-                if p != session.pid() {
-                    bail!(
-                        "{m}: process={p} is not the process weft is measuring ({})",
-                        session.pid()
-                    );
-                }
-            }
-            let plan = weft_metrics::plan(&request, session)?;
-            specs.extend(plan.specs.iter().cloned());
-            costs.extend(plan.functions.iter().cloned());
-            sampler.add(request, plan);
+            req.add_metric(m, session)?;
         }
-        if specs.is_empty() {
+        if req.specs.is_empty() {
             bail!(
                 "nothing to measure: give --count PATTERN (for example --count main) or --metric NAME:FOCUS \
                  (for example --metric wall_time:fn=main)"
             );
         }
-        Ok(Requests {
-            specs,
-            sampler,
-            costs,
-            started: Instant::now(),
-            next_sample: Instant::now(),
-        })
+        Ok(req)
+    }
+
+    /// Plans one more metric request (its probes tagged with a new id);
+    /// returns the id and the probes to insert.
+    pub fn add_metric(
+        &mut self,
+        text: &str,
+        session: &mut Session,
+    ) -> Result<(u64, Vec<PointSpec>)> {
+        let request = MetricRequest::parse_with(text, &self.definitions)?;
+        if let Some(p) = request.focus.process {
+            if p != session.pid() {
+                bail!(
+                    "{text}: process={p} is not the process weft is measuring ({})",
+                    session.pid()
+                );
+            }
+        }
+        let tag = self.next_tag;
+        let plan = weft_metrics::plan(&request, session)?;
+        let specs: Vec<PointSpec> = plan.specs.iter().map(|s| s.clone().with_tag(tag)).collect();
+        self.next_tag += 1;
+        self.specs.extend(specs.iter().cloned());
+        self.costs.extend(plan.functions.iter().cloned());
+        self.sampler.add(tag, request, plan);
+        Ok((tag, specs))
+    }
+
+    /// Forgets the probes of a removed metric (so libraries loaded later do not get them).
+    pub fn forget(&mut self, tag: u64) {
+        self.specs.retain(|s| s.tag != tag);
     }
 
     /// Samples the metrics if an interval has passed; returns how long

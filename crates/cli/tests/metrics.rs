@@ -526,3 +526,89 @@ metric nap_time
         out.stderr
     );
 }
+
+#[test]
+fn metrics_change_while_attached() {
+    use std::io::{BufRead, BufReader, Write};
+    let bin = build("server", &O2);
+    let mut server = std::process::Command::new(&bin)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut server_in = server.stdin.take().unwrap();
+    let mut server_out = BufReader::new(server.stdout.take().unwrap()).lines();
+    let server = KillOnDrop(server);
+    assert_eq!(server_out.next().unwrap().unwrap(), "ready");
+    writeln!(server_in, "spin 2").unwrap();
+    assert_eq!(server_out.next().unwrap().unwrap(), "spinning 2");
+    let dir = scratch("metrics-control");
+    let json = dir.join("m.json");
+    let mut w = weft()
+        .args([
+            "attach",
+            "-p",
+            &server.0.id().to_string(),
+            "--metric",
+            "calls:fn=work",
+            "--format",
+            "json",
+            "--output",
+        ])
+        .arg(&json)
+        .env("WEFT_CALIBRATION", dir.join("costs.json"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut to_weft = w.stdin.take().unwrap();
+    let (tx, from_weft) = std::sync::mpsc::channel();
+    let out = w.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let w = KillOnDrop(w);
+    let reply = |cmd: &str, to: &mut std::process::ChildStdin| {
+        writeln!(to, "{cmd}").unwrap();
+        to.flush().unwrap();
+        from_weft
+            .recv_timeout(Duration::from_secs(30))
+            .expect("weft answers")
+    };
+    assert!(reply("add calls:fn=leaf", &mut to_weft).starts_with("added 2: calls:fn=leaf"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(reply("remove 1", &mut to_weft), "removed 1");
+    let first = reply("list", &mut to_weft);
+    assert!(
+        first.contains("calls:fn=work") && first.ends_with("(removed)"),
+        "{first}"
+    );
+    let second = from_weft.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert!(
+        second.contains("calls:fn=leaf") && !second.contains("removed"),
+        "{second}"
+    );
+    // SAFETY: kill with weft's own pid.
+    unsafe { libc::kill(w.0.id() as i32, libc::SIGINT) };
+    let mut w = w;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while w.0.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "weft detaches");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = doc["metrics"].as_array().unwrap();
+    assert!(
+        value(rows, "calls", "fn=work") > 0.0 && value(rows, "calls", "fn=leaf") > 0.0,
+        "{rows:?}"
+    );
+    writeln!(server_in, "stop").unwrap();
+    assert_eq!(
+        server_out.next().unwrap().unwrap(),
+        "stopped OK calls>0:1 bad=0"
+    );
+}

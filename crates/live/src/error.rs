@@ -45,6 +45,9 @@ pub enum Error {
         /// What ran out.
         what: &'static str,
     },
+    /// A site could not be rebuilt without removed probes.
+    #[error("cannot rebuild a splice without the removed probes: {0}")]
+    Rebuild(String),
     /// Local resource failure (memfd, mmap).
     #[error("{what}: {source}")]
     Io {

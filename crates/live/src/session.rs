@@ -58,6 +58,8 @@ pub struct PointSpec {
     pub kind: PointKind,
     /// What runs there.
     pub action: Action,
+    /// A label shared by the probes of one request, for removing them together.
+    pub tag: u64,
 }
 
 /// What a probe does at its points.
@@ -83,7 +85,14 @@ impl PointSpec {
             pattern,
             kind,
             action: Action::Count,
+            tag: 0,
         })
+    }
+
+    /// The same points with a tag (see [`Session::remove_tagged`]).
+    pub fn with_tag(mut self, tag: u64) -> PointSpec {
+        self.tag = tag;
+        self
     }
 
     /// The same points running `action` instead.
@@ -106,6 +115,7 @@ impl PointSpec {
             pattern,
             kind: PointKind::Exit,
             action: Action::Count,
+            tag: 0,
         })
     }
 }
@@ -204,6 +214,7 @@ struct PreparedProbe {
     display: String,
     kind: PointKind,
     action: Action,
+    tag: u64,
     points: Vec<u64>,
     code: FunctionCode,
     after_end: Vec<u8>,
@@ -217,6 +228,9 @@ struct Probe {
     action: Action,
     /// The probe's own counter (for [`Action::Count`]).
     counter: Option<u64>,
+    tag: u64,
+    /// Still spliced (false once removed with its tag).
+    live: bool,
 }
 
 /// Probes run before one instruction of a site.
@@ -388,6 +402,7 @@ impl Session {
                     match prepare_probe(mi, module, f, matched, spec.kind) {
                         Ok(mut item) => {
                             item.action = spec.action.clone();
+                            item.tag = spec.tag;
                             items.push(item)
                         }
                         Err(why) => skipped.push(SkippedPoint {
@@ -490,6 +505,8 @@ impl Session {
                 kind: item.kind,
                 action: item.action.clone(),
                 counter,
+                tag: item.tag,
+                live: true,
             });
             report.probes += 1;
             let mut liveness: Option<weft_code::Liveness> = None;
@@ -1153,6 +1170,7 @@ fn prepare_probe(
         display,
         kind,
         action: Action::Count,
+        tag: 0,
         points,
         after_end: module.bytes_after(f).to_vec(),
         code,
@@ -1672,4 +1690,89 @@ pub struct ThreadReading {
     pub value: u64,
     /// Whether the timer is running (the thread is inside) / the counter is non-zero.
     pub inside: bool,
+}
+
+/// Removing some probes while the rest stay.
+impl Session {
+    /// Removes every live probe with `tag` from the stopped process. Sites
+    /// left without probes get their original bytes back; the others are
+    /// rebuilt without the removed probes. Trampolines stay mapped (a
+    /// thread may still be inside one); their space is not reused. Returns
+    /// how many probes were removed.
+    pub fn remove_tagged(&mut self, tracee: &mut Tracee, tag: u64) -> Result<usize> {
+        let gone: Vec<usize> = self
+            .probes
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.live && p.tag == tag)
+            .map(|(i, _)| i)
+            .collect();
+        if gone.is_empty() {
+            return Ok(0);
+        }
+        for &p in &gone {
+            self.probes[p].live = false;
+        }
+        let mut text = TextBatch::new(self.pid)?;
+        let mut rebuilt = Vec::new();
+        for s in 0..self.sites.len() {
+            let site = &mut self.sites[s];
+            if !site.active
+                || site.hook
+                || !site
+                    .points
+                    .iter()
+                    .any(|sp| sp.probes.iter().any(|p| gone.contains(p)))
+            {
+                continue;
+            }
+            for sp in site.points.iter_mut() {
+                sp.probes.retain(|p| !gone.contains(p));
+            }
+            let emptied: Vec<u64> = site
+                .points
+                .iter()
+                .filter(|sp| sp.probes.is_empty())
+                .map(|sp| sp.point)
+                .collect();
+            site.points.retain(|sp| !sp.probes.is_empty());
+            for point in emptied {
+                if !site.points.iter().any(|sp| sp.point == point) {
+                    self.site_at.remove(&point);
+                }
+            }
+            if site.points.is_empty() {
+                // Nothing left here: put the original bytes back.
+                let mem = tracee.memory();
+                for r in site.board.iter().chain(site.record.iter()) {
+                    if text.read(mem, r.addr, r.new.len())? == r.new {
+                        text.write(mem, r.addr, &r.old)?;
+                    }
+                }
+                site.active = false;
+                self.site_at.retain(|_, v| *v != s);
+                self.spans.retain(|_, (_, v)| *v != s);
+            } else {
+                rebuilt.push(s);
+            }
+        }
+        for s in rebuilt {
+            match self.build_site(tracee, &mut text, s) {
+                Ok(()) => {
+                    let site = &self.sites[s];
+                    let mem = tracee.memory();
+                    if let Some(b) = &site.board {
+                        text.write(mem, b.addr, &b.new)?;
+                    }
+                    let r = site.record.as_ref().expect("built");
+                    text.write(mem, r.addr, &r.new)?;
+                }
+                Err(SiteError::Fatal(e)) => return Err(e),
+                Err(SiteError::Skip(why)) => return Err(Error::Rebuild(why)),
+            }
+        }
+        self.write_trap_table();
+        text.flush(tracee.memory())?;
+        Ok(gone.len())
+    }
 }

@@ -42,6 +42,10 @@ pub struct MetricResult {
 }
 
 struct Entry {
+    /// The request's tag (its id for `remove`).
+    tag: u64,
+    /// False once removed: its value is frozen.
+    active: bool,
     request: MetricRequest,
     plan: Plan,
     histogram: TimeHistogram,
@@ -80,9 +84,11 @@ impl Sampler {
         }
     }
 
-    /// Adds a planned metric.
-    pub fn add(&mut self, request: MetricRequest, plan: Plan) {
+    /// Adds a planned metric under `tag`.
+    pub fn add(&mut self, tag: u64, request: MetricRequest, plan: Plan) {
         self.entries.push(Entry {
+            tag,
+            active: true,
             request,
             plan,
             histogram: TimeHistogram::new(self.bucket_ns, self.buckets),
@@ -121,7 +127,7 @@ impl Sampler {
         self.last_tsc = now;
         self.last_ns = at_ns;
         let (pid, ticks_per_ns) = (self.pid, self.ticks_per_ns);
-        for e in &mut self.entries {
+        for e in self.entries.iter_mut().filter(|e| e.active) {
             let cumulative = match (e.request.kind, e.plan.readout) {
                 (MetricKind::CpuTime, Readout::Timer(t)) => {
                     for r in session.timer_readings(t, now) {
@@ -157,6 +163,27 @@ impl Sampler {
                 .add_interval(from_ns, at_ns, cumulative - e.last);
             e.last = cumulative;
         }
+    }
+
+    /// Stops sampling the metric with `tag` (after a last sample); its value
+    /// stays in the results. False if no active metric has that tag.
+    pub fn remove(&mut self, session: &Session, tag: u64) -> bool {
+        if !self.entries.iter().any(|e| e.tag == tag && e.active) {
+            return false;
+        }
+        self.sample(session);
+        for e in self.entries.iter_mut().filter(|e| e.tag == tag) {
+            e.active = false;
+        }
+        true
+    }
+
+    /// (tag, request, current value, active) of every metric.
+    pub fn list(&self) -> Vec<(u64, String, f64, bool)> {
+        self.entries
+            .iter()
+            .map(|e| (e.tag, e.request.text.clone(), e.last, e.active))
+            .collect()
     }
 
     /// The results so far.
