@@ -1,5 +1,5 @@
 /* Functions with known timing and call patterns for the metrics tests.
- *   nap        sleeps 20 ms, called 10 times           -> wall_time 0.2 s, cpu_time ~0
+ *   nap        sleeps 20 ms, called 10 times           -> wall_time 0.2 s (nap(20) only), cpu_time ~0
  *   busy       spins ~250 ms on a thread               -> cpu_time ~ wall_time
  *   park       4 threads wait in it together ~400 ms   -> concurrency ~4 while parked
  *   classify   called with kinds 1..3                  -> predicates on arg1
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
 
     pthread_t h;
     pthread_create(&h, 0, holder, (void *)200L);
-    nap(20); /* let the holder take the lock */
+    nap(21); /* let the holder take the lock (21 ms: not one of the ten 20 ms naps) */
     pthread_mutex_lock(&lock);
     pthread_mutex_unlock(&lock);
     pthread_join(h, 0);

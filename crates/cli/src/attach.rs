@@ -52,11 +52,14 @@ report.springboards,
     report_skipped(&report, args.verbose);
     let deadline = duration.map(|d| Instant::now() + d);
     let control = crate::control::Control::start();
+    let mut view = crate::live_view::LiveView::new(pid, &req);
     let exited = loop {
+        view.tick(&req);
         while let Some(line) = control.next() {
             if let Err(e) = crate::control::handle(&line, pid, &mut session, &mut req) {
                 eprintln!("weft: {}: {e:#}", line.trim());
             }
+            view.interrupted();
         }
         if watch.wait(Duration::ZERO) {
             break true;

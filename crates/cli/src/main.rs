@@ -6,6 +6,7 @@ mod control;
 mod duration;
 mod html;
 mod inspect;
+mod live_view;
 mod output;
 mod requests;
 mod run;

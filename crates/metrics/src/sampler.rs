@@ -178,11 +178,20 @@ impl Sampler {
         true
     }
 
-    /// (tag, request, current value, active) of every metric.
+    /// (tag, request, current value, active) of every metric; for
+    /// concurrency the value is the average number of threads so far.
     pub fn list(&self) -> Vec<(u64, String, f64, bool)> {
+        let elapsed = self.seconds(self.last_tsc - self.start_tsc).max(1e-9);
         self.entries
             .iter()
-            .map(|e| (e.tag, e.request.text.clone(), e.last, e.active))
+            .map(|e| {
+                let value = if e.request.kind == MetricKind::Concurrency {
+                    e.last / elapsed
+                } else {
+                    e.last
+                };
+                (e.tag, e.request.text.clone(), value, e.active)
+            })
             .collect()
     }
 
