@@ -71,6 +71,9 @@ impl PerCall {
     }
 }
 
+/// A [`FunctionCost`] whose calls still need a counter of their own.
+const NEEDS_RATE_COUNTER: u64 = u64::MAX;
+
 /// The functions whose time is lock waiting.
 const LOCK_FUNCTIONS: [&str; 9] = [
     "pthread_mutex_lock",
@@ -166,10 +169,15 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
                     ..PerCall::default()
                 }
             };
+            // An unguarded process-wide call count is its own rate counter.
+            let rate_counter = match readout {
+                Readout::Counter(c) if inline => c,
+                _ => NEEDS_RATE_COUNTER,
+            };
             costs.extend(functions.iter().map(|f| FunctionCost {
                 pattern: f.clone(),
                 per_call,
-                rate_counter: 0,
+                rate_counter,
             }));
             readout
         }
@@ -199,7 +207,7 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
             costs.extend(functions.iter().map(|f| FunctionCost {
                 pattern: f.clone(),
                 per_call,
-                rate_counter: 0,
+                rate_counter: NEEDS_RATE_COUNTER,
             }));
             Readout::Timer(t)
         }
@@ -207,7 +215,10 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
     specs.extend(exit_constraints);
     // Count the calls of every instrumented function (inline, ~1 ns), for
     // the observed perturbation.
-    for c in &mut costs {
+    for c in costs
+        .iter_mut()
+        .filter(|c| c.rate_counter == NEEDS_RATE_COUNTER)
+    {
         c.rate_counter = session.alloc_counter()?;
         specs.push(PointSpec::parse(&c.pattern)?.with_action(program(
             None,
@@ -265,7 +276,7 @@ fn inside_cost(req: &MetricRequest) -> Vec<FunctionCost> {
                 adds: 2,
                 ..PerCall::default()
             },
-            rate_counter: 0,
+            rate_counter: NEEDS_RATE_COUNTER,
         })
         .collect()
 }
@@ -364,12 +375,15 @@ fn plan_defined(
             None => costs.push(FunctionCost {
                 pattern,
                 per_call,
-                rate_counter: 0,
+                rate_counter: NEEDS_RATE_COUNTER,
             }),
         }
     }
     specs.extend(exit_constraints);
-    for c in &mut costs {
+    for c in costs
+        .iter_mut()
+        .filter(|c| c.rate_counter == NEEDS_RATE_COUNTER)
+    {
         c.rate_counter = session.alloc_counter()?;
         specs.push(PointSpec::parse(&c.pattern)?.with_action(program(
             None,
