@@ -43,7 +43,8 @@ pub enum Value {
 pub struct PointDef {
     /// Every exit rather than the entry.
     pub at_exit: bool,
-    /// The function pattern (`$fn` is the focus's function).
+    /// The function pattern (`$fn` is the focus's function), or
+    /// `FUNCTION+OFFSET` for an instruction point.
     pub pattern: String,
     /// Guarded primitives (counters and timers by local index).
     pub actions: Vec<Guarded>,
@@ -165,19 +166,26 @@ fn parse_point(def: &Definition, text: &str) -> Result<PointDef> {
         Some(i) if i > head.len() => (&text[..i], &text[i + 2..]),
         _ => (head, body),
     };
-    let mut words = head.split_whitespace();
-    let at_exit = match words.next() {
-        Some("entry") => false,
-        Some("exit") => true,
-        _ => return Err(err("write 'at entry of PATTERN' or 'at exit of PATTERN'")),
+    let mut words = head.split_whitespace().peekable();
+    let (at_exit, pattern) = match words.next() {
+        Some(w @ ("entry" | "exit")) => {
+            if words.next() != Some("of") {
+                return Err(err("expected 'of' after entry/exit"));
+            }
+            let pattern = words
+                .next()
+                .ok_or_else(|| err("missing function pattern"))?
+                .to_string();
+            (w == "exit", pattern)
+        }
+        // An instruction point, such as a call site: FUNCTION+OFFSET.
+        Some(p) if p.contains('+') => (false, p.to_string()),
+        _ => {
+            return Err(err(
+                "write 'at entry of PATTERN', 'at exit of PATTERN' or 'at FUNCTION+OFFSET'",
+            ))
+        }
     };
-    if words.next() != Some("of") {
-        return Err(err("expected 'of' after entry/exit"));
-    }
-    let pattern = words
-        .next()
-        .ok_or_else(|| err("missing function pattern"))?
-        .to_string();
     let rest: Vec<&str> = words.collect();
     let names = |n: &str| {
         def.counters
@@ -288,5 +296,11 @@ metric io_time
             e("metric m\n  timer t\n  at middle of f: start t\n  value t")
                 .contains("at entry of PATTERN")
         );
+        let d = Definitions::parse(
+            "metric m\n  counter c\n  at work+0x1c if arg1 > 2: add c arg1\n  value c\n",
+        )
+        .unwrap();
+        let p = &d.get("m").unwrap().points[0];
+        assert_eq!((p.pattern.as_str(), p.at_exit), ("work+0x1c", false));
     }
 }
