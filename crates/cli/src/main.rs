@@ -34,6 +34,11 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Render a JSON report's time histograms as a self-contained HTML page.
     Report(ReportArgs),
+    /// Print the events of an events directory, one per line, in time order.
+    Events {
+        /// A directory written with --events-out.
+        dir: PathBuf,
+    },
     /// Measure what each instrumentation primitive costs on this machine
     /// and store it for predicting perturbation.
     Calibrate,
@@ -57,6 +62,17 @@ pub struct ProbeArgs {
     /// Repeatable.
     #[arg(long = "metric", value_name = "NAME:FOCUS")]
     pub metric: Vec<String>,
+    /// Trace events: `fn:PATTERN` records each entry (first --args
+    /// arguments) and exit (return value) of the matching functions into
+    /// per-thread rings. Repeatable.
+    #[arg(long = "trace", value_name = "fn:PATTERN")]
+    pub trace: Vec<String>,
+    /// Arguments recorded at each traced entry (0 to 6).
+    #[arg(long = "args", value_name = "N", default_value_t = 2)]
+    pub trace_args: u8,
+    /// Write traced events to DIR: trace.json (Chrome/Perfetto), events.jsonl, meta.json.
+    #[arg(long, value_name = "DIR")]
+    pub events_out: Option<PathBuf>,
     /// Metric definitions to request with --metric like the built-in ones
     /// (format: docs/metrics.md).
     #[arg(long, value_name = "FILE")]
@@ -122,6 +138,7 @@ fn main() -> ExitCode {
         Command::Attach(a) => attach::attach(a.pid, a.duration, &a.probes),
         Command::Inspect(a) => inspect::inspect(&a).map(|_| 0),
         Command::Calibrate => calibrate(),
+        Command::Events { dir } => print_events(&dir),
         Command::Report(a) => html::report(&a.input, &a.html).map(|_| 0),
     };
     match result {
@@ -202,6 +219,21 @@ fn calibrate() -> anyhow::Result<i32> {
         ("startTimer + stopTimer", costs.timer_pair),
     ] {
         println!("  {what:<34} {ns:>8.2}");
+    }
+    Ok(0)
+}
+
+/// `weft events DIR`.
+fn print_events(dir: &std::path::Path) -> anyhow::Result<i32> {
+    let (meta, events) = weft_events::read_dir(dir)?;
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let _ = out.write_all(weft_events::render_text(&meta, &events).as_bytes());
+    if meta.dropped > 0 {
+        eprintln!(
+            "weft: {} event(s) were dropped while tracing (rings full)",
+            meta.dropped
+        );
     }
     Ok(0)
 }

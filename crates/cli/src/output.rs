@@ -157,6 +157,9 @@ pub fn write_report(
     metrics: &[MetricResult],
 ) -> anyhow::Result<()> {
     use anyhow::Context;
+    if args.count.is_empty() && args.count_exits.is_empty() && metrics.is_empty() {
+        return Ok(()); // only tracing: the events are the report
+    }
     let out: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(path)

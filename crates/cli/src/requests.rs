@@ -17,6 +17,11 @@ pub struct Requests {
     pub costs: Vec<FunctionCost>,
     definitions: weft_metrics::Definitions,
     next_tag: u64,
+    /// Events drained from the rings (when tracing).
+    pub collector: weft_events::Collector,
+    tracing: bool,
+    ticks_per_ns: f64,
+    start_tsc: u64,
     started: Instant,
     next_sample: Instant,
 }
@@ -31,6 +36,9 @@ impl Requests {
         }
         for p in &args.count_exits {
             specs.push(PointSpec::exits(p)?);
+        }
+        for t in &args.trace {
+            specs.extend(weft_events::trace_specs(t, args.trace_args)?);
         }
         let ticks_per_ns = weft_live::clock::calibrate(Duration::from_millis(20));
         let sampler = Sampler::new(
@@ -49,6 +57,10 @@ impl Requests {
             costs: Vec::new(),
             definitions,
             next_tag: 1,
+            collector: weft_events::Collector::default(),
+            tracing: !args.trace.is_empty(),
+            ticks_per_ns,
+            start_tsc: weft_live::clock::tsc(),
             started: Instant::now(),
             next_sample: Instant::now(),
         };
@@ -98,8 +110,16 @@ impl Requests {
     /// Samples the metrics if an interval has passed; returns how long
     /// until the next sample is due.
     pub fn tick(&mut self, session: &Session) -> Duration {
+        if self.tracing {
+            self.collector.drain(session);
+        }
+        let most = if self.tracing {
+            Duration::from_millis(10)
+        } else {
+            Duration::from_millis(50)
+        };
         if self.sampler.is_empty() {
-            return Duration::from_millis(50);
+            return most;
         }
         let now = Instant::now();
         if now >= self.next_sample {
@@ -108,7 +128,7 @@ impl Requests {
         }
         self.next_sample
             .saturating_duration_since(Instant::now())
-            .min(Duration::from_millis(50))
+            .min(most)
     }
 }
 
@@ -251,5 +271,44 @@ impl Perturbation {
             ),
             None => eprintln!("weft: perturbation: {observed:.3}% of one CPU (observed)"),
         }
+    }
+}
+
+impl Requests {
+    /// At the end: drains the rings once more, writes the events directory
+    /// if asked, and says what was traced.
+    pub fn finish_tracing(
+        &mut self,
+        session: &Session,
+        out: Option<&std::path::Path>,
+    ) -> Result<()> {
+        if !self.tracing {
+            return Ok(());
+        }
+        self.collector.drain(session);
+        let dropped = session.events_dropped();
+        match out {
+            Some(dir) => {
+                weft_events::write_dir(
+                    dir,
+                    session,
+                    &self.collector,
+                    self.ticks_per_ns,
+                    self.start_tsc,
+                )?;
+                eprintln!(
+                    "weft: {} event(s) written to {} ({} dropped)",
+                    self.collector.events.len(),
+                    dir.display(),
+                    dropped
+                );
+            }
+            None => eprintln!(
+                "weft: {} event(s) traced ({} dropped); --events-out DIR keeps them",
+                self.collector.events.len(),
+                dropped
+            ),
+        }
+        Ok(())
     }
 }

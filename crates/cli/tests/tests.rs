@@ -9,3 +9,4 @@ mod loading;
 mod metrics;
 mod real_programs;
 mod support;
+mod tracing;

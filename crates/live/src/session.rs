@@ -67,6 +67,14 @@ pub struct PointSpec {
 pub enum Action {
     /// Count executions in the probe's own counter (`lock inc`).
     Count,
+    /// Trace each matched function: an event at its entry with its first
+    /// `args` arguments (at most 6), and at its exits with the return value.
+    /// The session gives every function and kind its own event id
+    /// ([`Session::event_info`]).
+    Trace {
+        /// Arguments recorded at the entry.
+        args: u8,
+    },
     /// Run guarded primitives in a mini-trampoline. Counters in it are
     /// indices from [`Session::alloc_counter`], timers from
     /// [`Session::alloc_timer`], per-thread counters from
@@ -308,6 +316,7 @@ pub struct Session {
     loads_acked: u32,
     next_counter: u64,
     next_timer: u64,
+    events: Vec<EventInfo>,
     next_thread_counter: u64,
     trap: Option<TrapHandler>,
 }
@@ -332,6 +341,7 @@ impl Session {
             loads_acked: 0,
             next_counter: 0,
             next_timer: 0,
+            events: Vec::new(),
             next_thread_counter: 0,
             trap: None,
         })
@@ -486,7 +496,33 @@ impl Session {
         // only if some function needs relocating.
         let mut stacks: Option<Vec<u64>> = None;
         for item in prepared.items {
-            let counter = match item.action {
+            let action = match &item.action {
+                Action::Trace { args } => {
+                    let id = self.events.len() as u32;
+                    self.events.push(EventInfo {
+                        module: self.modules[item.module].name.clone(),
+                        function: item.display.clone(),
+                        kind: item.kind,
+                        args: if item.kind == PointKind::Exit {
+                            1
+                        } else {
+                            *args
+                        },
+                    });
+                    let payload: Vec<Expr> = match item.kind {
+                        PointKind::Exit => vec![Expr::Ret],
+                        _ => (1..=(*args).min(6)).map(Expr::Arg).collect(),
+                    };
+                    Action::Program(vec![Guarded {
+                        predicate: None,
+                        primitive: Primitive::Emit(id, payload),
+                    }])
+                }
+                other => other.clone(),
+            };
+            let counter = match action {
+                // Expanded into a program just above.
+                Action::Program(_) | Action::Trace { .. } => None,
                 Action::Count => {
                     if !self
                         .probe_keys
@@ -496,14 +532,13 @@ impl Session {
                     }
                     Some(self.alloc_counter()?)
                 }
-                Action::Program(_) => None,
             };
             let probe_id = self.probes.len();
             self.probes.push(Probe {
                 module: item.module,
                 display: item.display.clone(),
                 kind: item.kind,
-                action: item.action.clone(),
+                action,
                 counter,
                 tag: item.tag,
                 live: true,
@@ -814,7 +849,8 @@ impl Session {
                         let mini = self.place_mini(ci, &program).map_err(SiteError::Fatal)?;
                         parts.push(Snippet::call_mini(mini));
                     }
-                    (Action::Count, None) => {}
+                    // Traces are stored as programs; counts always have a counter.
+                    (Action::Count, None) | (Action::Trace { .. }, _) => {}
                 }
             }
             snippets.push(PointSnippet {
@@ -1662,6 +1698,9 @@ impl Session {
                     Primitive::AddThreadCounter(n, e) => {
                         Primitive::AddThreadCounter(*n, expr(e, &addr))
                     }
+                    Primitive::Emit(id, args) => {
+                        Primitive::Emit(*id, args.iter().map(|e| expr(e, &addr)).collect())
+                    }
                     other => other.clone(),
                 },
             })
@@ -1774,5 +1813,102 @@ impl Session {
         self.write_trap_table();
         text.flush(tracee.memory())?;
         Ok(gone.len())
+    }
+}
+
+/// One event drained from a thread's ring.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    /// The thread that emitted it.
+    pub tid: i32,
+    /// TSC at emission.
+    pub tsc: u64,
+    /// The event id given to [`Primitive::Emit`].
+    pub event: u32,
+    /// Its values.
+    pub args: Vec<u64>,
+}
+
+/// Draining event rings (the consumer side; see `region::ring`).
+impl Session {
+    /// Moves every published event out of every thread's ring, in each
+    /// thread's order, and frees the space for the producers.
+    pub fn drain_events(&self, out: &mut Vec<EventRecord>) {
+        use weft_patch::region::ring as r;
+        for slot in 0..self.layout.header.thread_slots {
+            if self
+                .shm
+                .load_u64(self.layout.header.threads_offset + slot * 8)
+                == 0
+            {
+                continue;
+            }
+            let block = self.layout.thread_block(slot);
+            let ring = block + threads::RING;
+            let head = self.shm.load_u64(ring + r::HEAD);
+            let tail = self.shm.load_u64(ring + r::TAIL);
+            if head == tail {
+                continue;
+            }
+            let tid = self.shm.load_u64(block + threads::TID) as i32;
+            let mut pos = tail;
+            while pos < head {
+                let rec = ring + r::HEADER + (pos & (r::DATA - 1));
+                let id_and_count = self.shm.load_u64(rec + r::R_EVENT);
+                let nargs = ((id_and_count >> 32) as usize).min(r::MAX_ARGS);
+                out.push(EventRecord {
+                    tid,
+                    tsc: self.shm.load_u64(rec + r::R_TSC),
+                    event: id_and_count as u32,
+                    args: (0..nargs)
+                        .map(|i| self.shm.load_u64(rec + r::R_ARGS + 8 * i as u64))
+                        .collect(),
+                });
+                pos += r::RECORD;
+            }
+            // Only now may the producer reuse the space.
+            self.shm.store_u64(ring + r::TAIL, head);
+        }
+    }
+
+    /// Events dropped so far because a ring was full.
+    pub fn events_dropped(&self) -> u64 {
+        use weft_patch::region::ring as r;
+        (0..self.layout.header.thread_slots)
+            .filter(|&slot| {
+                self.shm
+                    .load_u64(self.layout.header.threads_offset + slot * 8)
+                    != 0
+            })
+            .map(|slot| {
+                self.shm
+                    .load_u64(self.layout.thread_block(slot) + threads::RING + r::DROPPED)
+            })
+            .sum()
+    }
+}
+
+/// What an event id stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventInfo {
+    /// Module file name.
+    pub module: String,
+    /// Function.
+    pub function: String,
+    /// Entry (arguments) or exit (return value).
+    pub kind: PointKind,
+    /// How many values its records carry.
+    pub args: u8,
+}
+
+impl Session {
+    /// The meaning of an event id, if the session gave it.
+    pub fn event_info(&self, id: u32) -> Option<&EventInfo> {
+        self.events.get(id as usize)
+    }
+
+    /// Every event id's meaning, indexed by id.
+    pub fn events(&self) -> &[EventInfo] {
+        &self.events
     }
 }

@@ -86,6 +86,9 @@ pub enum Primitive {
     StartTimer(u64),
     /// Stop the calling thread's wall timer `n` (nesting).
     StopTimer(u64),
+    /// Write an event (TSC timestamp, id, up to six values) into the
+    /// calling thread's ring; dropped and counted if the ring is full.
+    Emit(u32, Vec<Expr>),
 }
 
 impl Primitive {
@@ -93,7 +96,8 @@ impl Primitive {
         match self {
             Primitive::AddThreadCounter(..)
             | Primitive::StartTimer(_)
-            | Primitive::StopTimer(_) => true,
+            | Primitive::StopTimer(_)
+            | Primitive::Emit(..) => true,
             Primitive::SetCounter(_, e)
             | Primitive::AddCounter(_, e)
             | Primitive::SubCounter(_, e) => e.uses_thread_state(),
@@ -303,6 +307,42 @@ impl Gen {
             Primitive::AddThreadCounter(n, e) => {
                 self.expr(e, 0)?;
                 self.a.add(qword_ptr(r11 + t::counter(*n) as i32), rax)?;
+            }
+            Primitive::Emit(event, args) => {
+                use crate::region::ring as r;
+                let mut drop = self.a.create_label();
+                let mut done = self.a.create_label();
+                self.a.lea(r8, qword_ptr(r11 + t::RING as i32))?;
+                self.a.mov(r9, qword_ptr(r8 + r::HEAD as i32))?;
+                self.a.mov(rax, r9)?;
+                self.a.sub(rax, qword_ptr(r8 + r::TAIL as i32))?;
+                self.a.cmp(rax, (r::DATA - r::RECORD) as i32)?;
+                self.a.ja(drop)?;
+                self.a.mov(r10, r9)?;
+                self.a.and(r10, (r::DATA - 1) as i32)?;
+                self.a.lea(r10, qword_ptr(r8 + r10 + r::HEADER as i32))?;
+                self.a.rdtsc()?;
+                self.a.shl(rdx, 32)?;
+                self.a.or(rax, rdx)?;
+                self.a.mov(qword_ptr(r10 + r::R_TSC as i32), rax)?;
+                self.a.mov(dword_ptr(r10 + r::R_EVENT as i32), *event)?;
+                self.a.mov(
+                    dword_ptr(r10 + r::R_NARGS as i32),
+                    args.len().min(r::MAX_ARGS) as u32,
+                )?;
+                for (i, e) in args.iter().take(r::MAX_ARGS).enumerate() {
+                    // expr uses rax and rcx (rdx for a division); r8-r11 survive.
+                    self.expr(e, 0)?;
+                    self.a
+                        .mov(qword_ptr(r10 + (r::R_ARGS as i32 + 8 * i as i32)), rax)?;
+                }
+                self.a.add(r9, r::RECORD as i32)?;
+                self.a.mov(qword_ptr(r8 + r::HEAD as i32), r9)?; // publish the record
+                self.a.jmp(done)?;
+                self.a.set_label(&mut drop)?;
+                self.a.add(qword_ptr(r8 + r::DROPPED as i32), 1)?;
+                self.a.set_label(&mut done)?;
+                self.a.nop()?;
             }
             Primitive::StartTimer(n) => {
                 let a = &mut self.a;
@@ -590,5 +630,55 @@ mod tests {
             .filter(|&s| mem.read(table.addr + s * 8) != 0)
             .count();
         assert_eq!(claimed, 2);
+    }
+
+    #[test]
+    fn events_go_into_the_thread_ring_and_overflow_is_counted() {
+        use crate::region::ring as r;
+        // A table with room for one thread's whole block (ring included).
+        let bytes = 16 * 8 + 16 * t::BLOCK + 8192;
+        let words = vec![0u64; (bytes / 8) as usize];
+        let base = words.as_ptr() as u64;
+        let table = ThreadTable {
+            addr: base + 4096,
+            slots: 16,
+        };
+        let read = |a: u64| {
+            // SAFETY: every address read lies inside `words`.
+            unsafe { std::ptr::read_volatile(a as *const u64) }
+        };
+        let exec = Exec::new(4096);
+        let emit = vec![Guarded {
+            predicate: None,
+            primitive: Primitive::Emit(7, vec![Expr::Arg(1), Expr::Arg(2)]),
+        }];
+        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        for i in 0..5 {
+            exec.call([i, 100 + i, 0, 0, 0, 0]);
+        }
+        let slot = (0..16).find(|&s| read(table.addr + s * 8) != 0).unwrap();
+        let ring = table.addr + 16 * 8 + slot * t::BLOCK + t::RING;
+        assert_eq!(read(ring + r::HEAD), 5 * r::RECORD);
+        let mut last_tsc = 0;
+        for i in 0..5u64 {
+            let rec = ring + r::HEADER + i * r::RECORD;
+            assert!(read(rec + r::R_TSC) >= last_tsc);
+            last_tsc = read(rec + r::R_TSC);
+            assert_eq!(read(rec + r::R_EVENT) & 0xffff_ffff, 7);
+            assert_eq!(read(rec + r::R_EVENT) >> 32, 2, "argument count");
+            assert_eq!(
+                (read(rec + r::R_ARGS), read(rec + r::R_ARGS + 8)),
+                (i, 100 + i)
+            );
+        }
+        // Nobody consumes: the ring fills, then events are dropped and counted.
+        let capacity = r::DATA / r::RECORD;
+        for i in 0..capacity + 10 {
+            exec.call([i as i64, 0, 0, 0, 0, 0]);
+        }
+        // 5 + capacity + 10 events in all; the ring holds `capacity` records.
+        assert_eq!(read(ring + r::HEAD), r::DATA);
+        assert_eq!(read(ring + r::DROPPED), 15);
+        drop(words);
     }
 }

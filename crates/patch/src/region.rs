@@ -71,8 +71,10 @@ pub mod threads {
     pub const TIMER_TOTAL: u64 = 24;
     /// Per-thread counters (for constraints such as "inside F").
     pub const COUNTERS: u64 = 64;
-    /// Bytes of one thread's block: timers, then counters, then its tid.
-    pub const BLOCK: u64 = TIMERS * TIMER_SIZE + COUNTERS * 8 + 8;
+    /// Offset of the thread's event ring in its block (see [`ring`]).
+    pub const RING: u64 = 4096;
+    /// Bytes of one thread's block: timers, counters, its tid, then its ring.
+    pub const BLOCK: u64 = RING + super::ring::HEADER + super::ring::DATA;
     /// Offset of the tid inside a block.
     pub const TID: u64 = TIMERS * TIMER_SIZE + COUNTERS * 8;
     /// Offset of timer `t` in a block.
@@ -104,6 +106,38 @@ pub mod trap_table {
     pub const ENTRY_SIZE: u64 = 16;
 }
 
+/// A thread's event ring: single producer (the thread, in trampolines),
+/// single consumer (weft). Records have a fixed size; positions only grow
+/// and index the data modulo its size. The producer writes a record and
+/// then publishes it by storing `head`; the consumer copies records and
+/// then stores `tail` (x86 stores are not reordered with stores, loads not
+/// with loads, so no fence is needed). A full ring drops the event and
+/// counts it (discard mode).
+pub mod ring {
+    /// Producer position (bytes written, u64).
+    pub const HEAD: u64 = 0;
+    /// Consumer position (bytes read, u64).
+    pub const TAIL: u64 = 8;
+    /// Events dropped because the ring was full (u64).
+    pub const DROPPED: u64 = 16;
+    /// Size of the header.
+    pub const HEADER: u64 = 64;
+    /// Size of the data (a power of two).
+    pub const DATA: u64 = 256 * 1024;
+    /// Size of one record: TSC (u64), event id (u32), argument count (u32), six u64 arguments.
+    pub const RECORD: u64 = 64;
+    /// Offsets inside a record.
+    pub const R_TSC: u64 = 0;
+    /// Event id.
+    pub const R_EVENT: u64 = 8;
+    /// Number of arguments.
+    pub const R_NARGS: u64 = 12;
+    /// First argument.
+    pub const R_ARGS: u64 = 16;
+    /// Most arguments a record holds.
+    pub const MAX_ARGS: usize = 6;
+}
+
 /// Where everything lies in the data area.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
@@ -125,7 +159,7 @@ impl Layout {
             round(trap_offset + trap_table::ENTRIES + traps * trap_table::ENTRY_SIZE);
         let scratch_size = page;
         let sync_offset = scratch_offset + scratch_size;
-        let thread_slots = 1024;
+        let thread_slots = 512;
         let threads_offset = sync_offset + page;
         let threads_size = round(thread_slots * 8 + thread_slots * threads::BLOCK);
         let header = Header {

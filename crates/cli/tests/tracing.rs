@@ -1,0 +1,123 @@
+//! Event tracing: every event recorded once with exact payloads, in each
+//! thread's order; the Chrome JSON pairs entries with exits; `weft events`
+//! prints them all.
+
+use crate::support::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[test]
+fn function_entries_and_exits_with_exact_payloads() {
+    let bin = build("events", &O2);
+    let dir = scratch("trace-fn");
+    let events = dir.join("events");
+    let out = run(
+        weft()
+            .args(["run", "--trace", "fn:traced", "--args", "2", "--events-out"])
+            .arg(&events)
+            .arg("--")
+            .arg(&bin)
+            .args(["3", "1500"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(tallies(&out.stdout)["traced"], 4500);
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(events.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["dropped"], 0, "bursts fit a ring: nothing dropped");
+    let kinds: Vec<String> = meta["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[2].as_str().unwrap().to_string())
+        .collect();
+    // Per thread: alternate entry(i, base) / exit(3i + base), timestamps never going back.
+    let mut by_thread: BTreeMap<i64, Vec<serde_json::Value>> = BTreeMap::new();
+    for line in std::fs::read_to_string(events.join("events.jsonl"))
+        .unwrap()
+        .lines()
+    {
+        let e: serde_json::Value = serde_json::from_str(line).unwrap();
+        by_thread
+            .entry(e["tid"].as_i64().unwrap())
+            .or_default()
+            .push(e);
+    }
+    assert_eq!(by_thread.len(), 3);
+    let mut bases: Vec<u64> = Vec::new();
+    for (tid, evs) in &by_thread {
+        assert_eq!(
+            evs.len(),
+            3000,
+            "thread {tid}: an entry and an exit per call"
+        );
+        let base = evs[0]["args"][1].as_u64().unwrap();
+        bases.push(base);
+        let mut last = 0;
+        for (k, e) in evs.iter().enumerate() {
+            let tsc = e["tsc"].as_u64().unwrap();
+            assert!(tsc >= last, "thread {tid}: order kept");
+            last = tsc;
+            let i = (k / 2) as u64;
+            let kind = &kinds[e["event"].as_u64().unwrap() as usize];
+            if k % 2 == 0 {
+                assert_eq!(kind, "entry");
+                assert_eq!(
+                    (
+                        e["args"][0].as_u64().unwrap(),
+                        e["args"][1].as_u64().unwrap()
+                    ),
+                    (i, base)
+                );
+            } else {
+                assert_eq!(kind, "exit");
+                assert_eq!(e["args"][0].as_u64().unwrap(), 3 * i + base);
+            }
+        }
+    }
+    bases.sort();
+    assert_eq!(bases, vec![0, 1000, 2000]);
+    // Chrome/Perfetto JSON: every B has its E on the same thread.
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(events.join("trace.json")).unwrap()).unwrap();
+    let mut depth: BTreeMap<i64, i64> = BTreeMap::new();
+    for e in trace["traceEvents"].as_array().unwrap() {
+        let d = depth.entry(e["tid"].as_i64().unwrap()).or_default();
+        *d += if e["ph"] == "B" { 1 } else { -1 };
+        assert!(*d >= 0 && *d <= 1, "entries and exits pair up");
+        assert_eq!(e["name"], "traced");
+    }
+    assert!(depth.values().all(|&d| d == 0));
+    assert_eq!(trace["traceEvents"].as_array().unwrap().len(), 9000);
+    // weft events prints one line per event.
+    let text = run(weft().arg("events").arg(&events), Duration::from_secs(30));
+    assert_eq!(text.status, 0, "{}", text.stderr);
+    assert_eq!(text.stdout.lines().count(), 9000);
+    assert!(
+        text.stdout
+            .lines()
+            .any(|l| l.ends_with(":traced entry arg1=7 arg2=1000")),
+        "{}",
+        &text.stdout[..300]
+    );
+}
+
+#[test]
+fn bad_trace_requests_are_one_clear_line() {
+    for (req, want) in [
+        ("traced", "write fn:PATTERN"),
+        ("usdt:python:line", "not traced yet"),
+        ("xyz:a", "unknown kind 'xyz'"),
+    ] {
+        let out = run(
+            weft().args(["run", "--trace", req, "--", "/bin/true"]),
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.status, 1, "{req}");
+        assert!(
+            out.stderr.starts_with("weft: ") && out.stderr.contains(want),
+            "{req}: {}",
+            out.stderr
+        );
+    }
+}

@@ -1,0 +1,197 @@
+//! Events directories: `meta.json` (what each event id means, the clock),
+//! `events.jsonl` (one event per line) and `trace.json` (Chrome/Perfetto).
+
+use crate::{Collector, Error, Result};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, Write};
+use std::path::Path;
+use weft_live::{EventRecord, PointKind, Session};
+
+/// What is needed to read the events back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Meta {
+    /// The traced process.
+    pub pid: i32,
+    /// TSC ticks per nanosecond.
+    pub ticks_per_ns: f64,
+    /// TSC at the start of tracing (time zero).
+    pub start_tsc: u64,
+    /// Events dropped because a ring was full.
+    pub dropped: u64,
+    /// For each event id: [module, function, "entry"|"exit", values per event].
+    pub events: Vec<(String, String, String, u8)>,
+}
+
+/// One stored event.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Line {
+    tsc: u64,
+    tid: i32,
+    event: u32,
+    args: Vec<u64>,
+}
+
+fn io(what: String) -> impl Fn(std::io::Error) -> Error {
+    move |source| Error::Io {
+        what: what.clone(),
+        source,
+    }
+}
+
+/// Writes the events directory.
+pub fn write_dir(
+    dir: &Path,
+    session: &Session,
+    collector: &Collector,
+    ticks_per_ns: f64,
+    start_tsc: u64,
+) -> Result<Meta> {
+    std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+    let meta = Meta {
+        pid: session.pid(),
+        ticks_per_ns,
+        start_tsc,
+        dropped: session.events_dropped(),
+        events: session
+            .events()
+            .iter()
+            .map(|e| {
+                let kind = if e.kind == PointKind::Exit {
+                    "exit"
+                } else {
+                    "entry"
+                };
+                (
+                    e.module.clone(),
+                    e.function.clone(),
+                    kind.to_string(),
+                    e.args,
+                )
+            })
+            .collect(),
+    };
+    let meta_path = dir.join("meta.json");
+    std::fs::write(
+        &meta_path,
+        serde_json::to_vec_pretty(&meta).expect("plain data"),
+    )
+    .map_err(io(format!("writing {}", meta_path.display())))?;
+    let path = dir.join("events.jsonl");
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(&path).map_err(io(format!("writing {}", path.display())))?,
+    );
+    for e in &collector.events {
+        let line = Line {
+            tsc: e.tsc,
+            tid: e.tid,
+            event: e.event,
+            args: e.args.clone(),
+        };
+        serde_json::to_writer(&mut out, &line).expect("plain data");
+        out.write_all(b"\n")
+            .map_err(io(format!("writing {}", path.display())))?;
+    }
+    out.flush()
+        .map_err(io(format!("writing {}", path.display())))?;
+    write_chrome(&dir.join("trace.json"), &meta, &collector.events)?;
+    Ok(meta)
+}
+
+fn micros(meta: &Meta, tsc: u64) -> f64 {
+    tsc.saturating_sub(meta.start_tsc) as f64 / meta.ticks_per_ns / 1000.0
+}
+
+/// Chrome/Perfetto trace event format: entries `B`, exits `E`.
+fn write_chrome(path: &Path, meta: &Meta, events: &[EventRecord]) -> Result<()> {
+    let rows: Vec<serde_json::Value> = events
+        .iter()
+        .filter_map(|e| {
+            let (module, function, kind, _) = meta.events.get(e.event as usize)?;
+            let args: serde_json::Map<String, serde_json::Value> = if kind == "exit" {
+                e.args
+                    .first()
+                    .map(|r| ("ret".to_string(), serde_json::json!(*r as i64)))
+                    .into_iter()
+                    .collect()
+            } else {
+                e.args
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (format!("arg{}", i + 1), serde_json::json!(*v as i64)))
+                    .collect()
+            };
+            Some(serde_json::json!({
+                "name": function,
+                "cat": module,
+                "ph": if kind == "exit" { "E" } else { "B" },
+                "ts": micros(meta, e.tsc),
+                "pid": meta.pid,
+                "tid": e.tid,
+                "args": args,
+            }))
+        })
+        .collect();
+    let doc = serde_json::json!({"traceEvents": rows, "displayTimeUnit": "ns", "otherData": {"dropped": meta.dropped}});
+    std::fs::write(path, serde_json::to_vec(&doc).expect("plain data"))
+        .map_err(io(format!("writing {}", path.display())))
+}
+
+/// Reads an events directory back.
+pub fn read_dir(dir: &Path) -> Result<(Meta, Vec<EventRecord>)> {
+    let meta_path = dir.join("meta.json");
+    let text = std::fs::read_to_string(&meta_path).map_err(io(format!(
+        "reading {} (an events directory from --events-out?)",
+        meta_path.display()
+    )))?;
+    let meta: Meta = serde_json::from_str(&text)
+        .map_err(|e| Error::Format(format!("{}: {e}", meta_path.display())))?;
+    let path = dir.join("events.jsonl");
+    let file = std::fs::File::open(&path).map_err(io(format!("reading {}", path.display())))?;
+    let mut events = Vec::new();
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(io(format!("reading {}", path.display())))?;
+        let l: Line = serde_json::from_str(&line)
+            .map_err(|e| Error::Format(format!("{}:{}: {e}", path.display(), n + 1)))?;
+        events.push(EventRecord {
+            tid: l.tid,
+            tsc: l.tsc,
+            event: l.event,
+            args: l.args,
+        });
+    }
+    Ok((meta, events))
+}
+
+/// One line per event, in time order, like `perf script`:
+/// `TIME_NS TID MODULE:FUNCTION entry|exit VALUES`.
+pub fn render_text(meta: &Meta, events: &[EventRecord]) -> String {
+    let mut sorted: Vec<&EventRecord> = events.iter().collect();
+    sorted.sort_by_key(|e| e.tsc);
+    let mut out = String::new();
+    for e in sorted {
+        let (module, function, kind) = meta
+            .events
+            .get(e.event as usize)
+            .map(|(m, f, k, _)| (m.as_str(), f.as_str(), k.as_str()))
+            .unwrap_or(("?", "?", "?"));
+        let ns = e.tsc.saturating_sub(meta.start_tsc) as f64 / meta.ticks_per_ns;
+        let values = if kind == "exit" {
+            e.args
+                .first()
+                .map(|r| format!("ret={}", *r as i64))
+                .unwrap_or_default()
+        } else {
+            e.args
+                .iter()
+                .enumerate()
+                .map(|(i, v)| format!("arg{}={}", i + 1, *v as i64))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        out.push_str(&format!(
+            "{ns:>16.0} {:>7} {module}:{function} {kind} {values}\n",
+            e.tid
+        ));
+    }
+    out
+}
