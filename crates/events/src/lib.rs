@@ -6,15 +6,17 @@
 //! by trampolines into lock-free per-thread rings in shared memory (see
 //! `weft_patch::region::ring`). A [`Collector`] drains the rings from weft;
 //! a full ring drops the event and counts it (discard mode). An events
-//! directory holds `meta.json`, `events.jsonl` (one event per line) and
+//! directory holds `meta.json`, `events.jsonl` (one event per line),
 //! `trace.json` (Chrome/Perfetto trace event format, entries and exits as
-//! `B`/`E` durations).
+//! `B`/`E` durations) and `ctf/` (CTF 1.8, for babeltrace2 and Trace Compass).
 
 mod collect;
+mod ctf;
 mod error;
 mod store;
 
 pub use collect::Collector;
+pub use ctf::write_ctf;
 pub use error::{Error, Result};
 pub use store::{read_dir, render_text, write_dir, Meta};
 

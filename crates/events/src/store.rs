@@ -94,6 +94,7 @@ pub fn write_dir(
     out.flush()
         .map_err(io(format!("writing {}", path.display())))?;
     write_chrome(&dir.join("trace.json"), &meta, &collector.events)?;
+    crate::write_ctf(dir, &meta, &collector.events)?;
     Ok(meta)
 }
 
