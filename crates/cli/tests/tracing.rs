@@ -100,6 +100,40 @@ fn function_entries_and_exits_with_exact_payloads() {
         "{}",
         &text.stdout[..300]
     );
+    // babeltrace2 (Debian's CTF reader) reads the same events from ctf/.
+    if !have("babeltrace2") {
+        skip("babeltrace2 missing (bash scripts/install-deps.sh installs it)");
+        return;
+    }
+    let bt = run(
+        std::process::Command::new("babeltrace2").arg(events.join("ctf")),
+        Duration::from_secs(60),
+    );
+    assert_eq!(bt.status, 0, "{}", bt.stderr);
+    let lines: Vec<&str> = bt.stdout.lines().collect();
+    assert_eq!(lines.len(), 9000);
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains(":traced:entry:"))
+            .count(),
+        4500
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("{ arg1 = 7, arg2 = 1000 }"))
+            .count(),
+        1
+    );
+    // 2021 = 3 * 7 + 2000: call 7 of the third thread; no other call returns it.
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("{ ret = 2021 }"))
+            .count(),
+        1
+    );
 }
 
 #[test]
