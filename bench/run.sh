@@ -6,6 +6,7 @@
 #   bash bench/run.sh percall    # per-call cost of a counting probe
 #   bash bench/run.sh splice     # instrumentation speed on real programs
 #   bash bench/run.sh primitives # Paradyn's Figure 9: cost of each primitive
+#   bash bench/run.sh events     # per-event cost: weft trace vs LTTng-UST vs bpftrace
 #
 # Needs: gcc, bpftrace, uftrace, python3 (apt-get install -y bpftrace uftrace).
 set -euo pipefail
@@ -120,10 +121,59 @@ primitives() {
     fi
 }
 
+events() {
+    local n=${EVENTS:-1000000} pace=${PACE:-1500}
+    gcc -O2 -o "$out/tl" bench/trace_loop.c
+    echo "## per-event cost: one event with one integer per loop iteration ($n events, median of $REPS runs)"
+    printf '%-40s %10s %12s %10s\n' "what" ns/call "added ns" "lost"
+    med() { for _ in $(seq "$REPS"); do "$@" 2>/dev/null | ns_per_call; done | median; }
+    local base weft drops
+    base=$(med "$out/tl" "$n" "$pace")
+    printf '%-40s %10.2f %12.2f %10s\n' "baseline (no event)" "$base" 0 -
+    weft_once() { rm -rf "$out/weft-events"; "$WEFT" run --trace entry:traced_fn --args 1 --events-out "$out/weft-events" -- "$out/tl" "$n" "$pace"; }
+    weft=$(med weft_once)
+    drops=$(python3 -c "import json;print(json.load(open('$out/weft-events/meta.json'))['dropped'])")
+    printf '%-40s %10.2f %12.2f %10s\n' "weft --trace entry: (to disk)" "$weft" "$(echo "$weft - $base" | bc -l)" "$drops"
+    echo "  weft trace bytes per event: $(cat "$out"/weft-events/ctf/stream_* | wc -c | awk -v n="$n" '{printf "%.1f (CTF streams)", $1 / n}')"
+    if command -v lttng >/dev/null && echo "#include <lttng/tracepoint.h>" | gcc -E -x c - >/dev/null 2>&1; then
+        gcc -O2 -DLTTNG -Ibench -o "$out/tl-lttng" bench/trace_loop.c -llttng-ust -ldl
+        local lbase
+        lbase=$(med "$out/tl-lttng" "$n" "$pace")
+        lttng-sessiond >/dev/null 2>&1 &
+        local sessiond=$!
+        sleep 1
+        local ltt=()
+        for _ in $(seq "$REPS"); do
+            rm -rf "$out/lttng-trace"
+            lttng create weftbench --output="$out/lttng-trace" >/dev/null
+            lttng enable-event -u weft_bench:event >/dev/null
+            lttng start >/dev/null
+            ltt+=("$("$out/tl-lttng" "$n" "$pace" | ns_per_call)")
+            lttng stop >/dev/null
+            lttng destroy >/dev/null
+        done
+        local lmed
+        lmed=$(printf '%s\n' "${ltt[@]}" | median)
+        local lbytes
+        lbytes=$(du -b "$out/lttng-trace" | tail -1 | awk -v n="$n" '{printf "%.1f", $1 / n}')
+        kill "$sessiond" 2>/dev/null || true
+        wait "$sessiond" 2>/dev/null || true
+        printf '%-40s %10.2f %12.2f %10s\n' "LTTng-UST tracepoint, off" "$lbase" "$(echo "$lbase - $base" | bc -l)" -
+        printf '%-40s %10.2f %12.2f %10s\n' "LTTng-UST tracepoint, recorded" "$lmed" "$(echo "$lmed - $base" | bc -l)" "?"
+        echo "  LTTng trace bytes per event: $lbytes"
+    fi
+    if command -v bpftrace >/dev/null; then
+        local bpf
+        bpf=$(for _ in $(seq 3); do bpftrace -q -e "uprobe:$PWD/$out/tl:traced_fn { @c = count(); }" -c "$out/tl $((n / 10)) $pace" 2>/dev/null | ns_per_call; done | median)
+        printf '%-40s %10.2f %12.2f %10s\n' "bpftrace uprobe (counted, not recorded)" "$bpf" "$(echo "$bpf - $base" | bc -l)" -
+    fi
+}
+
 case "$what" in
     percall) percall ;;
     splice) splice ;;
     primitives) primitives ;;
-    all) percall; echo; splice; echo; primitives ;;
-    *) echo "usage: bash bench/run.sh [all|percall|splice|primitives]" >&2; exit 2 ;;
+    events) events ;;
+    all) percall; echo; splice; echo; primitives; echo; events ;;
+    *) echo "usage: bash bench/run.sh [all|percall|splice|primitives|events]" >&2; exit 2 ;;
 esac

@@ -113,8 +113,9 @@ impl Requests {
         if self.tracing {
             self.collector.drain(session);
         }
+        // Rings hold 4096 events per thread: drain often while tracing.
         let most = if self.tracing {
-            Duration::from_millis(10)
+            Duration::from_millis(1)
         } else {
             Duration::from_millis(50)
         };

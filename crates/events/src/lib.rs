@@ -22,14 +22,18 @@ pub use store::{read_dir, render_text, write_dir, Meta};
 
 use weft_live::{Action, PointSpec};
 
-/// The probes for one `--trace` request: `fn:PATTERN`.
+/// The probes for one `--trace` request: `fn:PATTERN` (entries and exits)
+/// or `entry:PATTERN` (entries only).
 pub fn trace_specs(request: &str, args: u8) -> Result<Vec<PointSpec>> {
     let Some((kind, what)) = request.split_once(':') else {
         return Err(Error::BadRequest(format!("'{request}': write fn:PATTERN")));
     };
     match kind {
-        "fn" => {
+        "fn" | "entry" => {
             let entry = PointSpec::parse(what)?.with_action(Action::Trace { args: args.min(6) });
+            if kind == "entry" {
+                return Ok(vec![entry]);
+            }
             let exit = PointSpec::exits(what)?.with_action(Action::Trace { args: 0 });
             Ok(vec![entry, exit])
         }
@@ -37,7 +41,7 @@ pub fn trace_specs(request: &str, args: u8) -> Result<Vec<PointSpec>> {
             "'{request}': USDT probes are not traced yet; trace functions with fn:PATTERN"
         ))),
         other => Err(Error::BadRequest(format!(
-            "'{request}': unknown kind '{other}' (fn:PATTERN)"
+            "'{request}': unknown kind '{other}' (fn:PATTERN or entry:PATTERN)"
         ))),
     }
 }
