@@ -155,3 +155,80 @@ fn bad_trace_requests_are_one_clear_line() {
         );
     }
 }
+
+#[test]
+fn tracing_starts_in_a_running_process() {
+    use std::io::{BufRead, BufReader, Write};
+    let bin = build("server", &O2);
+    let mut server = std::process::Command::new(&bin)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to_server = server.stdin.take().unwrap();
+    let mut from_server = BufReader::new(server.stdout.take().unwrap()).lines();
+    let server = KillOnDrop(server);
+    assert_eq!(from_server.next().unwrap().unwrap(), "ready");
+    let dir = scratch("trace-attach");
+    let events = dir.join("ev");
+    let mut w = weft()
+        .args([
+            "attach",
+            "-p",
+            &server.0.id().to_string(),
+            "--verbose",
+            "--trace",
+            "fn:work",
+            "--args",
+            "1",
+            "--events-out",
+        ])
+        .arg(&events)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(w.stderr.take().unwrap()).lines();
+    let w = KillOnDrop(w);
+    loop {
+        let l = err.next().expect("weft attaches").unwrap();
+        if l.contains("attached to") {
+            break;
+        }
+    }
+    writeln!(to_server, "go 800 2").unwrap();
+    assert_eq!(from_server.next().unwrap().unwrap(), "done 1600");
+    // SAFETY: kill with weft's own pid.
+    unsafe { libc::kill(w.0.id() as i32, libc::SIGINT) };
+    let mut w = w;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while w.0.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "weft detaches");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(events.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["dropped"], 0);
+    let kinds: Vec<String> = meta["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[2].as_str().unwrap().to_string())
+        .collect();
+    let (mut entries, mut exits) = (0, 0);
+    for line in std::fs::read_to_string(events.join("events.jsonl"))
+        .unwrap()
+        .lines()
+    {
+        let e: serde_json::Value = serde_json::from_str(line).unwrap();
+        match kinds[e["event"].as_u64().unwrap() as usize].as_str() {
+            "entry" => entries += 1,
+            _ => exits += 1,
+        }
+    }
+    assert_eq!(
+        (entries, exits),
+        (1600, 1600),
+        "exactly the calls made while traced"
+    );
+    writeln!(to_server, "quit").unwrap();
+}
