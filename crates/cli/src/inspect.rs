@@ -24,6 +24,13 @@ enum What {
         /// Only functions matching this pattern.
         pattern: Option<String>,
     },
+    /// List USDT probes (`.note.stapsdt`): provider:name, site, semaphore, arguments.
+    Usdt {
+        /// A binary's path, or the PID of a running process.
+        target: String,
+        /// Only probes whose PROVIDER:NAME matches this glob.
+        pattern: Option<String>,
+    },
     /// Disassemble functions, marking basic-block starts.
     Disasm {
         /// A binary's path, or the PID of a running process.
@@ -76,6 +83,40 @@ pub fn inspect(args: &InspectArgs) -> Result<()> {
                         m.name,
                         name,
                         f.source
+                    );
+                }
+            }
+        }
+        What::Usdt { target, pattern } => {
+            let modules = load(target)?;
+            println!(
+                "{:<24} {:<36} {:>18} {:>18}  ARGUMENTS",
+                "MODULE", "PROBE", "SITE", "SEMAPHORE"
+            );
+            for m in &modules {
+                for p in m.image.usdt_probes() {
+                    let full = format!("{}:{}", p.provider, p.name);
+                    if pattern
+                        .as_deref()
+                        .is_some_and(|g| !weft_image::glob_match(g, &full))
+                    {
+                        continue;
+                    }
+                    let sem = p
+                        .semaphore
+                        .map_or("-".to_string(), |s| format!("{:#x}", m.runtime(s)));
+                    let args: Vec<String> = p
+                        .args
+                        .iter()
+                        .map(|(size, op)| format!("{size}@{op}"))
+                        .collect();
+                    println!(
+                        "{:<24} {:<36} {:>#18x} {:>18}  {}",
+                        m.name,
+                        full,
+                        m.runtime(p.pc),
+                        sem,
+                        args.join(" ")
                     );
                 }
             }

@@ -183,3 +183,56 @@ fn functions_of_a_running_process_at_runtime_addresses() {
         "{mapping:?}"
     );
 }
+
+#[test]
+fn usdt_probes_match_readelf() {
+    let lib = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6";
+    let python = "/usr/bin/python3.11";
+    for binary in [lib, python] {
+        if !std::path::Path::new(binary).exists() {
+            skip(&format!("{binary} missing"));
+            continue;
+        }
+        let re = run(
+            Command::new("readelf").args(["-n", binary]),
+            Duration::from_secs(30),
+        );
+        // readelf: "Provider: P" / "Name: N" / "Location: 0x..., Base: ..., Semaphore: 0x..."
+        let mut want = Vec::new();
+        let mut provider = String::new();
+        let mut name = String::new();
+        for l in re.stdout.lines().map(str::trim) {
+            if let Some(p) = l.strip_prefix("Provider: ") {
+                provider = p.into();
+            } else if let Some(n) = l.strip_prefix("Name: ") {
+                name = n.into();
+            } else if let Some(loc) = l.strip_prefix("Location: ") {
+                let site = u64::from_str_radix(
+                    loc.split(',').next().unwrap().trim_start_matches("0x"),
+                    16,
+                )
+                .unwrap();
+                want.push((format!("{provider}:{name}"), site));
+            }
+        }
+        assert!(!want.is_empty(), "{binary} has USDT probes");
+        let out = run(
+            weft().args(["inspect", "usdt", binary]),
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.status, 0, "{}", out.stderr);
+        let got: Vec<(String, u64)> = out
+            .stdout
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                (
+                    w[1].to_string(),
+                    u64::from_str_radix(w[2].trim_start_matches("0x"), 16).unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{binary}");
+    }
+}

@@ -82,6 +82,7 @@ pub struct Image {
     segments: Vec<Segment>,
     functions: Vec<Function>,
     entry: u64,
+    usdt: Vec<crate::UsdtProbe>,
 }
 
 impl Image {
@@ -143,6 +144,16 @@ impl Image {
             }
         }
         let functions = collect_functions(&file, &segments);
+        let usdt = file
+            .section_by_name(".note.stapsdt")
+            .and_then(|s| s.data().ok())
+            .map(|d| {
+                crate::parse_notes(
+                    d,
+                    file.section_by_name(".stapsdt.base").map(|s| s.address()),
+                )
+            })
+            .unwrap_or_default();
         Ok(Image {
             path,
             data,
@@ -151,6 +162,7 @@ impl Image {
             segments,
             functions,
             entry,
+            usdt,
         })
     }
 
@@ -176,6 +188,11 @@ impl Image {
     /// executable without one is statically linked.
     pub fn interp(&self) -> Option<&str> {
         self.interp.as_deref()
+    }
+
+    /// The USDT probes of `.note.stapsdt`.
+    pub fn usdt_probes(&self) -> &[crate::UsdtProbe] {
+        &self.usdt
     }
 
     /// Link-time entry point.
@@ -450,6 +467,7 @@ mod tests {
             ],
             functions: vec![],
             entry: 0,
+            usdt: vec![],
         };
         assert_eq!(
             img.load_bias(0x5555_0000_1000, 0x1000),

@@ -14,8 +14,10 @@ mod demangle;
 mod elf;
 mod error;
 mod pattern;
+mod usdt;
 
 pub use demangle::demangle;
 pub use elf::{Function, FunctionSource, Image, ImageKind, Segment};
 pub use error::{Error, Result};
 pub use pattern::{glob_match, near_misses, Pattern};
+pub use usdt::{parse_notes, UsdtProbe};

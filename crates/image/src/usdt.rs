@@ -1,0 +1,134 @@
+//! USDT probes: the `.note.stapsdt` entries that `sys/sdt.h` (and
+//! DTrace-style providers in python, libstdc++, postgres...) leave in a
+//! binary. Each names a probe site (usually a `nop`), an optional
+//! semaphore (a u16 that callers test before computing the arguments),
+//! and the arguments as assembler operands, such as `-4@%edi`,
+//! `8@-16(%rbp)` or `4@$5`.
+
+/// One probe of an image, at link-time addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsdtProbe {
+    /// Provider, such as `python`.
+    pub provider: String,
+    /// Probe name, such as `function__entry`.
+    pub name: String,
+    /// Address of the probe site.
+    pub pc: u64,
+    /// Address of the semaphore, if the probe has one.
+    pub semaphore: Option<u64>,
+    /// Arguments: size in bytes (negative = signed) and operand text.
+    pub args: Vec<(i8, String)>,
+}
+
+/// Parses the descriptors of a `.note.stapsdt` section. `section_base`
+/// is the link-time address of `.stapsdt.base`, used (like SystemTap) to
+/// correct addresses of prelinked files.
+pub fn parse_notes(data: &[u8], stapsdt_base: Option<u64>) -> Vec<UsdtProbe> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    let word = |b: &[u8], i: usize| {
+        b.get(i..i + 4)
+            .map(|w| u32::from_le_bytes(w.try_into().expect("4 bytes")) as usize)
+    };
+    let quad = |b: &[u8], i: usize| {
+        b.get(i..i + 8)
+            .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+    };
+    while at + 12 <= data.len() {
+        let (Some(namesz), Some(descsz), Some(kind)) =
+            (word(data, at), word(data, at + 4), word(data, at + 8))
+        else {
+            break;
+        };
+        let name_at = at + 12;
+        let desc_at = name_at + namesz.next_multiple_of(4);
+        let next = desc_at + descsz.next_multiple_of(4);
+        if next > data.len() {
+            break;
+        }
+        let name = &data[name_at..name_at + namesz];
+        if kind == 3 && name.starts_with(b"stapsdt") && descsz >= 24 {
+            let desc = &data[desc_at..desc_at + descsz];
+            let (Some(pc), Some(base), Some(sem)) = (quad(desc, 0), quad(desc, 8), quad(desc, 16))
+            else {
+                break;
+            };
+            let adjust = stapsdt_base.map_or(0, |b| b.wrapping_sub(base));
+            let mut strings = desc[24..]
+                .split(|&b| b == 0)
+                .map(|s| String::from_utf8_lossy(s).into_owned());
+            let provider = strings.next().unwrap_or_default();
+            let probe = strings.next().unwrap_or_default();
+            let args_text = strings.next().unwrap_or_default();
+            let args = args_text
+                .split_whitespace()
+                .filter_map(|a| {
+                    let (size, operand) = a.split_once('@')?;
+                    Some((size.parse().ok()?, operand.to_string()))
+                })
+                .collect();
+            out.push(UsdtProbe {
+                provider,
+                name: probe,
+                pc: pc.wrapping_add(adjust),
+                semaphore: (sem != 0).then(|| sem.wrapping_add(adjust)),
+                args,
+            });
+        }
+        at = next;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(pc: u64, base: u64, sem: u64, strings: &str) -> Vec<u8> {
+        let mut desc = Vec::new();
+        for v in [pc, base, sem] {
+            desc.extend_from_slice(&v.to_le_bytes());
+        }
+        desc.extend_from_slice(strings.as_bytes());
+        let mut n = Vec::new();
+        n.extend_from_slice(&8u32.to_le_bytes());
+        n.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+        n.extend_from_slice(&3u32.to_le_bytes());
+        n.extend_from_slice(b"stapsdt\0");
+        n.extend_from_slice(&desc);
+        while n.len() % 4 != 0 {
+            n.push(0);
+        }
+        n
+    }
+
+    #[test]
+    fn parses_probes_and_adjusts_prelinked_addresses() {
+        let mut data = note(0x1000, 0x5000, 0, "libstdcxx\0throw\08@%rdi 8@%rsi\0");
+        data.extend(note(
+            0x2000,
+            0x5000,
+            0x9000,
+            "python\0function__entry\08@%rbp 8@%r12 -4@%eax\0",
+        ));
+        let probes = parse_notes(&data, Some(0x5000));
+        assert_eq!(probes.len(), 2);
+        assert_eq!(
+            (
+                probes[0].provider.as_str(),
+                probes[0].name.as_str(),
+                probes[0].pc
+            ),
+            ("libstdcxx", "throw", 0x1000)
+        );
+        assert_eq!(probes[0].semaphore, None);
+        assert_eq!(
+            probes[1].args,
+            vec![(8, "%rbp".into()), (8, "%r12".into()), (-4, "%eax".into())]
+        );
+        assert_eq!(probes[1].semaphore, Some(0x9000));
+        // The same note in a file prelinked 0x100 higher.
+        let moved = parse_notes(&data, Some(0x5100));
+        assert_eq!((moved[1].pc, moved[1].semaphore), (0x2100, Some(0x9100)));
+    }
+}
