@@ -33,6 +33,7 @@ pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<
             return Err(e.into());
         }
     };
+    req.raise_semaphores(&tracee, 1)?;
     tracee.detach()?;
     let stopped = started.elapsed();
     signals::catch_stop_requests();
@@ -87,6 +88,7 @@ report.springboards,
     } else {
         match Tracee::attach(pid) {
             Ok(mut tracee) => {
+                req.raise_semaphores(&tracee, -1)?;
                 let notes = session.remove_all(&mut tracee)?;
                 tracee.detach()?;
                 for n in notes {

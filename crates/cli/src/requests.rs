@@ -19,6 +19,8 @@ pub struct Requests {
     next_tag: u64,
     /// Events drained from the rings (when tracing).
     pub collector: weft_events::Collector,
+    /// Semaphores of traced USDT probes (runtime addresses).
+    semaphores: Vec<u64>,
     tracing: bool,
     ticks_per_ns: f64,
     start_tsc: u64,
@@ -37,8 +39,16 @@ impl Requests {
         for p in &args.count_exits {
             specs.push(PointSpec::exits(p)?);
         }
+        let mut semaphores = Vec::new();
         for t in &args.trace {
-            specs.extend(weft_events::trace_specs(t, args.trace_args)?);
+            match t.strip_prefix("usdt:") {
+                Some(what) => {
+                    let (s, sems) = weft_events::usdt_specs(session, what)?;
+                    specs.extend(s);
+                    semaphores.extend(sems);
+                }
+                None => specs.extend(weft_events::trace_specs(t, args.trace_args)?),
+            }
         }
         let ticks_per_ns = weft_live::clock::calibrate(Duration::from_millis(20));
         let sampler = Sampler::new(
@@ -58,6 +68,7 @@ impl Requests {
             definitions,
             next_tag: 1,
             collector: weft_events::Collector::default(),
+            semaphores,
             tracing: !args.trace.is_empty(),
             ticks_per_ns,
             start_tsc: weft_live::clock::tsc(),
@@ -309,6 +320,23 @@ impl Requests {
                 self.collector.events.len(),
                 dropped
             ),
+        }
+        Ok(())
+    }
+}
+
+impl Requests {
+    /// Adds `delta` to the u16 semaphore of every traced USDT probe, so the
+    /// program computes the probes' arguments while they are traced.
+    pub fn raise_semaphores(&self, tracee: &weft_process::Tracee, delta: i16) -> Result<()> {
+        use weft_process::ProcessMemory;
+        for &s in &self.semaphores {
+            let mut b = [0u8; 2];
+            tracee.memory().read(weft_process::RemoteAddr(s), &mut b)?;
+            let v = u16::from_le_bytes(b).wrapping_add_signed(delta);
+            tracee
+                .memory()
+                .write(weft_process::RemoteAddr(s), &v.to_le_bytes())?;
         }
         Ok(())
     }

@@ -63,17 +63,19 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
     let mut session = Session::new(pid)?;
     let mut requests = None;
     let setup = (|| -> Result<Option<i32>> {
-        let req = requests.insert(Requests::build(args, &mut session)?);
         let auxv = Auxv::read(pid)?;
         match tracee.run_to(RemoteAddr(auxv.entry))? {
             StopReason::Reached => {}
             StopReason::Exited(code) => return Ok(Some(code)),
             StopReason::Killed(sig) => return Ok(Some(128 + sig)),
         }
+        // After the loader: the libraries (and their USDT probes) are there.
+        let req = requests.insert(Requests::build(args, &mut session)?);
         let prepared = session.prepare(&req.specs)?;
         report_pending(&prepared.pending);
         let started = std::time::Instant::now();
         let report = session.apply(&mut tracee, prepared)?;
+        req.raise_semaphores(&tracee, 1)?;
         let hooked = session.install_load_hook(&mut tracee)?;
         if args.verbose {
             output::print_points(&session.points());

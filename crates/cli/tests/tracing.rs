@@ -140,7 +140,7 @@ fn function_entries_and_exits_with_exact_payloads() {
 fn bad_trace_requests_are_one_clear_line() {
     for (req, want) in [
         ("traced", "write fn:PATTERN"),
-        ("usdt:python:line", "not traced yet"),
+        ("usdt:python:line", "matches no USDT probe"),
         ("xyz:a", "unknown kind 'xyz'"),
     ] {
         let out = run(
@@ -231,4 +231,71 @@ fn tracing_starts_in_a_running_process() {
         "exactly the calls made while traced"
     );
     writeln!(to_server, "quit").unwrap();
+}
+
+#[test]
+fn usdt_probes_with_arguments_and_semaphores() {
+    let variants: Vec<Variant> = VARIANTS
+        .iter()
+        .copied()
+        .filter(|v| !v.name.contains("static"))
+        .collect();
+    if !std::path::Path::new("/usr/include/x86_64-linux-gnu/sys/sdt.h").exists()
+        && !std::path::Path::new("/usr/include/sys/sdt.h").exists()
+    {
+        skip("sys/sdt.h missing (bash scripts/install-deps.sh installs systemtap-sdt-dev)");
+        return;
+    }
+    for v in variants {
+        let bin = build("usdt", &v);
+        let plain = run(
+            std::process::Command::new(&bin).arg("700"),
+            Duration::from_secs(30),
+        );
+        assert_eq!(
+            tallies(&plain.stdout)["guarded_enabled"],
+            0,
+            "semaphore down without weft"
+        );
+        let dir = scratch(&format!("usdt-{}", v.name));
+        let events = dir.join("ev");
+        let out = run(
+            weft()
+                .args([
+                    "run",
+                    "--trace",
+                    "usdt:weft_test:tick",
+                    "--trace",
+                    "usdt:weft_test:guarded",
+                    "--events-out",
+                ])
+                .arg(&events)
+                .arg("--")
+                .arg(&bin)
+                .arg("700"),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
+        let tally = tallies(&out.stdout);
+        assert_eq!(
+            tally["guarded_enabled"], 700,
+            "{}: weft raised the semaphore",
+            v.name
+        );
+        let text = run(weft().arg("events").arg(&events), Duration::from_secs(30)).stdout;
+        let ticks: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("usdt-") && l.contains(":weft_test:tick probe"))
+            .collect();
+        assert_eq!(ticks.len(), 700, "{}", v.name);
+        for (i, l) in ticks.iter().enumerate() {
+            let want = format!("arg1={i} arg2={} arg3={}", 3 * i, i % 5);
+            assert!(l.ends_with(&want), "{}: {l} should end with {want}", v.name);
+        }
+        let guarded = text
+            .lines()
+            .filter(|l| l.contains(":weft_test:guarded probe"))
+            .count();
+        assert_eq!(guarded, 700, "{}", v.name);
+    }
 }

@@ -14,11 +14,13 @@ mod collect;
 mod ctf;
 mod error;
 mod store;
+mod usdt;
 
 pub use collect::Collector;
 pub use ctf::write_ctf;
 pub use error::{Error, Result};
 pub use store::{read_dir, render_text, write_dir, Meta};
+pub use usdt::{operand, usdt_specs};
 
 use weft_live::{Action, PointSpec};
 
@@ -38,7 +40,7 @@ pub fn trace_specs(request: &str, args: u8) -> Result<Vec<PointSpec>> {
             Ok(vec![entry, exit])
         }
         "usdt" => Err(Error::BadRequest(format!(
-            "'{request}': USDT probes are not traced yet; trace functions with fn:PATTERN"
+            "'{request}': USDT probes are resolved against a process's modules (usdt_specs)"
         ))),
         other => Err(Error::BadRequest(format!(
             "'{request}': unknown kind '{other}' (fn:PATTERN or entry:PATTERN)"

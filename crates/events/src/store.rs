@@ -56,10 +56,10 @@ pub fn write_dir(
             .events()
             .iter()
             .map(|e| {
-                let kind = if e.kind == PointKind::Exit {
-                    "exit"
-                } else {
-                    "entry"
+                let kind = match e.kind {
+                    PointKind::Exit => "exit",
+                    PointKind::Entry => "entry",
+                    PointKind::Instruction(_) => "probe",
                 };
                 (
                     e.module.clone(),
@@ -124,7 +124,8 @@ fn write_chrome(path: &Path, meta: &Meta, events: &[EventRecord]) -> Result<()> 
             Some(serde_json::json!({
                 "name": function,
                 "cat": module,
-                "ph": if kind == "exit" { "E" } else { "B" },
+                "ph": match kind.as_str() { "exit" => "E", "entry" => "B", _ => "i" },
+                "s": "t",
                 "ts": micros(meta, e.tsc),
                 "pid": meta.pid,
                 "tid": e.tid,

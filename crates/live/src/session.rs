@@ -75,6 +75,13 @@ pub enum Action {
         /// Arguments recorded at the entry.
         args: u8,
     },
+    /// An event named `name` at the point, carrying `args` (a USDT probe).
+    Event {
+        /// `PROVIDER:NAME`.
+        name: String,
+        /// The values, computed at the point.
+        args: Vec<Expr>,
+    },
     /// Run guarded primitives in a mini-trampoline. Counters in it are
     /// indices from [`Session::alloc_counter`], timers from
     /// [`Session::alloc_timer`], per-thread counters from
@@ -518,11 +525,24 @@ impl Session {
                         primitive: Primitive::Emit(id, payload),
                     }])
                 }
+                Action::Event { name, args } => {
+                    let id = self.events.len() as u32;
+                    self.events.push(EventInfo {
+                        module: self.modules[item.module].name.clone(),
+                        function: name.clone(),
+                        kind: item.kind,
+                        args: args.len().min(6) as u8,
+                    });
+                    Action::Program(vec![Guarded {
+                        predicate: None,
+                        primitive: Primitive::Emit(id, args.clone()),
+                    }])
+                }
                 other => other.clone(),
             };
             let counter = match action {
                 // Expanded into a program just above.
-                Action::Program(_) | Action::Trace { .. } => None,
+                Action::Program(_) | Action::Trace { .. } | Action::Event { .. } => None,
                 Action::Count => {
                     if !self
                         .probe_keys
@@ -847,10 +867,16 @@ impl Session {
                             }
                         }
                         let mini = self.place_mini(ci, &program).map_err(SiteError::Fatal)?;
-                        parts.push(Snippet::call_mini(mini));
+                        parts.push(if weft_patch::mini::reads_point_registers(&program) {
+                            Snippet::call_mini_fixed_frame(mini)
+                        } else {
+                            Snippet::call_mini(mini)
+                        });
                     }
                     // Traces are stored as programs; counts always have a counter.
-                    (Action::Count, None) | (Action::Trace { .. }, _) => {}
+                    (Action::Count, None)
+                    | (Action::Trace { .. }, _)
+                    | (Action::Event { .. }, _) => {}
                 }
             }
             snippets.push(PointSnippet {

@@ -38,6 +38,26 @@ pub enum Expr {
     ThreadCounter(u64),
     /// The calling thread's id.
     Tid,
+    /// General-purpose register `n` (encoding order: rax=0 ... r15=15) as
+    /// it was at the point. For `rsp` (4) this needs the fixed frame of
+    /// [`Snippet::call_mini_fixed_frame`](crate::Snippet::call_mini_fixed_frame).
+    Reg(u8),
+    /// A load of `size` bytes (1, 2, 4 or 8; sign-extended when `signed`)
+    /// from `base + index * scale + disp`, registers as at the point.
+    Load {
+        /// Base register, if any.
+        base: Option<u8>,
+        /// Index register and scale, if any.
+        index: Option<(u8, u8)>,
+        /// Displacement.
+        disp: i64,
+        /// Bytes loaded.
+        size: u8,
+        /// Sign-extend.
+        signed: bool,
+    },
+    /// The low `size` bytes of a value, sign- or zero-extended.
+    Narrow(Box<Expr>, u8, bool),
     /// A binary operation.
     Bin(BinOp, Box<Expr>, Box<Expr>),
 }
@@ -120,6 +140,30 @@ impl Expr {
     }
 }
 
+/// Whether a program reads registers or memory as they were at the point
+/// (USDT operands): its call then needs the fixed frame.
+pub fn reads_point_registers(program: &[Guarded]) -> bool {
+    fn reads(e: &Expr) -> bool {
+        match e {
+            Expr::Reg(_) | Expr::Load { .. } => true,
+            Expr::Narrow(e, ..) => reads(e),
+            Expr::Bin(_, a, b) => reads(a) || reads(b),
+            _ => false,
+        }
+    }
+    program.iter().any(|g| {
+        g.predicate.as_ref().is_some_and(reads)
+            || match &g.primitive {
+                Primitive::Emit(_, args) => args.iter().any(reads),
+                Primitive::SetCounter(_, e)
+                | Primitive::AddCounter(_, e)
+                | Primitive::SubCounter(_, e) => reads(e),
+                Primitive::AddThreadCounter(_, e) => reads(e),
+                _ => false,
+            }
+    })
+}
+
 /// A primitive and the predicate that guards it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Guarded {
@@ -144,6 +188,9 @@ const SAVED: usize = 9;
 const ARG_OFFSET: [i32; 6] = [32, 40, 48, 56, 24, 16];
 /// Offset of saved rax (the return value at an exit).
 const RAX_OFFSET: i32 = 64;
+/// With the fixed frame (red zone, flags, return address, nine saves), the
+/// point's rsp is this far above the mini-trampoline's.
+pub const FIXED_FRAME_RSP: i32 = 72 + 8 + 8 + 128;
 
 struct Gen {
     a: CodeAssembler,
@@ -173,6 +220,50 @@ impl Gen {
             }
             Expr::ThreadCounter(n) => self.a.mov(rax, qword_ptr(r11 + t::counter(*n) as i32))?,
             Expr::Tid => self.a.mov(rax, qword_ptr(r11 + t::TID as i32))?,
+            Expr::Reg(n) => self.reg_value(*n, depth)?,
+            Expr::Load {
+                base,
+                index,
+                disp,
+                size,
+                signed,
+            } => {
+                // rax := address, then load through it.
+                match base {
+                    Some(b) => self.reg_value(*b, depth)?,
+                    None => self.a.xor(eax, eax)?,
+                }
+                if let Some((i, scale)) = index {
+                    self.a.push(rax)?;
+                    self.reg_value(*i, depth + 1)?;
+                    self.a.imul_3(rax, rax, *scale as i32)?;
+                    self.a.pop(rcx)?;
+                    self.a.add(rax, rcx)?;
+                }
+                self.a.mov(rcx, *disp)?;
+                self.a.add(rax, rcx)?;
+                match (size, signed) {
+                    (1, true) => self.a.movsx(rax, byte_ptr(rax))?,
+                    (1, false) => self.a.movzx(eax, byte_ptr(rax))?,
+                    (2, true) => self.a.movsx(rax, word_ptr(rax))?,
+                    (2, false) => self.a.movzx(eax, word_ptr(rax))?,
+                    (4, true) => self.a.movsxd(rax, dword_ptr(rax))?,
+                    (4, false) => self.a.mov(eax, dword_ptr(rax))?,
+                    _ => self.a.mov(rax, qword_ptr(rax))?,
+                }
+            }
+            Expr::Narrow(e, size, signed) => {
+                self.expr(e, depth)?;
+                match (size, signed) {
+                    (1, true) => self.a.movsx(rax, al)?,
+                    (1, false) => self.a.movzx(eax, al)?,
+                    (2, true) => self.a.movsx(rax, ax)?,
+                    (2, false) => self.a.movzx(eax, ax)?,
+                    (4, true) => self.a.movsxd(rax, eax)?,
+                    (4, false) => self.a.mov(eax, eax)?,
+                    _ => {}
+                }
+            }
             Expr::Bin(op, l, r) => {
                 self.expr(r, depth)?;
                 self.a.push(rax)?;
@@ -180,6 +271,42 @@ impl Gen {
                 self.a.pop(rcx)?;
                 self.op(*op)?;
             }
+        }
+        Ok(())
+    }
+
+    /// rax := the value register `n` had at the point.
+    fn reg_value(&mut self, n: u8, depth: i32) -> std::result::Result<(), IcedError> {
+        // Saved caller-saved registers, in push order rax..r11 (r11 last, at rsp).
+        let saved = |n: u8| -> Option<i32> {
+            [
+                (0u8, 64),
+                (1, 56),
+                (2, 48),
+                (6, 40),
+                (7, 32),
+                (8, 24),
+                (9, 16),
+                (10, 8),
+                (11, 0),
+            ]
+            .iter()
+            .find(|(r, _)| *r == n)
+            .map(|(_, off)| *off)
+        };
+        match n {
+            4 => self
+                .a
+                .lea(rax, qword_ptr(rsp + FIXED_FRAME_RSP + depth * 8))?,
+            n if saved(n).is_some() => self
+                .a
+                .mov(rax, qword_ptr(rsp + saved(n).unwrap_or(0) + depth * 8))?,
+            3 => self.a.mov(rax, rbx)?,
+            5 => self.a.mov(rax, rbp)?,
+            12 => self.a.mov(rax, r12)?,
+            13 => self.a.mov(rax, r13)?,
+            14 => self.a.mov(rax, r14)?,
+            _ => self.a.mov(rax, r15)?,
         }
         Ok(())
     }

@@ -65,6 +65,32 @@ impl Snippet {
         }
     }
 
+    /// A call to a mini-trampoline with a frame of known size (red zone,
+    /// flags, return address), so the mini-trampoline can compute the
+    /// point's `rsp` (for USDT operands such as `112(%rsp)`).
+    pub fn call_mini_fixed_frame(mini: u64) -> Snippet {
+        let step = |d: i64| {
+            Instruction::with2(
+                Code::Lea_r64_m,
+                Register::RSP,
+                MemoryOperand::with_base_displ(Register::RSP, d),
+            )
+            .expect("lea rsp,[rsp+d] is a valid instruction")
+        };
+        let call = Instruction::with_branch(Code::Call_rel32_64, mini)
+            .expect("call rel32 is a valid instruction");
+        Snippet {
+            instructions: vec![
+                step(-crate::RED_ZONE),
+                Instruction::with(Code::Pushfq),
+                call,
+                Instruction::with(Code::Popfq),
+                step(crate::RED_ZONE),
+            ],
+            clobbers: RegSet::EMPTY,
+        }
+    }
+
     /// Several snippets run one after the other.
     pub fn concat(parts: &[Snippet]) -> Snippet {
         Snippet {

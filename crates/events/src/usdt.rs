@@ -1,0 +1,217 @@
+//! `--trace usdt:PROVIDER:NAME`: USDT probe sites become instruction points
+//! whose event carries the probe's arguments, decoded from the operand
+//! strings of `.note.stapsdt` (`-4@%edi`, `8@-16(%rbp)`, `4@$5`,
+//! `8@8(%rax,%rdx,8)`). Probes with a semaphore have it raised while traced.
+
+use crate::{Error, Result};
+use weft_image::glob_match;
+use weft_live::{Action, Expr, PointSpec, Session};
+
+const REGS: [&str; 16] = [
+    "ax", "cx", "dx", "bx", "sp", "bp", "si", "di", "8", "9", "10", "11", "12", "13", "14", "15",
+];
+
+/// The register number of an AT&T register name (any width), and its width in bytes.
+fn register(name: &str) -> Option<(u8, u8)> {
+    let n = name.strip_prefix('%')?;
+    if let Some(rest) = n.strip_prefix('r') {
+        // r8..r15 with d/w/b suffixes, or rax..rdi
+        let (digits, suffix) = rest.split_at(
+            rest.find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len()),
+        );
+        if !digits.is_empty() {
+            let size = match suffix {
+                "" => 8,
+                "d" => 4,
+                "w" => 2,
+                "b" => 1,
+                _ => return None,
+            };
+            return REGS
+                .iter()
+                .position(|r| *r == digits)
+                .map(|i| (i as u8, size));
+        }
+        return REGS.iter().position(|r| *r == rest).map(|i| (i as u8, 8));
+    }
+    if let Some(rest) = n.strip_prefix('e') {
+        return REGS.iter().position(|r| *r == rest).map(|i| (i as u8, 4));
+    }
+    let byte = ["al", "cl", "dl", "bl", "spl", "bpl", "sil", "dil"];
+    if let Some(i) = byte.iter().position(|r| *r == n) {
+        return Some((i as u8, 1));
+    }
+    REGS.iter().position(|r| *r == n).map(|i| (i as u8, 2))
+}
+
+/// Decodes one USDT argument (`SIZE@OPERAND`) into an expression.
+pub fn operand(size: i8, text: &str) -> Result<Expr> {
+    let bad = || {
+        Error::BadRequest(format!(
+            "USDT operand '{size}@{text}' is not one weft decodes"
+        ))
+    };
+    let bytes = size.unsigned_abs().clamp(1, 8);
+    let signed = size < 0;
+    if let Some(imm) = text.strip_prefix('$') {
+        let v = imm
+            .strip_prefix("0x")
+            .map_or_else(|| imm.parse::<i64>(), |h| i64::from_str_radix(h, 16));
+        return v.map(Expr::Const).map_err(|_| bad());
+    }
+    if text.starts_with('%') {
+        let (r, _) = register(text).ok_or_else(bad)?;
+        return Ok(Expr::Narrow(Box::new(Expr::Reg(r)), bytes, signed));
+    }
+    // disp(base,index,scale)
+    let open = text.find('(').ok_or_else(bad)?;
+    let disp_text = &text[..open];
+    let disp = if disp_text.is_empty() {
+        0
+    } else {
+        disp_text
+            .strip_prefix("-0x")
+            .map(|h| i64::from_str_radix(h, 16).map(|v| -v))
+            .or_else(|| {
+                disp_text
+                    .strip_prefix("0x")
+                    .map(|h| i64::from_str_radix(h, 16))
+            })
+            .unwrap_or_else(|| disp_text.parse())
+            .map_err(|_| bad())?
+    };
+    let inner = text[open + 1..].strip_suffix(')').ok_or_else(bad)?;
+    let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
+    if parts.first() == Some(&"%rip") {
+        return Err(bad()); // a symbol address: not decoded yet
+    }
+    let base = match parts.first() {
+        Some(b) if !b.is_empty() => Some(register(b).ok_or_else(bad)?.0),
+        _ => None,
+    };
+    let index = match (parts.get(1), parts.get(2)) {
+        (Some(i), scale) if !i.is_empty() => Some((
+            register(i).ok_or_else(bad)?.0,
+            scale
+                .map_or(Ok(1), |s| s.parse::<u8>())
+                .map_err(|_| bad())?,
+        )),
+        _ => None,
+    };
+    Ok(Expr::Load {
+        base,
+        index,
+        disp,
+        size: bytes,
+        signed,
+    })
+}
+
+/// Probes matching `PROVIDER:NAME` (globs) in the session's modules: the
+/// point specs, and the semaphores (runtime addresses) to raise.
+pub fn usdt_specs(session: &mut Session, what: &str) -> Result<(Vec<PointSpec>, Vec<u64>)> {
+    let (provider, name) = what
+        .split_once(':')
+        .ok_or_else(|| Error::BadRequest(format!("'usdt:{what}': write usdt:PROVIDER:NAME")))?;
+    session.refresh_modules()?;
+    let mut specs = Vec::new();
+    let mut semaphores = Vec::new();
+    let mut near = Vec::new();
+    for m in session.modules() {
+        for p in m.image.usdt_probes() {
+            near.push(format!("{}:{}", p.provider, p.name));
+            if !glob_match(provider, &p.provider) || !glob_match(name, &p.name) {
+                continue;
+            }
+            let Some(f) = m.image.function_at(p.pc) else {
+                continue;
+            };
+            let args = p
+                .args
+                .iter()
+                .map(|(size, op)| operand(*size, op))
+                .collect::<Result<Vec<_>>>()?;
+            let point = format!("{}:{}+{:#x}", m.name, f.name, p.pc - f.addr);
+            let action = Action::Event {
+                name: format!("{}:{}", p.provider, p.name),
+                args,
+            };
+            specs.push(PointSpec::parse(&point)?.with_action(action));
+            if let Some(s) = p.semaphore {
+                semaphores.push(m.runtime(s));
+            }
+        }
+    }
+    if specs.is_empty() {
+        near.sort();
+        near.dedup();
+        let hint = weft_image::near_misses(what, near.iter().map(String::as_str), 5);
+        return Err(Error::BadRequest(format!(
+            "'usdt:{what}' matches no USDT probe in the loaded modules{}",
+            if hint.is_empty() {
+                String::new()
+            } else {
+                format!(" (did you mean: {}?)", hint.join(", "))
+            }
+        )));
+    }
+    Ok((specs, semaphores))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_the_operands_debian_binaries_use() {
+        assert_eq!(
+            operand(8, "%rbp").unwrap(),
+            Expr::Narrow(Box::new(Expr::Reg(5)), 8, false)
+        );
+        assert_eq!(
+            operand(-4, "%eax").unwrap(),
+            Expr::Narrow(Box::new(Expr::Reg(0)), 4, true)
+        );
+        assert_eq!(
+            operand(8, "%r12").unwrap(),
+            Expr::Narrow(Box::new(Expr::Reg(12)), 8, false)
+        );
+        assert_eq!(
+            operand(-4, "%r9d").unwrap(),
+            Expr::Narrow(Box::new(Expr::Reg(9)), 4, true)
+        );
+        assert_eq!(
+            operand(-4, "112(%rsp)").unwrap(),
+            Expr::Load {
+                base: Some(4),
+                index: None,
+                disp: 112,
+                size: 4,
+                signed: true
+            }
+        );
+        assert_eq!(
+            operand(8, "-80(%rbx)").unwrap(),
+            Expr::Load {
+                base: Some(3),
+                index: None,
+                disp: -80,
+                size: 8,
+                signed: false
+            }
+        );
+        assert_eq!(
+            operand(8, "8(%rax,%rdx,8)").unwrap(),
+            Expr::Load {
+                base: Some(0),
+                index: Some((2, 8)),
+                disp: 8,
+                size: 8,
+                signed: false
+            }
+        );
+        assert_eq!(operand(4, "$5").unwrap(), Expr::Const(5));
+        assert!(operand(8, "sym(%rip)").is_err());
+    }
+}
