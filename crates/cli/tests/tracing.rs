@@ -299,3 +299,30 @@ fn usdt_probes_with_arguments_and_semaphores() {
         assert_eq!(guarded, 700, "{}", v.name);
     }
 }
+
+#[test]
+fn libstdcxx_throw_fires_once_per_throw() {
+    let bin = build("throws", &O2);
+    let dir = scratch("usdt-throw");
+    let events = dir.join("ev");
+    let out = run(
+        weft()
+            .args(["run", "--trace", "usdt:libstdcxx:throw", "--events-out"])
+            .arg(&events)
+            .arg("--")
+            .arg(&bin)
+            .arg("300"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let tally = tallies(&out.stdout);
+    assert_eq!(tally["throws"], 100);
+    let text = run(weft().arg("events").arg(&events), Duration::from_secs(30)).stdout;
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains(":libstdcxx:throw probe"))
+            .count(),
+        100,
+        "{text}"
+    );
+}
