@@ -57,6 +57,11 @@ fn targets_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/targets"))
 }
 
+/// The headers weft ships for programs to include (`<weft/probe.h>`).
+fn include_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../include"))
+}
+
 /// A scratch directory for one test.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -87,10 +92,11 @@ pub fn build(name: &str, v: &Variant) -> PathBuf {
         let (Ok(a), Ok(b)) = (std::fs::metadata(p), std::fs::metadata(&src)) else {
             return false;
         };
-        let header = std::fs::metadata(targets_dir().join("tally.h"))
-            .and_then(|m| m.modified())
-            .ok();
-        a.modified().ok() > b.modified().ok() && a.modified().ok() > header
+        let modified = |h: PathBuf| std::fs::metadata(h).and_then(|m| m.modified()).ok();
+        let built = a.modified().ok();
+        built > b.modified().ok()
+            && built > modified(targets_dir().join("tally.h"))
+            && built > modified(include_dir().join("weft/probe.h"))
     };
     if fresh(&out) {
         return out;
@@ -98,7 +104,9 @@ pub fn build(name: &str, v: &Variant) -> PathBuf {
     let tmp = dir.join(format!("{name}-{}.{}.tmp", v.name, std::process::id()));
     let status = Command::new(compiler)
         .args(v.flags)
-        .args(["-Wall", "-g", "-pthread", "-o"])
+        .args(["-Wall", "-g", "-pthread", "-I"])
+        .arg(include_dir())
+        .arg("-o")
         .arg(&tmp)
         .arg(&src)
         .status()

@@ -301,6 +301,64 @@ fn usdt_probes_with_arguments_and_semaphores() {
 }
 
 #[test]
+fn weft_probe_header_sites_trace_exactly() {
+    for v in VARIANTS {
+        let bin = build("probes", v);
+        let dir = scratch(&format!("probes-{}", v.name));
+        let events = dir.join("ev");
+        let n = 500;
+        let mut cmd = weft();
+        cmd.arg("run");
+        for probe in ["step", "wide", "idle"] {
+            cmd.args(["--trace", &format!("usdt:weft_probe:{probe}")]);
+        }
+        cmd.arg("--events-out")
+            .arg(&events)
+            .arg("--")
+            .arg(&bin)
+            .arg(n.to_string());
+        let out = run(&mut cmd, Duration::from_secs(60));
+        assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
+        let tally = tallies(&out.stdout);
+        assert_eq!(tally["steps"], n, "{}", v.name);
+        let text = run(weft().arg("events").arg(&events), Duration::from_secs(30)).stdout;
+        let args_of = |probe: &str| -> Vec<Vec<i64>> {
+            let tag = format!(":weft_probe:{probe} probe");
+            text.lines()
+                .filter(|l| l.contains(&tag))
+                .map(|l| {
+                    l.split_whitespace()
+                        .filter_map(|w| w.split_once('=').map(|(_, x)| x.parse().unwrap()))
+                        .collect()
+                })
+                .collect()
+        };
+        let steps = args_of("step");
+        assert_eq!(steps.len() as u64, n, "{}", v.name);
+        for (i, a) in steps.iter().enumerate() {
+            let i = i as i64;
+            // The third argument points into a four-slot array.
+            let slot = a[2] - steps[0][2];
+            assert_eq!(
+                (a[0], a[1], slot, a[3]),
+                (i, 3 * i, 8 * (i % 4), 7),
+                "{}",
+                v.name
+            );
+        }
+        let wide = args_of("wide");
+        assert_eq!(wide.len() as u64, n, "{}", v.name);
+        for (i, a) in wide.iter().enumerate() {
+            let i = i as i64;
+            let mut want: Vec<i64> = (0..11).map(|k| i + k).collect();
+            want.push(-i);
+            assert_eq!(a, &want, "{}: all twelve arguments", v.name);
+        }
+        assert_eq!(args_of("idle").len() as u64, tally["idles"], "{}", v.name);
+    }
+}
+
+#[test]
 fn libstdcxx_throw_fires_once_per_throw() {
     let bin = build("throws", &O2);
     let dir = scratch("usdt-throw");

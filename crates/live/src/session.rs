@@ -1890,7 +1890,7 @@ impl Session {
                         .map(|i| self.shm.load_u64(rec + r::R_ARGS + 8 * i as u64))
                         .collect(),
                 });
-                pos += r::RECORD;
+                pos += r::record_size(nargs);
             }
             // Only now may the producer reuse the space.
             self.shm.store_u64(ring + r::TAIL, head);

@@ -437,13 +437,15 @@ impl Gen {
             }
             Primitive::Emit(event, args) => {
                 use crate::region::ring as r;
+                let nargs = args.len().min(r::MAX_ARGS);
+                let size = r::record_size(nargs);
                 let mut drop = self.a.create_label();
                 let mut done = self.a.create_label();
                 self.a.lea(r8, qword_ptr(r11 + t::RING as i32))?;
                 self.a.mov(r9, qword_ptr(r8 + r::HEAD as i32))?;
                 self.a.mov(rax, r9)?;
                 self.a.sub(rax, qword_ptr(r8 + r::TAIL as i32))?;
-                self.a.cmp(rax, (r::DATA - r::RECORD) as i32)?;
+                self.a.cmp(rax, (r::DATA - size) as i32)?;
                 self.a.ja(drop)?;
                 self.a.mov(r10, r9)?;
                 self.a.and(r10, (r::DATA - 1) as i32)?;
@@ -453,17 +455,15 @@ impl Gen {
                 self.a.or(rax, rdx)?;
                 self.a.mov(qword_ptr(r10 + r::R_TSC as i32), rax)?;
                 self.a.mov(dword_ptr(r10 + r::R_EVENT as i32), *event)?;
-                self.a.mov(
-                    dword_ptr(r10 + r::R_NARGS as i32),
-                    args.len().min(r::MAX_ARGS) as u32,
-                )?;
-                for (i, e) in args.iter().take(r::MAX_ARGS).enumerate() {
+                self.a
+                    .mov(dword_ptr(r10 + r::R_NARGS as i32), nargs as u32)?;
+                for (i, e) in args.iter().take(nargs).enumerate() {
                     // expr uses rax and rcx (rdx for a division); r8-r11 survive.
                     self.expr(e, 0)?;
                     self.a
                         .mov(qword_ptr(r10 + (r::R_ARGS as i32 + 8 * i as i32)), rax)?;
                 }
-                self.a.add(r9, r::RECORD as i32)?;
+                self.a.add(r9, size as i32)?;
                 self.a.mov(qword_ptr(r8 + r::HEAD as i32), r9)?; // publish the record
                 self.a.jmp(done)?;
                 self.a.set_label(&mut drop)?;
@@ -760,6 +760,60 @@ mod tests {
     }
 
     #[test]
+    fn records_near_the_end_of_the_ring_stay_whole() {
+        use crate::region::ring as r;
+        let bytes = 16 * 8 + 16 * t::BLOCK + 8192;
+        let mut words = vec![0u64; (bytes / 8) as usize];
+        let base = words.as_mut_ptr() as u64;
+        let table = ThreadTable {
+            addr: base + 4096,
+            slots: 16,
+        };
+        let read = |a: u64| {
+            // SAFETY: every address read lies inside `words`, which outlives
+            // this closure.
+            unsafe { std::ptr::read_volatile(a as *const u64) }
+        };
+        let write = |a: u64, v: u64| {
+            // SAFETY: every address written lies inside `words`, which
+            // outlives this closure and which only this thread touches.
+            unsafe { std::ptr::write_volatile(a as *mut u64, v) }
+        };
+        let exec = Exec::new(4096);
+        let three = vec![Expr::Arg(1), Expr::Arg(2), Expr::Arg(3)];
+        let emit = vec![Guarded {
+            predicate: None,
+            primitive: Primitive::Emit(3, three),
+        }];
+        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        // 48-byte records do not divide the data, so some straddle its end;
+        // consuming after each one lets the ring go round three times.
+        let size = r::record_size(3);
+        assert_eq!(size, 48);
+        let mut ring = 0;
+        let mut straddled = 0;
+        for i in 0..3 * r::DATA / size {
+            exec.call([i as i64, 2 * i as i64, 3 * i as i64, 0, 0, 0]);
+            if ring == 0 {
+                let slot = (0..16).find(|&s| read(table.addr + s * 8) != 0).unwrap();
+                ring = table.addr + 16 * 8 + slot * t::BLOCK + t::RING;
+            }
+            let pos = read(ring + r::TAIL);
+            assert_eq!(read(ring + r::HEAD), pos + size);
+            let offset = pos & (r::DATA - 1);
+            straddled += u64::from(offset + size > r::DATA);
+            let rec = ring + r::HEADER + offset;
+            assert_eq!(read(rec + r::R_EVENT), 3 | 3 << 32);
+            let args: Vec<u64> = (0..3).map(|k| read(rec + r::R_ARGS + 8 * k)).collect();
+            assert_eq!(args, [i, 2 * i, 3 * i]);
+            write(ring + r::TAIL, pos + size);
+        }
+        assert!(straddled >= 2, "records crossed the end {straddled} times");
+        assert_eq!(read(ring + r::DROPPED), 0);
+        drop(words);
+    }
+
+    #[test]
     fn events_go_into_the_thread_ring_and_overflow_is_counted() {
         use crate::region::ring as r;
         // A table with room for one thread's whole block (ring included).
@@ -785,10 +839,12 @@ mod tests {
         }
         let slot = (0..16).find(|&s| read(table.addr + s * 8) != 0).unwrap();
         let ring = table.addr + 16 * 8 + slot * t::BLOCK + t::RING;
-        assert_eq!(read(ring + r::HEAD), 5 * r::RECORD);
+        let size = r::record_size(2);
+        assert_eq!(size, 32);
+        assert_eq!(read(ring + r::HEAD), 5 * size);
         let mut last_tsc = 0;
         for i in 0..5u64 {
-            let rec = ring + r::HEADER + i * r::RECORD;
+            let rec = ring + r::HEADER + i * size;
             assert!(read(rec + r::R_TSC) >= last_tsc);
             last_tsc = read(rec + r::R_TSC);
             assert_eq!(read(rec + r::R_EVENT) & 0xffff_ffff, 7);
@@ -799,7 +855,7 @@ mod tests {
             );
         }
         // Nobody consumes: the ring fills, then events are dropped and counted.
-        let capacity = r::DATA / r::RECORD;
+        let capacity = r::DATA / size;
         for i in 0..capacity + 10 {
             exec.call([i as i64, 0, 0, 0, 0, 0]);
         }

@@ -74,7 +74,7 @@ pub mod threads {
     /// Offset of the thread's event ring in its block (see [`ring`]).
     pub const RING: u64 = 4096;
     /// Bytes of one thread's block: timers, counters, its tid, then its ring.
-    pub const BLOCK: u64 = RING + super::ring::HEADER + super::ring::DATA;
+    pub const BLOCK: u64 = RING + super::ring::HEADER + super::ring::DATA + super::ring::SLACK;
     /// Offset of the tid inside a block.
     pub const TID: u64 = TIMERS * TIMER_SIZE + COUNTERS * 8;
     /// Offset of timer `t` in a block.
@@ -107,12 +107,14 @@ pub mod trap_table {
 }
 
 /// A thread's event ring: single producer (the thread, in trampolines),
-/// single consumer (weft). Records have a fixed size; positions only grow
-/// and index the data modulo its size. The producer writes a record and
-/// then publishes it by storing `head`; the consumer copies records and
-/// then stores `tail` (x86 stores are not reordered with stores, loads not
-/// with loads, so no fence is needed). A full ring drops the event and
-/// counts it (discard mode).
+/// single consumer (weft). Positions only grow and index the data modulo its
+/// size. A record's size depends on its argument count; one that starts near
+/// the end of the data continues into the slack after it instead of
+/// wrapping, so every record is contiguous. The producer writes a record and
+/// then publishes it by storing `head`; the consumer copies records and then
+/// stores `tail` (x86 stores are not reordered with stores, loads not with
+/// loads, so no fence is needed). A full ring drops the event and counts it
+/// (discard mode).
 pub mod ring {
     /// Producer position (bytes written, u64).
     pub const HEAD: u64 = 0;
@@ -124,9 +126,9 @@ pub mod ring {
     pub const HEADER: u64 = 64;
     /// Size of the data (a power of two).
     pub const DATA: u64 = 256 * 1024;
-    /// Size of one record: TSC (u64), event id (u32), argument count (u32), six u64 arguments.
-    pub const RECORD: u64 = 64;
-    /// Offsets inside a record.
+    /// Record layout: TSC (u64), event id (u32), argument count (u32), then
+    /// the arguments (u64 each), padded to a multiple of 16 bytes; see
+    /// [`record_size`]. Offsets inside a record:
     pub const R_TSC: u64 = 0;
     /// Event id.
     pub const R_EVENT: u64 = 8;
@@ -134,8 +136,17 @@ pub mod ring {
     pub const R_NARGS: u64 = 12;
     /// First argument.
     pub const R_ARGS: u64 = 16;
-    /// Most arguments a record holds.
-    pub const MAX_ARGS: usize = 6;
+    /// Most arguments a record holds (as many as a USDT probe may have).
+    pub const MAX_ARGS: usize = 12;
+    /// Bytes after the data into which a record that starts near its end
+    /// runs on, so that every record is contiguous (at least the largest
+    /// record, rounded to a cache line).
+    pub const SLACK: u64 = 128;
+
+    /// Bytes of a record carrying `nargs` arguments.
+    pub const fn record_size(nargs: usize) -> u64 {
+        (R_ARGS + 8 * nargs as u64).div_ceil(16) * 16
+    }
 }
 
 /// Where everything lies in the data area.
