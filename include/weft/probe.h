@@ -83,13 +83,15 @@
 #define _WEFT_PROBE12(provider, name, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12) \
     __asm__ __volatile__(_WEFT_NOTE(provider, name, "-8@%[a1] -8@%[a2] -8@%[a3] -8@%[a4] -8@%[a5] -8@%[a6] -8@%[a7] -8@%[a8] -8@%[a9] -8@%[a10] -8@%[a11] -8@%[a12]") : : [a1] "nor"((long)(x1)), [a2] "nor"((long)(x2)), [a3] "nor"((long)(x3)), [a4] "nor"((long)(x4)), [a5] "nor"((long)(x5)), [a6] "nor"((long)(x6)), [a7] "nor"((long)(x7)), [a8] "nor"((long)(x8)), [a9] "nor"((long)(x9)), [a10] "nor"((long)(x10)), [a11] "nor"((long)(x11)), [a12] "nor"((long)(x12)))
 
-/* The number of arguments after provider and name (0 to 12). */
-#define _WEFT_NTH(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, n, ...) n
-#define _WEFT_COUNT(...) _WEFT_NTH(__VA_ARGS__ __VA_OPT__(,) 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+/* WEFT_PROBE's variable part is the name followed by the arguments, never
+ * empty, so counting it needs no __VA_OPT__: 1 to 13 items pick
+ * _WEFT_PROBE0 to _WEFT_PROBE12. */
+#define _WEFT_NTH(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, n, ...) n
+#define _WEFT_COUNT(...) _WEFT_NTH(__VA_ARGS__, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, -)
 #define _WEFT_CAT(a, b) a##b
 #define _WEFT_PICK(n) _WEFT_CAT(_WEFT_PROBE, n)
 
-#define WEFT_PROBE(provider, name, ...) \
-    _WEFT_PICK(_WEFT_COUNT(__VA_ARGS__))(provider, name __VA_OPT__(,) __VA_ARGS__)
+/* WEFT_PROBE(provider, name, args...) */
+#define WEFT_PROBE(provider, ...) _WEFT_PICK(_WEFT_COUNT(__VA_ARGS__))(provider, __VA_ARGS__)
 
 #endif
