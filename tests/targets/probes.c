@@ -1,7 +1,8 @@
 /* Probes placed with weft's own header, <weft/probe.h>: `step` with four
  * arguments (a counter, an expression, a pointer and a constant), `wide`
- * with the full twelve, and `idle` with none. The program tallies how many
- * times it passed each site. */
+ * with the full twelve, `idle` with none, and `totals` with two globals,
+ * which gcc tends to describe as symbol(%rip) operands. The program tallies
+ * how many times it passed each site. */
 #include "tally.h"
 #include <weft/probe.h>
 
@@ -9,6 +10,14 @@ TALLY(steps);
 TALLY(idles);
 
 static long slots[4];
+long total;
+struct pair { long a, b; } last = { 1, 2 };
+
+NOINLINE void account(long i)
+{
+    total += i;
+    last.b = 2 * i;
+}
 
 NOINLINE long step(long i)
 {
@@ -17,6 +26,8 @@ NOINLINE long step(long i)
     WEFT_PROBE(weft_probe, step, i, i * 3, &slots[i % 4], 7);
     WEFT_PROBE(weft_probe, wide, i, i + 1, i + 2, i + 3, i + 4, i + 5, i + 6, i + 7, i + 8,
                i + 9, i + 10, -i);
+    account(i);
+    WEFT_PROBE(weft_probe, totals, total, last.b);
     if (i % 10 == 0) {
         BUMP(idles);
         WEFT_PROBE(weft_probe, idle);

@@ -302,6 +302,7 @@ fn usdt_probes_with_arguments_and_semaphores() {
 
 #[test]
 fn weft_probe_header_sites_trace_exactly() {
+    let mut rip_operands = 0;
     for v in VARIANTS {
         let bin = build("probes", v);
         let dir = scratch(&format!("probes-{}", v.name));
@@ -309,7 +310,12 @@ fn weft_probe_header_sites_trace_exactly() {
         let n = 500;
         let mut cmd = weft();
         cmd.arg("run");
-        for probe in ["step", "wide", "idle"] {
+        let listing = run(
+            weft().args(["inspect", "usdt"]).arg(&bin),
+            Duration::from_secs(30),
+        );
+        rip_operands += listing.stdout.matches("(%rip)").count();
+        for probe in ["step", "wide", "idle", "totals"] {
             cmd.args(["--trace", &format!("usdt:weft_probe:{probe}")]);
         }
         cmd.arg("--events-out")
@@ -355,7 +361,17 @@ fn weft_probe_header_sites_trace_exactly() {
             assert_eq!(a, &want, "{}: all twelve arguments", v.name);
         }
         assert_eq!(args_of("idle").len() as u64, tally["idles"], "{}", v.name);
+        let totals = args_of("totals");
+        assert_eq!(totals.len() as u64, n, "{}", v.name);
+        for (i, a) in totals.iter().enumerate() {
+            let i = i as i64;
+            assert_eq!(a, &[i * (i + 1) / 2, 2 * i], "{}: globals", v.name);
+        }
     }
+    assert!(
+        rip_operands > 0,
+        "no variant described a global as symbol(%rip), so that decoding went untested"
+    );
 }
 
 #[test]

@@ -46,7 +46,9 @@ fn register(name: &str) -> Option<(u8, u8)> {
 }
 
 /// Decodes one USDT argument (`SIZE@OPERAND`) into an expression.
-pub fn operand(size: i8, text: &str) -> Result<Expr> {
+/// `symbol` gives the runtime address of a symbol of the probe's module, for
+/// operands such as `counter(%rip)` or `8+table(%rip)`.
+pub fn operand(size: i8, text: &str, symbol: &dyn Fn(&str) -> Option<u64>) -> Result<Expr> {
     let bad = || {
         Error::BadRequest(format!(
             "USDT operand '{size}@{text}' is not one weft decodes"
@@ -67,6 +69,21 @@ pub fn operand(size: i8, text: &str) -> Result<Expr> {
     // disp(base,index,scale)
     let open = text.find('(').ok_or_else(bad)?;
     let disp_text = &text[..open];
+    let inner = text[open + 1..].strip_suffix(')').ok_or_else(bad)?;
+    if inner == "%rip" {
+        let address = symbol_sum(disp_text, symbol).ok_or_else(|| {
+            Error::BadRequest(format!(
+                "USDT operand '{size}@{text}' names a symbol the module's symbol tables do not hold"
+            ))
+        })?;
+        return Ok(Expr::Load {
+            base: None,
+            index: None,
+            disp: address as i64,
+            size: bytes,
+            signed,
+        });
+    }
     let disp = if disp_text.is_empty() {
         0
     } else {
@@ -81,11 +98,7 @@ pub fn operand(size: i8, text: &str) -> Result<Expr> {
             .unwrap_or_else(|| disp_text.parse())
             .map_err(|_| bad())?
     };
-    let inner = text[open + 1..].strip_suffix(')').ok_or_else(bad)?;
     let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
-    if parts.first() == Some(&"%rip") {
-        return Err(bad()); // a symbol address: not decoded yet
-    }
     let base = match parts.first() {
         Some(b) if !b.is_empty() => Some(register(b).ok_or_else(bad)?.0),
         _ => None,
@@ -106,6 +119,42 @@ pub fn operand(size: i8, text: &str) -> Result<Expr> {
         size: bytes,
         signed,
     })
+}
+
+/// The address `SYMBOL`, `SYMBOL+N`, `N+SYMBOL` or `SYMBOL-N` stands for:
+/// exactly one symbol and any number of decimal or hex offsets.
+fn symbol_sum(text: &str, symbol: &dyn Fn(&str) -> Option<u64>) -> Option<u64> {
+    let mut total: i64 = 0;
+    let mut symbols = 0;
+    let mut rest = text;
+    let mut negative = false;
+    while !rest.is_empty() {
+        // A term ends at the next sign that is not its first character.
+        let end = rest
+            .get(1..)?
+            .find(['+', '-'])
+            .map_or(rest.len(), |i| i + 1);
+        let term = &rest[..end];
+        let number = term.strip_prefix("0x").map_or_else(
+            || term.parse::<i64>().ok(),
+            |h| i64::from_str_radix(h, 16).ok(),
+        );
+        let value = match number {
+            Some(n) => n,
+            None => {
+                symbols += 1;
+                symbol(term)? as i64
+            }
+        };
+        total = if negative {
+            total.wrapping_sub(value)
+        } else {
+            total.wrapping_add(value)
+        };
+        negative = rest[end..].starts_with('-');
+        rest = rest.get(end + 1..).unwrap_or("");
+    }
+    (symbols == 1).then_some(total as u64)
 }
 
 /// Probes matching `PROVIDER:NAME` (globs) in the session's modules: the
@@ -130,7 +179,11 @@ pub fn usdt_specs(session: &mut Session, what: &str) -> Result<(Vec<PointSpec>, 
             let args = p
                 .args
                 .iter()
-                .map(|(size, op)| operand(*size, op))
+                .map(|(size, op)| {
+                    operand(*size, op, &|s| {
+                        m.image.symbol_address(s).map(|a| m.runtime(a))
+                    })
+                })
                 .collect::<Result<Vec<_>>>()?;
             let point = format!("{}:{}+{:#x}", m.name, f.name, p.pc - f.addr);
             let action = Action::Event {
@@ -163,26 +216,30 @@ pub fn usdt_specs(session: &mut Session, what: &str) -> Result<(Vec<PointSpec>, 
 mod tests {
     use super::*;
 
+    fn no_symbols(_: &str) -> Option<u64> {
+        None
+    }
+
     #[test]
     fn decodes_the_operands_debian_binaries_use() {
         assert_eq!(
-            operand(8, "%rbp").unwrap(),
+            operand(8, "%rbp", &no_symbols).unwrap(),
             Expr::Narrow(Box::new(Expr::Reg(5)), 8, false)
         );
         assert_eq!(
-            operand(-4, "%eax").unwrap(),
+            operand(-4, "%eax", &no_symbols).unwrap(),
             Expr::Narrow(Box::new(Expr::Reg(0)), 4, true)
         );
         assert_eq!(
-            operand(8, "%r12").unwrap(),
+            operand(8, "%r12", &no_symbols).unwrap(),
             Expr::Narrow(Box::new(Expr::Reg(12)), 8, false)
         );
         assert_eq!(
-            operand(-4, "%r9d").unwrap(),
+            operand(-4, "%r9d", &no_symbols).unwrap(),
             Expr::Narrow(Box::new(Expr::Reg(9)), 4, true)
         );
         assert_eq!(
-            operand(-4, "112(%rsp)").unwrap(),
+            operand(-4, "112(%rsp)", &no_symbols).unwrap(),
             Expr::Load {
                 base: Some(4),
                 index: None,
@@ -192,7 +249,7 @@ mod tests {
             }
         );
         assert_eq!(
-            operand(8, "-80(%rbx)").unwrap(),
+            operand(8, "-80(%rbx)", &no_symbols).unwrap(),
             Expr::Load {
                 base: Some(3),
                 index: None,
@@ -202,7 +259,7 @@ mod tests {
             }
         );
         assert_eq!(
-            operand(8, "8(%rax,%rdx,8)").unwrap(),
+            operand(8, "8(%rax,%rdx,8)", &no_symbols).unwrap(),
             Expr::Load {
                 base: Some(0),
                 index: Some((2, 8)),
@@ -211,7 +268,42 @@ mod tests {
                 signed: false
             }
         );
-        assert_eq!(operand(4, "$5").unwrap(), Expr::Const(5));
-        assert!(operand(8, "sym(%rip)").is_err());
+        assert_eq!(operand(4, "$5", &no_symbols).unwrap(), Expr::Const(5));
+        assert!(operand(8, "sym(%rip)", &no_symbols).is_err());
+    }
+
+    #[test]
+    fn rip_relative_operands_are_symbol_addresses() {
+        let symbols = |name: &str| match name {
+            "gcount" => Some(0x5000),
+            "gp" => Some(0x6000),
+            _ => None,
+        };
+        let at = |disp, size, signed| Expr::Load {
+            base: None,
+            index: None,
+            disp,
+            size,
+            signed,
+        };
+        assert_eq!(
+            operand(-8, "gcount(%rip)", &symbols).unwrap(),
+            at(0x5000, 8, true)
+        );
+        assert_eq!(
+            operand(-8, "8+gp(%rip)", &symbols).unwrap(),
+            at(0x6008, 8, true)
+        );
+        assert_eq!(
+            operand(4, "gp+0x10(%rip)", &symbols).unwrap(),
+            at(0x6010, 4, false)
+        );
+        assert_eq!(
+            operand(2, "gp-2(%rip)", &symbols).unwrap(),
+            at(0x5ffe, 2, false)
+        );
+        for unknown in ["missing(%rip)", "16(%rip)", "gp+gcount(%rip)"] {
+            assert!(operand(8, unknown, &symbols).is_err(), "{unknown}");
+        }
     }
 }

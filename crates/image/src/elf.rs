@@ -229,6 +229,18 @@ impl Image {
         })
     }
 
+    /// The link-time address of a defined symbol of any kind (data objects
+    /// included), from `.symtab` or else `.dynsym`.
+    pub fn symbol_address(&self, name: &str) -> Option<u64> {
+        let file = object::File::parse(&*self.data).ok()?;
+        let found = |mut symbols: object::SymbolIterator<'_, '_>| {
+            symbols.find_map(|s| {
+                (s.is_definition() && s.name() == Ok(name) && s.address() != 0).then(|| s.address())
+            })
+        };
+        found(file.symbols()).or_else(|| found(file.dynamic_symbols()))
+    }
+
     /// File bytes for `len` bytes at link-time address `vaddr`, if they lie
     /// in one segment's file-backed part.
     pub fn bytes_at(&self, vaddr: u64, len: usize) -> Option<&[u8]> {
