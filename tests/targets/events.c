@@ -1,6 +1,7 @@
 /* Traced calls with known arguments and results: thread k calls
  * traced(i, 1000 * k) for i in 0..n, which returns 3 * i + 1000 * k.
- * Bursts stay below one ring's capacity, so nothing may be dropped. */
+ * With the default counts bursts stay below one ring's capacity, so
+ * nothing may be dropped; large counts overflow the rings on purpose. */
 #include "tally.h"
 #include <pthread.h>
 

@@ -124,7 +124,7 @@ impl Requests {
         if self.tracing {
             self.collector.drain(session);
         }
-        // Rings hold 4096 events per thread: drain often while tracing.
+        // A ring holds a few thousand events: drain often while tracing.
         let most = if self.tracing {
             Duration::from_millis(1)
         } else {

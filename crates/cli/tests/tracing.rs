@@ -137,6 +137,45 @@ fn function_entries_and_exits_with_exact_payloads() {
 }
 
 #[test]
+fn discard_mode_accounts_for_every_event() {
+    // Unpaced, two threads outrun the 1 ms drain: rings fill and events are
+    // dropped. Every event is either recorded or counted as dropped.
+    let bin = build("events", &O2);
+    let dir = scratch("trace-drops");
+    let events = dir.join("events");
+    let out = run(
+        weft()
+            .args(["run", "--trace", "fn:traced", "--args", "2", "--events-out"])
+            .arg(&events)
+            .arg("--")
+            .arg(&bin)
+            .args(["2", "300000"]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let calls = tallies(&out.stdout)["traced"];
+    assert_eq!(calls, 600_000);
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(events.join("meta.json")).unwrap()).unwrap();
+    let dropped = meta["dropped"].as_u64().unwrap();
+    let recorded = std::fs::read_to_string(events.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .count() as u64;
+    assert!(dropped > 0, "{recorded} recorded: the rings never filled");
+    assert_eq!(
+        recorded + dropped,
+        2 * calls,
+        "an entry and an exit per call"
+    );
+    assert!(
+        out.stderr.contains(&format!("({dropped} dropped)")),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn bad_trace_requests_are_one_clear_line() {
     for (req, want) in [
         ("traced", "write fn:PATTERN"),
