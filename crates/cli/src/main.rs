@@ -45,6 +45,15 @@ enum Command {
 }
 
 /// What to count and how to report it (shared by `run` and `attach`).
+/// What a thread does when its event ring is full (`--ring-mode`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingMode {
+    /// Drop the event and count it.
+    Discard,
+    /// Wait for weft to make room.
+    Block,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct ProbeArgs {
     /// Count calls of functions matching PATTERN: `work`, `str*`,
@@ -70,6 +79,12 @@ pub struct ProbeArgs {
     /// Arguments recorded at each traced entry (0 to 6).
     #[arg(long = "args", value_name = "N", default_value_t = 2)]
     pub trace_args: u8,
+    /// What a thread does when its event ring is full: `discard` drops the
+    /// event and counts it (the thread never waits); `block` waits, without
+    /// a system call, until weft has made room, so no event is lost while
+    /// weft keeps up (a writer stops waiting 1 s after weft stops draining).
+    #[arg(long, value_enum, default_value_t = RingMode::Discard)]
+    pub ring_mode: RingMode,
     /// Write traced events to DIR: trace.json (Chrome/Perfetto), events.jsonl, meta.json.
     #[arg(long, value_name = "DIR")]
     pub events_out: Option<PathBuf>,

@@ -23,6 +23,8 @@ pub struct Requests {
     semaphores: Vec<u64>,
     tracing: bool,
     ticks_per_ns: f64,
+    /// Block mode: how far ahead of each drain writers may wait (TSC ticks).
+    ring_wait: Option<u64>,
     start_tsc: u64,
     started: Instant,
     next_sample: Instant,
@@ -71,10 +73,13 @@ impl Requests {
             semaphores,
             tracing: !args.trace.is_empty(),
             ticks_per_ns,
+            ring_wait: (args.ring_mode == crate::RingMode::Block && !args.trace.is_empty())
+                .then_some((ticks_per_ns * 1e9) as u64),
             start_tsc: weft_live::clock::tsc(),
             started: Instant::now(),
             next_sample: Instant::now(),
         };
+        req.hold_writers(session);
         for m in &args.metric {
             req.add_metric(m, session)?;
         }
@@ -123,6 +128,7 @@ impl Requests {
     pub fn tick(&mut self, session: &Session) -> Duration {
         if self.tracing {
             self.collector.drain(session);
+            self.hold_writers(session);
         }
         // A ring holds a few thousand events: drain often while tracing.
         let most = if self.tracing {
@@ -287,6 +293,13 @@ impl Perturbation {
 }
 
 impl Requests {
+    /// Block mode: lets writers wait for room until a second from now.
+    fn hold_writers(&self, session: &Session) {
+        if let Some(ticks) = self.ring_wait {
+            session.set_ring_wait_until(weft_live::clock::tsc() + ticks);
+        }
+    }
+
     /// At the end: drains the rings once more, writes the events directory
     /// if asked, and says what was traced.
     pub fn finish_tracing(
@@ -296,6 +309,10 @@ impl Requests {
     ) -> Result<()> {
         if !self.tracing {
             return Ok(());
+        }
+        if self.ring_wait.is_some() {
+            // From here on a full ring drops: weft is about to stop draining.
+            session.set_ring_wait_until(0);
         }
         self.collector.drain(session);
         let dropped = session.events_dropped();

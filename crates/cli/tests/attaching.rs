@@ -235,3 +235,30 @@ fn a_process_exiting_during_attach_is_an_error_not_a_crash() {
         }
     }
 }
+
+#[test]
+fn block_mode_writers_carry_on_when_weft_dies() {
+    let mut server = Server::start();
+    let weft_child = weft()
+        .args(["attach", "-p", &server.pid().to_string(), "--verbose"])
+        .args(["--trace", "fn:work", "--ring-mode", "block"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut weft_child = KillOnDrop(weft_child);
+    let _stderr = wait_attached(&mut weft_child.0);
+    server.send("go 1000 1");
+    assert_eq!(server.line(), "done 1000");
+    // weft dies without detaching: its trampolines stay, nobody drains, and
+    // the rings fill. Writers wait at most until the last deadline weft set,
+    // then drop, so the program still finishes its work.
+    weft_child.0.kill().unwrap();
+    let status = weft_child.0.wait().unwrap(); // SIGKILL: reaped at once
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+    server.send("go 3000000 2");
+    assert_eq!(server.line(), "done 6000000");
+    server.send("quit");
+}

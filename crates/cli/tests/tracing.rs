@@ -176,6 +176,29 @@ fn discard_mode_accounts_for_every_event() {
 }
 
 #[test]
+fn block_mode_loses_nothing() {
+    // The load that makes discard mode drop (above) loses nothing when
+    // writers wait for room.
+    let bin = build("events", &O2);
+    let out = run(
+        weft()
+            .args(["run", "--trace", "fn:traced", "--args", "2"])
+            .args(["--ring-mode", "block", "--"])
+            .arg(&bin)
+            .args(["2", "300000"]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(tallies(&out.stdout)["traced"], 600_000);
+    assert!(
+        out.stderr
+            .contains("weft: 1200000 event(s) traced (0 dropped)"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn bad_trace_requests_are_one_clear_line() {
     for (req, want) in [
         ("traced", "write fn:PATTERN"),

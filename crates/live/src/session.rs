@@ -1740,6 +1740,9 @@ impl Session {
         let table = ThreadTable {
             addr: c.data + self.layout.header.threads_offset,
             slots: self.layout.header.thread_slots,
+            ring_wait_until: c.data
+                + self.layout.header.sync_offset
+                + weft_patch::region::sync::RING_WAIT_UNTIL,
         };
         let code = mini_trampoline(at, table, program)?;
         self.alloc_code(ci, &code)
@@ -1857,6 +1860,16 @@ pub struct EventRecord {
 
 /// Draining event rings (the consumer side; see `region::ring`).
 impl Session {
+    /// Block mode: a writer that finds its ring full waits until weft has
+    /// made room or until the TSC reaches `tsc`; 0 selects discard mode.
+    /// Call it again before `tsc` passes to keep writers waiting.
+    pub fn set_ring_wait_until(&self, tsc: u64) {
+        self.shm.store_u64(
+            self.layout.header.sync_offset + weft_patch::region::sync::RING_WAIT_UNTIL,
+            tsc,
+        );
+    }
+
     /// Moves every published event out of every thread's ring, in each
     /// thread's order, and frees the space for the producers.
     pub fn drain_events(&self, out: &mut Vec<EventRecord>) {

@@ -83,6 +83,8 @@ impl Costs {
         let table = ThreadTable {
             addr: lab.base + 4096,
             slots: 16,
+            // The last word before the table: never set, so discard mode.
+            ring_wait_until: lab.base + 4096 - 8,
         };
         let counter = lab.base;
         let mut code = CodeArea {

@@ -180,7 +180,13 @@ pub struct ThreadTable {
     pub addr: u64,
     /// Number of slots (a power of two).
     pub slots: u64,
+    /// Absolute address of the block-mode deadline word
+    /// ([`crate::region::sync::RING_WAIT_UNTIL`]) in this cluster's view.
+    pub ring_wait_until: u64,
 }
+
+/// `sched_yield`, which block mode calls while a ring stays full.
+const SYS_SCHED_YIELD: u32 = 24;
 
 /// Saved registers, pushed in this order after the flags.
 const SAVED: usize = 9;
@@ -195,6 +201,8 @@ pub const FIXED_FRAME_RSP: i32 = 72 + 8 + 8 + 128;
 struct Gen {
     a: CodeAssembler,
     literals: Vec<(CodeLabel, u64)>,
+    /// See [`ThreadTable::ring_wait_until`].
+    ring_wait_until: u64,
 }
 
 impl Gen {
@@ -446,7 +454,10 @@ impl Gen {
                 self.a.mov(rax, r9)?;
                 self.a.sub(rax, qword_ptr(r8 + r::TAIL as i32))?;
                 self.a.cmp(rax, (r::DATA - size) as i32)?;
-                self.a.ja(drop)?;
+                let mut full = self.a.create_label();
+                let mut room = self.a.create_label();
+                self.a.ja(full)?;
+                self.a.set_label(&mut room)?;
                 self.a.mov(r10, r9)?;
                 self.a.and(r10, (r::DATA - 1) as i32)?;
                 self.a.lea(r10, qword_ptr(r8 + r10 + r::HEADER as i32))?;
@@ -466,6 +477,36 @@ impl Gen {
                 self.a.add(r9, size as i32)?;
                 self.a.mov(qword_ptr(r8 + r::HEAD as i32), r9)?; // publish the record
                 self.a.jmp(done)?;
+                // The ring is full. In block mode wait until weft makes room
+                // or its deadline passes, yielding the processor (the one
+                // system call on this path) so that weft's consumer can run
+                // even when writers outnumber the cores.
+                let mut check = self.a.create_label();
+                self.a.set_label(&mut full)?;
+                self.a.mov(rdx, self.ring_wait_until)?;
+                self.a.mov(rcx, qword_ptr(rdx))?;
+                self.a.test(rcx, rcx)?;
+                self.a.jz(drop)?;
+                self.a.jmp(check)?;
+                let mut wait = self.a.create_label();
+                self.a.set_label(&mut wait)?;
+                self.a.push(r11)?; // syscall clobbers rcx and r11
+                self.a.mov(eax, SYS_SCHED_YIELD)?;
+                self.a.syscall()?;
+                self.a.pop(r11)?;
+                self.a.mov(rdx, self.ring_wait_until)?;
+                self.a.mov(rcx, qword_ptr(rdx))?;
+                self.a.set_label(&mut check)?;
+                self.a.rdtsc()?;
+                self.a.shl(rdx, 32)?;
+                self.a.or(rax, rdx)?;
+                self.a.cmp(rax, rcx)?;
+                self.a.jae(drop)?;
+                self.a.mov(rax, r9)?;
+                self.a.sub(rax, qword_ptr(r8 + r::TAIL as i32))?;
+                self.a.cmp(rax, (r::DATA - size) as i32)?;
+                self.a.jbe(room)?;
+                self.a.jmp(wait)?;
                 self.a.set_label(&mut drop)?;
                 self.a.add(qword_ptr(r8 + r::DROPPED as i32), 1)?;
                 self.a.set_label(&mut done)?;
@@ -521,6 +562,7 @@ pub fn mini_trampoline(at: u64, table: ThreadTable, actions: &[Guarded]) -> Resu
     let mut g = Gen {
         a: CodeAssembler::new(64).map_err(enc)?,
         literals: vec![],
+        ring_wait_until: table.ring_wait_until,
     };
     (|| -> std::result::Result<(), IcedError> {
         let mut exit = g.a.create_label();
@@ -631,6 +673,7 @@ mod tests {
             ThreadTable {
                 addr: self.base() + 4096,
                 slots: 16,
+                ring_wait_until: self.base() + 4096 - 8,
             }
         }
         fn read(&self, addr: u64) -> u64 {
@@ -768,6 +811,7 @@ mod tests {
         let table = ThreadTable {
             addr: base + 4096,
             slots: 16,
+            ring_wait_until: base + 4096 - 8,
         };
         let read = |a: u64| {
             // SAFETY: every address read lies inside `words`, which outlives
@@ -823,6 +867,7 @@ mod tests {
         let table = ThreadTable {
             addr: base + 4096,
             slots: 16,
+            ring_wait_until: base + 4096 - 8,
         };
         let read = |a: u64| {
             // SAFETY: every address read lies inside `words`.
@@ -862,6 +907,77 @@ mod tests {
         // 5 + capacity + 10 events in all; the ring holds `capacity` records.
         assert_eq!(read(ring + r::HEAD), r::DATA);
         assert_eq!(read(ring + r::DROPPED), 15);
+        drop(words);
+    }
+
+    fn now_tsc() -> u64 {
+        // SAFETY: rdtsc exists on every x86-64 processor and has no memory effects.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+
+    #[test]
+    fn block_mode_waits_for_room_until_the_deadline() {
+        use crate::region::ring as r;
+        let bytes = 16 * 8 + 16 * t::BLOCK + 8192;
+        let words = vec![0u64; (bytes / 8) as usize];
+        let base = words.as_ptr() as u64;
+        let table = ThreadTable {
+            addr: base + 4096,
+            slots: 16,
+            ring_wait_until: base + 4096 - 8,
+        };
+        let read = |a: u64| {
+            // SAFETY: every address read lies inside `words`, which outlives
+            // this closure.
+            unsafe { std::ptr::read_volatile(a as *const u64) }
+        };
+        let write = |a: u64, v: u64| {
+            // SAFETY: as for `read`; the fields written are the consumer's
+            // (tail) and weft's (the deadline), which the code only reads.
+            unsafe { std::ptr::write_volatile(a as *mut u64, v) }
+        };
+        let exec = Exec::new(4096);
+        let emit = vec![Guarded {
+            predicate: None,
+            primitive: Primitive::Emit(1, vec![Expr::Arg(1)]),
+        }];
+        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        let size = r::record_size(1);
+        for i in 0..r::DATA / size {
+            exec.call([i as i64, 0, 0, 0, 0, 0]);
+        }
+        let slot = (0..16).find(|&s| read(table.addr + s * 8) != 0).unwrap();
+        let ring = table.addr + 16 * 8 + slot * t::BLOCK + t::RING;
+        assert_eq!(read(ring + r::HEAD), r::DATA, "the ring is full");
+        let ticks_per_ms = {
+            let (t0, c0) = (std::time::Instant::now(), now_tsc());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            (now_tsc() - c0) / t0.elapsed().as_millis().max(1) as u64
+        };
+
+        // A consumer makes room after 30 ms: the writer waits, then records.
+        write(table.ring_wait_until, now_tsc() + 5000 * ticks_per_ms);
+        let consumer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            write(ring + r::TAIL, size);
+        });
+        let started = std::time::Instant::now();
+        exec.call([-1, 0, 0, 0, 0, 0]);
+        let waited = started.elapsed();
+        consumer.join().unwrap();
+        assert!(waited >= std::time::Duration::from_millis(25), "{waited:?}");
+        assert_eq!(read(ring + r::DROPPED), 0);
+        assert_eq!(read(ring + r::HEAD), r::DATA + size);
+        let rec = ring + r::HEADER; // the first slot, reused
+        assert_eq!(read(rec + r::R_ARGS), u64::MAX, "the waiting event");
+
+        // Nobody consumes: the writer gives up at the deadline and counts a drop.
+        write(table.ring_wait_until, now_tsc() + 40 * ticks_per_ms);
+        let started = std::time::Instant::now();
+        exec.call([-2, 0, 0, 0, 0, 0]);
+        let waited = started.elapsed();
+        assert!(waited >= std::time::Duration::from_millis(30), "{waited:?}");
+        assert_eq!(read(ring + r::DROPPED), 1);
         drop(words);
     }
 }

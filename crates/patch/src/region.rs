@@ -106,6 +106,16 @@ pub mod trap_table {
     pub const ENTRY_SIZE: u64 = 16;
 }
 
+/// Words of the sync page besides the library-load handshake (which uses
+/// its first 16 bytes, see `load_hook`).
+pub mod sync {
+    /// Block mode: a TSC value until which a writer that finds its ring
+    /// full waits (spinning, no system call) for weft to make room; 0 means
+    /// discard mode. weft moves it forward at every drain, so writers stop
+    /// waiting soon after weft stops draining or dies.
+    pub const RING_WAIT_UNTIL: u64 = 64;
+}
+
 /// A thread's event ring: single producer (the thread, in trampolines),
 /// single consumer (weft). Positions only grow and index the data modulo its
 /// size. A record's size depends on its argument count; one that starts near
