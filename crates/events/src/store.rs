@@ -31,6 +31,15 @@ struct Line {
     args: Vec<u64>,
 }
 
+/// A [`Line`] written without copying the event's values.
+#[derive(Serialize)]
+struct LineRef<'a> {
+    tsc: u64,
+    tid: i32,
+    event: u32,
+    args: &'a [u64],
+}
+
 fn io(what: String) -> impl Fn(std::io::Error) -> Error {
     move |source| Error::Io {
         what: what.clone(),
@@ -81,13 +90,14 @@ pub fn write_dir(
         std::fs::File::create(&path).map_err(io(format!("writing {}", path.display())))?,
     );
     for e in &collector.events {
-        let line = Line {
+        let line = LineRef {
             tsc: e.tsc,
             tid: e.tid,
             event: e.event,
-            args: e.args.clone(),
+            args: &e.args,
         };
-        serde_json::to_writer(&mut out, &line).expect("plain data");
+        serde_json::to_writer(&mut out, &line)
+            .map_err(|e| io(format!("writing {}", path.display()))(e.into()))?;
         out.write_all(b"\n")
             .map_err(io(format!("writing {}", path.display())))?;
     }
@@ -102,40 +112,91 @@ fn micros(meta: &Meta, tsc: u64) -> f64 {
     tsc.saturating_sub(meta.start_tsc) as f64 / meta.ticks_per_ns / 1000.0
 }
 
-/// Chrome/Perfetto trace event format: entries `B`, exits `E`.
+/// One row of the Chrome/Perfetto trace event format.
+#[derive(Serialize)]
+struct ChromeEvent<'a> {
+    name: &'a str,
+    cat: &'a str,
+    ph: &'static str,
+    s: &'static str,
+    ts: f64,
+    pid: i32,
+    tid: i32,
+    args: ChromeArgs<'a>,
+}
+
+/// An event's values as `{"ret": R}` (exits) or `{"arg1": A, ...}`, signed.
+struct ChromeArgs<'a> {
+    exit: bool,
+    values: &'a [u64],
+}
+
+impl Serialize for ChromeArgs<'_> {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        const ARGS: [&str; 12] = [
+            "arg1", "arg2", "arg3", "arg4", "arg5", "arg6", "arg7", "arg8", "arg9", "arg10",
+            "arg11", "arg12",
+        ];
+        let values = if self.exit {
+            &self.values[..self.values.len().min(1)]
+        } else {
+            &self.values[..self.values.len().min(ARGS.len())]
+        };
+        let mut map = serializer.serialize_map(Some(values.len()))?;
+        for (i, v) in values.iter().enumerate() {
+            let key = if self.exit { "ret" } else { ARGS[i] };
+            map.serialize_entry(key, &(*v as i64))?;
+        }
+        map.end()
+    }
+}
+
+/// Chrome/Perfetto trace event format: entries `B`, exits `E`, probes `i`.
+/// Streamed row by row: a trace of millions of events is never held twice.
 fn write_chrome(path: &Path, meta: &Meta, events: &[EventRecord]) -> Result<()> {
-    let rows: Vec<serde_json::Value> = events
-        .iter()
-        .filter_map(|e| {
-            let (module, function, kind, _) = meta.events.get(e.event as usize)?;
-            let args: serde_json::Map<String, serde_json::Value> = if kind == "exit" {
-                e.args
-                    .first()
-                    .map(|r| ("ret".to_string(), serde_json::json!(*r as i64)))
-                    .into_iter()
-                    .collect()
-            } else {
-                e.args
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| (format!("arg{}", i + 1), serde_json::json!(*v as i64)))
-                    .collect()
-            };
-            Some(serde_json::json!({
-                "name": function,
-                "cat": module,
-                "ph": match kind.as_str() { "exit" => "E", "entry" => "B", _ => "i" },
-                "s": "t",
-                "ts": micros(meta, e.tsc),
-                "pid": meta.pid,
-                "tid": e.tid,
-                "args": args,
-            }))
-        })
-        .collect();
-    let doc = serde_json::json!({"traceEvents": rows, "displayTimeUnit": "ns", "otherData": {"dropped": meta.dropped}});
-    std::fs::write(path, serde_json::to_vec(&doc).expect("plain data"))
-        .map_err(io(format!("writing {}", path.display())))
+    let err = io(format!("writing {}", path.display()));
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).map_err(&err)?);
+    out.write_all(b"{\"traceEvents\":[").map_err(&err)?;
+    let mut first = true;
+    for e in events {
+        let Some((module, function, kind, _)) = meta.events.get(e.event as usize) else {
+            continue;
+        };
+        let row = ChromeEvent {
+            name: function,
+            cat: module,
+            ph: match kind.as_str() {
+                "exit" => "E",
+                "entry" => "B",
+                _ => "i",
+            },
+            s: "t",
+            ts: micros(meta, e.tsc),
+            pid: meta.pid,
+            tid: e.tid,
+            args: ChromeArgs {
+                exit: kind == "exit",
+                values: &e.args,
+            },
+        };
+        if !first {
+            out.write_all(b",").map_err(&err)?;
+        }
+        first = false;
+        // Plain data: the only possible failure is writing.
+        serde_json::to_writer(&mut out, &row).map_err(|e| err(e.into()))?;
+    }
+    write!(
+        out,
+        "],\"displayTimeUnit\":\"ns\",\"otherData\":{{\"dropped\":{}}}}}",
+        meta.dropped
+    )
+    .map_err(&err)?;
+    out.flush().map_err(&err)
 }
 
 /// Reads an events directory back.
