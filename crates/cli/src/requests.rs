@@ -53,6 +53,13 @@ impl Requests {
             }
         }
         let ticks_per_ns = weft_live::clock::calibrate(Duration::from_millis(20));
+        if !args.trace.is_empty() && !weft_live::clock::tsc_is_invariant() {
+            eprintln!(
+                "weft: warning: this CPU's TSC is not invariant (CPUID 0x80000007), so \
+                 timestamps of events on different cores may not compare; counts and values \
+                 are unaffected"
+            );
+        }
         let sampler = Sampler::new(
             session.pid(),
             ticks_per_ns,

@@ -25,6 +25,8 @@ fn function_entries_and_exits_with_exact_payloads() {
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(events.join("meta.json")).unwrap()).unwrap();
     assert_eq!(meta["dropped"], 0, "bursts fit a ring: nothing dropped");
+    let nonstop = weft_process::cpu_flags().iter().any(|f| f == "nonstop_tsc");
+    assert_eq!(meta["tsc_invariant"], nonstop, "as the kernel reports it");
     let kinds: Vec<String> = meta["events"]
         .as_array()
         .unwrap()

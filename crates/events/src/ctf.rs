@@ -117,6 +117,7 @@ mod tests {
             ticks_per_ns: 2.5,
             start_tsc: 0,
             dropped: 0,
+            tsc_invariant: Some(true),
             events: vec![
                 ("m".into(), "f".into(), "entry".into(), 2),
                 ("m".into(), "f".into(), "exit".into(), 1),

@@ -18,6 +18,10 @@ pub struct Meta {
     pub start_tsc: u64,
     /// Events dropped because a ring was full.
     pub dropped: u64,
+    /// Whether the TSC was invariant, so timestamps of different threads
+    /// compare (absent in directories from older weft versions).
+    #[serde(default)]
+    pub tsc_invariant: Option<bool>,
     /// For each event id: [module, function, "entry"|"exit", values per event].
     pub events: Vec<(String, String, String, u8)>,
 }
@@ -61,6 +65,7 @@ pub fn write_dir(
         ticks_per_ns,
         start_tsc,
         dropped: session.events_dropped(),
+        tsc_invariant: Some(weft_live::clock::tsc_is_invariant()),
         events: session
             .events()
             .iter()

@@ -9,6 +9,16 @@ pub fn tsc() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
+/// Whether the TSC is invariant (CPUID 0x8000_0007, EDX bit 8): it ticks at a
+/// constant rate in every power state and on every core, so timestamps from
+/// different threads compare.
+pub fn tsc_is_invariant() -> bool {
+    use core::arch::x86_64::__cpuid;
+    // Leaf 0x8000_0000 gives the highest extended leaf, checked first.
+    let max_extended = __cpuid(0x8000_0000).eax;
+    max_extended >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0
+}
+
 /// TSC ticks per nanosecond, measured over `over`.
 pub fn calibrate(over: Duration) -> f64 {
     let (t0, c0) = (Instant::now(), tsc());
@@ -20,6 +30,16 @@ pub fn calibrate(over: Duration) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tsc_invariance_matches_the_kernel() {
+        // The kernel reports the same CPUID bit as the `nonstop_tsc` flag.
+        let flags = weft_process::cpu_flags();
+        if flags.is_empty() {
+            return;
+        }
+        assert_eq!(tsc_is_invariant(), flags.iter().any(|f| f == "nonstop_tsc"));
+    }
 
     #[test]
     fn tsc_advances_at_a_plausible_rate() {

@@ -116,3 +116,14 @@ pub fn thread_cpu_ns(pid: i32, tid: i32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
     text.split_whitespace().next()?.parse().ok()
 }
+
+/// The kernel's feature flags for the first CPU (`flags` in `/proc/cpuinfo`),
+/// or an empty list where it cannot be read.
+pub fn cpu_flags() -> Vec<String> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("flags"))
+        .and_then(|rest| rest.split_once(':'))
+        .map(|(_, flags)| flags.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
