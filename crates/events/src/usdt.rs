@@ -200,12 +200,17 @@ pub fn usdt_specs(session: &mut Session, what: &str) -> Result<(Vec<PointSpec>, 
         near.sort();
         near.dedup();
         let hint = weft_image::near_misses(what, near.iter().map(String::as_str), 5);
+        let modules: Vec<&str> = session.modules().iter().map(|m| m.name.as_str()).collect();
+        let searched = match modules.len() {
+            0..=6 => modules.join(", "),
+            n => format!("{}, and {} more", modules[..5].join(", "), n - 5),
+        };
         return Err(Error::BadRequest(format!(
-            "'usdt:{what}' matches no USDT probe in the loaded modules{}",
+            "'usdt:{what}' matches no USDT probe in the loaded modules ({searched}){}",
             if hint.is_empty() {
                 String::new()
             } else {
-                format!(" (did you mean: {}?)", hint.join(", "))
+                format!("; did you mean: {}?", hint.join(", "))
             }
         )));
     }
