@@ -133,12 +133,18 @@ impl Requests {
     /// Samples the metrics if an interval has passed; returns how long
     /// until the next sample is due.
     pub fn tick(&mut self, session: &Session) -> Duration {
+        let mut busy = false;
         if self.tracing {
+            let before = self.collector.events.len();
             self.collector.drain(session);
             self.hold_writers(session);
+            // Rings a quarter full or more: drain again at once.
+            busy = self.collector.events.len() - before >= BUSY_DRAIN;
         }
         // A ring holds a few thousand events: drain often while tracing.
-        let most = if self.tracing {
+        let most = if busy {
+            Duration::ZERO
+        } else if self.tracing {
             Duration::from_millis(1)
         } else {
             Duration::from_millis(50)
@@ -298,6 +304,10 @@ impl Perturbation {
         }
     }
 }
+
+/// Events per drain above which weft drains again without sleeping (a
+/// quarter of a ring of two-value events).
+const BUSY_DRAIN: usize = 2048;
 
 impl Requests {
     /// Block mode: lets writers wait for room until a second from now.
