@@ -6,24 +6,34 @@ use crate::support::*;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-#[test]
-fn function_entries_and_exits_with_exact_payloads() {
+/// Traces `traced` (entries with two arguments, and exits) in the events
+/// target run with THREADS and CALLS; returns weft's outcome, the events
+/// directory and its meta.json.
+fn trace_events_target(
+    name: &str,
+    threads_and_calls: [&str; 2],
+) -> (Finished, std::path::PathBuf, serde_json::Value) {
     let bin = build("events", &O2);
-    let dir = scratch("trace-fn");
-    let events = dir.join("events");
+    let events = scratch(name).join("events");
     let out = run(
         weft()
             .args(["run", "--trace", "fn:traced", "--args", "2", "--events-out"])
             .arg(&events)
             .arg("--")
             .arg(&bin)
-            .args(["3", "1500"]),
-        Duration::from_secs(60),
+            .args(threads_and_calls),
+        Duration::from_secs(120),
     );
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_eq!(tallies(&out.stdout)["traced"], 4500);
-    let meta: serde_json::Value =
+    let meta =
         serde_json::from_str(&std::fs::read_to_string(events.join("meta.json")).unwrap()).unwrap();
+    (out, events, meta)
+}
+
+#[test]
+fn function_entries_and_exits_with_exact_payloads() {
+    let (out, events, meta) = trace_events_target("trace-fn", ["3", "1500"]);
+    assert_eq!(tallies(&out.stdout)["traced"], 4500);
     assert_eq!(meta["dropped"], 0, "bursts fit a ring: nothing dropped");
     let nonstop = weft_process::cpu_flags().iter().any(|f| f == "nonstop_tsc");
     assert_eq!(meta["tsc_invariant"], nonstop, "as the kernel reports it");
@@ -142,23 +152,9 @@ fn function_entries_and_exits_with_exact_payloads() {
 fn discard_mode_accounts_for_every_event() {
     // Unpaced, two threads outrun the 1 ms drain: rings fill and events are
     // dropped. Every event is either recorded or counted as dropped.
-    let bin = build("events", &O2);
-    let dir = scratch("trace-drops");
-    let events = dir.join("events");
-    let out = run(
-        weft()
-            .args(["run", "--trace", "fn:traced", "--args", "2", "--events-out"])
-            .arg(&events)
-            .arg("--")
-            .arg(&bin)
-            .args(["2", "300000"]),
-        Duration::from_secs(120),
-    );
-    assert_eq!(out.status, 0, "{}", out.stderr);
+    let (out, events, meta) = trace_events_target("trace-drops", ["2", "300000"]);
     let calls = tallies(&out.stdout)["traced"];
     assert_eq!(calls, 600_000);
-    let meta: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(events.join("meta.json")).unwrap()).unwrap();
     let dropped = meta["dropped"].as_u64().unwrap();
     let recorded = std::fs::read_to_string(events.join("events.jsonl"))
         .unwrap()

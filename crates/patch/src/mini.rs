@@ -680,12 +680,20 @@ mod tests {
             // SAFETY: addr lies inside `words` (checked by the tests' layout).
             unsafe { std::ptr::read_volatile(addr as *const u64) }
         }
+        fn write(&self, addr: u64, value: u64) {
+            // SAFETY: addr lies inside `words`; the tests write only fields
+            // that generated code reads (a ring's tail, the deadline).
+            unsafe { std::ptr::write_volatile(addr as *mut u64, value) }
+        }
         fn block_of_this_thread(&self) -> u64 {
             let table = self.table();
             (0..table.slots)
                 .find(|&s| self.read(table.addr + s * 8) != 0)
                 .map(|s| table.addr + table.slots * 8 + s * t::BLOCK)
                 .expect("a claimed slot")
+        }
+        fn ring_of_this_thread(&self) -> u64 {
+            self.block_of_this_thread() + t::RING
         }
     }
 
@@ -805,24 +813,8 @@ mod tests {
     #[test]
     fn records_near_the_end_of_the_ring_stay_whole() {
         use crate::region::ring as r;
-        let bytes = 16 * 8 + 16 * t::BLOCK + 8192;
-        let mut words = vec![0u64; (bytes / 8) as usize];
-        let base = words.as_mut_ptr() as u64;
-        let table = ThreadTable {
-            addr: base + 4096,
-            slots: 16,
-            ring_wait_until: base + 4096 - 8,
-        };
-        let read = |a: u64| {
-            // SAFETY: every address read lies inside `words`, which outlives
-            // this closure.
-            unsafe { std::ptr::read_volatile(a as *const u64) }
-        };
-        let write = |a: u64, v: u64| {
-            // SAFETY: every address written lies inside `words`, which
-            // outlives this closure and which only this thread touches.
-            unsafe { std::ptr::write_volatile(a as *mut u64, v) }
-        };
+        let mem = Memory::new(16);
+        let table = mem.table();
         let exec = Exec::new(4096);
         let three = vec![Expr::Arg(1), Expr::Arg(2), Expr::Arg(3)];
         let emit = vec![Guarded {
@@ -834,45 +826,29 @@ mod tests {
         // consuming after each one lets the ring go round three times.
         let size = r::record_size(3);
         assert_eq!(size, 48);
-        let mut ring = 0;
         let mut straddled = 0;
         for i in 0..3 * r::DATA / size {
             exec.call([i as i64, 2 * i as i64, 3 * i as i64, 0, 0, 0]);
-            if ring == 0 {
-                let slot = (0..16).find(|&s| read(table.addr + s * 8) != 0).unwrap();
-                ring = table.addr + 16 * 8 + slot * t::BLOCK + t::RING;
-            }
-            let pos = read(ring + r::TAIL);
-            assert_eq!(read(ring + r::HEAD), pos + size);
+            let ring = mem.ring_of_this_thread();
+            let pos = mem.read(ring + r::TAIL);
+            assert_eq!(mem.read(ring + r::HEAD), pos + size);
             let offset = pos & (r::DATA - 1);
             straddled += u64::from(offset + size > r::DATA);
             let rec = ring + r::HEADER + offset;
-            assert_eq!(read(rec + r::R_EVENT), 3 | 3 << 32);
-            let args: Vec<u64> = (0..3).map(|k| read(rec + r::R_ARGS + 8 * k)).collect();
+            assert_eq!(mem.read(rec + r::R_EVENT), 3 | 3 << 32);
+            let args: Vec<u64> = (0..3).map(|k| mem.read(rec + r::R_ARGS + 8 * k)).collect();
             assert_eq!(args, [i, 2 * i, 3 * i]);
-            write(ring + r::TAIL, pos + size);
+            mem.write(ring + r::TAIL, pos + size);
         }
         assert!(straddled >= 2, "records crossed the end {straddled} times");
-        assert_eq!(read(ring + r::DROPPED), 0);
-        drop(words);
+        assert_eq!(mem.read(mem.ring_of_this_thread() + r::DROPPED), 0);
     }
 
     #[test]
     fn events_go_into_the_thread_ring_and_overflow_is_counted() {
         use crate::region::ring as r;
-        // A table with room for one thread's whole block (ring included).
-        let bytes = 16 * 8 + 16 * t::BLOCK + 8192;
-        let words = vec![0u64; (bytes / 8) as usize];
-        let base = words.as_ptr() as u64;
-        let table = ThreadTable {
-            addr: base + 4096,
-            slots: 16,
-            ring_wait_until: base + 4096 - 8,
-        };
-        let read = |a: u64| {
-            // SAFETY: every address read lies inside `words`.
-            unsafe { std::ptr::read_volatile(a as *const u64) }
-        };
+        let mem = Memory::new(16);
+        let table = mem.table();
         let exec = Exec::new(4096);
         let emit = vec![Guarded {
             predicate: None,
@@ -882,20 +858,19 @@ mod tests {
         for i in 0..5 {
             exec.call([i, 100 + i, 0, 0, 0, 0]);
         }
-        let slot = (0..16).find(|&s| read(table.addr + s * 8) != 0).unwrap();
-        let ring = table.addr + 16 * 8 + slot * t::BLOCK + t::RING;
+        let ring = mem.ring_of_this_thread();
         let size = r::record_size(2);
         assert_eq!(size, 32);
-        assert_eq!(read(ring + r::HEAD), 5 * size);
+        assert_eq!(mem.read(ring + r::HEAD), 5 * size);
         let mut last_tsc = 0;
         for i in 0..5u64 {
             let rec = ring + r::HEADER + i * size;
-            assert!(read(rec + r::R_TSC) >= last_tsc);
-            last_tsc = read(rec + r::R_TSC);
-            assert_eq!(read(rec + r::R_EVENT) & 0xffff_ffff, 7);
-            assert_eq!(read(rec + r::R_EVENT) >> 32, 2, "argument count");
+            assert!(mem.read(rec + r::R_TSC) >= last_tsc);
+            last_tsc = mem.read(rec + r::R_TSC);
+            assert_eq!(mem.read(rec + r::R_EVENT) & 0xffff_ffff, 7);
+            assert_eq!(mem.read(rec + r::R_EVENT) >> 32, 2, "argument count");
             assert_eq!(
-                (read(rec + r::R_ARGS), read(rec + r::R_ARGS + 8)),
+                (mem.read(rec + r::R_ARGS), mem.read(rec + r::R_ARGS + 8)),
                 (i, 100 + i)
             );
         }
@@ -905,9 +880,8 @@ mod tests {
             exec.call([i as i64, 0, 0, 0, 0, 0]);
         }
         // 5 + capacity + 10 events in all; the ring holds `capacity` records.
-        assert_eq!(read(ring + r::HEAD), r::DATA);
-        assert_eq!(read(ring + r::DROPPED), 15);
-        drop(words);
+        assert_eq!(mem.read(ring + r::HEAD), r::DATA);
+        assert_eq!(mem.read(ring + r::DROPPED), 15);
     }
 
     fn now_tsc() -> u64 {
@@ -918,24 +892,8 @@ mod tests {
     #[test]
     fn block_mode_waits_for_room_until_the_deadline() {
         use crate::region::ring as r;
-        let bytes = 16 * 8 + 16 * t::BLOCK + 8192;
-        let words = vec![0u64; (bytes / 8) as usize];
-        let base = words.as_ptr() as u64;
-        let table = ThreadTable {
-            addr: base + 4096,
-            slots: 16,
-            ring_wait_until: base + 4096 - 8,
-        };
-        let read = |a: u64| {
-            // SAFETY: every address read lies inside `words`, which outlives
-            // this closure.
-            unsafe { std::ptr::read_volatile(a as *const u64) }
-        };
-        let write = |a: u64, v: u64| {
-            // SAFETY: as for `read`; the fields written are the consumer's
-            // (tail) and weft's (the deadline), which the code only reads.
-            unsafe { std::ptr::write_volatile(a as *mut u64, v) }
-        };
+        let mem = Memory::new(16);
+        let table = mem.table();
         let exec = Exec::new(4096);
         let emit = vec![Guarded {
             predicate: None,
@@ -946,9 +904,8 @@ mod tests {
         for i in 0..r::DATA / size {
             exec.call([i as i64, 0, 0, 0, 0, 0]);
         }
-        let slot = (0..16).find(|&s| read(table.addr + s * 8) != 0).unwrap();
-        let ring = table.addr + 16 * 8 + slot * t::BLOCK + t::RING;
-        assert_eq!(read(ring + r::HEAD), r::DATA, "the ring is full");
+        let ring = mem.ring_of_this_thread();
+        assert_eq!(mem.read(ring + r::HEAD), r::DATA, "the ring is full");
         let ticks_per_ms = {
             let (t0, c0) = (std::time::Instant::now(), now_tsc());
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -956,28 +913,28 @@ mod tests {
         };
 
         // A consumer makes room after 30 ms: the writer waits, then records.
-        write(table.ring_wait_until, now_tsc() + 5000 * ticks_per_ms);
-        let consumer = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(30));
-            write(ring + r::TAIL, size);
+        mem.write(table.ring_wait_until, now_tsc() + 5000 * ticks_per_ms);
+        let waited = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(30));
+                mem.write(ring + r::TAIL, size);
+            });
+            let started = std::time::Instant::now();
+            exec.call([-1, 0, 0, 0, 0, 0]);
+            started.elapsed()
         });
-        let started = std::time::Instant::now();
-        exec.call([-1, 0, 0, 0, 0, 0]);
-        let waited = started.elapsed();
-        consumer.join().unwrap();
         assert!(waited >= std::time::Duration::from_millis(25), "{waited:?}");
-        assert_eq!(read(ring + r::DROPPED), 0);
-        assert_eq!(read(ring + r::HEAD), r::DATA + size);
+        assert_eq!(mem.read(ring + r::DROPPED), 0);
+        assert_eq!(mem.read(ring + r::HEAD), r::DATA + size);
         let rec = ring + r::HEADER; // the first slot, reused
-        assert_eq!(read(rec + r::R_ARGS), u64::MAX, "the waiting event");
+        assert_eq!(mem.read(rec + r::R_ARGS), u64::MAX, "the waiting event");
 
         // Nobody consumes: the writer gives up at the deadline and counts a drop.
-        write(table.ring_wait_until, now_tsc() + 40 * ticks_per_ms);
+        mem.write(table.ring_wait_until, now_tsc() + 40 * ticks_per_ms);
         let started = std::time::Instant::now();
         exec.call([-2, 0, 0, 0, 0, 0]);
         let waited = started.elapsed();
         assert!(waited >= std::time::Duration::from_millis(30), "{waited:?}");
-        assert_eq!(read(ring + r::DROPPED), 1);
-        drop(words);
+        assert_eq!(mem.read(ring + r::DROPPED), 1);
     }
 }
