@@ -72,16 +72,23 @@ pub struct ProbeArgs {
     #[arg(long = "metric", value_name = "NAME:FOCUS")]
     pub metric: Vec<String>,
     /// Trace events: `fn:PATTERN` records each entry (first --args
-    /// arguments) and exit (return value) of the matching functions into
-    /// per-thread rings. Repeatable.
+    /// arguments) and exit (return value) of the matching functions,
+    /// `entry:PATTERN` entries only, `usdt:PROVIDER:NAME` USDT probes, into
+    /// per-thread rings. Append `@arg1/s,arg2/s` to record those arguments
+    /// as strings. Repeatable.
     #[arg(long = "trace", value_name = "fn:PATTERN")]
     pub trace: Vec<String>,
     /// Arguments recorded at each traced entry (0 to 6).
     #[arg(long = "args", value_name = "N", default_value_t = 2)]
     pub trace_args: u8,
+    /// Bytes recorded at most of each string argument (`@argN/s`); longer
+    /// strings are cut and marked.
+    #[arg(long, value_name = "BYTES", default_value_t = 128,
+          value_parser = clap::value_parser!(u16).range(8..=4096))]
+    pub string_max: u16,
     /// What a thread does when its event ring is full: `discard` drops the
-    /// event and counts it (the thread never waits); `block` waits, without
-    /// a system call, until weft has made room, so no event is lost while
+    /// event and counts it (the thread never waits); `block` waits, yielding
+    /// the processor, until weft has made room, so no event is lost while
     /// weft keeps up (a writer stops waiting 1 s after weft stops draining).
     #[arg(long, value_enum, default_value_t = RingMode::Discard)]
     pub ring_mode: RingMode,

@@ -45,11 +45,15 @@ impl Requests {
         for t in &args.trace {
             match t.strip_prefix("usdt:") {
                 Some(what) => {
-                    let (s, sems) = weft_events::usdt_specs(session, what)?;
+                    let (s, sems) = weft_events::usdt_specs(session, what, args.string_max)?;
                     specs.extend(s);
                     semaphores.extend(sems);
                 }
-                None => specs.extend(weft_events::trace_specs(t, args.trace_args)?),
+                None => specs.extend(weft_events::trace_specs(
+                    t,
+                    args.trace_args,
+                    args.string_max,
+                )?),
             }
         }
         let ticks_per_ns = weft_live::clock::calibrate(Duration::from_millis(20));

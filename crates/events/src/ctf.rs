@@ -3,7 +3,7 @@
 //! each a single packet of byte-aligned little-endian records. Timestamps
 //! are the raw TSC values on a clock declared at the TSC's measured rate.
 
-use crate::{Error, Meta, Result};
+use crate::{shown_values, Error, Meta, Result, Shown};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -44,8 +44,15 @@ fn metadata(meta: &Meta) -> String {
         let fields = if kind == "exit" {
             "\t\tint64_t ret;\n".to_string()
         } else {
+            let mask = meta.string_mask(id as u32);
             (1..=*nargs)
-                .map(|i| format!("\t\tint64_t arg{i};\n"))
+                .map(|i| {
+                    if mask & (1 << (i - 1)) != 0 {
+                        format!("\t\tstring arg{i};\n")
+                    } else {
+                        format!("\t\tint64_t arg{i};\n")
+                    }
+                })
                 .collect()
         };
         let _ = write!(
@@ -69,6 +76,15 @@ pub fn write_ctf(dir: &Path, meta: &Meta, events: &[EventRecord]) -> Result<()> 
         }
     };
     std::fs::create_dir_all(&ctf).map_err(io(format!("creating {}", ctf.display())))?;
+    // Streams of an earlier trace in the same directory are not this one's.
+    if let Ok(entries) = std::fs::read_dir(&ctf) {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with("stream_") {
+                std::fs::remove_file(entry.path())
+                    .map_err(io(format!("removing {}", entry.path().display())))?;
+            }
+        }
+    }
     std::fs::write(ctf.join("metadata"), metadata(meta))
         .map_err(io(format!("writing {}/metadata", ctf.display())))?;
     let mut by_thread: BTreeMap<i32, Vec<&EventRecord>> = BTreeMap::new();
@@ -85,8 +101,18 @@ pub fn write_ctf(dir: &Path, meta: &Meta, events: &[EventRecord]) -> Result<()> 
             body.extend_from_slice(&e.tsc.to_le_bytes());
             body.extend_from_slice(&(tid as i64).to_le_bytes());
             let want = if kind == "exit" { 1 } else { *nargs as usize };
+            let shown = shown_values(meta.string_mask(e.event), e);
             for i in 0..want {
-                body.extend_from_slice(&e.args.get(i).copied().unwrap_or(0).to_le_bytes());
+                match shown.get(i) {
+                    Some(Shown::Int(v)) => body.extend_from_slice(&v.to_le_bytes()),
+                    Some(Shown::Str(text, _)) => {
+                        // CTF strings end at the first NUL.
+                        body.extend(text.bytes().filter(|&b| b != 0));
+                        body.push(0);
+                    }
+                    Some(Shown::Null) => body.push(0),
+                    None => body.extend_from_slice(&0u64.to_le_bytes()),
+                }
             }
         }
         let header_len = 8 + 5 * 8;
@@ -121,7 +147,9 @@ mod tests {
             events: vec![
                 ("m".into(), "f".into(), "entry".into(), 2),
                 ("m".into(), "f".into(), "exit".into(), 1),
+                ("m".into(), "g".into(), "entry".into(), 2),
             ],
+            strings: vec![0, 0, 0b10],
         };
         let text = metadata(&meta);
         assert!(text.starts_with("/* CTF 1.8 */"));
@@ -130,5 +158,6 @@ mod tests {
             text.contains("name = \"m:f:entry\";\n\tid = 0;") && text.contains("int64_t arg2;")
         );
         assert!(text.contains("name = \"m:f:exit\";\n\tid = 1;") && text.contains("int64_t ret;"));
+        assert!(text.contains("\t\tint64_t arg1;\n\t\tstring arg2;\n"));
     }
 }

@@ -19,24 +19,76 @@ mod usdt;
 pub use collect::Collector;
 pub use ctf::write_ctf;
 pub use error::{Error, Result};
-pub use store::{read_dir, render_text, write_dir, Meta};
+pub use store::{read_dir, render_text, shown_values, write_dir, Meta, Shown};
 pub use usdt::{operand, usdt_specs};
 
-use weft_live::{Action, PointSpec};
+use weft_live::{Action, PointSpec, Strings};
+
+/// Splits `SPEC@arg1/s,arg3/s` into the spec and the values to record as
+/// strings (uftrace's notation; `argN` alone is an integer, as by default).
+/// Returns the spec, the string mask and the highest argument named.
+pub fn split_string_args(request: &str) -> Result<(&str, u16, u8)> {
+    let Some((spec, list)) = request.rsplit_once('@') else {
+        return Ok((request, 0, 0));
+    };
+    let mut mask = 0u16;
+    let mut highest = 0u8;
+    for item in list.split(',') {
+        let (arg, format) = item.split_once('/').unwrap_or((item, ""));
+        let n: u8 = arg
+            .strip_prefix("arg")
+            .and_then(|n| n.parse().ok())
+            .filter(|n| (1..=weft_live::ring::MAX_ARGS as u8).contains(n))
+            .ok_or_else(|| {
+                Error::BadRequest(format!(
+                    "'{request}': '{item}' is not argN or argN/s with N from 1 to {}",
+                    weft_live::ring::MAX_ARGS
+                ))
+            })?;
+        match format {
+            "s" => mask |= 1 << (n - 1),
+            "" | "d" => {}
+            other => {
+                return Err(Error::BadRequest(format!(
+                    "'{request}': format '/{other}' of {arg} is not s (string) or d (integer)"
+                )))
+            }
+        }
+        highest = highest.max(n);
+    }
+    Ok((spec, mask, highest))
+}
 
 /// The probes for one `--trace` request: `fn:PATTERN` (entries and exits)
-/// or `entry:PATTERN` (entries only).
-pub fn trace_specs(request: &str, args: u8) -> Result<Vec<PointSpec>> {
-    let Some((kind, what)) = request.split_once(':') else {
+/// or `entry:PATTERN` (entries only), optionally with `@arg1/s,...` naming
+/// the arguments recorded as strings (at most `string_max` bytes each).
+pub fn trace_specs(request: &str, args: u8, string_max: u16) -> Result<Vec<PointSpec>> {
+    let (spec, mask, highest) = split_string_args(request)?;
+    let Some((kind, what)) = spec.split_once(':') else {
         return Err(Error::BadRequest(format!("'{request}': write fn:PATTERN")));
     };
     match kind {
         "fn" | "entry" => {
-            let entry = PointSpec::parse(what)?.with_action(Action::Trace { args: args.min(6) });
+            if highest > 6 {
+                return Err(Error::BadRequest(format!(
+                    "'{request}': functions have their arguments 1 to 6 traced (registers)"
+                )));
+            }
+            let strings = Strings {
+                mask,
+                cap: string_max,
+            };
+            let entry = PointSpec::parse(what)?.with_action(Action::Trace {
+                args: args.max(highest).min(6),
+                strings,
+            });
             if kind == "entry" {
                 return Ok(vec![entry]);
             }
-            let exit = PointSpec::exits(what)?.with_action(Action::Trace { args: 0 });
+            let exit = PointSpec::exits(what)?.with_action(Action::Trace {
+                args: 0,
+                strings: Strings::NONE,
+            });
             Ok(vec![entry, exit])
         }
         "usdt" => Err(Error::BadRequest(format!(
@@ -45,5 +97,38 @@ pub fn trace_specs(request: &str, args: u8) -> Result<Vec<PointSpec>> {
         other => Err(Error::BadRequest(format!(
             "'{request}': unknown kind '{other}' (fn:PATTERN or entry:PATTERN)"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_arguments_use_uftrace_notation() {
+        assert_eq!(split_string_args("fn:open").unwrap(), ("fn:open", 0, 0));
+        assert_eq!(
+            split_string_args("usdt:python:function__entry@arg1/s,arg2/s").unwrap(),
+            ("usdt:python:function__entry", 0b11, 2)
+        );
+        assert_eq!(
+            split_string_args("fn:libc.so.6:openat@arg2/s,arg3").unwrap(),
+            ("fn:libc.so.6:openat", 0b10, 3)
+        );
+        for bad in ["fn:f@arg0/s", "fn:f@arg13/s", "fn:f@x/s", "fn:f@arg1/q"] {
+            assert!(split_string_args(bad).is_err(), "{bad}");
+        }
+        let specs = trace_specs("fn:f@arg3/s", 1, 64).unwrap();
+        assert_eq!(
+            specs[0].action,
+            Action::Trace {
+                args: 3,
+                strings: Strings {
+                    mask: 0b100,
+                    cap: 64
+                }
+            }
+        );
+        assert!(trace_specs("fn:f@arg7/s", 1, 64).is_err());
     }
 }

@@ -24,6 +24,78 @@ pub struct Meta {
     pub tsc_invariant: Option<bool>,
     /// For each event id: [module, function, "entry"|"exit", values per event].
     pub events: Vec<(String, String, String, u8)>,
+    /// For each event id: bit `i` set if value `i` (from 0) is a string
+    /// (absent or short in directories from older weft versions: none).
+    #[serde(default)]
+    pub strings: Vec<u16>,
+}
+
+impl Meta {
+    /// Which values of event `id` are strings.
+    pub fn string_mask(&self, id: u32) -> u16 {
+        self.strings.get(id as usize).copied().unwrap_or(0)
+    }
+}
+
+/// One value of an event as shown: an integer or a string's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown<'a> {
+    /// An integer (signed).
+    Int(i64),
+    /// A string's text, and whether it went on past what was copied.
+    Str(&'a str, bool),
+    /// A null string pointer.
+    Null,
+}
+
+/// The values of `e`, strings resolved, given its event's string mask.
+pub fn shown_values(mask: u16, e: &EventRecord) -> Vec<Shown<'_>> {
+    use weft_live::ring::{STR_NULL, STR_TRUNCATED};
+    let mut texts = e.strings.iter();
+    e.args
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            if mask & (1 << i) == 0 {
+                return Shown::Int(v as i64);
+            }
+            if v & STR_NULL != 0 {
+                return Shown::Null;
+            }
+            let text = texts.next().map_or("", String::as_str);
+            Shown::Str(text, v & STR_TRUNCATED != 0)
+        })
+        .collect()
+}
+
+impl std::fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Shown::Int(v) => write!(f, "{v}"),
+            Shown::Str(text, truncated) => {
+                write!(f, "{text:?}")?;
+                if *truncated {
+                    f.write_str("...")?;
+                }
+                Ok(())
+            }
+            Shown::Null => f.write_str("(null)"),
+        }
+    }
+}
+
+impl Serialize for Shown<'_> {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            Shown::Int(v) => serializer.serialize_i64(*v),
+            Shown::Str(text, false) => serializer.serialize_str(text),
+            Shown::Str(text, true) => serializer.serialize_str(&format!("{text}...")),
+            Shown::Null => serializer.serialize_none(),
+        }
+    }
 }
 
 /// One stored event.
@@ -33,6 +105,8 @@ struct Line {
     tid: i32,
     event: u32,
     args: Vec<u64>,
+    #[serde(default)]
+    strings: Vec<String>,
 }
 
 /// A [`Line`] written without copying the event's values.
@@ -42,6 +116,8 @@ struct LineRef<'a> {
     tid: i32,
     event: u32,
     args: &'a [u64],
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    strings: &'a [String],
 }
 
 fn io(what: String) -> impl Fn(std::io::Error) -> Error {
@@ -83,6 +159,7 @@ pub fn write_dir(
                 )
             })
             .collect(),
+        strings: session.events().iter().map(|e| e.strings).collect(),
     };
     let meta_path = dir.join("meta.json");
     std::fs::write(
@@ -100,6 +177,7 @@ pub fn write_dir(
             tid: e.tid,
             event: e.event,
             args: &e.args,
+            strings: &e.strings,
         };
         serde_json::to_writer(&mut out, &line)
             .map_err(|e| io(format!("writing {}", path.display()))(e.into()))?;
@@ -130,10 +208,11 @@ struct ChromeEvent<'a> {
     args: ChromeArgs<'a>,
 }
 
-/// An event's values as `{"ret": R}` (exits) or `{"arg1": A, ...}`, signed.
+/// An event's values as `{"ret": R}` (exits) or `{"arg1": A, ...}`:
+/// integers signed, strings as text.
 struct ChromeArgs<'a> {
     exit: bool,
-    values: &'a [u64],
+    values: Vec<Shown<'a>>,
 }
 
 impl Serialize for ChromeArgs<'_> {
@@ -154,7 +233,7 @@ impl Serialize for ChromeArgs<'_> {
         let mut map = serializer.serialize_map(Some(values.len()))?;
         for (i, v) in values.iter().enumerate() {
             let key = if self.exit { "ret" } else { ARGS[i] };
-            map.serialize_entry(key, &(*v as i64))?;
+            map.serialize_entry(key, v)?;
         }
         map.end()
     }
@@ -185,7 +264,7 @@ fn write_chrome(path: &Path, meta: &Meta, events: &[EventRecord]) -> Result<()> 
             tid: e.tid,
             args: ChromeArgs {
                 exit: kind == "exit",
-                values: &e.args,
+                values: shown_values(meta.string_mask(e.event), e),
             },
         };
         if !first {
@@ -225,6 +304,7 @@ pub fn read_dir(dir: &Path) -> Result<(Meta, Vec<EventRecord>)> {
             tsc: l.tsc,
             event: l.event,
             args: l.args,
+            strings: l.strings,
         });
     }
     Ok((meta, events))
@@ -249,10 +329,10 @@ pub fn render_text(meta: &Meta, events: &[EventRecord]) -> String {
                 .map(|r| format!("ret={}", *r as i64))
                 .unwrap_or_default()
         } else {
-            e.args
+            shown_values(meta.string_mask(e.event), e)
                 .iter()
                 .enumerate()
-                .map(|(i, v)| format!("arg{}={}", i + 1, *v as i64))
+                .map(|(i, v)| format!("arg{}={v}", i + 1))
                 .collect::<Vec<_>>()
                 .join(" ")
         };

@@ -5,7 +5,7 @@
 
 use crate::{Error, Result};
 use weft_image::glob_match;
-use weft_live::{Action, Expr, PointSpec, Session};
+use weft_live::{Action, Expr, PointSpec, Session, Strings};
 
 const REGS: [&str; 16] = [
     "ax", "cx", "dx", "bx", "sp", "bp", "si", "di", "8", "9", "10", "11", "12", "13", "14", "15",
@@ -159,7 +159,18 @@ fn symbol_sum(text: &str, symbol: &dyn Fn(&str) -> Option<u64>) -> Option<u64> {
 
 /// Probes matching `PROVIDER:NAME` (globs) in the session's modules: the
 /// point specs, and the semaphores (runtime addresses) to raise.
-pub fn usdt_specs(session: &mut Session, what: &str) -> Result<(Vec<PointSpec>, Vec<u64>)> {
+/// `PROVIDER:NAME@arg1/s,...` records those arguments as strings, at most
+/// `string_max` bytes of each.
+pub fn usdt_specs(
+    session: &mut Session,
+    request: &str,
+    string_max: u16,
+) -> Result<(Vec<PointSpec>, Vec<u64>)> {
+    let (what, mask, _) = crate::split_string_args(request)?;
+    let strings = Strings {
+        mask,
+        cap: string_max,
+    };
     let (provider, name) = what
         .split_once(':')
         .ok_or_else(|| Error::BadRequest(format!("'usdt:{what}': write usdt:PROVIDER:NAME")))?;
@@ -186,9 +197,21 @@ pub fn usdt_specs(session: &mut Session, what: &str) -> Result<(Vec<PointSpec>, 
                 })
                 .collect::<Result<Vec<_>>>()?;
             let point = format!("{}:{}+{:#x}", m.name, f.name, p.pc - f.addr);
+            if let Some(n) = (0..16).rev().find(|i| mask & (1 << i) != 0) {
+                if n >= args.len() {
+                    return Err(Error::BadRequest(format!(
+                        "'usdt:{request}': {}:{} has {} arguments, not {}",
+                        p.provider,
+                        p.name,
+                        args.len(),
+                        n + 1
+                    )));
+                }
+            }
             let action = Action::Event {
                 name: format!("{}:{}", p.provider, p.name),
                 args,
+                strings,
             };
             specs.push(PointSpec::parse(&point)?.with_action(action));
             if let Some(s) = p.semaphore {

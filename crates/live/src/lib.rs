@@ -34,4 +34,5 @@ pub use session::{
     Session, SkippedPoint, ThreadReading,
 };
 pub use shared::SharedMemory;
-pub use weft_patch::mini::{BinOp, Expr, Guarded, Primitive};
+pub use weft_patch::mini::{BinOp, Expr, Guarded, Primitive, Strings};
+pub use weft_patch::region::ring;

@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use weft_code::{FunctionCode, RegSet};
 use weft_image::{near_misses, Function, Pattern};
-use weft_patch::mini::{mini_trampoline, Expr, Guarded, Primitive, ThreadTable};
-use weft_patch::region::{threads, trap_table, Layout};
+use weft_patch::mini::{mini_trampoline, Expr, Guarded, Primitive, Strings, ThreadTable};
+use weft_patch::region::{ring, threads, trap_table, Layout};
 use weft_patch::{
     choose_splice, trap, PointSnippet, Snippet, SpliceChoice, SpliceContext, SpliceMethod,
     SpliceRecord, Trampoline, Unsafe, INT3,
@@ -74,6 +74,8 @@ pub enum Action {
     Trace {
         /// Arguments recorded at the entry.
         args: u8,
+        /// Which of them are strings (their text is recorded).
+        strings: Strings,
     },
     /// An event named `name` at the point, carrying `args` (a USDT probe).
     Event {
@@ -81,6 +83,8 @@ pub enum Action {
         name: String,
         /// The values, computed at the point.
         args: Vec<Expr>,
+        /// Which of them are strings (their text is recorded).
+        strings: Strings,
     },
     /// Run guarded primitives in a mini-trampoline. Counters in it are
     /// indices from [`Session::alloc_counter`], timers from
@@ -504,17 +508,16 @@ impl Session {
         let mut stacks: Option<Vec<u64>> = None;
         for item in prepared.items {
             let action = match &item.action {
-                Action::Trace { args } => {
+                Action::Trace { args, strings } => {
                     let id = self.events.len() as u32;
+                    let exit = item.kind == PointKind::Exit;
+                    let strings = if exit { Strings::NONE } else { *strings };
                     self.events.push(EventInfo {
                         module: self.modules[item.module].name.clone(),
                         function: item.display.clone(),
                         kind: item.kind,
-                        args: if item.kind == PointKind::Exit {
-                            1
-                        } else {
-                            *args
-                        },
+                        args: if exit { 1 } else { *args },
+                        strings: strings.mask,
                     });
                     let payload: Vec<Expr> = match item.kind {
                         PointKind::Exit => vec![Expr::Ret],
@@ -522,20 +525,25 @@ impl Session {
                     };
                     Action::Program(vec![Guarded {
                         predicate: None,
-                        primitive: Primitive::Emit(id, payload),
+                        primitive: Primitive::Emit(id, payload, strings),
                     }])
                 }
-                Action::Event { name, args } => {
+                Action::Event {
+                    name,
+                    args,
+                    strings,
+                } => {
                     let id = self.events.len() as u32;
                     self.events.push(EventInfo {
                         module: self.modules[item.module].name.clone(),
                         function: name.clone(),
                         kind: item.kind,
-                        args: args.len().min(6) as u8,
+                        args: args.len().min(ring::MAX_ARGS) as u8,
+                        strings: strings.mask,
                     });
                     Action::Program(vec![Guarded {
                         predicate: None,
-                        primitive: Primitive::Emit(id, args.clone()),
+                        primitive: Primitive::Emit(id, args.clone(), *strings),
                     }])
                 }
                 other => other.clone(),
@@ -1724,9 +1732,11 @@ impl Session {
                     Primitive::AddThreadCounter(n, e) => {
                         Primitive::AddThreadCounter(*n, expr(e, &addr))
                     }
-                    Primitive::Emit(id, args) => {
-                        Primitive::Emit(*id, args.iter().map(|e| expr(e, &addr)).collect())
-                    }
+                    Primitive::Emit(id, args, strings) => Primitive::Emit(
+                        *id,
+                        args.iter().map(|e| expr(e, &addr)).collect(),
+                        *strings,
+                    ),
                     other => other.clone(),
                 },
             })
@@ -1854,8 +1864,11 @@ pub struct EventRecord {
     pub tsc: u64,
     /// The event id given to [`Primitive::Emit`].
     pub event: u32,
-    /// Its values.
+    /// Its values. A string value is the number of bytes copied, with
+    /// `region::ring::STR_TRUNCATED` or `STR_NULL` set as they apply.
     pub args: Vec<u64>,
+    /// The text of its string values, in order (lossy UTF-8).
+    pub strings: Vec<String>,
 }
 
 /// Draining event rings (the consumer side; see `region::ring`).
@@ -1893,17 +1906,37 @@ impl Session {
             let mut pos = tail;
             while pos < head {
                 let rec = ring + r::HEADER + (pos & (r::DATA - 1));
-                let id_and_count = self.shm.load_u64(rec + r::R_EVENT);
-                let nargs = ((id_and_count >> 32) as usize).min(r::MAX_ARGS);
+                let id_and_shape = self.shm.load_u64(rec + r::R_EVENT);
+                let (nargs, text) = r::shape((id_and_shape >> 32) as u32);
+                let nargs = nargs.min(r::MAX_ARGS);
+                let text = text.min(r::MAX_TEXT);
+                let args: Vec<u64> = (0..nargs)
+                    .map(|i| self.shm.load_u64(rec + r::R_ARGS + 8 * i as u64))
+                    .collect();
+                let event = id_and_shape as u32;
+                let mut strings = Vec::new();
+                if text > 0 {
+                    let mask = self.events.get(event as usize).map_or(0, |e| e.strings);
+                    let mut at = rec + r::R_ARGS + 8 * nargs as u64;
+                    for (i, word) in args.iter().enumerate() {
+                        if mask & (1 << i) == 0 {
+                            continue;
+                        }
+                        let len = (word & 0xffff_ffff).min(text);
+                        strings.push(
+                            String::from_utf8_lossy(&self.shm.read(at, len as usize)).into_owned(),
+                        );
+                        at += len.div_ceil(8) * 8;
+                    }
+                }
                 out.push(EventRecord {
                     tid,
                     tsc: self.shm.load_u64(rec + r::R_TSC),
-                    event: id_and_count as u32,
-                    args: (0..nargs)
-                        .map(|i| self.shm.load_u64(rec + r::R_ARGS + 8 * i as u64))
-                        .collect(),
+                    event,
+                    args,
+                    strings,
                 });
-                pos += r::record_size(nargs);
+                pos += r::record_size(nargs, text);
             }
             // Only now may the producer reuse the space.
             self.shm.store_u64(ring + r::TAIL, head);
@@ -1938,6 +1971,9 @@ pub struct EventInfo {
     pub kind: PointKind,
     /// How many values its records carry.
     pub args: u8,
+    /// Bit `i` set: value `i` (from 0) is a string, whose text the record
+    /// carries (see [`EventRecord::strings`]).
+    pub strings: u16,
 }
 
 impl Session {

@@ -106,9 +106,31 @@ pub enum Primitive {
     StartTimer(u64),
     /// Stop the calling thread's wall timer `n` (nesting).
     StopTimer(u64),
-    /// Write an event (TSC timestamp, id, up to six values) into the
-    /// calling thread's ring; dropped and counted if the ring is full.
-    Emit(u32, Vec<Expr>),
+    /// Write an event (TSC timestamp, id, up to twelve values, and the
+    /// text of the values that are strings) into the calling thread's ring;
+    /// dropped and counted if the ring is full (discard mode).
+    Emit(u32, Vec<Expr>, Strings),
+}
+
+/// Which values of an event are pointers to NUL-terminated strings whose
+/// text the record carries, and how many bytes of each it copies at most.
+/// The pointers must be valid or null, as USDT arguments are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Strings {
+    /// Bit `i` set: value `i` (from 0) is a string.
+    pub mask: u16,
+    /// Bytes copied at most from each string (a multiple of 8).
+    pub cap: u16,
+}
+
+impl Strings {
+    /// No strings.
+    pub const NONE: Strings = Strings { mask: 0, cap: 0 };
+
+    /// Bytes of text a record may need at most.
+    pub fn max_text(self) -> u64 {
+        u64::from(self.mask.count_ones()) * u64::from(self.cap.div_ceil(8) * 8)
+    }
 }
 
 impl Primitive {
@@ -154,7 +176,7 @@ pub fn reads_point_registers(program: &[Guarded]) -> bool {
     program.iter().any(|g| {
         g.predicate.as_ref().is_some_and(reads)
             || match &g.primitive {
-                Primitive::Emit(_, args) => args.iter().any(reads),
+                Primitive::Emit(_, args, _) => args.iter().any(reads),
                 Primitive::SetCounter(_, e)
                 | Primitive::AddCounter(_, e)
                 | Primitive::SubCounter(_, e) => reads(e),
@@ -425,6 +447,71 @@ impl Gen {
         Ok(())
     }
 
+    /// Copies the text of the string values of the record at r10 (whose
+    /// value slots hold the pointers) after its values, replaces each
+    /// pointer by its length and flags, writes the shape word and advances
+    /// r9 (the head) past the record. Uses rax, rcx, rsi and rdi (saved by
+    /// the mini-trampoline); r8-r11 survive.
+    fn copy_strings(
+        &mut self,
+        nargs: usize,
+        slots: &[usize],
+        cap: u64,
+    ) -> std::result::Result<(), IcedError> {
+        use crate::region::ring as r;
+        let text_start = (r::R_ARGS + 8 * nargs as u64) as i32;
+        let a = &mut self.a;
+        a.lea(rdi, qword_ptr(r10 + text_start))?;
+        for &i in slots {
+            let slot = r::R_ARGS as i32 + 8 * i as i32;
+            let mut copy = a.create_label();
+            let mut end = a.create_label();
+            let mut longer = a.create_label();
+            let mut null = a.create_label();
+            let mut store = a.create_label();
+            a.mov(rsi, qword_ptr(r10 + slot))?;
+            a.xor(ecx, ecx)?;
+            a.test(rsi, rsi)?;
+            a.jz(null)?;
+            a.set_label(&mut copy)?;
+            a.movzx(eax, byte_ptr(rsi + rcx))?;
+            a.test(al, al)?;
+            a.jz(end)?;
+            a.cmp(ecx, cap as i32)?;
+            a.jae(longer)?;
+            a.mov(byte_ptr(rdi + rcx), al)?;
+            a.add(ecx, 1)?;
+            a.jmp(copy)?;
+            a.set_label(&mut longer)?;
+            a.mov(rax, r::STR_TRUNCATED as i64)?;
+            a.or(rax, rcx)?;
+            a.jmp(store)?;
+            a.set_label(&mut null)?;
+            a.mov(rax, r::STR_NULL as i64)?;
+            a.jmp(store)?;
+            a.set_label(&mut end)?;
+            a.mov(rax, rcx)?;
+            a.set_label(&mut store)?;
+            a.mov(qword_ptr(r10 + slot), rax)?;
+            a.add(rcx, 7)?;
+            a.and(rcx, -8)?;
+            a.add(rdi, rcx)?;
+        }
+        // Shape word: text bytes in the high half, values in the low.
+        a.mov(rax, rdi)?;
+        a.sub(rax, r10)?;
+        a.sub(eax, text_start)?;
+        a.shl(eax, 16)?;
+        a.or(eax, nargs as i32)?;
+        a.mov(dword_ptr(r10 + r::R_NARGS as i32), eax)?;
+        // The record's size, rounded to 16.
+        a.sub(rdi, r10)?;
+        a.add(rdi, 15)?;
+        a.and(rdi, -16)?;
+        a.add(r9, rdi)?;
+        Ok(())
+    }
+
     fn primitive(&mut self, p: &Primitive) -> std::result::Result<(), IcedError> {
         match p {
             Primitive::SetCounter(addr, e)
@@ -443,10 +530,18 @@ impl Gen {
                 self.expr(e, 0)?;
                 self.a.add(qword_ptr(r11 + t::counter(*n) as i32), rax)?;
             }
-            Primitive::Emit(event, args) => {
+            Primitive::Emit(event, args, strings) => {
                 use crate::region::ring as r;
                 let nargs = args.len().min(r::MAX_ARGS);
-                let size = r::record_size(nargs);
+                let string_slots: Vec<usize> = (0..nargs)
+                    .filter(|i| strings.mask & (1 << i) != 0)
+                    .collect();
+                // Bytes copied at most from each string: the request's cap,
+                // within the text a record may carry.
+                let text_cap = u64::from(strings.cap.div_ceil(8) * 8)
+                    .min(r::MAX_TEXT / string_slots.len().max(1) as u64 / 8 * 8);
+                // Room for the longest record this point can write.
+                let size = r::record_size(nargs, string_slots.len() as u64 * text_cap);
                 let mut drop = self.a.create_label();
                 let mut done = self.a.create_label();
                 self.a.lea(r8, qword_ptr(r11 + t::RING as i32))?;
@@ -474,7 +569,11 @@ impl Gen {
                     self.a
                         .mov(qword_ptr(r10 + (r::R_ARGS as i32 + 8 * i as i32)), rax)?;
                 }
-                self.a.add(r9, size as i32)?;
+                if string_slots.is_empty() {
+                    self.a.add(r9, size as i32)?;
+                } else {
+                    self.copy_strings(nargs, &string_slots, text_cap)?;
+                }
                 self.a.mov(qword_ptr(r8 + r::HEAD as i32), r9)?; // publish the record
                 self.a.jmp(done)?;
                 // The ring is full. In block mode wait until weft makes room
@@ -819,12 +918,12 @@ mod tests {
         let three = vec![Expr::Arg(1), Expr::Arg(2), Expr::Arg(3)];
         let emit = vec![Guarded {
             predicate: None,
-            primitive: Primitive::Emit(3, three),
+            primitive: Primitive::Emit(3, three, Strings::NONE),
         }];
         exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
         // 48-byte records do not divide the data, so some straddle its end;
         // consuming after each one lets the ring go round three times.
-        let size = r::record_size(3);
+        let size = r::record_size(3, 0);
         assert_eq!(size, 48);
         let mut straddled = 0;
         for i in 0..3 * r::DATA / size {
@@ -852,14 +951,14 @@ mod tests {
         let exec = Exec::new(4096);
         let emit = vec![Guarded {
             predicate: None,
-            primitive: Primitive::Emit(7, vec![Expr::Arg(1), Expr::Arg(2)]),
+            primitive: Primitive::Emit(7, vec![Expr::Arg(1), Expr::Arg(2)], Strings::NONE),
         }];
         exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
         for i in 0..5 {
             exec.call([i, 100 + i, 0, 0, 0, 0]);
         }
         let ring = mem.ring_of_this_thread();
-        let size = r::record_size(2);
+        let size = r::record_size(2, 0);
         assert_eq!(size, 32);
         assert_eq!(mem.read(ring + r::HEAD), 5 * size);
         let mut last_tsc = 0;
@@ -884,6 +983,52 @@ mod tests {
         assert_eq!(mem.read(ring + r::DROPPED), 15);
     }
 
+    #[test]
+    fn string_values_carry_their_text() {
+        use crate::region::ring as r;
+        let mem = Memory::new(16);
+        let table = mem.table();
+        let exec = Exec::new(4096);
+        let emit = vec![Guarded {
+            predicate: None,
+            primitive: Primitive::Emit(
+                9,
+                vec![Expr::Arg(1), Expr::Arg(2), Expr::Arg(3)],
+                Strings {
+                    mask: 0b101,
+                    cap: 16,
+                },
+            ),
+        }];
+        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        let short = b"main.py\0";
+        let exact = b"0123456789abcdef\0";
+        let long = b"0123456789abcdefXYZ\0";
+        let cases: [(&[u8], u64, &[u8], u64); 3] = [
+            (short, 7, b"main.py", 8),
+            (exact, 16, b"0123456789abcdef", 16),
+            (long, 16 | r::STR_TRUNCATED, b"0123456789abcdef", 16),
+        ];
+        let mut pos = 0;
+        for (text, word, copied, padded) in cases {
+            exec.call([text.as_ptr() as i64, 42, 0, 0, 0, 0]);
+            let ring = mem.ring_of_this_thread();
+            let rec = ring + r::HEADER + pos;
+            // The second string is null: no text, flagged.
+            let shape = (mem.read(rec + r::R_EVENT) >> 32) as u32;
+            assert_eq!(r::shape(shape), (3, padded));
+            assert_eq!(mem.read(rec + r::R_ARGS), word);
+            assert_eq!(mem.read(rec + r::R_ARGS + 8), 42);
+            assert_eq!(mem.read(rec + r::R_ARGS + 16), r::STR_NULL);
+            let start = rec + r::R_ARGS + 24;
+            // SAFETY: the record lies in `mem`, `copied.len()` bytes after its values.
+            let got = unsafe { std::slice::from_raw_parts(start as *const u8, copied.len()) };
+            assert_eq!(got, copied);
+            pos += r::record_size(3, padded);
+            assert_eq!(mem.read(ring + r::HEAD), pos);
+        }
+    }
+
     fn now_tsc() -> u64 {
         // SAFETY: rdtsc exists on every x86-64 processor and has no memory effects.
         unsafe { core::arch::x86_64::_rdtsc() }
@@ -897,10 +1042,10 @@ mod tests {
         let exec = Exec::new(4096);
         let emit = vec![Guarded {
             predicate: None,
-            primitive: Primitive::Emit(1, vec![Expr::Arg(1)]),
+            primitive: Primitive::Emit(1, vec![Expr::Arg(1)], Strings::NONE),
         }];
         exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
-        let size = r::record_size(1);
+        let size = r::record_size(1, 0);
         for i in 0..r::DATA / size {
             exec.call([i as i64, 0, 0, 0, 0, 0]);
         }

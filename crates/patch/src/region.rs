@@ -136,26 +136,41 @@ pub mod ring {
     pub const HEADER: u64 = 64;
     /// Size of the data (a power of two).
     pub const DATA: u64 = 256 * 1024;
-    /// Record layout: TSC (u64), event id (u32), argument count (u32), then
-    /// the arguments (u64 each), padded to a multiple of 16 bytes; see
-    /// [`record_size`]. Offsets inside a record:
+    /// Record layout: TSC (u64), event id (u32), a shape word (u32: the
+    /// number of values in its low 16 bits, the bytes of string text in
+    /// its high 16 bits), the values (u64 each), then the text of its
+    /// string values, each padded to 8 bytes; the whole padded to a
+    /// multiple of 16 bytes, see [`record_size`]. Offsets inside a record:
     pub const R_TSC: u64 = 0;
     /// Event id.
     pub const R_EVENT: u64 = 8;
-    /// Number of arguments.
+    /// The shape word: values and text bytes.
     pub const R_NARGS: u64 = 12;
-    /// First argument.
+    /// First value.
     pub const R_ARGS: u64 = 16;
-    /// Most arguments a record holds (as many as a USDT probe may have).
+    /// Most values a record holds (as many as a USDT probe may have).
     pub const MAX_ARGS: usize = 12;
+    /// Most bytes of text one record carries.
+    pub const MAX_TEXT: u64 = 4096;
     /// Bytes after the data into which a record that starts near its end
     /// runs on, so that every record is contiguous (at least the largest
     /// record, rounded to a cache line).
-    pub const SLACK: u64 = 128;
+    pub const SLACK: u64 = MAX_TEXT + 128;
+    /// A string value's word: the bytes copied, and these flags.
+    /// The string went on past the bytes copied.
+    pub const STR_TRUNCATED: u64 = 1 << 62;
+    /// The pointer was null: nothing copied.
+    pub const STR_NULL: u64 = 1 << 63;
 
-    /// Bytes of a record carrying `nargs` arguments.
-    pub const fn record_size(nargs: usize) -> u64 {
-        (R_ARGS + 8 * nargs as u64).div_ceil(16) * 16
+    /// Bytes of a record carrying `nargs` values and `text` bytes of string
+    /// text (already padded).
+    pub const fn record_size(nargs: usize, text: u64) -> u64 {
+        (R_ARGS + 8 * nargs as u64 + text).div_ceil(16) * 16
+    }
+
+    /// The values and the text bytes of a record's shape word.
+    pub const fn shape(word: u32) -> (usize, u64) {
+        ((word & 0xffff) as usize, (word >> 16) as u64)
     }
 }
 
