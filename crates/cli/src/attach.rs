@@ -15,7 +15,7 @@ pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<
     weft_image::Image::open(&weft_process::path_in_root(pid, &exe))
         .with_context(|| format!("process {pid} runs {}", exe.display()))?;
     let watch = ExitWatch::new(pid)?;
-    let mut session = Session::new(pid)?;
+    let mut session = Session::with_ring_size(pid, args.ring_size)?;
     let mut req = Requests::build(args, &mut session)?;
     let mut perturbation = Perturbation::new(&req)?;
     perturbation.predict(&req, pid, args.max_overhead, args.verbose)?;

@@ -52,6 +52,8 @@ pub enum RingMode {
     Discard,
     /// Wait for weft to make room.
     Block,
+    /// Overwrite the oldest events; weft dumps the rings on SIGUSR2 and at the end.
+    Flight,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -90,8 +92,16 @@ pub struct ProbeArgs {
     /// event and counts it (the thread never waits); `block` waits, yielding
     /// the processor, until weft has made room, so no event is lost while
     /// weft keeps up (a writer stops waiting 1 s after weft stops draining).
+    /// `flight` keeps the latest events: a full ring overwrites its oldest
+    /// ones, weft does not drain while tracing, and it writes what the
+    /// rings hold to --events-out DIR at the end, and to DIR/dump-N at
+    /// each SIGUSR2 sent to weft.
     #[arg(long, value_enum, default_value_t = RingMode::Discard)]
     pub ring_mode: RingMode,
+    /// Bytes of each thread's event ring: a power of two from 64K to 64M
+    /// (`256K`, `1M`, `16M`).
+    #[arg(long, value_name = "SIZE", default_value = "256K", value_parser = parse_size)]
+    pub ring_size: u64,
     /// Write traced events to DIR: trace.json (Chrome/Perfetto), events.jsonl, meta.json.
     #[arg(long, value_name = "DIR")]
     pub events_out: Option<PathBuf>,
@@ -151,6 +161,30 @@ struct AttachArgs {
     duration: Option<std::time::Duration>,
     #[command(flatten)]
     probes: ProbeArgs,
+}
+
+/// `256K`, `1M`, `65536`: a size in bytes, a power of two.
+fn parse_size(text: &str) -> std::result::Result<u64, String> {
+    let (digits, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let scale = match unit {
+        "" => 1,
+        "K" | "k" | "KiB" => 1 << 10,
+        "M" | "m" | "MiB" => 1 << 20,
+        _ => return Err(format!("'{text}': write a size such as 256K, 1M or 16M")),
+    };
+    let bytes = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("'{text}': write a size such as 256K, 1M or 16M"))?;
+    let range = weft_live::ring::MIN_DATA..=weft_live::ring::MAX_DATA;
+    if !bytes.is_power_of_two() || !range.contains(&bytes) {
+        return Err(format!("'{text}': a power of two from 64K to 64M"));
+    }
+    Ok(bytes)
 }
 
 fn main() -> ExitCode {
@@ -251,7 +285,12 @@ fn print_events(dir: &std::path::Path) -> anyhow::Result<i32> {
     use std::io::Write;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let _ = out.write_all(weft_events::render_text(&meta, &events).as_bytes());
-    if meta.dropped > 0 {
+    if meta.dropped > 0 && meta.ring_mode == "flight" {
+        eprintln!(
+            "weft: flight mode: these are the latest events; {} older one(s) were overwritten",
+            meta.dropped
+        );
+    } else if meta.dropped > 0 {
         eprintln!(
             "weft: {} event(s) were dropped while tracing (rings full)",
             meta.dropped

@@ -25,6 +25,8 @@ pub struct Requests {
     ticks_per_ns: f64,
     /// Block mode: how far ahead of each drain writers may wait (TSC ticks).
     ring_wait: Option<u64>,
+    /// Flight mode: where dumps go, and how many were written.
+    flight: Option<(std::path::PathBuf, u32)>,
     start_tsc: u64,
     started: Instant,
     next_sample: Instant,
@@ -86,10 +88,22 @@ impl Requests {
             ticks_per_ns,
             ring_wait: (args.ring_mode == crate::RingMode::Block && !args.trace.is_empty())
                 .then_some((ticks_per_ns * 1e9) as u64),
+            flight: None,
             start_tsc: weft_live::clock::tsc(),
             started: Instant::now(),
             next_sample: Instant::now(),
         };
+        if args.ring_mode == crate::RingMode::Flight && req.tracing {
+            let Some(dir) = &args.events_out else {
+                bail!(
+                    "--ring-mode flight keeps events in the rings until weft dumps them: give \
+                     --events-out DIR (dumps go to DIR/dump-N on SIGUSR2, and to DIR at the end)"
+                );
+            };
+            req.flight = Some((dir.clone(), 0));
+            session.set_ring_overwrite(true);
+            crate::signals::catch_dump_requests();
+        }
         req.hold_writers(session);
         for m in &args.metric {
             req.add_metric(m, session)?;
@@ -138,7 +152,11 @@ impl Requests {
     /// until the next sample is due.
     pub fn tick(&mut self, session: &Session) -> Duration {
         let mut busy = false;
-        if self.tracing {
+        if self.flight.is_some() {
+            if crate::signals::take_dump_request() {
+                self.dump(session);
+            }
+        } else if self.tracing {
             let before = self.collector.events.len();
             self.collector.drain(session);
             self.hold_writers(session);
@@ -148,8 +166,11 @@ impl Requests {
         // A ring holds a few thousand events: drain often while tracing.
         let most = if busy {
             Duration::ZERO
-        } else if self.tracing {
+        } else if self.tracing && self.flight.is_none() {
             Duration::from_millis(1)
+        } else if self.flight.is_some() {
+            // Only to notice SIGUSR2 soon.
+            Duration::from_millis(10)
         } else {
             Duration::from_millis(50)
         };
@@ -321,6 +342,42 @@ impl Requests {
         }
     }
 
+    /// The clock and mode events directories record.
+    fn clock(&self) -> weft_events::TraceClock<'static> {
+        weft_events::TraceClock {
+            ticks_per_ns: self.ticks_per_ns,
+            start_tsc: self.start_tsc,
+            ring_mode: if self.flight.is_some() {
+                "flight"
+            } else if self.ring_wait.is_some() {
+                "block"
+            } else {
+                "discard"
+            },
+        }
+    }
+
+    /// Flight mode: writes what the rings hold now to the next DIR/dump-N.
+    fn dump(&mut self, session: &Session) {
+        let clock = self.clock();
+        let Some((base, count)) = &mut self.flight else {
+            return;
+        };
+        *count += 1;
+        let dir = base.join(format!("dump-{count}"));
+        let mut snapshot = weft_events::Collector::default();
+        session.snapshot_events(&mut snapshot.events);
+        match weft_events::write_dir(&dir, session, &snapshot, clock) {
+            Ok(_) => eprintln!(
+                "weft: dump {count}: {} event(s) written to {} ({} overwritten so far)",
+                snapshot.events.len(),
+                dir.display(),
+                session.events_dropped()
+            ),
+            Err(e) => eprintln!("weft: dump {count} failed: {e}"),
+        }
+    }
+
     /// At the end: drains the rings once more, writes the events directory
     /// if asked, and says what was traced.
     pub fn finish_tracing(
@@ -335,22 +392,24 @@ impl Requests {
             // From here on a full ring drops: weft is about to stop draining.
             session.set_ring_wait_until(0);
         }
-        self.collector.drain(session);
+        if self.flight.is_some() {
+            session.snapshot_events(&mut self.collector.events);
+        } else {
+            self.collector.drain(session);
+        }
         let dropped = session.events_dropped();
+        let lost = if self.flight.is_some() {
+            "overwritten"
+        } else {
+            "dropped"
+        };
         match out {
             Some(dir) => {
-                weft_events::write_dir(
-                    dir,
-                    session,
-                    &self.collector,
-                    self.ticks_per_ns,
-                    self.start_tsc,
-                )?;
+                weft_events::write_dir(dir, session, &self.collector, self.clock())?;
                 eprintln!(
-                    "weft: {} event(s) written to {} ({} dropped)",
+                    "weft: {} event(s) written to {} ({dropped} {lost})",
                     self.collector.events.len(),
                     dir.display(),
-                    dropped
                 );
             }
             None => eprintln!(

@@ -60,7 +60,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
     };
     let mut tracee = Tracee::launch(&spec)?;
     let pid = tracee.pid();
-    let mut session = Session::new(pid)?;
+    let mut session = Session::with_ring_size(pid, args.ring_size)?;
     let mut requests = None;
     let setup = (|| -> Result<Option<i32>> {
         let auxv = Auxv::read(pid)?;

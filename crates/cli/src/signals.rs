@@ -1,9 +1,11 @@
 //! weft's own signal handling: Ctrl-C and SIGTERM ask weft to finish
 //! cleanly (detach, report); in `run` mode SIGTERM is passed to the child.
+//! In flight mode SIGUSR2 asks for a dump of the event rings.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static DUMP: AtomicBool = AtomicBool::new(false);
 static CHILD: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_stop(sig: libc::c_int) {
@@ -42,6 +44,23 @@ pub fn forward_to_child(pid: i32) {
         libc::SIGTERM,
         on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
     );
+}
+
+extern "C" fn on_dump(_: libc::c_int) {
+    DUMP.store(true, Ordering::SeqCst);
+}
+
+/// Flight mode: SIGUSR2 asks weft to dump the event rings.
+pub fn catch_dump_requests() {
+    install(
+        libc::SIGUSR2,
+        on_dump as extern "C" fn(libc::c_int) as libc::sighandler_t,
+    );
+}
+
+/// Whether a dump was requested since the last call.
+pub fn take_dump_request() -> bool {
+    DUMP.swap(false, Ordering::SeqCst)
 }
 
 /// Whether a stop was requested.

@@ -203,6 +203,8 @@ fn bad_trace_requests_are_one_clear_line() {
         ("traced", "write fn:PATTERN"),
         ("usdt:python:line", "matches no USDT probe"),
         ("xyz:a", "unknown kind 'xyz'"),
+        ("fn:traced@arg9/s", "arguments 1 to 6"),
+        ("fn:traced@arg1/x", "format '/x'"),
     ] {
         let out = run(
             weft().args(["run", "--trace", req, "--", "/bin/true"]),
@@ -214,6 +216,33 @@ fn bad_trace_requests_are_one_clear_line() {
             "{req}: {}",
             out.stderr
         );
+    }
+}
+
+#[test]
+fn bad_ring_options_are_one_clear_line() {
+    for (args, want, code) in [
+        (
+            &["--ring-size", "3M"][..],
+            "a power of two from 64K to 64M",
+            2,
+        ),
+        (
+            &["--ring-size", "128M"][..],
+            "a power of two from 64K to 64M",
+            2,
+        ),
+        (&["--ring-mode", "flight"][..], "give --events-out DIR", 1),
+    ] {
+        let out = run(
+            weft()
+                .args(["run", "--trace", "fn:main"])
+                .args(args)
+                .args(["--", "/bin/true"]),
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.status, code, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(want), "{args:?}: {}", out.stderr);
     }
 }
 
@@ -590,4 +619,116 @@ fn function_string_arguments_are_recorded_as_text() {
         assert_eq!(shown("(null)"), tally["label_null"], "{}", v.name);
         assert_eq!(tally["label_null"], 10);
     }
+}
+
+/// Checks an events directory of the events target: in each thread the
+/// entries of `traced` carry consecutive first arguments and each exit the
+/// matching result. Returns the events and, by thread, the last entry's
+/// first argument.
+fn check_traced_sequences(dir: &std::path::Path) -> (u64, BTreeMap<i64, i64>) {
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
+    let kinds: Vec<String> = meta["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[2].as_str().unwrap().to_string())
+        .collect();
+    // By thread: the last entry's arguments.
+    let mut last: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
+    let mut events = 0;
+    for line in std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+    {
+        let e: serde_json::Value = serde_json::from_str(line).unwrap();
+        let tid = e["tid"].as_i64().unwrap();
+        let args: Vec<i64> = e["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as i64)
+            .collect();
+        events += 1;
+        match kinds[e["event"].as_u64().unwrap() as usize].as_str() {
+            "entry" => {
+                if let Some((a, _)) = last.get(&tid) {
+                    assert_eq!(args[0], a + 1, "{}: consecutive calls", dir.display());
+                }
+                last.insert(tid, (args[0], args[1]));
+            }
+            _ => {
+                if let Some((a, b)) = last.get(&tid) {
+                    assert_eq!(args[0], 3 * a + b, "{}: the call's result", dir.display());
+                }
+            }
+        }
+    }
+    (events, last.into_iter().map(|(t, (a, _))| (t, a)).collect())
+}
+
+#[test]
+fn flight_mode_keeps_the_latest_events_and_dumps_on_sigusr2() {
+    let bin = build("events", &O2);
+    let dir = scratch("trace-flight");
+    let events = dir.join("events");
+    let calls: i64 = 8_000_000;
+    let w = weft()
+        .args(["run", "--trace", "fn:traced", "--ring-mode", "flight"])
+        .args(["--ring-size", "64K", "--events-out"])
+        .arg(&events)
+        .arg("--")
+        .arg(&bin)
+        .args(["2", &calls.to_string()])
+        .stdout(std::fs::File::create(dir.join("stdout")).unwrap())
+        .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut w = KillOnDrop(w);
+    let pid = w.0.id() as i32;
+    // SIGUSR2 only once weft catches it (bit 11 of SigCgt), else it would end weft.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let caught = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .is_some_and(|m| m & (1 << 11) != 0);
+        if caught {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "weft catches SIGUSR2");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill with weft's own pid.
+    unsafe { libc::kill(pid, libc::SIGUSR2) };
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(s) = w.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "weft finishes");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stderr = std::fs::read_to_string(dir.join("stderr")).unwrap();
+    assert!(status.success(), "{stderr}");
+    let tally = tallies(&std::fs::read_to_string(dir.join("stdout")).unwrap());
+    assert_eq!(tally["traced"], 2 * calls as u64);
+
+    // The dump taken while the target ran holds whole, consistent records.
+    let (dumped, _) = check_traced_sequences(&events.join("dump-1"));
+    assert!(dumped > 0, "{stderr}");
+    // At the end: the latest events of each thread, up to its last call;
+    // every event is either there or counted as overwritten or dropped.
+    let (kept, last) = check_traced_sequences(&events);
+    assert_eq!(last.len(), 2, "{last:?}");
+    assert!(last.values().all(|&a| a == calls - 1), "{last:?}");
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(events.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["ring_mode"], "flight");
+    assert_eq!(kept + meta["dropped"].as_u64().unwrap(), 4 * calls as u64);
+    // A 64 KiB ring keeps 2048 two-value records per thread.
+    assert!(kept > 2 * 2000 && kept <= 2 * 2048, "{kept}");
 }

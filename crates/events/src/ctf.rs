@@ -143,6 +143,7 @@ mod tests {
             ticks_per_ns: 2.5,
             start_tsc: 0,
             dropped: 0,
+            ring_mode: "discard".into(),
             tsc_invariant: Some(true),
             events: vec![
                 ("m".into(), "f".into(), "entry".into(), 2),

@@ -19,7 +19,7 @@ mod usdt;
 pub use collect::Collector;
 pub use ctf::write_ctf;
 pub use error::{Error, Result};
-pub use store::{read_dir, render_text, shown_values, write_dir, Meta, Shown};
+pub use store::{read_dir, render_text, shown_values, write_dir, Meta, Shown, TraceClock};
 pub use usdt::{operand, usdt_specs};
 
 use weft_live::{Action, PointSpec, Strings};

@@ -16,8 +16,13 @@ pub struct Meta {
     pub ticks_per_ns: f64,
     /// TSC at the start of tracing (time zero).
     pub start_tsc: u64,
-    /// Events dropped because a ring was full.
+    /// Events dropped because a ring was full (in flight mode: the oldest
+    /// events, overwritten).
     pub dropped: u64,
+    /// `discard`, `block` or `flight` (absent in directories from older
+    /// weft versions: discard).
+    #[serde(default = "discard")]
+    pub ring_mode: String,
     /// Whether the TSC was invariant, so timestamps of different threads
     /// compare (absent in directories from older weft versions).
     #[serde(default)]
@@ -127,20 +132,40 @@ fn io(what: String) -> impl Fn(std::io::Error) -> Error {
     }
 }
 
+fn discard() -> String {
+    "discard".into()
+}
+
+/// The clock and mode of a trace, for [`write_dir`].
+#[derive(Debug, Clone, Copy)]
+pub struct TraceClock<'a> {
+    /// TSC ticks per nanosecond.
+    pub ticks_per_ns: f64,
+    /// TSC at the start of tracing.
+    pub start_tsc: u64,
+    /// `discard`, `block` or `flight`.
+    pub ring_mode: &'a str,
+}
+
 /// Writes the events directory.
 pub fn write_dir(
     dir: &Path,
     session: &Session,
     collector: &Collector,
-    ticks_per_ns: f64,
-    start_tsc: u64,
+    clock: TraceClock<'_>,
 ) -> Result<Meta> {
+    let TraceClock {
+        ticks_per_ns,
+        start_tsc,
+        ring_mode,
+    } = clock;
     std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
     let meta = Meta {
         pid: session.pid(),
         ticks_per_ns,
         start_tsc,
         dropped: session.events_dropped(),
+        ring_mode: ring_mode.to_string(),
         tsc_invariant: Some(weft_live::clock::tsc_is_invariant()),
         events: session
             .events()

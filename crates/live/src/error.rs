@@ -13,6 +13,11 @@ pub enum Error {
     /// Generating code failed.
     #[error(transparent)]
     Patch(#[from] weft_patch::Error),
+    /// An event ring size that is not a power of two in the allowed range.
+    #[error(
+        "ring size {0} bytes is not a power of two from 64 KiB to 64 MiB (write for example 1M or 4M)"
+    )]
+    BadRingSize(u64),
     /// A pattern matched no function.
     #[error("pattern '{pattern}' matches no function{}", near_list(.near))]
     NoMatch {

@@ -335,7 +335,16 @@ pub struct Session {
 impl Session {
     /// A session for the process `pid`; nothing is changed in it yet.
     pub fn new(pid: i32) -> Result<Session> {
-        let layout = Layout::new(COUNTERS, TRAPS);
+        Session::with_ring_size(pid, ring::DEFAULT_DATA)
+    }
+
+    /// A session whose threads' event rings hold `ring_data` bytes each
+    /// (a power of two from `ring::MIN_DATA` to `ring::MAX_DATA`).
+    pub fn with_ring_size(pid: i32, ring_data: u64) -> Result<Session> {
+        if !ring_data.is_power_of_two() || !(ring::MIN_DATA..=ring::MAX_DATA).contains(&ring_data) {
+            return Err(Error::BadRingSize(ring_data));
+        }
+        let layout = Layout::new(COUNTERS, TRAPS, ring_data);
         let shm = SharedMemory::create((layout.size + MAX_CLUSTERS * CODE_AREA) as usize)?;
         shm.write(0, &layout.header_bytes());
         Ok(Session {
@@ -1753,6 +1762,10 @@ impl Session {
             ring_wait_until: c.data
                 + self.layout.header.sync_offset
                 + weft_patch::region::sync::RING_WAIT_UNTIL,
+            ring_overwrite: c.data
+                + self.layout.header.sync_offset
+                + weft_patch::region::sync::RING_OVERWRITE,
+            ring_data: self.layout.header.ring_data,
         };
         let code = mini_trampoline(at, table, program)?;
         self.alloc_code(ci, &code)
@@ -1883,69 +1896,19 @@ impl Session {
         );
     }
 
-    /// Moves every published event out of every thread's ring, in each
-    /// thread's order, and frees the space for the producers.
-    pub fn drain_events(&self, out: &mut Vec<EventRecord>) {
-        use weft_patch::region::ring as r;
-        for slot in 0..self.layout.header.thread_slots {
-            if self
-                .shm
-                .load_u64(self.layout.header.threads_offset + slot * 8)
-                == 0
-            {
-                continue;
-            }
-            let block = self.layout.thread_block(slot);
-            let ring = block + threads::RING;
-            let head = self.shm.load_u64(ring + r::HEAD);
-            let tail = self.shm.load_u64(ring + r::TAIL);
-            if head == tail {
-                continue;
-            }
-            let tid = self.shm.load_u64(block + threads::TID) as i32;
-            let mut pos = tail;
-            while pos < head {
-                let rec = ring + r::HEADER + (pos & (r::DATA - 1));
-                let id_and_shape = self.shm.load_u64(rec + r::R_EVENT);
-                let (nargs, text) = r::shape((id_and_shape >> 32) as u32);
-                let nargs = nargs.min(r::MAX_ARGS);
-                let text = text.min(r::MAX_TEXT);
-                let args: Vec<u64> = (0..nargs)
-                    .map(|i| self.shm.load_u64(rec + r::R_ARGS + 8 * i as u64))
-                    .collect();
-                let event = id_and_shape as u32;
-                let mut strings = Vec::new();
-                if text > 0 {
-                    let mask = self.events.get(event as usize).map_or(0, |e| e.strings);
-                    let mut at = rec + r::R_ARGS + 8 * nargs as u64;
-                    for (i, word) in args.iter().enumerate() {
-                        if mask & (1 << i) == 0 {
-                            continue;
-                        }
-                        let len = (word & 0xffff_ffff).min(text);
-                        strings.push(
-                            String::from_utf8_lossy(&self.shm.read(at, len as usize)).into_owned(),
-                        );
-                        at += len.div_ceil(8) * 8;
-                    }
-                }
-                out.push(EventRecord {
-                    tid,
-                    tsc: self.shm.load_u64(rec + r::R_TSC),
-                    event,
-                    args,
-                    strings,
-                });
-                pos += r::record_size(nargs, text);
-            }
-            // Only now may the producer reuse the space.
-            self.shm.store_u64(ring + r::TAIL, head);
-        }
+    /// Flight mode on or off: with it, a writer that finds its ring full
+    /// overwrites the oldest records instead of dropping the new one. Do
+    /// not drain while it is on: read the rings with
+    /// [`Session::snapshot_events`].
+    pub fn set_ring_overwrite(&self, on: bool) {
+        self.shm.store_u64(
+            self.layout.header.sync_offset + weft_patch::region::sync::RING_OVERWRITE,
+            u64::from(on),
+        );
     }
 
-    /// Events dropped so far because a ring was full.
-    pub fn events_dropped(&self) -> u64 {
-        use weft_patch::region::ring as r;
+    /// The claimed thread slots: (ring offset, tid).
+    fn claimed_rings(&self) -> impl Iterator<Item = (u64, i32)> + '_ {
         (0..self.layout.header.thread_slots)
             .filter(|&slot| {
                 self.shm
@@ -1953,9 +1916,129 @@ impl Session {
                     != 0
             })
             .map(|slot| {
-                self.shm
-                    .load_u64(self.layout.thread_block(slot) + threads::RING + r::DROPPED)
+                let block = self.layout.thread_block(slot);
+                (
+                    block + threads::RING,
+                    self.shm.load_u64(block + threads::TID) as i32,
+                )
             })
+    }
+
+    /// Moves every published event out of every thread's ring, in each
+    /// thread's order, and frees the space for the producers.
+    pub fn drain_events(&self, out: &mut Vec<EventRecord>) {
+        use weft_patch::region::ring as r;
+        for (ring, tid) in self.claimed_rings() {
+            let head = self.shm.load_u64(ring + r::HEAD);
+            let tail = self.shm.load_u64(ring + r::TAIL);
+            if head == tail {
+                continue;
+            }
+            let data = ring + r::HEADER;
+            self.decode_records(
+                tid,
+                tail,
+                head,
+                &|at| self.shm.load_u64(data + at),
+                &|at, len| self.shm.read(data + at, len),
+                out,
+            );
+            // Only now may the producer reuse the space.
+            self.shm.store_u64(ring + r::TAIL, head);
+        }
+    }
+
+    /// Flight mode: copies the events every ring holds now, in each
+    /// thread's order, leaving the rings as they are. While it copies,
+    /// writers whose ring is full drop new events (counted) instead of
+    /// overwriting old ones, so that the copy is whole. A writer that was
+    /// already overwriting finishes that record: it moves its tail past
+    /// old records before it reuses their bytes, so after copying a ring
+    /// weft reads the tail again and keeps only the records from there on.
+    pub fn snapshot_events(&self, out: &mut Vec<EventRecord>) {
+        use weft_patch::region::ring as r;
+        let size = self.layout.header.ring_data;
+        let overwrite = self.layout.header.sync_offset + weft_patch::region::sync::RING_OVERWRITE;
+        let flight = self.shm.load_u64(overwrite);
+        self.shm.store_u64(overwrite, 0);
+        for (ring, tid) in self.claimed_rings() {
+            let head = self.shm.load_u64(ring + r::HEAD);
+            let tail = self.shm.load_u64(ring + r::TAIL);
+            if head == tail {
+                continue;
+            }
+            let copy = self.shm.read(ring + r::HEADER, (size + r::SLACK) as usize);
+            let tail = tail.max(self.shm.load_u64(ring + r::TAIL));
+            if head < tail || head - tail > size {
+                continue;
+            }
+            let word = |at: u64| {
+                let at = at as usize;
+                copy.get(at..at + 8)
+                    .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            };
+            let bytes = |at: u64, len: usize| {
+                let at = at as usize;
+                copy.get(at..at + len).map_or_else(Vec::new, <[u8]>::to_vec)
+            };
+            self.decode_records(tid, tail, head, &word, &bytes, out);
+        }
+        self.shm.store_u64(overwrite, flight);
+    }
+
+    /// Decodes the records between ring positions `from` and `to`, reading
+    /// the ring's data (offsets from its start) through `word` and `bytes`.
+    fn decode_records(
+        &self,
+        tid: i32,
+        from: u64,
+        to: u64,
+        word: &dyn Fn(u64) -> u64,
+        bytes: &dyn Fn(u64, usize) -> Vec<u8>,
+        out: &mut Vec<EventRecord>,
+    ) {
+        use weft_patch::region::ring as r;
+        let mut pos = from;
+        while pos < to {
+            let rec = pos & (self.layout.header.ring_data - 1);
+            let id_and_shape = word(rec + r::R_EVENT);
+            let (nargs, text) = r::shape((id_and_shape >> 32) as u32);
+            let nargs = nargs.min(r::MAX_ARGS);
+            let text = text.min(r::MAX_TEXT);
+            let args: Vec<u64> = (0..nargs)
+                .map(|i| word(rec + r::R_ARGS + 8 * i as u64))
+                .collect();
+            let event = id_and_shape as u32;
+            let mut strings = Vec::new();
+            if text > 0 {
+                let mask = self.events.get(event as usize).map_or(0, |e| e.strings);
+                let mut at = rec + r::R_ARGS + 8 * nargs as u64;
+                for (i, value) in args.iter().enumerate() {
+                    if mask & (1 << i) == 0 {
+                        continue;
+                    }
+                    let len = (value & 0xffff_ffff).min(text);
+                    strings.push(String::from_utf8_lossy(&bytes(at, len as usize)).into_owned());
+                    at += len.div_ceil(8) * 8;
+                }
+            }
+            out.push(EventRecord {
+                tid,
+                tsc: word(rec + r::R_TSC),
+                event,
+                args,
+                strings,
+            });
+            pos += r::record_size(nargs, text);
+        }
+    }
+
+    /// Events dropped so far because a ring was full (in flight mode: the
+    /// oldest events overwritten).
+    pub fn events_dropped(&self) -> u64 {
+        use weft_patch::region::ring as r;
+        self.claimed_rings()
+            .map(|(ring, _)| self.shm.load_u64(ring + r::DROPPED))
             .sum()
     }
 }

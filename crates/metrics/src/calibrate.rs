@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 use weft_live::{BinOp, Expr, Guarded, Primitive};
 use weft_patch::mini::{mini_trampoline, ThreadTable};
-use weft_patch::region::threads;
+use weft_patch::region::{ring, threads};
 use weft_patch::Snippet;
 
 /// Nanoseconds per execution of each primitive on this machine.
@@ -83,8 +83,10 @@ impl Costs {
         let table = ThreadTable {
             addr: lab.base + 4096,
             slots: 16,
-            // The last word before the table: never set, so discard mode.
+            // The last words before the table: never set, so discard mode.
             ring_wait_until: lab.base + 4096 - 8,
+            ring_overwrite: lab.base + 4096 - 16,
+            ring_data: ring::DEFAULT_DATA,
         };
         let counter = lab.base;
         let mut code = CodeArea {
@@ -201,7 +203,7 @@ struct Lab {
 
 impl Lab {
     fn new() -> Result<Lab> {
-        let data_size = 4096 + 16 * 8 + 16 * threads::BLOCK;
+        let data_size = 4096 + 16 * 8 + 16 * threads::block_size(ring::DEFAULT_DATA);
         let data_size = data_size.next_multiple_of(4096);
         let len = (data_size + (1 << 20)) as usize;
         // SAFETY: an anonymous private mapping, checked for failure below.

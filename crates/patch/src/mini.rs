@@ -205,6 +205,18 @@ pub struct ThreadTable {
     /// Absolute address of the block-mode deadline word
     /// ([`crate::region::sync::RING_WAIT_UNTIL`]) in this cluster's view.
     pub ring_wait_until: u64,
+    /// Absolute address of the flight-mode word
+    /// ([`crate::region::sync::RING_OVERWRITE`]) in this cluster's view.
+    pub ring_overwrite: u64,
+    /// Bytes of data in each ring (`Header::ring_data`, a power of two).
+    pub ring_data: u64,
+}
+
+impl ThreadTable {
+    /// Bytes of one thread's block.
+    fn block(&self) -> i32 {
+        t::block_size(self.ring_data) as i32
+    }
 }
 
 /// `sched_yield`, which block mode calls while a ring stays full.
@@ -223,8 +235,8 @@ pub const FIXED_FRAME_RSP: i32 = 72 + 8 + 8 + 128;
 struct Gen {
     a: CodeAssembler,
     literals: Vec<(CodeLabel, u64)>,
-    /// See [`ThreadTable::ring_wait_until`].
-    ring_wait_until: u64,
+    /// Where the thread table and the ring-mode words are.
+    table: ThreadTable,
 }
 
 impl Gen {
@@ -436,12 +448,12 @@ impl Gen {
         a.mov(r9, rcx)?; // the slot index survives the system call in r9
         a.mov(eax, 186)?; // gettid, once per thread
         a.syscall()?; // clobbers rcx and r11
-        a.imul_3(r11, r9, t::BLOCK as i32)?;
+        a.imul_3(r11, r9, table.block())?;
         a.lea(r11, qword_ptr(r10 + r11 + (table.slots * 8) as i32))?;
         a.mov(qword_ptr(r11 + t::TID as i32), rax)?;
         a.jmp(have)?;
         a.set_label(&mut found)?;
-        a.imul_3(r11, rcx, t::BLOCK as i32)?;
+        a.imul_3(r11, rcx, table.block())?;
         a.lea(r11, qword_ptr(r10 + r11 + (table.slots * 8) as i32))?;
         a.set_label(&mut have)?;
         Ok(())
@@ -542,19 +554,20 @@ impl Gen {
                     .min(r::MAX_TEXT / string_slots.len().max(1) as u64 / 8 * 8);
                 // Room for the longest record this point can write.
                 let size = r::record_size(nargs, string_slots.len() as u64 * text_cap);
+                let data = self.table.ring_data;
                 let mut drop = self.a.create_label();
                 let mut done = self.a.create_label();
                 self.a.lea(r8, qword_ptr(r11 + t::RING as i32))?;
                 self.a.mov(r9, qword_ptr(r8 + r::HEAD as i32))?;
                 self.a.mov(rax, r9)?;
                 self.a.sub(rax, qword_ptr(r8 + r::TAIL as i32))?;
-                self.a.cmp(rax, (r::DATA - size) as i32)?;
+                self.a.cmp(rax, (data - size) as i32)?;
                 let mut full = self.a.create_label();
                 let mut room = self.a.create_label();
                 self.a.ja(full)?;
                 self.a.set_label(&mut room)?;
                 self.a.mov(r10, r9)?;
-                self.a.and(r10, (r::DATA - 1) as i32)?;
+                self.a.and(r10, (data - 1) as i32)?;
                 self.a.lea(r10, qword_ptr(r8 + r10 + r::HEADER as i32))?;
                 self.a.rdtsc()?;
                 self.a.shl(rdx, 32)?;
@@ -581,8 +594,12 @@ impl Gen {
                 // system call on this path) so that weft's consumer can run
                 // even when writers outnumber the cores.
                 let mut check = self.a.create_label();
+                let mut overwrite = self.a.create_label();
                 self.a.set_label(&mut full)?;
-                self.a.mov(rdx, self.ring_wait_until)?;
+                self.a.mov(rdx, self.table.ring_overwrite)?;
+                self.a.cmp(qword_ptr(rdx), 0)?;
+                self.a.jne(overwrite)?;
+                self.a.mov(rdx, self.table.ring_wait_until)?;
                 self.a.mov(rcx, qword_ptr(rdx))?;
                 self.a.test(rcx, rcx)?;
                 self.a.jz(drop)?;
@@ -593,7 +610,7 @@ impl Gen {
                 self.a.mov(eax, SYS_SCHED_YIELD)?;
                 self.a.syscall()?;
                 self.a.pop(r11)?;
-                self.a.mov(rdx, self.ring_wait_until)?;
+                self.a.mov(rdx, self.table.ring_wait_until)?;
                 self.a.mov(rcx, qword_ptr(rdx))?;
                 self.a.set_label(&mut check)?;
                 self.a.rdtsc()?;
@@ -603,9 +620,38 @@ impl Gen {
                 self.a.jae(drop)?;
                 self.a.mov(rax, r9)?;
                 self.a.sub(rax, qword_ptr(r8 + r::TAIL as i32))?;
-                self.a.cmp(rax, (r::DATA - size) as i32)?;
+                self.a.cmp(rax, (data - size) as i32)?;
                 self.a.jbe(room)?;
                 self.a.jmp(wait)?;
+                // Flight mode: move the tail past the oldest records, whole
+                // ones, counting them, until this record fits. Only this
+                // thread writes its ring, so only it moves the tail now;
+                // the tail moves before their bytes are overwritten, so a
+                // reader that checks the tail after copying knows which
+                // records it copied whole (see `Session::snapshot_events`).
+                let mut skip = self.a.create_label();
+                self.a.set_label(&mut overwrite)?;
+                self.a.mov(rax, qword_ptr(r8 + r::TAIL as i32))?;
+                self.a.set_label(&mut skip)?;
+                self.a.mov(rcx, rax)?;
+                self.a.and(rcx, (data - 1) as i32)?;
+                self.a
+                    .mov(ecx, dword_ptr(r8 + rcx + (r::HEADER + r::R_NARGS) as i32))?;
+                self.a.mov(edx, ecx)?;
+                self.a.and(edx, 0xffff)?;
+                self.a.shl(edx, 3)?;
+                self.a.shr(ecx, 16)?;
+                self.a.add(ecx, edx)?;
+                self.a.add(ecx, (r::R_ARGS + 15) as i32)?;
+                self.a.and(ecx, -16)?;
+                self.a.add(rax, rcx)?;
+                self.a.add(qword_ptr(r8 + r::DROPPED as i32), 1)?;
+                self.a.mov(rcx, r9)?;
+                self.a.sub(rcx, rax)?;
+                self.a.cmp(rcx, (data - size) as i32)?;
+                self.a.ja(skip)?;
+                self.a.mov(qword_ptr(r8 + r::TAIL as i32), rax)?;
+                self.a.jmp(room)?;
                 self.a.set_label(&mut drop)?;
                 self.a.add(qword_ptr(r8 + r::DROPPED as i32), 1)?;
                 self.a.set_label(&mut done)?;
@@ -661,7 +707,7 @@ pub fn mini_trampoline(at: u64, table: ThreadTable, actions: &[Guarded]) -> Resu
     let mut g = Gen {
         a: CodeAssembler::new(64).map_err(enc)?,
         literals: vec![],
-        ring_wait_until: table.ring_wait_until,
+        table,
     };
     (|| -> std::result::Result<(), IcedError> {
         let mut exit = g.a.create_label();
@@ -750,6 +796,9 @@ mod tests {
         p
     }
 
+    /// The ring size the tests use.
+    const RING_DATA: u64 = crate::region::ring::DEFAULT_DATA;
+
     /// Counters and a thread table in one heap block, with stable addresses.
     struct Memory {
         words: Vec<u64>,
@@ -757,7 +806,7 @@ mod tests {
 
     impl Memory {
         fn new(slots: u64) -> Memory {
-            let bytes = slots * 8 + slots * t::BLOCK + 4096;
+            let bytes = slots * 8 + slots * t::block_size(RING_DATA) + 4096;
             Memory {
                 words: vec![0; (bytes / 8) as usize],
             }
@@ -773,6 +822,8 @@ mod tests {
                 addr: self.base() + 4096,
                 slots: 16,
                 ring_wait_until: self.base() + 4096 - 8,
+                ring_overwrite: self.base() + 4096 - 16,
+                ring_data: RING_DATA,
             }
         }
         fn read(&self, addr: u64) -> u64 {
@@ -788,7 +839,7 @@ mod tests {
             let table = self.table();
             (0..table.slots)
                 .find(|&s| self.read(table.addr + s * 8) != 0)
-                .map(|s| table.addr + table.slots * 8 + s * t::BLOCK)
+                .map(|s| table.addr + table.slots * 8 + s * t::block_size(RING_DATA))
                 .expect("a claimed slot")
         }
         fn ring_of_this_thread(&self) -> u64 {
@@ -926,13 +977,13 @@ mod tests {
         let size = r::record_size(3, 0);
         assert_eq!(size, 48);
         let mut straddled = 0;
-        for i in 0..3 * r::DATA / size {
+        for i in 0..3 * RING_DATA / size {
             exec.call([i as i64, 2 * i as i64, 3 * i as i64, 0, 0, 0]);
             let ring = mem.ring_of_this_thread();
             let pos = mem.read(ring + r::TAIL);
             assert_eq!(mem.read(ring + r::HEAD), pos + size);
-            let offset = pos & (r::DATA - 1);
-            straddled += u64::from(offset + size > r::DATA);
+            let offset = pos & (RING_DATA - 1);
+            straddled += u64::from(offset + size > RING_DATA);
             let rec = ring + r::HEADER + offset;
             assert_eq!(mem.read(rec + r::R_EVENT), 3 | 3 << 32);
             let args: Vec<u64> = (0..3).map(|k| mem.read(rec + r::R_ARGS + 8 * k)).collect();
@@ -974,12 +1025,12 @@ mod tests {
             );
         }
         // Nobody consumes: the ring fills, then events are dropped and counted.
-        let capacity = r::DATA / size;
+        let capacity = RING_DATA / size;
         for i in 0..capacity + 10 {
             exec.call([i as i64, 0, 0, 0, 0, 0]);
         }
         // 5 + capacity + 10 events in all; the ring holds `capacity` records.
-        assert_eq!(mem.read(ring + r::HEAD), r::DATA);
+        assert_eq!(mem.read(ring + r::HEAD), RING_DATA);
         assert_eq!(mem.read(ring + r::DROPPED), 15);
     }
 
@@ -1029,6 +1080,67 @@ mod tests {
         }
     }
 
+    #[test]
+    fn flight_mode_overwrites_the_oldest_records() {
+        use crate::region::ring as r;
+        let mem = Memory::new(16);
+        let table = mem.table();
+        let exec = Exec::new(4096);
+        // Records of two sizes (a string of 1 or 20 bytes), so that the
+        // writer skips records of a size other than its own.
+        let emit = vec![Guarded {
+            predicate: None,
+            primitive: Primitive::Emit(
+                5,
+                vec![Expr::Arg(1), Expr::Arg(2)],
+                Strings {
+                    mask: 0b10,
+                    cap: 32,
+                },
+            ),
+        }];
+        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        mem.write(table.ring_overwrite, 1);
+        let texts: [&[u8]; 2] = [b"x\0", b"twenty bytes of text\0"];
+        let total = 3 * RING_DATA / 48;
+        for i in 0..total {
+            exec.call([
+                i as i64,
+                texts[(i % 2) as usize].as_ptr() as i64,
+                0,
+                0,
+                0,
+                0,
+            ]);
+        }
+        let ring = mem.ring_of_this_thread();
+        let (head, tail) = (mem.read(ring + r::HEAD), mem.read(ring + r::TAIL));
+        assert!(head - tail <= RING_DATA && head - tail > RING_DATA - 64);
+        // Walk the surviving records: consecutive, ending with the last.
+        let mut pos = tail;
+        let mut expected = None;
+        let mut kept = 0;
+        while pos < head {
+            let rec = ring + r::HEADER + (pos & (RING_DATA - 1));
+            let (nargs, text) = r::shape((mem.read(rec + r::R_EVENT) >> 32) as u32);
+            let i = mem.read(rec + r::R_ARGS);
+            if let Some(e) = expected {
+                assert_eq!(i, e);
+            }
+            assert_eq!(mem.read(rec + r::R_ARGS + 8), [1, 20][(i % 2) as usize]);
+            expected = Some(i + 1);
+            kept += 1;
+            pos += r::record_size(nargs, text);
+        }
+        assert_eq!(pos, head);
+        assert_eq!(expected, Some(total));
+        assert_eq!(
+            kept + mem.read(ring + r::DROPPED),
+            total,
+            "every record kept or counted"
+        );
+    }
+
     fn now_tsc() -> u64 {
         // SAFETY: rdtsc exists on every x86-64 processor and has no memory effects.
         unsafe { core::arch::x86_64::_rdtsc() }
@@ -1046,11 +1158,11 @@ mod tests {
         }];
         exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
         let size = r::record_size(1, 0);
-        for i in 0..r::DATA / size {
+        for i in 0..RING_DATA / size {
             exec.call([i as i64, 0, 0, 0, 0, 0]);
         }
         let ring = mem.ring_of_this_thread();
-        assert_eq!(mem.read(ring + r::HEAD), r::DATA, "the ring is full");
+        assert_eq!(mem.read(ring + r::HEAD), RING_DATA, "the ring is full");
         let ticks_per_ms = {
             let (t0, c0) = (std::time::Instant::now(), now_tsc());
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -1070,7 +1182,7 @@ mod tests {
         });
         assert!(waited >= std::time::Duration::from_millis(25), "{waited:?}");
         assert_eq!(mem.read(ring + r::DROPPED), 0);
-        assert_eq!(mem.read(ring + r::HEAD), r::DATA + size);
+        assert_eq!(mem.read(ring + r::HEAD), RING_DATA + size);
         let rec = ring + r::HEADER; // the first slot, reused
         assert_eq!(mem.read(rec + r::R_ARGS), u64::MAX, "the waiting event");
 

@@ -14,7 +14,7 @@
 /// `WEFT` in little-endian.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// Layout version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The header at offset 0 of the data area.
 #[repr(C)]
@@ -44,6 +44,8 @@ pub struct Header {
     pub threads_offset: u64,
     /// Number of thread slots.
     pub thread_slots: u64,
+    /// Bytes of data in each thread's event ring (a power of two).
+    pub ring_data: u64,
 }
 
 /// The thread table: per-thread state that trampolines keep without locks.
@@ -73,8 +75,11 @@ pub mod threads {
     pub const COUNTERS: u64 = 64;
     /// Offset of the thread's event ring in its block (see [`ring`]).
     pub const RING: u64 = 4096;
-    /// Bytes of one thread's block: timers, counters, its tid, then its ring.
-    pub const BLOCK: u64 = RING + super::ring::HEADER + super::ring::DATA + super::ring::SLACK;
+    /// Bytes of one thread's block: timers, counters, its tid, then its
+    /// ring with `ring_data` bytes of data, rounded to a cache line.
+    pub const fn block_size(ring_data: u64) -> u64 {
+        (RING + super::ring::HEADER + ring_data + super::ring::SLACK).div_ceil(64) * 64
+    }
     /// Offset of the tid inside a block.
     pub const TID: u64 = TIMERS * TIMER_SIZE + COUNTERS * 8;
     /// Offset of timer `t` in a block.
@@ -114,6 +119,11 @@ pub mod sync {
     /// discard mode. weft moves it forward at every drain, so writers stop
     /// waiting soon after weft stops draining or dies.
     pub const RING_WAIT_UNTIL: u64 = 64;
+    /// Flight mode when non-zero: a writer that finds its ring full
+    /// overwrites the oldest records (counting them as dropped) instead of
+    /// dropping the new one. weft then never consumes while tracing; it
+    /// reads the rings when it dumps them.
+    pub const RING_OVERWRITE: u64 = 72;
 }
 
 /// A thread's event ring: single producer (the thread, in trampolines),
@@ -134,8 +144,13 @@ pub mod ring {
     pub const DROPPED: u64 = 16;
     /// Size of the header.
     pub const HEADER: u64 = 64;
-    /// Size of the data (a power of two).
-    pub const DATA: u64 = 256 * 1024;
+    /// Size of the data unless the session asks for another (a power of
+    /// two; see `Header::ring_data`).
+    pub const DEFAULT_DATA: u64 = 256 * 1024;
+    /// Smallest and largest sizes of the data.
+    pub const MIN_DATA: u64 = 64 * 1024;
+    /// See [`MIN_DATA`].
+    pub const MAX_DATA: u64 = 64 * 1024 * 1024;
     /// Record layout: TSC (u64), event id (u32), a shape word (u32: the
     /// number of values in its low 16 bits, the bytes of string text in
     /// its high 16 bits), the values (u64 each), then the text of its
@@ -184,8 +199,12 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// A data area for `counters` counters and `traps` trap entries.
-    pub fn new(counters: u64, traps: u64) -> Layout {
+    /// A data area for `counters` counters, `traps` trap entries and event
+    /// rings of `ring_data` bytes (a power of two from `ring::MIN_DATA` to
+    /// `ring::MAX_DATA`).
+    pub fn new(counters: u64, traps: u64, ring_data: u64) -> Layout {
+        debug_assert!(ring_data.is_power_of_two());
+        let ring_data = ring_data.clamp(ring::MIN_DATA, ring::MAX_DATA);
         let page = 4096;
         let round = |x: u64| x.div_ceil(page) * page;
         let header_size = std::mem::size_of::<Header>() as u64;
@@ -197,7 +216,7 @@ impl Layout {
         let sync_offset = scratch_offset + scratch_size;
         let thread_slots = 512;
         let threads_offset = sync_offset + page;
-        let threads_size = round(thread_slots * 8 + thread_slots * threads::BLOCK);
+        let threads_size = round(thread_slots * 8 + thread_slots * threads::block_size(ring_data));
         let header = Header {
             magic: MAGIC,
             version: VERSION,
@@ -211,6 +230,7 @@ impl Layout {
             sync_offset,
             threads_offset,
             thread_slots,
+            ring_data,
         };
         Layout {
             header,
@@ -220,7 +240,9 @@ impl Layout {
 
     /// Offset of thread slot `slot`'s block.
     pub fn thread_block(&self, slot: u64) -> u64 {
-        self.header.threads_offset + self.header.thread_slots * 8 + slot * threads::BLOCK
+        self.header.threads_offset
+            + self.header.thread_slots * 8
+            + slot * threads::block_size(self.header.ring_data)
     }
 
     /// Offset of counter `index`.
@@ -245,6 +267,7 @@ impl Layout {
             h.sync_offset,
             h.threads_offset,
             h.thread_slots,
+            h.ring_data,
         ] {
             v.extend_from_slice(&x.to_le_bytes());
         }
@@ -258,7 +281,7 @@ mod tests {
 
     #[test]
     fn layout_is_page_aligned_and_disjoint() {
-        let l = Layout::new(1 << 16, 1 << 12);
+        let l = Layout::new(1 << 16, 1 << 12, ring::DEFAULT_DATA);
         assert_eq!(l.size % 4096, 0);
         assert!(l.counter(l.header.counters_capacity) <= l.header.trap_offset);
         assert!(
