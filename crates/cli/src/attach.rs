@@ -103,7 +103,7 @@ report.springboards,
         }
     }
     req.sampler.sample(&session);
-    req.finish_tracing(&session, args.events_out.as_deref())?;
+    req.finish_tracing(&session)?;
     perturbation.report(&req, &session);
     output::write_report(args, &session.counts(), &req.sampler.results(&session))?;
     Ok(0)

@@ -17,14 +17,16 @@ pub struct Requests {
     pub costs: Vec<FunctionCost>,
     definitions: weft_metrics::Definitions,
     next_tag: u64,
-    /// Events drained from the rings (when tracing).
-    pub collector: weft_events::Collector,
+    /// Drains the rings and writes the events (when tracing).
+    recorder: Option<weft_events::Recorder>,
     /// Semaphores of traced USDT probes (runtime addresses).
     semaphores: Vec<u64>,
     tracing: bool,
     ticks_per_ns: f64,
     /// Block mode: how far ahead of each drain writers may wait (TSC ticks).
     ring_wait: Option<u64>,
+    /// Where the events go (`--events-out`).
+    events_out: Option<std::path::PathBuf>,
     /// Flight mode: where dumps go, and how many were written.
     flight: Option<(std::path::PathBuf, u32)>,
     start_tsc: u64,
@@ -82,17 +84,21 @@ impl Requests {
             costs: Vec::new(),
             definitions,
             next_tag: 1,
-            collector: weft_events::Collector::default(),
+            recorder: None,
             semaphores,
             tracing: !args.trace.is_empty(),
             ticks_per_ns,
             ring_wait: (args.ring_mode == crate::RingMode::Block && !args.trace.is_empty())
                 .then_some((ticks_per_ns * 1e9) as u64),
+            events_out: args.events_out.clone(),
             flight: None,
             start_tsc: weft_live::clock::tsc(),
             started: Instant::now(),
             next_sample: Instant::now(),
         };
+        if req.tracing {
+            req.recorder = Some(weft_events::Recorder::new(args.events_out.as_deref())?);
+        }
         if args.ring_mode == crate::RingMode::Flight && req.tracing {
             let Some(dir) = &args.events_out else {
                 bail!(
@@ -156,12 +162,11 @@ impl Requests {
             if crate::signals::take_dump_request() {
                 self.dump(session);
             }
-        } else if self.tracing {
-            let before = self.collector.events.len();
-            self.collector.drain(session);
+        } else if let Some(recorder) = &mut self.recorder {
+            let drained = recorder.drain(session);
             self.hold_writers(session);
             // Rings a quarter full or more: drain again at once.
-            busy = self.collector.events.len() - before >= BUSY_DRAIN;
+            busy = drained >= BUSY_DRAIN;
         }
         // A ring holds a few thousand events: drain often while tracing.
         let most = if busy {
@@ -332,7 +337,7 @@ impl Perturbation {
 
 /// Events per drain above which weft drains again without sleeping (a
 /// quarter of a ring of two-value events).
-const BUSY_DRAIN: usize = 2048;
+const BUSY_DRAIN: u64 = 2048;
 
 impl Requests {
     /// Block mode: lets writers wait for room until a second from now.
@@ -365,12 +370,13 @@ impl Requests {
         };
         *count += 1;
         let dir = base.join(format!("dump-{count}"));
-        let mut snapshot = weft_events::Collector::default();
-        session.snapshot_events(&mut snapshot.events);
-        match weft_events::write_dir(&dir, session, &snapshot, clock) {
-            Ok(_) => eprintln!(
-                "weft: dump {count}: {} event(s) written to {} ({} overwritten so far)",
-                snapshot.events.len(),
+        let written = weft_events::Recorder::new(Some(&dir)).and_then(|mut recorder| {
+            let events = recorder.snapshot(session);
+            recorder.finish(session, clock).map(|_| events)
+        });
+        match written {
+            Ok(events) => eprintln!(
+                "weft: dump {count}: {events} event(s) written to {} ({} overwritten so far)",
                 dir.display(),
                 session.events_dropped()
             ),
@@ -378,44 +384,36 @@ impl Requests {
         }
     }
 
-    /// At the end: drains the rings once more, writes the events directory
-    /// if asked, and says what was traced.
-    pub fn finish_tracing(
-        &mut self,
-        session: &Session,
-        out: Option<&std::path::Path>,
-    ) -> Result<()> {
-        if !self.tracing {
+    /// At the end: drains the rings once more, completes the events
+    /// directory if asked, and says what was traced.
+    pub fn finish_tracing(&mut self, session: &Session) -> Result<()> {
+        let clock = self.clock();
+        let Some(mut recorder) = self.recorder.take() else {
             return Ok(());
-        }
+        };
         if self.ring_wait.is_some() {
             // From here on a full ring drops: weft is about to stop draining.
             session.set_ring_wait_until(0);
         }
         if self.flight.is_some() {
-            session.snapshot_events(&mut self.collector.events);
+            recorder.snapshot(session);
         } else {
-            self.collector.drain(session);
+            recorder.drain(session);
         }
+        let events = recorder.events();
         let dropped = session.events_dropped();
         let lost = if self.flight.is_some() {
             "overwritten"
         } else {
             "dropped"
         };
-        match out {
-            Some(dir) => {
-                weft_events::write_dir(dir, session, &self.collector, self.clock())?;
-                eprintln!(
-                    "weft: {} event(s) written to {} ({dropped} {lost})",
-                    self.collector.events.len(),
-                    dir.display(),
-                );
-            }
-            None => eprintln!(
-                "weft: {} event(s) traced ({} dropped); --events-out DIR keeps them",
-                self.collector.events.len(),
-                dropped
+        match (recorder.finish(session, clock)?, &self.events_out) {
+            (Some(_), Some(dir)) => eprintln!(
+                "weft: {events} event(s) written to {} ({dropped} {lost})",
+                dir.display(),
+            ),
+            _ => eprintln!(
+                "weft: {events} event(s) traced ({dropped} {lost}); --events-out DIR keeps them"
             ),
         }
         Ok(())

@@ -112,7 +112,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
     let metrics = match requests.as_mut() {
         Some(req) => {
             req.sampler.sample(&session);
-            req.finish_tracing(&session, args.events_out.as_deref())?;
+            req.finish_tracing(&session)?;
             Perturbation::new(req)?.report(req, &session);
             req.sampler.results(&session)
         }

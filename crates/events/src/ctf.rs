@@ -1,27 +1,43 @@
 //! CTF 1.8 output (the Common Trace Format read by babeltrace2 and Trace
-//! Compass): `DIR/ctf/metadata` in TSDL and one stream file per thread,
-//! each a single packet of byte-aligned little-endian records. Timestamps
-//! are the raw TSC values on a clock declared at the TSC's measured rate.
+//! Compass): `DIR/ctf/metadata` in TSDL and one stream file per thread.
+//!
+//! The metadata describes the ring records exactly (see
+//! `weft_patch::region::ring`): an event header with the TSC and the event
+//! id, an event context with the record's shape (values, text bytes), the
+//! values as `int64_t` (a string value as its length and flags), then each
+//! string's text as a UTF-8 sequence aligned to 8 bytes. So weft writes what
+//! it drains from a ring as it is, one packet per drain and thread, with no
+//! re-encoding. Integers are naturally aligned (CTF alignments are in
+//! bits), which skips the padding after a string's text. The thread id is
+//! in each packet's context; timestamps are the raw TSC values on a clock
+//! declared at the TSC's measured rate.
 
-use crate::{shown_values, Error, Meta, Result, Shown};
-use std::collections::BTreeMap;
+use crate::{Error, Meta, Result};
 use std::fmt::Write as _;
+use std::io::Read;
 use std::path::Path;
+use weft_live::ring as r;
 use weft_live::EventRecord;
 
 const MAGIC: u32 = 0xC1FC_1FC1;
+
+/// Bytes of a packet's header and context, before its records.
+pub const PACKET_HEADER: usize = 8 + 6 * 8;
 
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
 /// The TSDL metadata.
-fn metadata(meta: &Meta) -> String {
+pub fn metadata(meta: &Meta) -> String {
     let mut m = String::from("/* CTF 1.8 */\n\n");
     m.push_str(
-        "typealias integer { size = 32; align = 8; signed = false; } := uint32_t;\n\
-         typealias integer { size = 64; align = 8; signed = false; } := uint64_t;\n\
-         typealias integer { size = 64; align = 8; signed = true; } := int64_t;\n\n\
+        "typealias integer { size = 8; align = 8; signed = false; encoding = UTF8; } := utf8_t;\n\
+         typealias integer { size = 16; align = 16; signed = false; } := uint16_t;\n\
+         typealias integer { size = 32; align = 32; signed = false; } := uint32_t;\n\
+         typealias integer { size = 64; align = 64; signed = false; } := uint64_t;\n\
+         typealias integer { size = 64; align = 64; signed = true; } := int64_t;\n\
+         typealias enum : uint32_t { whole = 0, cut = 1073741824, null = 2147483648 } := string_flags_t;\n\n\
          trace {\n\tmajor = 1;\n\tminor = 8;\n\tbyte_order = le;\n\
          \tpacket.header := struct {\n\t\tuint32_t magic;\n\t\tuint32_t stream_id;\n\t};\n};\n\n",
     );
@@ -29,32 +45,47 @@ fn metadata(meta: &Meta) -> String {
         m,
         "env {{\n\ttracer_name = \"weft\";\n\tpid = {};\n}};\n\n\
          clock {{\n\tname = \"tsc\";\n\tdescription = \"time-stamp counter\";\n\tfreq = {};\n\toffset = 0;\n}};\n\n\
-         typealias integer {{ size = 64; align = 8; signed = false; map = clock.tsc.value; }} := tsc_t;\n\n",
+         typealias integer {{ size = 64; align = 64; signed = false; map = clock.tsc.value; }} := tsc_t;\n\n",
         meta.pid,
         (meta.ticks_per_ns * 1e9).round() as u64
     );
     m.push_str(
         "stream {\n\tid = 0;\n\
          \tpacket.context := struct {\n\t\ttsc_t timestamp_begin;\n\t\ttsc_t timestamp_end;\n\
-         \t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t events_discarded;\n\t};\n\
-         \tevent.header := struct {\n\t\tuint32_t id;\n\t\ttsc_t timestamp;\n\t};\n\
-         \tevent.context := struct {\n\t\tint64_t tid;\n\t};\n};\n\n",
+         \t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t events_discarded;\n\
+         \t\tint64_t tid;\n\t};\n\
+         \tevent.header := struct {\n\t\ttsc_t timestamp;\n\t\tuint32_t id;\n\t};\n\
+         \tevent.context := struct {\n\t\tuint16_t values;\n\t\tuint16_t text_bytes;\n\t};\n};\n\n",
     );
     for (id, (module, function, kind, nargs)) in meta.events.iter().enumerate() {
-        let fields = if kind == "exit" {
-            "\t\tint64_t ret;\n".to_string()
+        let mut fields = String::new();
+        if kind == "exit" {
+            fields.push_str("\t\tint64_t ret;\n");
         } else {
             let mask = meta.string_mask(id as u32);
-            (1..=*nargs)
-                .map(|i| {
-                    if mask & (1 << (i - 1)) != 0 {
-                        format!("\t\tstring arg{i};\n")
-                    } else {
-                        format!("\t\tint64_t arg{i};\n")
-                    }
-                })
-                .collect()
-        };
+            let is_string = |i: u8| mask & (1 << (i - 1)) != 0;
+            for i in 1..=*nargs {
+                if is_string(i) {
+                    let _ = writeln!(
+                        fields,
+                        "\t\tuint32_t arg{i}_len;\n\t\tstring_flags_t arg{i}_flags;"
+                    );
+                } else {
+                    let _ = writeln!(fields, "\t\tint64_t arg{i};");
+                }
+            }
+            for i in (1..=*nargs).filter(|&i| is_string(i)) {
+                let _ = writeln!(
+                    fields,
+                    "\t\tstruct {{ utf8_t text[arg{i}_len]; }} align(64) arg{i};"
+                );
+            }
+            if mask != 0 {
+                // The padding after the last text belongs to the event:
+                // babeltrace2 cannot skip it at the end of a packet.
+                fields.push_str("\t\tstruct { } align(64) end;\n");
+            }
+        }
         let _ = write!(
             m,
             "event {{\n\tname = \"{}:{}:{}\";\n\tid = {id};\n\tstream_id = 0;\n\tfields := struct {{\n{fields}\t}};\n}};\n\n",
@@ -66,79 +97,94 @@ fn metadata(meta: &Meta) -> String {
     m
 }
 
-/// Writes `dir/ctf/`.
-pub fn write_ctf(dir: &Path, meta: &Meta, events: &[EventRecord]) -> Result<()> {
-    let ctf = dir.join("ctf");
-    let io = |what: String| {
-        move |source| Error::Io {
-            what: what.clone(),
-            source,
-        }
+/// The first and last TSC of ring records and their number.
+fn span(records: &[u8]) -> (u64, u64, u64) {
+    let word = |at: usize| {
+        records
+            .get(at..at + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
     };
-    std::fs::create_dir_all(&ctf).map_err(io(format!("creating {}", ctf.display())))?;
-    // Streams of an earlier trace in the same directory are not this one's.
-    if let Ok(entries) = std::fs::read_dir(&ctf) {
-        for entry in entries.flatten() {
-            if entry.file_name().to_string_lossy().starts_with("stream_") {
-                std::fs::remove_file(entry.path())
-                    .map_err(io(format!("removing {}", entry.path().display())))?;
+    let (mut first, mut last, mut count) = (None, 0, 0);
+    let mut at = 0usize;
+    while at + r::R_ARGS as usize <= records.len() {
+        let (nargs, text) = r::shape((word(at + r::R_EVENT as usize) >> 32) as u32);
+        let tsc = word(at);
+        first.get_or_insert(tsc);
+        last = tsc;
+        count += 1;
+        at += r::record_size(nargs, text) as usize;
+    }
+    (first.unwrap_or(0), last, count)
+}
+
+/// A packet holding `records` (laid out as in a ring) of thread `tid`,
+/// with the thread's count of dropped events so far; and how many events
+/// it holds.
+pub fn packet(tid: i32, dropped: u64, records: &[u8]) -> (Vec<u8>, u64) {
+    let (begin, end, count) = span(records);
+    let bits = ((PACKET_HEADER + records.len()) * 8) as u64;
+    let mut p = Vec::with_capacity(PACKET_HEADER + records.len());
+    p.extend_from_slice(&MAGIC.to_le_bytes());
+    p.extend_from_slice(&0u32.to_le_bytes());
+    for word in [begin, end, bits, bits, dropped, tid as i64 as u64] {
+        p.extend_from_slice(&word.to_le_bytes());
+    }
+    p.extend_from_slice(records);
+    (p, count)
+}
+
+/// Reads the events of one stream file back.
+pub fn read_stream(
+    path: &Path,
+    strings: &dyn Fn(u32) -> u16,
+    each: &mut dyn FnMut(Vec<EventRecord>) -> Result<()>,
+) -> Result<()> {
+    let bad = |why: &str| Error::Format(format!("{}: {why}", path.display()));
+    let file = std::fs::File::open(path).map_err(|source| Error::Io {
+        what: format!("reading {}", path.display()),
+        source,
+    })?;
+    let mut input = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut header = [0u8; PACKET_HEADER];
+    loop {
+        match input.read_exact(&mut header) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(source) => {
+                return Err(Error::Io {
+                    what: format!("reading {}", path.display()),
+                    source,
+                })
             }
         }
-    }
-    std::fs::write(ctf.join("metadata"), metadata(meta))
-        .map_err(io(format!("writing {}/metadata", ctf.display())))?;
-    let mut by_thread: BTreeMap<i32, Vec<&EventRecord>> = BTreeMap::new();
-    for e in events {
-        by_thread.entry(e.tid).or_default().push(e);
-    }
-    for (tid, evs) in by_thread {
-        let mut body: Vec<u8> = Vec::new();
-        for e in &evs {
-            let Some((_, _, kind, nargs)) = meta.events.get(e.event as usize) else {
-                continue;
-            };
-            body.extend_from_slice(&e.event.to_le_bytes());
-            body.extend_from_slice(&e.tsc.to_le_bytes());
-            body.extend_from_slice(&(tid as i64).to_le_bytes());
-            let want = if kind == "exit" { 1 } else { *nargs as usize };
-            let shown = shown_values(meta.string_mask(e.event), e);
-            for i in 0..want {
-                match shown.get(i) {
-                    Some(Shown::Int(v)) => body.extend_from_slice(&v.to_le_bytes()),
-                    Some(Shown::Str(text, _)) => {
-                        // CTF strings end at the first NUL.
-                        body.extend(text.bytes().filter(|&b| b != 0));
-                        body.push(0);
-                    }
-                    Some(Shown::Null) => body.push(0),
-                    None => body.extend_from_slice(&0u64.to_le_bytes()),
-                }
-            }
+        let word =
+            |i: usize| u64::from_le_bytes(header[8 + 8 * i..16 + 8 * i].try_into().expect("8"));
+        if u32::from_le_bytes(header[..4].try_into().expect("4")) != MAGIC {
+            return Err(bad("not a weft CTF stream (bad packet magic)"));
         }
-        let header_len = 8 + 5 * 8;
-        let size_bits = ((header_len + body.len()) * 8) as u64;
-        let mut packet = Vec::with_capacity(header_len + body.len());
-        packet.extend_from_slice(&MAGIC.to_le_bytes());
-        packet.extend_from_slice(&0u32.to_le_bytes());
-        packet.extend_from_slice(&evs.first().map_or(0, |e| e.tsc).to_le_bytes());
-        packet.extend_from_slice(&evs.last().map_or(0, |e| e.tsc).to_le_bytes());
-        packet.extend_from_slice(&size_bits.to_le_bytes());
-        packet.extend_from_slice(&size_bits.to_le_bytes());
-        packet.extend_from_slice(&0u64.to_le_bytes());
-        packet.extend_from_slice(&body);
-        let path = ctf.join(format!("stream_{tid}"));
-        std::fs::write(&path, packet).map_err(io(format!("writing {}", path.display())))?;
+        let bytes = (word(2) / 8) as usize;
+        let tid = word(5) as i64 as i32;
+        let mut records = vec![
+            0u8;
+            bytes
+                .checked_sub(PACKET_HEADER)
+                .ok_or_else(|| bad("packet too short"))?
+        ];
+        input
+            .read_exact(&mut records)
+            .map_err(|_| bad("a packet ends early"))?;
+        let mut events = Vec::new();
+        weft_live::decode_records(tid, &records, strings, &mut events);
+        each(events)?;
     }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn metadata_declares_every_event_and_the_clock() {
-        let meta = Meta {
+    fn meta() -> Meta {
+        Meta {
             pid: 7,
             ticks_per_ns: 2.5,
             start_tsc: 0,
@@ -151,14 +197,60 @@ mod tests {
                 ("m".into(), "g".into(), "entry".into(), 2),
             ],
             strings: vec![0, 0, 0b10],
-        };
-        let text = metadata(&meta);
+        }
+    }
+
+    #[test]
+    fn metadata_declares_every_event_and_the_clock() {
+        let text = metadata(&meta());
         assert!(text.starts_with("/* CTF 1.8 */"));
         assert!(text.contains("freq = 2500000000;"));
         assert!(
             text.contains("name = \"m:f:entry\";\n\tid = 0;") && text.contains("int64_t arg2;")
         );
         assert!(text.contains("name = \"m:f:exit\";\n\tid = 1;") && text.contains("int64_t ret;"));
-        assert!(text.contains("\t\tint64_t arg1;\n\t\tstring arg2;\n"));
+        assert!(text.contains(
+            "\t\tint64_t arg1;\n\t\tuint32_t arg2_len;\n\t\tstring_flags_t arg2_flags;\n\
+             \t\tstruct { utf8_t text[arg2_len]; } align(64) arg2;\n\t\tstruct { } align(64) end;\n"
+        ));
+    }
+
+    #[test]
+    fn packets_read_back_as_the_records_written() {
+        // Two records as a ring holds them: f(5, -1) and g(9, "hello").
+        let mut records = Vec::new();
+        records.extend_from_slice(&100u64.to_le_bytes());
+        records.extend_from_slice(&0u32.to_le_bytes());
+        records.extend_from_slice(&2u32.to_le_bytes());
+        records.extend_from_slice(&5u64.to_le_bytes());
+        records.extend_from_slice(&(-1i64).to_le_bytes());
+        records.extend_from_slice(&200u64.to_le_bytes());
+        records.extend_from_slice(&2u32.to_le_bytes());
+        records.extend_from_slice(&(2u32 | 8 << 16).to_le_bytes());
+        records.extend_from_slice(&9u64.to_le_bytes());
+        records.extend_from_slice(&5u64.to_le_bytes());
+        records.extend_from_slice(b"hello\0\0\0");
+        let (p, count) = packet(42, 3, &records);
+        assert_eq!(count, 2);
+        assert_eq!(p.len(), PACKET_HEADER + records.len());
+        let dir = std::env::temp_dir().join(format!("weft-ctf-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("stream_42");
+        std::fs::write(&path, [p.clone(), p].concat()).unwrap();
+        let m = meta();
+        let mut got = Vec::new();
+        read_stream(&path, &|id| m.string_mask(id), &mut |mut e| {
+            got.append(&mut e);
+            Ok(())
+        })
+        .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(got.len(), 4);
+        assert_eq!((got[0].tid, got[0].tsc, got[0].event), (42, 100, 0));
+        assert_eq!(got[0].args, [5, u64::MAX]);
+        assert_eq!(
+            (got[1].args.clone(), got[1].strings.clone()),
+            (vec![9, 5], vec!["hello".to_string()])
+        );
     }
 }

@@ -4,22 +4,22 @@
 //! `--trace fn:PATTERN` records an event at each entry of the matching
 //! functions (first N arguments) and at each exit (return value), written
 //! by trampolines into lock-free per-thread rings in shared memory (see
-//! `weft_patch::region::ring`). A [`Collector`] drains the rings from weft;
-//! a full ring drops the event and counts it (discard mode). An events
-//! directory holds `meta.json`, `events.jsonl` (one event per line),
-//! `trace.json` (Chrome/Perfetto trace event format, entries and exits as
-//! `B`/`E` durations) and `ctf/` (CTF 1.8, for babeltrace2 and Trace Compass).
+//! `weft_patch::region::ring`). A [`Recorder`] drains the rings from weft
+//! and writes the records as they are into CTF streams while tracing. An
+//! events directory holds `ctf/` (CTF 1.8, for babeltrace2 and Trace
+//! Compass), and, derived from it at the end, `meta.json`, `events.jsonl`
+//! (one event per line) and `trace.json` (Chrome/Perfetto trace event
+//! format, entries and exits as `B`/`E` durations).
 
-mod collect;
 mod ctf;
 mod error;
+mod record;
 mod store;
 mod usdt;
 
-pub use collect::Collector;
-pub use ctf::write_ctf;
 pub use error::{Error, Result};
-pub use store::{read_dir, render_text, shown_values, write_dir, Meta, Shown, TraceClock};
+pub use record::Recorder;
+pub use store::{read_dir, render_text, shown_values, Meta, Shown, TraceClock};
 pub use usdt::{operand, usdt_specs};
 
 use weft_live::{Action, PointSpec, Strings};

@@ -1,7 +1,7 @@
 //! Events directories: `meta.json` (what each event id means, the clock),
 //! `events.jsonl` (one event per line) and `trace.json` (Chrome/Perfetto).
 
-use crate::{Collector, Error, Result};
+use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -136,7 +136,7 @@ fn discard() -> String {
     "discard".into()
 }
 
-/// The clock and mode of a trace, for [`write_dir`].
+/// The clock and mode of a trace.
 #[derive(Debug, Clone, Copy)]
 pub struct TraceClock<'a> {
     /// TSC ticks per nanosecond.
@@ -147,73 +147,85 @@ pub struct TraceClock<'a> {
     pub ring_mode: &'a str,
 }
 
-/// Writes the events directory.
-pub fn write_dir(
-    dir: &Path,
-    session: &Session,
-    collector: &Collector,
-    clock: TraceClock<'_>,
-) -> Result<Meta> {
-    let TraceClock {
-        ticks_per_ns,
-        start_tsc,
-        ring_mode,
-    } = clock;
-    std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
-    let meta = Meta {
-        pid: session.pid(),
-        ticks_per_ns,
-        start_tsc,
-        dropped: session.events_dropped(),
-        ring_mode: ring_mode.to_string(),
-        tsc_invariant: Some(weft_live::clock::tsc_is_invariant()),
-        events: session
-            .events()
-            .iter()
-            .map(|e| {
-                let kind = match e.kind {
-                    PointKind::Exit => "exit",
-                    PointKind::Entry => "entry",
-                    PointKind::Instruction(_) => "probe",
-                };
-                (
-                    e.module.clone(),
-                    e.function.clone(),
-                    kind.to_string(),
-                    e.args,
-                )
-            })
-            .collect(),
-        strings: session.events().iter().map(|e| e.strings).collect(),
-    };
+impl Meta {
+    /// What `session`'s event ids mean, and how it traced.
+    pub fn of(session: &Session, clock: TraceClock<'_>) -> Meta {
+        Meta {
+            pid: session.pid(),
+            ticks_per_ns: clock.ticks_per_ns,
+            start_tsc: clock.start_tsc,
+            dropped: session.events_dropped(),
+            ring_mode: clock.ring_mode.to_string(),
+            tsc_invariant: Some(weft_live::clock::tsc_is_invariant()),
+            events: session
+                .events()
+                .iter()
+                .map(|e| {
+                    let kind = match e.kind {
+                        PointKind::Exit => "exit",
+                        PointKind::Entry => "entry",
+                        PointKind::Instruction(_) => "probe",
+                    };
+                    (
+                        e.module.clone(),
+                        e.function.clone(),
+                        kind.to_string(),
+                        e.args,
+                    )
+                })
+                .collect(),
+            strings: session.events().iter().map(|e| e.strings).collect(),
+        }
+    }
+}
+
+/// Completes an events directory whose `ctf/` streams are written: writes
+/// `meta.json` and `ctf/metadata`, then derives `events.jsonl` and
+/// `trace.json` from the streams, a packet at a time.
+pub fn finish_dir(dir: &Path, meta: &Meta) -> Result<()> {
     let meta_path = dir.join("meta.json");
     std::fs::write(
         &meta_path,
-        serde_json::to_vec_pretty(&meta).expect("plain data"),
+        serde_json::to_vec_pretty(meta).expect("plain data"),
     )
     .map_err(io(format!("writing {}", meta_path.display())))?;
-    let path = dir.join("events.jsonl");
-    let mut out = std::io::BufWriter::new(
-        std::fs::File::create(&path).map_err(io(format!("writing {}", path.display())))?,
+    let ctf = dir.join("ctf");
+    let metadata = ctf.join("metadata");
+    std::fs::write(&metadata, crate::ctf::metadata(meta))
+        .map_err(io(format!("writing {}", metadata.display())))?;
+    let lines_path = dir.join("events.jsonl");
+    let lines_err = io(format!("writing {}", lines_path.display()));
+    let mut lines = std::io::BufWriter::with_capacity(
+        1 << 20,
+        std::fs::File::create(&lines_path).map_err(&lines_err)?,
     );
-    for e in &collector.events {
-        let line = LineRef {
-            tsc: e.tsc,
-            tid: e.tid,
-            event: e.event,
-            args: &e.args,
-            strings: &e.strings,
-        };
-        serde_json::to_writer(&mut out, &line)
-            .map_err(|e| io(format!("writing {}", path.display()))(e.into()))?;
-        out.write_all(b"\n")
-            .map_err(io(format!("writing {}", path.display())))?;
+    let mut chrome = ChromeWriter::create(&dir.join("trace.json"))?;
+    let mut streams: Vec<std::path::PathBuf> = std::fs::read_dir(&ctf)
+        .map_err(io(format!("reading {}", ctf.display())))?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("stream_"))
+        .map(|e| e.path())
+        .collect();
+    streams.sort();
+    for stream in streams {
+        crate::ctf::read_stream(&stream, &|id| meta.string_mask(id), &mut |events| {
+            for e in &events {
+                let line = LineRef {
+                    tsc: e.tsc,
+                    tid: e.tid,
+                    event: e.event,
+                    args: &e.args,
+                    strings: &e.strings,
+                };
+                serde_json::to_writer(&mut lines, &line).map_err(|e| lines_err(e.into()))?;
+                lines.write_all(b"\n").map_err(&lines_err)?;
+                chrome.row(meta, e)?;
+            }
+            Ok(())
+        })?;
     }
-    out.flush()
-        .map_err(io(format!("writing {}", path.display())))?;
-    write_chrome(&dir.join("trace.json"), &meta, &collector.events)?;
-    crate::write_ctf(dir, &meta, &collector.events)?;
-    Ok(meta)
+    lines.flush().map_err(&lines_err)?;
+    chrome.finish(meta)
 }
 
 fn micros(meta: &Meta, tsc: u64) -> f64 {
@@ -265,15 +277,30 @@ impl Serialize for ChromeArgs<'_> {
 }
 
 /// Chrome/Perfetto trace event format: entries `B`, exits `E`, probes `i`.
-/// Streamed row by row: a trace of millions of events is never held twice.
-fn write_chrome(path: &Path, meta: &Meta, events: &[EventRecord]) -> Result<()> {
-    let err = io(format!("writing {}", path.display()));
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path).map_err(&err)?);
-    out.write_all(b"{\"traceEvents\":[").map_err(&err)?;
-    let mut first = true;
-    for e in events {
+/// Streamed row by row: a trace of millions of events is never held.
+struct ChromeWriter {
+    out: std::io::BufWriter<std::fs::File>,
+    path: std::path::PathBuf,
+    first: bool,
+}
+
+impl ChromeWriter {
+    fn create(path: &Path) -> Result<ChromeWriter> {
+        let err = io(format!("writing {}", path.display()));
+        let mut out =
+            std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).map_err(&err)?);
+        out.write_all(b"{\"traceEvents\":[").map_err(&err)?;
+        Ok(ChromeWriter {
+            out,
+            path: path.to_path_buf(),
+            first: true,
+        })
+    }
+
+    fn row(&mut self, meta: &Meta, e: &EventRecord) -> Result<()> {
+        let err = io(format!("writing {}", self.path.display()));
         let Some((module, function, kind, _)) = meta.events.get(e.event as usize) else {
-            continue;
+            return Ok(());
         };
         let row = ChromeEvent {
             name: function,
@@ -292,20 +319,24 @@ fn write_chrome(path: &Path, meta: &Meta, events: &[EventRecord]) -> Result<()> 
                 values: shown_values(meta.string_mask(e.event), e),
             },
         };
-        if !first {
-            out.write_all(b",").map_err(&err)?;
+        if !self.first {
+            self.out.write_all(b",").map_err(&err)?;
         }
-        first = false;
+        self.first = false;
         // Plain data: the only possible failure is writing.
-        serde_json::to_writer(&mut out, &row).map_err(|e| err(e.into()))?;
+        serde_json::to_writer(&mut self.out, &row).map_err(|e| err(e.into()))
     }
-    write!(
-        out,
-        "],\"displayTimeUnit\":\"ns\",\"otherData\":{{\"dropped\":{}}}}}",
-        meta.dropped
-    )
-    .map_err(&err)?;
-    out.flush().map_err(&err)
+
+    fn finish(mut self, meta: &Meta) -> Result<()> {
+        let err = io(format!("writing {}", self.path.display()));
+        write!(
+            self.out,
+            "],\"displayTimeUnit\":\"ns\",\"otherData\":{{\"dropped\":{}}}}}",
+            meta.dropped
+        )
+        .map_err(&err)?;
+        self.out.flush().map_err(&err)
+    }
 }
 
 /// Reads an events directory back.

@@ -30,8 +30,8 @@ mod text;
 pub use error::{Error, Result};
 pub use module::Module;
 pub use session::{
-    Action, AddReport, Count, EventInfo, EventRecord, PointInfo, PointKind, PointSpec, Prepared,
-    Session, SkippedPoint, ThreadReading,
+    decode_records, Action, AddReport, Count, EventInfo, EventRecord, PointInfo, PointKind,
+    PointSpec, Prepared, RawRecords, Session, SkippedPoint, ThreadReading,
 };
 pub use shared::SharedMemory;
 pub use weft_patch::mini::{BinOp, Expr, Guarded, Primitive, Strings};

@@ -1884,6 +1884,65 @@ pub struct EventRecord {
     pub strings: Vec<String>,
 }
 
+/// One thread's records as its ring holds them (see `region::ring`), one
+/// after another.
+#[derive(Debug, Clone, Copy)]
+pub struct RawRecords<'a> {
+    /// The thread that wrote them.
+    pub tid: i32,
+    /// Events the thread dropped so far (in flight mode: overwrote).
+    pub dropped: u64,
+    /// The records.
+    pub bytes: &'a [u8],
+}
+
+/// Decodes records laid out as in a ring (see `region::ring`); `strings`
+/// gives the string mask of an event id. Stops at a record that does not
+/// fit in `bytes`.
+pub fn decode_records(
+    tid: i32,
+    bytes: &[u8],
+    strings: &dyn Fn(u32) -> u16,
+    out: &mut Vec<EventRecord>,
+) {
+    use weft_patch::region::ring as r;
+    let word = |at: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
+    };
+    let mut at = 0usize;
+    while let (Some(tsc), Some(id_and_shape)) = (word(at), word(at + r::R_EVENT as usize)) {
+        let (nargs, text) = r::shape((id_and_shape >> 32) as u32);
+        let size = r::record_size(nargs, text) as usize;
+        if nargs > r::MAX_ARGS || at + size > bytes.len() {
+            break;
+        }
+        let args: Vec<u64> = (0..nargs)
+            .filter_map(|i| word(at + r::R_ARGS as usize + 8 * i))
+            .collect();
+        let event = id_and_shape as u32;
+        let mask = strings(event);
+        let mut text_at = at + r::R_ARGS as usize + 8 * nargs;
+        let mut texts = Vec::new();
+        for (i, value) in args.iter().enumerate() {
+            if mask & (1 << i) == 0 {
+                continue;
+            }
+            let len = ((value & 0xffff_ffff) as usize).min(text as usize);
+            let piece = bytes.get(text_at..text_at + len).unwrap_or_default();
+            texts.push(String::from_utf8_lossy(piece).into_owned());
+            text_at += len.div_ceil(8) * 8;
+        }
+        out.push(EventRecord {
+            tid,
+            tsc,
+            event,
+            args,
+            strings: texts,
+        });
+        at += size;
+    }
+}
+
 /// Draining event rings (the consumer side; see `region::ring`).
 impl Session {
     /// Block mode: a writer that finds its ring full waits until weft has
@@ -1924,9 +1983,10 @@ impl Session {
             })
     }
 
-    /// Moves every published event out of every thread's ring, in each
-    /// thread's order, and frees the space for the producers.
-    pub fn drain_events(&self, out: &mut Vec<EventRecord>) {
+    /// Moves every published record out of every thread's ring, in each
+    /// thread's order, handing each thread's records to `take` as one
+    /// contiguous run of bytes, and frees the space for the producers.
+    pub fn drain_records(&self, take: &mut dyn FnMut(RawRecords<'_>)) {
         use weft_patch::region::ring as r;
         for (ring, tid) in self.claimed_rings() {
             let head = self.shm.load_u64(ring + r::HEAD);
@@ -1935,27 +1995,38 @@ impl Session {
                 continue;
             }
             let data = ring + r::HEADER;
-            self.decode_records(
-                tid,
-                tail,
-                head,
-                &|at| self.shm.load_u64(data + at),
-                &|at, len| self.shm.read(data + at, len),
-                out,
-            );
+            let bytes = self.gather_records(tail, head, &|at, len| self.shm.read(data + at, len));
             // Only now may the producer reuse the space.
             self.shm.store_u64(ring + r::TAIL, head);
+            take(RawRecords {
+                tid,
+                dropped: self.shm.load_u64(ring + r::DROPPED),
+                bytes: &bytes,
+            });
         }
     }
 
-    /// Flight mode: copies the events every ring holds now, in each
+    /// Moves every published event out of every thread's ring, decoded, in
+    /// each thread's order.
+    pub fn drain_events(&self, out: &mut Vec<EventRecord>) {
+        self.drain_records(&mut |raw| {
+            decode_records(raw.tid, raw.bytes, &|e| self.string_mask(e), out)
+        });
+    }
+
+    /// Bit `i` set: value `i` of event `id`'s records is a string.
+    pub fn string_mask(&self, id: u32) -> u16 {
+        self.events.get(id as usize).map_or(0, |e| e.strings)
+    }
+
+    /// Flight mode: copies the records every ring holds now, in each
     /// thread's order, leaving the rings as they are. While it copies,
     /// writers whose ring is full drop new events (counted) instead of
     /// overwriting old ones, so that the copy is whole. A writer that was
     /// already overwriting finishes that record: it moves its tail past
     /// old records before it reuses their bytes, so after copying a ring
     /// weft reads the tail again and keeps only the records from there on.
-    pub fn snapshot_events(&self, out: &mut Vec<EventRecord>) {
+    pub fn snapshot_records(&self, take: &mut dyn FnMut(RawRecords<'_>)) {
         use weft_patch::region::ring as r;
         let size = self.layout.header.ring_data;
         let overwrite = self.layout.header.sync_offset + weft_patch::region::sync::RING_OVERWRITE;
@@ -1969,68 +2040,48 @@ impl Session {
             }
             let copy = self.shm.read(ring + r::HEADER, (size + r::SLACK) as usize);
             let tail = tail.max(self.shm.load_u64(ring + r::TAIL));
-            if head < tail || head - tail > size {
+            if head <= tail || head - tail > size {
                 continue;
             }
-            let word = |at: u64| {
-                let at = at as usize;
-                copy.get(at..at + 8)
-                    .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-            };
-            let bytes = |at: u64, len: usize| {
+            let bytes = self.gather_records(tail, head, &|at, len| {
                 let at = at as usize;
                 copy.get(at..at + len).map_or_else(Vec::new, <[u8]>::to_vec)
-            };
-            self.decode_records(tid, tail, head, &word, &bytes, out);
+            });
+            take(RawRecords {
+                tid,
+                dropped: self.shm.load_u64(ring + r::DROPPED),
+                bytes: &bytes,
+            });
         }
         self.shm.store_u64(overwrite, flight);
     }
 
-    /// Decodes the records between ring positions `from` and `to`, reading
-    /// the ring's data (offsets from its start) through `word` and `bytes`.
-    fn decode_records(
-        &self,
-        tid: i32,
-        from: u64,
-        to: u64,
-        word: &dyn Fn(u64) -> u64,
-        bytes: &dyn Fn(u64, usize) -> Vec<u8>,
-        out: &mut Vec<EventRecord>,
-    ) {
+    /// The bytes of the records between ring positions `from` and `to`,
+    /// contiguous, reading the ring's data (offsets from its start) through
+    /// `read`. Positions are contiguous in memory except where a record ran
+    /// on into the slack: the next one starts at the beginning of the data.
+    fn gather_records(&self, from: u64, to: u64, read: &dyn Fn(u64, usize) -> Vec<u8>) -> Vec<u8> {
         use weft_patch::region::ring as r;
+        let mask = self.layout.header.ring_data - 1;
+        let mut bytes = Vec::with_capacity((to - from) as usize);
+        let mut run_start = from;
         let mut pos = from;
         while pos < to {
-            let rec = pos & (self.layout.header.ring_data - 1);
-            let id_and_shape = word(rec + r::R_EVENT);
-            let (nargs, text) = r::shape((id_and_shape >> 32) as u32);
-            let nargs = nargs.min(r::MAX_ARGS);
-            let text = text.min(r::MAX_TEXT);
-            let args: Vec<u64> = (0..nargs)
-                .map(|i| word(rec + r::R_ARGS + 8 * i as u64))
-                .collect();
-            let event = id_and_shape as u32;
-            let mut strings = Vec::new();
-            if text > 0 {
-                let mask = self.events.get(event as usize).map_or(0, |e| e.strings);
-                let mut at = rec + r::R_ARGS + 8 * nargs as u64;
-                for (i, value) in args.iter().enumerate() {
-                    if mask & (1 << i) == 0 {
-                        continue;
-                    }
-                    let len = (value & 0xffff_ffff).min(text);
-                    strings.push(String::from_utf8_lossy(&bytes(at, len as usize)).into_owned());
-                    at += len.div_ceil(8) * 8;
-                }
+            let offset = pos & mask;
+            let shape = read(offset + r::R_NARGS, 4);
+            let Ok(shape) = <[u8; 4]>::try_from(shape.as_slice()) else {
+                break;
+            };
+            let (nargs, text) = r::shape(u32::from_le_bytes(shape));
+            pos += r::record_size(nargs.min(r::MAX_ARGS), text.min(r::MAX_TEXT));
+            if pos >= to || (pos & mask) <= offset {
+                // The end, or the next record starts back at the beginning.
+                let start = run_start & mask;
+                bytes.extend_from_slice(&read(start, (pos - run_start) as usize));
+                run_start = pos;
             }
-            out.push(EventRecord {
-                tid,
-                tsc: word(rec + r::R_TSC),
-                event,
-                args,
-                strings,
-            });
-            pos += r::record_size(nargs, text);
         }
+        bytes
     }
 
     /// Events dropped so far because a ring was full (in flight mode: the

@@ -154,8 +154,9 @@ pub mod ring {
     /// Record layout: TSC (u64), event id (u32), a shape word (u32: the
     /// number of values in its low 16 bits, the bytes of string text in
     /// its high 16 bits), the values (u64 each), then the text of its
-    /// string values, each padded to 8 bytes; the whole padded to a
-    /// multiple of 16 bytes, see [`record_size`]. Offsets inside a record:
+    /// string values, each padded to 8 bytes; see [`record_size`]. The
+    /// bytes are those of a CTF event (see `weft_events`' metadata), so
+    /// weft writes records to disk as they are. Offsets inside a record:
     pub const R_TSC: u64 = 0;
     /// Event id.
     pub const R_EVENT: u64 = 8;
@@ -180,7 +181,7 @@ pub mod ring {
     /// Bytes of a record carrying `nargs` values and `text` bytes of string
     /// text (already padded).
     pub const fn record_size(nargs: usize, text: u64) -> u64 {
-        (R_ARGS + 8 * nargs as u64 + text).div_ceil(16) * 16
+        R_ARGS + 8 * nargs as u64 + text
     }
 
     /// The values and the text bytes of a record's shape word.
