@@ -1,7 +1,10 @@
 /* Per-event cost: a paced loop with one event per iteration carrying one
  * integer. Built three ways: plain (weft and bpftrace instrument
  * traced_fn), and with -DLTTNG (an LTTng-UST tracepoint in the same place).
- * Prints the loop's own ns per iteration. */
+ * Usage: trace_loop N PACE [WARMUP]: with WARMUP, first WARMUP untimed
+ * iterations, then a 300 ms pause (the tracer's consumer catches up and
+ * the buffers' pages are all touched), then the N timed ones.
+ * Prints the timed loop's own ns per iteration. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +32,14 @@ int main(int argc, char **argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 1000000;
     int pace = argc > 2 ? atoi(argv[2]) : 200;
+    long warmup = argc > 3 ? atol(argv[3]) : 0;
     struct timespec a, b;
     long s = 0;
+    for (long i = 0; i < warmup; i++) s += traced_fn(i);
+    if (warmup) {
+        struct timespec pause = {0, 300 * 1000 * 1000};
+        nanosleep(&pause, 0);
+    }
     clock_gettime(CLOCK_MONOTONIC, &a);
     for (long i = 0; i < n; i++) {
         for (volatile int k = 0; k < pace; k++) {
@@ -40,6 +49,7 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &b);
     double ns = (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec);
     s += untraced_fn(s);
+    s -= warmup * (warmup - 1) / 2;
     printf("events %ld ns_per_call %.2f checksum %ld\n", n, ns / n, s);
     return 0;
 }

@@ -401,16 +401,22 @@ impl Requests {
             recorder.drain(session);
         }
         let events = recorder.events();
+        let traced_for = self.started.elapsed().as_secs_f64();
         let dropped = session.events_dropped();
         let lost = if self.flight.is_some() {
             "overwritten"
         } else {
             "dropped"
         };
+        let derive = Instant::now();
         match (recorder.finish(session, clock)?, &self.events_out) {
             (Some(_), Some(dir)) => eprintln!(
-                "weft: {events} event(s) written to {} ({dropped} {lost})",
+                "weft: {events} event(s) written to {} ({dropped} {lost}); {:.2} s of tracing \
+                 ({:.1} M events/s), then {:.2} s for events.jsonl and trace.json",
                 dir.display(),
+                traced_for,
+                events as f64 / traced_for.max(1e-9) / 1e6,
+                derive.elapsed().as_secs_f64()
             ),
             _ => eprintln!(
                 "weft: {events} event(s) traced ({dropped} {lost}); --events-out DIR keeps them"

@@ -1766,6 +1766,7 @@ impl Session {
                 + self.layout.header.sync_offset
                 + weft_patch::region::sync::RING_OVERWRITE,
             ring_data: self.layout.header.ring_data,
+            no_slot: c.data + self.layout.header.sync_offset + weft_patch::region::sync::NO_SLOT,
         };
         let code = mini_trampoline(at, table, program)?;
         self.alloc_code(ci, &code)
@@ -2090,7 +2091,15 @@ impl Session {
         use weft_patch::region::ring as r;
         self.claimed_rings()
             .map(|(ring, _)| self.shm.load_u64(ring + r::DROPPED))
-            .sum()
+            .sum::<u64>()
+            + self.threads_without_slot()
+    }
+
+    /// Executions of per-thread instrumentation (events, timers) skipped
+    /// because every thread slot was taken.
+    pub fn threads_without_slot(&self) -> u64 {
+        self.shm
+            .load_u64(self.layout.header.sync_offset + weft_patch::region::sync::NO_SLOT)
     }
 }
 

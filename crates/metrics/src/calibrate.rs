@@ -87,6 +87,7 @@ impl Costs {
             ring_wait_until: lab.base + 4096 - 8,
             ring_overwrite: lab.base + 4096 - 16,
             ring_data: ring::DEFAULT_DATA,
+            no_slot: lab.base + 4096 - 24,
         };
         let counter = lab.base;
         let mut code = CodeArea {

@@ -210,6 +210,10 @@ pub struct ThreadTable {
     pub ring_overwrite: u64,
     /// Bytes of data in each ring (`Header::ring_data`, a power of two).
     pub ring_data: u64,
+    /// Absolute address of the word counting executions that found no
+    /// free thread slot ([`crate::region::sync::NO_SLOT`]) in this
+    /// cluster's view.
+    pub no_slot: u64,
 }
 
 impl ThreadTable {
@@ -708,6 +712,7 @@ pub fn mini_trampoline(at: u64, table: ThreadTable, actions: &[Guarded]) -> Resu
     };
     (|| -> std::result::Result<(), IcedError> {
         let mut exit = g.a.create_label();
+        let mut no_slot = g.a.create_label();
         for r in [rax, rcx, rdx, rsi, rdi, r8, r9, r10, r11] {
             g.a.push(r)?;
         }
@@ -716,7 +721,7 @@ pub fn mini_trampoline(at: u64, table: ThreadTable, actions: &[Guarded]) -> Resu
                 || x.predicate.as_ref().is_some_and(Expr::uses_thread_state)
         });
         if needs_thread {
-            g.thread_block(table, exit)?;
+            g.thread_block(table, no_slot)?;
         }
         for x in actions {
             let mut skip = g.a.create_label();
@@ -728,6 +733,13 @@ pub fn mini_trampoline(at: u64, table: ThreadTable, actions: &[Guarded]) -> Resu
             g.primitive(&x.primitive)?;
             g.a.set_label(&mut skip)?;
             g.a.nop()?; // a label needs an instruction of its own
+        }
+        if needs_thread {
+            // Every slot is taken: count what this thread could not do.
+            g.a.jmp(exit)?;
+            g.a.set_label(&mut no_slot)?;
+            g.a.mov(rax, table.no_slot)?;
+            g.a.lock().add(qword_ptr(rax), 1)?;
         }
         g.a.set_label(&mut exit)?;
         for r in [r11, r10, r9, r8, rdi, rsi, rdx, rcx, rax] {
@@ -821,6 +833,7 @@ mod tests {
                 ring_wait_until: self.base() + 4096 - 8,
                 ring_overwrite: self.base() + 4096 - 16,
                 ring_data: RING_DATA,
+                no_slot: self.base() + 4096 - 24,
             }
         }
         fn read(&self, addr: u64) -> u64 {
@@ -1136,6 +1149,26 @@ mod tests {
             total,
             "every record kept or counted"
         );
+    }
+
+    #[test]
+    fn a_thread_without_a_slot_is_counted() {
+        let mem = Memory::new(16);
+        let table = mem.table();
+        // Every slot belongs to some other thread.
+        for slot in 0..table.slots {
+            mem.write(table.addr + slot * 8, 0x1000 + slot);
+        }
+        let exec = Exec::new(4096);
+        let emit = vec![Guarded {
+            predicate: None,
+            primitive: Primitive::Emit(1, vec![Expr::Arg(1)], Strings::NONE),
+        }];
+        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        for i in 0..3 {
+            exec.call([i, 0, 0, 0, 0, 0]);
+        }
+        assert_eq!(mem.read(table.no_slot), 3);
     }
 
     fn now_tsc() -> u64 {

@@ -124,6 +124,9 @@ pub mod sync {
     /// dropping the new one. weft then never consumes while tracing; it
     /// reads the rings when it dumps them.
     pub const RING_OVERWRITE: u64 = 72;
+    /// Executions of per-thread instrumentation that found every thread
+    /// slot taken, so recorded nothing (counted with `lock add`).
+    pub const NO_SLOT: u64 = 80;
 }
 
 /// A thread's event ring: single producer (the thread, in trampolines),
@@ -215,7 +218,15 @@ impl Layout {
             round(trap_offset + trap_table::ENTRIES + traps * trap_table::ENTRY_SIZE);
         let scratch_size = page;
         let sync_offset = scratch_offset + scratch_size;
-        let thread_slots = 512;
+        // As many slots as fit in about 1 GiB (the region and the code
+        // must stay within a rel32 jump of the module), from 8 to 512.
+        let block = threads::block_size(ring_data);
+        let thread_slots = (1u64 << 30) / block;
+        let thread_slots = if thread_slots >= 512 {
+            512
+        } else {
+            (1u64 << thread_slots.max(8).ilog2()).max(8)
+        };
         let threads_offset = sync_offset + page;
         let threads_size = round(thread_slots * 8 + thread_slots * threads::block_size(ring_data));
         let header = Header {
@@ -290,5 +301,19 @@ mod tests {
         );
         assert_eq!(l.header_bytes().len() as u64, l.header.header_size);
         assert_eq!(&l.header_bytes()[..4], b"WEFT");
+    }
+
+    #[test]
+    fn big_rings_get_fewer_thread_slots_within_reach() {
+        for (ring_data, slots) in [
+            (ring::DEFAULT_DATA, 512),
+            (4 << 20, 128),
+            (16 << 20, 32),
+            (ring::MAX_DATA, 8),
+        ] {
+            let l = Layout::new(1 << 16, 1 << 12, ring_data);
+            assert_eq!(l.header.thread_slots, slots, "{ring_data}");
+            assert!(l.size < 1 << 31, "{ring_data}: {} bytes", l.size);
+        }
     }
 }
