@@ -34,6 +34,7 @@ pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<
         }
     };
     req.raise_semaphores(&tracee, 1)?;
+    session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;
     tracee.detach()?;
     let stopped = started.elapsed();
     signals::catch_stop_requests();

@@ -21,6 +21,8 @@ pub struct Requests {
     recorder: Option<weft_events::Recorder>,
     /// Semaphores of traced USDT probes (runtime addresses).
     semaphores: Vec<u64>,
+    /// Rich event sites to enable (`--trace event:...`).
+    pub event_sites: Vec<weft_live::EventSite>,
     tracing: bool,
     ticks_per_ns: f64,
     /// Block mode: how far ahead of each drain writers may wait (TSC ticks).
@@ -46,18 +48,20 @@ impl Requests {
             specs.push(PointSpec::exits(p)?);
         }
         let mut semaphores = Vec::new();
+        let mut event_sites = Vec::new();
         for t in &args.trace {
-            match t.strip_prefix("usdt:") {
-                Some(what) => {
-                    let (s, sems) = weft_events::usdt_specs(session, what, args.string_max)?;
-                    specs.extend(s);
-                    semaphores.extend(sems);
-                }
-                None => specs.extend(weft_events::trace_specs(
+            if let Some(what) = t.strip_prefix("usdt:") {
+                let (s, sems) = weft_events::usdt_specs(session, what, args.string_max)?;
+                specs.extend(s);
+                semaphores.extend(sems);
+            } else if let Some(what) = t.strip_prefix("event:") {
+                event_sites.extend(weft_events::event_sites(session, what)?);
+            } else {
+                specs.extend(weft_events::trace_specs(
                     t,
                     args.trace_args,
                     args.string_max,
-                )?),
+                )?);
             }
         }
         let ticks_per_ns = weft_live::clock::calibrate(Duration::from_millis(20));
@@ -86,6 +90,7 @@ impl Requests {
             next_tag: 1,
             recorder: None,
             semaphores,
+            event_sites,
             tracing: !args.trace.is_empty(),
             ticks_per_ns,
             ring_wait: (args.ring_mode == crate::RingMode::Block && !args.trace.is_empty())
@@ -114,7 +119,7 @@ impl Requests {
         for m in &args.metric {
             req.add_metric(m, session)?;
         }
-        if req.specs.is_empty() {
+        if req.specs.is_empty() && req.event_sites.is_empty() {
             bail!(
                 "nothing to measure: give --count PATTERN (for example --count main) or --metric NAME:FOCUS \
                  (for example --metric wall_time:fn=main)"

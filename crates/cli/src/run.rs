@@ -76,6 +76,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
         let started = std::time::Instant::now();
         let report = session.apply(&mut tracee, prepared)?;
         req.raise_semaphores(&tracee, 1)?;
+        session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;
         let hooked = session.install_load_hook(&mut tracee)?;
         if args.verbose {
             output::print_points(&session.points());

@@ -57,7 +57,8 @@ fn targets_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/targets"))
 }
 
-/// The headers weft ships for programs to include (`<weft/probe.h>`).
+/// The headers weft ships for programs to include (`<weft/probe.h>`,
+/// `<weft/event.h>`).
 fn include_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../include"))
 }
@@ -97,6 +98,7 @@ pub fn build(name: &str, v: &Variant) -> PathBuf {
         built > b.modified().ok()
             && built > modified(targets_dir().join("tally.h"))
             && built > modified(include_dir().join("weft/probe.h"))
+            && built > modified(include_dir().join("weft/event.h"))
     };
     if fresh(&out) {
         return out;

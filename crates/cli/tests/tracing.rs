@@ -732,3 +732,153 @@ fn flight_mode_keeps_the_latest_events_and_dumps_on_sigusr2() {
     // A 64 KiB ring keeps about 2340 records of 32 (entry) and 24 (exit) bytes.
     assert!(kept > 2 * 2300 && kept <= 2 * 2341, "{kept}");
 }
+
+/// The expected text of a `rich:request` event's values for thread `k`'s
+/// round `i` (see tests/targets/rich.c), with --string-max 16.
+fn rich_request_values(k: u64, i: u64) -> String {
+    let label = match i % 4 {
+        0 => "\"get\"".to_string(),
+        1 => "\"\"".to_string(),
+        2 => "\"a-label-much-lon\"...".to_string(),
+        _ => "(null)".to_string(),
+    };
+    let len = i % 24;
+    let payload: String = (0..len.min(16))
+        .map(|j| format!("{:02x}", if j % 3 == 0 { 0 } else { (j + k) as u8 }))
+        .collect();
+    let cut = if len > 16 { "..." } else { "" };
+    format!(
+        "index={} label={label} payload=0x{payload}{cut}",
+        k * 1_000_000 + i
+    )
+}
+
+/// Rich events (weft/event.h) written by the program into the rings: every
+/// event once, with its integers, strings (cut, empty, null) and byte
+/// arrays (with NULs) exact, in each thread's order.
+#[test]
+fn rich_events_carry_integers_strings_and_bytes_exactly() {
+    for v in VARIANTS {
+        let bin = build("rich", v);
+        let events = scratch(&format!("rich-{}", v.name)).join("events");
+        let out = run(
+            weft()
+                .args(["run", "--trace", "event:rich:*", "--string-max", "16"])
+                .arg("--events-out")
+                .arg(&events)
+                .arg("--")
+                .arg(&bin)
+                .args(["3", "500"]),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
+        let tally = tallies(&out.stdout);
+        assert_eq!((tally["request"], tally["done"]), (1500, 3));
+        let text = run(weft().arg("events").arg(&events), Duration::from_secs(30)).stdout;
+        let mut next: BTreeMap<u64, u64> = BTreeMap::new();
+        let (mut requests, mut done) = (0, 0);
+        for line in text.lines() {
+            if let Some((_, values)) = line.split_once(":rich:request probe ") {
+                let index: u64 = values
+                    .strip_prefix("index=")
+                    .and_then(|r| r.split(' ').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("{}: {line}", v.name));
+                let (k, i) = (index / 1_000_000, index % 1_000_000);
+                assert_eq!(values, rich_request_values(k, i), "{}", v.name);
+                let expected = next.entry(k).or_insert(0);
+                assert_eq!(i, *expected, "{}: thread {k} in order", v.name);
+                *expected += 1;
+                requests += 1;
+            } else if line.contains(":rich:done probe ") {
+                assert!(line.ends_with(" count=500"), "{}: {line}", v.name);
+                done += 1;
+            }
+        }
+        assert_eq!(
+            (requests, done),
+            (tally["request"], tally["done"]),
+            "{}",
+            v.name
+        );
+        if have("babeltrace2") {
+            let bt = run(
+                Command::new("babeltrace2").arg(events.join("ctf")),
+                Duration::from_secs(60),
+            );
+            assert_eq!(bt.status, 0, "{}", bt.stderr);
+            let read = bt
+                .stdout
+                .lines()
+                .filter(|l| l.contains("rich:request") && l.contains("label = {"))
+                .count() as u64;
+            assert_eq!(read, tally["request"], "{}", v.name);
+        }
+    }
+}
+
+/// A rich event site starts recording when weft attaches to the running
+/// program and stops when weft detaches; the program carries on.
+#[test]
+fn rich_events_start_and_stop_with_attach() {
+    use std::io::{BufRead, BufReader, Write};
+    let bin = build("rich", &O2);
+    let events = scratch("rich-attach").join("events");
+    let mut target = KillOnDrop(
+        Command::new(&bin)
+            .args(["2", "0", "serve"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut to_target = target.0.stdin.take().unwrap();
+    let mut from_target = BufReader::new(target.0.stdout.take().unwrap()).lines();
+    writeln!(to_target, "go 100").unwrap();
+    assert_eq!(from_target.next().unwrap().unwrap(), "done 200");
+    let mut w = weft()
+        .args(["attach", "-p", &target.0.id().to_string(), "--verbose"])
+        .args(["--trace", "event:rich:request", "--events-out"])
+        .arg(&events)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(w.stderr.take().unwrap()).lines();
+    let w = KillOnDrop(w);
+    loop {
+        let l = err.next().expect("weft attaches").unwrap();
+        if l.contains("attached to") {
+            break;
+        }
+    }
+    writeln!(to_target, "go 300").unwrap();
+    assert_eq!(from_target.next().unwrap().unwrap(), "done 800");
+    // SAFETY: kill with weft's own pid.
+    unsafe { libc::kill(w.0.id() as i32, libc::SIGINT) };
+    let mut w = w;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while w.0.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "weft detaches");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let rest: Vec<String> = err.map_while(|l| l.ok()).collect();
+    assert!(
+        rest.iter().any(|l| l.contains("stays mapped")),
+        "weft says its memory stays: {rest:?}"
+    );
+    // Detached: the sites are off, and the program runs on.
+    writeln!(to_target, "go 200").unwrap();
+    assert_eq!(from_target.next().unwrap().unwrap(), "done 1200");
+    writeln!(to_target, "quit").unwrap();
+    let status = target.0.wait().unwrap();
+    assert!(status.success());
+    let text = run(weft().arg("events").arg(&events), Duration::from_secs(30)).stdout;
+    let requests = text
+        .lines()
+        .filter(|l| l.contains(":rich:request probe"))
+        .count();
+    assert_eq!(
+        requests, 600,
+        "exactly the events of the batch run while attached"
+    );
+}

@@ -24,6 +24,18 @@ const MAGIC: u32 = 0xC1FC_1FC1;
 /// Bytes of a packet's header and context, before its records.
 pub const PACKET_HEADER: usize = 8 + 6 * 8;
 
+/// A TSDL identifier for a value name: letters, digits and `_`.
+fn identifier(name: &str) -> String {
+    let mut id: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if !id.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        id.insert(0, 'v');
+    }
+    id
+}
+
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
@@ -33,6 +45,7 @@ pub fn metadata(meta: &Meta) -> String {
     let mut m = String::from("/* CTF 1.8 */\n\n");
     m.push_str(
         "typealias integer { size = 8; align = 8; signed = false; encoding = UTF8; } := utf8_t;\n\
+         typealias integer { size = 8; align = 8; signed = false; } := uint8_t;\n\
          typealias integer { size = 16; align = 16; signed = false; } := uint16_t;\n\
          typealias integer { size = 32; align = 32; signed = false; } := uint32_t;\n\
          typealias integer { size = 64; align = 64; signed = false; } := uint64_t;\n\
@@ -62,22 +75,30 @@ pub fn metadata(meta: &Meta) -> String {
         if kind == "exit" {
             fields.push_str("\t\tint64_t ret;\n");
         } else {
-            let mask = meta.string_mask(id as u32);
-            let is_string = |i: u8| mask & (1 << (i - 1)) != 0;
-            for i in 1..=*nargs {
+            let (mask, binary) = meta.string_masks(id as u32);
+            let is_string = |i: u8| mask & (1 << i) != 0;
+            let name = |i: u8| identifier(&meta.value_name(id as u32, usize::from(i)));
+            for i in 0..*nargs {
+                let n = name(i);
                 if is_string(i) {
                     let _ = writeln!(
                         fields,
-                        "\t\tuint32_t arg{i}_len;\n\t\tstring_flags_t arg{i}_flags;"
+                        "\t\tuint32_t {n}_len;\n\t\tstring_flags_t {n}_flags;"
                     );
                 } else {
-                    let _ = writeln!(fields, "\t\tint64_t arg{i};");
+                    let _ = writeln!(fields, "\t\tint64_t {n};");
                 }
             }
-            for i in (1..=*nargs).filter(|&i| is_string(i)) {
+            for i in (0..*nargs).filter(|&i| is_string(i)) {
+                let n = name(i);
+                let element = if binary & (1 << i) != 0 {
+                    "uint8_t data"
+                } else {
+                    "utf8_t text"
+                };
                 let _ = writeln!(
                     fields,
-                    "\t\tstruct {{ utf8_t text[arg{i}_len]; }} align(64) arg{i};"
+                    "\t\tstruct {{ {element}[{n}_len]; }} align(64) {n};"
                 );
             }
             if mask != 0 {
@@ -136,7 +157,7 @@ pub fn packet(tid: i32, dropped: u64, records: &[u8]) -> (Vec<u8>, u64) {
 /// Reads the events of one stream file back.
 pub fn read_stream(
     path: &Path,
-    strings: &dyn Fn(u32) -> u16,
+    strings: &dyn Fn(u32) -> (u16, u16),
     each: &mut dyn FnMut(Vec<EventRecord>) -> Result<()>,
 ) -> Result<()> {
     let bad = |why: &str| Error::Format(format!("{}: {why}", path.display()));
@@ -197,6 +218,8 @@ mod tests {
                 ("m".into(), "g".into(), "entry".into(), 2),
             ],
             strings: vec![0, 0, 0b10],
+            binary: vec![],
+            names: vec![],
         }
     }
 
@@ -239,7 +262,7 @@ mod tests {
         std::fs::write(&path, [p.clone(), p].concat()).unwrap();
         let m = meta();
         let mut got = Vec::new();
-        read_stream(&path, &|id| m.string_mask(id), &mut |mut e| {
+        read_stream(&path, &|id| m.string_masks(id), &mut |mut e| {
             got.append(&mut e);
             Ok(())
         })

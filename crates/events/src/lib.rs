@@ -14,11 +14,13 @@
 mod ctf;
 mod error;
 mod record;
+mod rich;
 mod store;
 mod usdt;
 
 pub use error::{Error, Result};
 pub use record::Recorder;
+pub use rich::event_sites;
 pub use store::{read_dir, render_text, shown_values, Meta, Shown, TraceClock};
 pub use usdt::{operand, usdt_specs};
 
@@ -91,11 +93,12 @@ pub fn trace_specs(request: &str, args: u8, string_max: u16) -> Result<Vec<Point
             });
             Ok(vec![entry, exit])
         }
-        "usdt" => Err(Error::BadRequest(format!(
-            "'{request}': USDT probes are resolved against a process's modules (usdt_specs)"
+        "usdt" | "event" => Err(Error::BadRequest(format!(
+            "'{request}': USDT probes and rich events are resolved against a process's modules"
         ))),
         other => Err(Error::BadRequest(format!(
-            "'{request}': unknown kind '{other}' (fn:PATTERN or entry:PATTERN)"
+            "'{request}': unknown kind '{other}' (fn:PATTERN, entry:PATTERN, usdt:PROVIDER:NAME \
+             or event:PROVIDER:NAME)"
         ))),
     }
 }

@@ -33,12 +33,29 @@ pub struct Meta {
     /// (absent or short in directories from older weft versions: none).
     #[serde(default)]
     pub strings: Vec<u16>,
+    /// For each event id: bit `i` set if value `i` is a byte array (among
+    /// the `strings` bits).
+    #[serde(default)]
+    pub binary: Vec<u16>,
+    /// For each event id: its values' names, when its site gave them.
+    #[serde(default)]
+    pub names: Vec<Vec<String>>,
 }
 
 impl Meta {
-    /// Which values of event `id` are strings.
-    pub fn string_mask(&self, id: u32) -> u16 {
-        self.strings.get(id as usize).copied().unwrap_or(0)
+    /// Which values of event `id` carry bytes (strings and byte arrays),
+    /// and which of those are byte arrays.
+    pub fn string_masks(&self, id: u32) -> (u16, u16) {
+        let get = |v: &[u16]| v.get(id as usize).copied().unwrap_or(0);
+        (get(&self.strings), get(&self.binary))
+    }
+
+    /// The name of value `i` (from 0) of event `id`: the site's, or `argN`.
+    pub fn value_name(&self, id: u32, i: usize) -> std::borrow::Cow<'_, str> {
+        match self.names.get(id as usize).and_then(|n| n.get(i)) {
+            Some(name) => name.as_str().into(),
+            None => format!("arg{}", i + 1).into(),
+        }
     }
 }
 
@@ -49,12 +66,15 @@ pub enum Shown<'a> {
     Int(i64),
     /// A string's text, and whether it went on past what was copied.
     Str(&'a str, bool),
-    /// A null string pointer.
+    /// A byte array in hex, and whether it went on past what was copied.
+    Bytes(&'a str, bool),
+    /// A null string or array pointer.
     Null,
 }
 
-/// The values of `e`, strings resolved, given its event's string mask.
-pub fn shown_values(mask: u16, e: &EventRecord) -> Vec<Shown<'_>> {
+/// The values of `e`, strings and byte arrays resolved, given its event's
+/// masks (see [`Meta::string_masks`]).
+pub fn shown_values((mask, binary): (u16, u16), e: &EventRecord) -> Vec<Shown<'_>> {
     use weft_live::ring::{STR_NULL, STR_TRUNCATED};
     let mut texts = e.strings.iter();
     e.args
@@ -64,11 +84,16 @@ pub fn shown_values(mask: u16, e: &EventRecord) -> Vec<Shown<'_>> {
             if mask & (1 << i) == 0 {
                 return Shown::Int(v as i64);
             }
+            // One text per string value, null ones included (empty).
+            let text = texts.next().map_or("", String::as_str);
             if v & STR_NULL != 0 {
                 return Shown::Null;
             }
-            let text = texts.next().map_or("", String::as_str);
-            Shown::Str(text, v & STR_TRUNCATED != 0)
+            if binary & (1 << i) != 0 {
+                Shown::Bytes(text, v & STR_TRUNCATED != 0)
+            } else {
+                Shown::Str(text, v & STR_TRUNCATED != 0)
+            }
         })
         .collect()
 }
@@ -79,6 +104,13 @@ impl std::fmt::Display for Shown<'_> {
             Shown::Int(v) => write!(f, "{v}"),
             Shown::Str(text, truncated) => {
                 write!(f, "{text:?}")?;
+                if *truncated {
+                    f.write_str("...")?;
+                }
+                Ok(())
+            }
+            Shown::Bytes(hex, truncated) => {
+                write!(f, "0x{hex}")?;
                 if *truncated {
                     f.write_str("...")?;
                 }
@@ -98,6 +130,7 @@ impl Serialize for Shown<'_> {
             Shown::Int(v) => serializer.serialize_i64(*v),
             Shown::Str(text, false) => serializer.serialize_str(text),
             Shown::Str(text, true) => serializer.serialize_str(&format!("{text}...")),
+            Shown::Bytes(..) => serializer.serialize_str(&self.to_string()),
             Shown::Null => serializer.serialize_none(),
         }
     }
@@ -175,6 +208,8 @@ impl Meta {
                 })
                 .collect(),
             strings: session.events().iter().map(|e| e.strings).collect(),
+            binary: session.events().iter().map(|e| e.binary).collect(),
+            names: session.events().iter().map(|e| e.names.clone()).collect(),
         }
     }
 }
@@ -208,7 +243,7 @@ pub fn finish_dir(dir: &Path, meta: &Meta) -> Result<()> {
         .collect();
     streams.sort();
     for stream in streams {
-        crate::ctf::read_stream(&stream, &|id| meta.string_mask(id), &mut |events| {
+        crate::ctf::read_stream(&stream, &|id| meta.string_masks(id), &mut |events| {
             for e in &events {
                 let line = LineRef {
                     tsc: e.tsc,
@@ -245,11 +280,12 @@ struct ChromeEvent<'a> {
     args: ChromeArgs<'a>,
 }
 
-/// An event's values as `{"ret": R}` (exits) or `{"arg1": A, ...}`:
-/// integers signed, strings as text.
+/// An event's values as `{"ret": R}` (exits) or `{"arg1": A, ...}` (or
+/// the site's names): integers signed, strings as text.
 struct ChromeArgs<'a> {
     exit: bool,
     values: Vec<Shown<'a>>,
+    names: &'a [String],
 }
 
 impl Serialize for ChromeArgs<'_> {
@@ -269,7 +305,11 @@ impl Serialize for ChromeArgs<'_> {
         };
         let mut map = serializer.serialize_map(Some(values.len()))?;
         for (i, v) in values.iter().enumerate() {
-            let key = if self.exit { "ret" } else { ARGS[i] };
+            let key = match self.names.get(i) {
+                _ if self.exit => "ret",
+                Some(name) => name.as_str(),
+                None => ARGS[i],
+            };
             map.serialize_entry(key, v)?;
         }
         map.end()
@@ -316,7 +356,11 @@ impl ChromeWriter {
             tid: e.tid,
             args: ChromeArgs {
                 exit: kind == "exit",
-                values: shown_values(meta.string_mask(e.event), e),
+                values: shown_values(meta.string_masks(e.event), e),
+                names: meta
+                    .names
+                    .get(e.event as usize)
+                    .map_or(&[][..], Vec::as_slice),
             },
         };
         if !self.first {
@@ -385,10 +429,10 @@ pub fn render_text(meta: &Meta, events: &[EventRecord]) -> String {
                 .map(|r| format!("ret={}", *r as i64))
                 .unwrap_or_default()
         } else {
-            shown_values(meta.string_mask(e.event), e)
+            shown_values(meta.string_masks(e.event), e)
                 .iter()
                 .enumerate()
-                .map(|(i, v)| format!("arg{}={v}", i + 1))
+                .map(|(i, v)| format!("{}={v}", meta.value_name(e.event, i)))
                 .collect::<Vec<_>>()
                 .join(" ")
         };

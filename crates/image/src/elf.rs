@@ -63,6 +63,9 @@ pub struct Segment {
     pub exec: bool,
 }
 
+/// The section of rich event site descriptors (`include/weft/event.h`).
+pub const EVENT_SITES: &str = "weft_events";
+
 /// The kind of ELF image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImageKind {
@@ -83,6 +86,7 @@ pub struct Image {
     functions: Vec<Function>,
     entry: u64,
     usdt: Vec<crate::UsdtProbe>,
+    event_sites: Option<(u64, u64)>,
 }
 
 impl Image {
@@ -154,6 +158,9 @@ impl Image {
                 )
             })
             .unwrap_or_default();
+        let event_sites = file
+            .section_by_name(EVENT_SITES)
+            .map(|s| (s.address(), s.size()));
         Ok(Image {
             path,
             data,
@@ -163,6 +170,7 @@ impl Image {
             functions,
             entry,
             usdt,
+            event_sites,
         })
     }
 
@@ -188,6 +196,12 @@ impl Image {
     /// executable without one is statically linked.
     pub fn interp(&self) -> Option<&str> {
         self.interp.as_deref()
+    }
+
+    /// The link-time address and size of the `weft_events` section, which
+    /// holds the descriptors of `include/weft/event.h`'s rich event sites.
+    pub fn event_sites(&self) -> Option<(u64, u64)> {
+        self.event_sites
     }
 
     /// The USDT probes of `.note.stapsdt`.
@@ -480,6 +494,7 @@ mod tests {
             functions: vec![],
             entry: 0,
             usdt: vec![],
+            event_sites: None,
         };
         assert_eq!(
             img.load_bias(0x5555_0000_1000, 0x1000),

@@ -29,6 +29,7 @@ mod text;
 
 pub use error::{Error, Result};
 pub use module::Module;
+pub use session::rich::{EventSite, FieldKind};
 pub use session::{
     decode_records, Action, AddReport, Count, EventInfo, EventRecord, PointInfo, PointKind,
     PointSpec, Prepared, RawRecords, Session, SkippedPoint, ThreadReading,

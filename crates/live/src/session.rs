@@ -13,6 +13,7 @@
 //! threads' pcs), writes trampolines into shared memory and splices.
 
 mod loads;
+pub(crate) mod rich;
 
 use crate::module::Module;
 use crate::shared::SharedMemory;
@@ -330,6 +331,13 @@ pub struct Session {
     events: Vec<EventInfo>,
     next_thread_counter: u64,
     trap: Option<TrapHandler>,
+    /// Descriptors of the rich event sites weft has enabled (runtime addresses).
+    enabled_sites: Vec<u64>,
+    /// The ring function (see `mini::ring_function`), once placed.
+    ring_function: Option<u64>,
+    /// Whether rich events were ever enabled: weft's memory then stays
+    /// mapped after detach, since a thread may be writing an event into it.
+    rich_used: bool,
 }
 
 impl Session {
@@ -364,6 +372,9 @@ impl Session {
             events: Vec::new(),
             next_thread_counter: 0,
             trap: None,
+            enabled_sites: Vec::new(),
+            ring_function: None,
+            rich_used: false,
         })
     }
 
@@ -527,6 +538,8 @@ impl Session {
                         kind: item.kind,
                         args: if exit { 1 } else { *args },
                         strings: strings.mask,
+                        binary: 0,
+                        names: Vec::new(),
                     });
                     let payload: Vec<Expr> = match item.kind {
                         PointKind::Exit => vec![Expr::Ret],
@@ -549,6 +562,8 @@ impl Session {
                         kind: item.kind,
                         args: args.len().min(ring::MAX_ARGS) as u8,
                         strings: strings.mask,
+                        binary: 0,
+                        names: Vec::new(),
                     });
                     Action::Program(vec![Guarded {
                         predicate: None,
@@ -1432,6 +1447,7 @@ impl Session {
         let mut notes = Vec::new();
         let mut removed_traps = Vec::new();
         self.release_all_loaders();
+        self.disable_event_sites(tracee)?;
         let mut text = TextBatch::new(self.pid)?;
         let mem = tracee.memory();
         for site in self.sites.iter_mut().filter(|s| s.active) {
@@ -1509,6 +1525,14 @@ impl Session {
     /// into it.
     fn unmap_clusters(&mut self, tracee: &mut Tracee, notes: &mut Vec<String>) -> Result<()> {
         if self.trap.is_some_and(|t| t.installed) {
+            return Ok(());
+        }
+        if self.rich_used {
+            notes.push(
+                "rich events were traced: weft's memory stays mapped in the target, since a \
+                 thread may still be writing an event into it"
+                    .into(),
+            );
             return Ok(());
         }
         let ranges: Vec<(u64, u64)> = self
@@ -1756,7 +1780,15 @@ impl Session {
     fn place_mini(&mut self, ci: usize, program: &[Guarded]) -> Result<u64> {
         let c = self.clusters[ci];
         let at = c.code + c.used;
-        let table = ThreadTable {
+        let code = mini_trampoline(at, self.thread_table(ci), program)?;
+        self.alloc_code(ci, &code)
+    }
+
+    /// Where the thread table and the ring-mode words are, as cluster `ci`'s
+    /// code sees them.
+    fn thread_table(&self, ci: usize) -> ThreadTable {
+        let c = self.clusters[ci];
+        ThreadTable {
             addr: c.data + self.layout.header.threads_offset,
             slots: self.layout.header.thread_slots,
             ring_wait_until: c.data
@@ -1767,9 +1799,7 @@ impl Session {
                 + weft_patch::region::sync::RING_OVERWRITE,
             ring_data: self.layout.header.ring_data,
             no_slot: c.data + self.layout.header.sync_offset + weft_patch::region::sync::NO_SLOT,
-        };
-        let code = mini_trampoline(at, table, program)?;
-        self.alloc_code(ci, &code)
+        }
     }
 }
 
@@ -1881,7 +1911,8 @@ pub struct EventRecord {
     /// Its values. A string value is the number of bytes copied, with
     /// `region::ring::STR_TRUNCATED` or `STR_NULL` set as they apply.
     pub args: Vec<u64>,
-    /// The text of its string values, in order (lossy UTF-8).
+    /// The text of its string values, in order (lossy UTF-8; byte arrays
+    /// in hex).
     pub strings: Vec<String>,
 }
 
@@ -1898,12 +1929,13 @@ pub struct RawRecords<'a> {
 }
 
 /// Decodes records laid out as in a ring (see `region::ring`); `strings`
-/// gives the string mask of an event id. Stops at a record that does not
+/// gives the masks of an event id's values that carry bytes and, among
+/// them, the byte arrays (decoded as hex). Stops at a record that does not
 /// fit in `bytes`.
 pub fn decode_records(
     tid: i32,
     bytes: &[u8],
-    strings: &dyn Fn(u32) -> u16,
+    strings: &dyn Fn(u32) -> (u16, u16),
     out: &mut Vec<EventRecord>,
 ) {
     use weft_patch::region::ring as r;
@@ -1921,7 +1953,7 @@ pub fn decode_records(
             .filter_map(|i| word(at + r::R_ARGS as usize + 8 * i))
             .collect();
         let event = id_and_shape as u32;
-        let mask = strings(event);
+        let (mask, binary) = strings(event);
         let mut text_at = at + r::R_ARGS as usize + 8 * nargs;
         let mut texts = Vec::new();
         for (i, value) in args.iter().enumerate() {
@@ -1930,7 +1962,11 @@ pub fn decode_records(
             }
             let len = ((value & 0xffff_ffff) as usize).min(text as usize);
             let piece = bytes.get(text_at..text_at + len).unwrap_or_default();
-            texts.push(String::from_utf8_lossy(piece).into_owned());
+            texts.push(if binary & (1 << i) != 0 {
+                piece.iter().map(|b| format!("{b:02x}")).collect()
+            } else {
+                String::from_utf8_lossy(piece).into_owned()
+            });
             text_at += len.div_ceil(8) * 8;
         }
         out.push(EventRecord {
@@ -2015,9 +2051,12 @@ impl Session {
         });
     }
 
-    /// Bit `i` set: value `i` of event `id`'s records is a string.
-    pub fn string_mask(&self, id: u32) -> u16 {
-        self.events.get(id as usize).map_or(0, |e| e.strings)
+    /// Which values of event `id`'s records carry bytes: (strings and byte
+    /// arrays, byte arrays).
+    pub fn string_mask(&self, id: u32) -> (u16, u16) {
+        self.events
+            .get(id as usize)
+            .map_or((0, 0), |e| (e.strings, e.binary))
     }
 
     /// Flight mode: copies the records every ring holds now, in each
@@ -2114,9 +2153,14 @@ pub struct EventInfo {
     pub kind: PointKind,
     /// How many values its records carry.
     pub args: u8,
-    /// Bit `i` set: value `i` (from 0) is a string, whose text the record
-    /// carries (see [`EventRecord::strings`]).
+    /// Bit `i` set: value `i` (from 0) is a string or a byte array, whose
+    /// bytes the record carries (see [`EventRecord::strings`]).
     pub strings: u16,
+    /// Bit `i` set: value `i` is a byte array (shown in hex), not text.
+    pub binary: u16,
+    /// The values' names, when the site gives them (rich events); else
+    /// `arg1`, `arg2`, ... (or `ret` at an exit).
+    pub names: Vec<String>,
 }
 
 impl Session {

@@ -757,6 +757,39 @@ pub fn mini_trampoline(at: u64, table: ThreadTable, actions: &[Guarded]) -> Resu
     g.a.assemble(at).map_err(enc)
 }
 
+/// Generates, at address `at`, a C-callable function `void *f(void)` that
+/// returns the calling thread's event ring (its block's ring header),
+/// claiming a slot on first use, or null when every slot is taken (counted
+/// in [`ThreadTable::no_slot`]). Rich events (`include/weft/event.h`) call
+/// it and then write their record themselves. It clobbers only registers
+/// the System V ABI lets a callee clobber.
+pub fn ring_function(at: u64, table: ThreadTable) -> Result<Vec<u8>> {
+    let enc = |e: IcedError| Error::Encode(e.to_string());
+    let mut g = Gen {
+        a: CodeAssembler::new(64).map_err(enc)?,
+        literals: vec![],
+        table,
+    };
+    (|| -> std::result::Result<(), IcedError> {
+        let mut no_slot = g.a.create_label();
+        g.thread_block(table, no_slot)?;
+        g.a.lea(rax, qword_ptr(r11 + t::RING as i32))?;
+        g.a.ret()?;
+        g.a.set_label(&mut no_slot)?;
+        g.a.mov(rax, table.no_slot)?;
+        g.a.lock().add(qword_ptr(rax), 1)?;
+        g.a.xor(eax, eax)?;
+        g.a.ret()?;
+        for (mut l, v) in std::mem::take(&mut g.literals) {
+            g.a.set_label(&mut l)?;
+            g.a.dq(&[v])?;
+        }
+        Ok(())
+    })()
+    .map_err(enc)?;
+    g.a.assemble(at).map_err(enc)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1169,6 +1202,29 @@ mod tests {
             exec.call([i, 0, 0, 0, 0, 0]);
         }
         assert_eq!(mem.read(table.no_slot), 3);
+    }
+
+    #[test]
+    fn the_ring_function_returns_this_threads_ring() {
+        let mem = Memory::new(16);
+        let table = mem.table();
+        let exec = Exec::new(4096);
+        exec.load(&ring_function(exec.addr(), table).unwrap());
+        // SAFETY: ring_function generates a System V function of no
+        // arguments returning a pointer, preserving callee-saved registers.
+        let f: extern "C" fn() -> u64 = unsafe { std::mem::transmute(exec.addr()) };
+        let ring = f();
+        assert_eq!(ring, mem.ring_of_this_thread());
+        assert_eq!(f(), ring, "the same slot again");
+        let other = std::thread::scope(|scope| scope.spawn(move || f()).join().unwrap());
+        assert!(other != 0 && other != ring, "another thread, another ring");
+        // Every slot taken by other threads (a new thread may reuse a
+        // finished one's thread pointer, so replace the keys): null, counted.
+        for slot in 0..table.slots {
+            mem.write(table.addr + slot * 8, 0x1000 + slot);
+        }
+        let third = std::thread::scope(|scope| scope.spawn(move || f()).join().unwrap());
+        assert_eq!((third, mem.read(table.no_slot)), (0, 1));
     }
 
     fn now_tsc() -> u64 {

@@ -1,0 +1,210 @@
+//! Rich events (`include/weft/event.h`): sites that write their own
+//! records into the calling thread's ring. Each site is a descriptor in
+//! the module's `weft_events` section. weft reads the descriptors from the
+//! process (their pointers are relocated there), and enables a site by
+//! writing the event id, the ring's geometry, the addresses of the
+//! ring-mode words and, last, the address of the ring function into it.
+
+use super::*;
+use weft_patch::mini::ring_function;
+
+/// `WEFT_EVENT_MAGIC`: "WEFTEVT1".
+const SITE_MAGIC: u64 = u64::from_le_bytes(*b"WEFTEVT1");
+/// Bytes of a descriptor (`struct weft_event_site`).
+const SITE_SIZE: u64 = 80;
+/// Offsets of the fields weft writes.
+const SITE_RING_OF_THREAD: u64 = 32;
+const SITE_ID: u64 = 40;
+
+/// What a rich event value holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    /// A 64-bit integer or pointer (`i`).
+    Int,
+    /// A NUL-terminated string (`s`).
+    Str,
+    /// A byte array (`b`).
+    Bytes,
+}
+
+/// A rich event site found in the process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSite {
+    /// The module holding it.
+    pub module: String,
+    /// Runtime address of its descriptor.
+    pub addr: u64,
+    /// Provider, as written in `WEFT_EVENT`.
+    pub provider: String,
+    /// Name.
+    pub name: String,
+    /// Its values' names and kinds.
+    pub fields: Vec<(String, FieldKind)>,
+}
+
+/// Parses a site's field list, `id:i path:s body:b`.
+fn parse_fields(text: &str) -> Option<Vec<(String, FieldKind)>> {
+    text.split([' ', ','])
+        .filter(|f| !f.is_empty())
+        .map(|f| {
+            let (name, kind) = f.split_once(':')?;
+            let kind = match kind {
+                "i" => FieldKind::Int,
+                "s" => FieldKind::Str,
+                "b" => FieldKind::Bytes,
+                _ => return None,
+            };
+            Some((name.to_string(), kind))
+        })
+        .collect::<Option<Vec<_>>>()
+        .filter(|f| f.len() <= ring::MAX_ARGS)
+}
+
+impl Session {
+    /// The rich event sites of the loaded modules, read from the process.
+    /// A descriptor that does not read back as one is skipped.
+    pub fn event_sites(&mut self) -> Result<Vec<EventSite>> {
+        self.refresh_modules()?;
+        let mem = weft_process::ProcMemory::open(self.pid)?;
+        let string = |addr: u64| -> Option<String> {
+            let bytes = mem.read_vec(RemoteAddr(addr), 256).ok()?;
+            let end = bytes.iter().position(|&b| b == 0)?;
+            String::from_utf8(bytes[..end].to_vec()).ok()
+        };
+        let mut sites = Vec::new();
+        for m in &self.modules {
+            let Some((start, size)) = m.image.event_sites() else {
+                continue;
+            };
+            let base = m.runtime(start);
+            let bytes = mem.read_vec(RemoteAddr(base), size as usize)?;
+            for (i, d) in bytes.chunks_exact(SITE_SIZE as usize).enumerate() {
+                let word = |at: usize| u64::from_le_bytes(d[at..at + 8].try_into().expect("8"));
+                if word(0) != SITE_MAGIC {
+                    continue;
+                }
+                let (Some(provider), Some(name), Some(fields)) = (
+                    string(word(8)),
+                    string(word(16)),
+                    string(word(24)).as_deref().and_then(parse_fields),
+                ) else {
+                    continue;
+                };
+                sites.push(EventSite {
+                    module: m.name.clone(),
+                    addr: base + i as u64 * SITE_SIZE,
+                    provider,
+                    name,
+                    fields,
+                });
+            }
+        }
+        Ok(sites)
+    }
+
+    /// Enables rich event sites in the stopped process: each gets an event
+    /// id, the ring's geometry and the ring function; their strings and
+    /// byte arrays are copied up to `cap` bytes each.
+    pub fn enable_event_sites(
+        &mut self,
+        tracee: &mut Tracee,
+        sites: &[EventSite],
+        cap: u16,
+    ) -> Result<()> {
+        let Some(first) = sites.first() else {
+            return Ok(());
+        };
+        let module = self
+            .modules
+            .iter()
+            .position(|m| m.name == first.module)
+            .unwrap_or(0);
+        let ci = self.ensure_cluster(tracee, module)?;
+        let c = self.clusters[ci];
+        let function = match self.ring_function {
+            Some(f) => f,
+            None => {
+                let at = c.code + c.used;
+                let code = ring_function(at, self.thread_table(ci))?;
+                let f = self.alloc_code(ci, &code)?;
+                self.ring_function = Some(f);
+                f
+            }
+        };
+        let sync = c.data + self.layout.header.sync_offset;
+        for site in sites {
+            let id = self.events.len() as u32;
+            let mask = |kinds: &[FieldKind]| {
+                site.fields
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (_, k))| kinds.contains(k))
+                    .fold(0u16, |m, (i, _)| m | 1 << i)
+            };
+            self.events.push(EventInfo {
+                module: site.module.clone(),
+                function: format!("{}:{}", site.provider, site.name),
+                kind: PointKind::Instruction(0),
+                args: site.fields.len() as u8,
+                strings: mask(&[FieldKind::Str, FieldKind::Bytes]),
+                binary: mask(&[FieldKind::Bytes]),
+                names: site.fields.iter().map(|(n, _)| n.clone()).collect(),
+            });
+            let mut fields = Vec::with_capacity(48);
+            for word in [
+                u64::from(id),
+                u64::from(cap),
+                self.layout.header.ring_data,
+                sync + weft_patch::region::sync::RING_WAIT_UNTIL,
+                sync + weft_patch::region::sync::RING_OVERWRITE,
+            ] {
+                fields.extend_from_slice(&word.to_le_bytes());
+            }
+            let mem = tracee.memory();
+            mem.write(RemoteAddr(site.addr + SITE_ID), &fields)?;
+            mem.write(
+                RemoteAddr(site.addr + SITE_RING_OF_THREAD),
+                &function.to_le_bytes(),
+            )?;
+            self.enabled_sites.push(site.addr);
+            self.rich_used = true;
+        }
+        Ok(())
+    }
+
+    /// Disables every rich event site weft enabled (the process stopped).
+    pub(super) fn disable_event_sites(&mut self, tracee: &mut Tracee) -> Result<()> {
+        for addr in std::mem::take(&mut self.enabled_sites) {
+            match tracee
+                .memory()
+                .write(RemoteAddr(addr + SITE_RING_OF_THREAD), &0u64.to_le_bytes())
+            {
+                Ok(()) => {}
+                Err(e) if e.is_gone() => return Err(e.into()),
+                // A library unloaded since: nothing to disable.
+                Err(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn site_fields_parse() {
+        assert_eq!(
+            parse_fields("id:i path:s,body:b"),
+            Some(vec![
+                ("id".into(), FieldKind::Int),
+                ("path".into(), FieldKind::Str),
+                ("body".into(), FieldKind::Bytes)
+            ])
+        );
+        assert_eq!(parse_fields("id:x"), None);
+        assert_eq!(parse_fields("id"), None);
+        assert_eq!(parse_fields(&"a:i ".repeat(13)), None);
+    }
+}
