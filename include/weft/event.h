@@ -52,6 +52,7 @@ struct weft_event_site {
     uint64_t ring_data;
     const uint64_t *wait_until;
     const uint64_t *overwrite;
+    uint64_t clock; /* 0: the TSC; 1: CLOCK_MONOTONIC in ns (weft --clock monotonic) */
 };
 
 /* One value: kind 0 integer (value), 1 string (data), 2 bytes (data, value
@@ -191,7 +192,7 @@ _weft_emit(const struct weft_event_site *site, const struct weft_value *values, 
     do {                                                                                        \
         __attribute__((section("weft_events"), used, aligned(8))) static struct weft_event_site \
             _weft_site = {WEFT_EVENT_MAGIC, _WEFT_EVENT_STR(provider), _WEFT_EVENT_STR(name),    \
-                          fields, 0, 0, 0, 0, 0, 0};                                            \
+                          fields, 0, 0, 0, 0, 0, 0, 0};                                            \
         if (__builtin_expect(__atomic_load_n(&_weft_site.ring_of_thread, __ATOMIC_RELAXED) != 0,  \
                              0)) {                                                              \
             const struct weft_value _weft_values[] = {__VA_ARGS__};                             \

@@ -1,5 +1,6 @@
 //! `weft inspect`: what weft sees in a binary or a running process —
-//! functions, disassembly, control-flow graphs, liveness.
+//! functions, USDT probes, rich event sites, disassembly, control-flow
+//! graphs, liveness.
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
@@ -29,6 +30,13 @@ enum What {
         /// A binary's path, or the PID of a running process.
         target: String,
         /// Only probes whose PROVIDER:NAME matches this glob.
+        pattern: Option<String>,
+    },
+    /// List rich event sites (`weft/event.h`): provider:name, descriptor, fields.
+    Events {
+        /// A binary's path, or the PID of a running process.
+        target: String,
+        /// Only sites whose PROVIDER:NAME matches this glob.
         pattern: Option<String>,
     },
     /// Disassemble functions, marking basic-block starts.
@@ -117,6 +125,31 @@ pub fn inspect(args: &InspectArgs) -> Result<()> {
                         m.runtime(p.pc),
                         sem,
                         args.join(" ")
+                    );
+                }
+            }
+        }
+        What::Events { target, pattern } => {
+            let modules = load(target)?;
+            println!(
+                "{:<24} {:<36} {:>18}  FIELDS",
+                "MODULE", "EVENT", "DESCRIPTOR"
+            );
+            for m in &modules {
+                for e in m.image.event_sites() {
+                    let full = format!("{}:{}", e.provider, e.name);
+                    if pattern
+                        .as_deref()
+                        .is_some_and(|g| !weft_image::glob_match(g, &full))
+                    {
+                        continue;
+                    }
+                    println!(
+                        "{:<24} {:<36} {:>#18x}  {}",
+                        m.name,
+                        full,
+                        m.runtime(e.addr),
+                        e.fields
                     );
                 }
             }

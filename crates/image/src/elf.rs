@@ -63,8 +63,20 @@ pub struct Segment {
     pub exec: bool,
 }
 
-/// The section of rich event site descriptors (`include/weft/event.h`).
-pub const EVENT_SITES: &str = "weft_events";
+/// File bytes for `len` bytes at link-time address `vaddr`, if they lie in
+/// one segment's file-backed part.
+fn file_bytes<'d>(
+    segments: &[Segment],
+    data: &'d [u8],
+    vaddr: u64,
+    len: usize,
+) -> Option<&'d [u8]> {
+    let seg = segments
+        .iter()
+        .find(|s| vaddr >= s.vaddr && vaddr + len as u64 <= s.vaddr + s.filesz)?;
+    let off = (seg.offset + (vaddr - seg.vaddr)) as usize;
+    data.get(off..off + len)
+}
 
 /// The kind of ELF image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +98,7 @@ pub struct Image {
     functions: Vec<Function>,
     entry: u64,
     usdt: Vec<crate::UsdtProbe>,
-    event_sites: Option<(u64, u64)>,
+    event_sites: Vec<crate::EventSiteInfo>,
 }
 
 impl Image {
@@ -158,9 +170,11 @@ impl Image {
                 )
             })
             .unwrap_or_default();
-        let event_sites = file
-            .section_by_name(EVENT_SITES)
-            .map(|s| (s.address(), s.size()));
+        let event_sites = crate::event_sites::parse(&file, &|vaddr| {
+            let bytes = |len: u64| file_bytes(&segments, &data, vaddr, len as usize);
+            let len = (0..4096).find(|&n| bytes(n + 1).is_some_and(|b| b[n as usize] == 0))?;
+            String::from_utf8(bytes(len)?.to_vec()).ok()
+        });
         Ok(Image {
             path,
             data,
@@ -198,10 +212,9 @@ impl Image {
         self.interp.as_deref()
     }
 
-    /// The link-time address and size of the `weft_events` section, which
-    /// holds the descriptors of `include/weft/event.h`'s rich event sites.
-    pub fn event_sites(&self) -> Option<(u64, u64)> {
-        self.event_sites
+    /// The rich event sites (`include/weft/event.h`) of section `weft_events`.
+    pub fn event_sites(&self) -> &[crate::EventSiteInfo] {
+        &self.event_sites
     }
 
     /// The USDT probes of `.note.stapsdt`.
@@ -258,12 +271,7 @@ impl Image {
     /// File bytes for `len` bytes at link-time address `vaddr`, if they lie
     /// in one segment's file-backed part.
     pub fn bytes_at(&self, vaddr: u64, len: usize) -> Option<&[u8]> {
-        let seg = self
-            .segments
-            .iter()
-            .find(|s| vaddr >= s.vaddr && vaddr + len as u64 <= s.vaddr + s.filesz)?;
-        let off = (seg.offset + (vaddr - seg.vaddr)) as usize;
-        self.data.get(off..off + len)
+        file_bytes(&self.segments, &self.data, vaddr, len)
     }
 
     /// All executable file-backed bytes as (vaddr, bytes) runs.
@@ -494,7 +502,7 @@ mod tests {
             functions: vec![],
             entry: 0,
             usdt: vec![],
-            event_sites: None,
+            event_sites: vec![],
         };
         assert_eq!(
             img.load_bias(0x5555_0000_1000, 0x1000),

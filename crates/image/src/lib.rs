@@ -13,11 +13,13 @@
 mod demangle;
 mod elf;
 mod error;
+mod event_sites;
 mod pattern;
 mod usdt;
 
 pub use demangle::demangle;
 pub use elf::{Function, FunctionSource, Image, ImageKind, Segment};
 pub use error::{Error, Result};
+pub use event_sites::{EventSiteInfo, EVENT_SITES, SITE_MAGIC, SITE_SIZE};
 pub use pattern::{glob_match, near_misses, Pattern};
 pub use usdt::{parse_notes, UsdtProbe};

@@ -1,18 +1,14 @@
 //! Rich events (`include/weft/event.h`): sites that write their own
 //! records into the calling thread's ring. Each site is a descriptor in
-//! the module's `weft_events` section. weft reads the descriptors from the
-//! process (their pointers are relocated there), and enables a site by
-//! writing the event id, the ring's geometry, the addresses of the
-//! ring-mode words and, last, the address of the ring function into it.
+//! the module's `weft_events` section, which `weft_image` reads from the
+//! file. weft enables a site by writing into its descriptor in the process
+//! the event id, the ring's geometry, the addresses of the ring-mode words
+//! and, last, the address of the ring function.
 
 use super::*;
 use weft_patch::mini::ring_function;
 
-/// `WEFT_EVENT_MAGIC`: "WEFTEVT1".
-const SITE_MAGIC: u64 = u64::from_le_bytes(*b"WEFTEVT1");
-/// Bytes of a descriptor (`struct weft_event_site`).
-const SITE_SIZE: u64 = 80;
-/// Offsets of the fields weft writes.
+/// Offsets of the descriptor fields weft writes.
 const SITE_RING_OF_THREAD: u64 = 32;
 const SITE_ID: u64 = 40;
 
@@ -61,45 +57,25 @@ fn parse_fields(text: &str) -> Option<Vec<(String, FieldKind)>> {
 }
 
 impl Session {
-    /// The rich event sites of the loaded modules, read from the process.
-    /// A descriptor that does not read back as one is skipped.
+    /// The rich event sites of the loaded modules (as their files
+    /// describe them). A site whose field list does not parse is skipped.
     pub fn event_sites(&mut self) -> Result<Vec<EventSite>> {
         self.refresh_modules()?;
-        let mem = weft_process::ProcMemory::open(self.pid)?;
-        let string = |addr: u64| -> Option<String> {
-            let bytes = mem.read_vec(RemoteAddr(addr), 256).ok()?;
-            let end = bytes.iter().position(|&b| b == 0)?;
-            String::from_utf8(bytes[..end].to_vec()).ok()
-        };
-        let mut sites = Vec::new();
-        for m in &self.modules {
-            let Some((start, size)) = m.image.event_sites() else {
-                continue;
-            };
-            let base = m.runtime(start);
-            let bytes = mem.read_vec(RemoteAddr(base), size as usize)?;
-            for (i, d) in bytes.chunks_exact(SITE_SIZE as usize).enumerate() {
-                let word = |at: usize| u64::from_le_bytes(d[at..at + 8].try_into().expect("8"));
-                if word(0) != SITE_MAGIC {
-                    continue;
-                }
-                let (Some(provider), Some(name), Some(fields)) = (
-                    string(word(8)),
-                    string(word(16)),
-                    string(word(24)).as_deref().and_then(parse_fields),
-                ) else {
-                    continue;
-                };
-                sites.push(EventSite {
-                    module: m.name.clone(),
-                    addr: base + i as u64 * SITE_SIZE,
-                    provider,
-                    name,
-                    fields,
-                });
-            }
-        }
-        Ok(sites)
+        Ok(self
+            .modules
+            .iter()
+            .flat_map(|m| {
+                m.image.event_sites().iter().filter_map(|s| {
+                    Some(EventSite {
+                        module: m.name.clone(),
+                        addr: m.runtime(s.addr),
+                        provider: s.provider.clone(),
+                        name: s.name.clone(),
+                        fields: parse_fields(&s.fields)?,
+                    })
+                })
+            })
+            .collect())
     }
 
     /// Enables rich event sites in the stopped process: each gets an event
