@@ -52,7 +52,7 @@ struct weft_event_site {
     uint64_t ring_data;
     const uint64_t *wait_until;
     const uint64_t *overwrite;
-    uint64_t clock; /* 0: the TSC; 1: CLOCK_MONOTONIC in ns (weft --clock monotonic) */
+    uint64_t clock; /* 0: the TSC; else the vDSO's clock_gettime (weft --clock monotonic) */
 };
 
 /* One value: kind 0 integer (value), 1 string (data), 2 bytes (data, value
@@ -85,6 +85,18 @@ static inline uint64_t _weft_load(const uint64_t *p)
 static inline void _weft_store(uint64_t *p, uint64_t v)
 {
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+/* The event's timestamp: the TSC, or CLOCK_MONOTONIC in nanoseconds read
+ * through the clock_gettime whose address weft gave. */
+static inline uint64_t _weft_now(const struct weft_event_site *site)
+{
+    if (site->clock) {
+        struct { int64_t sec, nsec; } ts = {0, 0};
+        ((int (*)(int, void *))(uintptr_t)site->clock)(1, &ts);
+        return (uint64_t)ts.sec * 1000000000u + (uint64_t)ts.nsec;
+    }
+    return __builtin_ia32_rdtsc();
 }
 
 /* Makes room for `size` bytes in a full ring as weft's mode says: flight
@@ -170,7 +182,7 @@ _weft_emit(const struct weft_event_site *site, const struct weft_value *values, 
         !_weft_make_room(site, ring, head, size))
         return;
     unsigned char *rec = ring + _WEFT_RING_HEADER + (head & (data - 1));
-    uint64_t tsc = __builtin_ia32_rdtsc();
+    uint64_t tsc = _weft_now(site);
     uint32_t id = (uint32_t)site->id, shape = (uint32_t)(n | text << 16);
     memcpy(rec, &tsc, 8);
     memcpy(rec + 8, &id, 4);

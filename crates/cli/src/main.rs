@@ -44,7 +44,6 @@ enum Command {
     Calibrate,
 }
 
-/// What to count and how to report it (shared by `run` and `attach`).
 /// What a thread does when its event ring is full (`--ring-mode`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RingMode {
@@ -56,6 +55,18 @@ pub enum RingMode {
     Flight,
 }
 
+/// The clock of event timestamps.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockChoice {
+    /// The TSC where it is invariant, else CLOCK_MONOTONIC.
+    Auto,
+    /// The time-stamp counter (`rdtsc`, a few cycles).
+    Tsc,
+    /// CLOCK_MONOTONIC in nanoseconds, read through the target's vDSO.
+    Monotonic,
+}
+
+/// What to count and how to report it (shared by `run` and `attach`).
 #[derive(Args, Debug, Clone)]
 pub struct ProbeArgs {
     /// Count calls of functions matching PATTERN: `work`, `str*`,
@@ -98,6 +109,11 @@ pub struct ProbeArgs {
     /// each SIGUSR2 sent to weft.
     #[arg(long, value_enum, default_value_t = RingMode::Discard)]
     pub ring_mode: RingMode,
+    /// Event timestamps: `tsc`, `monotonic` (CLOCK_MONOTONIC through the
+    /// target's vDSO, comparable with other tools' traces), or `auto` (the
+    /// TSC where it is invariant, else monotonic).
+    #[arg(long, value_enum, default_value_t = ClockChoice::Auto)]
+    pub clock: ClockChoice,
     /// Bytes of each thread's event ring: a power of two from 64K to 64M
     /// (`256K`, `1M`, `16M`).
     #[arg(long, value_name = "SIZE", default_value = "256K", value_parser = parse_size)]

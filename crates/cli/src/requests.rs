@@ -27,6 +27,8 @@ pub struct Requests {
     ticks_per_ns: f64,
     /// Block mode: how far ahead of each drain writers may wait (TSC ticks).
     ring_wait: Option<u64>,
+    /// Event timestamps are CLOCK_MONOTONIC nanoseconds, not TSC ticks.
+    monotonic: bool,
     /// Where the events go (`--events-out`).
     events_out: Option<std::path::PathBuf>,
     /// Flight mode: where dumps go, and how many were written.
@@ -65,7 +67,23 @@ impl Requests {
             }
         }
         let ticks_per_ns = weft_live::clock::calibrate(Duration::from_millis(20));
-        if !args.trace.is_empty() && !weft_live::clock::tsc_is_invariant() {
+        let tracing = !args.trace.is_empty();
+        let invariant = weft_live::clock::tsc_is_invariant();
+        let monotonic = tracing
+            && match args.clock {
+                crate::ClockChoice::Tsc => false,
+                crate::ClockChoice::Monotonic => true,
+                crate::ClockChoice::Auto => !invariant,
+            };
+        if monotonic {
+            session.use_monotonic_clock()?;
+            if args.clock == crate::ClockChoice::Auto {
+                eprintln!(
+                    "weft: this CPU's TSC is not invariant (CPUID 0x80000007): event timestamps \
+                     come from CLOCK_MONOTONIC through the vDSO"
+                );
+            }
+        } else if tracing && !invariant {
             eprintln!(
                 "weft: warning: this CPU's TSC is not invariant (CPUID 0x80000007), so \
                  timestamps of events on different cores may not compare; counts and values \
@@ -97,7 +115,12 @@ impl Requests {
                 .then_some((ticks_per_ns * 1e9) as u64),
             events_out: args.events_out.clone(),
             flight: None,
-            start_tsc: weft_live::clock::tsc(),
+            start_tsc: if monotonic {
+                weft_live::clock::monotonic_ns()
+            } else {
+                weft_live::clock::tsc()
+            },
+            monotonic,
             started: Instant::now(),
             next_sample: Instant::now(),
         };
@@ -355,8 +378,13 @@ impl Requests {
     /// The clock and mode events directories record.
     fn clock(&self) -> weft_events::TraceClock<'static> {
         weft_events::TraceClock {
-            ticks_per_ns: self.ticks_per_ns,
+            ticks_per_ns: if self.monotonic {
+                1.0
+            } else {
+                self.ticks_per_ns
+            },
             start_tsc: self.start_tsc,
+            clock: if self.monotonic { "monotonic" } else { "tsc" },
             ring_mode: if self.flight.is_some() {
                 "flight"
             } else if self.ring_wait.is_some() {

@@ -882,3 +882,75 @@ fn rich_events_start_and_stop_with_attach() {
         "exactly the events of the batch run while attached"
     );
 }
+
+fn monotonic_now() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a pointer to a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `--clock monotonic`: trampolines and rich events take their timestamps
+/// from the target's vDSO clock_gettime, so they fall between this test's
+/// own CLOCK_MONOTONIC readings around the run, in each thread's order.
+#[test]
+fn monotonic_clock_timestamps_are_clock_monotonic() {
+    for (target, trace, args) in [
+        ("events", "fn:traced", ["2", "500"]),
+        ("rich", "event:rich:*", ["2", "500"]),
+    ] {
+        let bin = build(target, &O2);
+        let events = scratch(&format!("monotonic-{target}")).join("events");
+        let before = monotonic_now();
+        let out = run(
+            weft()
+                .args([
+                    "run",
+                    "--clock",
+                    "monotonic",
+                    "--trace",
+                    trace,
+                    "--events-out",
+                ])
+                .arg(&events)
+                .arg("--")
+                .arg(&bin)
+                .args(args),
+            Duration::from_secs(60),
+        );
+        let after = monotonic_now();
+        assert_eq!(out.status, 0, "{target}: {}", out.stderr);
+        let meta: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(events.join("meta.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            (meta["clock"].as_str(), meta["ticks_per_ns"].as_f64()),
+            (Some("monotonic"), Some(1.0))
+        );
+        let mut last: BTreeMap<i64, u64> = BTreeMap::new();
+        let mut count = 0;
+        for line in std::fs::read_to_string(events.join("events.jsonl"))
+            .unwrap()
+            .lines()
+        {
+            let e: serde_json::Value = serde_json::from_str(line).unwrap();
+            let t = e["tsc"].as_u64().unwrap();
+            assert!(
+                before <= t && t <= after,
+                "{target}: {before} <= {t} <= {after}"
+            );
+            let previous = last.insert(e["tid"].as_i64().unwrap(), t).unwrap_or(0);
+            assert!(t >= previous, "{target}: in each thread's order");
+            count += 1;
+        }
+        let expected = if target == "events" {
+            2 * 2 * 500
+        } else {
+            2 * 500 + 2
+        };
+        assert_eq!(count, expected, "{target}");
+    }
+}

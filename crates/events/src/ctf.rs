@@ -57,10 +57,16 @@ pub fn metadata(meta: &Meta) -> String {
     let _ = write!(
         m,
         "env {{\n\ttracer_name = \"weft\";\n\tpid = {};\n}};\n\n\
-         clock {{\n\tname = \"tsc\";\n\tdescription = \"time-stamp counter\";\n\tfreq = {};\n\toffset = 0;\n}};\n\n\
-         typealias integer {{ size = 64; align = 64; signed = false; map = clock.tsc.value; }} := tsc_t;\n\n",
+         clock {{\n\tname = \"{clock}\";\n\tdescription = \"{description}\";\n\tfreq = {};\n\toffset = 0;\n}};\n\n\
+         typealias integer {{ size = 64; align = 64; signed = false; map = clock.{clock}.value; }} := tsc_t;\n\n",
         meta.pid,
-        (meta.ticks_per_ns * 1e9).round() as u64
+        (meta.ticks_per_ns * 1e9).round() as u64,
+        clock = if meta.clock == "monotonic" { "monotonic" } else { "tsc" },
+        description = if meta.clock == "monotonic" {
+            "CLOCK_MONOTONIC"
+        } else {
+            "time-stamp counter"
+        },
     );
     m.push_str(
         "stream {\n\tid = 0;\n\
@@ -211,6 +217,7 @@ mod tests {
             start_tsc: 0,
             dropped: 0,
             ring_mode: "discard".into(),
+            clock: "tsc".into(),
             tsc_invariant: Some(true),
             events: vec![
                 ("m".into(), "f".into(), "entry".into(), 2),

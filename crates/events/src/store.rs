@@ -23,6 +23,10 @@ pub struct Meta {
     /// weft versions: discard).
     #[serde(default = "discard")]
     pub ring_mode: String,
+    /// The timestamps' clock: `tsc` or `monotonic` (absent in directories
+    /// from older weft versions: tsc).
+    #[serde(default = "tsc")]
+    pub clock: String,
     /// Whether the TSC was invariant, so timestamps of different threads
     /// compare (absent in directories from older weft versions).
     #[serde(default)]
@@ -169,6 +173,10 @@ fn discard() -> String {
     "discard".into()
 }
 
+fn tsc() -> String {
+    "tsc".into()
+}
+
 /// The clock and mode of a trace.
 #[derive(Debug, Clone, Copy)]
 pub struct TraceClock<'a> {
@@ -178,6 +186,8 @@ pub struct TraceClock<'a> {
     pub start_tsc: u64,
     /// `discard`, `block` or `flight`.
     pub ring_mode: &'a str,
+    /// `tsc` or `monotonic` (CLOCK_MONOTONIC, ticks of 1 ns).
+    pub clock: &'a str,
 }
 
 impl Meta {
@@ -189,6 +199,7 @@ impl Meta {
             start_tsc: clock.start_tsc,
             dropped: session.events_dropped(),
             ring_mode: clock.ring_mode.to_string(),
+            clock: clock.clock.to_string(),
             tsc_invariant: Some(weft_live::clock::tsc_is_invariant()),
             events: session
                 .events()

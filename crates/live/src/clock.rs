@@ -1,5 +1,6 @@
-//! The clock trampolines use: the TSC, read here too, with its rate
-//! measured against CLOCK_MONOTONIC.
+//! The clocks trampolines use: the TSC, read here too, with its rate
+//! measured against CLOCK_MONOTONIC; and, for event timestamps where the
+//! TSC is unusable, CLOCK_MONOTONIC itself through the target's vDSO.
 
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,38 @@ pub fn tsc_is_invariant() -> bool {
     // Leaf 0x8000_0000 gives the highest extended leaf, checked first.
     let max_extended = __cpuid(0x8000_0000).eax;
     max_extended >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (the clock a target's vDSO gives).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a pointer to a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The address of `clock_gettime` in process `pid`'s vDSO, which reads
+/// the clock without a system call where the kernel's clock source allows.
+pub fn vdso_clock_gettime(pid: i32) -> crate::Result<u64> {
+    use weft_process::ProcessMemory;
+    let missing = || crate::Error::NoVdsoClock { pid };
+    let base = weft_process::Auxv::read(pid)?.vdso;
+    let maps = weft_process::maps::read(pid)?;
+    let vdso = maps
+        .iter()
+        .find(|m| m.start.0 == base && base != 0)
+        .ok_or_else(missing)?;
+    let bytes = weft_process::ProcMemory::open(pid)?
+        .read_vec(vdso.start, (vdso.end.0 - vdso.start.0) as usize)?;
+    let image = weft_image::Image::from_bytes(std::path::Path::new("[vdso]"), bytes)?;
+    let addr = image
+        .symbol_address("__vdso_clock_gettime")
+        .or_else(|| image.symbol_address("clock_gettime"))
+        .ok_or_else(missing)?;
+    Ok(base + addr)
 }
 
 /// TSC ticks per nanosecond, measured over `over`.
@@ -39,6 +72,24 @@ mod tests {
             return;
         }
         assert_eq!(tsc_is_invariant(), flags.iter().any(|f| f == "nonstop_tsc"));
+    }
+
+    #[test]
+    fn the_vdso_clock_is_this_process_clock_gettime() {
+        let addr = vdso_clock_gettime(std::process::id() as i32).unwrap();
+        #[allow(non_camel_case_types)]
+        type clock_fn = extern "C" fn(libc::clockid_t, *mut libc::timespec) -> libc::c_int;
+        // SAFETY: the address is the vDSO's clock_gettime in this very
+        // process, whose C signature is clock_fn.
+        let f: clock_fn = unsafe { std::mem::transmute(addr as usize) };
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let before = monotonic_ns();
+        assert_eq!(f(libc::CLOCK_MONOTONIC, &mut ts), 0);
+        let read = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+        assert!(before <= read && read <= monotonic_ns());
     }
 
     #[test]

@@ -13,6 +13,12 @@ pub enum Error {
     /// Generating code failed.
     #[error(transparent)]
     Patch(#[from] weft_patch::Error),
+    /// The process has no vDSO `clock_gettime` to take timestamps from.
+    #[error("process {pid} has no vDSO clock_gettime for --clock monotonic (use --clock tsc)")]
+    NoVdsoClock {
+        /// The process.
+        pid: i32,
+    },
     /// An event ring size that is not a power of two in the allowed range.
     #[error(
         "ring size {0} bytes is not a power of two from 64 KiB to 64 MiB (write for example 1M or 4M)"

@@ -338,6 +338,8 @@ pub struct Session {
     /// Whether rich events were ever enabled: weft's memory then stays
     /// mapped after detach, since a thread may be writing an event into it.
     rich_used: bool,
+    /// Event timestamps: 0 for the TSC, else the target's vDSO clock_gettime.
+    clock_gettime: u64,
 }
 
 impl Session {
@@ -375,6 +377,7 @@ impl Session {
             enabled_sites: Vec::new(),
             ring_function: None,
             rich_used: false,
+            clock_gettime: 0,
         })
     }
 
@@ -1799,7 +1802,15 @@ impl Session {
                 + weft_patch::region::sync::RING_OVERWRITE,
             ring_data: self.layout.header.ring_data,
             no_slot: c.data + self.layout.header.sync_offset + weft_patch::region::sync::NO_SLOT,
+            clock_gettime: self.clock_gettime,
         }
+    }
+
+    /// Event timestamps from CLOCK_MONOTONIC (nanoseconds, through the
+    /// target's vDSO) instead of the TSC, for probes placed from now on.
+    pub fn use_monotonic_clock(&mut self) -> Result<()> {
+        self.clock_gettime = crate::clock::vdso_clock_gettime(self.pid)?;
+        Ok(())
     }
 }
 

@@ -88,6 +88,7 @@ impl Costs {
             ring_overwrite: lab.base + 4096 - 16,
             ring_data: ring::DEFAULT_DATA,
             no_slot: lab.base + 4096 - 24,
+            clock_gettime: 0,
         };
         let counter = lab.base;
         let mut code = CodeArea {

@@ -214,6 +214,9 @@ pub struct ThreadTable {
     /// free thread slot ([`crate::region::sync::NO_SLOT`]) in this
     /// cluster's view.
     pub no_slot: u64,
+    /// Event timestamps: 0 for the TSC, else the address of the process's
+    /// vDSO `clock_gettime`, called for CLOCK_MONOTONIC in nanoseconds.
+    pub clock_gettime: u64,
 }
 
 impl ThreadTable {
@@ -222,6 +225,9 @@ impl ThreadTable {
         t::block_size(self.ring_data) as i32
     }
 }
+
+/// The clock id of CLOCK_MONOTONIC.
+const CLOCK_MONOTONIC: u32 = 1;
 
 /// `sched_yield`, which block mode calls while a ring stays full.
 const SYS_SCHED_YIELD: u32 = 24;
@@ -463,6 +469,38 @@ impl Gen {
         Ok(())
     }
 
+    /// rax := an event's timestamp: the TSC, or CLOCK_MONOTONIC in ns from
+    /// the vDSO. The call keeps r8-r11 and aligns the stack as the ABI asks;
+    /// rcx, rdx, rsi and rdi (saved by the mini-trampoline) are clobbered.
+    fn timestamp(&mut self) -> std::result::Result<(), IcedError> {
+        let a = &mut self.a;
+        if self.table.clock_gettime == 0 {
+            a.rdtsc()?;
+            a.shl(rdx, 32)?;
+            a.or(rax, rdx)?;
+            return Ok(());
+        }
+        for r in [r8, r9, r10, r11] {
+            a.push(r)?;
+        }
+        a.mov(rax, rsp)?;
+        a.and(rsp, -16)?;
+        a.sub(rsp, 16)?; // struct timespec
+        a.push(rax)?;
+        a.push(rax)?; // the old rsp twice: the stack stays 16-byte aligned
+        a.lea(rsi, qword_ptr(rsp + 16))?;
+        a.mov(edi, CLOCK_MONOTONIC)?;
+        a.mov(rax, self.table.clock_gettime)?;
+        a.call(rax)?;
+        a.imul_3(rax, qword_ptr(rsp + 16), 1_000_000_000)?;
+        a.add(rax, qword_ptr(rsp + 24))?;
+        a.mov(rsp, qword_ptr(rsp))?;
+        for r in [r11, r10, r9, r8] {
+            a.pop(r)?;
+        }
+        Ok(())
+    }
+
     /// Copies the text of the string values of the record at r10 (whose
     /// value slots hold the pointers) after its values, replaces each
     /// pointer by its length and flags, writes the shape word and advances
@@ -571,9 +609,7 @@ impl Gen {
                 self.a.mov(r10, r9)?;
                 self.a.and(r10, (data - 1) as i32)?;
                 self.a.lea(r10, qword_ptr(r8 + r10 + r::HEADER as i32))?;
-                self.a.rdtsc()?;
-                self.a.shl(rdx, 32)?;
-                self.a.or(rax, rdx)?;
+                self.timestamp()?;
                 self.a.mov(qword_ptr(r10 + r::R_TSC as i32), rax)?;
                 self.a.mov(dword_ptr(r10 + r::R_EVENT as i32), *event)?;
                 self.a
@@ -867,6 +903,7 @@ mod tests {
                 ring_overwrite: self.base() + 4096 - 16,
                 ring_data: RING_DATA,
                 no_slot: self.base() + 4096 - 24,
+                clock_gettime: 0,
             }
         }
         fn read(&self, addr: u64) -> u64 {
@@ -1225,6 +1262,50 @@ mod tests {
         }
         let third = std::thread::scope(|scope| scope.spawn(move || f()).join().unwrap());
         assert_eq!((third, mem.read(table.no_slot)), (0, 1));
+    }
+
+    #[test]
+    fn monotonic_timestamps_come_from_clock_gettime() {
+        use crate::region::ring as r;
+        #[repr(C)]
+        struct Timespec {
+            sec: i64,
+            nsec: i64,
+        }
+        extern "C" {
+            fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+        }
+        let now = || {
+            let mut ts = Timespec { sec: 0, nsec: 0 };
+            // SAFETY: a valid clock id and a pointer to a live timespec.
+            unsafe { clock_gettime(CLOCK_MONOTONIC as i32, &mut ts) };
+            (ts.sec * 1_000_000_000 + ts.nsec) as u64
+        };
+        let mem = Memory::new(16);
+        let table = ThreadTable {
+            clock_gettime: clock_gettime as *const () as u64,
+            ..mem.table()
+        };
+        let exec = Exec::new(4096);
+        let emit = vec![Guarded {
+            predicate: None,
+            primitive: Primitive::Emit(2, vec![Expr::Arg(1), Expr::Arg(2)], Strings::NONE),
+        }];
+        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        let before = now();
+        exec.call([11, 22, 0, 0, 0, 0]);
+        let after = now();
+        let rec = mem.ring_of_this_thread() + r::HEADER;
+        let stamp = mem.read(rec + r::R_TSC);
+        assert!(
+            before <= stamp && stamp <= after,
+            "{before} <= {stamp} <= {after}"
+        );
+        // The values survive the call.
+        assert_eq!(
+            (mem.read(rec + r::R_ARGS), mem.read(rec + r::R_ARGS + 8)),
+            (11, 22)
+        );
     }
 
     fn now_tsc() -> u64 {

@@ -1,4 +1,5 @@
-//! The auxiliary vector (`/proc/PID/auxv`): entry point, program headers, base of the interpreter.
+//! The auxiliary vector (`/proc/PID/auxv`): entry point, program headers,
+//! base of the interpreter, the vDSO.
 
 use crate::{proc_path, Error, Result};
 
@@ -11,6 +12,8 @@ pub struct Auxv {
     pub phdr: u64,
     /// `AT_BASE`: where the interpreter (ld.so) is loaded, 0 for static programs.
     pub interp_base: u64,
+    /// `AT_SYSINFO_EHDR`: where the vDSO's ELF image is mapped, 0 if none.
+    pub vdso: u64,
 }
 
 impl Auxv {
@@ -31,6 +34,7 @@ impl Auxv {
                 3 => auxv.phdr = value,
                 7 => auxv.interp_base = value,
                 9 => auxv.entry = value,
+                33 => auxv.vdso = value,
                 _ => {}
             }
         }
@@ -46,5 +50,6 @@ mod tests {
     fn reads_own_auxv() {
         let auxv = Auxv::read(std::process::id() as i32).unwrap();
         assert!(auxv.entry != 0 && auxv.phdr != 0);
+        assert!(auxv.vdso != 0, "Linux maps a vDSO into every process");
     }
 }

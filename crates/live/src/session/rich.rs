@@ -133,6 +133,7 @@ impl Session {
                 self.layout.header.ring_data,
                 sync + weft_patch::region::sync::RING_WAIT_UNTIL,
                 sync + weft_patch::region::sync::RING_OVERWRITE,
+                self.clock_gettime,
             ] {
                 fields.extend_from_slice(&word.to_le_bytes());
             }
