@@ -954,3 +954,50 @@ fn monotonic_clock_timestamps_are_clock_monotonic() {
         assert_eq!(count, expected, "{target}");
     }
 }
+
+/// Each function exit carries its duration: the metrics target's naps last
+/// at least the milliseconds they were asked for (nanosleep), and not much
+/// more.
+#[test]
+fn exits_carry_their_duration() {
+    let bin = build("metrics", &O2);
+    let events = scratch("trace-durations").join("events");
+    let out = run(
+        weft()
+            .args(["run", "--trace", "fn:nap", "--args", "1", "--events-out"])
+            .arg(&events)
+            .arg("--")
+            .arg(&bin),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(events.join("meta.json")).unwrap()).unwrap();
+    let kinds: Vec<String> = meta["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[2].as_str().unwrap().to_string())
+        .collect();
+    let mut asked: BTreeMap<i64, i64> = BTreeMap::new();
+    let mut naps = 0;
+    for line in std::fs::read_to_string(events.join("events.jsonl"))
+        .unwrap()
+        .lines()
+    {
+        let e: serde_json::Value = serde_json::from_str(line).unwrap();
+        let tid = e["tid"].as_i64().unwrap();
+        if kinds[e["event"].as_u64().unwrap() as usize] == "entry" {
+            asked.insert(tid, e["args"][0].as_i64().unwrap());
+            continue;
+        }
+        let ms = asked.remove(&tid).expect("an exit after its entry");
+        let took = e["duration_ns"].as_u64().expect("an exit's duration") as f64 / 1e6;
+        assert!(
+            took >= ms as f64 && took < ms as f64 * 1.5 + 5.0,
+            "nap({ms}) took {took} ms"
+        );
+        naps += 1;
+    }
+    assert!(naps >= 10, "{naps} naps");
+}

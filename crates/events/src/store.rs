@@ -140,6 +140,38 @@ impl Serialize for Shown<'_> {
     }
 }
 
+/// Gives each function exit its duration by matching it with the entry of
+/// the same function on the same thread (a stack per thread, so recursion
+/// pairs up; entries left open by longjmp or exceptions are skipped).
+#[derive(Debug, Default)]
+pub struct Durations<'m> {
+    stacks: std::collections::HashMap<i32, Vec<(&'m str, &'m str, u64)>>,
+}
+
+impl<'m> Durations<'m> {
+    /// Takes the next event of its thread; for an exit whose entry was
+    /// seen, returns the nanoseconds since that entry.
+    pub fn see(&mut self, meta: &'m Meta, e: &EventRecord) -> Option<u64> {
+        let (module, function, kind, _) = meta.events.get(e.event as usize)?;
+        let stack = self.stacks.entry(e.tid).or_default();
+        match kind.as_str() {
+            "entry" => {
+                stack.push((module, function, e.tsc));
+                None
+            }
+            "exit" => {
+                let at = stack
+                    .iter()
+                    .rposition(|(m, f, _)| *m == module.as_str() && *f == function.as_str())?;
+                let (_, _, start) = stack[at];
+                stack.truncate(at);
+                Some((e.tsc.saturating_sub(start) as f64 / meta.ticks_per_ns).round() as u64)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// One stored event.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Line {
@@ -160,6 +192,8 @@ struct LineRef<'a> {
     args: &'a [u64],
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     strings: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duration_ns: Option<u64>,
 }
 
 fn io(what: String) -> impl Fn(std::io::Error) -> Error {
@@ -254,6 +288,8 @@ pub fn finish_dir(dir: &Path, meta: &Meta) -> Result<()> {
         .collect();
     streams.sort();
     for stream in streams {
+        // A stream holds one thread's events, in order.
+        let mut durations = Durations::default();
         crate::ctf::read_stream(&stream, &|id| meta.string_masks(id), &mut |events| {
             for e in &events {
                 let line = LineRef {
@@ -262,6 +298,7 @@ pub fn finish_dir(dir: &Path, meta: &Meta) -> Result<()> {
                     event: e.event,
                     args: &e.args,
                     strings: &e.strings,
+                    duration_ns: durations.see(meta, e),
                 };
                 serde_json::to_writer(&mut lines, &line).map_err(|e| lines_err(e.into()))?;
                 lines.write_all(b"\n").map_err(&lines_err)?;
@@ -427,7 +464,12 @@ pub fn render_text(meta: &Meta, events: &[EventRecord]) -> String {
     let mut sorted: Vec<&EventRecord> = events.iter().collect();
     sorted.sort_by_key(|e| e.tsc);
     let mut out = String::new();
+    let mut durations = Durations::default();
     for e in sorted {
+        let duration = durations
+            .see(meta, e)
+            .map(|ns| format!(" duration_ns={ns}"))
+            .unwrap_or_default();
         let (module, function, kind) = meta
             .events
             .get(e.event as usize)
@@ -448,7 +490,7 @@ pub fn render_text(meta: &Meta, events: &[EventRecord]) -> String {
                 .join(" ")
         };
         out.push_str(&format!(
-            "{ns:>16.0} {:>7} {module}:{function} {kind} {values}\n",
+            "{ns:>16.0} {:>7} {module}:{function} {kind} {values}{duration}\n",
             e.tid
         ));
     }
