@@ -129,19 +129,32 @@ events() {
     # alongside. So the figure is the recording cost, with no drops.
     local n=${EVENTS:-2000000} warm=${WARM:-3000000}
     gcc -O2 -o "$out/tl" bench/trace_loop.c
+    gcc -O2 -DPROBE -Iinclude -o "$out/tl-probe" bench/trace_loop.c
+    gcc -O2 -DRICH -Iinclude -o "$out/tl-rich" bench/trace_loop.c
     echo "## per-event cost: one event with one integer per loop iteration ($n timed events after $warm, median of $REPS runs)"
     printf '%-42s %10s %12s %10s\n' "what" ns/iter "added ns" "lost"
     med() { for _ in $(seq "$REPS"); do "$@" 2>/dev/null | ns_per_call; done | median; }
-    local base weft drops
+    local base
     base=$(med "$out/tl" "$n" 0 "$warm")
-    printf '%-42s %10.2f %12.2f %10s\n' "baseline (no event)" "$base" 0 -
-    weft_once() {
-        rm -rf "$out/weft-events"
-        "$WEFT" run --trace entry:traced_fn --args 1 --ring-size 64M --events-out "$out/weft-events" -- "$out/tl" "$n" 0 "$warm"
+    printf '%-42s %10.2f %12.2f %10s\n' "baseline (no probe)" "$base" 0 -
+    weft_row() {
+        local label=$1 bin=$2 trace=$3 v drops
+        weft_once() {
+            rm -rf "$out/weft-events"
+            "$WEFT" run --trace "$trace" --args 1 --ring-size 64M --events-out "$out/weft-events" -- "$bin" "$n" 0 "$warm"
+        }
+        v=$(med weft_once)
+        drops=$(python3 -c "import json;print(json.load(open('$out/weft-events/meta.json'))['dropped'])")
+        printf '%-42s %10.2f %12.2f %10s\n' "$label" "$v" "$(echo "$v - $base" | bc -l)" "$drops"
     }
-    weft=$(med weft_once)
-    drops=$(python3 -c "import json;print(json.load(open('$out/weft-events/meta.json'))['dropped'])")
-    printf '%-42s %10.2f %12.2f %10s\n' "weft --trace entry: (to disk, CTF)" "$weft" "$(echo "$weft - $base" | bc -l)" "$drops"
+    local off
+    off=$(med "$out/tl-probe" "$n" 0 "$warm")
+    printf '%-42s %10.2f %12.2f %10s\n' "WEFT_PROBE site, off (5-byte nop)" "$off" "$(echo "$off - $base" | bc -l)" -
+    weft_row "weft usdt:weft_bench:event (to disk)" "$out/tl-probe" usdt:weft_bench:event
+    weft_row "weft entry:traced_fn (to disk)" "$out/tl" entry:traced_fn
+    off=$(med "$out/tl-rich" "$n" 0 "$warm")
+    printf '%-42s %10.2f %12.2f %10s\n' "WEFT_EVENT site, off" "$off" "$(echo "$off - $base" | bc -l)" -
+    weft_row "weft event:weft_bench:event (to disk)" "$out/tl-rich" event:weft_bench:event
     echo "  weft trace bytes per event: $(cat "$out"/weft-events/ctf/stream_* | wc -c | awk -v n="$((n + warm))" '{printf "%.1f (CTF streams)", $1 / n}')"
     if command -v lttng >/dev/null && echo "#include <lttng/tracepoint.h>" | gcc -E -x c - >/dev/null 2>&1; then
         gcc -O2 -DLTTNG -Ibench -o "$out/tl-lttng" bench/trace_loop.c -llttng-ust -ldl
@@ -174,8 +187,8 @@ events() {
     fi
     if command -v bpftrace >/dev/null; then
         local bpf
-        bpf=$(for _ in $(seq 3); do bpftrace -q -e "uprobe:$PWD/$out/tl:traced_fn { @c = count(); }" -c "$out/tl $((n / 10)) 0" 2>/dev/null | ns_per_call; done | median)
-        printf '%-42s %10.2f %12.2f %10s\n' "bpftrace uprobe (counted, not recorded)" "$bpf" "$(echo "$bpf - $base" | bc -l)" -
+        bpf=$(for _ in $(seq 3); do bpftrace -q -e "usdt:$PWD/$out/tl-probe:weft_bench:event { @c = count(); }" -c "$out/tl-probe $((n / 10)) 0" 2>/dev/null | ns_per_call; done | median)
+        printf '%-42s %10.2f %12.2f %10s\n' "bpftrace usdt (counted, not recorded)" "$bpf" "$(echo "$bpf - $base" | bc -l)" -
     fi
     echo
     echo "## sustained to disk: 2 threads, entry and exit events with 2 values, --ring-mode block"

@@ -1,6 +1,8 @@
 /* Per-event cost: a paced loop with one event per iteration carrying one
- * integer. Built three ways: plain (weft and bpftrace instrument
- * traced_fn), and with -DLTTNG (an LTTng-UST tracepoint in the same place).
+ * integer. Built four ways: plain (weft and bpftrace instrument
+ * traced_fn's entry), with -DPROBE (a WEFT_PROBE site in traced_fn, a
+ * 5-byte nop plus a USDT note), with -DRICH (a WEFT_EVENT site) and with
+ * -DLTTNG (an LTTng-UST tracepoint in the same place).
  * Usage: trace_loop N PACE [WARMUP]: with WARMUP, first WARMUP untimed
  * iterations, then a 300 ms pause (the tracer's consumer catches up and
  * the buffers' pages are all touched), then the N timed ones.
@@ -9,6 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#ifdef PROBE
+#include <weft/probe.h>
+#endif
+#ifdef RICH
+#include <weft/event.h>
+#endif
 #ifdef LTTNG
 #define LTTNG_UST_TRACEPOINT_DEFINE
 #define LTTNG_UST_TRACEPOINT_CREATE_PROBES
@@ -18,6 +26,12 @@
 __attribute__((noinline)) long traced_fn(long v)
 {
     __asm__ volatile("" : "+r"(v));
+#ifdef PROBE
+    WEFT_PROBE(weft_bench, event, v);
+#endif
+#ifdef RICH
+    WEFT_EVENT(weft_bench, event, "v:i", WEFT_INT(v));
+#endif
 #ifdef LTTNG
     lttng_ust_tracepoint(weft_bench, event, v);
 #endif
