@@ -208,9 +208,15 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => run::run(&a.probes, &a.command),
         Command::Attach(a) => attach::attach(a.pid, a.duration, &a.probes),
-        Command::Inspect(a) => inspect::inspect(&a).map(|_| 0),
+        Command::Inspect(a) => {
+            signals::die_on_closed_output();
+            inspect::inspect(&a).map(|_| 0)
+        }
         Command::Calibrate => calibrate(),
-        Command::Events { dir } => print_events(&dir),
+        Command::Events { dir } => {
+            signals::die_on_closed_output();
+            print_events(&dir)
+        }
         Command::Report(a) => html::report(&a.input, &a.html).map(|_| 0),
     };
     match result {

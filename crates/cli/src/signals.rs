@@ -63,6 +63,13 @@ pub fn take_dump_request() -> bool {
     DUMP.swap(false, Ordering::SeqCst)
 }
 
+/// For commands that only print (inspect, events): end quietly, as other
+/// Unix tools do, when the reader of the output goes away (`| head`). Not
+/// for run and attach, which must always put the target back.
+pub fn die_on_closed_output() {
+    install(libc::SIGPIPE, libc::SIG_DFL);
+}
+
 /// Whether a stop was requested.
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::SeqCst)

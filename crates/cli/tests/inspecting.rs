@@ -186,9 +186,18 @@ fn functions_of_a_running_process_at_runtime_addresses() {
 
 #[test]
 fn usdt_probes_match_readelf() {
-    let lib = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6";
-    let python = "/usr/bin/python3.11";
-    for binary in [lib, python] {
+    let lib = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6".to_string();
+    let python = "/usr/bin/python3.11".to_string();
+    // Debian's postgres, whichever major version is installed.
+    let postgres = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path().join("bin/postgres").display().to_string())
+        .next()
+        .unwrap_or_else(|| "/usr/lib/postgresql/15/bin/postgres".into());
+    for binary in [&lib, &python, &postgres] {
+        let binary = binary.as_str();
         if !std::path::Path::new(binary).exists() {
             skip(&format!("{binary} missing"));
             continue;

@@ -465,13 +465,14 @@ fn weft_probe_header_sites_trace_exactly() {
 }
 
 #[test]
-fn libstdcxx_throw_fires_once_per_throw() {
+fn libstdcxx_throw_and_catch_fire_once_each() {
     let bin = build("throws", &O2);
     let dir = scratch("usdt-throw");
     let events = dir.join("ev");
     let out = run(
         weft()
-            .args(["run", "--trace", "usdt:libstdcxx:throw", "--events-out"])
+            .args(["run", "--trace", "usdt:libstdcxx:throw"])
+            .args(["--trace", "usdt:libstdcxx:catch", "--events-out"])
             .arg(&events)
             .arg("--")
             .arg(&bin)
@@ -480,15 +481,15 @@ fn libstdcxx_throw_fires_once_per_throw() {
     );
     assert_eq!(out.status, 0, "{}", out.stderr);
     let tally = tallies(&out.stdout);
-    assert_eq!(tally["throws"], 100);
+    assert_eq!((tally["throws"], tally["caught"]), (100, 100));
     let text = run(weft().arg("events").arg(&events), Duration::from_secs(30)).stdout;
-    assert_eq!(
+    let count = |probe: &str| {
         text.lines()
-            .filter(|l| l.contains(":libstdcxx:throw probe"))
-            .count(),
-        100,
-        "{text}"
-    );
+            .filter(|l| l.contains(&format!(":libstdcxx:{probe} probe")))
+            .count() as u64
+    };
+    assert_eq!(count("throw"), tally["throws"], "{text}");
+    assert_eq!(count("catch"), tally["caught"], "{text}");
 }
 
 /// Debian's python3.11 fires `function__entry` only where a frame starts
