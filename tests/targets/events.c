@@ -2,10 +2,13 @@
  * traced(i, 1000 * k) for i in 0..n, which returns 3 * i + 1000 * k.
  * Then main calls labelled(LABEL, i) with each of four labels (a word, an
  * empty string, a 40-byte string, NULL) in turn, tallying each label.
+ * With a third argument "serial" the threads run one after another, so
+ * each new thread reuses the finished one's thread control block.
  * With the default counts bursts stay below one ring's capacity, so
  * nothing may be dropped; large counts overflow the rings on purpose. */
 #include "tally.h"
 #include <pthread.h>
+#include <string.h>
 
 TALLY(traced);
 static int calls;
@@ -39,8 +42,12 @@ int main(int argc, char **argv)
     int threads = arg_or(argc, argv, 1, 3);
     calls = arg_or(argc, argv, 2, 1500);
     pthread_t t[16];
-    for (long i = 0; i < threads && i < 16; i++) pthread_create(&t[i], 0, body, (void *)i);
-    for (int i = 0; i < threads && i < 16; i++) pthread_join(t[i], 0);
+    int serial = argc > 3 && !strcmp(argv[3], "serial");
+    for (long i = 0; i < threads && i < 16; i++) {
+        pthread_create(&t[i], 0, body, (void *)i);
+        if (serial) pthread_join(t[i], 0);
+    }
+    for (int i = 0; i < threads && i < 16 && !serial; i++) pthread_join(t[i], 0);
     long s = 0;
     for (long i = 0; i < 40; i++) s += labelled(labels[i % 4], i);
     PRINT_TALLY(traced);

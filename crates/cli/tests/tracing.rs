@@ -1002,3 +1002,49 @@ fn exits_carry_their_duration() {
     }
     assert!(naps >= 10, "{naps} naps");
 }
+
+/// Threads run one after another reuse each other's thread control block
+/// (so the same thread pointer): each still gets its own ring and its own
+/// thread id, and no thread's events are filed under another's.
+#[test]
+fn threads_reusing_a_thread_pointer_keep_their_own_events() {
+    let bin = build("events", &O2);
+    let events = scratch("trace-serial").join("events");
+    let out = run(
+        weft()
+            .args([
+                "run",
+                "--trace",
+                "entry:traced",
+                "--args",
+                "2",
+                "--events-out",
+            ])
+            .arg(&events)
+            .arg("--")
+            .arg(&bin)
+            .args(["6", "200", "serial"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    // By thread id: the thread index (arg2 / 1000) of its events, and how many.
+    let mut threads: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
+    for line in std::fs::read_to_string(events.join("events.jsonl"))
+        .unwrap()
+        .lines()
+    {
+        let e: serde_json::Value = serde_json::from_str(line).unwrap();
+        let index = e["args"][1].as_u64().unwrap() / 1000;
+        let t = threads
+            .entry(e["tid"].as_i64().unwrap())
+            .or_insert((index, 0));
+        assert_eq!(
+            t.0, index,
+            "thread {} wrote another thread's events",
+            e["tid"]
+        );
+        t.1 += 1;
+    }
+    assert_eq!(threads.len(), 6, "{threads:?}");
+    assert!(threads.values().all(|&(_, n)| n == 200), "{threads:?}");
+}

@@ -340,6 +340,9 @@ pub struct Session {
     rich_used: bool,
     /// Event timestamps: 0 for the TSC, else the target's vDSO clock_gettime.
     clock_gettime: u64,
+    /// Where the C library keeps a thread's id (see
+    /// `ThreadTable::tid_offset`), found at the first `apply`; 0 if unknown.
+    tid_offset: Option<u32>,
 }
 
 impl Session {
@@ -378,6 +381,7 @@ impl Session {
             ring_function: None,
             rich_used: false,
             clock_gettime: 0,
+            tid_offset: None,
         })
     }
 
@@ -516,6 +520,9 @@ impl Session {
 
     /// Splices prepared probes into the stopped process.
     pub fn apply(&mut self, tracee: &mut Tracee, prepared: Prepared) -> Result<AddReport> {
+        if self.tid_offset.is_none() {
+            self.tid_offset = Some(self.find_tid_offset(tracee));
+        }
         let mut report = AddReport {
             skipped: prepared.skipped,
             ..AddReport::default()
@@ -1803,7 +1810,36 @@ impl Session {
             ring_data: self.layout.header.ring_data,
             no_slot: c.data + self.layout.header.sync_offset + weft_patch::region::sync::NO_SLOT,
             clock_gettime: self.clock_gettime,
+            tid_offset: self.tid_offset.unwrap_or(0),
         }
+    }
+
+    /// The offset from the thread pointer at which every thread of the
+    /// stopped process finds its own id (glibc's `struct pthread::tid`), or
+    /// 0 when there is none: the first such offset past the TCB header.
+    fn find_tid_offset(&self, tracee: &Tracee) -> u32 {
+        const FROM: usize = 0x100;
+        const TO: usize = 0x400;
+        let mut common: Option<Vec<usize>> = None;
+        for tid in tracee.threads() {
+            let Ok(regs) = tracee.registers(tid) else {
+                return 0;
+            };
+            let Ok(bytes) = tracee.memory().read_vec(RemoteAddr(regs.fs_base), TO) else {
+                return 0;
+            };
+            let here: Vec<usize> = (FROM..TO)
+                .step_by(4)
+                .filter(|&o| bytes[o..o + 4] == tid.to_le_bytes())
+                .collect();
+            common = Some(match common {
+                None => here,
+                Some(c) => c.into_iter().filter(|o| here.contains(o)).collect(),
+            });
+        }
+        common
+            .and_then(|c| c.first().copied())
+            .map_or(0, |o| o as u32)
     }
 
     /// Event timestamps from CLOCK_MONOTONIC (nanoseconds, through the

@@ -89,6 +89,7 @@ impl Costs {
             ring_data: ring::DEFAULT_DATA,
             no_slot: lab.base + 4096 - 24,
             clock_gettime: 0,
+            tid_offset: 0,
         };
         let counter = lab.base;
         let mut code = CodeArea {

@@ -217,7 +217,16 @@ pub struct ThreadTable {
     /// Event timestamps: 0 for the TSC, else the address of the process's
     /// vDSO `clock_gettime`, called for CLOCK_MONOTONIC in nanoseconds.
     pub clock_gettime: u64,
+    /// Where the C library keeps the thread's kernel id, as an offset from
+    /// the thread pointer (glibc's `struct pthread`), or 0 if unknown. With
+    /// it, a thread that finds its thread pointer's slot recorded under
+    /// another id (a finished thread whose thread control block it reuses,
+    /// or the parent of a forked child) retires that slot and claims its own.
+    pub tid_offset: u32,
 }
+
+/// The key of a retired slot: never a thread pointer, never free.
+pub const RETIRED: u64 = 1;
 
 impl ThreadTable {
     /// Bytes of one thread's block.
@@ -465,6 +474,19 @@ impl Gen {
         a.set_label(&mut found)?;
         a.imul_3(r11, rcx, table.block())?;
         a.lea(r11, qword_ptr(r10 + r11 + (table.slots * 8) as i32))?;
+        if table.tid_offset != 0 {
+            // The slot is this thread's only if it was claimed under this
+            // thread's id; else retire it (its records stay for weft to
+            // read under the old id) and look further.
+            a.mov(edx, dword_ptr(u64::from(table.tid_offset)).fs())?;
+            a.cmp(edx, dword_ptr(r11 + t::TID as i32))?;
+            a.je(have)?;
+            a.mov(r8, rax)?;
+            a.mov(edx, RETIRED as u32)?;
+            a.lock().cmpxchg(qword_ptr(r10 + rcx * 8), rdx)?;
+            a.mov(rax, r8)?;
+            a.jmp(next)?;
+        }
         a.set_label(&mut have)?;
         Ok(())
     }
@@ -904,6 +926,7 @@ mod tests {
                 ring_data: RING_DATA,
                 no_slot: self.base() + 4096 - 24,
                 clock_gettime: 0,
+                tid_offset: 0,
             }
         }
         fn read(&self, addr: u64) -> u64 {
@@ -918,7 +941,7 @@ mod tests {
         fn block_of_this_thread(&self) -> u64 {
             let table = self.table();
             (0..table.slots)
-                .find(|&s| self.read(table.addr + s * 8) != 0)
+                .find(|&s| self.read(table.addr + s * 8) > RETIRED)
                 .map(|s| table.addr + table.slots * 8 + s * t::block_size(RING_DATA))
                 .expect("a claimed slot")
         }
@@ -1306,6 +1329,79 @@ mod tests {
             (mem.read(rec + r::R_ARGS), mem.read(rec + r::R_ARGS + 8)),
             (11, 22)
         );
+    }
+
+    /// Offsets from the thread pointer where this thread's id lies (glibc
+    /// keeps it in `struct pthread`).
+    fn tid_offsets() -> Vec<u32> {
+        extern "C" {
+            fn gettid() -> i32;
+        }
+        let tp: u64;
+        // SAFETY: reads fs:0, the thread pointer, which the x86-64 TLS ABI
+        // makes point to itself.
+        unsafe { std::arch::asm!("mov {}, fs:0", out(reg) tp) };
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { gettid() } as u32;
+        (8..0x400u32)
+            .step_by(4)
+            .filter(|&off| {
+                // SAFETY: glibc's struct pthread spans more than 0x400
+                // bytes from the thread pointer, all mapped.
+                unsafe { std::ptr::read_volatile((tp + u64::from(off)) as *const u32) == tid }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_slot_claimed_under_another_thread_id_is_retired() {
+        // The offset where two threads both find their own id.
+        let mine = tid_offsets();
+        let theirs = std::thread::spawn(tid_offsets).join().unwrap();
+        let offset = *mine
+            .iter()
+            .find(|o| theirs.contains(o))
+            .expect("glibc's tid field");
+        let mem = Memory::new(16);
+        let table = ThreadTable {
+            tid_offset: offset,
+            ..mem.table()
+        };
+        let exec = Exec::new(4096);
+        let emit = vec![Guarded {
+            predicate: None,
+            primitive: Primitive::Emit(1, vec![Expr::Arg(1)], Strings::NONE),
+        }];
+        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        exec.call([1, 0, 0, 0, 0, 0]);
+        exec.call([2, 0, 0, 0, 0, 0]);
+        let first = mem.block_of_this_thread();
+        let ring = first + t::RING;
+        assert_eq!(
+            mem.read(ring + crate::region::ring::HEAD),
+            48,
+            "one slot, two events"
+        );
+        // As if another thread had claimed this slot with the same thread pointer.
+        mem.write(first + t::TID, 999_999);
+        exec.call([3, 0, 0, 0, 0, 0]);
+        let keys: Vec<u64> = (0..table.slots)
+            .map(|s| mem.read(table.addr + s * 8))
+            .collect();
+        assert_eq!(
+            keys.iter().filter(|&&k| k == RETIRED).count(),
+            1,
+            "{keys:?}"
+        );
+        assert_eq!(keys.iter().filter(|&&k| k > RETIRED).count(), 1, "{keys:?}");
+        assert_eq!(
+            mem.read(ring + crate::region::ring::HEAD),
+            48,
+            "the old ring kept"
+        );
+        let new = mem.block_of_this_thread();
+        assert_ne!(new, first);
+        assert_eq!(mem.read(new + t::RING + crate::region::ring::HEAD), 24);
     }
 
     fn now_tsc() -> u64 {
