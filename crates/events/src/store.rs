@@ -273,13 +273,6 @@ pub fn finish_dir(dir: &Path, meta: &Meta) -> Result<()> {
     let metadata = ctf.join("metadata");
     std::fs::write(&metadata, crate::ctf::metadata(meta))
         .map_err(io(format!("writing {}", metadata.display())))?;
-    let lines_path = dir.join("events.jsonl");
-    let lines_err = io(format!("writing {}", lines_path.display()));
-    let mut lines = std::io::BufWriter::with_capacity(
-        1 << 20,
-        std::fs::File::create(&lines_path).map_err(&lines_err)?,
-    );
-    let mut chrome = ChromeWriter::create(&dir.join("trace.json"))?;
     let mut streams: Vec<std::path::PathBuf> = std::fs::read_dir(&ctf)
         .map_err(io(format!("reading {}", ctf.display())))?
         .flatten()
@@ -287,10 +280,30 @@ pub fn finish_dir(dir: &Path, meta: &Meta) -> Result<()> {
         .map(|e| e.path())
         .collect();
     streams.sort();
+    // The two files are independent: each is derived on its own core.
+    let (lines, chrome) = std::thread::scope(|scope| {
+        let lines = scope.spawn(|| write_lines(&dir.join("events.jsonl"), meta, &streams));
+        let chrome = write_chrome(&dir.join("trace.json"), meta, &streams);
+        (
+            lines
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            chrome,
+        )
+    });
+    lines.and(chrome)
+}
+
+/// `events.jsonl` from the streams: one line per event, each exit with its
+/// duration.
+fn write_lines(path: &Path, meta: &Meta, streams: &[std::path::PathBuf]) -> Result<()> {
+    let err = io(format!("writing {}", path.display()));
+    let mut lines =
+        std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).map_err(&err)?);
     for stream in streams {
         // A stream holds one thread's events, in order.
         let mut durations = Durations::default();
-        crate::ctf::read_stream(&stream, &|id| meta.string_masks(id), &mut |events| {
+        crate::ctf::read_stream(stream, &|id| meta.string_masks(id), &mut |events| {
             for e in &events {
                 let line = LineRef {
                     tsc: e.tsc,
@@ -300,14 +313,23 @@ pub fn finish_dir(dir: &Path, meta: &Meta) -> Result<()> {
                     strings: &e.strings,
                     duration_ns: durations.see(meta, e),
                 };
-                serde_json::to_writer(&mut lines, &line).map_err(|e| lines_err(e.into()))?;
-                lines.write_all(b"\n").map_err(&lines_err)?;
-                chrome.row(meta, e)?;
+                serde_json::to_writer(&mut lines, &line).map_err(|e| err(e.into()))?;
+                lines.write_all(b"\n").map_err(&err)?;
             }
             Ok(())
         })?;
     }
-    lines.flush().map_err(&lines_err)?;
+    lines.flush().map_err(&err)
+}
+
+/// `trace.json` from the streams.
+fn write_chrome(path: &Path, meta: &Meta, streams: &[std::path::PathBuf]) -> Result<()> {
+    let mut chrome = ChromeWriter::create(path)?;
+    for stream in streams {
+        crate::ctf::read_stream(stream, &|id| meta.string_masks(id), &mut |events| {
+            events.iter().try_for_each(|e| chrome.row(meta, e))
+        })?;
+    }
     chrome.finish(meta)
 }
 
