@@ -51,13 +51,19 @@ impl Requests {
         }
         let mut semaphores = Vec::new();
         let mut event_sites = Vec::new();
+        let mut waits_for_events = false;
         for t in &args.trace {
             if let Some(what) = t.strip_prefix("usdt:") {
                 let (s, sems) = weft_events::usdt_specs(session, what, args.string_max)?;
                 specs.extend(s);
                 semaphores.extend(sems);
             } else if let Some(what) = t.strip_prefix("event:") {
-                event_sites.extend(weft_events::event_sites(session, what)?);
+                let sites = weft_events::event_sites(session, what, args.string_max)?;
+                if sites.is_empty() {
+                    eprintln!("weft: {}", weft_events::pending_note(session, what)?);
+                }
+                event_sites.extend(sites);
+                waits_for_events = true;
             } else {
                 specs.extend(weft_events::trace_specs(
                     t,
@@ -90,6 +96,9 @@ impl Requests {
                  are unaffected"
             );
         }
+        // Two requests may name the same site: enable it once.
+        event_sites.sort_by_key(|s| s.addr);
+        event_sites.dedup_by_key(|s| s.addr);
         let sampler = Sampler::new(
             session.pid(),
             ticks_per_ns,
@@ -142,7 +151,7 @@ impl Requests {
         for m in &args.metric {
             req.add_metric(m, session)?;
         }
-        if req.specs.is_empty() && req.event_sites.is_empty() {
+        if req.specs.is_empty() && !waits_for_events {
             bail!(
                 "nothing to measure: give --count PATTERN (for example --count main) or --metric NAME:FOCUS \
                  (for example --metric wall_time:fn=main)"

@@ -15,6 +15,47 @@ fn variants() -> Vec<Variant> {
         .collect()
 }
 
+/// A library loaded with dlopen after weft started: its `WEFT_EVENT` site,
+/// asked for before it existed, is enabled before its first call, so every
+/// call's event is recorded with its values.
+#[test]
+fn rich_event_sites_of_a_dlopened_library_are_traced() {
+    let bin = build("dlopen", &O2);
+    let lib = build_shared("plugin", &O2);
+    let events = scratch("dlopen-rich").join("events");
+    let out = run(
+        weft()
+            .args(["run", "--trace", "event:plugin:work", "--events-out"])
+            .arg(&events)
+            .arg("--")
+            .arg(&bin)
+            .arg(&lib)
+            .arg("700"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("sites in libraries loaded later will be traced"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(tallies(&out.stdout)["plugin_work"], 700);
+    let text = run(weft().arg("events").arg(&events), Duration::from_secs(30)).stdout;
+    let values: Vec<(i64, i64)> = text
+        .lines()
+        .filter_map(|l| l.split_once(":plugin:work probe x="))
+        .map(|(_, rest)| {
+            let (x, r) = rest.split_once(" result=").expect("two values");
+            (x.parse().unwrap(), r.trim().parse().unwrap())
+        })
+        .collect();
+    assert_eq!(values.len(), 700, "{text}");
+    for (i, (x, r)) in values.iter().enumerate() {
+        assert_eq!((*x, *r), (i as i64, 5 * i as i64 + 1));
+    }
+}
+
 #[test]
 fn run_counts_calls_into_a_dlopened_library() {
     for v in variants() {

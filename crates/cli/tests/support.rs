@@ -136,6 +136,8 @@ pub fn build_shared(name: &str, v: &Variant) -> PathBuf {
         .collect();
     let status = Command::new("gcc")
         .args(&flags)
+        .arg("-I")
+        .arg(include_dir())
         .args(["-shared", "-fPIC", "-o"])
         .arg(&tmp)
         .arg(&src)

@@ -20,7 +20,7 @@ mod usdt;
 
 pub use error::{Error, Result};
 pub use record::Recorder;
-pub use rich::event_sites;
+pub use rich::{event_sites, pending_note};
 pub use store::{read_dir, render_text, shown_values, Meta, Shown, TraceClock};
 pub use usdt::{operand, usdt_specs};
 

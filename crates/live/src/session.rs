@@ -340,6 +340,11 @@ pub struct Session {
     rich_used: bool,
     /// Event timestamps: 0 for the TSC, else the target's vDSO clock_gettime.
     clock_gettime: u64,
+    /// `--trace event:PROVIDER:NAME` requests (globs), also for libraries
+    /// loaded later.
+    event_requests: Vec<(String, String)>,
+    /// Their strings' and byte arrays' cap.
+    event_cap: u16,
     /// Where the C library keeps a thread's id (see
     /// `ThreadTable::tid_offset`), found at the first `apply`; 0 if unknown.
     tid_offset: Option<u32>,
@@ -381,6 +386,8 @@ impl Session {
             ring_function: None,
             rich_used: false,
             clock_gettime: 0,
+            event_requests: Vec::new(),
+            event_cap: 128,
             tid_offset: None,
         })
     }

@@ -1,7 +1,8 @@
 //! Libraries loaded while weft is attached (dlopen). A hook at the dynamic
 //! loader's `_dl_debug_state` blocks the loading thread until weft has
 //! instrumented the new library (protocol in `weft_patch::load_hook`), so
-//! calls into it are counted from the first one, constructors aside.
+//! calls into it are counted from the first one, constructors aside. Its
+//! rich event sites that a request asks for are enabled then too.
 
 use super::*;
 use weft_patch::load_hook::{ACK, GENERATION, LISTENING};
@@ -122,11 +123,14 @@ impl Session {
                 return Ok(None);
             }
             let prepared = self.prepare_modules(specs, first, false)?;
-            if prepared.is_empty() {
+            let sites = self.requested_sites_from(first);
+            if prepared.is_empty() && sites.is_empty() {
                 return Ok(None);
             }
             let mut tracee = Tracee::attach(self.pid)?;
             let report = self.apply(&mut tracee, prepared)?;
+            let cap = self.event_cap();
+            self.enable_event_sites(&mut tracee, &sites, cap)?;
             tracee.detach()?;
             Ok(Some(report))
         })();

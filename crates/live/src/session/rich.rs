@@ -78,6 +78,57 @@ impl Session {
             .collect())
     }
 
+    /// Bytes copied at most from each string or byte array of a rich event.
+    pub(super) fn event_cap(&self) -> u16 {
+        self.event_cap
+    }
+
+    /// Asks for the sites matching `provider:name` (globs), in the modules
+    /// loaded now and in libraries loaded later (see `handle_loads`), their
+    /// strings and byte arrays copied up to `cap` bytes each. Returns the
+    /// sites loaded now, which [`Session::enable_event_sites`] enables.
+    pub fn trace_event_sites(
+        &mut self,
+        provider: &str,
+        name: &str,
+        cap: u16,
+    ) -> Result<Vec<EventSite>> {
+        self.event_requests
+            .push((provider.to_string(), name.to_string()));
+        self.event_cap = cap;
+        let all = self.event_sites()?;
+        Ok(all
+            .into_iter()
+            .filter(|s| {
+                weft_image::glob_match(provider, &s.provider)
+                    && weft_image::glob_match(name, &s.name)
+            })
+            .collect())
+    }
+
+    /// Sites of modules `first..` that a request asks for.
+    pub(super) fn requested_sites_from(&self, first: usize) -> Vec<EventSite> {
+        self.modules
+            .iter()
+            .skip(first)
+            .flat_map(|m| {
+                m.image.event_sites().iter().filter_map(|s| {
+                    let wanted = self.event_requests.iter().any(|(p, n)| {
+                        weft_image::glob_match(p, &s.provider) && weft_image::glob_match(n, &s.name)
+                    });
+                    Some(EventSite {
+                        module: m.name.clone(),
+                        addr: m.runtime(s.addr),
+                        provider: s.provider.clone(),
+                        name: s.name.clone(),
+                        fields: parse_fields(&s.fields)?,
+                    })
+                    .filter(|_| wanted)
+                })
+            })
+            .collect()
+    }
+
     /// Enables rich event sites in the stopped process: each gets an event
     /// id, the ring's geometry and the ring function; their strings and
     /// byte arrays are copied up to `cap` bytes each.
