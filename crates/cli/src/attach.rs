@@ -35,6 +35,7 @@ pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<
     };
     req.raise_semaphores(&tracee, 1)?;
     session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;
+    req.describe_trace(&session)?;
     tracee.detach()?;
     let stopped = started.elapsed();
     signals::catch_stop_requests();
@@ -75,7 +76,10 @@ report.springboards,
         });
         if session.load_pending(step) {
             match session.handle_loads(&req.specs) {
-                Ok(Some(report)) => report_load(&report, args.verbose),
+                Ok(Some(report)) => {
+                    report_load(&report, args.verbose);
+                    req.describe_trace(&session)?;
+                }
                 Ok(None) => {}
                 Err(e) if is_gone(&e) => break true,
                 Err(e) => return Err(e.into()),

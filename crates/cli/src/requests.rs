@@ -404,6 +404,16 @@ impl Requests {
         }
     }
 
+    /// Writes what the event ids mean into the events directory now (see
+    /// `Recorder::describe`): after inserting probes, and after a library
+    /// load added some.
+    pub fn describe_trace(&self, session: &Session) -> Result<()> {
+        if let Some(recorder) = &self.recorder {
+            recorder.describe(session, self.clock())?;
+        }
+        Ok(())
+    }
+
     /// Flight mode: writes what the rings hold now to the next DIR/dump-N.
     fn dump(&mut self, session: &Session) {
         let clock = self.clock();

@@ -77,6 +77,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
         let report = session.apply(&mut tracee, prepared)?;
         req.raise_semaphores(&tracee, 1)?;
         session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;
+        req.describe_trace(&session)?;
         let hooked = session.install_load_hook(&mut tracee)?;
         if args.verbose {
             output::print_points(&session.points());
@@ -139,7 +140,10 @@ fn wait_serving_loads(
         let step = req.tick(session);
         if session.load_pending(step) {
             match session.handle_loads(&req.specs) {
-                Ok(Some(report)) => report_load(&report, verbose),
+                Ok(Some(report)) => {
+                    report_load(&report, verbose);
+                    req.describe_trace(session)?;
+                }
                 Ok(None) => {}
                 Err(e) if is_gone(&e) => return Ok(wait_child_exit(pid)?),
                 Err(e) => return Err(e.into()),

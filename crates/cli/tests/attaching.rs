@@ -239,9 +239,11 @@ fn a_process_exiting_during_attach_is_an_error_not_a_crash() {
 #[test]
 fn block_mode_writers_carry_on_when_weft_dies() {
     let mut server = Server::start();
+    let events = scratch("weft-dies").join("events");
     let weft_child = weft()
         .args(["attach", "-p", &server.pid().to_string(), "--verbose"])
-        .args(["--trace", "fn:work", "--ring-mode", "block"])
+        .args(["--trace", "fn:work", "--ring-mode", "block", "--events-out"])
+        .arg(&events)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -249,9 +251,11 @@ fn block_mode_writers_carry_on_when_weft_dies() {
     let _stderr = wait_attached(&mut weft_child.0);
     server.send("go 1000 1");
     assert_eq!(server.line(), "done 1000");
-    // weft dies without detaching: its trampolines stay, nobody drains, and
-    // the rings fill. Writers wait at most until the last deadline weft set,
-    // then drop, so the program still finishes its work.
+    // weft drains those events within milliseconds, then dies without
+    // detaching: its trampolines stay, nobody drains, and the rings fill.
+    // Writers wait at most until the last deadline weft set, then drop, so
+    // the program still finishes its work.
+    std::thread::sleep(Duration::from_millis(200));
     weft_child.0.kill().unwrap();
     let status = weft_child.0.wait().unwrap(); // SIGKILL: reaped at once
     assert_eq!(
@@ -261,4 +265,22 @@ fn block_mode_writers_carry_on_when_weft_dies() {
     server.send("go 3000000 2");
     assert_eq!(server.line(), "done 6000000");
     server.send("quit");
+    // What weft wrote before it died is readable: it described the trace
+    // when it started, and its streams hold whole packets.
+    let text = run(weft().arg("events").arg(&events), Duration::from_secs(60));
+    assert_eq!(text.status, 0, "{}", text.stderr);
+    let entries = text
+        .stdout
+        .lines()
+        .filter(|l| l.contains(":work entry "))
+        .count();
+    let exits = text
+        .stdout
+        .lines()
+        .filter(|l| l.contains(":work exit "))
+        .count();
+    assert!(
+        entries >= 1000 && exits >= 1000,
+        "{entries} entries, {exits} exits"
+    );
 }

@@ -1,6 +1,7 @@
 //! The consumer: drains every thread's ring and writes what it drains to
 //! the CTF streams of an events directory as it goes, one packet per drain
-//! and thread, so that a trace of any length needs no memory in weft.
+//! and thread (one `write`, unbuffered: what was drained is in the file even
+//! if weft is killed), so that a trace of any length needs no memory in weft.
 
 use crate::{Error, Meta, Result, TraceClock};
 use std::collections::BTreeMap;
@@ -12,7 +13,7 @@ use weft_live::{RawRecords, Session};
 #[derive(Debug)]
 pub struct Recorder {
     dir: Option<PathBuf>,
-    streams: BTreeMap<i32, std::io::BufWriter<std::fs::File>>,
+    streams: BTreeMap<i32, std::fs::File>,
     events: u64,
     /// The first write error; later drains still free the rings.
     failed: Option<Error>,
@@ -50,6 +51,17 @@ impl Recorder {
         })
     }
 
+    /// Writes what the session's event ids mean (`meta.json`,
+    /// `ctf/metadata`) now, so that the streams can be read even if weft
+    /// never finishes; call it once tracing has started and whenever ids
+    /// are added.
+    pub fn describe(&self, session: &Session, clock: TraceClock<'_>) -> Result<()> {
+        match &self.dir {
+            Some(dir) => crate::store::write_meta(dir, &Meta::of(session, clock)),
+            None => Ok(()),
+        }
+    }
+
     /// Events recorded so far.
     pub fn events(&self) -> u64 {
         self.events
@@ -82,7 +94,7 @@ impl Recorder {
         let stream = match self.streams.entry(raw.tid) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::btree_map::Entry::Vacant(v) => match std::fs::File::create(&path) {
-                Ok(f) => v.insert(std::io::BufWriter::with_capacity(1 << 20, f)),
+                Ok(f) => v.insert(f),
                 Err(e) => {
                     self.failed = Some(io(format!("writing {}", path.display()))(e));
                     return;

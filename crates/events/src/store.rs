@@ -259,27 +259,27 @@ impl Meta {
     }
 }
 
-/// Completes an events directory whose `ctf/` streams are written: writes
-/// `meta.json` and `ctf/metadata`, then derives `events.jsonl` and
-/// `trace.json` from the streams, a packet at a time.
-pub fn finish_dir(dir: &Path, meta: &Meta) -> Result<()> {
+/// Writes `meta.json` and `ctf/metadata`: what the event ids mean. weft
+/// writes them when tracing starts (and again when ids are added), so that
+/// the CTF streams written so far can be read even if weft never finishes.
+pub fn write_meta(dir: &Path, meta: &Meta) -> Result<()> {
     let meta_path = dir.join("meta.json");
     std::fs::write(
         &meta_path,
         serde_json::to_vec_pretty(meta).expect("plain data"),
     )
     .map_err(io(format!("writing {}", meta_path.display())))?;
-    let ctf = dir.join("ctf");
-    let metadata = ctf.join("metadata");
+    let metadata = dir.join("ctf").join("metadata");
     std::fs::write(&metadata, crate::ctf::metadata(meta))
-        .map_err(io(format!("writing {}", metadata.display())))?;
-    let mut streams: Vec<std::path::PathBuf> = std::fs::read_dir(&ctf)
-        .map_err(io(format!("reading {}", ctf.display())))?
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("stream_"))
-        .map(|e| e.path())
-        .collect();
-    streams.sort();
+        .map_err(io(format!("writing {}", metadata.display())))
+}
+
+/// Completes an events directory whose `ctf/` streams are written: writes
+/// `meta.json` and `ctf/metadata`, then derives `events.jsonl` and
+/// `trace.json` from the streams, a packet at a time.
+pub fn finish_dir(dir: &Path, meta: &Meta) -> Result<()> {
+    write_meta(dir, meta)?;
+    let streams = streams_of(dir)?;
     // The two files are independent: each is derived on its own core.
     let (lines, chrome) = std::thread::scope(|scope| {
         let lines = scope.spawn(|| write_lines(&dir.join("events.jsonl"), meta, &streams));
@@ -292,6 +292,19 @@ pub fn finish_dir(dir: &Path, meta: &Meta) -> Result<()> {
         )
     });
     lines.and(chrome)
+}
+
+/// The CTF stream files of an events directory, in order.
+fn streams_of(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let ctf = dir.join("ctf");
+    let mut streams: Vec<std::path::PathBuf> = std::fs::read_dir(&ctf)
+        .map_err(io(format!("reading {}", ctf.display())))?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("stream_"))
+        .map(|e| e.path())
+        .collect();
+    streams.sort();
+    Ok(streams)
 }
 
 /// `events.jsonl` from the streams: one line per event, each exit with its
@@ -463,6 +476,17 @@ pub fn read_dir(dir: &Path) -> Result<(Meta, Vec<EventRecord>)> {
     let meta: Meta = serde_json::from_str(&text)
         .map_err(|e| Error::Format(format!("{}: {e}", meta_path.display())))?;
     let path = dir.join("events.jsonl");
+    if !path.exists() {
+        // weft did not finish this trace: read what its streams hold.
+        let mut events = Vec::new();
+        for stream in streams_of(dir)? {
+            crate::ctf::read_stream(&stream, &|id| meta.string_masks(id), &mut |mut e| {
+                events.append(&mut e);
+                Ok(())
+            })?;
+        }
+        return Ok((meta, events));
+    }
     let file = std::fs::File::open(&path).map_err(io(format!("reading {}", path.display())))?;
     let mut events = Vec::new();
     for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
