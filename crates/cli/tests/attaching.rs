@@ -59,25 +59,6 @@ impl Server {
     }
 }
 
-/// Waits until weft's stderr says it has attached.
-fn wait_attached(weft: &mut std::process::Child) -> mpsc::Receiver<String> {
-    let stderr = weft.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("weft attaches within 30 s");
-        if line.contains("attached to") {
-            return rx;
-        }
-    }
-}
-
 #[test]
 fn counts_exactly_the_calls_made_while_attached() {
     let mut server = Server::start();

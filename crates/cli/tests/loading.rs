@@ -167,16 +167,7 @@ fn attach_counts_calls_into_a_library_loaded_while_attached() {
             .strip_prefix("tally plugin_work ")
             .and_then(|n| n.parse::<u64>().ok());
     }
-    // SAFETY: kill with weft's own pid.
-    unsafe { libc::kill(weft_child.0.id() as i32, libc::SIGINT) };
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while weft_child.0.try_wait().unwrap().is_none() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "weft detaches within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    interrupt(&mut weft_child.0);
     assert_eq!(
         count_of(&read_counts(&json), "plugin_work", "entry"),
         tally.unwrap()

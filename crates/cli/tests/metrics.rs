@@ -567,7 +567,7 @@ fn metrics_change_while_attached() {
             let _ = tx.send(l);
         }
     });
-    let w = KillOnDrop(w);
+    let mut w = KillOnDrop(w);
     let reply = |cmd: &str, to: &mut std::process::ChildStdin| {
         writeln!(to, "{cmd}").unwrap();
         to.flush().unwrap();
@@ -588,14 +588,7 @@ fn metrics_change_while_attached() {
         second.contains("calls:fn=leaf") && !second.contains("removed"),
         "{second}"
     );
-    // SAFETY: kill with weft's own pid.
-    unsafe { libc::kill(w.0.id() as i32, libc::SIGINT) };
-    let mut w = w;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while w.0.try_wait().unwrap().is_none() {
-        assert!(std::time::Instant::now() < deadline, "weft detaches");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    assert!(interrupt(&mut w.0).success());
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = doc["metrics"].as_array().unwrap();

@@ -273,3 +273,42 @@ pub fn have(program: &str) -> bool {
 pub fn skip(why: &str) {
     eprintln!("SKIPPED: {why}");
 }
+
+/// Waits (at most 30 s) until weft, started with `attach --verbose` and a
+/// piped stderr, says it has attached; returns its further stderr lines.
+pub fn wait_attached(weft: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let stderr = weft.stderr.take().expect("weft's stderr piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("weft attaches within 30 s");
+        if line.contains("attached to") {
+            return rx;
+        }
+    }
+}
+
+/// Asks weft to detach and finish (SIGINT, sent to its pid) and waits for
+/// it, at most 30 s; returns its exit status.
+pub fn interrupt(weft: &mut std::process::Child) -> std::process::ExitStatus {
+    // SAFETY: kill with weft's own pid.
+    unsafe { libc::kill(weft.id() as i32, libc::SIGINT) };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = weft.try_wait().expect("weft's status") {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "weft detaches within 30 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

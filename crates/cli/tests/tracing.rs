@@ -7,6 +7,46 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
+/// Runs `bin TARGET_ARGS` under `weft run WEFT_ARGS --events-out EVENTS`,
+/// checks that it succeeded, and returns the target's tallies and `weft
+/// events EVENTS`.
+fn traced_run(
+    bin: &std::path::Path,
+    weft_args: &[&str],
+    events: &std::path::Path,
+    target_args: &[&str],
+) -> (BTreeMap<String, u64>, String) {
+    let out = run(
+        weft()
+            .arg("run")
+            .args(weft_args)
+            .arg("--events-out")
+            .arg(events)
+            .arg("--")
+            .arg(bin)
+            .args(target_args),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status, 0, "{}: {}", bin.display(), out.stderr);
+    let text = run(weft().arg("events").arg(events), Duration::from_secs(30)).stdout;
+    (tallies(&out.stdout), text)
+}
+
+/// What babeltrace2 (Debian's CTF reader) prints for an events directory's
+/// `ctf/`, checked to have succeeded; None (said) if it is not installed.
+fn babeltrace(events: &std::path::Path) -> Option<String> {
+    if !have("babeltrace2") {
+        skip("babeltrace2 missing (bash scripts/install-deps.sh installs it)");
+        return None;
+    }
+    let bt = run(
+        Command::new("babeltrace2").arg(events.join("ctf")),
+        Duration::from_secs(60),
+    );
+    assert_eq!(bt.status, 0, "{}", bt.stderr);
+    Some(bt.stdout)
+}
+
 /// Traces `traced` (entries with two arguments, and exits) in the events
 /// target run with THREADS and CALLS; returns weft's outcome, the events
 /// directory and its meta.json.
@@ -114,16 +154,10 @@ fn function_entries_and_exits_with_exact_payloads() {
         &text.stdout[..300]
     );
     // babeltrace2 (Debian's CTF reader) reads the same events from ctf/.
-    if !have("babeltrace2") {
-        skip("babeltrace2 missing (bash scripts/install-deps.sh installs it)");
+    let Some(bt) = babeltrace(&events) else {
         return;
-    }
-    let bt = run(
-        std::process::Command::new("babeltrace2").arg(events.join("ctf")),
-        Duration::from_secs(60),
-    );
-    assert_eq!(bt.status, 0, "{}", bt.stderr);
-    let lines: Vec<&str> = bt.stdout.lines().collect();
+    };
+    let lines: Vec<&str> = bt.lines().collect();
     assert_eq!(lines.len(), 9000);
     assert_eq!(
         lines
@@ -261,7 +295,7 @@ fn tracing_starts_in_a_running_process() {
     assert_eq!(from_server.next().unwrap().unwrap(), "ready");
     let dir = scratch("trace-attach");
     let events = dir.join("ev");
-    let mut w = weft()
+    let w = weft()
         .args([
             "attach",
             "-p",
@@ -277,24 +311,11 @@ fn tracing_starts_in_a_running_process() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(w.stderr.take().unwrap()).lines();
-    let w = KillOnDrop(w);
-    loop {
-        let l = err.next().expect("weft attaches").unwrap();
-        if l.contains("attached to") {
-            break;
-        }
-    }
+    let mut w = KillOnDrop(w);
+    let _stderr = wait_attached(&mut w.0);
     writeln!(to_server, "go 800 2").unwrap();
     assert_eq!(from_server.next().unwrap().unwrap(), "done 1600");
-    // SAFETY: kill with weft's own pid.
-    unsafe { libc::kill(w.0.id() as i32, libc::SIGINT) };
-    let mut w = w;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while w.0.try_wait().unwrap().is_none() {
-        assert!(std::time::Instant::now() < deadline, "weft detaches");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    assert!(interrupt(&mut w.0).success());
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(events.join("meta.json")).unwrap()).unwrap();
     assert_eq!(meta["dropped"], 0);
@@ -469,20 +490,18 @@ fn libstdcxx_throw_and_catch_fire_once_each() {
     let bin = build("throws", &O2);
     let dir = scratch("usdt-throw");
     let events = dir.join("ev");
-    let out = run(
-        weft()
-            .args(["run", "--trace", "usdt:libstdcxx:throw"])
-            .args(["--trace", "usdt:libstdcxx:catch", "--events-out"])
-            .arg(&events)
-            .arg("--")
-            .arg(&bin)
-            .arg("300"),
-        Duration::from_secs(60),
+    let (tally, text) = traced_run(
+        &bin,
+        &[
+            "--trace",
+            "usdt:libstdcxx:throw",
+            "--trace",
+            "usdt:libstdcxx:catch",
+        ],
+        &events,
+        &["300"],
     );
-    assert_eq!(out.status, 0, "{}", out.stderr);
-    let tally = tallies(&out.stdout);
     assert_eq!((tally["throws"], tally["caught"]), (100, 100));
-    let text = run(weft().arg("events").arg(&events), Duration::from_secs(30)).stdout;
     let count = |probe: &str| {
         text.lines()
             .filter(|l| l.contains(&format!(":libstdcxx:{probe} probe")))
@@ -520,24 +539,18 @@ print('tally plain', calls['plain'])
 ";
     let dir = scratch("usdt-python");
     let events = dir.join("ev");
-    let out = run(
-        weft()
-            .args([
-                "run",
-                "--trace",
-                "usdt:python:function__entry@arg1/s,arg2/s",
-                "--trace",
-                "usdt:python:function__return@arg1/s,arg2/s",
-                "--events-out",
-            ])
-            .arg(&events)
-            .args(["--", python, "-c", script]),
-        Duration::from_secs(60),
+    let (tally, text) = traced_run(
+        std::path::Path::new(python),
+        &[
+            "--trace",
+            "usdt:python:function__entry@arg1/s,arg2/s",
+            "--trace",
+            "usdt:python:function__return@arg1/s,arg2/s",
+        ],
+        &events,
+        &["-c", script],
     );
-    assert_eq!(out.status, 0, "{}", out.stderr);
-    let tally = tallies(&out.stdout);
     assert_eq!((tally["gen"], tally["plain"]), (37, 53));
-    let text = run(weft().arg("events").arg(&events), Duration::from_secs(30)).stdout;
     let named = |probe: &str, function: &str| {
         text.lines()
             .filter(|l| l.contains(&format!(":python:{probe} probe")))
@@ -558,14 +571,8 @@ print('tally plain', calls['plain'])
         .count() as u64;
     assert_eq!(gens, tally["gen"]);
     // babeltrace2 reads the strings from the CTF output.
-    if have("babeltrace2") {
-        let ctf = run(
-            Command::new("babeltrace2").arg(events.join("ctf")),
-            Duration::from_secs(60),
-        );
-        assert_eq!(ctf.status, 0, "{}", ctf.stderr);
-        let read = ctf
-            .stdout
+    if let Some(text) = babeltrace(&events) {
+        let read = text
             .lines()
             .filter(|l| l.contains("function__entry") && l.contains("arg2 = { text = \"gen\" }"))
             .count() as u64;
@@ -580,25 +587,12 @@ fn function_string_arguments_are_recorded_as_text() {
     for v in VARIANTS {
         let bin = build("events", v);
         let events = scratch(&format!("trace-strings-{}", v.name)).join("events");
-        let out = run(
-            weft()
-                .args([
-                    "run",
-                    "--trace",
-                    "entry:labelled@arg1/s",
-                    "--string-max",
-                    "16",
-                ])
-                .arg("--events-out")
-                .arg(&events)
-                .arg("--")
-                .arg(&bin)
-                .args(["1", "10"]),
-            Duration::from_secs(60),
+        let (tally, text) = traced_run(
+            &bin,
+            &["--trace", "entry:labelled@arg1/s", "--string-max", "16"],
+            &events,
+            &["1", "10"],
         );
-        assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
-        let tally = tallies(&out.stdout);
-        let text = run(weft().arg("events").arg(&events), Duration::from_secs(30)).stdout;
         let shown = |value: &str| {
             text.lines()
                 .filter(|l| l.contains(":labelled entry ") && l.contains(&format!("arg1={value} ")))
@@ -762,20 +756,13 @@ fn rich_events_carry_integers_strings_and_bytes_exactly() {
     for v in VARIANTS {
         let bin = build("rich", v);
         let events = scratch(&format!("rich-{}", v.name)).join("events");
-        let out = run(
-            weft()
-                .args(["run", "--trace", "event:rich:*", "--string-max", "16"])
-                .arg("--events-out")
-                .arg(&events)
-                .arg("--")
-                .arg(&bin)
-                .args(["3", "500"]),
-            Duration::from_secs(60),
+        let (tally, text) = traced_run(
+            &bin,
+            &["--trace", "event:rich:*", "--string-max", "16"],
+            &events,
+            &["3", "500"],
         );
-        assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
-        let tally = tallies(&out.stdout);
         assert_eq!((tally["request"], tally["done"]), (1500, 3));
-        let text = run(weft().arg("events").arg(&events), Duration::from_secs(30)).stdout;
         let mut next: BTreeMap<u64, u64> = BTreeMap::new();
         let (mut requests, mut done) = (0, 0);
         for line in text.lines() {
@@ -802,14 +789,8 @@ fn rich_events_carry_integers_strings_and_bytes_exactly() {
             "{}",
             v.name
         );
-        if have("babeltrace2") {
-            let bt = run(
-                Command::new("babeltrace2").arg(events.join("ctf")),
-                Duration::from_secs(60),
-            );
-            assert_eq!(bt.status, 0, "{}", bt.stderr);
-            let read = bt
-                .stdout
+        if let Some(text) = babeltrace(&events) {
+            let read = text
                 .lines()
                 .filter(|l| l.contains("rich:request") && l.contains("label = {"))
                 .count() as u64;
@@ -837,32 +818,19 @@ fn rich_events_start_and_stop_with_attach() {
     let mut from_target = BufReader::new(target.0.stdout.take().unwrap()).lines();
     writeln!(to_target, "go 100").unwrap();
     assert_eq!(from_target.next().unwrap().unwrap(), "done 200");
-    let mut w = weft()
+    let w = weft()
         .args(["attach", "-p", &target.0.id().to_string(), "--verbose"])
         .args(["--trace", "event:rich:request", "--events-out"])
         .arg(&events)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(w.stderr.take().unwrap()).lines();
-    let w = KillOnDrop(w);
-    loop {
-        let l = err.next().expect("weft attaches").unwrap();
-        if l.contains("attached to") {
-            break;
-        }
-    }
+    let mut w = KillOnDrop(w);
+    let err = wait_attached(&mut w.0);
     writeln!(to_target, "go 300").unwrap();
     assert_eq!(from_target.next().unwrap().unwrap(), "done 800");
-    // SAFETY: kill with weft's own pid.
-    unsafe { libc::kill(w.0.id() as i32, libc::SIGINT) };
-    let mut w = w;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while w.0.try_wait().unwrap().is_none() {
-        assert!(std::time::Instant::now() < deadline, "weft detaches");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let rest: Vec<String> = err.map_while(|l| l.ok()).collect();
+    assert!(interrupt(&mut w.0).success());
+    let rest: Vec<String> = err.try_iter().collect();
     assert!(
         rest.iter().any(|l| l.contains("stays mapped")),
         "weft says its memory stays: {rest:?}"

@@ -1707,16 +1707,8 @@ impl Session {
     /// Every thread's reading of a wall timer, in TSC ticks, taken
     /// consistently (under each timer's sequence number) at `now` ticks.
     pub fn timer_readings(&self, timer: u64, now: u64) -> Vec<ThreadReading> {
-        let slots = self.layout.header.thread_slots;
         let mut out = Vec::new();
-        for slot in 0..slots {
-            if self
-                .shm
-                .load_u64(self.layout.header.threads_offset + slot * 8)
-                == 0
-            {
-                continue;
-            }
+        for slot in self.claimed_slots() {
             let block = self.layout.thread_block(slot);
             let at = block + threads::timer(timer);
             let reading = loop {
@@ -1741,13 +1733,7 @@ impl Session {
 
     /// Every thread's value of a per-thread counter.
     pub fn thread_counter_readings(&self, counter: u64) -> Vec<ThreadReading> {
-        let slots = self.layout.header.thread_slots;
-        (0..slots)
-            .filter(|&slot| {
-                self.shm
-                    .load_u64(self.layout.header.threads_offset + slot * 8)
-                    != 0
-            })
+        self.claimed_slots()
             .map(|slot| {
                 let block = self.layout.thread_block(slot);
                 let value = self.shm.load_u64(block + threads::counter(counter));
@@ -2057,21 +2043,24 @@ impl Session {
         );
     }
 
-    /// The claimed thread slots: (ring offset, tid).
+    /// The thread slots some thread has claimed (retired ones included).
+    fn claimed_slots(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.layout.header.thread_slots).filter(|&slot| {
+            self.shm
+                .load_u64(self.layout.header.threads_offset + slot * 8)
+                != 0
+        })
+    }
+
+    /// The claimed thread slots' rings: (ring offset, tid).
     fn claimed_rings(&self) -> impl Iterator<Item = (u64, i32)> + '_ {
-        (0..self.layout.header.thread_slots)
-            .filter(|&slot| {
-                self.shm
-                    .load_u64(self.layout.header.threads_offset + slot * 8)
-                    != 0
-            })
-            .map(|slot| {
-                let block = self.layout.thread_block(slot);
-                (
-                    block + threads::RING,
-                    self.shm.load_u64(block + threads::TID) as i32,
-                )
-            })
+        self.claimed_slots().map(|slot| {
+            let block = self.layout.thread_block(slot);
+            (
+                block + threads::RING,
+                self.shm.load_u64(block + threads::TID) as i32,
+            )
+        })
     }
 
     /// Moves every published record out of every thread's ring, in each

@@ -896,6 +896,18 @@ mod tests {
         p
     }
 
+    /// A mini-trampoline that emits event `event` with arguments 1 to
+    /// `nargs`, loaded and ready to call.
+    fn emitter(table: ThreadTable, event: u32, nargs: u8, strings: Strings) -> Exec {
+        let exec = Exec::new(4096);
+        let emit = vec![Guarded {
+            predicate: None,
+            primitive: Primitive::Emit(event, (1..=nargs).map(Expr::Arg).collect(), strings),
+        }];
+        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        exec
+    }
+
     /// The ring size the tests use.
     const RING_DATA: u64 = crate::region::ring::DEFAULT_DATA;
 
@@ -1068,14 +1080,8 @@ mod tests {
         use crate::region::ring as r;
         let mem = Memory::new(16);
         let table = mem.table();
-        let exec = Exec::new(4096);
-        let three = vec![Expr::Arg(1), Expr::Arg(2), Expr::Arg(3)];
-        let emit = vec![Guarded {
-            predicate: None,
-            primitive: Primitive::Emit(3, three, Strings::NONE),
-        }];
-        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
-        // 48-byte records do not divide the data, so some straddle its end;
+        let exec = emitter(table, 3, 3, Strings::NONE);
+        // 40-byte records do not divide the data, so some straddle its end;
         // consuming after each one lets the ring go round three times.
         let size = r::record_size(3, 0);
         assert_eq!(size, 40);
@@ -1102,12 +1108,7 @@ mod tests {
         use crate::region::ring as r;
         let mem = Memory::new(16);
         let table = mem.table();
-        let exec = Exec::new(4096);
-        let emit = vec![Guarded {
-            predicate: None,
-            primitive: Primitive::Emit(7, vec![Expr::Arg(1), Expr::Arg(2)], Strings::NONE),
-        }];
-        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        let exec = emitter(table, 7, 2, Strings::NONE);
         for i in 0..5 {
             exec.call([i, 100 + i, 0, 0, 0, 0]);
         }
@@ -1142,19 +1143,15 @@ mod tests {
         use crate::region::ring as r;
         let mem = Memory::new(16);
         let table = mem.table();
-        let exec = Exec::new(4096);
-        let emit = vec![Guarded {
-            predicate: None,
-            primitive: Primitive::Emit(
-                9,
-                vec![Expr::Arg(1), Expr::Arg(2), Expr::Arg(3)],
-                Strings {
-                    mask: 0b101,
-                    cap: 16,
-                },
-            ),
-        }];
-        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        let exec = emitter(
+            table,
+            9,
+            3,
+            Strings {
+                mask: 0b101,
+                cap: 16,
+            },
+        );
         let short = b"main.py\0";
         let exact = b"0123456789abcdef\0";
         let long = b"0123456789abcdefXYZ\0";
@@ -1188,21 +1185,17 @@ mod tests {
         use crate::region::ring as r;
         let mem = Memory::new(16);
         let table = mem.table();
-        let exec = Exec::new(4096);
         // Records of two sizes (a string of 1 or 20 bytes), so that the
         // writer skips records of a size other than its own.
-        let emit = vec![Guarded {
-            predicate: None,
-            primitive: Primitive::Emit(
-                5,
-                vec![Expr::Arg(1), Expr::Arg(2)],
-                Strings {
-                    mask: 0b10,
-                    cap: 32,
-                },
-            ),
-        }];
-        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        let exec = emitter(
+            table,
+            5,
+            2,
+            Strings {
+                mask: 0b10,
+                cap: 32,
+            },
+        );
         mem.write(table.ring_overwrite, 1);
         let texts: [&[u8]; 2] = [b"x\0", b"twenty bytes of text\0"];
         let total = 3 * RING_DATA / 48;
@@ -1252,12 +1245,7 @@ mod tests {
         for slot in 0..table.slots {
             mem.write(table.addr + slot * 8, 0x1000 + slot);
         }
-        let exec = Exec::new(4096);
-        let emit = vec![Guarded {
-            predicate: None,
-            primitive: Primitive::Emit(1, vec![Expr::Arg(1)], Strings::NONE),
-        }];
-        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        let exec = emitter(table, 1, 1, Strings::NONE);
         for i in 0..3 {
             exec.call([i, 0, 0, 0, 0, 0]);
         }
@@ -1309,12 +1297,7 @@ mod tests {
             clock_gettime: clock_gettime as *const () as u64,
             ..mem.table()
         };
-        let exec = Exec::new(4096);
-        let emit = vec![Guarded {
-            predicate: None,
-            primitive: Primitive::Emit(2, vec![Expr::Arg(1), Expr::Arg(2)], Strings::NONE),
-        }];
-        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        let exec = emitter(table, 2, 2, Strings::NONE);
         let before = now();
         exec.call([11, 22, 0, 0, 0, 0]);
         let after = now();
@@ -1367,12 +1350,7 @@ mod tests {
             tid_offset: offset,
             ..mem.table()
         };
-        let exec = Exec::new(4096);
-        let emit = vec![Guarded {
-            predicate: None,
-            primitive: Primitive::Emit(1, vec![Expr::Arg(1)], Strings::NONE),
-        }];
-        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        let exec = emitter(table, 1, 1, Strings::NONE);
         exec.call([1, 0, 0, 0, 0, 0]);
         exec.call([2, 0, 0, 0, 0, 0]);
         let first = mem.block_of_this_thread();
@@ -1414,12 +1392,7 @@ mod tests {
         use crate::region::ring as r;
         let mem = Memory::new(16);
         let table = mem.table();
-        let exec = Exec::new(4096);
-        let emit = vec![Guarded {
-            predicate: None,
-            primitive: Primitive::Emit(1, vec![Expr::Arg(1)], Strings::NONE),
-        }];
-        exec.load(&mini_trampoline(exec.addr(), table, &emit).unwrap());
+        let exec = emitter(table, 1, 1, Strings::NONE);
         let size = r::record_size(1, 0);
         for i in 0..RING_DATA / size {
             exec.call([i as i64, 0, 0, 0, 0, 0]);

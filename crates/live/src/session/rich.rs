@@ -61,9 +61,14 @@ impl Session {
     /// describe them). A site whose field list does not parse is skipped.
     pub fn event_sites(&mut self) -> Result<Vec<EventSite>> {
         self.refresh_modules()?;
-        Ok(self
-            .modules
+        Ok(self.sites_from(0))
+    }
+
+    /// The sites of modules `first..`.
+    fn sites_from(&self, first: usize) -> Vec<EventSite> {
+        self.modules
             .iter()
+            .skip(first)
             .flat_map(|m| {
                 m.image.event_sites().iter().filter_map(|s| {
                     Some(EventSite {
@@ -75,7 +80,7 @@ impl Session {
                     })
                 })
             })
-            .collect())
+            .collect()
     }
 
     /// Bytes copied at most from each string or byte array of a rich event.
@@ -108,25 +113,12 @@ impl Session {
 
     /// Sites of modules `first..` that a request asks for.
     pub(super) fn requested_sites_from(&self, first: usize) -> Vec<EventSite> {
-        self.modules
-            .iter()
-            .skip(first)
-            .flat_map(|m| {
-                m.image.event_sites().iter().filter_map(|s| {
-                    let wanted = self.event_requests.iter().any(|(p, n)| {
-                        weft_image::glob_match(p, &s.provider) && weft_image::glob_match(n, &s.name)
-                    });
-                    Some(EventSite {
-                        module: m.name.clone(),
-                        addr: m.runtime(s.addr),
-                        provider: s.provider.clone(),
-                        name: s.name.clone(),
-                        fields: parse_fields(&s.fields)?,
-                    })
-                    .filter(|_| wanted)
-                })
+        let wanted = |s: &EventSite| {
+            self.event_requests.iter().any(|(p, n)| {
+                weft_image::glob_match(p, &s.provider) && weft_image::glob_match(n, &s.name)
             })
-            .collect()
+        };
+        self.sites_from(first).into_iter().filter(wanted).collect()
     }
 
     /// Enables rich event sites in the stopped process: each gets an event
