@@ -11,9 +11,16 @@ use weft_live::Module;
 
 /// `weft inspect` arguments.
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct InspectArgs {
     #[command(subcommand)]
-    what: What,
+    what: Option<What>,
+    /// The same as `weft inspect usdt BINARY|PID`.
+    #[arg(long, value_name = "BINARY|PID")]
+    usdt: Option<String>,
+    /// The same as `weft inspect events BINARY|PID`.
+    #[arg(long, value_name = "BINARY|PID")]
+    events: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -64,7 +71,22 @@ enum What {
 
 /// Runs an inspect command.
 pub fn inspect(args: &InspectArgs) -> Result<()> {
-    match &args.what {
+    let what = match (&args.what, &args.usdt, &args.events) {
+        (Some(what), _, _) => what,
+        (None, Some(target), _) => &What::Usdt {
+            target: target.clone(),
+            pattern: None,
+        },
+        (None, None, Some(target)) => &What::Events {
+            target: target.clone(),
+            pattern: None,
+        },
+        (None, None, None) => bail!(
+            "say what to inspect: functions, usdt, events, disasm, cfg or liveness \
+             (weft inspect --help)"
+        ),
+    };
+    match what {
         What::Functions { target, pattern } => {
             let modules = load(target)?;
             let pattern = pattern.as_deref().map(Pattern::parse).transpose()?;

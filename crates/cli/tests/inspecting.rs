@@ -243,6 +243,12 @@ fn usdt_probes_match_readelf() {
             })
             .collect();
         assert_eq!(got, want, "{binary}");
+        // The spelling, `inspect --usdt`, prints the same.
+        let flag = run(
+            weft().args(["inspect", "--usdt", binary]),
+            Duration::from_secs(30),
+        );
+        assert_eq!(flag.stdout, out.stdout, "{binary}");
     }
 }
 
