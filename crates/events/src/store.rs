@@ -346,23 +346,6 @@ fn write_chrome(path: &Path, meta: &Meta, streams: &[std::path::PathBuf]) -> Res
     chrome.finish(meta)
 }
 
-fn micros(meta: &Meta, tsc: u64) -> f64 {
-    tsc.saturating_sub(meta.start_tsc) as f64 / meta.ticks_per_ns / 1000.0
-}
-
-/// One row of the Chrome/Perfetto trace event format.
-#[derive(Serialize)]
-struct ChromeEvent<'a> {
-    name: &'a str,
-    cat: &'a str,
-    ph: &'static str,
-    s: &'static str,
-    ts: f64,
-    pid: i32,
-    tid: i32,
-    args: ChromeArgs<'a>,
-}
-
 /// An event's values as `{"ret": R}` (exits) or `{"arg1": A, ...}` (or
 /// the site's names): integers signed, strings as text.
 struct ChromeArgs<'a> {
@@ -405,6 +388,9 @@ struct ChromeWriter {
     out: std::io::BufWriter<std::fs::File>,
     path: std::path::PathBuf,
     first: bool,
+    /// By event id: the start of its rows, `{"name":..,"cat":..,"ph":..,"s":"t","ts":`,
+    /// escaped once.
+    prefixes: Vec<Option<String>>,
 }
 
 impl ChromeWriter {
@@ -417,41 +403,62 @@ impl ChromeWriter {
             out,
             path: path.to_path_buf(),
             first: true,
+            prefixes: Vec::new(),
         })
     }
 
+    /// One row: `B` for an entry, `E` for an exit, `i` for a probe; `ts` in
+    /// microseconds with nanosecond digits.
     fn row(&mut self, meta: &Meta, e: &EventRecord) -> Result<()> {
-        let err = io(format!("writing {}", self.path.display()));
         let Some((module, function, kind, _)) = meta.events.get(e.event as usize) else {
             return Ok(());
         };
-        let row = ChromeEvent {
-            name: function,
-            cat: module,
-            ph: match kind.as_str() {
+        let id = e.event as usize;
+        if self.prefixes.len() <= id {
+            self.prefixes.resize(id + 1, None);
+        }
+        let prefix = self.prefixes[id].get_or_insert_with(|| {
+            let ph = match kind.as_str() {
                 "exit" => "E",
                 "entry" => "B",
                 _ => "i",
-            },
-            s: "t",
-            ts: micros(meta, e.tsc),
-            pid: meta.pid,
-            tid: e.tid,
-            args: ChromeArgs {
-                exit: kind == "exit",
-                values: shown_values(meta.string_masks(e.event), e),
-                names: meta
-                    .names
-                    .get(e.event as usize)
-                    .map_or(&[][..], Vec::as_slice),
-            },
+            };
+            // Plain strings: serializing them cannot fail.
+            let quoted = |t: &str| serde_json::to_string(t).expect("a string");
+            format!(
+                "{{\"name\":{},\"cat\":{},\"ph\":\"{ph}\",\"s\":\"t\",\"ts\":",
+                quoted(function),
+                quoted(module)
+            )
+        });
+        let args = ChromeArgs {
+            exit: kind == "exit",
+            values: shown_values(meta.string_masks(e.event), e),
+            names: meta.names.get(id).map_or(&[][..], Vec::as_slice),
         };
-        if !self.first {
-            self.out.write_all(b",").map_err(&err)?;
-        }
-        self.first = false;
-        // Plain data: the only possible failure is writing.
-        serde_json::to_writer(&mut self.out, &row).map_err(|e| err(e.into()))
+        let ns = (e.tsc.saturating_sub(meta.start_tsc) as f64 / meta.ticks_per_ns) as u64;
+        let out = &mut self.out;
+        let first = std::mem::replace(&mut self.first, false);
+        (|| -> std::io::Result<()> {
+            if !first {
+                out.write_all(b",")?;
+            }
+            out.write_all(prefix.as_bytes())?;
+            write!(
+                out,
+                "{}.{:03},\"pid\":{},\"tid\":{},\"args\":",
+                ns / 1000,
+                ns % 1000,
+                meta.pid,
+                e.tid
+            )?;
+            serde_json::to_writer(&mut *out, &args)?;
+            out.write_all(b"}")
+        })()
+        .map_err(|source| Error::Io {
+            what: format!("writing {}", self.path.display()),
+            source,
+        })
     }
 
     fn finish(mut self, meta: &Meta) -> Result<()> {
