@@ -1016,3 +1016,48 @@ fn threads_reusing_a_thread_pointer_keep_their_own_events() {
     assert_eq!(threads.len(), 6, "{threads:?}");
     assert!(threads.values().all(|&(_, n)| n == 200), "{threads:?}");
 }
+
+/// The rich event writer in the program follows weft's ring modes as the
+/// trampolines do: block loses nothing, flight keeps the latest events and
+/// counts the overwritten ones, discard counts its drops.
+#[test]
+fn rich_events_follow_the_ring_modes() {
+    let bin = build("rich", &O2);
+    for mode in ["block", "flight", "discard"] {
+        let events = scratch(&format!("rich-mode-{mode}")).join("events");
+        let (tally, text) = traced_run(
+            &bin,
+            &[
+                "--trace",
+                "event:rich:request",
+                "--ring-mode",
+                mode,
+                "--ring-size",
+                "64K",
+            ],
+            &events,
+            &["2", "100000"],
+        );
+        assert_eq!(tally["request"], 200_000);
+        let meta: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(events.join("meta.json")).unwrap())
+                .unwrap();
+        let lost = meta["dropped"].as_u64().unwrap();
+        let kept = text
+            .lines()
+            .filter(|l| l.contains(":rich:request probe"))
+            .count() as u64;
+        assert_eq!(kept + lost, 200_000, "{mode}");
+        match mode {
+            "block" => assert_eq!(lost, 0),
+            "flight" => {
+                // Each thread's latest events, up to its last round.
+                for k in 0..2u64 {
+                    let last = format!("index={} ", k * 1_000_000 + 99_999);
+                    assert!(text.contains(&last), "{mode}: thread {k}'s last event kept");
+                }
+            }
+            _ => {}
+        }
+    }
+}
