@@ -56,7 +56,9 @@ report.springboards,
     let deadline = duration.map(|d| Instant::now() + d);
     let control = crate::control::Control::start();
     let mut view = crate::live_view::LiveView::new(pid, &req);
+    let mut exec = crate::run::ExecNotice::new(pid);
     let exited = loop {
+        exec.check();
         view.tick(&req);
         while let Some(line) = control.next() {
             if let Err(e) = crate::control::handle(&line, pid, &mut session, &mut req) {

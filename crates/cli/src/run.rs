@@ -97,10 +97,12 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
     let code = match setup {
         Ok(Some(code)) => code,
         Ok(None) => {
+            // The program weft instrumented, read while it is still stopped.
+            let exec = ExecNotice::new(pid);
             tracee.detach()?;
             signals::forward_to_child(pid);
             let req = requests.as_mut().expect("built before the program ran");
-            wait_serving_loads(pid, &mut session, req, args.verbose)?
+            wait_serving_loads(pid, &mut session, req, args.verbose, exec)?
         }
         Err(e) => {
             // The program never ran its own code: do not leave it behind.
@@ -130,8 +132,10 @@ fn wait_serving_loads(
     session: &mut Session,
     req: &mut Requests,
     verbose: bool,
+    mut exec: ExecNotice,
 ) -> Result<i32> {
     loop {
+        exec.check();
         if child_has_exited(pid)? {
             // Sample once more while the zombie's /proc entries (CPU times) remain.
             req.sampler.sample(session);
@@ -148,6 +152,43 @@ fn wait_serving_loads(
                 Err(e) if is_gone(&e) => return Ok(wait_child_exit(pid)?),
                 Err(e) => return Err(e.into()),
             }
+        }
+    }
+}
+
+/// Says once when the process has replaced its program (exec): weft's
+/// instrumentation went with the old image, and weft does not follow. It
+/// watches the command name, which a zombie still has.
+pub struct ExecNotice {
+    pid: i32,
+    name: Option<String>,
+}
+
+impl ExecNotice {
+    /// Remembers the program `pid` runs now.
+    pub fn new(pid: i32) -> ExecNotice {
+        ExecNotice {
+            pid,
+            name: weft_process::command_name(pid).ok(),
+        }
+    }
+
+    /// Prints the notice if the program changed since (once).
+    pub fn check(&mut self) {
+        let Some(before) = &self.name else {
+            return;
+        };
+        let Ok(now) = weft_process::command_name(self.pid) else {
+            return;
+        };
+        if &now != before {
+            eprintln!(
+                "weft: process {} ran exec ({before} became {now}); weft does not follow \
+                 exec, so what it measures and traces ends there (point weft at the program \
+                 itself)",
+                self.pid
+            );
+            self.name = None;
         }
     }
 }

@@ -285,6 +285,30 @@ fn fork_child_shares_counters_and_exec_survives() {
     }
 }
 
+/// A wrapper that execs the real program (as pyenv's shims do): weft says
+/// that it does not follow, and the program's exit code still comes back.
+#[test]
+fn exec_of_the_program_itself_is_reported() {
+    let bin = build("basic", &O2);
+    let dir = scratch("exec-notice");
+    let shim = dir.join("shim");
+    std::fs::write(&shim, format!("#!/bin/sh\nexec {} 100\n", bin.display())).unwrap();
+    std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = run(
+        weft()
+            .args(["run", "--count", "libc.so.6:*"])
+            .arg("--")
+            .arg(&shim),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 7, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("ran exec (shim became basic"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn exit_code_and_table_output() {
     let bin = build("basic", &O2);

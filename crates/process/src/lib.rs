@@ -62,6 +62,15 @@ pub fn exe_path(pid: i32) -> Result<std::path::PathBuf> {
     })
 }
 
+/// The process's command name (`/proc/PID/comm`, the program's file name cut
+/// to 15 bytes); readable while the process is a zombie too. It changes
+/// when the process runs exec.
+pub fn command_name(pid: i32) -> Result<String> {
+    std::fs::read_to_string(proc_path(pid, "comm"))
+        .map(|s| s.trim_end().to_string())
+        .map_err(|e| Error::from_proc_io(pid, e))
+}
+
 /// A path inside the process's own root (`/proc/PID/root/PATH`), so that a
 /// file named in its maps is opened even from another mount namespace.
 pub fn path_in_root(pid: i32, path: &std::path::Path) -> std::path::PathBuf {
