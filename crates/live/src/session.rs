@@ -1809,9 +1809,10 @@ impl Session {
 
     /// The offset from the thread pointer at which every thread of the
     /// stopped process finds its own id (glibc's `struct pthread::tid`), or
-    /// 0 when there is none: the first such offset past the TCB header.
+    /// 0 when there is none: the first such offset past the thread
+    /// pointer's own words (the TCB's self pointers).
     fn find_tid_offset(&self, tracee: &Tracee) -> u32 {
-        const FROM: usize = 0x100;
+        const FROM: usize = 0x10;
         const TO: usize = 0x400;
         let mut common: Option<Vec<usize>> = None;
         for tid in tracee.threads() {
