@@ -3,61 +3,9 @@
 //! process, original code restored byte for byte, and processes that vanish.
 
 use crate::support::*;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 use weft_process::ProcessMemory;
-
-/// The server target, driven line by line.
-struct Server {
-    child: KillOnDrop,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Server {
-    fn start() -> Server {
-        let bin = build("server", &O2);
-        let mut child = Command::new(bin)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut s = Server {
-            child: KillOnDrop(child),
-            stdin,
-            lines,
-        };
-        assert_eq!(s.line(), "ready");
-        s
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.0.id() as i32
-    }
-
-    fn send(&mut self, cmd: &str) {
-        writeln!(self.stdin, "{cmd}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn line(&mut self) -> String {
-        self.lines
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the server answers within 30 s")
-    }
-}
 
 #[test]
 fn counts_exactly_the_calls_made_while_attached() {

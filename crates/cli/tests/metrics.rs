@@ -276,36 +276,30 @@ fn calibrate_stores_costs() {
 
 #[test]
 fn max_overhead_refuses_before_inserting_anything() {
-    let bin = build("server", &O2);
-    let mut child = std::process::Command::new(&bin)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
-    let child = KillOnDrop(child);
-    assert_eq!(lines.next().unwrap().unwrap(), "ready");
-    std::io::Write::write_all(&mut stdin, b"spin 2\n").unwrap();
-    assert_eq!(lines.next().unwrap().unwrap(), "spinning 2");
+    let mut server = Server::start();
+    server.send("spin 2");
+    assert_eq!(server.line(), "spinning 2");
     let dir = scratch("max-overhead");
-    let pid = child.0.id().to_string();
-    let out = run(
-        weft()
-            .args([
-                "attach",
-                "-p",
-                &pid,
-                "--duration",
-                "0.2",
-                "--metric",
-                "wall_time:fn=work",
-                "--max-overhead",
-                "0.001",
-            ])
-            .env("WEFT_CALIBRATION", dir.join("costs.json")),
-        Duration::from_secs(60),
-    );
+    let pid = server.pid().to_string();
+    // attach for 0.2 s asking for METRIC within --max-overhead LIMIT.
+    let attach = |metric: &str, limit: &str| {
+        run(
+            weft()
+                .args([
+                    "attach",
+                    "-p",
+                    &pid,
+                    "--duration",
+                    "0.2",
+                    "--metric",
+                    metric,
+                ])
+                .args(["--max-overhead", limit])
+                .env("WEFT_CALIBRATION", dir.join("costs.json")),
+            Duration::from_secs(60),
+        )
+    };
+    let out = attach("wall_time:fn=work", "0.001");
     assert_eq!(out.status, 1, "{}", out.stderr);
     assert!(
         out.stderr.contains("exceeds --max-overhead 0.001%")
@@ -314,30 +308,15 @@ fn max_overhead_refuses_before_inserting_anything() {
         out.stderr
     );
     // A generous limit lets it through, and weft reports predicted against observed.
-    let out = run(
-        weft()
-            .args([
-                "attach",
-                "-p",
-                &pid,
-                "--duration",
-                "0.2",
-                "--metric",
-                "calls:fn=leaf",
-                "--max-overhead",
-                "100",
-            ])
-            .env("WEFT_CALIBRATION", dir.join("costs.json")),
-        Duration::from_secs(60),
-    );
+    let out = attach("calls:fn=leaf", "100");
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(
         out.stderr.contains("perturbation: predicted"),
         "{}",
         out.stderr
     );
-    std::io::Write::write_all(&mut stdin, b"stop\n").unwrap();
-    assert_eq!(lines.next().unwrap().unwrap(), "stopped OK calls>0:1 bad=0");
+    server.send("stop");
+    assert_eq!(server.line(), "stopped OK calls>0:1 bad=0");
     let run_refused = run(
         weft().args([
             "run",
@@ -527,25 +506,16 @@ metric nap_time
 #[test]
 fn metrics_change_while_attached() {
     use std::io::{BufRead, BufReader, Write};
-    let bin = build("server", &O2);
-    let mut server = std::process::Command::new(&bin)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut server_in = server.stdin.take().unwrap();
-    let mut server_out = BufReader::new(server.stdout.take().unwrap()).lines();
-    let server = KillOnDrop(server);
-    assert_eq!(server_out.next().unwrap().unwrap(), "ready");
-    writeln!(server_in, "spin 2").unwrap();
-    assert_eq!(server_out.next().unwrap().unwrap(), "spinning 2");
+    let mut server = Server::start();
+    server.send("spin 2");
+    assert_eq!(server.line(), "spinning 2");
     let dir = scratch("metrics-control");
     let json = dir.join("m.json");
     let mut w = weft()
         .args([
             "attach",
             "-p",
-            &server.0.id().to_string(),
+            &server.pid().to_string(),
             "--metric",
             "calls:fn=work",
             "--format",
@@ -596,9 +566,6 @@ fn metrics_change_while_attached() {
         value(rows, "calls", "fn=work") > 0.0 && value(rows, "calls", "fn=leaf") > 0.0,
         "{rows:?}"
     );
-    writeln!(server_in, "stop").unwrap();
-    assert_eq!(
-        server_out.next().unwrap().unwrap(),
-        "stopped OK calls>0:1 bad=0"
-    );
+    server.send("stop");
+    assert_eq!(server.line(), "stopped OK calls>0:1 bad=0");
 }

@@ -282,24 +282,14 @@ fn bad_ring_options_are_one_clear_line() {
 
 #[test]
 fn tracing_starts_in_a_running_process() {
-    use std::io::{BufRead, BufReader, Write};
-    let bin = build("server", &O2);
-    let mut server = std::process::Command::new(&bin)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut to_server = server.stdin.take().unwrap();
-    let mut from_server = BufReader::new(server.stdout.take().unwrap()).lines();
-    let server = KillOnDrop(server);
-    assert_eq!(from_server.next().unwrap().unwrap(), "ready");
+    let mut server = Server::start();
     let dir = scratch("trace-attach");
     let events = dir.join("ev");
     let w = weft()
         .args([
             "attach",
             "-p",
-            &server.0.id().to_string(),
+            &server.pid().to_string(),
             "--verbose",
             "--trace",
             "fn:work",
@@ -313,8 +303,8 @@ fn tracing_starts_in_a_running_process() {
         .unwrap();
     let mut w = KillOnDrop(w);
     let _stderr = wait_attached(&mut w.0);
-    writeln!(to_server, "go 800 2").unwrap();
-    assert_eq!(from_server.next().unwrap().unwrap(), "done 1600");
+    server.send("go 800 2");
+    assert_eq!(server.line(), "done 1600");
     assert!(interrupt(&mut w.0).success());
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(events.join("meta.json")).unwrap()).unwrap();
@@ -341,7 +331,7 @@ fn tracing_starts_in_a_running_process() {
         (1600, 1600),
         "exactly the calls made while traced"
     );
-    writeln!(to_server, "quit").unwrap();
+    server.send("quit");
 }
 
 #[test]

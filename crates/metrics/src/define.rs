@@ -213,8 +213,21 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
         }
     };
     specs.extend(exit_constraints);
-    // Count the calls of every instrumented function (inline, ~1 ns), for
-    // the observed perturbation.
+    count_calls(session, &mut costs, &mut specs)?;
+    Ok(Plan {
+        specs,
+        readout,
+        functions: costs,
+    })
+}
+
+/// Counts the calls of every instrumented function still without a rate
+/// counter (inline, about 1 ns), for the observed perturbation.
+fn count_calls(
+    session: &mut Session,
+    costs: &mut [FunctionCost],
+    specs: &mut Vec<PointSpec>,
+) -> Result<()> {
     for c in costs
         .iter_mut()
         .filter(|c| c.rate_counter == NEEDS_RATE_COUNTER)
@@ -225,11 +238,7 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
             Primitive::AddCounter(c.rate_counter, Expr::Const(1)),
         )));
     }
-    Ok(Plan {
-        specs,
-        readout,
-        functions: costs,
-    })
+    Ok(())
 }
 
 /// The guards a focus puts on every primitive: those that hold for the
@@ -380,16 +389,7 @@ fn plan_defined(
         }
     }
     specs.extend(exit_constraints);
-    for c in costs
-        .iter_mut()
-        .filter(|c| c.rate_counter == NEEDS_RATE_COUNTER)
-    {
-        c.rate_counter = session.alloc_counter()?;
-        specs.push(PointSpec::parse(&c.pattern)?.with_action(program(
-            None,
-            Primitive::AddCounter(c.rate_counter, Expr::Const(1)),
-        )));
-    }
+    count_calls(session, &mut costs, &mut specs)?;
     let readout = match def.value {
         crate::Value::Counter(i) => Readout::Counter(counters[i]),
         crate::Value::Timer(i) => Readout::Timer(timers[i]),

@@ -49,16 +49,7 @@ impl Snippet {
     /// mini-trampoline saves the registers it touches but not the flags,
     /// which the base trampoline saves when liveness says they are live.
     pub fn call_mini(mini: u64) -> Snippet {
-        let step = |d: i64| {
-            Instruction::with2(
-                Code::Lea_r64_m,
-                Register::RSP,
-                MemoryOperand::with_base_displ(Register::RSP, d),
-            )
-            .expect("lea rsp,[rsp+d] is a valid instruction")
-        };
-        let call = Instruction::with_branch(Code::Call_rel32_64, mini)
-            .expect("call rel32 is a valid instruction");
+        let (step, call) = (step_rsp, call_rel32(mini));
         Snippet {
             instructions: vec![step(-crate::RED_ZONE), call, step(crate::RED_ZONE)],
             clobbers: RegSet(weft_code::STATUS_FLAGS),
@@ -69,16 +60,7 @@ impl Snippet {
     /// flags, return address), so the mini-trampoline can compute the
     /// point's `rsp` (for USDT operands such as `112(%rsp)`).
     pub fn call_mini_fixed_frame(mini: u64) -> Snippet {
-        let step = |d: i64| {
-            Instruction::with2(
-                Code::Lea_r64_m,
-                Register::RSP,
-                MemoryOperand::with_base_displ(Register::RSP, d),
-            )
-            .expect("lea rsp,[rsp+d] is a valid instruction")
-        };
-        let call = Instruction::with_branch(Code::Call_rel32_64, mini)
-            .expect("call rel32 is a valid instruction");
+        let (step, call) = (step_rsp, call_rel32(mini));
         Snippet {
             instructions: vec![
                 step(-crate::RED_ZONE),
@@ -101,4 +83,20 @@ impl Snippet {
             clobbers: parts.iter().fold(RegSet::EMPTY, |c, s| c | s.clobbers),
         }
     }
+}
+
+/// `lea rsp, [rsp + d]`: moves the stack pointer without touching the flags.
+fn step_rsp(d: i64) -> Instruction {
+    Instruction::with2(
+        Code::Lea_r64_m,
+        Register::RSP,
+        MemoryOperand::with_base_displ(Register::RSP, d),
+    )
+    .expect("lea rsp,[rsp+d] is a valid instruction")
+}
+
+/// `call target` (rel32).
+fn call_rel32(target: u64) -> Instruction {
+    Instruction::with_branch(Code::Call_rel32_64, target)
+        .expect("call rel32 is a valid instruction")
 }
