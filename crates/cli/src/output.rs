@@ -1,8 +1,9 @@
 //! Reports: a push-model sink per format, chosen on the command line.
 
 use std::io::Write;
-use weft_live::{Count, PointInfo, PointKind};
+use weft_live::{Count, PointInfo};
 use weft_metrics::MetricResult;
+use weft_plan::PointKind;
 
 /// Report format.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,8 +4,9 @@
 use crate::ProbeArgs;
 use anyhow::{bail, Result};
 use std::time::{Duration, Instant};
-use weft_live::{PointSpec, Session};
+use weft_live::Session;
 use weft_metrics::{Costs, FunctionCost, MetricRequest, Sampler};
+use weft_plan::{Allocate, PointSpec};
 
 /// Probes to insert and the sampler that reads the metrics among them.
 pub struct Requests {
@@ -254,12 +255,12 @@ impl Requests {
 /// Calls per second of each function pattern, counted in process `pid`
 /// over `window` (with a short attach of its own).
 pub fn measure_rates(pid: i32, patterns: &[String], window: Duration) -> Result<Vec<f64>> {
-    use weft_live::{Action, Expr, Guarded, Primitive};
+    use weft_plan::{Action, Expr, Guarded, Primitive};
     let mut session = Session::new(pid)?;
     let mut specs = Vec::new();
     let mut counters = Vec::new();
     for p in patterns {
-        let c = session.alloc_counter()?;
+        let c = session.counter()?;
         counters.push(c);
         let count = Guarded {
             predicate: None,

@@ -18,9 +18,18 @@ pub enum Error {
     /// An events directory holds something unexpected.
     #[error("{0}")]
     Format(String),
+    /// A probe plan could not be built.
+    #[error(transparent)]
+    Plan(#[from] weft_plan::Error),
     /// The instrumentation engine refused something.
     #[error(transparent)]
     Live(#[from] weft_live::Error),
+}
+
+impl From<weft_plan::Exhausted> for Error {
+    fn from(e: weft_plan::Exhausted) -> Error {
+        Error::Plan(e.into())
+    }
 }
 
 /// Result of tracing.

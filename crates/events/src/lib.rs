@@ -13,18 +13,20 @@
 
 mod ctf;
 mod error;
+mod expand;
 mod record;
 mod rich;
 mod store;
 mod usdt;
 
 pub use error::{Error, Result};
+pub use expand::{FunctionEvents, ProbeEvent};
 pub use record::Recorder;
 pub use rich::{event_sites, pending_note};
 pub use store::{read_dir, render_text, shown_values, Meta, Shown, TraceClock};
 pub use usdt::{operand, usdt_specs};
 
-use weft_live::{Action, PointSpec, Strings};
+use weft_plan::{PointSpec, Strings};
 
 /// Splits `SPEC@arg1/s,arg3/s` into the spec and the values to record as
 /// strings (uftrace's notation; `argN` alone is an integer, as by default).
@@ -80,17 +82,13 @@ pub fn trace_specs(request: &str, args: u8, string_max: u16) -> Result<Vec<Point
                 mask,
                 cap: string_max,
             };
-            let entry = PointSpec::parse(what)?.with_action(Action::Trace {
-                args: args.max(highest).min(6),
-                strings,
-            });
+            let entry = PointSpec::parse(what)?
+                .with_action(FunctionEvents::action(args.max(highest).min(6), strings));
             if kind == "entry" {
                 return Ok(vec![entry]);
             }
-            let exit = PointSpec::exits(what)?.with_action(Action::Trace {
-                args: 0,
-                strings: Strings::NONE,
-            });
+            let exit =
+                PointSpec::exits(what)?.with_action(FunctionEvents::action(0, Strings::NONE));
             Ok(vec![entry, exit])
         }
         "usdt" | "event" => Err(Error::BadRequest(format!(
@@ -122,16 +120,17 @@ mod tests {
             assert!(split_string_args(bad).is_err(), "{bad}");
         }
         let specs = trace_specs("fn:f@arg3/s", 1, 64).unwrap();
-        assert_eq!(
-            specs[0].action,
-            Action::Trace {
-                args: 3,
-                strings: Strings {
-                    mask: 0b100,
-                    cap: 64
-                }
-            }
-        );
+        let mut ids = weft_plan::Tally::default();
+        let weft_plan::Action::Expand(entry) = &specs[0].action else {
+            panic!("a trace expands per function: {:?}", specs[0].action)
+        };
+        let at = weft_plan::Resolved {
+            module: "m",
+            function: "f",
+            kind: weft_plan::PointKind::Entry,
+        };
+        entry.expand(&at, &mut ids).unwrap();
+        assert_eq!((ids.events[0].args, ids.events[0].strings), (3, 0b100));
         assert!(trace_specs("fn:f@arg7/s", 1, 64).is_err());
     }
 }

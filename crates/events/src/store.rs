@@ -5,7 +5,8 @@ use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::path::Path;
-use weft_live::{EventRecord, PointKind, Session};
+use weft_live::{EventRecord, Session};
+use weft_plan::PointKind;
 
 /// What is needed to read the events back.
 #[derive(Debug, Clone, Serialize, Deserialize)]

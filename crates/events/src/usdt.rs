@@ -5,7 +5,8 @@
 
 use crate::{Error, Result};
 use weft_image::glob_match;
-use weft_live::{Action, Expr, PointSpec, Session, Strings};
+use weft_live::Session;
+use weft_plan::{Action, Expr, PointSpec, Strings};
 
 const REGS: [&str; 16] = [
     "ax", "cx", "dx", "bx", "sp", "bp", "si", "di", "8", "9", "10", "11", "12", "13", "14", "15",
@@ -208,11 +209,11 @@ pub fn usdt_specs(
                     )));
                 }
             }
-            let action = Action::Event {
+            let action = Action::Expand(std::sync::Arc::new(crate::ProbeEvent {
                 name: format!("{}:{}", p.provider, p.name),
                 args,
                 strings,
-            };
+            }));
             specs.push(PointSpec::parse(&point)?.with_action(action));
             if let Some(s) = p.semaphore {
                 semaphores.push(m.runtime(s));

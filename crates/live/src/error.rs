@@ -56,6 +56,9 @@ pub enum Error {
         /// What ran out.
         what: &'static str,
     },
+    /// A plan could not be built.
+    #[error("{0}")]
+    Plan(String),
     /// A site could not be rebuilt without removed probes.
     #[error("cannot rebuild a splice without the removed probes: {0}")]
     Rebuild(String),
@@ -67,6 +70,23 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+}
+
+impl From<weft_plan::Exhausted> for Error {
+    fn from(e: weft_plan::Exhausted) -> Error {
+        Error::Full { what: e.what }
+    }
+}
+
+impl From<weft_plan::Error> for Error {
+    fn from(e: weft_plan::Error) -> Error {
+        match e {
+            weft_plan::Error::Pattern(e) => Error::Image(e),
+            weft_plan::Error::Exhausted(e) => e.into(),
+            // The plan's error enum may grow; its message is kept.
+            other => Error::Plan(other.to_string()),
+        }
+    }
 }
 
 fn near_list(near: &[String]) -> String {

@@ -9,7 +9,8 @@
 //! memory with no system call.
 //!
 //! ```no_run
-//! use weft_live::{Session, PointSpec};
+//! use weft_live::Session;
+//! use weft_plan::PointSpec;
 //! use weft_process::Tracee;
 //! let mut session = Session::new(1234)?;
 //! let prepared = session.prepare(&[PointSpec::parse("libc.so.6:malloc")?])?; // target runs
@@ -31,9 +32,8 @@ pub use error::{Error, Result};
 pub use module::Module;
 pub use session::rich::{EventSite, FieldKind};
 pub use session::{
-    decode_records, Action, AddReport, Count, EventInfo, EventRecord, PointInfo, PointKind,
-    PointSpec, Prepared, RawRecords, Session, SkippedPoint, ThreadReading,
+    decode_records, AddReport, Count, EventRecord, PointInfo, Prepared, RawRecords, Session,
+    SkippedPoint, ThreadReading,
 };
 pub use shared::SharedMemory;
-pub use weft_patch::mini::{BinOp, Expr, Guarded, Primitive, Strings};
 pub use weft_patch::region::ring;

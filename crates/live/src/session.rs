@@ -23,11 +23,15 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use weft_code::{FunctionCode, RegSet};
 use weft_image::{near_misses, Function, Pattern};
-use weft_patch::mini::{mini_trampoline, Expr, Guarded, Primitive, Strings, ThreadTable};
+use weft_patch::mini::{mini_trampoline, ThreadTable};
 use weft_patch::region::{ring, threads, trap_table, Layout};
 use weft_patch::{
     choose_splice, trap, PointSnippet, Snippet, SpliceChoice, SpliceContext, SpliceMethod,
     SpliceRecord, Trampoline, Unsafe, INT3,
+};
+use weft_plan::{
+    Action, Allocate, EventInfo, Exhausted, Expr, Guarded, PointKind, PointSpec, Primitive,
+    Resolved,
 };
 use weft_process::{ProcessMemory, RemoteAddr, Tracee};
 
@@ -38,107 +42,6 @@ const MAX_CLUSTERS: u64 = 16;
 /// Distance every byte of a cluster keeps from every byte of its modules.
 const REACH: u64 = (1 << 31) - (32 << 20);
 const SIGTRAP: i32 = 5;
-
-/// Where in a function a probe goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PointKind {
-    /// The function's entry (after an `endbr64`).
-    Entry,
-    /// Every exit: each `ret` and each tail-call jump.
-    Exit,
-    /// One instruction, by byte offset from the function's start.
-    Instruction(u64),
-}
-
-/// A request: a function pattern and where in those functions.
-#[derive(Debug, Clone)]
-pub struct PointSpec {
-    /// Which functions.
-    pub pattern: Pattern,
-    /// Which point in each.
-    pub kind: PointKind,
-    /// What runs there.
-    pub action: Action,
-    /// A label shared by the probes of one request, for removing them together.
-    pub tag: u64,
-}
-
-/// What a probe does at its points.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
-    /// Count executions in the probe's own counter (`lock inc`).
-    Count,
-    /// Trace each matched function: an event at its entry with its first
-    /// `args` arguments (at most 6), and at its exits with the return value.
-    /// The session gives every function and kind its own event id
-    /// ([`Session::event_info`]).
-    Trace {
-        /// Arguments recorded at the entry.
-        args: u8,
-        /// Which of them are strings (their text is recorded).
-        strings: Strings,
-    },
-    /// An event named `name` at the point, carrying `args` (a USDT probe).
-    Event {
-        /// `PROVIDER:NAME`.
-        name: String,
-        /// The values, computed at the point.
-        args: Vec<Expr>,
-        /// Which of them are strings (their text is recorded).
-        strings: Strings,
-    },
-    /// Run guarded primitives in a mini-trampoline. Counters in it are
-    /// indices from [`Session::alloc_counter`], timers from
-    /// [`Session::alloc_timer`], per-thread counters from
-    /// [`Session::alloc_thread_counter`].
-    Program(Vec<Guarded>),
-}
-
-impl PointSpec {
-    /// `[MODULE:]FUNCTION` (entry) or `[MODULE:]FUNCTION+OFFSET` (instruction).
-    pub fn parse(text: &str) -> Result<PointSpec> {
-        let pattern = Pattern::parse(text)?;
-        let kind = pattern
-            .offset
-            .map_or(PointKind::Entry, PointKind::Instruction);
-        Ok(PointSpec {
-            pattern,
-            kind,
-            action: Action::Count,
-            tag: 0,
-        })
-    }
-
-    /// The same points with a tag (see [`Session::remove_tagged`]).
-    pub fn with_tag(mut self, tag: u64) -> PointSpec {
-        self.tag = tag;
-        self
-    }
-
-    /// The same points running `action` instead.
-    pub fn with_action(mut self, action: Action) -> PointSpec {
-        self.action = action;
-        self
-    }
-
-    /// The exits of `[MODULE:]FUNCTION`.
-    pub fn exits(text: &str) -> Result<PointSpec> {
-        let pattern = Pattern::parse(text)?;
-        if pattern.offset.is_some() {
-            return Err(weft_image::Error::BadPattern(
-                text.into(),
-                "an exit pattern takes no +OFFSET",
-            )
-            .into());
-        }
-        Ok(PointSpec {
-            pattern,
-            kind: PointKind::Exit,
-            action: Action::Count,
-            tag: 0,
-        })
-    }
-}
 
 /// One spliced site, for reports and `--verbose`.
 #[derive(Debug, Clone)]
@@ -545,53 +448,20 @@ impl Session {
         let mut stacks: Option<Vec<u64>> = None;
         for item in prepared.items {
             let action = match &item.action {
-                Action::Trace { args, strings } => {
-                    let id = self.events.len() as u32;
-                    let exit = item.kind == PointKind::Exit;
-                    let strings = if exit { Strings::NONE } else { *strings };
-                    self.events.push(EventInfo {
-                        module: self.modules[item.module].name.clone(),
-                        function: item.display.clone(),
+                Action::Expand(expand) => {
+                    let module = self.modules[item.module].name.clone();
+                    let at = Resolved {
+                        module: &module,
+                        function: &item.display,
                         kind: item.kind,
-                        args: if exit { 1 } else { *args },
-                        strings: strings.mask,
-                        binary: 0,
-                        names: Vec::new(),
-                    });
-                    let payload: Vec<Expr> = match item.kind {
-                        PointKind::Exit => vec![Expr::Ret],
-                        _ => (1..=(*args).min(6)).map(Expr::Arg).collect(),
                     };
-                    Action::Program(vec![Guarded {
-                        predicate: None,
-                        primitive: Primitive::Emit(id, payload, strings),
-                    }])
-                }
-                Action::Event {
-                    name,
-                    args,
-                    strings,
-                } => {
-                    let id = self.events.len() as u32;
-                    self.events.push(EventInfo {
-                        module: self.modules[item.module].name.clone(),
-                        function: name.clone(),
-                        kind: item.kind,
-                        args: args.len().min(ring::MAX_ARGS) as u8,
-                        strings: strings.mask,
-                        binary: 0,
-                        names: Vec::new(),
-                    });
-                    Action::Program(vec![Guarded {
-                        predicate: None,
-                        primitive: Primitive::Emit(id, args.clone(), *strings),
-                    }])
+                    Action::Program(expand.expand(&at, self)?)
                 }
                 other => other.clone(),
             };
             let counter = match action {
                 // Expanded into a program just above.
-                Action::Program(_) | Action::Trace { .. } | Action::Event { .. } => None,
+                Action::Program(_) | Action::Expand(_) => None,
                 Action::Count => {
                     if !self
                         .probe_keys
@@ -599,7 +469,7 @@ impl Session {
                     {
                         continue;
                     }
-                    Some(self.alloc_counter()?)
+                    Some(self.counter()?)
                 }
             };
             let probe_id = self.probes.len();
@@ -916,16 +786,14 @@ impl Session {
                             }
                         }
                         let mini = self.place_mini(ci, &program).map_err(SiteError::Fatal)?;
-                        parts.push(if weft_patch::mini::reads_point_registers(&program) {
+                        parts.push(if weft_plan::reads_point_registers(&program) {
                             Snippet::call_mini_fixed_frame(mini)
                         } else {
                             Snippet::call_mini(mini)
                         });
                     }
-                    // Traces are stored as programs; counts always have a counter.
-                    (Action::Count, None)
-                    | (Action::Trace { .. }, _)
-                    | (Action::Event { .. }, _) => {}
+                    // Expansions are stored as programs; counts always have a counter.
+                    (Action::Count, None) | (Action::Expand(_), _) => {}
                 }
             }
             snippets.push(PointSnippet {
@@ -1664,34 +1532,31 @@ impl Session {
     }
 }
 
-/// Counters, timers and per-thread state for metrics.
-impl Session {
-    /// A new process-wide counter (zeroed); its index for programs and reads.
-    pub fn alloc_counter(&mut self) -> Result<u64> {
+/// The resources of probe plans, in the shared region.
+impl Allocate for Session {
+    fn counter(&mut self) -> Result<u64, Exhausted> {
         let c = self.next_counter;
         if c >= self.layout.header.counters_capacity {
-            return Err(Error::Full { what: "counters" });
+            return Err(Exhausted { what: "counters" });
         }
         self.next_counter += 1;
         self.shm.store_u64(self.layout.counter(c), 0);
         Ok(c)
     }
 
-    /// A new per-thread wall timer.
-    pub fn alloc_timer(&mut self) -> Result<u64> {
+    fn timer(&mut self) -> Result<u64, Exhausted> {
         let t = self.next_timer;
         if t >= threads::TIMERS {
-            return Err(Error::Full { what: "timers" });
+            return Err(Exhausted { what: "timers" });
         }
         self.next_timer += 1;
         Ok(t)
     }
 
-    /// A new per-thread counter.
-    pub fn alloc_thread_counter(&mut self) -> Result<u64> {
+    fn thread_counter(&mut self) -> Result<u64, Exhausted> {
         let c = self.next_thread_counter;
         if c >= threads::COUNTERS {
-            return Err(Error::Full {
+            return Err(Exhausted {
                 what: "per-thread counters",
             });
         }
@@ -1699,6 +1564,14 @@ impl Session {
         Ok(c)
     }
 
+    fn event(&mut self, info: EventInfo) -> Result<u32, Exhausted> {
+        self.events.push(info);
+        Ok(self.events.len() as u32 - 1)
+    }
+}
+
+/// Counter and timer readout.
+impl Session {
     /// The value of a process-wide counter.
     pub fn counter_value(&self, index: u64) -> u64 {
         self.shm.load_u64(self.layout.counter(index))
@@ -2184,27 +2057,6 @@ impl Session {
         self.shm
             .load_u64(self.layout.header.sync_offset + weft_patch::region::sync::NO_SLOT)
     }
-}
-
-/// What an event id stands for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventInfo {
-    /// Module file name.
-    pub module: String,
-    /// Function.
-    pub function: String,
-    /// Entry (arguments) or exit (return value).
-    pub kind: PointKind,
-    /// How many values its records carry.
-    pub args: u8,
-    /// Bit `i` set: value `i` (from 0) is a string or a byte array, whose
-    /// bytes the record carries (see [`EventRecord::strings`]).
-    pub strings: u16,
-    /// Bit `i` set: value `i` is a byte array (shown in hex), not text.
-    pub binary: u16,
-    /// The values' names, when the site gives them (rich events); else
-    /// `arg1`, `arg2`, ... (or `ret` at an exit).
-    pub names: Vec<String>,
 }
 
 impl Session {

@@ -12,10 +12,10 @@ use iced_x86::code_asm::*;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Instant;
-use weft_live::{BinOp, Expr, Guarded, Primitive};
 use weft_patch::mini::{mini_trampoline, ThreadTable};
 use weft_patch::region::{ring, threads};
 use weft_patch::Snippet;
+use weft_plan::{BinOp, Expr, Guarded, Primitive};
 
 /// Nanoseconds per execution of each primitive on this machine.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@
 
 use crate::request::{MetricKind, MetricRequest, ThreadFocus};
 use crate::Result;
-use weft_live::{Action, BinOp, Expr, Guarded, PointSpec, Primitive, Session};
+use weft_plan::{Action, Allocate, BinOp, Expr, Guarded, PointSpec, Primitive};
 
 /// Where a metric's value is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,11 +101,12 @@ fn program(predicate: Option<Expr>, primitive: Primitive) -> Action {
     }])
 }
 
-/// Plans a request: allocates its counters and timers in `session` and
+/// Plans a request: allocates its counters and timers from `alloc` (the
+/// applier) and
 /// returns the probes to insert.
-pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
+pub fn plan(req: &MetricRequest, alloc: &mut dyn Allocate) -> Result<Plan> {
     if let Some(def) = &req.definition {
-        return plan_defined(req, def, session);
+        return plan_defined(req, def, alloc);
     }
     let qualify = |f: &str| match &req.focus.module {
         Some(m) if !f.contains(':') => format!("{m}:{f}"),
@@ -123,7 +124,7 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
     let mut costs: Vec<FunctionCost> = inside_cost(req);
     // Guards that hold for the whole call (checked at the start and at the
     // stop), and those on the arguments (at the entry only).
-    let (stable, at_entry) = focus_guards(req, session, &mut specs, &mut exit_constraints)?;
+    let (stable, at_entry) = focus_guards(req, alloc, &mut specs, &mut exit_constraints)?;
     let per_thread = req.focus.thread == ThreadFocus::Each;
     let guards = at_entry.len() as u32;
     let readout = match req.kind {
@@ -139,13 +140,13 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
                 _ => Expr::Const(1),
             };
             let (primitive, readout) = if per_thread {
-                let k = session.alloc_thread_counter()?;
+                let k = alloc.thread_counter()?;
                 (
                     Primitive::AddThreadCounter(k, value),
                     Readout::ThreadCounter(k),
                 )
             } else {
-                let c = session.alloc_counter()?;
+                let c = alloc.counter()?;
                 (Primitive::AddCounter(c, value), Readout::Counter(c))
             };
             for f in &functions {
@@ -185,7 +186,7 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
         | MetricKind::CpuTime
         | MetricKind::Concurrency
         | MetricKind::LockWait => {
-            let t = session.alloc_timer()?;
+            let t = alloc.timer()?;
             for f in &functions {
                 specs.push(
                     PointSpec::parse(f)?
@@ -213,7 +214,7 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
         }
     };
     specs.extend(exit_constraints);
-    count_calls(session, &mut costs, &mut specs)?;
+    count_calls(alloc, &mut costs, &mut specs)?;
     Ok(Plan {
         specs,
         readout,
@@ -224,7 +225,7 @@ pub fn plan(req: &MetricRequest, session: &mut Session) -> Result<Plan> {
 /// Counts the calls of every instrumented function still without a rate
 /// counter (inline, about 1 ns), for the observed perturbation.
 fn count_calls(
-    session: &mut Session,
+    alloc: &mut dyn Allocate,
     costs: &mut [FunctionCost],
     specs: &mut Vec<PointSpec>,
 ) -> Result<()> {
@@ -232,7 +233,7 @@ fn count_calls(
         .iter_mut()
         .filter(|c| c.rate_counter == NEEDS_RATE_COUNTER)
     {
-        c.rate_counter = session.alloc_counter()?;
+        c.rate_counter = alloc.counter()?;
         specs.push(PointSpec::parse(&c.pattern)?.with_action(program(
             None,
             Primitive::AddCounter(c.rate_counter, Expr::Const(1)),
@@ -245,13 +246,13 @@ fn count_calls(
 /// whole call (checked at exits too) and those on the arguments (entries only).
 fn focus_guards(
     req: &MetricRequest,
-    session: &mut Session,
+    alloc: &mut dyn Allocate,
     specs: &mut Vec<PointSpec>,
     exits: &mut Vec<PointSpec>,
 ) -> Result<(Vec<Expr>, Vec<Expr>)> {
     let mut stable = Vec::new();
     if let Some(inside) = &req.focus.inside {
-        let k = session.alloc_thread_counter()?;
+        let k = alloc.thread_counter()?;
         specs.push(PointSpec::parse(inside)?.with_action(program(
             None,
             Primitive::AddThreadCounter(k, Expr::Const(1)),
@@ -304,21 +305,21 @@ fn remap(e: &Expr, counters: &[u64]) -> Expr {
 fn plan_defined(
     req: &MetricRequest,
     def: &crate::Definition,
-    session: &mut Session,
+    alloc: &mut dyn Allocate,
 ) -> Result<Plan> {
     let counters: Vec<u64> = def
         .counters
         .iter()
-        .map(|_| session.alloc_counter())
+        .map(|_| alloc.counter())
         .collect::<Result<_, _>>()?;
     let timers: Vec<u64> = def
         .timers
         .iter()
-        .map(|_| session.alloc_timer())
+        .map(|_| alloc.timer())
         .collect::<Result<_, _>>()?;
     let mut specs = Vec::new();
     let mut exit_constraints = Vec::new();
-    let (stable, at_entry) = focus_guards(req, session, &mut specs, &mut exit_constraints)?;
+    let (stable, at_entry) = focus_guards(req, alloc, &mut specs, &mut exit_constraints)?;
     let function = req.focus.function.clone().unwrap_or_default();
     let mut costs: Vec<FunctionCost> = inside_cost(req);
     for p in &def.points {
@@ -389,7 +390,7 @@ fn plan_defined(
         }
     }
     specs.extend(exit_constraints);
-    count_calls(session, &mut costs, &mut specs)?;
+    count_calls(alloc, &mut costs, &mut specs)?;
     let readout = match def.value {
         crate::Value::Counter(i) => Readout::Counter(counters[i]),
         crate::Value::Timer(i) => Readout::Timer(timers[i]),

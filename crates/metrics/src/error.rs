@@ -29,9 +29,18 @@ pub enum Error {
     /// Generating code failed.
     #[error(transparent)]
     Patch(#[from] weft_patch::Error),
+    /// A probe plan could not be built.
+    #[error(transparent)]
+    Plan(#[from] weft_plan::Error),
     /// The instrumentation engine refused something.
     #[error(transparent)]
     Live(#[from] weft_live::Error),
+}
+
+impl From<weft_plan::Exhausted> for Error {
+    fn from(e: weft_plan::Exhausted) -> Error {
+        Error::Plan(e.into())
+    }
 }
 
 /// Result of metric planning.

@@ -5,7 +5,7 @@
 //! (`< > <= >= == !=`), `+ -`, `* /`; parentheses group.
 
 use crate::{Error, Result};
-use weft_live::{BinOp, Expr};
+use weft_plan::{BinOp, Expr};
 
 /// Parses a predicate or value expression.
 pub fn parse_expr(text: &str) -> Result<Expr> {

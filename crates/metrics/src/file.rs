@@ -4,7 +4,7 @@
 
 use crate::expr::parse_expr_with;
 use crate::{Error, Result};
-use weft_live::{Expr, Guarded, Primitive};
+use weft_plan::{Expr, Guarded, Primitive};
 
 /// The definitions of one file.
 #[derive(Debug, Clone, Default)]

@@ -3,7 +3,7 @@
 //! `process=PID`, `inside=flush_log`, `arg=3`, `if=EXPR`).
 
 use crate::{parse_expr, Definition, Definitions, Error, Result};
-use weft_live::Expr;
+use weft_plan::Expr;
 
 /// The built-in metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,180 @@
+//! Expressions and primitives: Paradyn's instrumentation language, which
+//! `weft_patch::mini` compiles to machine code.
+//!
+//! A [`Guarded`] primitive runs when its predicate is non-zero. Counters in
+//! a plan are indices from [`crate::Allocate`]; the applier replaces them by
+//! addresses in the shared region before generating code.
+
+/// An integer expression.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expr {
+    /// A constant.
+    Const(i64),
+    /// Argument 1-6 of the function (System V registers), at an entry.
+    Arg(u8),
+    /// The return value (`rax`), at an exit.
+    Ret,
+    /// A process-wide counter at this absolute address (in the cluster's view).
+    Counter(u64),
+    /// Per-thread counter `n` of the calling thread.
+    ThreadCounter(u64),
+    /// The calling thread's id.
+    Tid,
+    /// General-purpose register `n` (encoding order: rax=0 ... r15=15) as
+    /// it was at the point. For `rsp` (4) this needs the fixed frame of a
+    /// mini-trampoline call (`weft_patch::Snippet::call_mini_fixed_frame`).
+    Reg(u8),
+    /// A load of `size` bytes (1, 2, 4 or 8; sign-extended when `signed`)
+    /// from `base + index * scale + disp`, registers as at the point.
+    Load {
+        /// Base register, if any.
+        base: Option<u8>,
+        /// Index register and scale, if any.
+        index: Option<(u8, u8)>,
+        /// Displacement.
+        disp: i64,
+        /// Bytes loaded.
+        size: u8,
+        /// Sign-extend.
+        signed: bool,
+    },
+    /// The low `size` bytes of a value, sign- or zero-extended.
+    Narrow(Box<Expr>, u8, bool),
+    /// A binary operation.
+    Bin(BinOp, Box<Expr>, Box<Expr>),
+}
+
+/// Binary operators of the predicate language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/` (signed; by zero gives 0)
+    Div,
+    /// `<`
+    Lt,
+    /// `>`
+    Gt,
+    /// `<=`
+    Le,
+    /// `>=`
+    Ge,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// logical `and`
+    And,
+    /// logical `or`
+    Or,
+}
+
+/// A primitive: an operation on a counter or a timer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Primitive {
+    /// Process-wide counter at an absolute address := value.
+    SetCounter(u64, Expr),
+    /// Process-wide counter += value (atomic).
+    AddCounter(u64, Expr),
+    /// Process-wide counter -= value (atomic).
+    SubCounter(u64, Expr),
+    /// The calling thread's counter `n` += value.
+    AddThreadCounter(u64, Expr),
+    /// Start the calling thread's wall timer `n` (nesting).
+    StartTimer(u64),
+    /// Stop the calling thread's wall timer `n` (nesting).
+    StopTimer(u64),
+    /// Write an event (TSC timestamp, id, up to twelve values, and the
+    /// text of the values that are strings) into the calling thread's ring;
+    /// dropped and counted if the ring is full (discard mode).
+    Emit(u32, Vec<Expr>, Strings),
+}
+
+/// Which values of an event are pointers to NUL-terminated strings whose
+/// text the record carries, and how many bytes of each it copies at most.
+/// The pointers must be valid or null, as USDT arguments are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Strings {
+    /// Bit `i` set: value `i` (from 0) is a string.
+    pub mask: u16,
+    /// Bytes copied at most from each string (a multiple of 8).
+    pub cap: u16,
+}
+
+impl Strings {
+    /// No strings.
+    pub const NONE: Strings = Strings { mask: 0, cap: 0 };
+
+    /// Bytes of text a record may need at most.
+    pub fn max_text(self) -> u64 {
+        u64::from(self.mask.count_ones()) * u64::from(self.cap.div_ceil(8) * 8)
+    }
+}
+
+impl Primitive {
+    /// Whether it needs the calling thread's slot in the thread table.
+    pub fn uses_thread_state(&self) -> bool {
+        match self {
+            Primitive::AddThreadCounter(..)
+            | Primitive::StartTimer(_)
+            | Primitive::StopTimer(_)
+            | Primitive::Emit(..) => true,
+            Primitive::SetCounter(_, e)
+            | Primitive::AddCounter(_, e)
+            | Primitive::SubCounter(_, e) => e.uses_thread_state(),
+        }
+    }
+}
+
+impl Expr {
+    /// Whether it needs the calling thread's slot in the thread table.
+    pub fn uses_thread_state(&self) -> bool {
+        match self {
+            Expr::ThreadCounter(_) | Expr::Tid => true,
+            Expr::Bin(_, a, b) => a.uses_thread_state() || b.uses_thread_state(),
+            _ => false,
+        }
+    }
+
+    /// `a op b`.
+    pub fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+        Expr::Bin(op, Box::new(a), Box::new(b))
+    }
+}
+
+/// Whether a program reads registers or memory as they were at the point
+/// (USDT operands): its call then needs the fixed frame.
+pub fn reads_point_registers(program: &[Guarded]) -> bool {
+    fn reads(e: &Expr) -> bool {
+        match e {
+            Expr::Reg(_) | Expr::Load { .. } => true,
+            Expr::Narrow(e, ..) => reads(e),
+            Expr::Bin(_, a, b) => reads(a) || reads(b),
+            _ => false,
+        }
+    }
+    program.iter().any(|g| {
+        g.predicate.as_ref().is_some_and(reads)
+            || match &g.primitive {
+                Primitive::Emit(_, args, _) => args.iter().any(reads),
+                Primitive::SetCounter(_, e)
+                | Primitive::AddCounter(_, e)
+                | Primitive::SubCounter(_, e) => reads(e),
+                Primitive::AddThreadCounter(_, e) => reads(e),
+                _ => false,
+            }
+    })
+}
+
+/// A primitive and the predicate that guards it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guarded {
+    /// Run the primitive only if this is non-zero.
+    pub predicate: Option<Expr>,
+    /// The primitive.
+    pub primitive: Primitive,
+}

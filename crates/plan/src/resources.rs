@@ -1,0 +1,77 @@
+//! Resources a plan refers to, and the allocation trait through which an
+//! applier hands them out.
+
+use crate::{Exhausted, PointKind};
+
+/// Hands out the resources of a plan. The live applier implements it on
+/// its shared region; [`Tally`] only numbers them (for plans built
+/// offline and for tests).
+pub trait Allocate {
+    /// A process-wide counter, zeroed: its index for [`crate::Expr::Counter`]
+    /// and the counter primitives.
+    fn counter(&mut self) -> Result<u64, Exhausted>;
+    /// A per-thread wall timer (Paradyn's nesting timer).
+    fn timer(&mut self) -> Result<u64, Exhausted>;
+    /// A per-thread counter.
+    fn thread_counter(&mut self) -> Result<u64, Exhausted>;
+    /// An event id for records described by `info` (an id of the per-thread
+    /// rings' records; see [`crate::Primitive::Emit`]).
+    fn event(&mut self, info: EventInfo) -> Result<u32, Exhausted>;
+}
+
+/// What an event id stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventInfo {
+    /// Module file name.
+    pub module: String,
+    /// Function, or `PROVIDER:NAME`.
+    pub function: String,
+    /// Entry (arguments), exit (return value) or instruction.
+    pub kind: PointKind,
+    /// How many values its records carry.
+    pub args: u8,
+    /// Bit `i` set: value `i` (from 0) is a string or a byte array, whose
+    /// bytes the record carries.
+    pub strings: u16,
+    /// Bit `i` set: value `i` is a byte array (shown in hex), not text.
+    pub binary: u16,
+    /// The values' names, when the site gives them (rich events); else
+    /// `arg1`, `arg2`, ... (or `ret` at an exit).
+    pub names: Vec<String>,
+}
+
+/// An allocator that numbers resources from 0 and keeps the events'
+/// descriptions, without limits.
+#[derive(Debug, Default, Clone)]
+pub struct Tally {
+    /// Counters handed out.
+    pub counters: u64,
+    /// Timers handed out.
+    pub timers: u64,
+    /// Per-thread counters handed out.
+    pub thread_counters: u64,
+    /// Events, indexed by id.
+    pub events: Vec<EventInfo>,
+}
+
+impl Allocate for Tally {
+    fn counter(&mut self) -> Result<u64, Exhausted> {
+        self.counters += 1;
+        Ok(self.counters - 1)
+    }
+
+    fn timer(&mut self) -> Result<u64, Exhausted> {
+        self.timers += 1;
+        Ok(self.timers - 1)
+    }
+
+    fn thread_counter(&mut self) -> Result<u64, Exhausted> {
+        self.thread_counters += 1;
+        Ok(self.thread_counters - 1)
+    }
+
+    fn event(&mut self, info: EventInfo) -> Result<u32, Exhausted> {
+        self.events.push(info);
+        Ok(self.events.len() as u32 - 1)
+    }
+}
