@@ -34,15 +34,18 @@ pub enum Error {
     },
     /// `FUNCTION+OFFSET` does not fall on an instruction boundary.
     #[error(
-        "{function}+{offset:#x} is not the start of an instruction (nearest boundaries: {near})"
+        "{function}+{offset:#x} is not the start of an instruction (nearest boundaries: {} and {})",
+        boundary(.before), boundary(.after)
     )]
     NotABoundary {
         /// The function.
         function: String,
         /// The offset asked for.
         offset: u64,
-        /// Boundaries around it, formatted.
-        near: String,
+        /// The last boundary before it, as an offset.
+        before: Option<u64>,
+        /// The first boundary after it.
+        after: Option<u64>,
     },
     /// No room for patch memory within reach of a module.
     #[error("no free address range within 2 GiB of {module} for patch memory")]
@@ -57,11 +60,11 @@ pub enum Error {
         what: &'static str,
     },
     /// A plan could not be built.
-    #[error("{0}")]
-    Plan(String),
+    #[error(transparent)]
+    Plan(weft_plan::Error),
     /// A site could not be rebuilt without removed probes.
     #[error("cannot rebuild a splice without the removed probes: {0}")]
-    Rebuild(String),
+    Rebuild(crate::SkipReason),
     /// Local resource failure (memfd, mmap).
     #[error("{what}: {source}")]
     Io {
@@ -83,10 +86,13 @@ impl From<weft_plan::Error> for Error {
         match e {
             weft_plan::Error::Pattern(e) => Error::Image(e),
             weft_plan::Error::Exhausted(e) => e.into(),
-            // The plan's error enum may grow; its message is kept.
-            other => Error::Plan(other.to_string()),
+            other => Error::Plan(other),
         }
     }
+}
+
+fn boundary(offset: &Option<u64>) -> String {
+    offset.map_or("none".to_string(), |o| format!("+{o:#x}"))
 }
 
 fn near_list(near: &[String]) -> String {

@@ -33,7 +33,7 @@ pub use module::Module;
 pub use session::rich::{EventSite, FieldKind};
 pub use session::{
     decode_records, AddReport, Count, EventRecord, PointInfo, Prepared, RawRecords, Session,
-    SkippedPoint, ThreadReading,
+    SkipReason, SkippedPoint, ThreadReading,
 };
 pub use shared::SharedMemory;
 pub use weft_patch::region::ring;

@@ -18,6 +18,7 @@
 mod error;
 pub mod load_hook;
 pub mod mini;
+pub mod place;
 pub mod region;
 mod relocate;
 mod snippet;

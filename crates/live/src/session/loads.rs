@@ -4,7 +4,9 @@
 //! calls into it are counted from the first one, constructors aside. Its
 //! rich event sites that a request asks for are enabled then too.
 
+use super::apply::SiteError;
 use super::*;
+use weft_patch::choose_splice;
 use weft_patch::load_hook::{ACK, GENERATION, LISTENING};
 
 impl Session {
@@ -29,22 +31,13 @@ impl Session {
         let Some(code) = module.function_code(f) else {
             return Ok(false);
         };
-        let Some(first) = code.instructions().first() else {
+        let Some(point) = weft_patch::place::entry_point(&code) else {
             return Ok(false);
-        };
-        let point = if first.code() == iced_x86::Code::Endbr64 {
-            first.next_ip()
-        } else {
-            first.ip()
         };
         if self.span_at(point).is_some() {
             return Ok(false);
         }
-        let pcs: Vec<u64> = tracee
-            .thread_pcs()?
-            .into_iter()
-            .map(|(_, pc)| pc.0)
-            .collect();
+        let pcs = stacks::thread_pcs(tracee)?;
         let after_end = module.bytes_after(f).to_vec();
         let ctx = SpliceContext {
             func: &code,

@@ -1,0 +1,330 @@
+//! Applying: a prepared plan's probes become sites, their trampolines are
+//! built in patch memory, and the splices are written, in that order, into
+//! the stopped process.
+
+use super::place::{Placed, Stopped};
+use super::prepare::PreparedProbe;
+use super::*;
+use std::sync::Arc;
+use weft_patch::{PointSnippet, Snippet, Trampoline, INT3};
+use weft_plan::{Allocate, Expr, Guarded, Primitive, Resolved};
+
+/// Why a site could not be built.
+pub(super) enum SiteError {
+    /// Its points are passed over; the rest goes on.
+    Skip(SkipReason),
+    /// The episode fails.
+    Fatal(Error),
+}
+
+impl Session {
+    /// Splices prepared probes into the stopped process.
+    pub fn apply(&mut self, tracee: &mut Tracee, prepared: Prepared) -> Result<AddReport> {
+        if self.tid_offset.is_none() {
+            self.tid_offset = Some(self.find_tid_offset(tracee));
+        }
+        let mut report = AddReport {
+            skipped: prepared.skipped,
+            ..AddReport::default()
+        };
+        let mut threads = Stopped::new(tracee, self.pid)?;
+        let mut dirty: Vec<usize> = Vec::new();
+        for item in prepared.items {
+            let Some(probe_id) = self.add_probe(&item)? else {
+                continue;
+            };
+            report.probes += 1;
+            let mut liveness: Option<weft_code::Liveness> = None;
+            for &point in &item.points {
+                // Counting clobbers only the flags: a short forward scan
+                // usually proves them dead, sparing the whole-function
+                // analysis; registers are then recorded as all live.
+                let flags = RegSet(weft_code::STATUS_FLAGS);
+                let live = if weft_code::flags_dead_by_scan(&item.code, point, flags) == Some(true)
+                {
+                    RegSet::ALL - flags
+                } else {
+                    liveness
+                        .get_or_insert_with(|| item.code.liveness())
+                        .live_before(point)
+                        .unwrap_or(RegSet::ALL)
+                };
+                match self.place(&mut threads, &item, point, probe_id, live)? {
+                    Placed::Site(s) => dirty.push(s),
+                    Placed::Skipped(why) => report.skipped.push(SkippedPoint {
+                        module: self.modules[item.module].name.clone(),
+                        function: item.display.clone(),
+                        why,
+                    }),
+                    Placed::Nowhere => {}
+                }
+            }
+        }
+        self.write_sites(tracee, dirty, &mut report)?;
+        Ok(report)
+    }
+
+    /// Records the probe of a prepared item, its action expanded for the
+    /// point it resolved to and its counter allocated; `None` when the same
+    /// count is already in place.
+    pub(super) fn add_probe(&mut self, item: &PreparedProbe) -> Result<Option<usize>> {
+        let action = match &item.action {
+            Action::Expand(expand) => {
+                let module = self.modules[item.module].name.clone();
+                let at = Resolved {
+                    module: &module,
+                    function: &item.display,
+                    kind: item.kind,
+                };
+                Action::Program(expand.expand(&at, self)?)
+            }
+            other => other.clone(),
+        };
+        let counter = match action {
+            // Expanded into a program just above.
+            Action::Program(_) | Action::Expand(_) => None,
+            Action::Count => {
+                if !self
+                    .probe_keys
+                    .insert((item.module, item.function_addr, item.kind))
+                {
+                    return Ok(None);
+                }
+                Some(self.counter()?)
+            }
+        };
+        self.probes.push(Probe {
+            module: item.module,
+            display: item.display.clone(),
+            kind: item.kind,
+            action,
+            counter,
+            tag: item.tag,
+            live: true,
+        });
+        Ok(Some(self.probes.len() - 1))
+    }
+
+    /// Builds the trampolines of the sites touched by this episode, then
+    /// the trap table, then writes the splices.
+    pub(super) fn write_sites(
+        &mut self,
+        tracee: &mut Tracee,
+        mut dirty: Vec<usize>,
+        report: &mut AddReport,
+    ) -> Result<()> {
+        dirty.sort_unstable();
+        dirty.dedup();
+        // Trampolines first, then the trap table, then the splices.
+        let mut to_write = Vec::new();
+        let mut text = TextBatch::new(self.pid)?;
+        for &s in &dirty {
+            match self.build_site(tracee, &mut text, s) {
+                Ok(()) => to_write.push(s),
+                Err(SiteError::Skip(why)) => {
+                    let site = &mut self.sites[s];
+                    for sp in site.points.iter().filter(|sp| sp.pending) {
+                        report.skipped.push(SkippedPoint {
+                            module: self.modules[site.module].name.clone(),
+                            function: self.probes[sp.probes[0]].display.clone(),
+                            why: why.clone(),
+                        });
+                    }
+                    if site.active {
+                        // Keep the working splice; drop only what this call added.
+                        let dropped: Vec<u64> = site
+                            .points
+                            .iter()
+                            .filter(|sp| sp.pending)
+                            .map(|sp| sp.point)
+                            .collect();
+                        site.points.retain(|sp| !sp.pending);
+                        for p in dropped {
+                            if !site.points.iter().any(|sp| sp.point == p) {
+                                self.site_at.remove(&p);
+                            }
+                        }
+                    } else {
+                        self.site_at.retain(|_, v| *v != s);
+                        self.spans.retain(|_, (_, v)| *v != s);
+                    }
+                }
+                Err(SiteError::Fatal(e)) => return Err(e),
+            }
+        }
+        if let Some(&first_trap) = to_write
+            .iter()
+            .find(|&&s| self.sites[s].choice.method == SpliceMethod::Trap)
+        {
+            let ci = self.ensure_cluster(tracee, self.sites[first_trap].module)?;
+            self.install_trap_handler(tracee, ci)?;
+        }
+        let newly: Vec<bool> = to_write.iter().map(|&s| !self.sites[s].active).collect();
+        for &s in &to_write {
+            let site = &mut self.sites[s];
+            if site.choice.method == SpliceMethod::Trap {
+                site.active = true;
+            }
+        }
+        self.write_trap_table();
+        for (&s, new) in to_write.iter().zip(newly) {
+            let site = &mut self.sites[s];
+            if let Some(board) = &site.board {
+                text.write(tracee.memory(), board.addr, &board.new)?;
+            }
+            let record = site.record.as_ref().expect("built");
+            text.write(tracee.memory(), record.addr, &record.new)?;
+            if new {
+                match site.choice.method {
+                    SpliceMethod::Jump => report.jumps += 1,
+                    SpliceMethod::Springboard(_) => report.springboards += 1,
+                    SpliceMethod::Trap => report.traps += 1,
+                }
+            }
+            site.active = true;
+            for sp in site.points.iter_mut() {
+                sp.pending = false;
+            }
+        }
+        text.flush(tracee.memory())?;
+        Ok(())
+    }
+
+    /// Builds (or rebuilds) the trampoline of a site and its splice record.
+    pub(super) fn build_site(
+        &mut self,
+        tracee: &mut Tracee,
+        text: &mut TextBatch,
+        s: usize,
+    ) -> Result<(), SiteError> {
+        let module = self.sites[s].module;
+        let ci = self
+            .ensure_cluster(tracee, module)
+            .map_err(SiteError::Fatal)?;
+        let cluster = self.clusters[ci];
+        let mut snippets: Vec<PointSnippet> = Vec::new();
+        for sp in self.sites[s].points.clone() {
+            let mut parts: Vec<Snippet> = Vec::new();
+            for &p in &sp.probes {
+                let probe = &self.probes[p];
+                match (&probe.action, probe.counter) {
+                    (Action::Count, Some(c)) => {
+                        parts.push(Snippet::count(cluster.data + self.layout.counter(c)))
+                    }
+                    (Action::Program(program), _) => {
+                        let program = self.resolve_program(program, &cluster);
+                        // An unguarded constant addCounter needs no mini-trampoline.
+                        if let [Guarded {
+                            predicate: None,
+                            primitive: Primitive::AddCounter(addr, Expr::Const(k)),
+                        }] = program.as_slice()
+                        {
+                            if let Ok(k) = i32::try_from(*k) {
+                                parts.push(Snippet::add(*addr, k));
+                                continue;
+                            }
+                        }
+                        let mini = self.place_mini(ci, &program).map_err(SiteError::Fatal)?;
+                        parts.push(if weft_plan::reads_point_registers(&program) {
+                            Snippet::call_mini_fixed_frame(mini)
+                        } else {
+                            Snippet::call_mini(mini)
+                        });
+                    }
+                    // Expansions are stored as programs; counts always have a counter.
+                    (Action::Count, None) | (Action::Expand(_), _) => {}
+                }
+            }
+            snippets.push(PointSnippet {
+                point: sp.point,
+                snippet: Snippet::concat(&parts),
+                live: sp.live,
+                on_branch_in: sp.on_branch_in,
+            });
+        }
+        let cluster = self.clusters[ci];
+        let site = &self.sites[s];
+        let at = cluster.code + cluster.used;
+        let tramp = match &site.whole_function {
+            Some(func) => Trampoline::build_relocated_function(at, func, &site.choice, &snippets),
+            None => Trampoline::build(at, &site.choice, &snippets),
+        }
+        .map_err(|e| SiteError::Skip(SkipReason::Trampoline(Arc::new(e))))?;
+        let mut tramp = tramp;
+        if site.hook {
+            // The handshake runs first, then the regular trampoline.
+            let hook_at = (at + tramp.bytes.len() as u64).next_multiple_of(16);
+            let sync = cluster.data + self.layout.header.sync_offset;
+            let code = weft_patch::load_hook::hook_code(hook_at, sync, tramp.entry)
+                .map_err(|e| SiteError::Skip(SkipReason::Trampoline(Arc::new(e))))?;
+            tramp.bytes.resize((hook_at - at) as usize, INT3);
+            tramp.bytes.extend(code);
+            tramp.entry = hook_at;
+        }
+        let used = (cluster.used + tramp.bytes.len() as u64).next_multiple_of(16);
+        if used > CODE_AREA {
+            return Err(SiteError::Fatal(Error::Full {
+                what: "trampoline code area",
+            }));
+        }
+        let original = match &site.record {
+            Some(r) => r.old.clone(),
+            None => {
+                let len = (site.choice.end - site.choice.start) as usize;
+                let len = if site.choice.method == SpliceMethod::Trap {
+                    1
+                } else {
+                    len
+                };
+                let addr = if site.choice.method == SpliceMethod::Trap {
+                    site.choice.point
+                } else {
+                    site.choice.start
+                };
+                let in_memory = text
+                    .read(tracee.memory(), addr, len)
+                    .map_err(SiteError::Fatal)?;
+                let in_file = self.modules[module].bytes_at_runtime(addr, len);
+                if in_file != Some(in_memory.as_slice()) {
+                    return Err(SiteError::Skip(SkipReason::CodeChanged));
+                }
+                in_memory
+            }
+        };
+        let board = match site.choice.method {
+            SpliceMethod::Springboard(b) if site.board.is_none() => {
+                let len = weft_patch::JMP_LEN as usize;
+                let in_memory = text
+                    .read(tracee.memory(), b, len)
+                    .map_err(SiteError::Fatal)?;
+                if self.modules[module].bytes_at_runtime(b, len) != Some(in_memory.as_slice()) {
+                    return Err(SiteError::Skip(SkipReason::PaddingChanged));
+                }
+                Some(in_memory)
+            }
+            SpliceMethod::Springboard(_) => site.board.as_ref().map(|r| r.old.clone()),
+            _ => None,
+        };
+        let board = match board {
+            Some(old) => Some(
+                site.choice
+                    .springboard_record(&old, tramp.entry)
+                    .ok_or(SiteError::Skip(SkipReason::OutOfReach(tramp.entry)))?,
+            ),
+            None => None,
+        };
+        let record = site
+            .choice
+            .record(&original, tramp.entry)
+            .ok_or(SiteError::Skip(SkipReason::OutOfReach(tramp.entry)))?;
+        self.shm
+            .write(cluster.code_offset + cluster.used, &tramp.bytes);
+        self.clusters[ci].used = used;
+        let site = &mut self.sites[s];
+        site.record = Some(record);
+        site.board = board;
+        site.entry = tramp.entry;
+        site.saves_state = tramp.saves_state;
+        Ok(())
+    }
+}

@@ -1,0 +1,312 @@
+//! Clusters: patch memory mapped next to each group of modules within
+//! jump reach (the shared region's data area and a code area of its own),
+//! code placed in them, and their removal once no thread can be inside.
+
+use super::*;
+use weft_patch::mini::{mini_trampoline, ThreadTable};
+use weft_plan::{Expr, Guarded, Primitive};
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Cluster {
+    pub(super) data: u64,
+    pub(super) code: u64,
+    pub(super) code_offset: u64,
+    pub(super) used: u64,
+    pub(super) mapped: bool,
+}
+
+impl Cluster {
+    pub(super) fn range(&self) -> (u64, u64) {
+        (self.data, self.code + CODE_AREA)
+    }
+
+    pub(super) fn reaches(&self, lo: u64, hi: u64) -> bool {
+        let (s, e) = self.range();
+        e.max(hi) - s.min(lo) < REACH
+    }
+}
+
+impl Session {
+    /// A cluster (patch memory next to the module) that reaches `module`,
+    /// mapping a new one when none does.
+    pub(super) fn ensure_cluster(&mut self, tracee: &mut Tracee, module: usize) -> Result<usize> {
+        let (lo, hi) = (self.modules[module].lo, self.modules[module].hi);
+        if let Some(i) = self
+            .clusters
+            .iter()
+            .position(|c| c.mapped && c.reaches(lo, hi))
+        {
+            return Ok(i);
+        }
+        let index = self.clusters.len() as u64;
+        if index >= MAX_CLUSTERS {
+            return Err(Error::Full {
+                what: "clusters of patch memory",
+            });
+        }
+        let maps = weft_process::maps::read(self.pid)?;
+        let size = self.layout.size + CODE_AREA;
+        let addr =
+            weft_process::maps::free_range_near(&maps, lo, hi, size, REACH).ok_or_else(|| {
+                Error::NoRoom {
+                    module: self.modules[module].name.clone(),
+                }
+            })?;
+        let fd = self.open_shared_in_target(tracee)?;
+        let mapped = (|| -> Result<()> {
+            let data = tracee.remote_mmap(
+                Some(RemoteAddr(addr)),
+                self.layout.size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )?;
+            let code = tracee.remote_mmap(
+                Some(RemoteAddr(addr + self.layout.size)),
+                CODE_AREA,
+                libc::PROT_READ | libc::PROT_EXEC,
+                libc::MAP_SHARED,
+                fd,
+                self.layout.size + index * CODE_AREA,
+            )?;
+            if data.0 != addr || code.0 != addr + self.layout.size {
+                return Err(Error::NoRoom {
+                    module: self.modules[module].name.clone(),
+                });
+            }
+            Ok(())
+        })();
+        tracee.remote_close(fd)?;
+        mapped?;
+        self.clusters.push(Cluster {
+            data: addr,
+            code: addr + self.layout.size,
+            code_offset: self.layout.size + index * CODE_AREA,
+            used: 0,
+            mapped: true,
+        });
+        if self.clusters.len() == 1 {
+            // A trampoline-free gadget for later remote system calls: `syscall; int3`.
+            let at = self.alloc_code(0, &[0x0f, 0x05, 0xcc])?;
+            tracee.set_syscall_gadget(RemoteAddr(at));
+        }
+        Ok(self.clusters.len() - 1)
+    }
+
+    /// Places bytes in a cluster's code area; returns their target address.
+    pub(super) fn alloc_code(&mut self, ci: usize, bytes: &[u8]) -> Result<u64> {
+        let c = &mut self.clusters[ci];
+        let at = c.code + c.used;
+        let used = (c.used + bytes.len() as u64).next_multiple_of(16);
+        if used > CODE_AREA {
+            return Err(Error::Full {
+                what: "trampoline code area",
+            });
+        }
+        self.shm.write(c.code_offset + c.used, bytes);
+        c.used = used;
+        Ok(at)
+    }
+
+    /// Opens the shared file inside the target and returns the target's fd.
+    pub(super) fn open_shared_in_target(&mut self, tracee: &mut Tracee) -> Result<i32> {
+        let first = !self.clusters.iter().any(|c| c.mapped);
+        match self.try_open_in_target(tracee) {
+            Ok(fd) => Ok(fd),
+            Err(Error::Process(weft_process::Error::RemoteSyscall { source, .. }))
+                if first
+                    && matches!(
+                        source.raw_os_error(),
+                        Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::ENOENT)
+                    ) =>
+            {
+                // The target (another user, or another pid namespace) cannot open
+                // weft's /proc/PID/fd: share a /dev/shm file it owns instead.
+                let (uid, gid) = weft_process::process_ids(self.pid)?;
+                let shm = SharedMemory::create_in_dev_shm(self.shm.size(), uid, gid)?;
+                shm.write(0, &self.layout.header_bytes());
+                self.shm = shm;
+                self.try_open_in_target(tracee)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(super) fn try_open_in_target(&mut self, tracee: &mut Tracee) -> Result<i32> {
+        let mut path = self.shm.target_path().as_bytes().to_vec();
+        path.push(0);
+        if let Some(c) = self.clusters.iter().find(|c| c.mapped) {
+            let scratch = self.layout.header.scratch_offset;
+            self.shm.write(scratch, &path);
+            return Ok(
+                tracee.remote_open(RemoteAddr(c.data + scratch), libc::O_RDWR | libc::O_CLOEXEC)?
+            );
+        }
+        let page = tracee.remote_mmap(
+            None,
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )?;
+        let opened = tracee
+            .memory()
+            .write(page, &path)
+            .map_err(Error::from)
+            .and_then(|_| {
+                tracee
+                    .remote_open(page, libc::O_RDWR | libc::O_CLOEXEC)
+                    .map_err(Error::from)
+            });
+        tracee.remote_munmap(page, 4096)?;
+        opened
+    }
+
+    /// Unmaps weft's memory from the target unless a thread's pc, or a
+    /// word near the top of its stack (a signal frame's saved pc), points
+    /// into it.
+    pub(super) fn unmap_clusters(
+        &mut self,
+        tracee: &mut Tracee,
+        notes: &mut Vec<String>,
+    ) -> Result<()> {
+        if self.trap.is_some_and(|t| t.installed) {
+            return Ok(());
+        }
+        if self.rich_used {
+            notes.push(
+                "rich events were traced: weft's memory stays mapped in the target, since a \
+                 thread may still be writing an event into it"
+                    .into(),
+            );
+            return Ok(());
+        }
+        let ranges: Vec<(u64, u64)> = self
+            .clusters
+            .iter()
+            .filter(|c| c.mapped)
+            .map(|c| c.range())
+            .collect();
+        if ranges.is_empty() {
+            return Ok(());
+        }
+        // The splices are gone, so a thread inside a trampoline leaves it
+        // within nanoseconds of running again: let them run briefly.
+        const ATTEMPTS: u32 = 50;
+        for attempt in 1..=ATTEMPTS {
+            match self.memory_in_use(tracee, &ranges)? {
+                None => break,
+                Some(why) if attempt == ATTEMPTS => {
+                    notes.push(format!("{why}; weft's memory stays mapped in the target"));
+                    return Ok(());
+                }
+                Some(_) => {
+                    tracee.let_run(std::time::Duration::from_micros(200 * u64::from(attempt)))?
+                }
+            }
+        }
+        // The syscall gadget lives in the first cluster: make remote calls borrow bytes again.
+        tracee.clear_syscall_gadget();
+        for c in self.clusters.iter_mut().filter(|c| c.mapped) {
+            tracee.remote_munmap(RemoteAddr(c.data), self.layout.size)?;
+            tracee.remote_munmap(RemoteAddr(c.code), CODE_AREA)?;
+            c.mapped = false;
+        }
+        Ok(())
+    }
+
+    /// Why weft's memory may still be in use: a thread's pc in it, or a word
+    /// near the top of a thread's stack (a signal frame's saved pc) pointing into it.
+    pub(super) fn memory_in_use(
+        &self,
+        tracee: &Tracee,
+        ranges: &[(u64, u64)],
+    ) -> Result<Option<String>> {
+        let inside = |v: u64| ranges.iter().any(|&(s, e)| v >= s && v < e);
+        let maps = weft_process::maps::read(self.pid)?;
+        for tid in tracee.threads() {
+            if inside(tracee.registers(tid)?.rip) {
+                return Ok(Some(format!("thread {tid} is inside weft's code")));
+            }
+            if stacks::stack_of(tracee, &maps, tid, 64 << 10)?
+                .into_iter()
+                .any(inside)
+            {
+                return Ok(Some(format!("thread {tid}'s stack refers to weft's code")));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Runtime address ranges of weft's memory in the target (data, code) per cluster.
+    pub fn mapped_ranges(&self) -> Vec<(u64, u64)> {
+        self.clusters
+            .iter()
+            .filter(|c| c.mapped)
+            .map(|c| c.range())
+            .collect()
+    }
+
+    /// Counter indices in a program replaced by their addresses in a cluster's view.
+    pub(super) fn resolve_program(&self, program: &[Guarded], cluster: &Cluster) -> Vec<Guarded> {
+        let base = cluster.data + self.layout.header.counters_offset;
+        let addr = |i: u64| base + i * 8;
+        fn expr(e: &Expr, addr: &dyn Fn(u64) -> u64) -> Expr {
+            match e {
+                Expr::Counter(i) => Expr::Counter(addr(*i)),
+                Expr::Bin(op, a, b) => Expr::bin(*op, expr(a, addr), expr(b, addr)),
+                other => other.clone(),
+            }
+        }
+        program
+            .iter()
+            .map(|g| Guarded {
+                predicate: g.predicate.as_ref().map(|p| expr(p, &addr)),
+                primitive: match &g.primitive {
+                    Primitive::SetCounter(i, e) => Primitive::SetCounter(addr(*i), expr(e, &addr)),
+                    Primitive::AddCounter(i, e) => Primitive::AddCounter(addr(*i), expr(e, &addr)),
+                    Primitive::SubCounter(i, e) => Primitive::SubCounter(addr(*i), expr(e, &addr)),
+                    Primitive::AddThreadCounter(n, e) => {
+                        Primitive::AddThreadCounter(*n, expr(e, &addr))
+                    }
+                    Primitive::Emit(id, args, strings) => Primitive::Emit(
+                        *id,
+                        args.iter().map(|e| expr(e, &addr)).collect(),
+                        *strings,
+                    ),
+                    other => other.clone(),
+                },
+            })
+            .collect()
+    }
+
+    /// Generates a mini-trampoline in a cluster's code area; returns its address.
+    pub(super) fn place_mini(&mut self, ci: usize, program: &[Guarded]) -> Result<u64> {
+        let c = self.clusters[ci];
+        let at = c.code + c.used;
+        let code = mini_trampoline(at, self.thread_table(ci), program)?;
+        self.alloc_code(ci, &code)
+    }
+
+    /// Where the thread table and the ring-mode words are, as cluster `ci`'s
+    /// code sees them.
+    pub(super) fn thread_table(&self, ci: usize) -> ThreadTable {
+        let c = self.clusters[ci];
+        ThreadTable {
+            addr: c.data + self.layout.header.threads_offset,
+            slots: self.layout.header.thread_slots,
+            ring_wait_until: c.data
+                + self.layout.header.sync_offset
+                + weft_patch::region::sync::RING_WAIT_UNTIL,
+            ring_overwrite: c.data
+                + self.layout.header.sync_offset
+                + weft_patch::region::sync::RING_OVERWRITE,
+            ring_data: self.layout.header.ring_data,
+            no_slot: c.data + self.layout.header.sync_offset + weft_patch::region::sync::NO_SLOT,
+            clock_gettime: self.clock_gettime,
+            tid_offset: self.tid_offset.unwrap_or(0),
+        }
+    }
+}

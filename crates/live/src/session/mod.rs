@@ -1,0 +1,220 @@
+//! Sessions: the live applier. A session carries probe plans out in one
+//! running process: it resolves their points, splices trampolines for
+//! them, reads back what they measured and takes them out again.
+//!
+//! A *probe* is one request's action in one function ("count calls of
+//! `work`"). A *site* is one spliced instruction point; an exit probe has a
+//! site per `ret` or tail call. Probes that land on the same point share a
+//! site whose trampoline runs all their snippets (KernInst's compound code
+//! patch).
+//!
+//! Work is split so the target is stopped as briefly as possible, and the
+//! files follow that split:
+//!
+//! | file | role | target |
+//! |---|---|---|
+//! | `prepare.rs` | resolve patterns, analyse code | running |
+//! | `place.rs` | choose each point's splice (window, springboard, trap) | stopped |
+//! | `apply.rs` | build trampolines, write the splices | stopped |
+//! | `clusters.rs` | patch memory next to the modules, mini-trampolines | stopped |
+//! | `traps.rs` | the in-process SIGTRAP handler and its table | stopped |
+//! | `remove.rs` | taking probes out again (one `restore`) | stopped |
+//! | `stacks.rs` | the threads' stacks and their thread-id offset | stopped |
+//! | `loads.rs` | libraries loaded later (the `_dl_debug_state` hook) | both |
+//! | `rich.rs` | rich event sites (`WEFT_EVENT`) | stopped |
+//! | `readout.rs` | resources of plans (`Allocate`), counters and timers read back | running |
+//! | `rings.rs` | the ring consumer: draining and decoding events | running |
+
+mod apply;
+mod clusters;
+mod loads;
+mod place;
+mod prepare;
+mod readout;
+mod remove;
+mod report;
+pub(crate) mod rich;
+mod rings;
+mod stacks;
+mod traps;
+
+pub use prepare::Prepared;
+pub use report::{AddReport, Count, PointInfo, SkipReason, SkippedPoint, ThreadReading};
+pub use rings::{decode_records, EventRecord, RawRecords};
+
+use crate::module::Module;
+use crate::shared::SharedMemory;
+use crate::text::TextBatch;
+use crate::{Error, Result};
+use clusters::Cluster;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use traps::TrapHandler;
+use weft_code::{FunctionCode, RegSet};
+use weft_patch::region::{ring, threads, trap_table, Layout};
+use weft_patch::{SpliceChoice, SpliceContext, SpliceMethod, SpliceRecord};
+use weft_plan::{Action, EventInfo, PointKind, PointSpec};
+use weft_process::{ProcessMemory, RemoteAddr, Tracee};
+
+const COUNTERS: u64 = 1 << 20;
+const TRAPS: u64 = 1 << 16;
+const CODE_AREA: u64 = 8 << 20;
+const MAX_CLUSTERS: u64 = 16;
+/// Distance every byte of a cluster keeps from every byte of its modules.
+const REACH: u64 = (1 << 31) - (32 << 20);
+const SIGTRAP: i32 = 5;
+
+#[derive(Debug)]
+struct Probe {
+    module: usize,
+    display: String,
+    kind: PointKind,
+    action: Action,
+    /// The probe's own counter (for [`Action::Count`]).
+    counter: Option<u64>,
+    tag: u64,
+    /// Still spliced (false once removed with its tag).
+    live: bool,
+}
+
+/// Probes run before one instruction of a site.
+#[derive(Debug, Clone)]
+struct SitePoint {
+    point: u64,
+    probes: Vec<usize>,
+    live: RegSet,
+    /// Whether branches into a relocated function also run these probes.
+    on_branch_in: bool,
+    /// Added in the current `apply`, not yet written to the target.
+    pending: bool,
+}
+
+#[derive(Debug)]
+struct Site {
+    module: usize,
+    choice: SpliceChoice,
+    /// The site's points in address order; the first is the one its splice was chosen for.
+    points: Vec<SitePoint>,
+    record: Option<SpliceRecord>,
+    entry: u64,
+    saves_state: bool,
+    active: bool,
+    /// The function, when its entry is also a loop head and the trampoline
+    /// runs a relocated copy of it (so back-edges do not count as calls).
+    whole_function: Option<FunctionCode>,
+    /// The library-load hook at ld.so's `_dl_debug_state`, not a probe.
+    hook: bool,
+    /// For a springboard splice: the `jmp rel32` written into the springboard.
+    board: Option<SpliceRecord>,
+}
+
+/// weft's instrumentation of one process.
+#[derive(Debug)]
+pub struct Session {
+    pid: i32,
+    shm: SharedMemory,
+    layout: Layout,
+    modules: Vec<Module>,
+    clusters: Vec<Cluster>,
+    probes: Vec<Probe>,
+    sites: Vec<Site>,
+    site_at: BTreeMap<u64, usize>,
+    /// The bytes each live site claims, by start: (end, site). Never overlapping.
+    spans: BTreeMap<u64, (u64, usize)>,
+    probe_keys: std::collections::HashSet<(usize, u64, PointKind)>,
+    /// The last library-load generation weft has handled.
+    loads_acked: u32,
+    next_counter: u64,
+    next_timer: u64,
+    events: Vec<EventInfo>,
+    next_thread_counter: u64,
+    trap: Option<TrapHandler>,
+    /// Descriptors of the rich event sites weft has enabled (runtime addresses).
+    enabled_sites: Vec<u64>,
+    /// The ring function (see `mini::ring_function`), once placed.
+    ring_function: Option<u64>,
+    /// Whether rich events were ever enabled: weft's memory then stays
+    /// mapped after detach, since a thread may be writing an event into it.
+    rich_used: bool,
+    /// Event timestamps: 0 for the TSC, else the target's vDSO clock_gettime.
+    clock_gettime: u64,
+    /// `--trace event:PROVIDER:NAME` requests (globs), also for libraries
+    /// loaded later.
+    event_requests: Vec<(String, String)>,
+    /// Their strings' and byte arrays' cap.
+    event_cap: u16,
+    /// Where the C library keeps a thread's id (see
+    /// `ThreadTable::tid_offset`), found at the first `apply`; 0 if unknown.
+    tid_offset: Option<u32>,
+}
+
+impl Session {
+    /// A session for the process `pid`; nothing is changed in it yet.
+    pub fn new(pid: i32) -> Result<Session> {
+        Session::with_ring_size(pid, ring::DEFAULT_DATA)
+    }
+
+    /// A session whose threads' event rings hold `ring_data` bytes each
+    /// (a power of two from `ring::MIN_DATA` to `ring::MAX_DATA`).
+    pub fn with_ring_size(pid: i32, ring_data: u64) -> Result<Session> {
+        if !ring_data.is_power_of_two() || !(ring::MIN_DATA..=ring::MAX_DATA).contains(&ring_data) {
+            return Err(Error::BadRingSize(ring_data));
+        }
+        let layout = Layout::new(COUNTERS, TRAPS, ring_data);
+        let shm = SharedMemory::create((layout.size + MAX_CLUSTERS * CODE_AREA) as usize)?;
+        shm.write(0, &layout.header_bytes());
+        Ok(Session {
+            pid,
+            shm,
+            layout,
+            modules: vec![],
+            clusters: vec![],
+            probes: vec![],
+            sites: vec![],
+            site_at: BTreeMap::new(),
+            spans: BTreeMap::new(),
+            probe_keys: std::collections::HashSet::new(),
+            loads_acked: 0,
+            next_counter: 0,
+            next_timer: 0,
+            events: Vec::new(),
+            next_thread_counter: 0,
+            trap: None,
+            enabled_sites: Vec::new(),
+            ring_function: None,
+            rich_used: false,
+            clock_gettime: 0,
+            event_requests: Vec::new(),
+            event_cap: 128,
+            tid_offset: None,
+        })
+    }
+
+    /// The process.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Modules known so far.
+    pub fn modules(&self) -> &[Module] {
+        &self.modules
+    }
+
+    /// Looks for modules mapped since the last call (libraries loaded by
+    /// dlopen); returns how many are new.
+    pub fn refresh_modules(&mut self) -> Result<usize> {
+        let maps = weft_process::maps::read(self.pid)?;
+        let known: Vec<PathBuf> = self.modules.iter().map(|m| m.path.clone()).collect();
+        let new = Module::discover(self.pid, &maps, &known)?;
+        let n = new.len();
+        self.modules.extend(new);
+        Ok(n)
+    }
+
+    /// Event timestamps from CLOCK_MONOTONIC (nanoseconds, through the
+    /// target's vDSO) instead of the TSC, for probes placed from now on.
+    pub fn use_monotonic_clock(&mut self) -> Result<()> {
+        self.clock_gettime = crate::clock::vdso_clock_gettime(self.pid)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,212 @@
+//! Preparing: patterns resolved against the modules and the matched
+//! functions analysed, while the target runs.
+
+use super::*;
+use weft_image::{near_misses, Function, Pattern};
+
+/// Probes resolved and analysed, ready to apply.
+#[derive(Debug)]
+pub struct Prepared {
+    pub(super) items: Vec<PreparedProbe>,
+    pub(super) skipped: Vec<SkippedPoint>,
+    /// Module-qualified patterns whose module is not loaded (yet).
+    pub pending: Vec<String>,
+}
+
+impl Prepared {
+    /// Number of probes to apply.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether there is nothing to apply.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct PreparedProbe {
+    pub(super) module: usize,
+    pub(super) function_addr: u64,
+    pub(super) display: String,
+    pub(super) kind: PointKind,
+    pub(super) action: Action,
+    pub(super) tag: u64,
+    pub(super) points: Vec<u64>,
+    pub(super) code: FunctionCode,
+    pub(super) after_end: Vec<u8>,
+}
+
+impl Session {
+    /// Resolves patterns against the modules and analyses the matched
+    /// functions. The target may be running. A pattern that matches
+    /// nothing is an error naming near misses.
+    pub fn prepare(&mut self, specs: &[PointSpec]) -> Result<Prepared> {
+        self.refresh_modules()?;
+        self.prepare_modules(specs, 0, true)
+    }
+
+    /// Resolves patterns against modules `first..`; with `require_match`, a
+    /// pattern matching nothing there is an error.
+    pub(super) fn prepare_modules(
+        &mut self,
+        specs: &[PointSpec],
+        first: usize,
+        require_match: bool,
+    ) -> Result<Prepared> {
+        let mut items = Vec::new();
+        let mut skipped = Vec::new();
+        let mut pending = Vec::new();
+        for spec in specs {
+            let before = items.len() + skipped.len();
+            for (mi, module) in self.modules.iter().enumerate().skip(first) {
+                if !spec.pattern.matches_module(&module.name) {
+                    continue;
+                }
+                for f in module.image.functions() {
+                    // Report the function under the name the pattern matched.
+                    let matched = if spec
+                        .pattern
+                        .matches_function(&f.name, f.demangled.as_deref())
+                    {
+                        f.display_name()
+                    } else if let Some(a) = f
+                        .aliases
+                        .iter()
+                        .find(|a| spec.pattern.matches_function(a, None))
+                    {
+                        a.as_str()
+                    } else {
+                        continue;
+                    };
+                    match prepare_probe(mi, module, f, matched, spec.kind) {
+                        Ok(mut item) => {
+                            item.action = spec.action.clone();
+                            item.tag = spec.tag;
+                            items.push(item)
+                        }
+                        Err(why) => skipped.push(SkippedPoint {
+                            module: module.name.clone(),
+                            function: f.display_name().to_string(),
+                            why,
+                        }),
+                    }
+                }
+            }
+            if require_match && items.len() + skipped.len() == before {
+                let module_loaded = self
+                    .modules
+                    .iter()
+                    .any(|m| spec.pattern.matches_module(&m.name));
+                if spec.pattern.module.is_some() && !module_loaded {
+                    // Like a pending breakpoint: the library may be loaded later.
+                    pending.push(spec.pattern.to_string());
+                    continue;
+                }
+                return Err(self.no_match(&spec.pattern));
+            }
+            if let (PointKind::Instruction(offset), Some(s)) = (spec.kind, skipped.last()) {
+                if let (true, SkipReason::NotABoundary { before: b, after }) =
+                    (items.len() == before, &s.why)
+                {
+                    return Err(Error::NotABoundary {
+                        function: s.function.clone(),
+                        offset,
+                        before: *b,
+                        after: *after,
+                    });
+                }
+            }
+        }
+        // Analyse the module-wide branch targets now, while the target runs.
+        for item in &items {
+            let _ = self.modules[item.module].branch_targets();
+        }
+        Ok(Prepared {
+            items,
+            skipped,
+            pending,
+        })
+    }
+
+    pub(super) fn no_match(&self, pattern: &Pattern) -> Error {
+        let modules: Vec<&Module> = self
+            .modules
+            .iter()
+            .filter(|m| pattern.matches_module(&m.name))
+            .collect();
+        let near = if modules.is_empty() {
+            near_misses(
+                pattern.module.as_deref().unwrap_or(""),
+                self.modules.iter().map(|m| m.name.as_str()),
+                5,
+            )
+        } else {
+            let names = modules
+                .iter()
+                .flat_map(|m| m.image.functions().iter().map(|f| f.name.as_str()));
+            near_misses(&pattern.function, names, 5)
+        };
+        Error::NoMatch {
+            pattern: pattern.to_string(),
+            near,
+        }
+    }
+}
+
+/// Resolves one function into a prepared probe, or says why not.
+fn prepare_probe(
+    mi: usize,
+    module: &Module,
+    f: &Function,
+    name: &str,
+    kind: PointKind,
+) -> Result<PreparedProbe, SkipReason> {
+    if f.ifunc {
+        return Err(SkipReason::IfuncResolver);
+    }
+    let code = module.function_code(f).ok_or(SkipReason::NotInFile)?;
+    let insns = code.instructions();
+    if insns.is_empty() {
+        return Err(SkipReason::NoInstruction);
+    }
+    let start = code.start();
+    let (points, display) = match kind {
+        PointKind::Entry => {
+            let p = weft_patch::place::entry_point(&code).ok_or(SkipReason::NoInstruction)?;
+            (vec![p], name.to_string())
+        }
+        PointKind::Exit => {
+            let exits = code.exits();
+            if exits.is_empty() {
+                return Err(SkipReason::NeverReturns);
+            }
+            (exits, name.to_string())
+        }
+        PointKind::Instruction(off) => {
+            let p = start + off;
+            if code.index_of(p).is_none() {
+                let before = insns
+                    .iter()
+                    .rev()
+                    .find(|i| i.ip() < p)
+                    .map(|i| i.ip() - start);
+                let after = insns.iter().find(|i| i.ip() > p).map(|i| i.ip() - start);
+                return Err(SkipReason::NotABoundary { before, after });
+            }
+            (vec![p], format!("{name}+{off:#x}"))
+        }
+    };
+    Ok(PreparedProbe {
+        module: mi,
+        function_addr: f.addr,
+        display,
+        kind,
+        action: Action::Count,
+        tag: 0,
+        points,
+        after_end: module.bytes_after(f).to_vec(),
+        code,
+    })
+}

@@ -1,0 +1,142 @@
+//! Resources of probe plans, handed out from the shared region (the
+//! [`Allocate`] implementation), and read back: counts, process-wide and
+//! per-thread counters, wall timers, and the spliced points.
+
+use super::*;
+use weft_plan::{Allocate, Exhausted};
+
+/// The resources of probe plans, in the shared region.
+impl Allocate for Session {
+    fn counter(&mut self) -> Result<u64, Exhausted> {
+        let c = self.next_counter;
+        if c >= self.layout.header.counters_capacity {
+            return Err(Exhausted { what: "counters" });
+        }
+        self.next_counter += 1;
+        self.shm.store_u64(self.layout.counter(c), 0);
+        Ok(c)
+    }
+
+    fn timer(&mut self) -> Result<u64, Exhausted> {
+        let t = self.next_timer;
+        if t >= threads::TIMERS {
+            return Err(Exhausted { what: "timers" });
+        }
+        self.next_timer += 1;
+        Ok(t)
+    }
+
+    fn thread_counter(&mut self) -> Result<u64, Exhausted> {
+        let c = self.next_thread_counter;
+        if c >= threads::COUNTERS {
+            return Err(Exhausted {
+                what: "per-thread counters",
+            });
+        }
+        self.next_thread_counter += 1;
+        Ok(c)
+    }
+
+    fn event(&mut self, info: EventInfo) -> Result<u32, Exhausted> {
+        self.events.push(info);
+        Ok(self.events.len() as u32 - 1)
+    }
+}
+
+/// Readout.
+impl Session {
+    /// The current value of every probe.
+    pub fn counts(&self) -> Vec<Count> {
+        self.probes
+            .iter()
+            .filter_map(|p| {
+                Some(Count {
+                    module: self.modules[p.module].name.clone(),
+                    function: p.display.clone(),
+                    kind: p.kind,
+                    calls: self.shm.load_u64(self.layout.counter(p.counter?)),
+                })
+            })
+            .collect()
+    }
+
+    /// Every spliced point, for `--verbose`: one row per point of each site.
+    pub fn points(&self) -> Vec<PointInfo> {
+        let mut out = Vec::new();
+        for s in self.sites.iter().filter(|s| s.record.is_some()) {
+            for sp in &s.points {
+                let p = &self.probes[sp.probes[0]];
+                out.push(PointInfo {
+                    module: self.modules[s.module].name.clone(),
+                    function: p.display.clone(),
+                    kind: p.kind,
+                    addr: sp.point,
+                    method: s.choice.method,
+                    window: (s.choice.start, s.choice.end),
+                    why_trap: s.choice.why_trap,
+                    saves_state: s.saves_state,
+                    active: s.active,
+                    relocated_function: s.whole_function.is_some(),
+                    shares_splice_of: (sp.point != s.choice.point).then_some(s.choice.point),
+                });
+            }
+        }
+        out
+    }
+
+    /// The value of a process-wide counter.
+    pub fn counter_value(&self, index: u64) -> u64 {
+        self.shm.load_u64(self.layout.counter(index))
+    }
+
+    /// Every thread's reading of a wall timer, in TSC ticks, taken
+    /// consistently (under each timer's sequence number) at `now` ticks.
+    pub fn timer_readings(&self, timer: u64, now: u64) -> Vec<ThreadReading> {
+        let mut out = Vec::new();
+        for slot in self.claimed_slots() {
+            let block = self.layout.thread_block(slot);
+            let at = block + threads::timer(timer);
+            let reading = loop {
+                let seq = self.shm.load_u64(at + threads::TIMER_SEQ);
+                let count = self.shm.load_u64(at + threads::TIMER_COUNT);
+                let start = self.shm.load_u64(at + threads::TIMER_START);
+                let total = self.shm.load_u64(at + threads::TIMER_TOTAL);
+                if seq.is_multiple_of(2) && seq == self.shm.load_u64(at + threads::TIMER_SEQ) {
+                    let running = count > 0 && now > start;
+                    break (total + if running { now - start } else { 0 }, count > 0);
+                }
+                std::hint::spin_loop();
+            };
+            out.push(ThreadReading {
+                tid: self.shm.load_u64(block + threads::TID) as i32,
+                value: reading.0,
+                inside: reading.1,
+            });
+        }
+        out
+    }
+
+    /// Every thread's value of a per-thread counter.
+    pub fn thread_counter_readings(&self, counter: u64) -> Vec<ThreadReading> {
+        self.claimed_slots()
+            .map(|slot| {
+                let block = self.layout.thread_block(slot);
+                let value = self.shm.load_u64(block + threads::counter(counter));
+                ThreadReading {
+                    tid: self.shm.load_u64(block + threads::TID) as i32,
+                    value,
+                    inside: value != 0,
+                }
+            })
+            .collect()
+    }
+
+    /// The thread slots some thread has claimed (retired ones included).
+    pub(super) fn claimed_slots(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.layout.header.thread_slots).filter(|&slot| {
+            self.shm
+                .load_u64(self.layout.header.threads_offset + slot * 8)
+                != 0
+        })
+    }
+}

@@ -1,0 +1,154 @@
+//! Removal: probes taken out again, every splice restored by one
+//! [`Session::take_out`], whether the whole session ends or one request's
+//! probes go while the rest stay.
+
+use super::apply::SiteError;
+use super::*;
+
+impl Session {
+    /// Removes every splice, restoring the original bytes, and takes weft's
+    /// memory out of the target when no thread can still be using it.
+    /// Returns what was left behind, if anything, for the user to know.
+    pub fn remove_all(&mut self, tracee: &mut Tracee) -> Result<Vec<String>> {
+        let mut notes = Vec::new();
+        let mut removed_traps = Vec::new();
+        self.release_all_loaders();
+        self.disable_event_sites(tracee)?;
+        let mut text = TextBatch::new(self.pid)?;
+        for s in 0..self.sites.len() {
+            if self.sites[s].active {
+                self.take_out(tracee, &mut text, s, &mut notes)?;
+                if self.sites[s].choice.method == SpliceMethod::Trap {
+                    removed_traps.push(self.sites[s].choice.point);
+                }
+            }
+        }
+        text.flush(tracee.memory())?;
+        self.site_at.clear();
+        self.spans.clear();
+        self.write_trap_table();
+        if self.trap.is_some_and(|t| t.installed) {
+            if self.rewind_removed_traps(tracee, &removed_traps)? {
+                notes.push(
+                    "a SIGTRAP is still queued: weft's handler stays installed to absorb it".into(),
+                );
+            } else {
+                self.uninstall_trap_handler(tracee)?;
+            }
+        }
+        self.unmap_clusters(tracee, &mut notes)?;
+        Ok(notes)
+    }
+
+    /// Removes every live probe with `tag` from the stopped process. Sites
+    /// left without probes get their original bytes back; the others are
+    /// rebuilt without the removed probes. Trampolines stay mapped (a
+    /// thread may still be inside one); their space is not reused. Returns
+    /// how many probes were removed.
+    pub fn remove_tagged(&mut self, tracee: &mut Tracee, tag: u64) -> Result<usize> {
+        let gone: Vec<usize> = self
+            .probes
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.live && p.tag == tag)
+            .map(|(i, _)| i)
+            .collect();
+        if gone.is_empty() {
+            return Ok(0);
+        }
+        for &p in &gone {
+            self.probes[p].live = false;
+        }
+        let mut text = TextBatch::new(self.pid)?;
+        let mut rebuilt = Vec::new();
+        let mut removed_traps = Vec::new();
+        for s in 0..self.sites.len() {
+            let site = &mut self.sites[s];
+            if !site.active
+                || site.hook
+                || !site
+                    .points
+                    .iter()
+                    .any(|sp| sp.probes.iter().any(|p| gone.contains(p)))
+            {
+                continue;
+            }
+            for sp in site.points.iter_mut() {
+                sp.probes.retain(|p| !gone.contains(p));
+            }
+            let emptied: Vec<u64> = site
+                .points
+                .iter()
+                .filter(|sp| sp.probes.is_empty())
+                .map(|sp| sp.point)
+                .collect();
+            site.points.retain(|sp| !sp.probes.is_empty());
+            for point in emptied {
+                if !site.points.iter().any(|sp| sp.point == point) {
+                    self.site_at.remove(&point);
+                }
+            }
+            if site.points.is_empty() {
+                // Nothing left here: put the original bytes back.
+                let mut notes = Vec::new();
+                self.take_out(tracee, &mut text, s, &mut notes)?;
+                if self.sites[s].choice.method == SpliceMethod::Trap {
+                    removed_traps.push(self.sites[s].choice.point);
+                }
+            } else {
+                rebuilt.push(s);
+            }
+        }
+        for s in rebuilt {
+            match self.build_site(tracee, &mut text, s) {
+                Ok(()) => {
+                    let site = &self.sites[s];
+                    let mem = tracee.memory();
+                    if let Some(b) = &site.board {
+                        text.write(mem, b.addr, &b.new)?;
+                    }
+                    let r = site.record.as_ref().expect("built");
+                    text.write(mem, r.addr, &r.new)?;
+                }
+                Err(SiteError::Fatal(e)) => return Err(e),
+                Err(SiteError::Skip(why)) => return Err(Error::Rebuild(why)),
+            }
+        }
+        self.write_trap_table();
+        text.flush(tracee.memory())?;
+        self.rewind_removed_traps(tracee, &removed_traps)?;
+        Ok(gone.len())
+    }
+
+    /// Puts the original bytes of site `s` back (its splice, then its
+    /// springboard) unless they changed since weft wrote them, and forgets
+    /// the bytes it claimed. What could not be restored is said in `notes`.
+    pub(super) fn take_out(
+        &mut self,
+        tracee: &Tracee,
+        text: &mut TextBatch,
+        s: usize,
+        notes: &mut Vec<String>,
+    ) -> Result<()> {
+        let mem = tracee.memory();
+        let site = &mut self.sites[s];
+        for r in site.record.iter().chain(site.board.iter()) {
+            match text.read(mem, r.addr, r.new.len()) {
+                Ok(bytes) if bytes == r.new => text.write(mem, r.addr, &r.old)?,
+                Ok(_) => notes.push(format!(
+                    "code at {:#x} changed since weft spliced it; left as it is",
+                    r.addr
+                )),
+                Err(Error::Process(e)) if e.is_gone() => return Err(Error::Process(e)),
+                Err(_) => notes.push(format!(
+                    "code at {:#x} is no longer mapped (library unloaded?)",
+                    r.addr
+                )),
+            }
+        }
+        site.active = false;
+        self.site_at.retain(|_, v| *v != s);
+        self.spans.retain(|_, (_, v)| *v != s);
+        Ok(())
+    }
+}

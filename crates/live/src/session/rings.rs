@@ -1,0 +1,258 @@
+//! The ring consumer: weft's side of the per-thread event rings (layout in
+//! `weft_patch::region::ring`, producers in `weft_patch::mini` and
+//! `include/weft/event.h`). Records are drained or, in flight mode, copied
+//! in place, and decoded.
+
+use super::*;
+
+/// One event drained from a thread's ring.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    /// The thread that emitted it.
+    pub tid: i32,
+    /// TSC at emission.
+    pub tsc: u64,
+    /// The event id given to [`Primitive::Emit`].
+    pub event: u32,
+    /// Its values. A string value is the number of bytes copied, with
+    /// `region::ring::STR_TRUNCATED` or `STR_NULL` set as they apply.
+    pub args: Vec<u64>,
+    /// The text of its string values, in order (lossy UTF-8; byte arrays
+    /// in hex).
+    pub strings: Vec<String>,
+}
+
+/// One thread's records as its ring holds them (see `region::ring`), one
+/// after another.
+#[derive(Debug, Clone, Copy)]
+pub struct RawRecords<'a> {
+    /// The thread that wrote them.
+    pub tid: i32,
+    /// Events the thread dropped so far (in flight mode: overwrote).
+    pub dropped: u64,
+    /// The records.
+    pub bytes: &'a [u8],
+}
+
+/// Decodes records laid out as in a ring (see `region::ring`); `strings`
+/// gives the masks of an event id's values that carry bytes and, among
+/// them, the byte arrays (decoded as hex). Stops at a record that does not
+/// fit in `bytes`.
+pub fn decode_records(
+    tid: i32,
+    bytes: &[u8],
+    strings: &dyn Fn(u32) -> (u16, u16),
+    out: &mut Vec<EventRecord>,
+) {
+    use weft_patch::region::ring as r;
+    let word = |at: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
+    };
+    let mut at = 0usize;
+    while let (Some(tsc), Some(id_and_shape)) = (word(at), word(at + r::R_EVENT as usize)) {
+        let (nargs, text) = r::shape((id_and_shape >> 32) as u32);
+        let size = r::record_size(nargs, text) as usize;
+        if nargs > r::MAX_ARGS || at + size > bytes.len() {
+            break;
+        }
+        let args: Vec<u64> = (0..nargs)
+            .filter_map(|i| word(at + r::R_ARGS as usize + 8 * i))
+            .collect();
+        let event = id_and_shape as u32;
+        let (mask, binary) = strings(event);
+        let mut text_at = at + r::R_ARGS as usize + 8 * nargs;
+        let mut texts = Vec::new();
+        for (i, value) in args.iter().enumerate() {
+            if mask & (1 << i) == 0 {
+                continue;
+            }
+            let len = ((value & 0xffff_ffff) as usize).min(text as usize);
+            let piece = bytes.get(text_at..text_at + len).unwrap_or_default();
+            texts.push(if binary & (1 << i) != 0 {
+                piece.iter().map(|b| format!("{b:02x}")).collect()
+            } else {
+                String::from_utf8_lossy(piece).into_owned()
+            });
+            text_at += len.div_ceil(8) * 8;
+        }
+        out.push(EventRecord {
+            tid,
+            tsc,
+            event,
+            args,
+            strings: texts,
+        });
+        at += size;
+    }
+}
+
+/// Draining event rings (the consumer side; see `region::ring`).
+impl Session {
+    /// Block mode: a writer that finds its ring full waits until weft has
+    /// made room or until the TSC reaches `tsc`; 0 selects discard mode.
+    /// Call it again before `tsc` passes to keep writers waiting.
+    pub fn set_ring_wait_until(&self, tsc: u64) {
+        self.shm.store_u64(
+            self.layout.header.sync_offset + weft_patch::region::sync::RING_WAIT_UNTIL,
+            tsc,
+        );
+    }
+
+    /// Flight mode on or off: with it, a writer that finds its ring full
+    /// overwrites the oldest records instead of dropping the new one. Do
+    /// not drain while it is on: read the rings with
+    /// [`Session::snapshot_events`].
+    pub fn set_ring_overwrite(&self, on: bool) {
+        self.shm.store_u64(
+            self.layout.header.sync_offset + weft_patch::region::sync::RING_OVERWRITE,
+            u64::from(on),
+        );
+    }
+
+    /// The claimed thread slots' rings: (ring offset, tid).
+    pub(super) fn claimed_rings(&self) -> impl Iterator<Item = (u64, i32)> + '_ {
+        self.claimed_slots().map(|slot| {
+            let block = self.layout.thread_block(slot);
+            (
+                block + threads::RING,
+                self.shm.load_u64(block + threads::TID) as i32,
+            )
+        })
+    }
+
+    /// Moves every published record out of every thread's ring, in each
+    /// thread's order, handing each thread's records to `take` as one
+    /// contiguous run of bytes, and frees the space for the producers.
+    pub fn drain_records(&self, take: &mut dyn FnMut(RawRecords<'_>)) {
+        use weft_patch::region::ring as r;
+        for (ring, tid) in self.claimed_rings() {
+            let head = self.shm.load_u64(ring + r::HEAD);
+            let tail = self.shm.load_u64(ring + r::TAIL);
+            if head == tail {
+                continue;
+            }
+            let data = ring + r::HEADER;
+            let bytes = self.gather_records(tail, head, &|at, len| self.shm.read(data + at, len));
+            // Only now may the producer reuse the space.
+            self.shm.store_u64(ring + r::TAIL, head);
+            take(RawRecords {
+                tid,
+                dropped: self.shm.load_u64(ring + r::DROPPED),
+                bytes: &bytes,
+            });
+        }
+    }
+
+    /// Moves every published event out of every thread's ring, decoded, in
+    /// each thread's order.
+    pub fn drain_events(&self, out: &mut Vec<EventRecord>) {
+        self.drain_records(&mut |raw| {
+            decode_records(raw.tid, raw.bytes, &|e| self.string_mask(e), out)
+        });
+    }
+
+    /// Which values of event `id`'s records carry bytes: (strings and byte
+    /// arrays, byte arrays).
+    pub fn string_mask(&self, id: u32) -> (u16, u16) {
+        self.events
+            .get(id as usize)
+            .map_or((0, 0), |e| (e.strings, e.binary))
+    }
+
+    /// Flight mode: copies the records every ring holds now, in each
+    /// thread's order, leaving the rings as they are. While it copies,
+    /// writers whose ring is full drop new events (counted) instead of
+    /// overwriting old ones, so that the copy is whole. A writer that was
+    /// already overwriting finishes that record: it moves its tail past
+    /// old records before it reuses their bytes, so after copying a ring
+    /// weft reads the tail again and keeps only the records from there on.
+    pub fn snapshot_records(&self, take: &mut dyn FnMut(RawRecords<'_>)) {
+        use weft_patch::region::ring as r;
+        let size = self.layout.header.ring_data;
+        let overwrite = self.layout.header.sync_offset + weft_patch::region::sync::RING_OVERWRITE;
+        let flight = self.shm.load_u64(overwrite);
+        self.shm.store_u64(overwrite, 0);
+        for (ring, tid) in self.claimed_rings() {
+            let head = self.shm.load_u64(ring + r::HEAD);
+            let tail = self.shm.load_u64(ring + r::TAIL);
+            if head == tail {
+                continue;
+            }
+            let copy = self.shm.read(ring + r::HEADER, (size + r::SLACK) as usize);
+            let tail = tail.max(self.shm.load_u64(ring + r::TAIL));
+            if head <= tail || head - tail > size {
+                continue;
+            }
+            let bytes = self.gather_records(tail, head, &|at, len| {
+                let at = at as usize;
+                copy.get(at..at + len).map_or_else(Vec::new, <[u8]>::to_vec)
+            });
+            take(RawRecords {
+                tid,
+                dropped: self.shm.load_u64(ring + r::DROPPED),
+                bytes: &bytes,
+            });
+        }
+        self.shm.store_u64(overwrite, flight);
+    }
+
+    /// The bytes of the records between ring positions `from` and `to`,
+    /// contiguous, reading the ring's data (offsets from its start) through
+    /// `read`. Positions are contiguous in memory except where a record ran
+    /// on into the slack: the next one starts at the beginning of the data.
+    pub(super) fn gather_records(
+        &self,
+        from: u64,
+        to: u64,
+        read: &dyn Fn(u64, usize) -> Vec<u8>,
+    ) -> Vec<u8> {
+        use weft_patch::region::ring as r;
+        let mask = self.layout.header.ring_data - 1;
+        let mut bytes = Vec::with_capacity((to - from) as usize);
+        let mut run_start = from;
+        let mut pos = from;
+        while pos < to {
+            let offset = pos & mask;
+            let shape = read(offset + r::R_NARGS, 4);
+            let Ok(shape) = <[u8; 4]>::try_from(shape.as_slice()) else {
+                break;
+            };
+            let (nargs, text) = r::shape(u32::from_le_bytes(shape));
+            pos += r::record_size(nargs.min(r::MAX_ARGS), text.min(r::MAX_TEXT));
+            if pos >= to || (pos & mask) <= offset {
+                // The end, or the next record starts back at the beginning.
+                let start = run_start & mask;
+                bytes.extend_from_slice(&read(start, (pos - run_start) as usize));
+                run_start = pos;
+            }
+        }
+        bytes
+    }
+
+    /// Events dropped so far because a ring was full (in flight mode: the
+    /// oldest events overwritten).
+    pub fn events_dropped(&self) -> u64 {
+        use weft_patch::region::ring as r;
+        self.claimed_rings()
+            .map(|(ring, _)| self.shm.load_u64(ring + r::DROPPED))
+            .sum::<u64>()
+            + self.threads_without_slot()
+    }
+
+    /// Executions of per-thread instrumentation (events, timers) skipped
+    /// because every thread slot was taken.
+    pub fn threads_without_slot(&self) -> u64 {
+        self.shm
+            .load_u64(self.layout.header.sync_offset + weft_patch::region::sync::NO_SLOT)
+    }
+
+    /// The meaning of an event id, if the session gave it.
+    pub fn event_info(&self, id: u32) -> Option<&EventInfo> {
+        self.events.get(id as usize)
+    }
+
+    /// Every event id's meaning, indexed by id.
+    pub fn events(&self) -> &[EventInfo] {
+        &self.events
+    }
+}

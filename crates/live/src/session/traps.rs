@@ -1,0 +1,103 @@
+//! The in-process trap table: `int3` splices redirected to their
+//! trampolines by weft's SIGTRAP handler, with no ptrace stop per hit.
+
+use super::*;
+use weft_patch::trap;
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TrapHandler {
+    pub(super) cluster: usize,
+    pub(super) installed: bool,
+}
+
+impl Session {
+    /// Generates and installs weft's SIGTRAP handler (once).
+    pub(super) fn install_trap_handler(&mut self, tracee: &mut Tracee, ci: usize) -> Result<()> {
+        if self.trap.is_some_and(|t| t.installed) {
+            return Ok(());
+        }
+        let base = self.layout.header.trap_offset;
+        let cluster = self.clusters[ci];
+        let at = cluster.code + cluster.used;
+        let code = trap::handler_code(at, cluster.data + base)?;
+        let placed = self.alloc_code(ci, &code.bytes)?;
+        debug_assert_eq!(placed, at);
+        self.shm.write(
+            base + trap_table::NEW_ACTION,
+            &trap::kernel_sigaction(code.handler, trap::HANDLER_FLAGS, code.restorer, 0),
+        );
+        self.shm.write(
+            base + trap_table::DEFAULT_ACTION,
+            &trap::kernel_sigaction(0, trap::RESTORER_FLAG, code.restorer, 0),
+        );
+        tracee.remote_sigaction(
+            SIGTRAP,
+            RemoteAddr(cluster.data + base + trap_table::NEW_ACTION),
+            RemoteAddr(cluster.data + base + trap_table::OLD_ACTION),
+        )?;
+        self.trap = Some(TrapHandler {
+            cluster: ci,
+            installed: true,
+        });
+        Ok(())
+    }
+
+    /// Rewrites the trap table from the active trap sites.
+    pub(super) fn write_trap_table(&mut self) {
+        let entries: Vec<(u64, u64)> = self
+            .sites
+            .iter()
+            .filter(|s| s.active && s.choice.method == SpliceMethod::Trap)
+            .map(|s| (s.choice.point, s.entry))
+            .collect();
+        let base = self.layout.header.trap_offset;
+        let count = entries.len() as u64;
+        // Shrink the count first so the handler never reads a half-written entry.
+        self.shm.store_u64(base + trap_table::COUNT, 0);
+        self.shm
+            .write(base + trap_table::ENTRIES, &trap::table_entries(entries));
+        self.shm.store_u64(base + trap_table::COUNT, count);
+    }
+
+    /// A thread that hit a removed `int3` and is about to take SIGTRAP gets
+    /// the signal dropped and its pc backed up to run the original byte.
+    /// Returns whether a SIGTRAP is still queued for some thread (weft's
+    /// handler must then stay to absorb it).
+    pub(super) fn rewind_removed_traps(
+        &self,
+        tracee: &mut Tracee,
+        removed: &[u64],
+    ) -> Result<bool> {
+        if !self.trap.is_some_and(|t| t.installed) {
+            return Ok(false);
+        }
+        let mut queued = false;
+        for tid in tracee.threads() {
+            if !removed.is_empty() && tracee.pending_signals(tid).contains(&SIGTRAP) {
+                let mut regs = tracee.registers(tid)?;
+                if removed.contains(&(regs.rip.wrapping_sub(1))) {
+                    regs.rip -= 1;
+                    tracee.set_registers(tid, &regs)?;
+                    tracee.discard_signal(tid, SIGTRAP);
+                }
+            }
+            queued |= tracee.signal_queued(tid, SIGTRAP);
+        }
+        Ok(queued)
+    }
+
+    /// Gives the target back the SIGTRAP action weft replaced.
+    pub(super) fn uninstall_trap_handler(&mut self, tracee: &mut Tracee) -> Result<()> {
+        let Some(t) = self.trap.filter(|t| t.installed) else {
+            return Ok(());
+        };
+        let c = self.clusters[t.cluster];
+        let old = RemoteAddr(c.data + self.layout.header.trap_offset + trap_table::OLD_ACTION);
+        tracee.remote_sigaction(SIGTRAP, old, RemoteAddr(0))?;
+        self.trap = Some(TrapHandler {
+            installed: false,
+            ..t
+        });
+        Ok(())
+    }
+}
