@@ -33,7 +33,7 @@ pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<
             return Err(e.into());
         }
     };
-    req.raise_semaphores(&tracee, 1)?;
+    session.raise_semaphores(&tracee, &req.semaphores)?;
     session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;
     req.describe_trace(&session)?;
     tracee.detach()?;
@@ -95,7 +95,6 @@ report.springboards,
     } else {
         match Tracee::attach(pid) {
             Ok(mut tracee) => {
-                req.raise_semaphores(&tracee, -1)?;
                 let notes = session.remove_all(&mut tracee)?;
                 tracee.detach()?;
                 for n in notes {

@@ -55,6 +55,16 @@ pub enum RingMode {
     Flight,
 }
 
+impl From<RingMode> for weft_events::RingMode {
+    fn from(mode: RingMode) -> weft_events::RingMode {
+        match mode {
+            RingMode::Discard => weft_events::RingMode::Discard,
+            RingMode::Block => weft_events::RingMode::Block,
+            RingMode::Flight => weft_events::RingMode::Flight,
+        }
+    }
+}
+
 /// The clock of event timestamps.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClockChoice {
@@ -64,6 +74,16 @@ pub enum ClockChoice {
     Tsc,
     /// CLOCK_MONOTONIC in nanoseconds, read through the target's vDSO.
     Monotonic,
+}
+
+impl From<ClockChoice> for weft_events::ClockChoice {
+    fn from(choice: ClockChoice) -> weft_events::ClockChoice {
+        match choice {
+            ClockChoice::Auto => weft_events::ClockChoice::Auto,
+            ClockChoice::Tsc => weft_events::ClockChoice::Tsc,
+            ClockChoice::Monotonic => weft_events::ClockChoice::Monotonic,
+        }
+    }
 }
 
 /// What to count and how to report it (shared by `run` and `attach`).
@@ -307,7 +327,7 @@ fn print_events(dir: &std::path::Path) -> anyhow::Result<i32> {
     use std::io::Write;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let _ = out.write_all(weft_events::render_text(&meta, &events).as_bytes());
-    if meta.dropped > 0 && meta.ring_mode == "flight" {
+    if meta.dropped > 0 && meta.ring_mode == weft_events::RingMode::Flight {
         eprintln!(
             "weft: flight mode: these are the latest events; {} older one(s) were overwritten",
             meta.dropped

@@ -5,8 +5,8 @@ use crate::ProbeArgs;
 use anyhow::{bail, Result};
 use std::time::{Duration, Instant};
 use weft_live::Session;
-use weft_metrics::{Costs, FunctionCost, MetricRequest, Sampler};
-use weft_plan::{Allocate, PointSpec};
+use weft_metrics::{perturbation, Costs, FunctionCost, MetricRequest, Sampler};
+use weft_plan::PointSpec;
 
 /// Probes to insert and the sampler that reads the metrics among them.
 pub struct Requests {
@@ -21,7 +21,7 @@ pub struct Requests {
     /// Drains the rings and writes the events (when tracing).
     recorder: Option<weft_events::Recorder>,
     /// Semaphores of traced USDT probes (runtime addresses).
-    semaphores: Vec<u64>,
+    pub semaphores: Vec<u64>,
     /// Rich event sites to enable (`--trace event:...`).
     pub event_sites: Vec<weft_live::EventSite>,
     tracing: bool,
@@ -75,27 +75,14 @@ impl Requests {
         }
         let ticks_per_ns = weft_live::clock::calibrate(Duration::from_millis(20));
         let tracing = !args.trace.is_empty();
-        let invariant = weft_live::clock::tsc_is_invariant();
-        let monotonic = tracing
-            && match args.clock {
-                crate::ClockChoice::Tsc => false,
-                crate::ClockChoice::Monotonic => true,
-                crate::ClockChoice::Auto => !invariant,
-            };
+        let clock = weft_events::ClockChoice::from(args.clock)
+            .resolve(weft_live::clock::tsc_is_invariant());
+        let monotonic = tracing && clock.kind == weft_events::ClockKind::Monotonic;
         if monotonic {
             session.use_monotonic_clock()?;
-            if args.clock == crate::ClockChoice::Auto {
-                eprintln!(
-                    "weft: this CPU's TSC is not invariant (CPUID 0x80000007): event timestamps \
-                     come from CLOCK_MONOTONIC through the vDSO"
-                );
-            }
-        } else if tracing && !invariant {
-            eprintln!(
-                "weft: warning: this CPU's TSC is not invariant (CPUID 0x80000007), so \
-                 timestamps of events on different cores may not compare; counts and values \
-                 are unaffected"
-            );
+        }
+        if let (true, Some(note)) = (tracing, clock.note) {
+            eprintln!("weft: {note}");
         }
         // Two requests may name the same site: enable it once.
         event_sites.sort_by_key(|s| s.addr);
@@ -231,59 +218,6 @@ impl Requests {
     }
 }
 
-impl Requests {
-    /// Percent of one CPU that the metrics' instrumentation takes at the
-    /// given call rates (calls per second, by function).
-    pub fn perturbation(&self, costs: &Costs, rate: impl Fn(&FunctionCost) -> f64) -> f64 {
-        self.costs
-            .iter()
-            .map(|f| rate(f) * f.per_call.ns(costs))
-            .sum::<f64>()
-            / 1e9
-            * 100.0
-    }
-
-    /// The perturbation observed so far, from the counted calls.
-    pub fn observed_perturbation(&self, session: &Session, costs: &Costs) -> f64 {
-        let elapsed = self.started.elapsed().as_secs_f64().max(1e-9);
-        self.perturbation(costs, |f| {
-            session.counter_value(f.rate_counter) as f64 / elapsed
-        })
-    }
-}
-
-/// Calls per second of each function pattern, counted in process `pid`
-/// over `window` (with a short attach of its own).
-pub fn measure_rates(pid: i32, patterns: &[String], window: Duration) -> Result<Vec<f64>> {
-    use weft_plan::{Action, Expr, Guarded, Primitive};
-    let mut session = Session::new(pid)?;
-    let mut specs = Vec::new();
-    let mut counters = Vec::new();
-    for p in patterns {
-        let c = session.counter()?;
-        counters.push(c);
-        let count = Guarded {
-            predicate: None,
-            primitive: Primitive::AddCounter(c, Expr::Const(1)),
-        };
-        specs.push(PointSpec::parse(p)?.with_action(Action::Program(vec![count])));
-    }
-    let prepared = session.prepare(&specs)?;
-    let mut tracee = weft_process::Tracee::attach(pid)?;
-    session.apply(&mut tracee, prepared)?;
-    tracee.detach()?;
-    let started = Instant::now();
-    std::thread::sleep(window);
-    let elapsed = started.elapsed().as_secs_f64();
-    let mut tracee = weft_process::Tracee::attach(pid)?;
-    session.remove_all(&mut tracee)?;
-    tracee.detach()?;
-    Ok(counters
-        .iter()
-        .map(|&c| session.counter_value(c) as f64 / elapsed)
-        .collect())
-}
-
 /// What perturbation weft predicted and what it observed.
 pub struct Perturbation {
     costs: Option<Costs>,
@@ -316,41 +250,22 @@ impl Perturbation {
         let Some(costs) = &self.costs else {
             return Ok(());
         };
-        let mut patterns: Vec<String> = req.costs.iter().map(|f| f.pattern.clone()).collect();
-        patterns.sort();
-        patterns.dedup();
-        let rates = measure_rates(pid, &patterns, Duration::from_millis(200))?;
-        let rate_of =
-            |f: &FunctionCost| patterns.binary_search(&f.pattern).map_or(0.0, |i| rates[i]);
-        let predicted = req.perturbation(costs, rate_of);
+        let prediction = perturbation::predict(pid, &req.costs, costs)?;
+        let predicted = prediction.percent;
         if verbose || max.is_some() {
             eprintln!("weft: predicted perturbation: {predicted:.3}% of one CPU");
         }
         if verbose {
-            for f in &req.costs {
-                eprintln!(
-                    "weft:   {}: {:.0} calls/s x {:.1} ns",
-                    f.pattern,
-                    rate_of(f),
-                    f.per_call.ns(costs)
-                );
+            for (pattern, rate, ns) in &prediction.functions {
+                eprintln!("weft:   {pattern}: {rate:.0} calls/s x {ns:.1} ns");
             }
         }
         if let Some(max) = max {
             if predicted > max {
-                let worst = req
-                    .costs
-                    .iter()
-                    .max_by(|a, b| {
-                        (rate_of(a) * a.per_call.ns(costs))
-                            .total_cmp(&(rate_of(b) * b.per_call.ns(costs)))
-                    })
-                    .map(|f| {
-                        format!(
-                            " (most of it from {}: {:.0} calls/s)",
-                            f.pattern,
-                            rate_of(f)
-                        )
+                let worst = prediction
+                    .worst()
+                    .map(|(pattern, rate, _)| {
+                        format!(" (most of it from {pattern}: {rate:.0} calls/s)")
                     })
                     .unwrap_or_default();
                 bail!("predicted perturbation {predicted:.2}% of one CPU exceeds --max-overhead {max}%{worst}; nothing was inserted");
@@ -363,7 +278,7 @@ impl Perturbation {
     /// Prints predicted against observed.
     pub fn report(&self, req: &Requests, session: &Session) {
         let Some(costs) = &self.costs else { return };
-        let observed = req.observed_perturbation(session, costs);
+        let observed = perturbation::observed(&req.costs, costs, session, req.started.elapsed());
         match self.predicted {
             Some(p) => eprintln!(
                 "weft: perturbation: predicted {p:.3}%, observed {observed:.3}% of one CPU"
@@ -385,8 +300,19 @@ impl Requests {
         }
     }
 
+    /// What writers do when their ring is full.
+    fn ring_mode(&self) -> weft_events::RingMode {
+        if self.flight.is_some() {
+            weft_events::RingMode::Flight
+        } else if self.ring_wait.is_some() {
+            weft_events::RingMode::Block
+        } else {
+            weft_events::RingMode::Discard
+        }
+    }
+
     /// The clock and mode events directories record.
-    fn clock(&self) -> weft_events::TraceClock<'static> {
+    fn clock(&self) -> weft_events::TraceClock {
         weft_events::TraceClock {
             ticks_per_ns: if self.monotonic {
                 1.0
@@ -394,14 +320,12 @@ impl Requests {
                 self.ticks_per_ns
             },
             start_tsc: self.start_tsc,
-            clock: if self.monotonic { "monotonic" } else { "tsc" },
-            ring_mode: if self.flight.is_some() {
-                "flight"
-            } else if self.ring_wait.is_some() {
-                "block"
+            clock: if self.monotonic {
+                weft_events::ClockKind::Monotonic
             } else {
-                "discard"
+                weft_events::ClockKind::Tsc
             },
+            ring_mode: self.ring_mode(),
         }
     }
 
@@ -456,11 +380,7 @@ impl Requests {
         let events = recorder.events();
         let traced_for = self.started.elapsed().as_secs_f64();
         let dropped = session.events_dropped();
-        let lost = if self.flight.is_some() {
-            "overwritten"
-        } else {
-            "dropped"
-        };
+        let lost = self.ring_mode().lost();
         let derive = Instant::now();
         match (recorder.finish(session, clock)?, &self.events_out) {
             (Some(_), Some(dir)) => eprintln!(
@@ -474,23 +394,6 @@ impl Requests {
             _ => eprintln!(
                 "weft: {events} event(s) traced ({dropped} {lost}); --events-out DIR keeps them"
             ),
-        }
-        Ok(())
-    }
-}
-
-impl Requests {
-    /// Adds `delta` to the u16 semaphore of every traced USDT probe, so the
-    /// program computes the probes' arguments while they are traced.
-    pub fn raise_semaphores(&self, tracee: &weft_process::Tracee, delta: i16) -> Result<()> {
-        use weft_process::ProcessMemory;
-        for &s in &self.semaphores {
-            let mut b = [0u8; 2];
-            tracee.memory().read(weft_process::RemoteAddr(s), &mut b)?;
-            let v = u16::from_le_bytes(b).wrapping_add_signed(delta);
-            tracee
-                .memory()
-                .write(weft_process::RemoteAddr(s), &v.to_le_bytes())?;
         }
         Ok(())
     }

@@ -75,7 +75,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
         report_pending(&prepared.pending);
         let started = std::time::Instant::now();
         let report = session.apply(&mut tracee, prepared)?;
-        req.raise_semaphores(&tracee, 1)?;
+        session.raise_semaphores(&tracee, &req.semaphores)?;
         session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;
         req.describe_trace(&session)?;
         let hooked = session.install_load_hook(&mut tracee)?;

@@ -61,11 +61,13 @@ pub fn metadata(meta: &Meta) -> String {
          typealias integer {{ size = 64; align = 64; signed = false; map = clock.{clock}.value; }} := tsc_t;\n\n",
         meta.pid,
         (meta.ticks_per_ns * 1e9).round() as u64,
-        clock = if meta.clock == "monotonic" { "monotonic" } else { "tsc" },
-        description = if meta.clock == "monotonic" {
-            "CLOCK_MONOTONIC"
-        } else {
-            "time-stamp counter"
+        clock = match meta.clock {
+            crate::ClockKind::Monotonic => "monotonic",
+            crate::ClockKind::Tsc => "tsc",
+        },
+        description = match meta.clock {
+            crate::ClockKind::Monotonic => "CLOCK_MONOTONIC",
+            crate::ClockKind::Tsc => "time-stamp counter",
         },
     );
     m.push_str(
@@ -216,8 +218,8 @@ mod tests {
             ticks_per_ns: 2.5,
             start_tsc: 0,
             dropped: 0,
-            ring_mode: "discard".into(),
-            clock: "tsc".into(),
+            ring_mode: crate::RingMode::Discard,
+            clock: crate::ClockKind::Tsc,
             tsc_invariant: Some(true),
             events: vec![
                 ("m".into(), "f".into(), "entry".into(), 2),

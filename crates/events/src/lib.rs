@@ -14,6 +14,7 @@
 mod ctf;
 mod error;
 mod expand;
+mod mode;
 mod record;
 mod rich;
 mod store;
@@ -21,6 +22,7 @@ mod usdt;
 
 pub use error::{Error, Result};
 pub use expand::{FunctionEvents, ProbeEvent};
+pub use mode::{ChosenClock, ClockChoice, ClockKind, RingMode};
 pub use record::Recorder;
 pub use rich::{event_sites, pending_note};
 pub use store::{read_dir, render_text, shown_values, Meta, Shown, TraceClock};

@@ -55,7 +55,7 @@ impl Recorder {
     /// `ctf/metadata`) now, so that the streams can be read even if weft
     /// never finishes; call it once tracing has started and whenever ids
     /// are added.
-    pub fn describe(&self, session: &Session, clock: TraceClock<'_>) -> Result<()> {
+    pub fn describe(&self, session: &Session, clock: TraceClock) -> Result<()> {
         match &self.dir {
             Some(dir) => crate::store::write_meta(dir, &Meta::of(session, clock)),
             None => Ok(()),
@@ -109,7 +109,7 @@ impl Recorder {
     /// Flushes the streams and completes the directory (`meta.json`,
     /// `ctf/metadata`, `events.jsonl`, `trace.json`); returns its meta, or
     /// None when only counting.
-    pub fn finish(mut self, session: &Session, clock: TraceClock<'_>) -> Result<Option<Meta>> {
+    pub fn finish(mut self, session: &Session, clock: TraceClock) -> Result<Option<Meta>> {
         if let Some(e) = self.failed.take() {
             return Err(e);
         }

@@ -1,6 +1,7 @@
 //! Events directories: `meta.json` (what each event id means, the clock),
 //! `events.jsonl` (one event per line) and `trace.json` (Chrome/Perfetto).
 
+use crate::{ClockKind, RingMode};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
@@ -22,12 +23,12 @@ pub struct Meta {
     pub dropped: u64,
     /// `discard`, `block` or `flight` (absent in directories from older
     /// weft versions: discard).
-    #[serde(default = "discard")]
-    pub ring_mode: String,
+    #[serde(default)]
+    pub ring_mode: RingMode,
     /// The timestamps' clock: `tsc` or `monotonic` (absent in directories
     /// from older weft versions: tsc).
-    #[serde(default = "tsc")]
-    pub clock: String,
+    #[serde(default)]
+    pub clock: ClockKind,
     /// Whether the TSC was invariant, so timestamps of different threads
     /// compare (absent in directories from older weft versions).
     #[serde(default)]
@@ -204,37 +205,29 @@ fn io(what: String) -> impl Fn(std::io::Error) -> Error {
     }
 }
 
-fn discard() -> String {
-    "discard".into()
-}
-
-fn tsc() -> String {
-    "tsc".into()
-}
-
 /// The clock and mode of a trace.
 #[derive(Debug, Clone, Copy)]
-pub struct TraceClock<'a> {
+pub struct TraceClock {
     /// TSC ticks per nanosecond.
     pub ticks_per_ns: f64,
     /// TSC at the start of tracing.
     pub start_tsc: u64,
-    /// `discard`, `block` or `flight`.
-    pub ring_mode: &'a str,
-    /// `tsc` or `monotonic` (CLOCK_MONOTONIC, ticks of 1 ns).
-    pub clock: &'a str,
+    /// What writers did when a ring was full.
+    pub ring_mode: RingMode,
+    /// The timestamps' clock (CLOCK_MONOTONIC has ticks of 1 ns).
+    pub clock: ClockKind,
 }
 
 impl Meta {
     /// What `session`'s event ids mean, and how it traced.
-    pub fn of(session: &Session, clock: TraceClock<'_>) -> Meta {
+    pub fn of(session: &Session, clock: TraceClock) -> Meta {
         Meta {
             pid: session.pid(),
             ticks_per_ns: clock.ticks_per_ns,
             start_tsc: clock.start_tsc,
             dropped: session.events_dropped(),
-            ring_mode: clock.ring_mode.to_string(),
-            clock: clock.clock.to_string(),
+            ring_mode: clock.ring_mode,
+            clock: clock.clock,
             tsc_invariant: Some(weft_live::clock::tsc_is_invariant()),
             events: session
                 .events()

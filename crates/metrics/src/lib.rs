@@ -17,6 +17,7 @@ mod error;
 mod expr;
 mod file;
 mod histogram;
+pub mod perturbation;
 mod request;
 mod sampler;
 

@@ -143,6 +143,8 @@ pub struct Session {
     event_requests: Vec<(String, String)>,
     /// Their strings' and byte arrays' cap.
     event_cap: u16,
+    /// USDT semaphores weft raised (runtime addresses), lowered on removal.
+    semaphores: Vec<u64>,
     /// Where the C library keeps a thread's id (see
     /// `ThreadTable::tid_offset`), found at the first `apply`; 0 if unknown.
     tid_offset: Option<u32>,
@@ -187,6 +189,7 @@ impl Session {
             event_requests: Vec::new(),
             event_cap: 128,
             tid_offset: None,
+            semaphores: Vec::new(),
         })
     }
 
@@ -211,10 +214,30 @@ impl Session {
         Ok(n)
     }
 
+    /// Raises the u16 USDT semaphores at `addrs` in the stopped process, so
+    /// the program computes its probes' arguments while they are traced;
+    /// [`Session::remove_all`] lowers them again.
+    pub fn raise_semaphores(&mut self, tracee: &Tracee, addrs: &[u64]) -> Result<()> {
+        for &addr in addrs {
+            add_to_semaphore(tracee, addr, 1)?;
+            self.semaphores.push(addr);
+        }
+        Ok(())
+    }
+
     /// Event timestamps from CLOCK_MONOTONIC (nanoseconds, through the
     /// target's vDSO) instead of the TSC, for probes placed from now on.
     pub fn use_monotonic_clock(&mut self) -> Result<()> {
         self.clock_gettime = crate::clock::vdso_clock_gettime(self.pid)?;
         Ok(())
     }
+}
+
+/// Adds `delta` to the u16 semaphore at `addr`.
+fn add_to_semaphore(tracee: &Tracee, addr: u64, delta: i16) -> Result<()> {
+    let mut b = [0u8; 2];
+    tracee.memory().read(RemoteAddr(addr), &mut b)?;
+    let v = u16::from_le_bytes(b).wrapping_add_signed(delta);
+    tracee.memory().write(RemoteAddr(addr), &v.to_le_bytes())?;
+    Ok(())
 }

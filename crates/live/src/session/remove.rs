@@ -14,6 +14,14 @@ impl Session {
         let mut removed_traps = Vec::new();
         self.release_all_loaders();
         self.disable_event_sites(tracee)?;
+        for addr in std::mem::take(&mut self.semaphores) {
+            match add_to_semaphore(tracee, addr, -1) {
+                Ok(()) => {}
+                Err(Error::Process(e)) if e.is_gone() => return Err(Error::Process(e)),
+                // A library unloaded since: nothing to lower.
+                Err(_) => {}
+            }
+        }
         let mut text = TextBatch::new(self.pid)?;
         for s in 0..self.sites.len() {
             if self.sites[s].active {
