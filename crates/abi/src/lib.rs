@@ -239,7 +239,13 @@ mod tests {
             [libc::PROT_READ, libc::PROT_WRITE, libc::PROT_EXEC]
         );
         assert_eq!(
-            [MAP_SHARED, MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS, MAP_FIXED_NOREPLACE],
+            [
+                MAP_SHARED,
+                MAP_PRIVATE,
+                MAP_FIXED,
+                MAP_ANONYMOUS,
+                MAP_FIXED_NOREPLACE
+            ],
             [
                 libc::MAP_SHARED,
                 libc::MAP_PRIVATE,
@@ -251,14 +257,27 @@ mod tests {
         use fcntl::*;
         assert_eq!(
             [O_RDONLY, O_RDWR, O_CLOEXEC, AT_FDCWD],
-            [libc::O_RDONLY, libc::O_RDWR, libc::O_CLOEXEC, libc::AT_FDCWD]
+            [
+                libc::O_RDONLY,
+                libc::O_RDWR,
+                libc::O_CLOEXEC,
+                libc::AT_FDCWD
+            ]
         );
-        assert_eq!([futex::WAIT, futex::WAKE], [libc::FUTEX_WAIT, libc::FUTEX_WAKE]);
+        assert_eq!(
+            [futex::WAIT, futex::WAKE],
+            [libc::FUTEX_WAIT, libc::FUTEX_WAKE]
+        );
         assert_eq!(errno::ETIMEDOUT, libc::ETIMEDOUT);
         use auxv::*;
         assert_eq!(
             [AT_PHDR, AT_BASE, AT_ENTRY, AT_SYSINFO_EHDR],
-            [libc::AT_PHDR, libc::AT_BASE, libc::AT_ENTRY, libc::AT_SYSINFO_EHDR]
+            [
+                libc::AT_PHDR,
+                libc::AT_BASE,
+                libc::AT_ENTRY,
+                libc::AT_SYSINFO_EHDR
+            ]
         );
     }
 }
