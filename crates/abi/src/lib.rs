@@ -116,6 +116,8 @@ pub mod clock {
 
 /// `mmap` protections and flags (`include/uapi/asm-generic/mman*.h`).
 pub mod mman {
+    /// The page size: the unit of mappings and protections.
+    pub const PAGE_SIZE: u64 = 4096;
     /// `PROT_READ`.
     pub const PROT_READ: i32 = 0x1;
     /// `PROT_WRITE`.
@@ -234,6 +236,9 @@ mod tests {
         assert_eq!(clock::REALTIME, libc::CLOCK_REALTIME);
         assert_eq!(clock::MONOTONIC, libc::CLOCK_MONOTONIC);
         use mman::*;
+        // SAFETY: sysconf only reads a configuration value.
+        assert_eq!(PAGE_SIZE, unsafe { libc::sysconf(libc::_SC_PAGESIZE) }
+            as u64);
         assert_eq!(
             [PROT_READ, PROT_WRITE, PROT_EXEC],
             [libc::PROT_READ, libc::PROT_WRITE, libc::PROT_EXEC]
