@@ -1,61 +1,62 @@
 //! weft's own signal handling: Ctrl-C and SIGTERM ask weft to finish
 //! cleanly (detach, report); in `run` mode SIGTERM is passed to the child.
 //! In flight mode SIGUSR2 asks for a dump of the event rings.
+//!
+//! Handlers are `signal-hook`'s (flags set from the handler, with
+//! `SA_RESTART`); the two plain dispositions it does not offer, ignoring a
+//! signal and restoring the default, go through `nix`.
 
+use nix::sys::signal::{signal, SigHandler, Signal};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, LazyLock};
+use weft_abi::signal::{SIGINT, SIGTERM, SIGUSR2};
 
-static STOP: AtomicBool = AtomicBool::new(false);
-static DUMP: AtomicBool = AtomicBool::new(false);
+static STOP: LazyLock<Arc<AtomicBool>> = LazyLock::new(Arc::default);
+static DUMP: LazyLock<Arc<AtomicBool>> = LazyLock::new(Arc::default);
 static CHILD: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_stop(sig: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-    let child = CHILD.load(Ordering::SeqCst);
-    if child > 0 && sig == libc::SIGTERM {
-        // SAFETY: kill is async-signal-safe; the pid is our own child.
-        unsafe { libc::kill(child, sig) };
-    }
+/// Sets `flag` whenever `sig` arrives.
+fn set_flag_on(sig: i32, flag: &Arc<AtomicBool>) {
+    // Fails only for signals that cannot be caught, which these are not.
+    let _ = signal_hook::flag::register(sig, Arc::clone(flag));
 }
 
-fn install(sig: libc::c_int, handler: libc::sighandler_t) {
-    // SAFETY: a zeroed sigaction with a valid handler address or SIG_IGN;
-    // no SA_SIGINFO, so the one-argument handler signature matches.
-    unsafe {
-        let mut act: libc::sigaction = std::mem::zeroed();
-        act.sa_sigaction = handler;
-        act.sa_flags = libc::SA_RESTART;
-        libc::sigaction(sig, &act, std::ptr::null_mut());
-    }
+/// Sets the disposition of `sig` to `SIG_IGN` or `SIG_DFL`.
+fn set_disposition(sig: Signal, handler: SigHandler) {
+    debug_assert!(matches!(handler, SigHandler::SigIgn | SigHandler::SigDfl));
+    // SAFETY: no handler function is installed, only the kernel's ignore
+    // or default action, so nothing runs in signal context.
+    let _ = unsafe { signal(sig, handler) };
 }
 
 /// For `attach`: SIGINT and SIGTERM set the stop flag.
 pub fn catch_stop_requests() {
-    let h = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
-    install(libc::SIGINT, h);
-    install(libc::SIGTERM, h);
+    set_flag_on(SIGINT, &STOP);
+    set_flag_on(SIGTERM, &STOP);
 }
 
 /// For `run`: Ctrl-C reaches the child through the terminal, so weft itself
 /// ignores it and waits for the child; SIGTERM is forwarded to the child.
 pub fn forward_to_child(pid: i32) {
     CHILD.store(pid, Ordering::SeqCst);
-    install(libc::SIGINT, libc::SIG_IGN);
-    install(
-        libc::SIGTERM,
-        on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
-    );
-}
-
-extern "C" fn on_dump(_: libc::c_int) {
-    DUMP.store(true, Ordering::SeqCst);
+    set_disposition(Signal::SIGINT, SigHandler::SigIgn);
+    set_flag_on(SIGTERM, &STOP);
+    // SAFETY: the action only loads an atomic and calls kill(2), both
+    // async-signal-safe; it neither allocates nor takes locks.
+    let _ = unsafe {
+        signal_hook::low_level::register(SIGTERM, || {
+            let child = CHILD.load(Ordering::SeqCst);
+            if child > 0 {
+                // The pid is our own child.
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), Signal::SIGTERM);
+            }
+        })
+    };
 }
 
 /// Flight mode: SIGUSR2 asks weft to dump the event rings.
 pub fn catch_dump_requests() {
-    install(
-        libc::SIGUSR2,
-        on_dump as extern "C" fn(libc::c_int) as libc::sighandler_t,
-    );
+    set_flag_on(SIGUSR2, &DUMP);
 }
 
 /// Whether a dump was requested since the last call.
@@ -67,7 +68,7 @@ pub fn take_dump_request() -> bool {
 /// Unix tools do, when the reader of the output goes away (`| head`). Not
 /// for run and attach, which must always put the target back.
 pub fn die_on_closed_output() {
-    install(libc::SIGPIPE, libc::SIG_DFL);
+    set_disposition(Signal::SIGPIPE, SigHandler::SigDfl);
 }
 
 /// Whether a stop was requested.

@@ -18,11 +18,31 @@ use std::io::Read;
 use std::path::Path;
 use weft_live::ring as r;
 use weft_live::EventRecord;
+use zerocopy::little_endian::{I64, U32, U64};
+use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
 
 const MAGIC: u32 = 0xC1FC_1FC1;
 
+/// A packet's header and context as the metadata declares them
+/// (`packet.header` and `packet.context`): little-endian, no padding.
+#[derive(Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+struct PacketHeader {
+    magic: U32,
+    stream_id: U32,
+    timestamp_begin: U64,
+    timestamp_end: U64,
+    /// Bits of the packet that hold data (all of them).
+    content_size: U64,
+    /// Bits of the packet.
+    packet_size: U64,
+    events_discarded: U64,
+    tid: I64,
+}
+
 /// Bytes of a packet's header and context, before its records.
-pub const PACKET_HEADER: usize = 8 + 6 * 8;
+pub const PACKET_HEADER: usize = std::mem::size_of::<PacketHeader>();
+const _: () = assert!(PACKET_HEADER == 8 + 6 * 8);
 
 /// A TSDL identifier for a value name: letters, digits and `_`.
 fn identifier(name: &str) -> String {
@@ -152,12 +172,18 @@ fn span(records: &[u8]) -> (u64, u64, u64) {
 pub fn packet(tid: i32, dropped: u64, records: &[u8]) -> (Vec<u8>, u64) {
     let (begin, end, count) = span(records);
     let bits = ((PACKET_HEADER + records.len()) * 8) as u64;
+    let header = PacketHeader {
+        magic: MAGIC.into(),
+        stream_id: 0.into(),
+        timestamp_begin: begin.into(),
+        timestamp_end: end.into(),
+        content_size: bits.into(),
+        packet_size: bits.into(),
+        events_discarded: dropped.into(),
+        tid: i64::from(tid).into(),
+    };
     let mut p = Vec::with_capacity(PACKET_HEADER + records.len());
-    p.extend_from_slice(&MAGIC.to_le_bytes());
-    p.extend_from_slice(&0u32.to_le_bytes());
-    for word in [begin, end, bits, bits, dropped, tid as i64 as u64] {
-        p.extend_from_slice(&word.to_le_bytes());
-    }
+    p.extend_from_slice(header.as_bytes());
     p.extend_from_slice(records);
     (p, count)
 }
@@ -174,9 +200,9 @@ pub fn read_stream(
         source,
     })?;
     let mut input = std::io::BufReader::with_capacity(1 << 20, file);
-    let mut header = [0u8; PACKET_HEADER];
+    let mut header = PacketHeader::new_zeroed();
     loop {
-        match input.read_exact(&mut header) {
+        match input.read_exact(header.as_mut_bytes()) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(source) => {
@@ -186,13 +212,11 @@ pub fn read_stream(
                 })
             }
         }
-        let word =
-            |i: usize| u64::from_le_bytes(header[8 + 8 * i..16 + 8 * i].try_into().expect("8"));
-        if u32::from_le_bytes(header[..4].try_into().expect("4")) != MAGIC {
+        if header.magic.get() != MAGIC {
             return Err(bad("not a weft CTF stream (bad packet magic)"));
         }
-        let bytes = (word(2) / 8) as usize;
-        let tid = word(5) as i64 as i32;
+        let bytes = (header.packet_size.get() / 8) as usize;
+        let tid = header.tid.get() as i32;
         let mut records = vec![
             0u8;
             bytes
@@ -245,6 +269,20 @@ mod tests {
             "\t\tint64_t arg1;\n\t\tuint32_t arg2_len;\n\t\tstring_flags_t arg2_flags;\n\
              \t\tstruct { utf8_t text[arg2_len]; } align(64) arg2;\n\t\tstruct { } align(64) end;\n"
         ));
+    }
+
+    #[test]
+    fn packet_header_layout_is_the_declared_one() {
+        let (p, count) = packet(-2, 3, &[]);
+        assert_eq!(count, 0);
+        let mut expected = Vec::new();
+        expected.extend_from_slice(&MAGIC.to_le_bytes());
+        expected.extend_from_slice(&0u32.to_le_bytes());
+        let bits = (PACKET_HEADER * 8) as u64;
+        for word in [0, 0, bits, bits, 3, -2i64 as u64] {
+            expected.extend_from_slice(&word.to_le_bytes());
+        }
+        assert_eq!(p, expected);
     }
 
     #[test]

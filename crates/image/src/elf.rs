@@ -1,7 +1,7 @@
 //! Reading an ELF file: segments, functions, bytes by virtual address.
 
 use crate::{demangle, Error, Result};
-use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
+use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, SectionHeader};
 use object::{Endianness, Object, ObjectSection, ObjectSymbol, SymbolKind};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -160,12 +160,13 @@ impl Image {
             }
         }
         let functions = collect_functions(&file, &segments);
-        let usdt = file
+        let usdt = elf
             .section_by_name(".note.stapsdt")
-            .and_then(|s| s.data().ok())
-            .map(|d| {
-                crate::parse_notes(
-                    d,
+            .and_then(|s| s.elf_section_header().notes(endian, &*data).ok().flatten())
+            .map(|notes| {
+                crate::usdt::probes(
+                    notes,
+                    endian,
                     file.section_by_name(".stapsdt.base").map(|s| s.address()),
                 )
             })

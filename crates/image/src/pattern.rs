@@ -246,33 +246,14 @@ pub fn near_misses<'a>(
         .collect()
 }
 
+/// Optimal string alignment distance (insertions, deletions, substitutions
+/// and transpositions of neighbours: "wrok" is one edit from "work"), or
+/// `usize::MAX` when the lengths differ by more than 8.
 fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    if a.len().abs_diff(b.len()) > 8 {
+    if a.chars().count().abs_diff(b.chars().count()) > 8 {
         return usize::MAX;
     }
-    // Optimal string alignment: insertions, deletions, substitutions and
-    // transpositions of neighbours ("wrok" is one edit from "work").
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            d[i][j] = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
-            }
-        }
-    }
-    d[a.len()][b.len()]
+    strsim::osa_distance(a, b)
 }
 
 #[cfg(test)]
@@ -323,6 +304,63 @@ mod tests {
         assert!(glob_match("*free", "cfree"));
         assert!(glob_match("*a*b*", "xxaxxbxx"));
         assert!(!glob_match("*a*b", "xxaxxbxx"));
+    }
+
+    /// The optimal-string-alignment distance weft computed by hand before
+    /// using strsim's.
+    fn reference_osa(a: &str, b: &str) -> usize {
+        let a: Vec<char> = a.chars().collect();
+        let b: Vec<char> = b.chars().collect();
+        if a.len().abs_diff(b.len()) > 8 {
+            return usize::MAX;
+        }
+        let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+        for (i, row) in d.iter_mut().enumerate() {
+            row[0] = i;
+        }
+        for (j, cell) in d[0].iter_mut().enumerate() {
+            *cell = j;
+        }
+        for i in 1..=a.len() {
+            for j in 1..=b.len() {
+                let cost = usize::from(a[i - 1] != b[j - 1]);
+                d[i][j] = (d[i - 1][j] + 1)
+                    .min(d[i][j - 1] + 1)
+                    .min(d[i - 1][j - 1] + cost);
+                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                    d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+                }
+            }
+        }
+        d[a.len()][b.len()]
+    }
+
+    #[test]
+    fn edit_distance_is_the_hand_written_one() {
+        let words = [
+            "",
+            "work",
+            "wrok",
+            "worker_main",
+            "main",
+            "ca",
+            "abc",
+            "acb",
+            "malloc",
+            "mallco",
+            "memcpy",
+            "émigré",
+            "emigre",
+            "pthread_create",
+            "pthread_mutex_lock",
+            "str",
+            "strlen",
+        ];
+        for a in words {
+            for b in words {
+                assert_eq!(edit_distance(a, b), reference_osa(a, b), "{a:?} {b:?}");
+            }
+        }
     }
 
     #[test]

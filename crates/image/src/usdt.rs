@@ -20,62 +20,69 @@ pub struct UsdtProbe {
     pub args: Vec<(i8, String)>,
 }
 
-/// Parses the descriptors of a `.note.stapsdt` section. `section_base`
-/// is the link-time address of `.stapsdt.base`, used (like SystemTap) to
-/// correct addresses of prelinked files.
+use object::elf::FileHeader64;
+use object::read::elf::{FileHeader, NoteIterator};
+use object::LittleEndian;
+
+/// The note type of a SystemTap probe (`n_type` of a `stapsdt` note).
+const NT_STAPSDT: u32 = 3;
+
+/// Parses the notes of a `.note.stapsdt` section (little-endian, 4-byte
+/// aligned notes). `stapsdt_base` is the link-time address of
+/// `.stapsdt.base`, used (like SystemTap) to correct addresses of
+/// prelinked files.
 pub fn parse_notes(data: &[u8], stapsdt_base: Option<u64>) -> Vec<UsdtProbe> {
+    match NoteIterator::<FileHeader64<LittleEndian>>::new(LittleEndian, 4, data) {
+        Ok(notes) => probes(notes, LittleEndian, stapsdt_base),
+        Err(_) => vec![],
+    }
+}
+
+/// The probes among `notes` (those of a `.note.stapsdt` section), read
+/// until the first malformed note.
+pub(crate) fn probes<Elf: FileHeader>(
+    mut notes: NoteIterator<'_, Elf>,
+    endian: Elf::Endian,
+    stapsdt_base: Option<u64>,
+) -> Vec<UsdtProbe> {
     let mut out = Vec::new();
-    let mut at = 0usize;
-    let word = |b: &[u8], i: usize| {
-        b.get(i..i + 4)
-            .map(|w| u32::from_le_bytes(w.try_into().expect("4 bytes")) as usize)
-    };
     let quad = |b: &[u8], i: usize| {
         b.get(i..i + 8)
             .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
     };
-    while at + 12 <= data.len() {
-        let (Some(namesz), Some(descsz), Some(kind)) =
-            (word(data, at), word(data, at + 4), word(data, at + 8))
+    while let Ok(Some(note)) = notes.next() {
+        let desc = note.desc();
+        if note.n_type(endian) != NT_STAPSDT
+            || !note.name().starts_with(b"stapsdt")
+            || desc.len() < 24
+        {
+            continue;
+        }
+        let (Some(pc), Some(base), Some(sem)) = (quad(desc, 0), quad(desc, 8), quad(desc, 16))
         else {
             break;
         };
-        let name_at = at + 12;
-        let desc_at = name_at + namesz.next_multiple_of(4);
-        let next = desc_at + descsz.next_multiple_of(4);
-        if next > data.len() {
-            break;
-        }
-        let name = &data[name_at..name_at + namesz];
-        if kind == 3 && name.starts_with(b"stapsdt") && descsz >= 24 {
-            let desc = &data[desc_at..desc_at + descsz];
-            let (Some(pc), Some(base), Some(sem)) = (quad(desc, 0), quad(desc, 8), quad(desc, 16))
-            else {
-                break;
-            };
-            let adjust = stapsdt_base.map_or(0, |b| b.wrapping_sub(base));
-            let mut strings = desc[24..]
-                .split(|&b| b == 0)
-                .map(|s| String::from_utf8_lossy(s).into_owned());
-            let provider = strings.next().unwrap_or_default();
-            let probe = strings.next().unwrap_or_default();
-            let args_text = strings.next().unwrap_or_default();
-            let args = args_text
-                .split_whitespace()
-                .filter_map(|a| {
-                    let (size, operand) = a.split_once('@')?;
-                    Some((size.parse().ok()?, operand.to_string()))
-                })
-                .collect();
-            out.push(UsdtProbe {
-                provider,
-                name: probe,
-                pc: pc.wrapping_add(adjust),
-                semaphore: (sem != 0).then(|| sem.wrapping_add(adjust)),
-                args,
-            });
-        }
-        at = next;
+        let adjust = stapsdt_base.map_or(0, |b| b.wrapping_sub(base));
+        let mut strings = desc[24..]
+            .split(|&b| b == 0)
+            .map(|s| String::from_utf8_lossy(s).into_owned());
+        let provider = strings.next().unwrap_or_default();
+        let probe = strings.next().unwrap_or_default();
+        let args_text = strings.next().unwrap_or_default();
+        let args = args_text
+            .split_whitespace()
+            .filter_map(|a| {
+                let (size, operand) = a.split_once('@')?;
+                Some((size.parse().ok()?, operand.to_string()))
+            })
+            .collect();
+        out.push(UsdtProbe {
+            provider,
+            name: probe,
+            pc: pc.wrapping_add(adjust),
+            semaphore: (sem != 0).then(|| sem.wrapping_add(adjust)),
+            args,
+        });
     }
     out
 }

@@ -6,47 +6,40 @@
 //! threads increment them concurrently with `lock inc`.
 
 use crate::{Error, Result};
+use memmap2::{MmapOptions, MmapRaw};
+use rustix::fs::{memfd_create, MemfdFlags};
+use rustix::thread::futex;
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// A shared file mapped into weft.
+///
+/// The mapping is held as a raw one ([`MmapRaw`]): the target writes it from
+/// another process regardless of Rust's aliasing rules, so no reference to
+/// its bytes is ever handed out; weft touches it only through atomics
+/// (counters, sync words) or byte copies of regions no other weft thread
+/// writes concurrently.
 #[derive(Debug)]
 pub struct SharedMemory {
-    file: File,
-    base: *mut u8,
-    size: usize,
+    map: MmapRaw,
+    /// Kept open so that [`target_path`](Self::target_path) stays valid.
+    _file: File,
     /// A path the target can open to map the same file.
     target_path: String,
     /// A /dev/shm file to unlink when done, if that fallback was used.
     unlink: Option<std::path::PathBuf>,
 }
 
-// SAFETY: the mapping lives as long as the value; weft only touches it
-// through atomics (counters, sync words) or byte copies of regions no
-// other weft thread writes concurrently; the target writes it from another
-// process regardless of Rust's aliasing rules, which is why no reference
-// into it is ever handed out.
-unsafe impl Send for SharedMemory {}
-// SAFETY: see Send.
-unsafe impl Sync for SharedMemory {}
-
 impl SharedMemory {
     /// Creates a memfd of `size` bytes (sparse) and maps it.
     pub fn create(size: usize) -> Result<SharedMemory> {
-        let name = c"weft";
-        // SAFETY: memfd_create takes a NUL-terminated name and flags.
-        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(Error::Io {
-                what: "memfd_create".into(),
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        // SAFETY: the fd was just created and is owned by nobody else.
-        let file = unsafe { File::from_raw_fd(fd) };
-        let target_path = format!("/proc/{}/fd/{}", std::process::id(), fd);
-        SharedMemory::map(file, size, target_path, None)
+        let fd = memfd_create(c"weft", MemfdFlags::CLOEXEC).map_err(|e| Error::Io {
+            what: "memfd_create".into(),
+            source: e.into(),
+        })?;
+        let target_path = format!("/proc/{}/fd/{}", std::process::id(), fd.as_raw_fd());
+        SharedMemory::map(File::from(fd), size, target_path, None)
     }
 
     /// Creates a file in /dev/shm owned by `uid:gid` (for a target running
@@ -83,28 +76,17 @@ impl SharedMemory {
             what: "sizing the shared region".into(),
             source: e,
         })?;
-        // SAFETY: mapping a file we own, shared, with a size it has; the
-        // result is checked for MAP_FAILED.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(Error::Io {
+        // Read-write and shared (MAP_SHARED), over the whole file.
+        let map = MmapOptions::new()
+            .len(size)
+            .map_raw(&file)
+            .map_err(|e| Error::Io {
                 what: "mapping the shared region".into(),
-                source: std::io::Error::last_os_error(),
-            });
-        }
+                source: e,
+            })?;
         Ok(SharedMemory {
-            file,
-            base: base as *mut u8,
-            size,
+            map,
+            _file: file,
             target_path,
             unlink,
         })
@@ -117,10 +99,26 @@ impl SharedMemory {
     fn checked_offset(&self, offset: u64, size: usize) -> usize {
         let off = offset as usize;
         assert!(
-            off.is_multiple_of(size) && off + size <= self.size,
+            off.is_multiple_of(size) && off + size <= self.map.len(),
             "misaligned or out-of-range word at {off:#x}"
         );
         off
+    }
+
+    /// The u64 word at `offset`, as an atomic.
+    fn atomic_u64(&self, offset: u64) -> &AtomicU64 {
+        let off = self.checked_offset(offset, 8);
+        // SAFETY: aligned and in range of our mapping, which lives as long
+        // as `self`; every access to these words (ours and the target's
+        // `lock` instructions) is atomic, so there is no data race.
+        unsafe { AtomicU64::from_ptr(self.map.as_mut_ptr().add(off).cast()) }
+    }
+
+    /// The u32 word at `offset`, as an atomic.
+    fn atomic_u32(&self, offset: u64) -> &AtomicU32 {
+        let off = self.checked_offset(offset, 4);
+        // SAFETY: as in atomic_u64.
+        unsafe { AtomicU32::from_ptr(self.map.as_mut_ptr().add(off).cast()) }
     }
 
     /// The path the target opens.
@@ -130,7 +128,7 @@ impl SharedMemory {
 
     /// Size in bytes.
     pub fn size(&self) -> usize {
-        self.size
+        self.map.len()
     }
 
     /// Removes the /dev/shm name (the mappings stay valid).
@@ -148,43 +146,39 @@ impl SharedMemory {
         let off = offset as usize;
         assert!(
             off.checked_add(data.len())
-                .is_some_and(|end| end <= self.size),
+                .is_some_and(|end| end <= self.map.len()),
             "shared write out of range"
         );
         // SAFETY: the range was checked to lie inside our live mapping; the
         // target may read these bytes concurrently, which is why trampolines
         // are written before any splice points at them.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(off), data.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.map.as_mut_ptr().add(off), data.len())
+        };
     }
 
     /// Reads `len` bytes at `offset`.
     pub fn read(&self, offset: u64, len: usize) -> Vec<u8> {
         let off = offset as usize;
         assert!(
-            off.checked_add(len).is_some_and(|end| end <= self.size),
+            off.checked_add(len)
+                .is_some_and(|end| end <= self.map.len()),
             "shared read out of range"
         );
         let mut v = vec![0u8; len];
         // SAFETY: the range lies inside our live mapping.
-        unsafe { std::ptr::copy_nonoverlapping(self.base.add(off), v.as_mut_ptr(), len) };
+        unsafe { std::ptr::copy_nonoverlapping(self.map.as_ptr().add(off), v.as_mut_ptr(), len) };
         v
     }
 
     /// Atomically loads the u64 at `offset` (8-byte aligned).
     pub fn load_u64(&self, offset: u64) -> u64 {
-        let off = self.checked_offset(offset, 8);
-        // SAFETY: aligned, in range, and every access to counters (ours and
-        // the target's `lock inc`) is atomic.
-        let cell = unsafe { &*(self.base.add(off) as *const AtomicU64) };
-        cell.load(Ordering::Relaxed)
+        self.atomic_u64(offset).load(Ordering::Relaxed)
     }
 
     /// Atomically stores the u64 at `offset`.
     pub fn store_u64(&self, offset: u64, value: u64) {
-        let off = self.checked_offset(offset, 8);
-        // SAFETY: as in load_u64.
-        let cell = unsafe { &*(self.base.add(off) as *const AtomicU64) };
-        cell.store(value, Ordering::Relaxed)
+        self.atomic_u64(offset).store(value, Ordering::Relaxed)
     }
 }
 
@@ -193,62 +187,44 @@ impl SharedMemory {
     /// passes (a shared futex: the target's threads wake it through their
     /// own mapping of the same file).
     pub fn futex_wait(&self, offset: u64, expected: u32, timeout: std::time::Duration) {
-        let off = self.checked_offset(offset, 4);
-        let ts = libc::timespec {
-            tv_sec: timeout.as_secs() as libc::time_t,
-            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        let ts = futex::Timespec {
+            tv_sec: timeout.as_secs() as _,
+            tv_nsec: timeout.subsec_nanos() as _,
         };
-        // SAFETY: the futex word lies inside our live shared mapping; the
-        // timeout is a valid timespec. FUTEX_WAIT (not private) because the
-        // word is shared with another process.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.base.add(off),
-                libc::FUTEX_WAIT,
-                expected,
-                &ts as *const libc::timespec,
-            );
-        }
+        // Not FUTEX_PRIVATE_FLAG: the word is shared with another process.
+        // A timeout, a wake-up, a changed value and EINTR all just return.
+        let _ = futex::wait(
+            self.atomic_u32(offset),
+            futex::Flags::empty(),
+            expected,
+            Some(&ts),
+        );
     }
 
     /// Wakes every waiter on the u32 at `offset`.
     pub fn futex_wake(&self, offset: u64) {
-        let off = self.checked_offset(offset, 4);
-        // SAFETY: as in futex_wait; FUTEX_WAKE only reads the address.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.base.add(off),
-                libc::FUTEX_WAKE,
-                i32::MAX,
-            );
-        }
+        let _ = futex::wake(
+            self.atomic_u32(offset),
+            futex::Flags::empty(),
+            i32::MAX as u32,
+        );
     }
 
     /// Atomically loads the u32 at `offset`.
     pub fn load_u32(&self, offset: u64) -> u32 {
-        let off = self.checked_offset(offset, 4);
-        // SAFETY: aligned, in range; the target updates it with lock xadd.
-        let cell = unsafe { &*(self.base.add(off) as *const std::sync::atomic::AtomicU32) };
-        cell.load(Ordering::SeqCst)
+        self.atomic_u32(offset).load(Ordering::SeqCst)
     }
 
     /// Atomically stores the u32 at `offset`.
     pub fn store_u32(&self, offset: u64, value: u32) {
-        let off = self.checked_offset(offset, 4);
-        // SAFETY: as in load_u32.
-        let cell = unsafe { &*(self.base.add(off) as *const std::sync::atomic::AtomicU32) };
-        cell.store(value, Ordering::SeqCst)
+        self.atomic_u32(offset).store(value, Ordering::SeqCst)
     }
 }
 
 impl Drop for SharedMemory {
     fn drop(&mut self) {
+        // The mapping and the file go with the fields.
         self.unlink_name();
-        // SAFETY: unmapping exactly the mapping created in `map`.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.size) };
-        let _ = &self.file;
     }
 }
 

@@ -7,7 +7,7 @@ use crate::Result;
 use std::collections::BTreeSet;
 use weft_process::{MapEntry, ProcessMemory, RemoteAddr};
 
-const PAGE: u64 = 4096;
+const PAGE: u64 = weft_abi::mman::PAGE_SIZE;
 
 /// Cached executable mappings with pending changes.
 pub(crate) struct TextBatch {

@@ -2,6 +2,7 @@
 //! base of the interpreter, the vDSO.
 
 use crate::{proc_path, Error, Result};
+use weft_abi::auxv::{AT_BASE, AT_ENTRY, AT_PHDR, AT_SYSINFO_EHDR};
 
 /// The entries of the auxiliary vector weft needs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -31,10 +32,10 @@ impl Auxv {
             let key = u64::from_ne_bytes(pair[..8].try_into().expect("8 bytes"));
             let value = u64::from_ne_bytes(pair[8..].try_into().expect("8 bytes"));
             match key {
-                3 => auxv.phdr = value,
-                7 => auxv.interp_base = value,
-                9 => auxv.entry = value,
-                33 => auxv.vdso = value,
+                AT_PHDR => auxv.phdr = value,
+                AT_BASE => auxv.interp_base = value,
+                AT_ENTRY => auxv.entry = value,
+                AT_SYSINFO_EHDR => auxv.vdso = value,
                 _ => {}
             }
         }

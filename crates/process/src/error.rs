@@ -1,6 +1,7 @@
 //! Errors of process control. Races with the target (a thread or the whole
 //! process going away) are distinct from permission problems and from faults.
 
+use nix::errno::Errno;
 use std::io;
 
 /// What went wrong while controlling a process.
@@ -88,21 +89,26 @@ pub enum Error {
     },
 }
 
+/// The errno of an I/O error, if it carries one.
+pub(crate) fn errno(e: &io::Error) -> Option<Errno> {
+    e.raw_os_error().map(Errno::from_raw)
+}
+
 /// Result of process control.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// Classifies an error from reading `/proc/PID/...`.
     pub(crate) fn from_proc_io(pid: i32, e: io::Error) -> Error {
-        match e.raw_os_error() {
-            Some(libc::ENOENT) | Some(libc::ESRCH) => {
+        match errno(&e) {
+            Some(Errno::ENOENT) | Some(Errno::ESRCH) => {
                 if std::path::Path::new(&format!("/proc/{pid}")).exists() {
                     Error::ProcessGone(pid)
                 } else {
                     Error::NoSuchProcess(pid)
                 }
             }
-            Some(libc::EACCES) | Some(libc::EPERM) => Error::PermissionDenied {
+            Some(Errno::EACCES) | Some(Errno::EPERM) => Error::PermissionDenied {
                 pid,
                 op: "read /proc",
             },

@@ -27,6 +27,9 @@
 //! # Ok::<(), weft_process::Error>(())
 //! ```
 
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+compile_error!("weft supports x86-64 Linux only");
+
 mod addr;
 mod auxv;
 mod error;
@@ -54,7 +57,7 @@ pub fn proc_path(pid: i32, what: &str) -> std::path::PathBuf {
 /// The executable of a process as the kernel sees it (`/proc/PID/exe`).
 pub fn exe_path(pid: i32) -> Result<std::path::PathBuf> {
     std::fs::read_link(proc_path(pid, "exe")).map_err(|e| {
-        if e.raw_os_error() == Some(libc::ENOENT) && is_alive(pid) {
+        if error::errno(&e) == Some(nix::errno::Errno::ENOENT) && is_alive(pid) {
             Error::NoExecutable(pid)
         } else {
             Error::from_proc_io(pid, e)

@@ -88,7 +88,7 @@ pub fn read(pid: i32) -> Result<Vec<MapEntry>> {
 /// within `reach` bytes of every byte of `[lo, hi)`, preferring the closest.
 /// Used to place patch memory that `jmp rel32` and RIP-relative operands reach.
 pub fn free_range_near(maps: &[MapEntry], lo: u64, hi: u64, size: u64, reach: u64) -> Option<u64> {
-    const PAGE: u64 = 4096;
+    const PAGE: u64 = weft_abi::mman::PAGE_SIZE;
     const GUARD: u64 = 16 * PAGE;
     let min_start = hi.saturating_sub(reach).max(0x10000);
     let max_end = lo.saturating_add(reach).min(0x7fff_ffff_f000);

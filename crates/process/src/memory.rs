@@ -106,7 +106,7 @@ impl LocalMemory {
                 pid: 0,
                 addr: addr.0,
                 len,
-                source: std::io::Error::from_raw_os_error(libc::EIO),
+                source: nix::errno::Errno::EIO.into(),
             }),
         }
     }

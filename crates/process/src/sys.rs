@@ -1,97 +1,98 @@
-//! Thin, checked wrappers around the raw ptrace and wait system calls.
+//! The kernel calls behind [`Tracee`](crate::Tracee): ptrace through `nix`,
+//! wait through `rustix`, with errors as `io::Error`.
 //!
-//! All of this crate's `unsafe` code that calls the kernel lives here. Every
-//! wrapper turns `-1` into an `io::Error` taken from errno.
+//! Two things stay raw, each for a reason `nix` cannot cover:
+//!
+//! * Resuming or detaching a thread with a pending signal (`PTRACE_CONT`,
+//!   `PTRACE_DETACH`): the signal handed back may be a real-time one
+//!   (glibc's `SIGCANCEL` and `SIGSETXID` are 32 and 33), which `nix`'s
+//!   `Signal` cannot name.
+//! * Waiting: `nix`'s `WaitStatus` rejects stops by real-time signals, so
+//!   a stop would be reaped and lost; `rustix` reports raw numbers.
 
+use nix::sys::ptrace::{self, Options};
+use nix::unistd::Pid;
+use rustix::process::{WaitId, WaitIdOptions, WaitOptions};
 use std::io;
 
 /// General-purpose registers of a thread, as `PTRACE_GETREGS` gives them.
 pub type Registers = libc::user_regs_struct;
 
-pub(crate) const PTRACE_O_TRACECLONE: libc::c_int = 0x8;
-pub(crate) const PTRACE_EVENT_CLONE: libc::c_int = 3;
-pub(crate) const PTRACE_EVENT_STOP: libc::c_int = 128;
+/// `PTRACE_EVENT_CLONE`, as it appears in a stop's status.
+pub(crate) const PTRACE_EVENT_CLONE: i32 = ptrace::Event::PTRACE_EVENT_CLONE as i32;
+/// `PTRACE_EVENT_EXEC`.
+pub(crate) const PTRACE_EVENT_EXEC: i32 = ptrace::Event::PTRACE_EVENT_EXEC as i32;
+/// `PTRACE_EVENT_STOP`: an interrupt, a new thread's first stop, or a group-stop.
+pub(crate) const PTRACE_EVENT_STOP: i32 = ptrace::Event::PTRACE_EVENT_STOP as i32;
 
-fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
-    if ret == -1 {
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(0) {
-            return Err(err);
-        }
-    }
-    Ok(ret)
+fn pid(tid: i32) -> Pid {
+    Pid::from_raw(tid)
 }
 
-/// A ptrace request whose `addr` and `data` are plain integers.
-pub(crate) fn ptrace(
-    request: libc::c_uint,
-    tid: i32,
-    addr: u64,
-    data: u64,
-) -> io::Result<libc::c_long> {
-    // SAFETY: the requests passed here (SEIZE, INTERRUPT, CONT, DETACH,
-    // SINGLESTEP, POKEDATA, GETEVENTMSG with a valid pointer given by the
-    // caller through `ptrace_ptr`) take integer arguments; the kernel
-    // validates the tid and reports errors through errno.
-    unsafe {
-        *libc::__errno_location() = 0;
-        check(libc::ptrace(
+/// `PTRACE_SEIZE` with `PTRACE_O_TRACECLONE`, plus `PTRACE_O_TRACEEXEC` if asked.
+pub(crate) fn seize(tid: i32, trace_exec: bool) -> io::Result<()> {
+    let mut options = Options::PTRACE_O_TRACECLONE;
+    if trace_exec {
+        options |= Options::PTRACE_O_TRACEEXEC;
+    }
+    Ok(ptrace::seize(pid(tid), options)?)
+}
+
+/// `PTRACE_INTERRUPT`.
+pub(crate) fn interrupt(tid: i32) -> io::Result<()> {
+    Ok(ptrace::interrupt(pid(tid))?)
+}
+
+/// `PTRACE_SINGLESTEP` with no signal.
+pub(crate) fn single_step(tid: i32) -> io::Result<()> {
+    Ok(ptrace::step(pid(tid), None)?)
+}
+
+/// How [`resume`] lets a thread go.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Resume {
+    /// `PTRACE_CONT`: run on under ptrace.
+    Continue,
+    /// `PTRACE_DETACH`: run on untraced.
+    Detach,
+}
+
+/// `PTRACE_CONT` or `PTRACE_DETACH`, delivering `signal` (0 for none; any
+/// number, real-time signals included).
+pub(crate) fn resume(how: Resume, tid: i32, signal: i32) -> io::Result<()> {
+    let request = match how {
+        Resume::Continue => libc::PTRACE_CONT,
+        Resume::Detach => libc::PTRACE_DETACH,
+    };
+    // SAFETY: CONT and DETACH take no pointer: `addr` is ignored and
+    // `data` is the signal number; the kernel validates tid and signal.
+    let ret = unsafe {
+        libc::ptrace(
             request,
             tid,
-            addr as *mut libc::c_void,
-            data as *mut libc::c_void,
-        ))
-    }
-}
-
-/// `PTRACE_GETREGS`.
-pub(crate) fn get_regs(tid: i32) -> io::Result<Registers> {
-    // SAFETY: user_regs_struct is plain old data; all-zero is a valid value.
-    let mut regs: Registers = unsafe { std::mem::zeroed() };
-    // SAFETY: PTRACE_GETREGS writes exactly one user_regs_struct to `data`,
-    // which points at a live, writable one.
-    unsafe {
-        *libc::__errno_location() = 0;
-        check(libc::ptrace(
-            libc::PTRACE_GETREGS,
-            tid,
             std::ptr::null_mut::<libc::c_void>(),
-            &mut regs as *mut Registers as *mut libc::c_void,
-        ))?;
-    }
-    Ok(regs)
-}
-
-/// `PTRACE_SETREGS`.
-pub(crate) fn set_regs(tid: i32, regs: &Registers) -> io::Result<()> {
-    // SAFETY: PTRACE_SETREGS reads one user_regs_struct from `data`, which
-    // points at a live one.
-    unsafe {
-        *libc::__errno_location() = 0;
-        check(libc::ptrace(
-            libc::PTRACE_SETREGS,
-            tid,
-            std::ptr::null_mut::<libc::c_void>(),
-            regs as *const Registers as *mut libc::c_void,
-        ))?;
+            signal as libc::c_long as *mut libc::c_void,
+        )
+    };
+    if ret == -1 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }
 
+/// `PTRACE_GETREGS`.
+pub(crate) fn get_regs(tid: i32) -> io::Result<Registers> {
+    Ok(ptrace::getregs(pid(tid))?)
+}
+
+/// `PTRACE_SETREGS`.
+pub(crate) fn set_regs(tid: i32, regs: &Registers) -> io::Result<()> {
+    Ok(ptrace::setregs(pid(tid), *regs)?)
+}
+
 /// `PTRACE_GETEVENTMSG`.
 pub(crate) fn get_event_msg(tid: i32) -> io::Result<u64> {
-    let mut msg: libc::c_ulong = 0;
-    // SAFETY: PTRACE_GETEVENTMSG writes one unsigned long to `data`.
-    unsafe {
-        *libc::__errno_location() = 0;
-        check(libc::ptrace(
-            libc::PTRACE_GETEVENTMSG,
-            tid,
-            std::ptr::null_mut::<libc::c_void>(),
-            &mut msg as *mut libc::c_ulong as *mut libc::c_void,
-        ))?;
-    }
-    Ok(msg as u64)
+    Ok(ptrace::getevent(pid(tid))? as u64)
 }
 
 /// The outcome of `waitpid`.
@@ -107,38 +108,64 @@ pub(crate) enum Wait {
     Nothing,
 }
 
-/// `waitpid(tid, __WALL | flags)`.
-pub(crate) fn wait(tid: i32, flags: libc::c_int) -> io::Result<Wait> {
-    let mut status: libc::c_int = 0;
+/// Extra `waitpid` flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaitFlags {
+    /// Block until something happens.
+    Block,
+    /// `WNOHANG`.
+    NoHang,
+    /// `WUNTRACED`: report a child stopped by a signal while not traced.
+    Untraced,
+}
+
+/// `waitpid(tid, __WALL | flags)`; `tid` -1 waits for any child or tracee.
+pub(crate) fn wait(tid: i32, flags: WaitFlags) -> io::Result<Wait> {
+    // __WALL: also threads (clone children) and tracees that are not children.
+    let all = nix::sys::wait::WaitPidFlag::__WALL.bits() as u32;
+    let options = WaitOptions::from_bits_retain(all)
+        | match flags {
+            WaitFlags::Block => WaitOptions::empty(),
+            WaitFlags::NoHang => WaitOptions::NOHANG,
+            WaitFlags::Untraced => WaitOptions::UNTRACED,
+        };
+    let which = if tid == -1 {
+        None
+    } else {
+        Some(rustix::process::Pid::from_raw(tid).ok_or(io::ErrorKind::InvalidInput)?)
+    };
     loop {
-        // SAFETY: waitpid writes one int to `status`, a live local.
-        let ret = unsafe { libc::waitpid(tid, &mut status, libc::__WALL | flags) };
-        if ret == -1 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
-        if ret == 0 {
-            return Ok(Wait::Nothing);
-        }
-        return Ok(if libc::WIFEXITED(status) {
-            Wait::Exited {
-                tid: ret,
-                code: libc::WEXITSTATUS(status),
-            }
-        } else if libc::WIFSIGNALED(status) {
-            Wait::Signaled {
-                tid: ret,
-                signal: libc::WTERMSIG(status),
-            }
+        let (who, status) = match rustix::process::waitpid(which, options) {
+            Ok(Some(reported)) => reported,
+            Ok(None) => return Ok(Wait::Nothing),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let tid = who.as_raw_nonzero().get();
+        return Ok(if let Some(code) = status.exit_status() {
+            Wait::Exited { tid, code }
+        } else if let Some(signal) = status.terminating_signal() {
+            Wait::Signaled { tid, signal }
         } else {
             Wait::Stopped {
-                tid: ret,
-                signal: libc::WSTOPSIG(status),
-                event: (status >> 16) & 0xff,
+                tid,
+                signal: (status.as_raw() >> 8) & 0xff,
+                event: (status.as_raw() >> 16) & 0xff,
             }
         });
+    }
+}
+
+/// Whether child `pid` has exited, without reaping it
+/// (`waitid(P_PID, pid, WEXITED | WNOHANG | WNOWAIT)`).
+pub(crate) fn has_exited(pid: i32) -> io::Result<bool> {
+    let pid = rustix::process::Pid::from_raw(pid).ok_or(io::ErrorKind::InvalidInput)?;
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    loop {
+        match rustix::process::waitid(WaitId::Pid(pid), options) {
+            Ok(status) => return Ok(status.is_some()),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
     }
 }

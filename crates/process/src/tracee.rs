@@ -7,14 +7,20 @@
 //! are enumerated until `/proc/PID/task` is stable, because a thread not yet
 //! seized can create another.
 
-use crate::sys::{self, Wait, PTRACE_EVENT_CLONE, PTRACE_EVENT_STOP, PTRACE_O_TRACECLONE};
+use crate::error::errno;
+use crate::sys::{
+    self, Resume, Wait, WaitFlags, PTRACE_EVENT_CLONE, PTRACE_EVENT_EXEC, PTRACE_EVENT_STOP,
+};
 use crate::{thread_ids, Error, ProcMemory, RemoteAddr, Result};
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::signal::{self, Signal};
+use nix::unistd::{self, ForkResult, Pid};
 use std::collections::BTreeMap;
 use std::ffi::CString;
+use std::io::Read;
 use std::time::{Duration, Instant};
-
-const PTRACE_EVENT_EXEC: i32 = 4;
-const PTRACE_O_TRACEEXEC: u64 = 0x10;
+use weft_abi::signal::SIGTRAP;
 
 /// What a thread is doing, as far as weft knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,58 +91,55 @@ impl Tracee {
     /// Starts a program stopped right after `execve`, before any of its code
     /// (or its dynamic loader's) has run. Its stdin, stdout and stderr are weft's.
     pub fn launch(spec: &LaunchSpec) -> Result<Tracee> {
-        let program = CString::new(spec.program.clone()).map_err(|_| Error::Launch {
-            program: spec.program.clone(),
-            source: std::io::ErrorKind::InvalidInput.into(),
-        })?;
-        let mut argv: Vec<CString> = vec![program.clone()];
-        for a in &spec.args {
-            argv.push(CString::new(a.as_str()).map_err(|_| Error::Launch {
-                program: spec.program.clone(),
-                source: std::io::ErrorKind::InvalidInput.into(),
-            })?);
-        }
-        let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-        argv_ptrs.push(std::ptr::null());
-        // A pipe with CLOEXEC tells the parent whether exec failed: it reads
-        // the child's errno, or end-of-file once exec succeeded.
-        let mut fds = [0i32; 2];
-        // SAFETY: pipe2 writes two fds into the array.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(Error::Io {
-                what: "pipe2".into(),
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        // SAFETY: after fork the child only calls async-signal-safe functions
-        // (raise, execvp, write, _exit) on memory prepared before the fork.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(Error::Io {
-                what: "fork".into(),
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        if pid == 0 {
-            // SAFETY: see above; the child stops itself so the parent can seize
-            // it, then execs; on failure it reports errno and exits.
-            unsafe {
-                libc::close(fds[0]);
-                libc::raise(libc::SIGSTOP);
-                libc::execvp(program.as_ptr(), argv_ptrs.as_ptr());
-                let errno = *libc::__errno_location();
-                libc::write(fds[1], &errno as *const i32 as *const libc::c_void, 4);
-                libc::_exit(127);
-            }
-        }
-        // SAFETY: closing our copy of the write end.
-        unsafe { libc::close(fds[1]) };
-        let read_end = fds[0];
         let fail = |source: std::io::Error| Error::Launch {
             program: spec.program.clone(),
             source,
         };
-        match sys::wait(pid, libc::WUNTRACED).map_err(fail)? {
+        let invalid = || fail(std::io::ErrorKind::InvalidInput.into());
+        let program = CString::new(spec.program.clone()).map_err(|_| invalid())?;
+        let mut argv: Vec<CString> = vec![program.clone()];
+        for a in &spec.args {
+            argv.push(CString::new(a.as_str()).map_err(|_| invalid())?);
+        }
+        // Prepared before the fork: the child must not allocate.
+        let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
+        // A pipe with CLOEXEC tells the parent whether exec failed: it reads
+        // the child's errno, or end-of-file once exec succeeded.
+        let (read_end, write_end) = unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| Error::Io {
+            what: "pipe2".into(),
+            source: e.into(),
+        })?;
+        // SAFETY: after fork the child only calls async-signal-safe functions
+        // (close, raise, execvp, write, _exit) on memory prepared before the
+        // fork, and never returns from this function.
+        let pid = match unsafe { unistd::fork() } {
+            Err(e) => {
+                return Err(Error::Io {
+                    what: "fork".into(),
+                    source: e.into(),
+                })
+            }
+            Ok(ForkResult::Child) => {
+                drop(read_end);
+                // The child stops itself so the parent can seize it, then execs.
+                let _ = signal::raise(Signal::SIGSTOP);
+                // SAFETY: a NUL-terminated program name and a null-terminated
+                // array of pointers to NUL-terminated strings, all alive (they
+                // were built before the fork; `nix`'s execvp would allocate
+                // that array here, after the fork).
+                unsafe { libc::execvp(program.as_ptr(), argv_ptrs.as_ptr()) };
+                // Only reached when exec failed: report errno and exit.
+                let errno = Errno::last_raw();
+                let _ = unistd::write(&write_end, &errno.to_ne_bytes());
+                // SAFETY: _exit ends the child at once, without running the
+                // parent's atexit handlers or flushing its stdio buffers.
+                unsafe { libc::_exit(127) }
+            }
+            Ok(ForkResult::Parent { child }) => child.as_raw(),
+        };
+        drop(write_end);
+        match sys::wait(pid, WaitFlags::Untraced).map_err(fail)? {
             Wait::Stopped { .. } => {}
             other => {
                 return Err(fail(std::io::Error::other(format!(
@@ -144,35 +147,23 @@ impl Tracee {
                 ))))
             }
         }
-        sys::ptrace(
-            libc::PTRACE_SEIZE,
-            pid,
-            0,
-            PTRACE_O_TRACECLONE as u64 | PTRACE_O_TRACEEXEC,
-        )
-        .map_err(fail)?;
-        // SAFETY: kill with a pid we own and a valid signal.
-        unsafe { libc::kill(pid, libc::SIGCONT) };
+        sys::seize(pid, true).map_err(fail)?;
+        let _ = signal::kill(Pid::from_raw(pid), Signal::SIGCONT);
         // Follow the child until its exec event.
         loop {
-            match sys::wait(pid, 0).map_err(fail)? {
+            match sys::wait(pid, WaitFlags::Block).map_err(fail)? {
                 Wait::Stopped {
                     event: PTRACE_EVENT_EXEC,
                     ..
                 } => break,
                 Wait::Stopped { .. } => {
-                    sys::ptrace(libc::PTRACE_CONT, pid, 0, 0).map_err(fail)?;
+                    sys::resume(Resume::Continue, pid, 0).map_err(fail)?;
                 }
                 Wait::Exited { .. } | Wait::Signaled { .. } => {
-                    let mut errno = 0i32;
-                    // SAFETY: reads at most 4 bytes into a live i32.
-                    let n = unsafe {
-                        libc::read(read_end, &mut errno as *mut i32 as *mut libc::c_void, 4)
-                    };
-                    // SAFETY: closing our read end.
-                    unsafe { libc::close(read_end) };
+                    let mut errno = [0u8; 4];
+                    let n = std::fs::File::from(read_end).read(&mut errno).unwrap_or(0);
                     let source = if n == 4 {
-                        std::io::Error::from_raw_os_error(errno)
+                        std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno))
                     } else {
                         std::io::Error::other("exited before exec")
                     };
@@ -181,8 +172,7 @@ impl Tracee {
                 Wait::Nothing => {}
             }
         }
-        // SAFETY: closing our read end.
-        unsafe { libc::close(read_end) };
+        drop(read_end);
         let mem = ProcMemory::open(pid)?;
         let mut threads = BTreeMap::new();
         threads.insert(pid, ThreadState::Stopped { signals: vec![] });
@@ -231,7 +221,7 @@ impl Tracee {
         for &tid in self.threads.keys() {
             match sys::get_regs(tid) {
                 Ok(r) => out.push((tid, RemoteAddr(r.rip))),
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) if errno(&e) == Some(Errno::ESRCH) => {}
                 Err(e) => return Err(self.ptrace_error("GETREGS", tid, e)),
             }
         }
@@ -292,14 +282,14 @@ impl Tracee {
         self.mem.write(addr, &[0xcc])?;
         self.resume_all()?;
         let reached = loop {
-            let w = sys::wait(-1, 0).map_err(|e| Error::Io {
+            let w = sys::wait(-1, WaitFlags::Block).map_err(|e| Error::Io {
                 what: "waitpid".into(),
                 source: e,
             })?;
             match w {
                 Wait::Stopped { tid, signal, event } => {
                     self.threads.entry(tid).or_insert(ThreadState::Running);
-                    if event == 0 && signal == libc::SIGTRAP {
+                    if event == 0 && signal == SIGTRAP {
                         let regs = self.registers(tid)?;
                         if regs.rip == addr.0 + 1 {
                             let mut regs = regs;
@@ -317,8 +307,8 @@ impl Tracee {
                     };
                     self.threads.insert(tid, ThreadState::Running);
                     let sig = signals.first().copied().unwrap_or(0);
-                    if let Err(e) = sys::ptrace(libc::PTRACE_CONT, tid, 0, sig as u64) {
-                        if e.raw_os_error() != Some(libc::ESRCH) {
+                    if let Err(e) = sys::resume(Resume::Continue, tid, sig) {
+                        if errno(&e) != Some(Errno::ESRCH) {
                             return Err(self.ptrace_error("CONT", tid, e));
                         }
                     }
@@ -429,9 +419,8 @@ impl Tracee {
 
     fn step_over_syscall(&mut self, tid: i32, gadget: RemoteAddr) -> Result<u64> {
         for _ in 0..64 {
-            sys::ptrace(libc::PTRACE_SINGLESTEP, tid, 0, 0)
-                .map_err(|e| self.ptrace_error("SINGLESTEP", tid, e))?;
-            match sys::wait(tid, 0).map_err(|e| Error::Io {
+            sys::single_step(tid).map_err(|e| self.ptrace_error("SINGLESTEP", tid, e))?;
+            match sys::wait(tid, WaitFlags::Block).map_err(|e| Error::Io {
                 what: "waitpid".into(),
                 source: e,
             })? {
@@ -440,7 +429,7 @@ impl Tracee {
                     if regs.rip == gadget.0 + 2 {
                         return Ok(regs.rax);
                     }
-                    if event == 0 && signal != libc::SIGTRAP {
+                    if event == 0 && signal != SIGTRAP {
                         self.push_signal(tid, signal);
                     }
                 }
@@ -499,12 +488,12 @@ impl Tracee {
                 return Ok(());
             }
             for tid in new {
-                match sys::ptrace(libc::PTRACE_SEIZE, tid, 0, PTRACE_O_TRACECLONE as u64) {
-                    Ok(_) => {}
-                    Err(e) => match e.raw_os_error() {
-                        Some(libc::ESRCH) if tid != self.pid => continue,
-                        Some(libc::ESRCH) => return Err(Error::ProcessGone(self.pid)),
-                        Some(libc::EPERM) => {
+                match sys::seize(tid, false) {
+                    Ok(()) => {}
+                    Err(e) => match errno(&e) {
+                        Some(Errno::ESRCH) if tid != self.pid => continue,
+                        Some(Errno::ESRCH) => return Err(Error::ProcessGone(self.pid)),
+                        Some(Errno::EPERM) => {
                             if tracer_of(tid).is_some_and(|t| t != 0) {
                                 return Err(Error::AlreadyTraced(self.pid));
                             }
@@ -523,12 +512,12 @@ impl Tracee {
     }
 
     fn interrupt(&mut self, tid: i32) -> Result<()> {
-        match sys::ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0) {
-            Ok(_) => {
+        match sys::interrupt(tid) {
+            Ok(()) => {
                 self.threads.insert(tid, ThreadState::Stopping);
                 Ok(())
             }
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+            Err(e) if errno(&e) == Some(Errno::ESRCH) => {
                 self.threads.remove(&tid);
                 Ok(())
             }
@@ -545,7 +534,7 @@ impl Tracee {
             .values()
             .any(|s| !matches!(s, ThreadState::Stopped { .. }))
         {
-            let w = sys::wait(-1, libc::WNOHANG).map_err(|e| Error::Io {
+            let w = sys::wait(-1, WaitFlags::NoHang).map_err(|e| Error::Io {
                 what: "waitpid".into(),
                 source: e,
             })?;
@@ -610,12 +599,12 @@ impl Tracee {
             _ => return Ok(()),
         };
         let sig = signals.first().copied().unwrap_or(0);
-        match sys::ptrace(libc::PTRACE_CONT, tid, 0, sig as u64) {
-            Ok(_) => {
+        match sys::resume(Resume::Continue, tid, sig) {
+            Ok(()) => {
                 self.threads.insert(tid, ThreadState::Running);
                 Ok(())
             }
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+            Err(e) if errno(&e) == Some(Errno::ESRCH) => {
                 self.threads.remove(&tid);
                 Ok(())
             }
@@ -636,8 +625,8 @@ impl Tracee {
                 ThreadState::Stopped { signals } => signals.first().copied().unwrap_or(0),
                 _ => 0,
             };
-            if let Err(e) = sys::ptrace(libc::PTRACE_DETACH, tid, 0, sig as u64) {
-                if e.raw_os_error() != Some(libc::ESRCH) && first_error.is_none() {
+            if let Err(e) = sys::resume(Resume::Detach, tid, sig) {
+                if errno(&e) != Some(Errno::ESRCH) && first_error.is_none() {
                     first_error = Some(self.ptrace_error("DETACH", tid, e));
                 }
             }
@@ -646,10 +635,10 @@ impl Tracee {
     }
 
     fn ptrace_error(&self, op: &'static str, tid: i32, e: std::io::Error) -> Error {
-        match e.raw_os_error() {
-            Some(libc::ESRCH) if !crate::is_alive(self.pid) => Error::ProcessGone(self.pid),
-            Some(libc::ESRCH) => Error::ThreadGone(tid),
-            Some(libc::EPERM) => Error::PermissionDenied { pid: self.pid, op },
+        match errno(&e) {
+            Some(Errno::ESRCH) if !crate::is_alive(self.pid) => Error::ProcessGone(self.pid),
+            Some(Errno::ESRCH) => Error::ThreadGone(tid),
+            Some(Errno::EPERM) => Error::PermissionDenied { pid: self.pid, op },
             _ => Error::Ptrace { op, tid, source: e },
         }
     }
@@ -674,7 +663,7 @@ fn tracer_of(tid: i32) -> Option<i32> {
 /// to end; returns the shell-style exit code (128 + signal when killed).
 pub fn wait_child_exit(pid: i32) -> Result<i32> {
     loop {
-        match sys::wait(pid, 0).map_err(|e| Error::Io {
+        match sys::wait(pid, WaitFlags::Block).map_err(|e| Error::Io {
             what: "waitpid".into(),
             source: e,
         })? {
@@ -689,28 +678,64 @@ pub fn wait_child_exit(pid: i32) -> Result<i32> {
 /// reaping it (`waitid` with `WNOWAIT`): its `/proc` entries stay readable
 /// until [`wait_child_exit`] reaps it.
 pub fn child_has_exited(pid: i32) -> Result<bool> {
-    // SAFETY: siginfo_t is plain data; all-zero is valid.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: waitid writes one siginfo_t into `info`.
-        let r = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            )
-        };
-        if r == 0 {
-            // SAFETY: si_pid is valid to read for a WEXITED report, and zero when nothing changed.
-            return Ok(unsafe { info.si_pid() } == pid);
+    sys::has_exited(pid).map_err(|source| Error::Io {
+        what: "waitid".into(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A Tracee waits for any child (`waitpid(-1)`), so tests that start
+    /// children run one at a time.
+    static CHILDREN: Mutex<()> = Mutex::new(());
+
+    fn launch(program: &str, args: &[&str]) -> Result<Tracee> {
+        Tracee::launch(&LaunchSpec {
+            program: program.into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+        })
+    }
+
+    #[test]
+    fn launch_reports_exec_failure_with_its_errno() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        match launch("/nonexistent/weft-test-program", &[]) {
+            Err(Error::Launch { source, .. }) => {
+                assert_eq!(source.raw_os_error(), Some(Errno::ENOENT as i32))
+            }
+            other => panic!("expected a launch error, got {other:?}"),
         }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(Error::Io {
-                what: "waitid".into(),
-                source: err,
-            });
-        }
+    }
+
+    #[test]
+    fn launched_child_runs_to_its_exit_code() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        let tracee = launch("sh", &["-c", "exit 3"]).unwrap();
+        let pid = tracee.pid();
+        assert_eq!(tracee.threads(), vec![pid]);
+        tracee.detach().unwrap();
+        assert_eq!(wait_child_exit(pid).unwrap(), 3);
+    }
+
+    #[test]
+    fn attach_makes_remote_system_calls_and_detaches() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        let tracee = launch("sleep", &["30"]).unwrap();
+        let pid = tracee.pid();
+        tracee.detach().unwrap();
+        let mut tracee = Tracee::attach(pid).unwrap();
+        assert!(tracee.registers(pid).unwrap().rip != 0);
+        let got = tracee
+            .remote_syscall("getpid", weft_abi::syscall::GETPID.into(), [0; 6])
+            .unwrap();
+        assert_eq!(got, pid as u64);
+        drop(tracee);
+        assert!(!child_has_exited(pid).unwrap());
+        signal::kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+        assert_eq!(wait_child_exit(pid).unwrap(), 128 + Signal::SIGKILL as i32);
     }
 }

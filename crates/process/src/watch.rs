@@ -1,7 +1,9 @@
 //! Knowing when a process has gone without tracing it: a pidfd.
 
 use crate::{Error, Result};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::process::{pidfd_open, Pid, PidfdFlags};
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 /// Becomes readable when the process exits (pidfd_open(2)).
@@ -14,17 +16,13 @@ pub struct ExitWatch {
 impl ExitWatch {
     /// Watches `pid`. Falls back to polling `/proc` on kernels without pidfd.
     pub fn new(pid: i32) -> Result<ExitWatch> {
-        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        if fd >= 0 {
-            // SAFETY: the kernel just gave us this fd and nothing else owns it.
-            let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-            return Ok(ExitWatch { pid, fd: Some(fd) });
-        }
-        let err = std::io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::ESRCH) => Err(Error::NoSuchProcess(pid)),
-            _ => Ok(ExitWatch { pid, fd: None }),
+        let Some(target) = Pid::from_raw(pid) else {
+            return Err(Error::NoSuchProcess(pid));
+        };
+        match pidfd_open(target, PidfdFlags::empty()) {
+            Ok(fd) => Ok(ExitWatch { pid, fd: Some(fd) }),
+            Err(rustix::io::Errno::SRCH) => Err(Error::NoSuchProcess(pid)),
+            Err(_) => Ok(ExitWatch { pid, fd: None }),
         }
     }
 
@@ -32,15 +30,14 @@ impl ExitWatch {
     pub fn wait(&self, timeout: Duration) -> bool {
         match &self.fd {
             Some(fd) => {
-                let mut pfd = libc::pollfd {
-                    fd: fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
+                let mut fds = [PollFd::new(fd, PollFlags::IN)];
+                // poll(2) takes milliseconds; keep that granularity.
+                let ms = timeout.as_millis().min(i32::MAX as u128) as u64;
+                let ts = Timespec {
+                    tv_sec: (ms / 1000) as _,
+                    tv_nsec: ((ms % 1000) * 1_000_000) as _,
                 };
-                let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-                // SAFETY: one valid pollfd, count 1.
-                let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-                n > 0
+                poll(&mut fds, Some(&ts)).is_ok_and(|n| n > 0)
             }
             None => {
                 let step = Duration::from_millis(10).min(timeout);

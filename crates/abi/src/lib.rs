@@ -1,0 +1,288 @@
+//! The x86-64 Linux ABI numbers weft relies on, in one place.
+//!
+//! weft makes system calls inside a target (through ptrace, or from code it
+//! generates and maps into the target), builds kernel `struct sigaction`s
+//! in target memory and reads the auxiliary vector. The numbers for all of
+//! that are the kernel's x86-64 ABI, not the host C library's, so they are
+//! written here once, with no dependency, instead of being taken from
+//! `libc` in one place and spelled as literals in another.
+//!
+//! Types follow how the numbers are used: system call numbers are `u32`
+//! (what `mov eax, imm32` loads), signals and flags that the C API types as
+//! `int` are `i32`, and fields the kernel types as `unsigned long` are `u64`.
+//! The unit tests check every value against `libc`.
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+compile_error!("weft supports x86-64 Linux only");
+
+/// System call numbers (`arch/x86/entry/syscalls/syscall_64.tbl`).
+pub mod syscall {
+    /// `read`.
+    pub const READ: u32 = 0;
+    /// `write`.
+    pub const WRITE: u32 = 1;
+    /// `close`.
+    pub const CLOSE: u32 = 3;
+    /// `mmap`.
+    pub const MMAP: u32 = 9;
+    /// `mprotect`.
+    pub const MPROTECT: u32 = 10;
+    /// `munmap`.
+    pub const MUNMAP: u32 = 11;
+    /// `rt_sigaction`.
+    pub const RT_SIGACTION: u32 = 13;
+    /// `rt_sigprocmask`.
+    pub const RT_SIGPROCMASK: u32 = 14;
+    /// `rt_sigreturn`.
+    pub const RT_SIGRETURN: u32 = 15;
+    /// `sched_yield`.
+    pub const SCHED_YIELD: u32 = 24;
+    /// `getpid`.
+    pub const GETPID: u32 = 39;
+    /// `gettid`.
+    pub const GETTID: u32 = 186;
+    /// `futex`.
+    pub const FUTEX: u32 = 202;
+    /// `clock_gettime`.
+    pub const CLOCK_GETTIME: u32 = 228;
+    /// `openat`.
+    pub const OPENAT: u32 = 257;
+    /// `pidfd_open`.
+    pub const PIDFD_OPEN: u32 = 434;
+}
+
+/// Signal numbers (`arch/x86/include/uapi/asm/signal.h`).
+pub mod signal {
+    /// `SIGINT`.
+    pub const SIGINT: i32 = 2;
+    /// `SIGTRAP`: an `int3` or a single step.
+    pub const SIGTRAP: i32 = 5;
+    /// `SIGKILL`.
+    pub const SIGKILL: i32 = 9;
+    /// `SIGUSR2`.
+    pub const SIGUSR2: i32 = 12;
+    /// `SIGPIPE`.
+    pub const SIGPIPE: i32 = 13;
+    /// `SIGTERM`.
+    pub const SIGTERM: i32 = 15;
+    /// `SIGCONT`.
+    pub const SIGCONT: i32 = 18;
+    /// `SIGSTOP`.
+    pub const SIGSTOP: i32 = 19;
+}
+
+/// The kernel's `struct sigaction` as `rt_sigaction` reads and writes it
+/// (not glibc's, which orders the fields differently), its flags, and the
+/// signal frame a handler receives.
+pub mod sigaction {
+    /// Size of the kernel `struct sigaction`.
+    pub const SIZE: u64 = 32;
+    /// Offset of `sa_handler` (u64; [`SIG_DFL`] or [`SIG_IGN`] or an address).
+    pub const HANDLER: u64 = 0;
+    /// Offset of `sa_flags` (u64).
+    pub const FLAGS: u64 = 8;
+    /// Offset of `sa_restorer` (u64), used with [`SA_RESTORER`].
+    pub const RESTORER: u64 = 16;
+    /// Offset of `sa_mask` (u64).
+    pub const MASK: u64 = 24;
+    /// The `sigsetsize` argument of `rt_sigaction`: bytes of `sa_mask`.
+    pub const SIGSET_SIZE: u64 = 8;
+    /// `sa_handler` for the default action.
+    pub const SIG_DFL: u64 = 0;
+    /// `sa_handler` for ignoring the signal.
+    pub const SIG_IGN: u64 = 1;
+    /// `SA_SIGINFO`: three-argument handler.
+    pub const SA_SIGINFO: u64 = 0x4;
+    /// `SA_ONSTACK`: run on the alternate signal stack if there is one.
+    pub const SA_ONSTACK: u64 = 0x0800_0000;
+    /// `SA_RESTART`: restart interrupted system calls.
+    pub const SA_RESTART: u64 = 0x1000_0000;
+    /// `SA_NODEFER`: do not block the signal while its handler runs.
+    pub const SA_NODEFER: u64 = 0x4000_0000;
+    /// `SA_RESTORER`: `sa_restorer` holds the code that calls `rt_sigreturn`.
+    pub const SA_RESTORER: u64 = 0x0400_0000;
+    /// Offset of `uc_mcontext.gregs[REG_RIP]` in the `ucontext_t` a
+    /// `SA_SIGINFO` handler receives as its third argument.
+    pub const UCONTEXT_RIP: u64 = 168;
+}
+
+/// Clock ids (`include/uapi/linux/time.h`).
+pub mod clock {
+    /// `CLOCK_REALTIME`.
+    pub const REALTIME: i32 = 0;
+    /// `CLOCK_MONOTONIC`.
+    pub const MONOTONIC: i32 = 1;
+}
+
+/// `mmap` protections and flags (`include/uapi/asm-generic/mman*.h`).
+pub mod mman {
+    /// The page size: the unit of mappings and protections.
+    pub const PAGE_SIZE: u64 = 4096;
+    /// `PROT_READ`.
+    pub const PROT_READ: i32 = 0x1;
+    /// `PROT_WRITE`.
+    pub const PROT_WRITE: i32 = 0x2;
+    /// `PROT_EXEC`.
+    pub const PROT_EXEC: i32 = 0x4;
+    /// `MAP_SHARED`.
+    pub const MAP_SHARED: i32 = 0x01;
+    /// `MAP_PRIVATE`.
+    pub const MAP_PRIVATE: i32 = 0x02;
+    /// `MAP_FIXED`.
+    pub const MAP_FIXED: i32 = 0x10;
+    /// `MAP_ANONYMOUS`.
+    pub const MAP_ANONYMOUS: i32 = 0x20;
+    /// `MAP_FIXED_NOREPLACE`: map at the hint or fail, never replacing a mapping.
+    pub const MAP_FIXED_NOREPLACE: i32 = 0x10_0000;
+}
+
+/// `open` flags and `*at` directory handles (`include/uapi/asm-generic/fcntl.h`).
+pub mod fcntl {
+    /// `O_RDONLY`.
+    pub const O_RDONLY: i32 = 0;
+    /// `O_RDWR`.
+    pub const O_RDWR: i32 = 0o2;
+    /// `O_CLOEXEC`.
+    pub const O_CLOEXEC: i32 = 0o2_000_000;
+    /// `AT_FDCWD`: resolve relative paths from the working directory.
+    pub const AT_FDCWD: i32 = -100;
+}
+
+/// `futex` operations (`include/uapi/linux/futex.h`).
+pub mod futex {
+    /// `FUTEX_WAIT` (shared: usable across processes).
+    pub const WAIT: i32 = 0;
+    /// `FUTEX_WAKE` (shared).
+    pub const WAKE: i32 = 1;
+}
+
+/// Error numbers that generated code tests (system calls return `-errno`).
+pub mod errno {
+    /// `ETIMEDOUT`: a futex wait timed out.
+    pub const ETIMEDOUT: i32 = 110;
+}
+
+/// Auxiliary vector entry types (`include/uapi/linux/auxvec.h`).
+pub mod auxv {
+    /// `AT_PHDR`: the program headers in memory.
+    pub const AT_PHDR: u64 = 3;
+    /// `AT_BASE`: the interpreter's load address.
+    pub const AT_BASE: u64 = 7;
+    /// `AT_ENTRY`: the program's entry point.
+    pub const AT_ENTRY: u64 = 9;
+    /// `AT_SYSINFO_EHDR`: the vDSO's ELF header.
+    pub const AT_SYSINFO_EHDR: u64 = 33;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_calls_match_libc() {
+        use syscall::*;
+        let pairs: [(u32, libc::c_long); 16] = [
+            (READ, libc::SYS_read),
+            (WRITE, libc::SYS_write),
+            (CLOSE, libc::SYS_close),
+            (MMAP, libc::SYS_mmap),
+            (MPROTECT, libc::SYS_mprotect),
+            (MUNMAP, libc::SYS_munmap),
+            (RT_SIGACTION, libc::SYS_rt_sigaction),
+            (RT_SIGPROCMASK, libc::SYS_rt_sigprocmask),
+            (RT_SIGRETURN, libc::SYS_rt_sigreturn),
+            (SCHED_YIELD, libc::SYS_sched_yield),
+            (GETPID, libc::SYS_getpid),
+            (GETTID, libc::SYS_gettid),
+            (FUTEX, libc::SYS_futex),
+            (CLOCK_GETTIME, libc::SYS_clock_gettime),
+            (OPENAT, libc::SYS_openat),
+            (PIDFD_OPEN, libc::SYS_pidfd_open),
+        ];
+        for (ours, theirs) in pairs {
+            assert_eq!(i64::from(ours), theirs);
+        }
+    }
+
+    #[test]
+    fn signals_and_flags_match_libc() {
+        use signal::*;
+        assert_eq!(
+            [SIGINT, SIGTRAP, SIGKILL, SIGUSR2, SIGPIPE, SIGTERM, SIGCONT, SIGSTOP],
+            [
+                libc::SIGINT,
+                libc::SIGTRAP,
+                libc::SIGKILL,
+                libc::SIGUSR2,
+                libc::SIGPIPE,
+                libc::SIGTERM,
+                libc::SIGCONT,
+                libc::SIGSTOP
+            ]
+        );
+        use sigaction::*;
+        assert_eq!(SA_SIGINFO, libc::SA_SIGINFO as u64);
+        assert_eq!(SA_ONSTACK, libc::SA_ONSTACK as u64);
+        assert_eq!(SA_RESTART, libc::SA_RESTART as u64);
+        assert_eq!(SA_NODEFER, libc::SA_NODEFER as u64);
+        assert_eq!(SIG_DFL, libc::SIG_DFL as u64);
+        assert_eq!(SIG_IGN, libc::SIG_IGN as u64);
+        assert_eq!(
+            UCONTEXT_RIP,
+            (std::mem::offset_of!(libc::ucontext_t, uc_mcontext)
+                + std::mem::offset_of!(libc::mcontext_t, gregs)
+                + 8 * libc::REG_RIP as usize) as u64
+        );
+        assert_eq!(clock::REALTIME, libc::CLOCK_REALTIME);
+        assert_eq!(clock::MONOTONIC, libc::CLOCK_MONOTONIC);
+        use mman::*;
+        // SAFETY: sysconf only reads a configuration value.
+        assert_eq!(PAGE_SIZE, unsafe { libc::sysconf(libc::_SC_PAGESIZE) }
+            as u64);
+        assert_eq!(
+            [PROT_READ, PROT_WRITE, PROT_EXEC],
+            [libc::PROT_READ, libc::PROT_WRITE, libc::PROT_EXEC]
+        );
+        assert_eq!(
+            [
+                MAP_SHARED,
+                MAP_PRIVATE,
+                MAP_FIXED,
+                MAP_ANONYMOUS,
+                MAP_FIXED_NOREPLACE
+            ],
+            [
+                libc::MAP_SHARED,
+                libc::MAP_PRIVATE,
+                libc::MAP_FIXED,
+                libc::MAP_ANONYMOUS,
+                libc::MAP_FIXED_NOREPLACE
+            ]
+        );
+        use fcntl::*;
+        assert_eq!(
+            [O_RDONLY, O_RDWR, O_CLOEXEC, AT_FDCWD],
+            [
+                libc::O_RDONLY,
+                libc::O_RDWR,
+                libc::O_CLOEXEC,
+                libc::AT_FDCWD
+            ]
+        );
+        assert_eq!(
+            [futex::WAIT, futex::WAKE],
+            [libc::FUTEX_WAIT, libc::FUTEX_WAKE]
+        );
+        assert_eq!(errno::ETIMEDOUT, libc::ETIMEDOUT);
+        use auxv::*;
+        assert_eq!(
+            [AT_PHDR, AT_BASE, AT_ENTRY, AT_SYSINFO_EHDR],
+            [
+                libc::AT_PHDR,
+                libc::AT_BASE,
+                libc::AT_ENTRY,
+                libc::AT_SYSINFO_EHDR
+            ]
+        );
+    }
+}
