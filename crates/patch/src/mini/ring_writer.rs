@@ -100,15 +100,15 @@ impl Gen {
             a.mov(rax, rcx)?;
             a.set_label(&mut store)?;
             a.mov(qword_ptr(r10 + slot), rax)?;
-            a.add(rcx, 7)?;
-            a.and(rcx, -8)?;
+            a.add(rcx, r::TEXT_ALIGN as i32 - 1)?;
+            a.and(rcx, -(r::TEXT_ALIGN as i32))?;
             a.add(rdi, rcx)?;
         }
         // Shape word: text bytes in the high half, values in the low.
         a.mov(rax, rdi)?;
         a.sub(rax, r10)?;
         a.sub(eax, text_start)?;
-        a.shl(eax, 16)?;
+        a.shl(eax, r::SHAPE_TEXT_SHIFT)?;
         a.or(eax, nargs as i32)?;
         a.mov(dword_ptr(r10 + r::R_NARGS as i32), eax)?;
         // The record's size.
@@ -217,9 +217,9 @@ impl Gen {
         self.a
             .mov(ecx, dword_ptr(r8 + rcx + (r::HEADER + r::R_NARGS) as i32))?;
         self.a.mov(edx, ecx)?;
-        self.a.and(edx, 0xffff)?;
+        self.a.and(edx, r::SHAPE_VALUES as i32)?;
         self.a.shl(edx, 3)?;
-        self.a.shr(ecx, 16)?;
+        self.a.shr(ecx, r::SHAPE_TEXT_SHIFT)?;
         self.a.add(ecx, edx)?;
         self.a.add(ecx, r::R_ARGS as i32)?;
         self.a.add(rax, rcx)?;

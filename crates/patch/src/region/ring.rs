@@ -41,6 +41,10 @@ pub const R_EVENT: u64 = 8;
 pub const R_NARGS: u64 = 12;
 /// First value.
 pub const R_ARGS: u64 = 16;
+/// The shape word's low bits: the number of values.
+pub const SHAPE_VALUES: u32 = 0xffff;
+/// The shape word's high bits, from this one: the bytes of text.
+pub const SHAPE_TEXT_SHIFT: u32 = 16;
 /// Most values a record holds (as many as a USDT probe may have).
 pub const MAX_ARGS: usize = 12;
 /// Most bytes of text one record carries.
@@ -65,7 +69,10 @@ pub const fn record_size(nargs: usize, text: u64) -> u64 {
 
 /// The values and the text bytes of a record's shape word.
 pub const fn shape(word: u32) -> (usize, u64) {
-    ((word & 0xffff) as usize, (word >> 16) as u64)
+    (
+        (word & SHAPE_VALUES) as usize,
+        (word >> SHAPE_TEXT_SHIFT) as u64,
+    )
 }
 
 #[cfg(test)]
