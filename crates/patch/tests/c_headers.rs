@@ -2,7 +2,9 @@
 //! region (`weft_patch::region`): a C file generated from the Rust
 //! constants includes each header and `_Static_assert`s every offset, size
 //! and flag the header hard-codes, and a C compiler checks it. A constant
-//! that drifts on either side fails the test.
+//! that drifts on either side fails the test. (The header reaches a
+//! thread's ring through the ring function, so it uses no thread-block
+//! offset.)
 //!
 //! Without gcc the test prints `SKIPPED: ...` and passes, unless `WEFT_CI`
 //! is set (CI must run it).
@@ -10,7 +12,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use weft_patch::region::{event_site, ring, threads};
+use weft_patch::region::{event_site, ring};
 
 /// `include/` of the workspace.
 fn include_dir() -> PathBuf {
@@ -95,9 +97,6 @@ fn event_h_checks() -> Vec<(String, u64)> {
         ("_WEFT_R_NARGS - _WEFT_R_EVENT".to_string(), 4),
         ("_WEFT_R_ARGS - _WEFT_R_NARGS".to_string(), 4),
     ]);
-    // The ring lies at a fixed offset in the thread's block; the header gets
-    // it from the ring function, so only weft's side depends on it.
-    assert_eq!(threads::RING % 64, 0);
     v
 }
 

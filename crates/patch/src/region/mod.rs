@@ -116,6 +116,9 @@ impl Layout {
     }
 }
 
+// The sync words fit in their page.
+const _: () = assert!(sync::NO_SLOT + 8 <= 4096);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,10 +134,6 @@ mod tests {
         assert_eq!(l.header_bytes().len() as u64, l.header.header_size);
         assert_eq!(&l.header_bytes()[..4], b"WEFT");
         assert_eq!(l.header.counters_offset, Header::SIZE);
-        assert!(
-            sync::NO_SLOT + 8 <= 4096,
-            "the sync words fit in their page"
-        );
         assert_eq!(l.header.threads_offset, l.header.sync_offset + 4096);
     }
 

@@ -75,14 +75,15 @@ pub const fn shape(word: u32) -> (usize, u64) {
     )
 }
 
+// The header's words lie within it, and the largest record fits in the slack.
+const _: () = assert!(DROPPED + 8 <= HEADER && record_size(MAX_ARGS, MAX_TEXT) <= SLACK);
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn the_largest_record_fits_in_the_slack() {
-        assert!(record_size(MAX_ARGS, MAX_TEXT) <= SLACK);
-        assert!(DROPPED + 8 <= HEADER);
+    fn the_shape_word_splits_values_and_text() {
         assert_eq!(shape(3 | 40 << 16), (3, 40));
     }
 }

@@ -58,6 +58,9 @@ pub const fn counter(c: u64) -> u64 {
     TIMERS * TIMER_SIZE + c * 8
 }
 
+// The tid lies before the ring.
+const _: () = assert!(TID + 8 <= RING);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,7 +71,6 @@ mod tests {
         assert_eq!(counter(0), timer(TIMERS));
         assert_eq!(TID, counter(COUNTERS));
         assert_eq!(TID, 2560);
-        assert!(TID + 8 <= RING);
         assert_eq!(block_size(super::super::ring::DEFAULT_DATA) % 64, 0);
     }
 }

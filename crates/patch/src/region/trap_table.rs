@@ -19,14 +19,9 @@ pub const ENTRIES: u64 = 128;
 /// Size of one entry.
 pub const ENTRY_SIZE: u64 = 16;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn actions_do_not_overlap_the_entries() {
-        assert_eq!(DEFAULT_ACTION, OLD_ACTION + ACTION_SIZE);
-        assert_eq!(NEW_ACTION, DEFAULT_ACTION + ACTION_SIZE);
-        assert!(NEW_ACTION + ACTION_SIZE <= ENTRIES);
-    }
-}
+// The actions follow one another and end before the entries.
+const _: () = assert!(
+    DEFAULT_ACTION == OLD_ACTION + ACTION_SIZE
+        && NEW_ACTION == DEFAULT_ACTION + ACTION_SIZE
+        && NEW_ACTION + ACTION_SIZE <= ENTRIES
+);
