@@ -20,9 +20,10 @@
  * id, the ring geometry and the address of a function, in weft's shared
  * region, that returns the calling thread's ring; to disable it, weft
  * clears that address. The record written here is the one weft's
- * trampolines write (crates/patch/src/region.rs, module `ring`): TSC, event
- * id, shape (values | text bytes << 16), the values, then each string's or
- * array's bytes padded to 8. Plain C99 (also C++11) with GCC builtins; tested
+ * trampolines write (crates/patch/src/region/ring.rs; docs/shared-region.md):
+ * TSC, event id, shape (values | text bytes << 16), the values, then each
+ * string's or array's bytes padded to 8. The _WEFT_ offsets and sizes below
+ * are checked against weft's by crates/patch/tests/c_headers.rs. Plain C99 (also C++11) with GCC builtins; tested
  * with gcc and g++.
  */
 #ifndef WEFT_EVENT_H
@@ -72,10 +73,21 @@ struct weft_value {
 #define _WEFT_RING_TAIL 8
 #define _WEFT_RING_DROPPED 16
 #define _WEFT_RING_HEADER 64
+#define _WEFT_R_TSC 0
+#define _WEFT_R_EVENT 8
+#define _WEFT_R_NARGS 12 /* the shape word: values | text bytes << 16 */
+#define _WEFT_R_ARGS 16
+#define _WEFT_SHAPE_VALUES 0xffff
+#define _WEFT_SHAPE_TEXT_SHIFT 16
+#define _WEFT_TEXT_ALIGN 8
 #define _WEFT_MAX_VALUES 12
 #define _WEFT_MAX_TEXT 4096
 #define _WEFT_STR_TRUNCATED (1ULL << 62)
 #define _WEFT_STR_NULL (1ULL << 63)
+#define _WEFT_CLOCK_MONOTONIC 1
+
+/* `n` bytes of text padded to _WEFT_TEXT_ALIGN. */
+#define _WEFT_PAD(n) (((n) + _WEFT_TEXT_ALIGN - 1) & ~(uint64_t)(_WEFT_TEXT_ALIGN - 1))
 
 static inline uint64_t _weft_load(const uint64_t *p)
 {
@@ -93,7 +105,7 @@ static inline uint64_t _weft_now(const struct weft_event_site *site)
 {
     if (site->clock) {
         struct { int64_t sec, nsec; } ts = {0, 0};
-        ((int (*)(int, void *))(uintptr_t)site->clock)(1, &ts);
+        ((int (*)(int, void *))(uintptr_t)site->clock)(_WEFT_CLOCK_MONOTONIC, &ts);
         return (uint64_t)ts.sec * 1000000000u + (uint64_t)ts.nsec;
     }
     return __builtin_ia32_rdtsc();
@@ -113,8 +125,9 @@ static int _weft_make_room(const struct weft_event_site *site, unsigned char *ri
         uint64_t tail = _weft_load(tailp);
         while (head - tail > data - size) {
             uint32_t shape;
-            memcpy(&shape, ring + _WEFT_RING_HEADER + (tail & (data - 1)) + 12, 4);
-            tail += 16 + 8 * (uint64_t)(shape & 0xffff) + (shape >> 16);
+            memcpy(&shape, ring + _WEFT_RING_HEADER + (tail & (data - 1)) + _WEFT_R_NARGS, 4);
+            tail += _WEFT_R_ARGS + 8 * (uint64_t)(shape & _WEFT_SHAPE_VALUES) +
+                    (shape >> _WEFT_SHAPE_TEXT_SHIFT);
             _weft_store(dropped, _weft_load(dropped) + 1);
         }
         _weft_store(tailp, tail);
@@ -172,9 +185,9 @@ _weft_emit(const struct weft_event_site *site, const struct weft_value *values, 
         }
         lens[i] = len;
         words[i] = len | (cut ? _WEFT_STR_TRUNCATED : 0);
-        text += (len + 7) & ~7ULL;
+        text += _WEFT_PAD(len);
     }
-    uint64_t size = 16 + 8 * (uint64_t)n + text;
+    uint64_t size = _WEFT_R_ARGS + 8 * (uint64_t)n + text;
     uint64_t *headp = (uint64_t *)(ring + _WEFT_RING_HEAD);
     uint64_t head = *headp; /* only this thread writes it */
     uint64_t data = site->ring_data;
@@ -183,17 +196,17 @@ _weft_emit(const struct weft_event_site *site, const struct weft_value *values, 
         return;
     unsigned char *rec = ring + _WEFT_RING_HEADER + (head & (data - 1));
     uint64_t tsc = _weft_now(site);
-    uint32_t id = (uint32_t)site->id, shape = (uint32_t)(n | text << 16);
-    memcpy(rec, &tsc, 8);
-    memcpy(rec + 8, &id, 4);
-    memcpy(rec + 12, &shape, 4);
-    memcpy(rec + 16, words, 8 * n);
-    unsigned char *at = rec + 16 + 8 * n;
+    uint32_t id = (uint32_t)site->id, shape = (uint32_t)(n | text << _WEFT_SHAPE_TEXT_SHIFT);
+    memcpy(rec + _WEFT_R_TSC, &tsc, 8);
+    memcpy(rec + _WEFT_R_EVENT, &id, 4);
+    memcpy(rec + _WEFT_R_NARGS, &shape, 4);
+    memcpy(rec + _WEFT_R_ARGS, words, 8 * n);
+    unsigned char *at = rec + _WEFT_R_ARGS + 8 * n;
     for (unsigned i = 0; i < n; i++) {
         if (!lens[i])
             continue;
         memcpy(at, values[i].data, lens[i]);
-        at += (lens[i] + 7) & ~7ULL;
+        at += _WEFT_PAD(lens[i]);
     }
     _weft_store(headp, head + size); /* publish the record */
 }

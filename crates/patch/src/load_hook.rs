@@ -4,7 +4,7 @@
 //! `dlopen`). It tells weft a library appeared and waits until weft has
 //! instrumented it, so no call into the new library goes uncounted.
 //!
-//! Protocol on two 32-bit words in the shared region (`sync`):
+//! Protocol on 32-bit words of the sync page (`region::sync`):
 //! the hook increments `generation` and wakes weft (`FUTEX_WAKE`), then
 //! waits (`FUTEX_WAIT`, 2 s at a time) until `ack` reaches its generation.
 //! weft sets `ack` after instrumenting, and wakes the waiters. A wait that
@@ -17,14 +17,7 @@
 use crate::{Error, Result, RED_ZONE};
 use iced_x86::code_asm::*;
 
-/// Offset of the generation word in the sync area.
-pub const GENERATION: u64 = 0;
-/// Offset of the acknowledgement word.
-pub const ACK: u64 = 4;
-/// Offset of the word weft sets to 1 while it answers, 0 once it has
-/// detached: a forked child that keeps the hook then loads libraries
-/// without waiting.
-pub const LISTENING: u64 = 8;
+pub use crate::region::sync::{ACK, GENERATION, LISTENING};
 
 /// Hook code at `at`: handshake on the sync words at `sync`, then jump to
 /// `continuation` (a trampoline running the displaced instructions).

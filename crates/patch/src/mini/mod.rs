@@ -1,0 +1,169 @@
+//! Mini-trampolines: Paradyn's primitives and predicates as machine code.
+//!
+//! A base trampoline calls a point's mini-trampoline (after stepping below
+//! the red zone, and saving the flags only if they are live there). The
+//! mini-trampoline saves every caller-saved register, runs its guarded
+//! primitives in order and returns. Its arguments are read from those saved
+//! registers: `arg1` to `arg6` at an entry, `ret` at an exit. Predicates compile to
+//! straight-line integer code over constants, arguments, the return
+//! value, process-wide counters and per-thread counters, with
+//! `+ - * / < > <= >= == != and or`. A division by zero yields 0.
+//!
+//! Per-thread state (timers, per-thread counters, the event ring) lives in
+//! the thread table (see `region::threads`): the mini-trampoline finds its
+//! thread's slot from the thread pointer `fs:0`, without a lock.
+//!
+//! One file per role: `expr` compiles expressions and predicates,
+//! `threads` the thread's slot claim and its timers, `ring_writer` the
+//! producer of ring records (emit, block/flight/discard, and the ring
+//! function of rich events); this file holds the frame and the driver.
+
+mod expr;
+mod ring_writer;
+#[cfg(test)]
+mod tests;
+mod threads;
+
+pub use crate::region::threads::RETIRED;
+pub use ring_writer::ring_function;
+
+use crate::region::threads as t;
+use crate::{Error, Result};
+use iced_x86::code_asm::*;
+use weft_plan::{Expr, Guarded, Primitive};
+
+/// Where the thread table is, as the mini-trampoline sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadTable {
+    /// Absolute address of the table (its keys) in this cluster's view.
+    pub addr: u64,
+    /// Number of slots (a power of two).
+    pub slots: u64,
+    /// Absolute address of the block-mode deadline word
+    /// ([`crate::region::sync::RING_WAIT_UNTIL`]) in this cluster's view.
+    pub ring_wait_until: u64,
+    /// Absolute address of the flight-mode word
+    /// ([`crate::region::sync::RING_OVERWRITE`]) in this cluster's view.
+    pub ring_overwrite: u64,
+    /// Bytes of data in each ring (`Header::ring_data`, a power of two).
+    pub ring_data: u64,
+    /// Absolute address of the word counting executions that found no
+    /// free thread slot ([`crate::region::sync::NO_SLOT`]) in this
+    /// cluster's view.
+    pub no_slot: u64,
+    /// Event timestamps: 0 for the TSC, else the address of the process's
+    /// vDSO `clock_gettime`, called for CLOCK_MONOTONIC in nanoseconds.
+    pub clock_gettime: u64,
+    /// Where the C library keeps the thread's kernel id, as an offset from
+    /// the thread pointer (glibc's `struct pthread`), or 0 if unknown. With
+    /// it, a thread that finds its thread pointer's slot recorded under
+    /// another id (a finished thread whose thread control block it reuses,
+    /// or the parent of a forked child) retires that slot and claims its own.
+    pub tid_offset: u32,
+}
+
+/// Saved registers, pushed in this order after the flags.
+const SAVED: usize = 9;
+/// Offsets from rsp (after the saves) of saved rdi, rsi, rdx, rcx, r8, r9 = args 1-6.
+const ARG_OFFSET: [i32; 6] = [32, 40, 48, 56, 24, 16];
+/// Offset of saved rax (the return value at an exit).
+const RAX_OFFSET: i32 = 64;
+/// With the fixed frame (red zone, flags, return address, nine saves), the
+/// point's rsp is this far above the mini-trampoline's.
+pub const FIXED_FRAME_RSP: i32 = 72 + 8 + 8 + 128;
+
+struct Gen {
+    a: CodeAssembler,
+    literals: Vec<(CodeLabel, u64)>,
+    /// Where the thread table and the ring-mode words are.
+    table: ThreadTable,
+}
+
+impl Gen {
+    fn literal(&mut self, value: u64) -> CodeLabel {
+        let l = self.a.create_label();
+        self.literals.push((l, value));
+        l
+    }
+
+    /// Compiles one primitive (r11: the thread's block, if it uses one).
+    fn primitive(&mut self, p: &Primitive) -> std::result::Result<(), IcedError> {
+        match p {
+            Primitive::SetCounter(addr, e)
+            | Primitive::AddCounter(addr, e)
+            | Primitive::SubCounter(addr, e) => {
+                self.expr(e, 0)?;
+                let l = self.literal(*addr);
+                self.a.mov(rcx, qword_ptr(l))?;
+                match p {
+                    Primitive::SetCounter(..) => self.a.mov(qword_ptr(rcx), rax)?,
+                    Primitive::AddCounter(..) => self.a.lock().add(qword_ptr(rcx), rax)?,
+                    _ => self.a.lock().sub(qword_ptr(rcx), rax)?,
+                }
+            }
+            Primitive::AddThreadCounter(n, e) => {
+                self.expr(e, 0)?;
+                self.a.add(qword_ptr(r11 + t::counter(*n) as i32), rax)?;
+            }
+            Primitive::Emit(event, args, strings) => self.emit(*event, args, strings)?,
+            Primitive::StartTimer(n) => self.start_timer(*n)?,
+            Primitive::StopTimer(n) => self.stop_timer(*n)?,
+        }
+        Ok(())
+    }
+}
+
+/// Generates the mini-trampoline for `actions` at address `at`.
+pub fn mini_trampoline(at: u64, table: ThreadTable, actions: &[Guarded]) -> Result<Vec<u8>> {
+    let enc = |e: IcedError| Error::Encode(e.to_string());
+    let mut g = Gen {
+        a: CodeAssembler::new(64).map_err(enc)?,
+        literals: vec![],
+        table,
+    };
+    (|| -> std::result::Result<(), IcedError> {
+        let mut exit = g.a.create_label();
+        let mut no_slot = g.a.create_label();
+        for r in [rax, rcx, rdx, rsi, rdi, r8, r9, r10, r11] {
+            g.a.push(r)?;
+        }
+        let needs_thread = actions.iter().any(|x| {
+            x.primitive.uses_thread_state()
+                || x.predicate.as_ref().is_some_and(Expr::uses_thread_state)
+        });
+        if needs_thread {
+            g.thread_block(table, no_slot)?;
+        }
+        for x in actions {
+            let mut skip = g.a.create_label();
+            if let Some(p) = &x.predicate {
+                g.expr(p, 0)?;
+                g.a.test(rax, rax)?;
+                g.a.jz(skip)?;
+            }
+            g.primitive(&x.primitive)?;
+            g.a.set_label(&mut skip)?;
+            g.a.nop()?; // a label needs an instruction of its own
+        }
+        if needs_thread {
+            // Every slot is taken: count what this thread could not do.
+            g.a.jmp(exit)?;
+            g.a.set_label(&mut no_slot)?;
+            g.a.mov(rax, table.no_slot)?;
+            g.a.lock().add(qword_ptr(rax), 1)?;
+        }
+        g.a.set_label(&mut exit)?;
+        for r in [r11, r10, r9, r8, rdi, rsi, rdx, rcx, rax] {
+            g.a.pop(r)?;
+        }
+        g.a.ret()?;
+        for (mut l, v) in std::mem::take(&mut g.literals) {
+            g.a.set_label(&mut l)?;
+            g.a.dq(&[v])?;
+        }
+        Ok(())
+    })()
+    .map_err(enc)?;
+    debug_assert_eq!(SAVED, 9);
+    g.a.assemble(at).map_err(enc)
+}

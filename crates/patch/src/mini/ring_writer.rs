@@ -1,0 +1,272 @@
+//! The ring writer: the producer side of the event rings (see
+//! `region::ring`). [`Gen::emit`] compiles an `Emit` primitive: reserve room
+//! for the record in the calling thread's ring, stamp it (TSC or the vDSO's
+//! CLOCK_MONOTONIC), write the event id and values, copy the text of string
+//! values, and publish the record by storing the ring's head. A full ring
+//! drops the record and counts it (discard mode), waits for weft until a
+//! deadline (block mode), or overwrites the oldest records (flight mode),
+//! as the sync words say (`region::sync`). [`ring_function`] gives rich
+//! events (`include/weft/event.h`, which writes the same records in C) the
+//! calling thread's ring.
+
+use super::{Gen, ThreadTable};
+use crate::region::ring as r;
+use crate::region::threads as t;
+use crate::{Error, Result};
+use iced_x86::code_asm::*;
+use weft_plan::{Expr, Strings};
+
+/// The clock id of CLOCK_MONOTONIC.
+pub(super) const CLOCK_MONOTONIC: u32 = 1;
+
+/// `sched_yield`, which block mode calls while a ring stays full.
+const SYS_SCHED_YIELD: u32 = 24;
+
+impl Gen {
+    /// rax := an event's timestamp: the TSC, or CLOCK_MONOTONIC in ns from
+    /// the vDSO. The call keeps r8-r11 and aligns the stack as the ABI asks;
+    /// rcx, rdx, rsi and rdi (saved by the mini-trampoline) are clobbered.
+    fn timestamp(&mut self) -> std::result::Result<(), IcedError> {
+        let a = &mut self.a;
+        if self.table.clock_gettime == 0 {
+            a.rdtsc()?;
+            a.shl(rdx, 32)?;
+            a.or(rax, rdx)?;
+            return Ok(());
+        }
+        for r in [r8, r9, r10, r11] {
+            a.push(r)?;
+        }
+        a.mov(rax, rsp)?;
+        a.and(rsp, -16)?;
+        a.sub(rsp, 16)?; // struct timespec
+        a.push(rax)?;
+        a.push(rax)?; // the old rsp twice: the stack stays 16-byte aligned
+        a.lea(rsi, qword_ptr(rsp + 16))?;
+        a.mov(edi, CLOCK_MONOTONIC)?;
+        a.mov(rax, self.table.clock_gettime)?;
+        a.call(rax)?;
+        a.imul_3(rax, qword_ptr(rsp + 16), 1_000_000_000)?;
+        a.add(rax, qword_ptr(rsp + 24))?;
+        a.mov(rsp, qword_ptr(rsp))?;
+        for r in [r11, r10, r9, r8] {
+            a.pop(r)?;
+        }
+        Ok(())
+    }
+
+    /// Copies the text of the string values of the record at r10 (whose
+    /// value slots hold the pointers) after its values, replaces each
+    /// pointer by its length and flags, writes the shape word and advances
+    /// r9 (the head) past the record. Uses rax, rcx, rsi and rdi (saved by
+    /// the mini-trampoline); r8-r11 survive.
+    fn copy_strings(
+        &mut self,
+        nargs: usize,
+        slots: &[usize],
+        cap: u64,
+    ) -> std::result::Result<(), IcedError> {
+        let text_start = (r::R_ARGS + 8 * nargs as u64) as i32;
+        let a = &mut self.a;
+        a.lea(rdi, qword_ptr(r10 + text_start))?;
+        for &i in slots {
+            let slot = r::R_ARGS as i32 + 8 * i as i32;
+            let mut copy = a.create_label();
+            let mut end = a.create_label();
+            let mut longer = a.create_label();
+            let mut null = a.create_label();
+            let mut store = a.create_label();
+            a.mov(rsi, qword_ptr(r10 + slot))?;
+            a.xor(ecx, ecx)?;
+            a.test(rsi, rsi)?;
+            a.jz(null)?;
+            a.set_label(&mut copy)?;
+            a.movzx(eax, byte_ptr(rsi + rcx))?;
+            a.test(al, al)?;
+            a.jz(end)?;
+            a.cmp(ecx, cap as i32)?;
+            a.jae(longer)?;
+            a.mov(byte_ptr(rdi + rcx), al)?;
+            a.add(ecx, 1)?;
+            a.jmp(copy)?;
+            a.set_label(&mut longer)?;
+            a.mov(rax, r::STR_TRUNCATED as i64)?;
+            a.or(rax, rcx)?;
+            a.jmp(store)?;
+            a.set_label(&mut null)?;
+            a.mov(rax, r::STR_NULL as i64)?;
+            a.jmp(store)?;
+            a.set_label(&mut end)?;
+            a.mov(rax, rcx)?;
+            a.set_label(&mut store)?;
+            a.mov(qword_ptr(r10 + slot), rax)?;
+            a.add(rcx, r::TEXT_ALIGN as i32 - 1)?;
+            a.and(rcx, -(r::TEXT_ALIGN as i32))?;
+            a.add(rdi, rcx)?;
+        }
+        // Shape word: text bytes in the high half, values in the low.
+        a.mov(rax, rdi)?;
+        a.sub(rax, r10)?;
+        a.sub(eax, text_start)?;
+        a.shl(eax, r::SHAPE_TEXT_SHIFT)?;
+        a.or(eax, nargs as i32)?;
+        a.mov(dword_ptr(r10 + r::R_NARGS as i32), eax)?;
+        // The record's size.
+        a.sub(rdi, r10)?;
+        a.add(r9, rdi)?;
+        Ok(())
+    }
+
+    /// Writes event `event` with values `args` (the strings among them as
+    /// `strings` says) into the calling thread's ring (r11: its block).
+    pub(super) fn emit(
+        &mut self,
+        event: u32,
+        args: &[Expr],
+        strings: &Strings,
+    ) -> std::result::Result<(), IcedError> {
+        let nargs = args.len().min(r::MAX_ARGS);
+        let string_slots: Vec<usize> = (0..nargs)
+            .filter(|i| strings.mask & (1 << i) != 0)
+            .collect();
+        // Bytes copied at most from each string: the request's cap,
+        // within the text a record may carry.
+        let text_cap = u64::from(strings.cap.div_ceil(8) * 8)
+            .min(r::MAX_TEXT / string_slots.len().max(1) as u64 / 8 * 8);
+        // Room for the longest record this point can write.
+        let size = r::record_size(nargs, string_slots.len() as u64 * text_cap);
+        let data = self.table.ring_data;
+        let mut drop = self.a.create_label();
+        let mut done = self.a.create_label();
+        self.a.lea(r8, qword_ptr(r11 + t::RING as i32))?;
+        self.a.mov(r9, qword_ptr(r8 + r::HEAD as i32))?;
+        self.a.mov(rax, r9)?;
+        self.a.sub(rax, qword_ptr(r8 + r::TAIL as i32))?;
+        self.a.cmp(rax, (data - size) as i32)?;
+        let mut full = self.a.create_label();
+        let mut room = self.a.create_label();
+        self.a.ja(full)?;
+        self.a.set_label(&mut room)?;
+        self.a.mov(r10, r9)?;
+        self.a.and(r10, (data - 1) as i32)?;
+        self.a.lea(r10, qword_ptr(r8 + r10 + r::HEADER as i32))?;
+        self.timestamp()?;
+        self.a.mov(qword_ptr(r10 + r::R_TSC as i32), rax)?;
+        self.a.mov(dword_ptr(r10 + r::R_EVENT as i32), event)?;
+        self.a
+            .mov(dword_ptr(r10 + r::R_NARGS as i32), nargs as u32)?;
+        for (i, e) in args.iter().take(nargs).enumerate() {
+            // expr uses rax and rcx (rdx for a division); r8-r11 survive.
+            self.expr(e, 0)?;
+            self.a
+                .mov(qword_ptr(r10 + (r::R_ARGS as i32 + 8 * i as i32)), rax)?;
+        }
+        if string_slots.is_empty() {
+            self.a.add(r9, size as i32)?;
+        } else {
+            self.copy_strings(nargs, &string_slots, text_cap)?;
+        }
+        self.a.mov(qword_ptr(r8 + r::HEAD as i32), r9)?; // publish the record
+        self.a.jmp(done)?;
+        // The ring is full. In block mode wait until weft makes room
+        // or its deadline passes, yielding the processor (the one
+        // system call on this path) so that weft's consumer can run
+        // even when writers outnumber the cores.
+        let mut check = self.a.create_label();
+        let mut overwrite = self.a.create_label();
+        self.a.set_label(&mut full)?;
+        self.a.mov(rdx, self.table.ring_overwrite)?;
+        self.a.cmp(qword_ptr(rdx), 0)?;
+        self.a.jne(overwrite)?;
+        self.a.mov(rdx, self.table.ring_wait_until)?;
+        self.a.mov(rcx, qword_ptr(rdx))?;
+        self.a.test(rcx, rcx)?;
+        self.a.jz(drop)?;
+        self.a.jmp(check)?;
+        let mut wait = self.a.create_label();
+        self.a.set_label(&mut wait)?;
+        self.a.push(r11)?; // syscall clobbers rcx and r11
+        self.a.mov(eax, SYS_SCHED_YIELD)?;
+        self.a.syscall()?;
+        self.a.pop(r11)?;
+        self.a.mov(rdx, self.table.ring_wait_until)?;
+        self.a.mov(rcx, qword_ptr(rdx))?;
+        self.a.set_label(&mut check)?;
+        self.a.rdtsc()?;
+        self.a.shl(rdx, 32)?;
+        self.a.or(rax, rdx)?;
+        self.a.cmp(rax, rcx)?;
+        self.a.jae(drop)?;
+        self.a.mov(rax, r9)?;
+        self.a.sub(rax, qword_ptr(r8 + r::TAIL as i32))?;
+        self.a.cmp(rax, (data - size) as i32)?;
+        self.a.jbe(room)?;
+        self.a.jmp(wait)?;
+        // Flight mode: move the tail past the oldest records, whole
+        // ones, counting them, until this record fits. Only this
+        // thread writes its ring, so only it moves the tail now;
+        // the tail moves before their bytes are overwritten, so a
+        // reader that checks the tail after copying knows which
+        // records it copied whole (see `Session::snapshot_events`).
+        let mut skip = self.a.create_label();
+        self.a.set_label(&mut overwrite)?;
+        self.a.mov(rax, qword_ptr(r8 + r::TAIL as i32))?;
+        self.a.set_label(&mut skip)?;
+        self.a.mov(rcx, rax)?;
+        self.a.and(rcx, (data - 1) as i32)?;
+        self.a
+            .mov(ecx, dword_ptr(r8 + rcx + (r::HEADER + r::R_NARGS) as i32))?;
+        self.a.mov(edx, ecx)?;
+        self.a.and(edx, r::SHAPE_VALUES as i32)?;
+        self.a.shl(edx, 3)?;
+        self.a.shr(ecx, r::SHAPE_TEXT_SHIFT)?;
+        self.a.add(ecx, edx)?;
+        self.a.add(ecx, r::R_ARGS as i32)?;
+        self.a.add(rax, rcx)?;
+        self.a.add(qword_ptr(r8 + r::DROPPED as i32), 1)?;
+        self.a.mov(rcx, r9)?;
+        self.a.sub(rcx, rax)?;
+        self.a.cmp(rcx, (data - size) as i32)?;
+        self.a.ja(skip)?;
+        self.a.mov(qword_ptr(r8 + r::TAIL as i32), rax)?;
+        self.a.jmp(room)?;
+        self.a.set_label(&mut drop)?;
+        self.a.add(qword_ptr(r8 + r::DROPPED as i32), 1)?;
+        self.a.set_label(&mut done)?;
+        self.a.nop()?;
+        Ok(())
+    }
+}
+
+/// Generates, at address `at`, a C-callable function `void *f(void)` that
+/// returns the calling thread's event ring (its block's ring header),
+/// claiming a slot on first use, or null when every slot is taken (counted
+/// in [`ThreadTable::no_slot`]). Rich events (`include/weft/event.h`) call
+/// it and then write their record themselves. It clobbers only registers
+/// the System V ABI lets a callee clobber.
+pub fn ring_function(at: u64, table: ThreadTable) -> Result<Vec<u8>> {
+    let enc = |e: IcedError| Error::Encode(e.to_string());
+    let mut g = Gen {
+        a: CodeAssembler::new(64).map_err(enc)?,
+        literals: vec![],
+        table,
+    };
+    (|| -> std::result::Result<(), IcedError> {
+        let mut no_slot = g.a.create_label();
+        g.thread_block(table, no_slot)?;
+        g.a.lea(rax, qword_ptr(r11 + t::RING as i32))?;
+        g.a.ret()?;
+        g.a.set_label(&mut no_slot)?;
+        g.a.mov(rax, table.no_slot)?;
+        g.a.lock().add(qword_ptr(rax), 1)?;
+        g.a.xor(eax, eax)?;
+        g.a.ret()?;
+        for (mut l, v) in std::mem::take(&mut g.literals) {
+            g.a.set_label(&mut l)?;
+            g.a.dq(&[v])?;
+        }
+        Ok(())
+    })()
+    .map_err(enc)?;
+    g.a.assemble(at).map_err(enc)
+}

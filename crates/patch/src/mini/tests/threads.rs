@@ -1,0 +1,158 @@
+//! Thread slots (claim, exhaustion, retirement) and nesting timers.
+
+use super::*;
+
+#[test]
+fn nested_timer_counts_outermost_interval_and_thread_counters() {
+    let mem = Memory::new(16);
+    let start = Exec::new(4096);
+    let stop = Exec::new(4096);
+    let inc = vec![
+        Guarded {
+            predicate: None,
+            primitive: Primitive::StartTimer(3),
+        },
+        Guarded {
+            predicate: None,
+            primitive: Primitive::AddThreadCounter(2, Expr::Const(1)),
+        },
+    ];
+    let dec = vec![
+        Guarded {
+            predicate: None,
+            primitive: Primitive::AddThreadCounter(2, Expr::Const(-1)),
+        },
+        Guarded {
+            predicate: None,
+            primitive: Primitive::StopTimer(3),
+        },
+    ];
+    start.load(&mini_trampoline(start.addr(), mem.table(), &inc).unwrap());
+    stop.load(&mini_trampoline(stop.addr(), mem.table(), &dec).unwrap());
+    start.call([0; 6]);
+    start.call([0; 6]); // nested (recursion)
+    let block = mem.block_of_this_thread();
+    let timer = block + t::timer(3);
+    assert_eq!(mem.read(timer + t::TIMER_COUNT), 2);
+    assert_eq!(mem.read(block + t::counter(2)), 2);
+    stop.call([0; 6]);
+    assert_eq!(
+        mem.read(timer + t::TIMER_TOTAL),
+        0,
+        "inner stop does not read the clock"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    stop.call([0; 6]);
+    assert_eq!(mem.read(timer + t::TIMER_COUNT), 0);
+    assert!(mem.read(timer + t::TIMER_TOTAL) > 0);
+    assert_eq!(
+        mem.read(timer + t::TIMER_SEQ) % 2,
+        0,
+        "sequence even when idle"
+    );
+    assert_eq!(mem.read(block + t::counter(2)), 0);
+    stop.call([0; 6]); // unmatched stop: ignored
+    assert_eq!(mem.read(timer + t::TIMER_COUNT), 0);
+    // The slot records this thread's tid.
+    assert!(mem.read(block + t::TID) > 0);
+    // Another thread gets another slot.
+    let (sa, sb) = (start.addr(), stop.addr());
+    std::thread::spawn(move || {
+        // SAFETY: as in Exec::call; the code stays mapped for the test's life.
+        let f: extern "C" fn() = unsafe { std::mem::transmute(sa as *const u8) };
+        f();
+        // SAFETY: as above.
+        let g: extern "C" fn() = unsafe { std::mem::transmute(sb as *const u8) };
+        g();
+    })
+    .join()
+    .unwrap();
+    let table = mem.table();
+    let claimed = (0..table.slots)
+        .filter(|&s| mem.read(table.addr + s * 8) != 0)
+        .count();
+    assert_eq!(claimed, 2);
+}
+
+#[test]
+fn a_thread_without_a_slot_is_counted() {
+    let mem = Memory::new(16);
+    let table = mem.table();
+    // Every slot belongs to some other thread.
+    for slot in 0..table.slots {
+        mem.write(table.addr + slot * 8, 0x1000 + slot);
+    }
+    let exec = emitter(table, 1, 1, Strings::NONE);
+    for i in 0..3 {
+        exec.call([i, 0, 0, 0, 0, 0]);
+    }
+    assert_eq!(mem.read(table.no_slot), 3);
+}
+
+/// Offsets from the thread pointer where this thread's id lies (glibc
+/// keeps it in `struct pthread`).
+fn tid_offsets() -> Vec<u32> {
+    extern "C" {
+        fn gettid() -> i32;
+    }
+    let tp: u64;
+    // SAFETY: reads fs:0, the thread pointer, which the x86-64 TLS ABI
+    // makes point to itself.
+    unsafe { std::arch::asm!("mov {}, fs:0", out(reg) tp) };
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { gettid() } as u32;
+    (8..0x400u32)
+        .step_by(4)
+        .filter(|&off| {
+            // SAFETY: glibc's struct pthread spans more than 0x400
+            // bytes from the thread pointer, all mapped.
+            unsafe { std::ptr::read_volatile((tp + u64::from(off)) as *const u32) == tid }
+        })
+        .collect()
+}
+
+#[test]
+fn a_slot_claimed_under_another_thread_id_is_retired() {
+    // The offset where two threads both find their own id.
+    let mine = tid_offsets();
+    let theirs = std::thread::spawn(tid_offsets).join().unwrap();
+    let offset = *mine
+        .iter()
+        .find(|o| theirs.contains(o))
+        .expect("glibc's tid field");
+    let mem = Memory::new(16);
+    let table = ThreadTable {
+        tid_offset: offset,
+        ..mem.table()
+    };
+    let exec = emitter(table, 1, 1, Strings::NONE);
+    exec.call([1, 0, 0, 0, 0, 0]);
+    exec.call([2, 0, 0, 0, 0, 0]);
+    let first = mem.block_of_this_thread();
+    let ring = first + t::RING;
+    assert_eq!(
+        mem.read(ring + crate::region::ring::HEAD),
+        48,
+        "one slot, two events"
+    );
+    // As if another thread had claimed this slot with the same thread pointer.
+    mem.write(first + t::TID, 999_999);
+    exec.call([3, 0, 0, 0, 0, 0]);
+    let keys: Vec<u64> = (0..table.slots)
+        .map(|s| mem.read(table.addr + s * 8))
+        .collect();
+    assert_eq!(
+        keys.iter().filter(|&&k| k == RETIRED).count(),
+        1,
+        "{keys:?}"
+    );
+    assert_eq!(keys.iter().filter(|&&k| k > RETIRED).count(), 1, "{keys:?}");
+    assert_eq!(
+        mem.read(ring + crate::region::ring::HEAD),
+        48,
+        "the old ring kept"
+    );
+    let new = mem.block_of_this_thread();
+    assert_ne!(new, first);
+    assert_eq!(mem.read(new + t::RING + crate::region::ring::HEAD), 24);
+}

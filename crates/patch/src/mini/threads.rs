@@ -1,0 +1,136 @@
+//! The thread's slot and its timers: the code that finds (and on first use
+//! claims) the calling thread's block in the thread table (see
+//! `region::threads`), and Paradyn's nesting wall timers kept in it.
+//!
+//! A thread claims a free slot once with `lock cmpxchg` and records its tid
+//! then (one `gettid`). Wall timers read the TSC and nest: only the
+//! outermost start and the matching stop touch the clock, so recursion is
+//! counted once. The owning thread updates a timer between two increments
+//! of its sequence number, so a sampler never reads a torn value: it
+//! retries while the number is odd or has changed.
+
+use super::{Gen, ThreadTable, RETIRED};
+use crate::region::threads as t;
+use iced_x86::code_asm::*;
+
+impl ThreadTable {
+    /// Bytes of one thread's block.
+    fn block(&self) -> i32 {
+        t::block_size(self.ring_data) as i32
+    }
+}
+
+impl Gen {
+    /// r11 := this thread's block, claiming a slot on first use; jumps to
+    /// `full` when the table has no free slot.
+    pub(super) fn thread_block(
+        &mut self,
+        table: ThreadTable,
+        full: CodeLabel,
+    ) -> std::result::Result<(), IcedError> {
+        let keys = self.literal(table.addr);
+        let a = &mut self.a;
+        let mut probe = a.create_label();
+        let mut next = a.create_label();
+        let mut claim = a.create_label();
+        let mut found = a.create_label();
+        let mut have = a.create_label();
+        let mask = (table.slots - 1) as i32;
+        a.mov(rax, qword_ptr(0u64).fs())?; // the thread pointer: fs:0 points to itself
+        a.mov(r10, qword_ptr(keys))?;
+        a.imul_3(rcx, rax, 0x2545_f491)?;
+        a.shr(rcx, 16)?;
+        a.and(rcx, mask)?;
+        a.mov(r9d, table.slots as u32)?;
+        a.set_label(&mut probe)?;
+        a.mov(rdx, qword_ptr(r10 + rcx * 8))?;
+        a.cmp(rdx, rax)?;
+        a.je(found)?;
+        a.test(rdx, rdx)?;
+        a.jz(claim)?;
+        a.set_label(&mut next)?;
+        a.add(rcx, 1)?;
+        a.and(rcx, mask)?;
+        a.sub(r9d, 1)?;
+        a.jnz(probe)?;
+        a.jmp(full)?;
+        a.set_label(&mut claim)?;
+        a.mov(r8, rax)?;
+        a.xor(eax, eax)?;
+        a.lock().cmpxchg(qword_ptr(r10 + rcx * 8), r8)?;
+        a.mov(rax, r8)?;
+        a.jnz(probe)?; // another thread took it: look at it again
+        a.mov(r9, rcx)?; // the slot index survives the system call in r9
+        a.mov(eax, 186)?; // gettid, once per thread
+        a.syscall()?; // clobbers rcx and r11
+        a.imul_3(r11, r9, table.block())?;
+        a.lea(r11, qword_ptr(r10 + r11 + (table.slots * 8) as i32))?;
+        a.mov(qword_ptr(r11 + t::TID as i32), rax)?;
+        a.jmp(have)?;
+        a.set_label(&mut found)?;
+        a.imul_3(r11, rcx, table.block())?;
+        a.lea(r11, qword_ptr(r10 + r11 + (table.slots * 8) as i32))?;
+        if table.tid_offset != 0 {
+            // The slot is this thread's only if it was claimed under this
+            // thread's id; else retire it (its records stay for weft to
+            // read under the old id) and look further.
+            a.mov(edx, dword_ptr(u64::from(table.tid_offset)).fs())?;
+            a.cmp(edx, dword_ptr(r11 + t::TID as i32))?;
+            a.je(have)?;
+            a.mov(r8, rax)?;
+            a.mov(edx, RETIRED as u32)?;
+            a.lock().cmpxchg(qword_ptr(r10 + rcx * 8), rdx)?;
+            a.mov(rax, r8)?;
+            a.jmp(next)?;
+        }
+        a.set_label(&mut have)?;
+        Ok(())
+    }
+
+    /// Starts the thread's timer `n` (r11: its block); only the outermost
+    /// start reads the clock.
+    pub(super) fn start_timer(&mut self, n: u64) -> std::result::Result<(), IcedError> {
+        let a = &mut self.a;
+        let mut done = a.create_label();
+        a.lea(r8, qword_ptr(r11 + t::timer(n) as i32))?;
+        a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?; // odd: updating
+        a.mov(rax, qword_ptr(r8 + t::TIMER_COUNT as i32))?;
+        a.add(rax, 1)?;
+        a.mov(qword_ptr(r8 + t::TIMER_COUNT as i32), rax)?;
+        a.cmp(rax, 1)?;
+        a.jne(done)?;
+        a.rdtsc()?;
+        a.shl(rdx, 32)?;
+        a.or(rax, rdx)?;
+        a.mov(qword_ptr(r8 + t::TIMER_START as i32), rax)?;
+        a.set_label(&mut done)?;
+        a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?; // even: consistent
+        Ok(())
+    }
+
+    /// Stops the thread's timer `n` (r11: its block); only the outermost
+    /// stop reads the clock, and a stop without a start is ignored.
+    pub(super) fn stop_timer(&mut self, n: u64) -> std::result::Result<(), IcedError> {
+        let a = &mut self.a;
+        let mut done = a.create_label();
+        let mut unmatched = a.create_label();
+        a.lea(r8, qword_ptr(r11 + t::timer(n) as i32))?;
+        a.mov(rax, qword_ptr(r8 + t::TIMER_COUNT as i32))?;
+        a.test(rax, rax)?;
+        a.jz(unmatched)?; // a stop without a start (started before weft came)
+        a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?;
+        a.sub(rax, 1)?;
+        a.mov(qword_ptr(r8 + t::TIMER_COUNT as i32), rax)?;
+        a.jnz(done)?;
+        a.rdtsc()?;
+        a.shl(rdx, 32)?;
+        a.or(rax, rdx)?;
+        a.sub(rax, qword_ptr(r8 + t::TIMER_START as i32))?;
+        a.add(qword_ptr(r8 + t::TIMER_TOTAL as i32), rax)?;
+        a.set_label(&mut done)?;
+        a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?;
+        a.set_label(&mut unmatched)?;
+        a.nop()?;
+        Ok(())
+    }
+}

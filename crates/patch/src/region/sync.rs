@@ -1,0 +1,28 @@
+//! The sync page: words weft and the target's generated code use to wait
+//! for each other (the library-load handshake, `crate::load_hook`) and to
+//! choose what a writer does with a full ring (see [`super::ring`]).
+
+/// Library-load handshake: the generation (u32) the hook increments, and
+/// wakes weft on (`FUTEX_WAKE`), once per library load.
+pub const GENERATION: u64 = 0;
+/// Library-load handshake: the generation (u32) weft has instrumented; the
+/// hook waits (`FUTEX_WAIT`) until it reaches its own.
+pub const ACK: u64 = 4;
+/// Library-load handshake: 1 (u32) while weft answers, 0 once it has
+/// detached, so a forked child that keeps the hook loads libraries without
+/// waiting.
+pub const LISTENING: u64 = 8;
+/// Block mode: a TSC value until which a writer that finds its ring
+/// full waits for weft to make room (yielding the processor with
+/// `sched_yield` between looks); 0 means
+/// discard mode. weft moves it forward at every drain, so writers stop
+/// waiting soon after weft stops draining or dies.
+pub const RING_WAIT_UNTIL: u64 = 64;
+/// Flight mode when non-zero: a writer that finds its ring full
+/// overwrites the oldest records (counting them as dropped) instead of
+/// dropping the new one. weft then never consumes while tracing; it
+/// reads the rings when it dumps them.
+pub const RING_OVERWRITE: u64 = 72;
+/// Executions of per-thread instrumentation that found every thread
+/// slot taken, so recorded nothing (counted with `lock add`).
+pub const NO_SLOT: u64 = 80;

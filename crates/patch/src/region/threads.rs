@@ -1,0 +1,76 @@
+//! The thread table: per-thread state that generated code keeps without
+//! locks, in one block per thread slot.
+//!
+//! The table is `thread_slots` keys (u64 each) followed by as many blocks of
+//! [`block_size`] bytes. A thread finds its slot by hashing its thread
+//! pointer (`fs:0`, which the x86-64 TLS ABI makes point to itself) and
+//! probing linearly; a free slot (key [`FREE`]) is claimed with `lock
+//! cmpxchg`, once per thread, which is also when the slot's tid is recorded
+//! (one `gettid`). Only the owning thread writes its block, so its updates
+//! need no atomics; weft reads timers under their sequence numbers (odd
+//! while an update is under way).
+//!
+//! A block: [`TIMERS`] timers of [`TIMER_SIZE`] bytes, then [`COUNTERS`]
+//! per-thread counters (u64 each), then the owner's tid (u64) at [`TID`],
+//! then, at [`RING`], the thread's event ring (see [`super::ring`]).
+
+/// Keys: `thread_slots` u64 from the start of the table, the owner's thread
+/// pointer ([`FREE`] or [`RETIRED`] otherwise).
+pub const KEYS: u64 = 0;
+/// The key of a free slot.
+pub const FREE: u64 = 0;
+/// The key of a retired slot (its thread is gone or was another thread with
+/// the same thread pointer): never a thread pointer, never free. Its block
+/// keeps its records for weft to read.
+pub const RETIRED: u64 = 1;
+/// Timers per thread.
+pub const TIMERS: u64 = 64;
+/// Bytes per timer: sequence, count of starts, start tick, total ticks (u64 each).
+pub const TIMER_SIZE: u64 = 32;
+/// Offsets inside a timer: the sequence number (odd while updating).
+pub const TIMER_SEQ: u64 = 0;
+/// Count of starts not yet stopped.
+pub const TIMER_COUNT: u64 = 8;
+/// TSC at the outermost start.
+pub const TIMER_START: u64 = 16;
+/// Accumulated TSC ticks.
+pub const TIMER_TOTAL: u64 = 24;
+/// Per-thread counters (for constraints such as "inside F").
+pub const COUNTERS: u64 = 64;
+/// Offset of the tid (u64) inside a block.
+pub const TID: u64 = TIMERS * TIMER_SIZE + COUNTERS * 8;
+/// Offset of the thread's event ring in its block (see [`super::ring`]).
+pub const RING: u64 = 4096;
+
+/// Bytes of one thread's block: timers, counters, its tid, then its ring
+/// with `ring_data` bytes of data, rounded to a cache line.
+pub const fn block_size(ring_data: u64) -> u64 {
+    (RING + super::ring::HEADER + ring_data + super::ring::SLACK).div_ceil(64) * 64
+}
+
+/// Offset of timer `t` in a block.
+pub const fn timer(t: u64) -> u64 {
+    t * TIMER_SIZE
+}
+
+/// Offset of per-thread counter `c` in a block.
+pub const fn counter(c: u64) -> u64 {
+    TIMERS * TIMER_SIZE + c * 8
+}
+
+// The tid lies before the ring.
+const _: () = assert!(TID + 8 <= RING);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_parts_are_disjoint() {
+        assert_eq!(timer(TIMERS), 2048);
+        assert_eq!(counter(0), timer(TIMERS));
+        assert_eq!(TID, counter(COUNTERS));
+        assert_eq!(TID, 2560);
+        assert_eq!(block_size(super::super::ring::DEFAULT_DATA) % 64, 0);
+    }
+}
