@@ -8,9 +8,9 @@
 use super::*;
 use weft_patch::mini::ring_function;
 
-/// Offsets of the descriptor fields weft writes.
-const SITE_RING_OF_THREAD: u64 = 32;
-const SITE_ID: u64 = 40;
+// Offsets of the descriptor fields weft writes (checked against
+// `include/weft/event.h` by the patch crate's C header test).
+use weft_patch::region::event_site::{ID as SITE_ID, RING_OF_THREAD as SITE_RING_OF_THREAD};
 
 /// What a rich event value holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
