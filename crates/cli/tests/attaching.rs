@@ -91,6 +91,8 @@ fn fifty_attach_detach_cycles_on_a_busy_process() {
     server.send("spin 3");
     assert_eq!(server.line(), "spinning 3");
     let pid = server.pid().to_string();
+    // A loop over attach/detach rounds (not build variants): the rounds
+    // on one busy process are the test.
     for round in 0..50 {
         let out = run(
             weft()
@@ -129,6 +131,8 @@ fn fifty_attach_detach_cycles_on_a_busy_process() {
 #[test]
 fn a_process_exiting_during_attach_is_an_error_not_a_crash() {
     let bin = build("basic", &O2);
+    // A loop over run lengths (not build variants), so that the process
+    // exits at different moments of the attach.
     for n in [1, 10, 100, 1000, 10000, 100000] {
         let child = Command::new(&bin)
             .arg(n.to_string())

@@ -6,11 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 fn nopie() -> Variant {
-    VARIANTS
-        .iter()
-        .copied()
-        .find(|v| v.name == "O2-nopie")
-        .unwrap()
+    variant("o2_nopie")
 }
 
 #[test]
@@ -196,6 +192,8 @@ fn usdt_probes_match_readelf() {
         .map(|d| d.path().join("bin/postgres").display().to_string())
         .next()
         .unwrap_or_else(|| "/usr/lib/postgresql/15/bin/postgres".into());
+    // A loop over Debian's binaries, not build variants: the same check
+    // against readelf for each system file that carries USDT notes.
     for binary in [&lib, &python, &postgres] {
         let binary = binary.as_str();
         if !std::path::Path::new(binary).exists() {
@@ -252,56 +250,53 @@ fn usdt_probes_match_readelf() {
     }
 }
 
-/// `weft inspect events` lists every `WEFT_EVENT` site with its fields, at
-/// the addresses `nm` gives the descriptors (`_weft_site.N`), in every
-/// variant (pointers relocated at load time in PIE files included).
-#[test]
-fn event_sites_match_nm() {
-    for v in VARIANTS {
-        let bin = build("rich", v);
-        let nm = run(Command::new("nm").arg(&bin), Duration::from_secs(30));
-        let mut nm_sites: Vec<u64> = nm
-            .stdout
-            .lines()
-            .filter(|l| l.contains("_weft_site"))
-            .filter_map(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
-            .collect();
-        nm_sites.sort();
-        let out = run(
-            weft().args(["inspect", "events"]).arg(&bin),
-            Duration::from_secs(30),
-        );
-        assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
-        let mut listed: Vec<(u64, String, String)> = out
-            .stdout
-            .lines()
-            .skip(1)
-            .map(|l| {
-                let w: Vec<&str> = l.split_whitespace().collect();
-                let addr = u64::from_str_radix(w[2].trim_start_matches("0x"), 16).unwrap();
-                (addr, w[1].to_string(), w[3..].join(" "))
-            })
-            .collect();
-        listed.sort();
-        assert_eq!(
-            listed.iter().map(|l| l.0).collect::<Vec<_>>(),
-            nm_sites,
-            "{}",
-            v.name
-        );
-        let mut names: Vec<(String, String)> = listed.into_iter().map(|(_, n, f)| (n, f)).collect();
-        names.sort();
-        assert_eq!(
-            names,
-            [
-                ("rich:done".to_string(), "thread:i count:i".to_string()),
-                (
-                    "rich:request".to_string(),
-                    "index:i label:s payload:b".to_string()
-                )
-            ],
-            "{}",
-            v.name
-        );
-    }
-}
+// `weft inspect events` lists every `WEFT_EVENT` site with its fields, at
+// the addresses `nm` gives the descriptors (`_weft_site.N`), in every
+// variant (pointers relocated at load time in PIE files included).
+variant_test!(event_sites_match_nm, |v| {
+    let bin = build("rich", v);
+    let nm = run(Command::new("nm").arg(&bin), Duration::from_secs(30));
+    let mut nm_sites: Vec<u64> = nm
+        .stdout
+        .lines()
+        .filter(|l| l.contains("_weft_site"))
+        .filter_map(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
+        .collect();
+    nm_sites.sort();
+    let out = run(
+        weft().args(["inspect", "events"]).arg(&bin),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
+    let mut listed: Vec<(u64, String, String)> = out
+        .stdout
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let addr = u64::from_str_radix(w[2].trim_start_matches("0x"), 16).unwrap();
+            (addr, w[1].to_string(), w[3..].join(" "))
+        })
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed.iter().map(|l| l.0).collect::<Vec<_>>(),
+        nm_sites,
+        "{}",
+        v.name
+    );
+    let mut names: Vec<(String, String)> = listed.into_iter().map(|(_, n, f)| (n, f)).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ("rich:done".to_string(), "thread:i count:i".to_string()),
+            (
+                "rich:request".to_string(),
+                "index:i label:s payload:b".to_string()
+            )
+        ],
+        "{}",
+        v.name
+    );
+});

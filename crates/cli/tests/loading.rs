@@ -7,14 +7,6 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-fn variants() -> Vec<Variant> {
-    VARIANTS
-        .iter()
-        .copied()
-        .filter(|v| !v.name.contains("static"))
-        .collect()
-}
-
 /// A library loaded with dlopen after weft started: its `WEFT_EVENT` site,
 /// asked for before it existed, is enabled before its first call, so every
 /// call's event is recorded with its values.
@@ -56,47 +48,44 @@ fn rich_event_sites_of_a_dlopened_library_are_traced() {
     }
 }
 
-#[test]
-fn run_counts_calls_into_a_dlopened_library() {
-    for v in variants() {
-        let bin = build("dlopen", &v);
-        let lib = build_shared("plugin", &v);
-        let dir = scratch(&format!("dlopen-run-{}", v.name));
-        let json = dir.join("counts.json");
-        let out = run(
-            weft()
-                .args([
-                    "run",
-                    "--count",
-                    "libplugin.so:plugin_work",
-                    "--format",
-                    "json",
-                    "--output",
-                ])
-                .arg(&json)
-                .arg("--")
-                .arg(&bin)
-                .arg(&lib)
-                .arg("1500"),
-            Duration::from_secs(60),
-        );
-        assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
-        assert!(
-            out.stderr
-                .contains("will be instrumented when the library is loaded"),
-            "{}",
-            out.stderr
-        );
-        let want = tallies(&out.stdout)["plugin_work"];
-        assert_eq!(want, 1500);
-        assert_eq!(
-            count_of(&read_counts(&json), "plugin_work", "entry"),
-            want,
-            "{}",
-            v.name
-        );
-    }
-}
+variant_test!(run_counts_calls_into_a_dlopened_library, dynamic, |v| {
+    let bin = build("dlopen", v);
+    let lib = build_shared("plugin", v);
+    let dir = scratch(&format!("dlopen-run-{}", v.name));
+    let json = dir.join("counts.json");
+    let out = run(
+        weft()
+            .args([
+                "run",
+                "--count",
+                "libplugin.so:plugin_work",
+                "--format",
+                "json",
+                "--output",
+            ])
+            .arg(&json)
+            .arg("--")
+            .arg(&bin)
+            .arg(&lib)
+            .arg("1500"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
+    assert!(
+        out.stderr
+            .contains("will be instrumented when the library is loaded"),
+        "{}",
+        out.stderr
+    );
+    let want = tallies(&out.stdout)["plugin_work"];
+    assert_eq!(want, 1500);
+    assert_eq!(
+        count_of(&read_counts(&json), "plugin_work", "entry"),
+        want,
+        "{}",
+        v.name
+    );
+});
 
 #[test]
 fn attach_counts_calls_into_a_library_loaded_while_attached() {

@@ -235,6 +235,7 @@ fn python_write_bytes_with_sum_arg() {
 #[test]
 fn bad_metric_requests_are_one_clear_line() {
     let bin = build("metrics", &O2);
+    // A loop over bad requests (not build variants), each with its message.
     for (req, want) in [
         ("walltime:fn=nap", "unknown metric 'walltime'"),
         ("sum_arg:fn=nap", "sum_arg needs arg=N"),

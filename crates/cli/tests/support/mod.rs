@@ -1,5 +1,10 @@
-//! Test support: building C targets per variant, running commands with
-//! bounded waits, reading tallies and weft's JSON.
+//! Test support: running commands with bounded waits, reading tallies
+//! and weft's JSON; building targets per variant is in `variants`.
+
+mod variants;
+
+pub(crate) use variants::variant_test;
+pub use variants::*;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -12,57 +17,6 @@ pub fn weft() -> Command {
     Command::new(env!("CARGO_BIN_EXE_weft"))
 }
 
-/// A way to compile a target.
-#[derive(Clone, Copy, Debug)]
-pub struct Variant {
-    pub name: &'static str,
-    pub flags: &'static [&'static str],
-}
-
-/// The build variants that matter for splicing.
-pub const VARIANTS: &[Variant] = &[
-    Variant {
-        name: "O0-pie",
-        flags: &["-O0", "-fpie", "-pie"],
-    },
-    Variant {
-        name: "O2-pie",
-        flags: &["-O2", "-fpie", "-pie"],
-    },
-    Variant {
-        name: "O0-nopie",
-        flags: &["-O0", "-fno-pie", "-no-pie"],
-    },
-    Variant {
-        name: "O2-nopie",
-        flags: &["-O2", "-fno-pie", "-no-pie"],
-    },
-    Variant {
-        name: "O2-static",
-        flags: &["-O2", "-static"],
-    },
-    Variant {
-        name: "O2-cet",
-        flags: &["-O2", "-fcf-protection=full"],
-    },
-];
-
-/// The `-O2` PIE variant.
-pub const O2: Variant = Variant {
-    name: "O2-pie",
-    flags: &["-O2", "-fpie", "-pie"],
-};
-
-fn targets_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/targets"))
-}
-
-/// The headers weft ships for programs to include (`<weft/probe.h>`,
-/// `<weft/event.h>`).
-fn include_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../include"))
-}
-
 /// A scratch directory for one test.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -71,81 +25,6 @@ pub fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// Serialises compiles: tests run in parallel threads of one process and
-/// must not write or execute a half-built file.
-static BUILDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Compiles `tests/targets/NAME.c` in a variant (once per test run).
-pub fn build(name: &str, v: &Variant) -> PathBuf {
-    let _one_at_a_time = BUILDS.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("targets");
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(format!("{name}-{}", v.name));
-    let c = targets_dir().join(format!("{name}.c"));
-    let (src, compiler) = if c.exists() {
-        (c, "gcc")
-    } else {
-        (targets_dir().join(format!("{name}.cc")), "g++")
-    };
-    let fresh = |p: &Path| {
-        let (Ok(a), Ok(b)) = (std::fs::metadata(p), std::fs::metadata(&src)) else {
-            return false;
-        };
-        let modified = |h: PathBuf| std::fs::metadata(h).and_then(|m| m.modified()).ok();
-        let built = a.modified().ok();
-        built > b.modified().ok()
-            && built > modified(targets_dir().join("tally.h"))
-            && built > modified(include_dir().join("weft/probe.h"))
-            && built > modified(include_dir().join("weft/event.h"))
-    };
-    if fresh(&out) {
-        return out;
-    }
-    let tmp = dir.join(format!("{name}-{}.{}.tmp", v.name, std::process::id()));
-    let status = Command::new(compiler)
-        .args(v.flags)
-        .args(["-Wall", "-g", "-pthread", "-I"])
-        .arg(include_dir())
-        .arg("-o")
-        .arg(&tmp)
-        .arg(&src)
-        .status()
-        .expect("gcc runs (bash scripts/install-deps.sh installs it)");
-    assert!(status.success(), "gcc failed for {name} {v:?}");
-    std::fs::rename(&tmp, &out).unwrap();
-    out
-}
-
-/// Compiles `tests/targets/NAME.c` as a shared library `libNAME.so`.
-pub fn build_shared(name: &str, v: &Variant) -> PathBuf {
-    let _one_at_a_time = BUILDS.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("targets")
-        .join(v.name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(format!("lib{name}.so"));
-    let tmp = dir.join(format!("lib{name}.so.{}.tmp", std::process::id()));
-    let src = targets_dir().join(format!("{name}.c"));
-    let flags: Vec<&str> = v
-        .flags
-        .iter()
-        .copied()
-        .filter(|f| !matches!(*f, "-pie" | "-no-pie" | "-fno-pie" | "-static"))
-        .collect();
-    let status = Command::new("gcc")
-        .args(&flags)
-        .arg("-I")
-        .arg(include_dir())
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&tmp)
-        .arg(&src)
-        .status()
-        .expect("gcc runs");
-    assert!(status.success(), "gcc failed for lib{name}.so");
-    std::fs::rename(&tmp, &out).unwrap();
-    out
 }
 
 /// The result of a finished command.
