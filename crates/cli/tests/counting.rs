@@ -43,17 +43,18 @@ fn check_output(
         std::process::Command::new(&bin).args(args),
         Duration::from_secs(60),
     );
-    let dir = scratch(&format!("{target}-{}", v.name));
-    let json = dir.join("counts.json");
-    let mut cmd = weft();
-    cmd.arg("run")
-        .args(["--format", "json", "--output"])
-        .arg(&json);
+    let mut weft_args = Vec::new();
     for p in probes {
-        cmd.args([p.flag, p.pattern]);
+        weft_args.extend([p.flag, p.pattern]);
     }
-    cmd.arg("--").arg(&bin).args(args);
-    let with = run(&mut cmd, Duration::from_secs(60));
+    let counted = count_run(
+        &format!("{target}-{}", v.name),
+        &weft_args,
+        &bin,
+        args,
+        Duration::from_secs(60),
+    );
+    let with = &counted.out;
     assert_eq!(
         with.status, plain.status,
         "{target} {}: exit status\n{}",
@@ -73,7 +74,7 @@ fn check_output(
         with.stderr
     );
     let tally = tallies(&with.stdout);
-    let counts = read_counts(&json);
+    let counts = counted.counts();
     for p in probes {
         let want = tally[p.tally];
         assert!(
@@ -231,21 +232,18 @@ variant_test!(fork_child_shares_counters_and_exec_survives, |v| {
     // The child of fork keeps the instrumentation: its calls add to the same
     // counters (docs/splicing.md). After exec the new image runs untouched.
     let bin = build("forkexec", v);
-    let dir = scratch(&format!("forkexec-{}", v.name));
-    let json = dir.join("counts.json");
     let plain = run(
         std::process::Command::new(&bin).args(["500", "300"]),
         Duration::from_secs(30),
     );
-    let with = run(
-        weft()
-            .args(["run", "--count", "work", "--format", "json", "--output"])
-            .arg(&json)
-            .arg("--")
-            .arg(&bin)
-            .args(["500", "300"]),
+    let counted = count_run(
+        &format!("forkexec-{}", v.name),
+        &["--count", "work"],
+        &bin,
+        &["500", "300"],
         Duration::from_secs(30),
     );
+    let with = &counted.out;
     assert_eq!(with.status, 0, "{}", with.stderr);
     assert_eq!(with.stdout, plain.stdout);
     assert!(with.stdout.contains("exec ok"));
@@ -257,12 +255,7 @@ variant_test!(fork_child_shares_counters_and_exec_survives, |v| {
                 .and_then(|n| n.parse().ok())
         })
         .expect("child line");
-    assert_eq!(
-        count_of(&read_counts(&json), "work", "entry"),
-        child_total,
-        "{}",
-        v.name
-    );
+    assert_eq!(counted.count("work", "entry"), child_total, "{}", v.name);
 });
 
 /// A wrapper that execs the real program (as pyenv's shims do): weft says
@@ -310,29 +303,17 @@ fn exit_code_and_table_output() {
 
 variant_test!(cpp_functions_by_demangled_name, |v| {
     let bin = build("names", v);
-    let dir = scratch(&format!("names-{}", v.name));
-    let json = dir.join("counts.json");
-    let out = run(
-        weft()
-            .args([
-                "run",
-                "--count",
-                "geo::run",
-                "--count",
-                "geo::Square::area*",
-                "--format",
-                "json",
-                "--output",
-            ])
-            .arg(&json)
-            .arg("--")
-            .arg(&bin)
-            .arg("300"),
+    let counted = count_run(
+        &format!("names-{}", v.name),
+        &["--count", "geo::run", "--count", "geo::Square::area*"],
+        &bin,
+        &["300"],
         Duration::from_secs(60),
     );
+    let out = &counted.out;
     assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
     let tally = tallies(&out.stdout);
-    let rows = read_counts(&json);
+    let rows = counted.counts();
     let by_prefix = |p: &str| {
         rows.iter()
             .find(|r| r.function.starts_with(p))

@@ -1,8 +1,19 @@
 //! Test support: running commands with bounded waits, reading tallies
-//! and weft's JSON; building targets per variant is in `variants`.
+//! and JSON, attaching weft to a process and detaching it. Building
+//! targets per variant is in `variants`; the openings of the counting,
+//! tracing and metrics tests (run weft, read what it wrote) in `counts`,
+//! `events` and `metrics`; the server target's driver in `server`.
 
+mod counts;
+mod events;
+mod metrics;
+mod server;
 mod variants;
 
+pub use counts::*;
+pub use events::*;
+pub use metrics::*;
+pub use server::*;
 pub(crate) use variants::variant_test;
 pub use variants::*;
 
@@ -90,43 +101,10 @@ pub fn tallies(stdout: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// One row of weft's JSON counts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CountRow {
-    pub module: String,
-    pub function: String,
-    pub point: String,
-    pub calls: u64,
-}
-
-/// Reads `{"counts": [...]}`.
-pub fn read_counts(path: &Path) -> Vec<CountRow> {
+/// Reads and parses a JSON file weft wrote.
+pub fn read_json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    v["counts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| CountRow {
-            module: r["module"].as_str().unwrap().into(),
-            function: r["function"].as_str().unwrap().into(),
-            point: r["point"].as_str().unwrap().into(),
-            calls: r["calls"].as_u64().unwrap(),
-        })
-        .collect()
-}
-
-/// The count of `function` at `point` ("entry", "exit", "instruction"), summed over modules.
-pub fn count_of(rows: &[CountRow], function: &str, point: &str) -> u64 {
-    let matching: Vec<&CountRow> = rows
-        .iter()
-        .filter(|r| r.function == function && r.point == point)
-        .collect();
-    assert!(
-        !matching.is_empty(),
-        "no count for {function} ({point}) in {rows:?}"
-    );
-    matching.iter().map(|r| r.calls).sum()
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// A child process killed (by pid) and reaped when dropped.
@@ -199,56 +177,32 @@ pub fn interrupt(weft: &mut std::process::Child) -> std::process::ExitStatus {
     }
 }
 
-/// The server target (tests/targets/server.c), driven line by line;
-/// killed by pid when dropped.
-pub struct Server {
-    child: KillOnDrop,
-    stdin: std::process::ChildStdin,
-    lines: std::sync::mpsc::Receiver<String>,
+/// weft attached to a process (`weft attach -p PID --verbose ...`), killed
+/// by pid when dropped if it has not finished.
+pub struct Attached {
+    pub weft: KillOnDrop,
+    /// weft's stderr lines after the one saying it attached.
+    pub stderr: std::sync::mpsc::Receiver<String>,
 }
 
-impl Server {
-    pub fn start() -> Server {
-        let bin = build("server", &O2);
-        let mut child = Command::new(bin)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in
-                std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok)
-            {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut s = Server {
-            child: KillOnDrop(child),
-            stdin,
-            lines,
-        };
-        assert_eq!(s.line(), "ready");
-        s
-    }
+/// Starts `weft attach -p PID --verbose` with the arguments `more` adds
+/// (requests, outputs), and waits (at most 30 s) until it has attached.
+pub fn attach(
+    pid: impl std::fmt::Display,
+    more: impl FnOnce(&mut Command) -> &mut Command,
+) -> Attached {
+    let mut cmd = weft();
+    cmd.args(["attach", "-p", &pid.to_string(), "--verbose"]);
+    more(&mut cmd);
+    let mut weft = KillOnDrop(cmd.stderr(Stdio::piped()).spawn().expect("weft starts"));
+    let stderr = wait_attached(&mut weft.0);
+    Attached { weft, stderr }
+}
 
-    pub fn pid(&self) -> i32 {
-        self.child.0.id() as i32
-    }
-
-    pub fn send(&mut self, cmd: &str) {
-        use std::io::Write;
-        writeln!(self.stdin, "{cmd}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    pub fn line(&mut self) -> String {
-        self.lines
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the server answers within 30 s")
+impl Attached {
+    /// Detaches (SIGINT to weft's pid) and waits at most 30 s; returns
+    /// weft's exit status.
+    pub fn detach(&mut self) -> std::process::ExitStatus {
+        interrupt(&mut self.weft.0)
     }
 }
