@@ -19,7 +19,7 @@ fn function_addresses_match_nm() {
             .find_map(|l| {
                 let mut w = l.split_whitespace();
                 let (a, t, n) = (w.next()?, w.next()?, w.next()?);
-                (n == name && (t == "T" || t == "t")).then(|| u64::from_str_radix(a, 16).ok())?
+                (n == name && (t == "T" || t == "t")).then(|| hex(a))?
             })
             .unwrap()
     };
@@ -34,14 +34,7 @@ fn function_addresses_match_nm() {
             .lines()
             .find(|l| l.split_whitespace().nth(3) == Some(f))
             .unwrap_or_else(|| panic!("{f}"));
-        let addr = u64::from_str_radix(
-            line.split_whitespace()
-                .next()
-                .unwrap()
-                .trim_start_matches("0x"),
-            16,
-        )
-        .unwrap();
+        let addr = hex(line.split_whitespace().next().unwrap()).unwrap();
         assert_eq!(addr, nm_addr(f), "{f}");
     }
 }
@@ -73,7 +66,7 @@ fn disassembly_boundaries_match_objdump() {
     let objdump: Vec<u64> = section
         .lines()
         .take(through_ret)
-        .filter_map(|l| u64::from_str_radix(l.trim().split(':').next()?.trim(), 16).ok())
+        .filter_map(|l| hex(l.trim().split(':').next()?))
         .collect();
     let out = run(
         weft().args(["inspect", "disasm"]).arg(&bin).arg("redzone"),
@@ -83,13 +76,7 @@ fn disassembly_boundaries_match_objdump() {
         .stdout
         .lines()
         .skip(1)
-        .filter_map(|l| {
-            u64::from_str_radix(
-                l[2..].split_whitespace().next()?.trim_start_matches("0x"),
-                16,
-            )
-            .ok()
-        })
+        .filter_map(|l| hex(l[2..].split_whitespace().next()?))
         .collect();
     assert_eq!(weft_addrs, objdump);
 }
@@ -161,14 +148,7 @@ fn functions_of_a_running_process_at_runtime_addresses() {
     );
     assert_eq!(out.status, 0, "{}", out.stderr);
     let line = out.stdout.lines().nth(1).expect("a row for malloc");
-    let addr = u64::from_str_radix(
-        line.split_whitespace()
-            .next()
-            .unwrap()
-            .trim_start_matches("0x"),
-        16,
-    )
-    .unwrap();
+    let addr = hex(line.split_whitespace().next().unwrap()).unwrap();
     let maps = weft_process::maps::read(pid).unwrap();
     let mapping = maps
         .iter()
@@ -214,11 +194,7 @@ fn usdt_probes_match_readelf() {
             } else if let Some(n) = l.strip_prefix("Name: ") {
                 name = n.into();
             } else if let Some(loc) = l.strip_prefix("Location: ") {
-                let site = u64::from_str_radix(
-                    loc.split(',').next().unwrap().trim_start_matches("0x"),
-                    16,
-                )
-                .unwrap();
+                let site = hex(loc.split(',').next().unwrap()).unwrap();
                 want.push((format!("{provider}:{name}"), site));
             }
         }
@@ -234,10 +210,7 @@ fn usdt_probes_match_readelf() {
             .skip(1)
             .map(|l| {
                 let w: Vec<&str> = l.split_whitespace().collect();
-                (
-                    w[1].to_string(),
-                    u64::from_str_radix(w[2].trim_start_matches("0x"), 16).unwrap(),
-                )
+                (w[1].to_string(), hex(w[2]).unwrap())
             })
             .collect();
         assert_eq!(got, want, "{binary}");
@@ -260,7 +233,7 @@ variant_test!(event_sites_match_nm, |v| {
         .stdout
         .lines()
         .filter(|l| l.contains("_weft_site"))
-        .filter_map(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
+        .filter_map(|l| hex(l.split_whitespace().next()?))
         .collect();
     nm_sites.sort();
     let out = run(
@@ -274,7 +247,7 @@ variant_test!(event_sites_match_nm, |v| {
         .skip(1)
         .map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
-            let addr = u64::from_str_radix(w[2].trim_start_matches("0x"), 16).unwrap();
+            let addr = hex(w[2]).unwrap();
             (addr, w[1].to_string(), w[3..].join(" "))
         })
         .collect();

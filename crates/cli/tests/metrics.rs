@@ -69,13 +69,7 @@ fn cpu_time_of_spinning_and_sleeping() {
 #[test]
 fn concurrency_of_four_parked_threads() {
     let m = measure(&["concurrency:fn=park"], &["--interval", "50ms"]);
-    let row = m.row("concurrency");
-    let buckets: Vec<f64> = row["histogram"]["values"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap())
-        .collect();
+    let buckets = histogram(m.row("concurrency"));
     let peak = buckets.iter().cloned().fold(0.0, f64::max);
     assert!(
         (3.5..=4.3).contains(&peak),
@@ -123,12 +117,7 @@ fn histogram_doubles_and_keeps_the_total() {
     );
     let row = m.row("wall_time");
     let bucket_ns = row["histogram"]["bucket_ns"].as_u64().unwrap();
-    let values: Vec<f64> = row["histogram"]["values"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap())
-        .collect();
+    let values = histogram(row);
     // The run lasts about 1.1 s: 8 buckets of 10 ms must double at least 4 times.
     assert!(bucket_ns >= 10_000_000 * 16, "bucket width {bucket_ns} ns");
     assert!(values.len() <= 8);
@@ -201,12 +190,7 @@ fn bad_metric_requests_are_one_clear_line() {
             weft().args(["run", "--metric", req, "--"]).arg(&bin),
             Duration::from_secs(30),
         );
-        assert_eq!(out.status, 1, "{req}: {}", out.stderr);
-        assert!(
-            out.stderr.starts_with("weft: ") && out.stderr.contains(want),
-            "{req}: {}",
-            out.stderr
-        );
+        assert_clear_error(&out, 1, want, req);
     }
 }
 
@@ -219,8 +203,7 @@ fn calibrate_stores_costs() {
         Duration::from_secs(60),
     );
     assert_eq!(out.status, 0, "{}", out.stderr);
-    let costs: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let costs = read_json(&path);
     let timers = costs["timer_pair"].as_f64().unwrap();
     assert!(timers > 0.0 && timers < 5000.0, "{costs}");
     assert!(
@@ -315,11 +298,7 @@ fn html_report_renders_in_headless_chromium() {
         Duration::from_secs(30),
     );
     assert_eq!(out.status, 0, "{}", out.stderr);
-    let buckets: Vec<usize> = m
-        .rows
-        .iter()
-        .map(|m| m["histogram"]["values"].as_array().unwrap().len())
-        .collect();
+    let buckets: Vec<usize> = m.rows.iter().map(|m| histogram(m).len()).collect();
     let flags = [
         "--headless",
         "--no-sandbox",

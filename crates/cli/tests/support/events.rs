@@ -79,7 +79,14 @@ pub fn events_text(events: &Path) -> String {
 
 /// How many lines of `text` contain `needle`.
 pub fn lines_with(text: &str, needle: &str) -> usize {
-    text.lines().filter(|l| l.contains(needle)).count()
+    lines_with_all(text, &[needle])
+}
+
+/// How many lines of `text` contain every one of `needles`.
+pub fn lines_with_all(text: &str, needles: &[&str]) -> usize {
+    text.lines()
+        .filter(|l| needles.iter().all(|n| l.contains(n)))
+        .count()
 }
 
 /// An events directory's `meta.json`.

@@ -64,6 +64,16 @@ pub fn metric_run(
     Measured { out, json, rows }
 }
 
+/// The values of a metric row's histogram, bucket by bucket.
+pub fn histogram(row: &serde_json::Value) -> Vec<f64> {
+    row["histogram"]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect()
+}
+
 /// The `metrics` rows of weft's JSON.
 pub fn read_metrics(json: &Path) -> Vec<serde_json::Value> {
     read_json(json)["metrics"].as_array().unwrap().clone()

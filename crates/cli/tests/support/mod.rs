@@ -101,6 +101,28 @@ pub fn tallies(stdout: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// A hexadecimal number as weft and binutils print them, with or without
+/// `0x`; None if it is not one.
+pub fn hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
+}
+
+/// Checks that weft refused with exit status `code` and one clear line,
+/// `weft: ...` saying `want` (and no panic); `context` names the case.
+pub fn assert_clear_error(out: &Finished, code: i32, want: &str, context: &str) {
+    assert_eq!(out.status, code, "{context}: {}", out.stderr);
+    assert!(
+        !out.stderr.contains("panicked"),
+        "{context}: {}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.starts_with("weft: ") && out.stderr.contains(want),
+        "{context}: {}",
+        out.stderr
+    );
+}
+
 /// Reads and parses a JSON file weft wrote.
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -97,12 +97,7 @@ fn bad_trace_requests_are_one_clear_line() {
             weft().args(["run", "--trace", req, "--", "/bin/true"]),
             Duration::from_secs(30),
         );
-        assert_eq!(out.status, 1, "{req}");
-        assert!(
-            out.stderr.starts_with("weft: ") && out.stderr.contains(want),
-            "{req}: {}",
-            out.stderr
-        );
+        assert_clear_error(&out, 1, want, req);
     }
 }
 

@@ -64,10 +64,7 @@ print('tally plain', calls['plain'])
     assert_eq!(gens, tally["gen"]);
     // babeltrace2 reads the strings from the CTF output.
     if let Some(text) = babeltrace(&traced.events) {
-        let read = text
-            .lines()
-            .filter(|l| l.contains("function__entry") && l.contains("arg2 = { text = \"gen\" }"))
-            .count() as u64;
+        let read = lines_with_all(&text, &["function__entry", "arg2 = { text = \"gen\" }"]) as u64;
         assert_eq!(read, tally["gen"]);
     }
 }

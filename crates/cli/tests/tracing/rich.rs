@@ -65,10 +65,7 @@ variant_test!(rich_events_carry_integers_strings_and_bytes_exactly, |v| {
         v.name
     );
     if let Some(text) = babeltrace(&traced.events) {
-        let read = text
-            .lines()
-            .filter(|l| l.contains("rich:request") && l.contains("label = {"))
-            .count() as u64;
+        let read = lines_with_all(&text, &["rich:request", "label = {"]) as u64;
         assert_eq!(read, tally["request"], "{}", v.name);
     }
 });

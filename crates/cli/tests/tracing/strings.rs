@@ -14,9 +14,7 @@ variant_test!(function_string_arguments_are_recorded_as_text, |v| {
     );
     let (tally, text) = (traced.tallies(), traced.text());
     let shown = |value: &str| {
-        text.lines()
-            .filter(|l| l.contains(":labelled entry ") && l.contains(&format!("arg1={value} ")))
-            .count() as u64
+        lines_with_all(&text, &[":labelled entry ", &format!("arg1={value} ")]) as u64
     };
     assert_eq!(
         shown("\"alpha\""),
