@@ -149,10 +149,10 @@ pub fn have(program: &str) -> bool {
 }
 
 /// Skips a test loudly: says why on stderr (`SKIPPED: WHY`), and fails the
-/// test instead when the environment variable `WEFT_CI` is set (CI installs
-/// every tool, so there a skip means a test did not run). Every test that
-/// cannot run for a missing tool or permission comes through here, then
-/// returns.
+/// test instead when the environment variable `WEFT_CI` is set and not
+/// empty (CI installs every tool, so there a skip means a test did not
+/// run). Every test that cannot run for a missing tool or permission comes
+/// through here, then returns.
 pub fn skip(why: &str) {
     eprintln!("SKIPPED: {why}");
     if std::env::var_os("WEFT_CI").is_some_and(|v| !v.is_empty()) {
