@@ -12,30 +12,17 @@ fn counts_exactly_the_calls_made_while_attached() {
     let mut server = Server::start();
     let dir = scratch("attach-exact");
     let json = dir.join("counts.json");
-    let weft_child = weft()
-        .args([
-            "attach",
-            "-p",
-            &server.pid().to_string(),
-            "--verbose",
-            "--count",
-            "work",
-            "--count",
-            "leaf",
-        ])
-        .args(["--format", "json", "--output"])
-        .arg(&json)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut weft_child = KillOnDrop(weft_child);
-    let _stderr = wait_attached(&mut weft_child.0);
+    let mut attached = attach(server.pid(), |c| {
+        c.args(["--count", "work", "--count", "leaf"])
+            .args(["--format", "json", "--output"])
+            .arg(&json)
+    });
     // New threads, created while weft is attached, make the calls.
     server.send("go 2500 4");
     assert_eq!(server.line(), "done 10000");
     // SAFETY: kill with weft's own pid and SIGINT.
-    unsafe { libc::kill(weft_child.0.id() as i32, libc::SIGINT) };
-    let status = wait_bounded(&mut weft_child.0, Duration::from_secs(30));
+    unsafe { libc::kill(attached.weft.0.id() as i32, libc::SIGINT) };
+    let status = wait_bounded(&mut attached.weft.0, Duration::from_secs(30));
     assert_eq!(status, Some(0));
     let rows = read_counts(&json);
     assert_eq!(count_of(&rows, "work", "entry"), 10000);
@@ -91,6 +78,8 @@ fn fifty_attach_detach_cycles_on_a_busy_process() {
     server.send("spin 3");
     assert_eq!(server.line(), "spinning 3");
     let pid = server.pid().to_string();
+    // A loop over attach/detach rounds (not build variants): the rounds
+    // on one busy process are the test.
     for round in 0..50 {
         let out = run(
             weft()
@@ -129,6 +118,8 @@ fn fifty_attach_detach_cycles_on_a_busy_process() {
 #[test]
 fn a_process_exiting_during_attach_is_an_error_not_a_crash() {
     let bin = build("basic", &O2);
+    // A loop over run lengths (not build variants), so that the process
+    // exits at different moments of the attach.
     for n in [1, 10, 100, 1000, 10000, 100000] {
         let child = Command::new(&bin)
             .arg(n.to_string())
@@ -169,15 +160,10 @@ fn a_process_exiting_during_attach_is_an_error_not_a_crash() {
 fn block_mode_writers_carry_on_when_weft_dies() {
     let mut server = Server::start();
     let events = scratch("weft-dies").join("events");
-    let weft_child = weft()
-        .args(["attach", "-p", &server.pid().to_string(), "--verbose"])
-        .args(["--trace", "fn:work", "--ring-mode", "block", "--events-out"])
-        .arg(&events)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut weft_child = KillOnDrop(weft_child);
-    let _stderr = wait_attached(&mut weft_child.0);
+    let mut attached = attach(server.pid(), |c| {
+        c.args(["--trace", "fn:work", "--ring-mode", "block", "--events-out"])
+            .arg(&events)
+    });
     server.send("go 1000 1");
     assert_eq!(server.line(), "done 1000");
     // weft drains those events within milliseconds, then dies without
@@ -185,8 +171,8 @@ fn block_mode_writers_carry_on_when_weft_dies() {
     // Writers wait at most until the last deadline weft set, then drop, so
     // the program still finishes its work.
     std::thread::sleep(Duration::from_millis(200));
-    weft_child.0.kill().unwrap();
-    let status = weft_child.0.wait().unwrap(); // SIGKILL: reaped at once
+    attached.weft.0.kill().unwrap();
+    let status = attached.weft.0.wait().unwrap(); // SIGKILL: reaped at once
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&status),
         Some(libc::SIGKILL)
@@ -196,18 +182,9 @@ fn block_mode_writers_carry_on_when_weft_dies() {
     server.send("quit");
     // What weft wrote before it died is readable: it described the trace
     // when it started, and its streams hold whole packets.
-    let text = run(weft().arg("events").arg(&events), Duration::from_secs(60));
-    assert_eq!(text.status, 0, "{}", text.stderr);
-    let entries = text
-        .stdout
-        .lines()
-        .filter(|l| l.contains(":work entry "))
-        .count();
-    let exits = text
-        .stdout
-        .lines()
-        .filter(|l| l.contains(":work exit "))
-        .count();
+    let text = events_text(&events);
+    let entries = lines_with(&text, ":work entry ");
+    let exits = lines_with(&text, ":work exit ");
     assert!(
         entries >= 1000 && exits >= 1000,
         "{entries} entries, {exits} exits"

@@ -24,8 +24,8 @@ const fn entry(pattern: &'static str, tally: &'static str) -> Probe {
     }
 }
 
-fn check(target: &str, args: &[&str], probes: &[Probe], variants: &[Variant]) {
-    check_output(target, args, probes, variants, false)
+fn check(target: &str, args: &[&str], probes: &[Probe], v: &Variant) {
+    check_output(target, args, probes, v, false)
 }
 
 /// Like `check`; with `timing_dependent`, the tally lines (which depend on
@@ -35,65 +35,63 @@ fn check_output(
     target: &str,
     args: &[&str],
     probes: &[Probe],
-    variants: &[Variant],
+    v: &Variant,
     timing_dependent: bool,
 ) {
-    for v in variants {
-        let bin = build(target, v);
-        let plain = run(
-            std::process::Command::new(&bin).args(args),
-            Duration::from_secs(60),
+    let bin = build(target, v);
+    let plain = run(
+        std::process::Command::new(&bin).args(args),
+        Duration::from_secs(60),
+    );
+    let mut weft_args = Vec::new();
+    for p in probes {
+        weft_args.extend([p.flag, p.pattern]);
+    }
+    let counted = count_run(
+        &format!("{target}-{}", v.name),
+        &weft_args,
+        &bin,
+        args,
+        Duration::from_secs(60),
+    );
+    let with = &counted.out;
+    assert_eq!(
+        with.status, plain.status,
+        "{target} {}: exit status\n{}",
+        v.name, with.stderr
+    );
+    let timing_free = |s: &str| -> String {
+        s.lines()
+            .filter(|l| !(timing_dependent && l.starts_with("tally ")))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        timing_free(&with.stdout),
+        timing_free(&plain.stdout),
+        "{target} {}: output changed under weft\n{}",
+        v.name,
+        with.stderr
+    );
+    let tally = tallies(&with.stdout);
+    let counts = counted.counts();
+    for p in probes {
+        let want = tally[p.tally];
+        assert!(
+            want > 0,
+            "{target}: tally {} is zero: the test would prove nothing",
+            p.tally
         );
-        let dir = scratch(&format!("{target}-{}", v.name));
-        let json = dir.join("counts.json");
-        let mut cmd = weft();
-        cmd.arg("run")
-            .args(["--format", "json", "--output"])
-            .arg(&json);
-        for p in probes {
-            cmd.args([p.flag, p.pattern]);
-        }
-        cmd.arg("--").arg(&bin).args(args);
-        let with = run(&mut cmd, Duration::from_secs(60));
+        let got = count_of(&counts, p.function, p.point);
         assert_eq!(
-            with.status, plain.status,
-            "{target} {}: exit status\n{}",
-            v.name, with.stderr
+            got, want,
+            "{target} {}: {} {} vs the target's tally {}",
+            v.name, p.flag, p.pattern, p.tally
         );
-        let timing_free = |s: &str| -> String {
-            s.lines()
-                .filter(|l| !(timing_dependent && l.starts_with("tally ")))
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
-        assert_eq!(
-            timing_free(&with.stdout),
-            timing_free(&plain.stdout),
-            "{target} {}: output changed under weft\n{}",
-            v.name,
-            with.stderr
-        );
-        let tally = tallies(&with.stdout);
-        let counts = read_counts(&json);
-        for p in probes {
-            let want = tally[p.tally];
-            assert!(
-                want > 0,
-                "{target}: tally {} is zero: the test would prove nothing",
-                p.tally
-            );
-            let got = count_of(&counts, p.function, p.point);
-            assert_eq!(
-                got, want,
-                "{target} {}: {} {} vs the target's tally {}",
-                v.name, p.flag, p.pattern, p.tally
-            );
-        }
     }
 }
 
-#[test]
-fn calls_nested_calls_recursion_and_libc() {
+variant_test!(calls_nested_calls_recursion_and_libc, |v| {
     check(
         "basic",
         &["2000"],
@@ -103,22 +101,15 @@ fn calls_nested_calls_recursion_and_libc() {
             entry("rec", "rec"),
             entry("puts", "puts"),
         ],
-        VARIANTS,
+        v,
     );
-}
+});
 
-#[test]
-fn threads_count_exactly() {
-    check(
-        "threads",
-        &["8", "20000"],
-        &[entry("work", "work")],
-        VARIANTS,
-    );
-}
+variant_test!(threads_count_exactly, |v| {
+    check("threads", &["8", "20000"], &[entry("work", "work")], v);
+});
 
-#[test]
-fn setjmp_longjmp_entries_and_returns() {
+variant_test!(setjmp_longjmp_entries_and_returns, |v| {
     let probes = [
         entry("middle", "middle"),
         entry("thrower", "thrower"),
@@ -130,22 +121,14 @@ fn setjmp_longjmp_entries_and_returns() {
             tally: "middle_returns",
         },
     ];
-    check("jumps", &["3000"], &probes, VARIANTS);
-}
+    check("jumps", &["3000"], &probes, v);
+});
 
-#[test]
-fn signal_handlers_interrupting_instrumented_code() {
-    check_output(
-        "signals",
-        &["100"],
-        &[entry("work", "work")],
-        VARIANTS,
-        true,
-    );
-}
+variant_test!(signal_handlers_interrupting_instrumented_code, |v| {
+    check_output("signals", &["100"], &[entry("work", "work")], v, true);
+});
 
-#[test]
-fn hand_written_shapes() {
+variant_test!(hand_written_shapes, |v| {
     let probes = [
         entry("loophead", "loophead"),
         Probe {
@@ -193,14 +176,15 @@ fn hand_written_shapes() {
         },
         entry("needs_trap", "needs_trap"),
     ];
-    check("shapes", &["3000"], &probes, VARIANTS);
-    // The target checks its own results: nothing was corrupted.
+    check("shapes", &["3000"], &probes, v);
+    // The target checks its own results: nothing was corrupted (in this
+    // variant's build, where the loop checked the -O2 PIE build only).
     let out = run(
-        std::process::Command::new(build("shapes", &O2)).arg("10"),
+        std::process::Command::new(build("shapes", v)).arg("10"),
         Duration::from_secs(10),
     );
-    assert_eq!(tallies(&out.stdout)["corrupt"], 0);
-}
+    assert_eq!(tallies(&out.stdout)["corrupt"], 0, "{}", v.name);
+});
 
 #[test]
 fn each_shape_reports_its_splice_method() {
@@ -244,46 +228,35 @@ fn each_shape_reports_its_splice_method() {
     }
 }
 
-#[test]
-fn fork_child_shares_counters_and_exec_survives() {
+variant_test!(fork_child_shares_counters_and_exec_survives, |v| {
     // The child of fork keeps the instrumentation: its calls add to the same
     // counters (docs/splicing.md). After exec the new image runs untouched.
-    for v in VARIANTS {
-        let bin = build("forkexec", v);
-        let dir = scratch(&format!("forkexec-{}", v.name));
-        let json = dir.join("counts.json");
-        let plain = run(
-            std::process::Command::new(&bin).args(["500", "300"]),
-            Duration::from_secs(30),
-        );
-        let with = run(
-            weft()
-                .args(["run", "--count", "work", "--format", "json", "--output"])
-                .arg(&json)
-                .arg("--")
-                .arg(&bin)
-                .args(["500", "300"]),
-            Duration::from_secs(30),
-        );
-        assert_eq!(with.status, 0, "{}", with.stderr);
-        assert_eq!(with.stdout, plain.stdout);
-        assert!(with.stdout.contains("exec ok"));
-        let child_total: u64 = with
-            .stdout
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("child tally work ")
-                    .and_then(|n| n.parse().ok())
-            })
-            .expect("child line");
-        assert_eq!(
-            count_of(&read_counts(&json), "work", "entry"),
-            child_total,
-            "{}",
-            v.name
-        );
-    }
-}
+    let bin = build("forkexec", v);
+    let plain = run(
+        std::process::Command::new(&bin).args(["500", "300"]),
+        Duration::from_secs(30),
+    );
+    let counted = count_run(
+        &format!("forkexec-{}", v.name),
+        &["--count", "work"],
+        &bin,
+        &["500", "300"],
+        Duration::from_secs(30),
+    );
+    let with = &counted.out;
+    assert_eq!(with.status, 0, "{}", with.stderr);
+    assert_eq!(with.stdout, plain.stdout);
+    assert!(with.stdout.contains("exec ok"));
+    let child_total: u64 = with
+        .stdout
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("child tally work ")
+                .and_then(|n| n.parse().ok())
+        })
+        .expect("child line");
+    assert_eq!(counted.count("work", "entry"), child_total, "{}", v.name);
+});
 
 /// A wrapper that execs the real program (as pyenv's shims do): weft says
 /// that it does not follow, and the program's exit code still comes back.
@@ -328,44 +301,29 @@ fn exit_code_and_table_output() {
     assert!(row.trim_end().ends_with(" 100"), "{row}");
 }
 
-#[test]
-fn cpp_functions_by_demangled_name() {
-    for v in VARIANTS {
-        let bin = build("names", v);
-        let dir = scratch(&format!("names-{}", v.name));
-        let json = dir.join("counts.json");
-        let out = run(
-            weft()
-                .args([
-                    "run",
-                    "--count",
-                    "geo::run",
-                    "--count",
-                    "geo::Square::area*",
-                    "--format",
-                    "json",
-                    "--output",
-                ])
-                .arg(&json)
-                .arg("--")
-                .arg(&bin)
-                .arg("300"),
-            Duration::from_secs(60),
-        );
-        assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
-        let tally = tallies(&out.stdout);
-        let rows = read_counts(&json);
-        let by_prefix = |p: &str| {
-            rows.iter()
-                .find(|r| r.function.starts_with(p))
-                .unwrap_or_else(|| panic!("{p}: {rows:?}"))
-        };
-        assert_eq!(by_prefix("geo::run(").calls, tally["run"], "{}", v.name);
-        assert_eq!(
-            by_prefix("geo::Square::area(int) const").calls,
-            tally["area"],
-            "{}",
-            v.name
-        );
-    }
-}
+variant_test!(cpp_functions_by_demangled_name, |v| {
+    let bin = build("names", v);
+    let counted = count_run(
+        &format!("names-{}", v.name),
+        &["--count", "geo::run", "--count", "geo::Square::area*"],
+        &bin,
+        &["300"],
+        Duration::from_secs(60),
+    );
+    let out = &counted.out;
+    assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
+    let tally = tallies(&out.stdout);
+    let rows = counted.counts();
+    let by_prefix = |p: &str| {
+        rows.iter()
+            .find(|r| r.function.starts_with(p))
+            .unwrap_or_else(|| panic!("{p}: {rows:?}"))
+    };
+    assert_eq!(by_prefix("geo::run(").calls, tally["run"], "{}", v.name);
+    assert_eq!(
+        by_prefix("geo::Square::area(int) const").calls,
+        tally["area"],
+        "{}",
+        v.name
+    );
+});

@@ -6,11 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 fn nopie() -> Variant {
-    VARIANTS
-        .iter()
-        .copied()
-        .find(|v| v.name == "O2-nopie")
-        .unwrap()
+    variant("o2_nopie")
 }
 
 #[test]
@@ -23,7 +19,7 @@ fn function_addresses_match_nm() {
             .find_map(|l| {
                 let mut w = l.split_whitespace();
                 let (a, t, n) = (w.next()?, w.next()?, w.next()?);
-                (n == name && (t == "T" || t == "t")).then(|| u64::from_str_radix(a, 16).ok())?
+                (n == name && (t == "T" || t == "t")).then(|| hex(a))?
             })
             .unwrap()
     };
@@ -38,14 +34,7 @@ fn function_addresses_match_nm() {
             .lines()
             .find(|l| l.split_whitespace().nth(3) == Some(f))
             .unwrap_or_else(|| panic!("{f}"));
-        let addr = u64::from_str_radix(
-            line.split_whitespace()
-                .next()
-                .unwrap()
-                .trim_start_matches("0x"),
-            16,
-        )
-        .unwrap();
+        let addr = hex(line.split_whitespace().next().unwrap()).unwrap();
         assert_eq!(addr, nm_addr(f), "{f}");
     }
 }
@@ -77,7 +66,7 @@ fn disassembly_boundaries_match_objdump() {
     let objdump: Vec<u64> = section
         .lines()
         .take(through_ret)
-        .filter_map(|l| u64::from_str_radix(l.trim().split(':').next()?.trim(), 16).ok())
+        .filter_map(|l| hex(l.trim().split(':').next()?))
         .collect();
     let out = run(
         weft().args(["inspect", "disasm"]).arg(&bin).arg("redzone"),
@@ -87,13 +76,7 @@ fn disassembly_boundaries_match_objdump() {
         .stdout
         .lines()
         .skip(1)
-        .filter_map(|l| {
-            u64::from_str_radix(
-                l[2..].split_whitespace().next()?.trim_start_matches("0x"),
-                16,
-            )
-            .ok()
-        })
+        .filter_map(|l| hex(l[2..].split_whitespace().next()?))
         .collect();
     assert_eq!(weft_addrs, objdump);
 }
@@ -165,14 +148,7 @@ fn functions_of_a_running_process_at_runtime_addresses() {
     );
     assert_eq!(out.status, 0, "{}", out.stderr);
     let line = out.stdout.lines().nth(1).expect("a row for malloc");
-    let addr = u64::from_str_radix(
-        line.split_whitespace()
-            .next()
-            .unwrap()
-            .trim_start_matches("0x"),
-        16,
-    )
-    .unwrap();
+    let addr = hex(line.split_whitespace().next().unwrap()).unwrap();
     let maps = weft_process::maps::read(pid).unwrap();
     let mapping = maps
         .iter()
@@ -196,6 +172,8 @@ fn usdt_probes_match_readelf() {
         .map(|d| d.path().join("bin/postgres").display().to_string())
         .next()
         .unwrap_or_else(|| "/usr/lib/postgresql/15/bin/postgres".into());
+    // A loop over Debian's binaries, not build variants: the same check
+    // against readelf for each system file that carries USDT notes.
     for binary in [&lib, &python, &postgres] {
         let binary = binary.as_str();
         if !std::path::Path::new(binary).exists() {
@@ -216,11 +194,7 @@ fn usdt_probes_match_readelf() {
             } else if let Some(n) = l.strip_prefix("Name: ") {
                 name = n.into();
             } else if let Some(loc) = l.strip_prefix("Location: ") {
-                let site = u64::from_str_radix(
-                    loc.split(',').next().unwrap().trim_start_matches("0x"),
-                    16,
-                )
-                .unwrap();
+                let site = hex(loc.split(',').next().unwrap()).unwrap();
                 want.push((format!("{provider}:{name}"), site));
             }
         }
@@ -236,10 +210,7 @@ fn usdt_probes_match_readelf() {
             .skip(1)
             .map(|l| {
                 let w: Vec<&str> = l.split_whitespace().collect();
-                (
-                    w[1].to_string(),
-                    u64::from_str_radix(w[2].trim_start_matches("0x"), 16).unwrap(),
-                )
+                (w[1].to_string(), hex(w[2]).unwrap())
             })
             .collect();
         assert_eq!(got, want, "{binary}");
@@ -252,56 +223,53 @@ fn usdt_probes_match_readelf() {
     }
 }
 
-/// `weft inspect events` lists every `WEFT_EVENT` site with its fields, at
-/// the addresses `nm` gives the descriptors (`_weft_site.N`), in every
-/// variant (pointers relocated at load time in PIE files included).
-#[test]
-fn event_sites_match_nm() {
-    for v in VARIANTS {
-        let bin = build("rich", v);
-        let nm = run(Command::new("nm").arg(&bin), Duration::from_secs(30));
-        let mut nm_sites: Vec<u64> = nm
-            .stdout
-            .lines()
-            .filter(|l| l.contains("_weft_site"))
-            .filter_map(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
-            .collect();
-        nm_sites.sort();
-        let out = run(
-            weft().args(["inspect", "events"]).arg(&bin),
-            Duration::from_secs(30),
-        );
-        assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
-        let mut listed: Vec<(u64, String, String)> = out
-            .stdout
-            .lines()
-            .skip(1)
-            .map(|l| {
-                let w: Vec<&str> = l.split_whitespace().collect();
-                let addr = u64::from_str_radix(w[2].trim_start_matches("0x"), 16).unwrap();
-                (addr, w[1].to_string(), w[3..].join(" "))
-            })
-            .collect();
-        listed.sort();
-        assert_eq!(
-            listed.iter().map(|l| l.0).collect::<Vec<_>>(),
-            nm_sites,
-            "{}",
-            v.name
-        );
-        let mut names: Vec<(String, String)> = listed.into_iter().map(|(_, n, f)| (n, f)).collect();
-        names.sort();
-        assert_eq!(
-            names,
-            [
-                ("rich:done".to_string(), "thread:i count:i".to_string()),
-                (
-                    "rich:request".to_string(),
-                    "index:i label:s payload:b".to_string()
-                )
-            ],
-            "{}",
-            v.name
-        );
-    }
-}
+// `weft inspect events` lists every `WEFT_EVENT` site with its fields, at
+// the addresses `nm` gives the descriptors (`_weft_site.N`), in every
+// variant (pointers relocated at load time in PIE files included).
+variant_test!(event_sites_match_nm, |v| {
+    let bin = build("rich", v);
+    let nm = run(Command::new("nm").arg(&bin), Duration::from_secs(30));
+    let mut nm_sites: Vec<u64> = nm
+        .stdout
+        .lines()
+        .filter(|l| l.contains("_weft_site"))
+        .filter_map(|l| hex(l.split_whitespace().next()?))
+        .collect();
+    nm_sites.sort();
+    let out = run(
+        weft().args(["inspect", "events"]).arg(&bin),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
+    let mut listed: Vec<(u64, String, String)> = out
+        .stdout
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let addr = hex(w[2]).unwrap();
+            (addr, w[1].to_string(), w[3..].join(" "))
+        })
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed.iter().map(|l| l.0).collect::<Vec<_>>(),
+        nm_sites,
+        "{}",
+        v.name
+    );
+    let mut names: Vec<(String, String)> = listed.into_iter().map(|(_, n, f)| (n, f)).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ("rich:done".to_string(), "thread:i count:i".to_string()),
+            (
+                "rich:request".to_string(),
+                "index:i label:s payload:b".to_string()
+            )
+        ],
+        "{}",
+        v.name
+    );
+});

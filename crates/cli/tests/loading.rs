@@ -7,14 +7,6 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-fn variants() -> Vec<Variant> {
-    VARIANTS
-        .iter()
-        .copied()
-        .filter(|v| !v.name.contains("static"))
-        .collect()
-}
-
 /// A library loaded with dlopen after weft started: its `WEFT_EVENT` site,
 /// asked for before it existed, is enabled before its first call, so every
 /// call's event is recorded with its values.
@@ -22,26 +14,22 @@ fn variants() -> Vec<Variant> {
 fn rich_event_sites_of_a_dlopened_library_are_traced() {
     let bin = build("dlopen", &O2);
     let lib = build_shared("plugin", &O2);
-    let events = scratch("dlopen-rich").join("events");
-    let out = run(
-        weft()
-            .args(["run", "--trace", "event:plugin:work", "--events-out"])
-            .arg(&events)
-            .arg("--")
-            .arg(&bin)
-            .arg(&lib)
-            .arg("700"),
-        Duration::from_secs(60),
+    let traced = trace_run(
+        "dlopen-rich",
+        &["--trace", "event:plugin:work"],
+        &bin,
+        &[lib.to_str().unwrap(), "700"],
     );
-    assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(
-        out.stderr
+        traced
+            .out
+            .stderr
             .contains("sites in libraries loaded later will be traced"),
         "{}",
-        out.stderr
+        traced.out.stderr
     );
-    assert_eq!(tallies(&out.stdout)["plugin_work"], 700);
-    let text = run(weft().arg("events").arg(&events), Duration::from_secs(30)).stdout;
+    assert_eq!(traced.tallies()["plugin_work"], 700);
+    let text = traced.text();
     let values: Vec<(i64, i64)> = text
         .lines()
         .filter_map(|l| l.split_once(":plugin:work probe x="))
@@ -56,47 +44,28 @@ fn rich_event_sites_of_a_dlopened_library_are_traced() {
     }
 }
 
-#[test]
-fn run_counts_calls_into_a_dlopened_library() {
-    for v in variants() {
-        let bin = build("dlopen", &v);
-        let lib = build_shared("plugin", &v);
-        let dir = scratch(&format!("dlopen-run-{}", v.name));
-        let json = dir.join("counts.json");
-        let out = run(
-            weft()
-                .args([
-                    "run",
-                    "--count",
-                    "libplugin.so:plugin_work",
-                    "--format",
-                    "json",
-                    "--output",
-                ])
-                .arg(&json)
-                .arg("--")
-                .arg(&bin)
-                .arg(&lib)
-                .arg("1500"),
-            Duration::from_secs(60),
-        );
-        assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
-        assert!(
-            out.stderr
-                .contains("will be instrumented when the library is loaded"),
-            "{}",
-            out.stderr
-        );
-        let want = tallies(&out.stdout)["plugin_work"];
-        assert_eq!(want, 1500);
-        assert_eq!(
-            count_of(&read_counts(&json), "plugin_work", "entry"),
-            want,
-            "{}",
-            v.name
-        );
-    }
-}
+variant_test!(run_counts_calls_into_a_dlopened_library, dynamic, |v| {
+    let bin = build("dlopen", v);
+    let lib = build_shared("plugin", v);
+    let counted = count_run(
+        &format!("dlopen-run-{}", v.name),
+        &["--count", "libplugin.so:plugin_work"],
+        &bin,
+        &[lib.to_str().unwrap(), "1500"],
+        Duration::from_secs(60),
+    );
+    let out = &counted.out;
+    assert_eq!(out.status, 0, "{}: {}", v.name, out.stderr);
+    assert!(
+        out.stderr
+            .contains("will be instrumented when the library is loaded"),
+        "{}",
+        out.stderr
+    );
+    let want = tallies(&out.stdout)["plugin_work"];
+    assert_eq!(want, 1500);
+    assert_eq!(counted.count("plugin_work", "entry"), want, "{}", v.name);
+});
 
 #[test]
 fn attach_counts_calls_into_a_library_loaded_while_attached() {
@@ -125,37 +94,11 @@ fn attach_counts_calls_into_a_library_loaded_while_attached() {
     );
     let dir = scratch("dlopen-attach");
     let json = dir.join("counts.json");
-    let mut weft_child = KillOnDrop(
-        weft()
-            .args([
-                "attach",
-                "-p",
-                &target.0.id().to_string(),
-                "--verbose",
-                "--count",
-                "libplugin.so:plugin_work",
-            ])
+    let mut attached = attach(target.0.id(), |c| {
+        c.args(["--count", "libplugin.so:plugin_work"])
             .args(["--format", "json", "--output"])
             .arg(&json)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let stderr = weft_child.0.stderr.take().unwrap();
-    let (etx, errs) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = etx.send(l);
-        }
     });
-    loop {
-        let l = errs
-            .recv_timeout(Duration::from_secs(30))
-            .expect("weft attaches");
-        if l.contains("attached to") {
-            break;
-        }
-    }
     writeln!(stdin, "go").unwrap();
     stdin.flush().unwrap();
     let mut tally = None;
@@ -167,7 +110,7 @@ fn attach_counts_calls_into_a_library_loaded_while_attached() {
             .strip_prefix("tally plugin_work ")
             .and_then(|n| n.parse::<u64>().ok());
     }
-    interrupt(&mut weft_child.0);
+    attached.detach();
     assert_eq!(
         count_of(&read_counts(&json), "plugin_work", "entry"),
         tally.unwrap()

@@ -6,60 +6,27 @@
 use crate::support::*;
 use std::time::Duration;
 
-/// Runs the metrics target with `--metric` requests; returns (tallies, metrics JSON).
-fn measure(
-    metrics: &[&str],
-    extra: &[&str],
-) -> (
-    std::collections::BTreeMap<String, u64>,
-    Vec<serde_json::Value>,
-) {
-    let bin = build("metrics", &O2);
-    let dir = scratch(&format!(
+/// Runs the metrics target under `--metric` requests and EXTRA options.
+fn measure(metrics: &[&str], extra: &[&str]) -> Measured {
+    let name = format!(
         "metrics-{}",
         metrics.join("-").replace(['/', ' ', '=', ',', ':'], "_")
-    ));
-    let json = dir.join("metrics.json");
-    let mut cmd = weft();
-    cmd.arg("run");
-    for m in metrics {
-        cmd.args(["--metric", m]);
-    }
-    cmd.args(extra)
-        .args(["--format", "json", "--output"])
-        .arg(&json)
-        .arg("--")
-        .arg(&bin);
-    let out = run(&mut cmd, Duration::from_secs(60));
-    assert_eq!(out.status, 0, "{}", out.stderr);
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    (
-        tallies(&out.stdout),
-        doc["metrics"].as_array().unwrap().clone(),
-    )
-}
-
-fn value(rows: &[serde_json::Value], metric: &str, focus: &str) -> f64 {
-    rows.iter()
-        .find(|r| r["metric"] == metric && r["focus"] == focus)
-        .unwrap_or_else(|| panic!("{metric}:{focus} in {rows:?}"))["value"]
-        .as_f64()
-        .unwrap()
+    );
+    metric_run(&name, metrics, extra, build("metrics", &O2), &[])
 }
 
 #[test]
 fn wall_time_of_ten_20ms_sleeps_is_200ms() {
     // The ten nap(20) calls, told apart from the other naps by a predicate.
-    let (_, rows) = measure(&["wall_time:fn=nap,if=arg1 == 20", "wall_time:fn=nap"], &[]);
-    let got = value(&rows, "wall_time", "fn=nap,if=arg1 == 20");
+    let m = measure(&["wall_time:fn=nap,if=arg1 == 20", "wall_time:fn=nap"], &[]);
+    let got = m.value("wall_time", "fn=nap,if=arg1 == 20");
     assert!(
         (got - 0.200).abs() / 0.200 < 0.05,
         "wall_time {got} s, want 0.200 s within 5%"
     );
     // All naps: 10 x 20 ms, 250 ms (doze), 4 x 400 ms (park), 200 ms (holder) and 21 ms.
     let want = 0.200 + 0.250 + 1.600 + 0.200 + 0.021;
-    let all = value(&rows, "wall_time", "fn=nap");
+    let all = m.value("wall_time", "fn=nap");
     assert!(
         (all - want).abs() / want < 0.05,
         "wall_time {all} s, want {want} s within 5%"
@@ -68,7 +35,7 @@ fn wall_time_of_ten_20ms_sleeps_is_200ms() {
 
 #[test]
 fn cpu_time_of_spinning_and_sleeping() {
-    let (tally, rows) = measure(
+    let m = measure(
         &[
             "cpu_time:fn=busy",
             "wall_time:fn=busy",
@@ -79,10 +46,10 @@ fn cpu_time_of_spinning_and_sleeping() {
     );
     // Ground truth: the CPU time the spinning thread measured for itself
     // (CLOCK_THREAD_CPUTIME_ID); on an idle machine it is close to the wall time.
-    let own = tally["busy_cpu_us"] as f64 / 1e6;
+    let own = m.tallies()["busy_cpu_us"] as f64 / 1e6;
     let (cpu, wall) = (
-        value(&rows, "cpu_time", "fn=busy"),
-        value(&rows, "wall_time", "fn=busy"),
+        m.value("cpu_time", "fn=busy"),
+        m.value("wall_time", "fn=busy"),
     );
     assert!(wall > 0.2 && own > 0.02, "busy: wall {wall}, own cpu {own}");
     assert!(
@@ -90,8 +57,8 @@ fn cpu_time_of_spinning_and_sleeping() {
         "busy: weft cpu {cpu} vs the thread's own {own} (wall {wall})"
     );
     let (cpu, wall) = (
-        value(&rows, "cpu_time", "fn=nap"),
-        value(&rows, "wall_time", "fn=nap"),
+        m.value("cpu_time", "fn=nap"),
+        m.value("wall_time", "fn=nap"),
     );
     assert!(
         wall > 2.0 && cpu < 0.05 * wall,
@@ -101,14 +68,8 @@ fn cpu_time_of_spinning_and_sleeping() {
 
 #[test]
 fn concurrency_of_four_parked_threads() {
-    let (_, rows) = measure(&["concurrency:fn=park"], &["--interval", "50ms"]);
-    let row = rows.iter().find(|r| r["metric"] == "concurrency").unwrap();
-    let buckets: Vec<f64> = row["histogram"]["values"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap())
-        .collect();
+    let m = measure(&["concurrency:fn=park"], &["--interval", "50ms"]);
+    let buckets = histogram(m.row("concurrency"));
     let peak = buckets.iter().cloned().fold(0.0, f64::max);
     assert!(
         (3.5..=4.3).contains(&peak),
@@ -118,7 +79,7 @@ fn concurrency_of_four_parked_threads() {
 
 #[test]
 fn predicates_and_inside_match_the_tallies() {
-    let (tally, rows) = measure(
+    let m = measure(
         &[
             "calls:fn=classify,if=arg1 == 2",
             "calls:fn=write_line,inside=flush_log",
@@ -127,41 +88,36 @@ fn predicates_and_inside_match_the_tallies() {
         &[],
     );
     assert_eq!(
-        value(&rows, "calls", "fn=classify,if=arg1 == 2") as u64,
-        tally["classify_2"]
+        m.value("calls", "fn=classify,if=arg1 == 2") as u64,
+        m.tallies()["classify_2"]
     );
     assert_eq!(
-        value(&rows, "calls", "fn=write_line,inside=flush_log") as u64,
-        tally["write_inside"]
+        m.value("calls", "fn=write_line,inside=flush_log") as u64,
+        m.tallies()["write_inside"]
     );
     assert_eq!(
-        value(&rows, "calls", "fn=write_line") as u64,
-        tally["write_all"]
+        m.value("calls", "fn=write_line") as u64,
+        m.tallies()["write_all"]
     );
 }
 
 #[test]
 fn lock_wait_of_a_held_mutex() {
-    let (_, rows) = measure(&["lock_wait"], &[]);
-    let got = value(&rows, "lock_wait", "");
+    let m = measure(&["lock_wait"], &[]);
+    let got = m.value("lock_wait", "");
     // main waits for the holder's 200 ms nap minus the 20 ms head start.
     assert!((0.14..0.4).contains(&got), "lock_wait {got} s");
 }
 
 #[test]
 fn histogram_doubles_and_keeps_the_total() {
-    let (_, rows) = measure(
+    let m = measure(
         &["wall_time:fn=nap"],
         &["--interval", "10ms", "--buckets", "8"],
     );
-    let row = rows.iter().find(|r| r["metric"] == "wall_time").unwrap();
+    let row = m.row("wall_time");
     let bucket_ns = row["histogram"]["bucket_ns"].as_u64().unwrap();
-    let values: Vec<f64> = row["histogram"]["values"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap())
-        .collect();
+    let values = histogram(row);
     // The run lasts about 1.1 s: 8 buckets of 10 ms must double at least 4 times.
     assert!(bucket_ns >= 10_000_000 * 16, "bucket width {bucket_ns} ns");
     assert!(values.len() <= 8);
@@ -175,8 +131,8 @@ fn histogram_doubles_and_keeps_the_total() {
 
 #[test]
 fn per_thread_values() {
-    let (_, rows) = measure(&["wall_time:fn=park,thread=each"], &[]);
-    let row = rows.iter().find(|r| r["metric"] == "wall_time").unwrap();
+    let m = measure(&["wall_time:fn=park,thread=each"], &[]);
+    let row = m.row("wall_time");
     let threads = row["threads"].as_array().unwrap();
     let parked: Vec<f64> = threads
         .iter()
@@ -199,42 +155,31 @@ fn python_write_bytes_with_sum_arg() {
         skip("Debian's python3 missing (bash scripts/install-deps.sh installs it)");
         return;
     }
-    let dir = scratch("metrics-python");
-    let json = dir.join("m.json");
-    let out = run(
-        weft()
-            .args([
-                "run",
-                "--metric",
-                "sum_arg:fn=libc.so.6:write,arg=3",
-                "--metric",
-                "calls:fn=libc.so.6:write",
-            ])
-            .args(["--format", "json", "--output"])
-            .arg(&json)
-            .arg("--")
-            .arg(python)
-            .args([
-                "-c",
-                "import os\nfor i in range(10): os.write(1, b'x' * (1000 + i))",
-            ]),
-        Duration::from_secs(60),
+    let m = metric_run(
+        "metrics-python",
+        &[
+            "sum_arg:fn=libc.so.6:write,arg=3",
+            "calls:fn=libc.so.6:write",
+        ],
+        &[],
+        python,
+        &[
+            "-c",
+            "import os\nfor i in range(10): os.write(1, b'x' * (1000 + i))",
+        ],
     );
-    assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_eq!(out.stdout.len(), 10_045);
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let rows = doc["metrics"].as_array().unwrap();
+    assert_eq!(m.out.stdout.len(), 10_045);
     assert_eq!(
-        value(rows, "sum_arg", "fn=libc.so.6:write,arg=3") as u64,
+        m.value("sum_arg", "fn=libc.so.6:write,arg=3") as u64,
         10_045
     );
-    assert_eq!(value(rows, "calls", "fn=libc.so.6:write") as u64, 10);
+    assert_eq!(m.value("calls", "fn=libc.so.6:write") as u64, 10);
 }
 
 #[test]
 fn bad_metric_requests_are_one_clear_line() {
     let bin = build("metrics", &O2);
+    // A loop over bad requests (not build variants), each with its message.
     for (req, want) in [
         ("walltime:fn=nap", "unknown metric 'walltime'"),
         ("sum_arg:fn=nap", "sum_arg needs arg=N"),
@@ -245,12 +190,7 @@ fn bad_metric_requests_are_one_clear_line() {
             weft().args(["run", "--metric", req, "--"]).arg(&bin),
             Duration::from_secs(30),
         );
-        assert_eq!(out.status, 1, "{req}: {}", out.stderr);
-        assert!(
-            out.stderr.starts_with("weft: ") && out.stderr.contains(want),
-            "{req}: {}",
-            out.stderr
-        );
+        assert_clear_error(&out, 1, want, req);
     }
 }
 
@@ -263,8 +203,7 @@ fn calibrate_stores_costs() {
         Duration::from_secs(60),
     );
     assert_eq!(out.status, 0, "{}", out.stderr);
-    let costs: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let costs = read_json(&path);
     let timers = costs["timer_pair"].as_f64().unwrap();
     assert!(timers > 0.0 && timers < 5000.0, "{costs}");
     assert!(
@@ -345,41 +284,21 @@ fn html_report_renders_in_headless_chromium() {
         skip("chromium missing (bash scripts/install-deps.sh installs it)");
         return;
     };
-    let bin = build("metrics", &O2);
-    let dir = scratch("html-report");
-    let json = dir.join("m.json");
-    let out = run(
-        weft()
-            .args([
-                "run",
-                "--metric",
-                "wall_time:fn=nap",
-                "--metric",
-                "concurrency:fn=park",
-                "--interval",
-                "50ms",
-            ])
-            .args(["--format", "json", "--output"])
-            .arg(&json)
-            .arg("--")
-            .arg(&bin),
-        Duration::from_secs(60),
+    let m = metric_run(
+        "html-report",
+        &["wall_time:fn=nap", "concurrency:fn=park"],
+        &["--interval", "50ms"],
+        build("metrics", &O2),
+        &[],
     );
-    assert_eq!(out.status, 0, "{}", out.stderr);
+    let (json, dir) = (&m.json, m.json.parent().unwrap());
     let html = dir.join("m.html");
     let out = run(
-        weft().arg("report").arg(&json).arg("--html").arg(&html),
+        weft().arg("report").arg(json).arg("--html").arg(&html),
         Duration::from_secs(30),
     );
     assert_eq!(out.status, 0, "{}", out.stderr);
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let buckets: Vec<usize> = doc["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["histogram"]["values"].as_array().unwrap().len())
-        .collect();
+    let buckets: Vec<usize> = m.rows.iter().map(|m| histogram(m).len()).collect();
     let flags = [
         "--headless",
         "--no-sandbox",
@@ -457,23 +376,20 @@ metric nap_time
     )
     .unwrap();
     let defs_arg = defs.to_str().unwrap();
-    let (tally, rows) = measure(
+    let m = measure(
         &["kind_two:fn=classify", "nap_time", "wall_time:fn=nap"],
         &["--metrics-file", defs_arg],
     );
     assert_eq!(
-        value(&rows, "kind_two", "fn=classify") as u64,
-        tally["classify_2"]
+        m.value("kind_two", "fn=classify") as u64,
+        m.tallies()["classify_2"]
     );
-    let (by_hand, built_in) = (
-        value(&rows, "nap_time", ""),
-        value(&rows, "wall_time", "fn=nap"),
-    );
+    let (by_hand, built_in) = (m.value("nap_time", ""), m.value("wall_time", "fn=nap"));
     assert!(
         (by_hand - built_in).abs() / built_in < 0.01,
         "{by_hand} vs {built_in}"
     );
-    let row = rows.iter().find(|r| r["metric"] == "nap_time").unwrap();
+    let row = m.row("nap_time");
     assert_eq!(row["unit"], "s");
 
     std::fs::write(
@@ -559,11 +475,10 @@ fn metrics_change_while_attached() {
         "{second}"
     );
     assert!(interrupt(&mut w.0).success());
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let rows = doc["metrics"].as_array().unwrap();
+    let rows = read_metrics(&json);
     assert!(
-        value(rows, "calls", "fn=work") > 0.0 && value(rows, "calls", "fn=leaf") > 0.0,
+        metric_value(&rows, "calls", "fn=work") > 0.0
+            && metric_value(&rows, "calls", "fn=leaf") > 0.0,
         "{rows:?}"
     );
     server.send("stop");
