@@ -55,13 +55,16 @@ impl Requests {
         let mut waits_for_events = false;
         for t in &args.trace {
             if let Some(what) = t.strip_prefix("usdt:") {
-                let (s, sems) = weft_events::usdt_specs(session, what, args.string_max)?;
+                session.refresh_modules()?;
+                let (s, sems) = weft_events::usdt_specs(session.modules(), what, args.string_max)?;
                 specs.extend(s);
                 semaphores.extend(sems);
             } else if let Some(what) = t.strip_prefix("event:") {
-                let sites = weft_events::event_sites(session, what, args.string_max)?;
+                let (provider, name) = weft_events::event_request(what)?;
+                let sites = session.trace_event_sites(provider, name, args.string_max)?;
                 if sites.is_empty() {
-                    eprintln!("weft: {}", weft_events::pending_note(session, what)?);
+                    let loaded = session.event_sites()?;
+                    eprintln!("weft: {}", weft_events::pending_note(&loaded, what));
                 }
                 event_sites.extend(sites);
                 waits_for_events = true;

@@ -24,7 +24,7 @@ pub use error::{Error, Result};
 pub use expand::{FunctionEvents, ProbeEvent};
 pub use mode::{ChosenClock, ClockChoice, ClockKind, RingMode};
 pub use record::Recorder;
-pub use rich::{event_sites, pending_note};
+pub use rich::{event_request, pending_note};
 pub use store::{read_dir, render_text, shown_values, Meta, Shown, TraceClock};
 pub use usdt::{operand, usdt_specs};
 

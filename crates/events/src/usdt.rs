@@ -5,7 +5,7 @@
 
 use crate::{Error, Result};
 use weft_image::glob_match;
-use weft_live::Session;
+use weft_live::Module;
 use weft_plan::{Action, Expr, PointSpec, Strings};
 
 const REGS: [&str; 16] = [
@@ -158,12 +158,13 @@ fn symbol_sum(text: &str, symbol: &dyn Fn(&str) -> Option<u64>) -> Option<u64> {
     (symbols == 1).then_some(total as u64)
 }
 
-/// Probes matching `PROVIDER:NAME` (globs) in the session's modules: the
-/// point specs, and the semaphores (runtime addresses) to raise.
+/// Probes matching `PROVIDER:NAME` (globs) in `modules` (the process's,
+/// as the applier found them): the point specs, and the semaphores
+/// (runtime addresses) to raise.
 /// `PROVIDER:NAME@arg1/s,...` records those arguments as strings, at most
 /// `string_max` bytes of each.
 pub fn usdt_specs(
-    session: &mut Session,
+    modules: &[Module],
     request: &str,
     string_max: u16,
 ) -> Result<(Vec<PointSpec>, Vec<u64>)> {
@@ -175,11 +176,10 @@ pub fn usdt_specs(
     let (provider, name) = what
         .split_once(':')
         .ok_or_else(|| Error::BadRequest(format!("'usdt:{what}': write usdt:PROVIDER:NAME")))?;
-    session.refresh_modules()?;
     let mut specs = Vec::new();
     let mut semaphores = Vec::new();
     let mut near = Vec::new();
-    for m in session.modules() {
+    for m in modules {
         for p in m.image.usdt_probes() {
             near.push(format!("{}:{}", p.provider, p.name));
             if !glob_match(provider, &p.provider) || !glob_match(name, &p.name) {
@@ -224,7 +224,7 @@ pub fn usdt_specs(
         near.sort();
         near.dedup();
         let hint = weft_image::near_misses(what, near.iter().map(String::as_str), 5);
-        let modules: Vec<&str> = session.modules().iter().map(|m| m.name.as_str()).collect();
+        let modules: Vec<&str> = modules.iter().map(|m| m.name.as_str()).collect();
         let searched = match modules.len() {
             0..=6 => modules.join(", "),
             n => format!("{}, and {} more", modules[..5].join(", "), n - 5),

@@ -22,14 +22,36 @@ pub enum Error {
     },
     /// The encoder refused an instruction.
     #[error("encoding failed: {0}")]
-    Encode(String),
+    Encode(#[from] iced_x86::IcedError),
 }
 
 /// Result of patch generation.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-impl From<iced_x86::IcedError> for Error {
-    fn from(e: iced_x86::IcedError) -> Error {
-        Error::Encode(e.to_string())
-    }
+/// Leaves this far short of the ±2 GiB of a rel32 operand, for the
+/// instruction's own length and for branches a block encoder lengthens.
+const REACH_MARGIN: u64 = 1 << 20;
+
+/// The first branch target or RIP-relative address of `insns` that a
+/// rel32 operand placed near `ip` cannot reach: checked before encoding,
+/// so that an encoder failure is never told apart by its message.
+pub(crate) fn beyond_reach(insns: &[iced_x86::Instruction], ip: u64) -> Option<u64> {
+    use iced_x86::OpKind;
+    insns
+        .iter()
+        .filter_map(|i| {
+            if i.is_ip_rel_memory_operand() {
+                Some(i.ip_rel_memory_address())
+            } else {
+                (0..i.op_count())
+                    .any(|n| {
+                        matches!(
+                            i.op_kind(n),
+                            OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
+                        )
+                    })
+                    .then(|| i.near_branch_target())
+            }
+        })
+        .find(|&target| target.abs_diff(ip) >= (1 << 31) - REACH_MARGIN)
 }

@@ -22,7 +22,7 @@ pub use crate::region::sync::{ACK, GENERATION, LISTENING};
 /// Hook code at `at`: handshake on the sync words at `sync`, then jump to
 /// `continuation` (a trampoline running the displaced instructions).
 pub fn hook_code(at: u64, sync: u64, continuation: u64) -> Result<Vec<u8>> {
-    let enc = |e: IcedError| Error::Encode(e.to_string());
+    let enc = Error::Encode;
     let mut a = CodeAssembler::new(64).map_err(enc)?;
     let mut wait = a.create_label();
     let mut done = a.create_label();

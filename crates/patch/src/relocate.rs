@@ -86,19 +86,14 @@ pub(crate) fn relocated_form(
 /// Encodes a sequence in one block at `ip`. Branch targets are absolute;
 /// instructions with `ip` 0 are never treated as branch targets.
 pub(crate) fn encode_block(insns: &[Instruction], ip: u64) -> Result<Vec<u8>> {
+    if let Some(to) = crate::error::beyond_reach(insns, ip) {
+        return Err(Error::OutOfReach { from: ip, to });
+    }
     let r = BlockEncoder::encode(
         64,
         InstructionBlock::new(insns, ip),
         BlockEncoderOptions::NONE,
-    )
-    .map_err(|e| {
-        let text = e.to_string();
-        if text.contains("too far") || text.contains("2GB") {
-            Error::OutOfReach { from: ip, to: 0 }
-        } else {
-            Error::Encode(text)
-        }
-    })?;
+    )?;
     Ok(r.code_buffer)
 }
 
@@ -107,26 +102,15 @@ pub(crate) fn encode_at(insns: &[Instruction], ip: u64) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     for i in insns {
         let at = ip + out.len() as u64;
+        let one = std::slice::from_ref(i);
+        if let Some(to) = crate::error::beyond_reach(one, at) {
+            return Err(Error::OutOfReach { from: at, to });
+        }
         let r = BlockEncoder::encode(
             64,
-            InstructionBlock::new(std::slice::from_ref(i), at),
+            InstructionBlock::new(one, at),
             BlockEncoderOptions::NONE,
-        )
-        .map_err(|e| {
-            let target = if i.is_ip_rel_memory_operand() {
-                i.ip_rel_memory_address()
-            } else {
-                i.near_branch_target()
-            };
-            if e.to_string().contains("too far") || e.to_string().contains("2GB") {
-                Error::OutOfReach {
-                    from: at,
-                    to: target,
-                }
-            } else {
-                Error::Encode(format!("{e} ({i})"))
-            }
-        })?;
+        )?;
         out.extend_from_slice(&r.code_buffer);
     }
     Ok(out)
@@ -151,6 +135,22 @@ mod tests {
         let out = relocate_one(&i, 0x2000_0000, None).unwrap();
         let moved = decode_all(0x2000_0000, &out)[0];
         assert_eq!(moved.ip_rel_memory_address(), 0x1107);
+    }
+
+    #[test]
+    fn out_of_reach_is_told_by_the_numbers() {
+        // 0x1000: mov rax, [rip+0x100]: placed 3 GiB away it cannot reach 0x1107.
+        let i = decode_all(0x1000, &[0x48, 0x8b, 0x05, 0x00, 0x01, 0x00, 0x00])[0];
+        match relocate_one(&i, 0xc000_0000, None) {
+            Err(Error::OutOfReach { from, to }) => assert_eq!((from, to), (0xc000_0000, 0x1107)),
+            other => panic!("expected OutOfReach, got {other:?}"),
+        }
+        // 0x1000: jne 0x1007, likewise.
+        let j = decode_all(0x1000, &[0x75, 0x05])[0];
+        assert!(matches!(
+            relocate_one(&j, 0xc000_0000, None),
+            Err(Error::OutOfReach { to: 0x1007, .. })
+        ));
     }
 
     #[test]

@@ -165,8 +165,7 @@ impl Trampoline {
             64,
             iced_x86::InstructionBlock::new(&block, at),
             iced_x86::BlockEncoderOptions::NONE,
-        )
-        .map_err(|e| crate::Error::Encode(e.to_string()))?;
+        )?;
         Ok(Trampoline {
             addr: at,
             entry: at,

@@ -39,7 +39,7 @@ pub struct HandlerCode {
 
 /// Generates the handler at `at`, searching the trap table at `table`.
 pub fn handler_code(at: u64, table: u64) -> Result<HandlerCode> {
-    let enc = |e: IcedError| Error::Encode(e.to_string());
+    let enc = Error::Encode;
     let mut a = CodeAssembler::new(64).map_err(enc)?;
     let mut search = a.create_label();
     let mut below = a.create_label();

@@ -115,7 +115,7 @@ impl Gen {
 
 /// Generates the mini-trampoline for `actions` at address `at`.
 pub fn mini_trampoline(at: u64, table: ThreadTable, actions: &[Guarded]) -> Result<Vec<u8>> {
-    let enc = |e: IcedError| Error::Encode(e.to_string());
+    let enc = Error::Encode;
     let mut g = Gen {
         a: CodeAssembler::new(64).map_err(enc)?,
         literals: vec![],

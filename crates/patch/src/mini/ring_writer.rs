@@ -245,7 +245,7 @@ impl Gen {
 /// it and then write their record themselves. It clobbers only registers
 /// the System V ABI lets a callee clobber.
 pub fn ring_function(at: u64, table: ThreadTable) -> Result<Vec<u8>> {
-    let enc = |e: IcedError| Error::Encode(e.to_string());
+    let enc = Error::Encode;
     let mut g = Gen {
         a: CodeAssembler::new(64).map_err(enc)?,
         literals: vec![],
