@@ -75,13 +75,7 @@ impl Session {
         if let Some(why) = self.blocked_by_other_site(point) {
             return Ok(Placed::Skipped(why));
         }
-        let module = &self.modules[item.module];
-        let ctx = SpliceContext {
-            func: &item.code,
-            targets: module.branch_targets(),
-            thread_pcs: &threads.pcs,
-            after_end: &item.after_end,
-        };
+        let ctx = self.splice_context(item, &threads.pcs);
         let mut choice = match choose_splice(&ctx, point) {
             Some(Ok(c)) => c,
             Some(Err(why)) => return Ok(Placed::Skipped(SkipReason::Unsafe(why))),
@@ -118,15 +112,14 @@ impl Session {
                 Some(Unsafe::TooShort) | Some(Unsafe::BranchTargetInside(_))
             )
         {
-            let module = &self.modules[item.module];
-            let ctx = SpliceContext {
-                func: &item.code,
-                targets: module.branch_targets(),
-                thread_pcs: &threads.pcs,
-                after_end: &item.after_end,
-            };
+            let ctx = self.splice_context(item, &threads.pcs);
             let claimed = |start, end| self.overlaps_active(start, end);
-            if let Some(short) = policy::springboard(&ctx, point, module.padding_runs(), &claimed) {
+            if let Some(short) = policy::springboard(
+                &ctx,
+                point,
+                self.modules[item.module].padding_runs(),
+                &claimed,
+            ) {
                 choice = short;
             }
         }
@@ -160,6 +153,16 @@ impl Session {
         });
         self.site_at.insert(point, s);
         Ok(Placed::Site(s))
+    }
+
+    /// What the splicer knows around the points of a prepared function.
+    fn splice_context<'a>(&'a self, item: &'a PreparedProbe, pcs: &'a [u64]) -> SpliceContext<'a> {
+        SpliceContext {
+            func: &item.code,
+            targets: self.modules[item.module].branch_targets(),
+            thread_pcs: pcs,
+            after_end: &item.after_end,
+        }
     }
 
     /// Adds a probe at `point` to site `s`, before the instruction at `point`.
