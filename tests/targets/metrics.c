@@ -1,5 +1,6 @@
 /* Functions with known timing and call patterns for the metrics tests.
- *   nap        sleeps 20 ms, called 10 times           -> wall_time 0.2 s (nap(20) only), cpu_time ~0
+ *   nap        sleeps, 10 times for 20 ms; tallies the wall time it took by
+ *              its own clock (nap20_us for those ten, nap_us for all)  -> wall_time, cpu_time ~0
  *   busy       spins ~250 ms on a thread               -> cpu_time ~ wall_time
  *   park       4 threads wait in it together ~400 ms   -> concurrency ~4 while parked
  *   classify   called with kinds 1..3                  -> predicates on arg1
@@ -13,18 +14,25 @@ TALLY(classify_2);
 TALLY(busy_cpu_us);
 TALLY(write_inside);
 TALLY(write_all);
-
-NOINLINE void nap(int ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    nanosleep(&ts, 0);
-}
+TALLY(nap20_us);
+TALLY(nap_us);
 
 static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Sleeps `ms` milliseconds and tallies how long that really took. */
+NOINLINE void nap(int ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    double start = now_s();
+    nanosleep(&ts, 0);
+    unsigned long took_us = (unsigned long)((now_s() - start) * 1e6);
+    atomic_fetch_add(&tally_nap_us, took_us);
+    if (ms == 20) atomic_fetch_add(&tally_nap20_us, took_us);
 }
 
 static double thread_cpu_s(void)
@@ -116,5 +124,7 @@ int main(int argc, char **argv)
     PRINT_TALLY(write_inside);
     PRINT_TALLY(write_all);
     PRINT_TALLY(busy_cpu_us);
+    PRINT_TALLY(nap20_us);
+    PRINT_TALLY(nap_us);
     return 0;
 }

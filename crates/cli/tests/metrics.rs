@@ -15,22 +15,35 @@ fn measure(metrics: &[&str], extra: &[&str]) -> Measured {
     metric_run(&name, metrics, extra, build("metrics", &O2), &[])
 }
 
+/// Wall time agrees with the target's own clock: each nap tallies the time
+/// its nanosleep really took (a loaded machine oversleeps; the ten 20 ms
+/// naps have been seen to take 300 ms), and weft's timer must match that,
+/// not the nominal sleep. It may exceed it only by the few microseconds the
+/// target spends outside its own clock reads in each call.
 #[test]
-fn wall_time_of_ten_20ms_sleeps_is_200ms() {
+fn wall_time_agrees_with_the_targets_own_clock() {
     // The ten nap(20) calls, told apart from the other naps by a predicate.
     let m = measure(&["wall_time:fn=nap,if=arg1 == 20", "wall_time:fn=nap"], &[]);
-    let got = m.value("wall_time", "fn=nap,if=arg1 == 20");
-    assert!(
-        (got - 0.200).abs() / 0.200 < 0.05,
-        "wall_time {got} s, want 0.200 s within 5%"
-    );
-    // All naps: 10 x 20 ms, 250 ms (doze), 4 x 400 ms (park), 200 ms (holder) and 21 ms.
-    let want = 0.200 + 0.250 + 1.600 + 0.200 + 0.021;
-    let all = m.value("wall_time", "fn=nap");
-    assert!(
-        (all - want).abs() / want < 0.05,
-        "wall_time {all} s, want {want} s within 5%"
-    );
+    let tallies = m.tallies();
+    let own = |name: &str| tallies[name] as f64 / 1e6;
+    // 10 x 20 ms, 250 ms (doze), 4 x 400 ms (park), 200 ms (holder) and 21 ms.
+    for (focus, own, calls, nominal) in [
+        ("fn=nap,if=arg1 == 20", own("nap20_us"), 10.0, 0.200),
+        ("fn=nap", own("nap_us"), 17.0, 2.271),
+    ] {
+        let got = m.value("wall_time", focus);
+        assert!(
+            own >= nominal,
+            "{focus}: the naps' own {own} s < {nominal} s asked"
+        );
+        // Per call: 1 µs of truncation in the tally, and up to 0.5 ms for the
+        // call's own entry and exit around its clock reads on a loaded VM.
+        let slack = calls * 0.000_5;
+        assert!(
+            got >= own - calls * 1e-6 && got <= own * 1.01 + slack,
+            "{focus}: weft's wall_time {got} s, the naps' own clock {own} s"
+        );
+    }
 }
 
 #[test]
