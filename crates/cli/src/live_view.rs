@@ -19,8 +19,7 @@ pub struct LiveView {
 impl LiveView {
     /// A view that draws only if standard error is a terminal and there are metrics.
     pub fn new(pid: i32, req: &Requests) -> LiveView {
-        // SAFETY: isatty only inspects the file descriptor.
-        let tty = unsafe { libc::isatty(2) } == 1;
+        let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
         LiveView {
             enabled: tty && !req.sampler.is_empty(),
             pid,

@@ -106,8 +106,11 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
         }
         Err(e) => {
             // The program never ran its own code: do not leave it behind.
-            // SAFETY: kill on our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // Our own child, not yet reaped, so the pid is still its own.
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
             drop(tracee);
             let _ = wait_child_exit(pid);
             return Err(e);

@@ -16,6 +16,7 @@
 
 use crate::{Error, Result, RED_ZONE};
 use iced_x86::code_asm::*;
+use weft_abi::{errno, futex, syscall};
 
 pub use crate::region::sync::{ACK, GENERATION, LISTENING};
 
@@ -41,9 +42,9 @@ pub fn hook_code(at: u64, sync: u64, continuation: u64) -> Result<Vec<u8>> {
         a.mov(r9d, 1)?;
         a.lock().xadd(dword_ptr(r8 + GENERATION as i32), r9d)?;
         a.add(r9d, 1)?; // this call's generation
-        a.mov(eax, 202)?; // futex(&generation, FUTEX_WAKE, 1)
+        a.mov(eax, syscall::FUTEX)?; // futex(&generation, FUTEX_WAKE, 1)
         a.lea(rdi, qword_ptr(r8 + GENERATION as i32))?;
-        a.mov(esi, 1)?;
+        a.mov(esi, futex::WAKE as u32)?;
         a.mov(edx, 1)?;
         a.syscall()?;
         a.mov(r11d, 2)?; // timeouts left
@@ -53,14 +54,14 @@ pub fn hook_code(at: u64, sync: u64, continuation: u64) -> Result<Vec<u8>> {
         a.sub(ecx, eax)?;
         a.jle(done)?; // ack >= generation (wrapping difference)
         a.mov(edx, eax)?; // futex(&ack, FUTEX_WAIT, ack, &timeout)
-        a.mov(eax, 202)?;
+        a.mov(eax, syscall::FUTEX)?;
         a.lea(rdi, qword_ptr(r8 + ACK as i32))?;
-        a.xor(esi, esi)?;
+        a.mov(esi, futex::WAIT as u32)?;
         a.lea(r10, qword_ptr(timeout))?;
         a.push(r11)?;
         a.syscall()?; // clobbers rcx and r11
         a.pop(r11)?;
-        a.cmp(rax, -110)?; // -ETIMEDOUT
+        a.cmp(rax, -errno::ETIMEDOUT)?;
         a.jne(wait)?;
         a.sub(r11d, 1)?;
         a.jnz(wait)?;

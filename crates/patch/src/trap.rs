@@ -18,13 +18,17 @@
 use crate::region::trap_table as tt;
 use crate::{Error, Result};
 use iced_x86::code_asm::*;
+use weft_abi::sigaction::{
+    self as sa, SA_NODEFER, SA_ONSTACK, SA_RESTORER, SA_SIGINFO, SIG_IGN, UCONTEXT_RIP,
+};
+use weft_abi::{signal::SIGTRAP, syscall};
 
-/// Offset of `uc_mcontext.gregs[REG_RIP]` in the x86-64 `ucontext_t`.
-pub const UCONTEXT_RIP: u64 = 168;
-/// `SA_SIGINFO | SA_ONSTACK | SA_RESTORER | SA_NODEFER`.
-pub const HANDLER_FLAGS: u64 = 0x4 | 0x0800_0000 | 0x0400_0000 | 0x4000_0000;
+/// The handler's flags: three arguments, on the alternate stack if the
+/// thread has one, returning through our restorer, and not blocking SIGTRAP
+/// while it runs (so a program's own handler it chains to can trap too).
+pub const HANDLER_FLAGS: u64 = SA_SIGINFO | SA_ONSTACK | SA_RESTORER | SA_NODEFER;
 /// `SA_RESTORER` alone, for the SIG_DFL action.
-pub const RESTORER_FLAG: u64 = 0x0400_0000;
+pub const RESTORER_FLAG: u64 = SA_RESTORER;
 
 /// The generated handler and its `sa_restorer`.
 #[derive(Debug, Clone)]
@@ -83,7 +87,7 @@ pub fn handler_code(at: u64, table: u64) -> Result<HandlerCode> {
         a.cmp(byte_ptr(rax), 0xcc)?;
         a.jne(reexecute)?;
         a.mov(rax, qword_ptr(r8 + tt::OLD_HANDLER as i32))?;
-        a.cmp(rax, 1)?;
+        a.cmp(rax, SIG_IGN as i32)?;
         a.je(ignore)?;
         a.test(rax, rax)?;
         a.jz(default)?;
@@ -93,18 +97,18 @@ pub fn handler_code(at: u64, table: u64) -> Result<HandlerCode> {
         a.set_label(&mut default)?;
         // Re-execute the int3 with the default action restored.
         a.dec(qword_ptr(rdx + r))?;
-        a.mov(edi, 5)?; // SIGTRAP
+        a.mov(edi, SIGTRAP as u32)?;
         a.lea(rsi, qword_ptr(r8 + tt::DEFAULT_ACTION as i32))?;
         a.xor(edx, edx)?;
-        a.mov(r10d, 8)?;
-        a.mov(eax, 13)?; // rt_sigaction
+        a.mov(r10d, sa::SIGSET_SIZE as u32)?;
+        a.mov(eax, syscall::RT_SIGACTION)?;
         a.syscall()?;
         a.ret()?;
         a.set_label(&mut reexecute)?;
         a.mov(qword_ptr(rdx + r), rax)?;
         a.ret()?;
         a.set_label(&mut restorer)?;
-        a.mov(eax, 15)?; // rt_sigreturn
+        a.mov(eax, syscall::RT_SIGRETURN)?;
         a.syscall()?;
         a.int3()?;
         a.set_label(&mut table_lit)?;
@@ -127,10 +131,20 @@ pub fn handler_code(at: u64, table: u64) -> Result<HandlerCode> {
 }
 
 /// A kernel `struct sigaction` (x86-64): handler, flags, restorer, mask.
-pub fn kernel_sigaction(handler: u64, flags: u64, restorer: u64, mask: u64) -> [u8; 32] {
-    let mut b = [0u8; 32];
-    for (k, v) in [handler, flags, restorer, mask].into_iter().enumerate() {
-        b[k * 8..k * 8 + 8].copy_from_slice(&v.to_le_bytes());
+pub fn kernel_sigaction(
+    handler: u64,
+    flags: u64,
+    restorer: u64,
+    mask: u64,
+) -> [u8; sa::SIZE as usize] {
+    let mut b = [0u8; sa::SIZE as usize];
+    for (at, v) in [
+        (sa::HANDLER, handler),
+        (sa::FLAGS, flags),
+        (sa::RESTORER, restorer),
+        (sa::MASK, mask),
+    ] {
+        b[at as usize..at as usize + 8].copy_from_slice(&v.to_le_bytes());
     }
     b
 }

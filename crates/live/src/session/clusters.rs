@@ -3,6 +3,7 @@
 //! code placed in them, and their removal once no thread can be inside.
 
 use super::*;
+use weft_abi::{fcntl, mman};
 use weft_patch::mini::{mini_trampoline, ThreadTable};
 use weft_plan::{Expr, Guarded, Primitive};
 
@@ -57,16 +58,16 @@ impl Session {
             let data = tracee.remote_mmap(
                 Some(RemoteAddr(addr)),
                 self.layout.size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
+                mman::PROT_READ | mman::PROT_WRITE,
+                mman::MAP_SHARED,
                 fd,
                 0,
             )?;
             let code = tracee.remote_mmap(
                 Some(RemoteAddr(addr + self.layout.size)),
                 CODE_AREA,
-                libc::PROT_READ | libc::PROT_EXEC,
-                libc::MAP_SHARED,
+                mman::PROT_READ | mman::PROT_EXEC,
+                mman::MAP_SHARED,
                 fd,
                 self.layout.size + index * CODE_AREA,
             )?;
@@ -139,15 +140,16 @@ impl Session {
         if let Some(c) = self.clusters.iter().find(|c| c.mapped) {
             let scratch = self.layout.header.scratch_offset;
             self.shm.write(scratch, &path);
-            return Ok(
-                tracee.remote_open(RemoteAddr(c.data + scratch), libc::O_RDWR | libc::O_CLOEXEC)?
-            );
+            return Ok(tracee.remote_open(
+                RemoteAddr(c.data + scratch),
+                fcntl::O_RDWR | fcntl::O_CLOEXEC,
+            )?);
         }
         let page = tracee.remote_mmap(
             None,
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            mman::PAGE_SIZE,
+            mman::PROT_READ | mman::PROT_WRITE,
+            mman::MAP_PRIVATE | mman::MAP_ANONYMOUS,
             -1,
             0,
         )?;
@@ -157,10 +159,10 @@ impl Session {
             .map_err(Error::from)
             .and_then(|_| {
                 tracee
-                    .remote_open(page, libc::O_RDWR | libc::O_CLOEXEC)
+                    .remote_open(page, fcntl::O_RDWR | fcntl::O_CLOEXEC)
                     .map_err(Error::from)
             });
-        tracee.remote_munmap(page, 4096)?;
+        tracee.remote_munmap(page, mman::PAGE_SIZE)?;
         opened
     }
 

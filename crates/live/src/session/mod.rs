@@ -62,7 +62,6 @@ const CODE_AREA: u64 = 8 << 20;
 const MAX_CLUSTERS: u64 = 16;
 /// Distance every byte of a cluster keeps from every byte of its modules.
 const REACH: u64 = (1 << 31) - (32 << 20);
-const SIGTRAP: i32 = 5;
 
 #[derive(Debug)]
 struct Probe {

@@ -2,6 +2,7 @@
 //! trampolines by weft's SIGTRAP handler, with no ptrace stop per hit.
 
 use super::*;
+use weft_abi::signal::SIGTRAP;
 use weft_patch::trap;
 
 #[derive(Debug, Clone, Copy)]

@@ -16,11 +16,8 @@ use crate::{Error, Result};
 use iced_x86::code_asm::*;
 use weft_plan::{Expr, Strings};
 
-/// The clock id of CLOCK_MONOTONIC.
-pub(super) const CLOCK_MONOTONIC: u32 = 1;
-
-/// `sched_yield`, which block mode calls while a ring stays full.
-const SYS_SCHED_YIELD: u32 = 24;
+/// The clock id of CLOCK_MONOTONIC, as `mov edi` loads it.
+pub(super) const CLOCK_MONOTONIC: u32 = weft_abi::clock::MONOTONIC as u32;
 
 impl Gen {
     /// rax := an event's timestamp: the TSC, or CLOCK_MONOTONIC in ns from
@@ -186,7 +183,7 @@ impl Gen {
         let mut wait = self.a.create_label();
         self.a.set_label(&mut wait)?;
         self.a.push(r11)?; // syscall clobbers rcx and r11
-        self.a.mov(eax, SYS_SCHED_YIELD)?;
+        self.a.mov(eax, weft_abi::syscall::SCHED_YIELD)?; // block mode: the ring stays full
         self.a.syscall()?;
         self.a.pop(r11)?;
         self.a.mov(rdx, self.table.ring_wait_until)?;

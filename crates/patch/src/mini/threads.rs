@@ -61,7 +61,7 @@ impl Gen {
         a.mov(rax, r8)?;
         a.jnz(probe)?; // another thread took it: look at it again
         a.mov(r9, rcx)?; // the slot index survives the system call in r9
-        a.mov(eax, 186)?; // gettid, once per thread
+        a.mov(eax, weft_abi::syscall::GETTID)?; // once per thread
         a.syscall()?; // clobbers rcx and r11
         a.imul_3(r11, r9, table.block())?;
         a.lea(r11, qword_ptr(r10 + r11 + (table.slots * 8) as i32))?;

@@ -35,6 +35,7 @@ pub mod threads;
 pub mod trap_table;
 
 pub use header::Header;
+use weft_abi::mman::PAGE_SIZE;
 
 /// `WEFT` in little-endian.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
@@ -57,7 +58,7 @@ impl Layout {
     pub fn new(counters: u64, traps: u64, ring_data: u64) -> Layout {
         debug_assert!(ring_data.is_power_of_two());
         let ring_data = ring_data.clamp(ring::MIN_DATA, ring::MAX_DATA);
-        let page = 4096;
+        let page = PAGE_SIZE;
         let round = |x: u64| x.div_ceil(page) * page;
         let header_size = Header::SIZE;
         let counters_offset = 64.max(header_size);
@@ -117,7 +118,7 @@ impl Layout {
 }
 
 // The sync words fit in their page.
-const _: () = assert!(sync::NO_SLOT + 8 <= 4096);
+const _: () = assert!(sync::NO_SLOT + 8 <= PAGE_SIZE);
 
 #[cfg(test)]
 mod tests {

@@ -6,14 +6,14 @@
 pub const COUNT: u64 = 0;
 /// The replaced kernel `struct sigaction` (32 bytes), as `rt_sigaction` returned it.
 pub const OLD_ACTION: u64 = 8;
-/// Its `sa_handler` (u64; 0 = SIG_DFL, 1 = SIG_IGN): the first field.
-pub const OLD_HANDLER: u64 = OLD_ACTION;
+/// Its `sa_handler` (u64; 0 = SIG_DFL, 1 = SIG_IGN).
+pub const OLD_HANDLER: u64 = OLD_ACTION + weft_abi::sigaction::HANDLER;
 /// A kernel `struct sigaction` selecting SIG_DFL (32 bytes).
 pub const DEFAULT_ACTION: u64 = 40;
 /// weft's own kernel `struct sigaction` (32 bytes).
 pub const NEW_ACTION: u64 = 72;
 /// Size of a kernel `struct sigaction` (handler, flags, restorer, mask).
-pub const ACTION_SIZE: u64 = 32;
+pub const ACTION_SIZE: u64 = weft_abi::sigaction::SIZE;
 /// First entry; each is 16 bytes: site (u64), trampoline entry (u64).
 pub const ENTRIES: u64 = 128;
 /// Size of one entry.
