@@ -177,7 +177,7 @@ impl Session {
         if self.trap.is_some_and(|t| t.installed) {
             return Ok(());
         }
-        if self.rich_used {
+        if self.rich.ever_used {
             notes.push(
                 "rich events were traced: weft's memory stays mapped in the target, since a \
                  thread may still be writing an event into it"

@@ -107,6 +107,16 @@ struct Site {
     board: Option<SpliceRecord>,
 }
 
+/// The resources handed to probe plans so far, each the next free index.
+#[derive(Debug, Default)]
+struct Given {
+    counters: u64,
+    timers: u64,
+    thread_counters: u64,
+    /// Every event id's meaning, indexed by id.
+    events: Vec<EventInfo>,
+}
+
 /// weft's instrumentation of one process.
 #[derive(Debug)]
 pub struct Session {
@@ -123,25 +133,13 @@ pub struct Session {
     probe_keys: std::collections::HashSet<(usize, u64, PointKind)>,
     /// The last library-load generation weft has handled.
     loads_acked: u32,
-    next_counter: u64,
-    next_timer: u64,
-    events: Vec<EventInfo>,
-    next_thread_counter: u64,
+    /// What the plans' `Allocate` calls were given.
+    given: Given,
     trap: Option<TrapHandler>,
-    /// Descriptors of the rich event sites weft has enabled (runtime addresses).
-    enabled_sites: Vec<u64>,
-    /// The ring function (see `mini::ring_function`), once placed.
-    ring_function: Option<u64>,
-    /// Whether rich events were ever enabled: weft's memory then stays
-    /// mapped after detach, since a thread may be writing an event into it.
-    rich_used: bool,
     /// Event timestamps: 0 for the TSC, else the target's vDSO clock_gettime.
     clock_gettime: u64,
-    /// `--trace event:PROVIDER:NAME` requests (globs), also for libraries
-    /// loaded later.
-    event_requests: Vec<(String, String)>,
-    /// Their strings' and byte arrays' cap.
-    event_cap: u16,
+    /// Rich event sites asked for and enabled.
+    rich: rich::RichSites,
     /// USDT semaphores weft raised (runtime addresses), lowered on removal.
     semaphores: Vec<u64>,
     /// Where the C library keeps a thread's id (see
@@ -176,17 +174,10 @@ impl Session {
             spans: BTreeMap::new(),
             probe_keys: std::collections::HashSet::new(),
             loads_acked: 0,
-            next_counter: 0,
-            next_timer: 0,
-            events: Vec::new(),
-            next_thread_counter: 0,
+            given: Given::default(),
             trap: None,
-            enabled_sites: Vec::new(),
-            ring_function: None,
-            rich_used: false,
             clock_gettime: 0,
-            event_requests: Vec::new(),
-            event_cap: 128,
+            rich: rich::RichSites::default(),
             tid_offset: None,
             semaphores: Vec::new(),
         })

@@ -8,38 +8,38 @@ use weft_plan::{Allocate, Exhausted};
 /// The resources of probe plans, in the shared region.
 impl Allocate for Session {
     fn counter(&mut self) -> Result<u64, Exhausted> {
-        let c = self.next_counter;
+        let c = self.given.counters;
         if c >= self.layout.header.counters_capacity {
             return Err(Exhausted { what: "counters" });
         }
-        self.next_counter += 1;
+        self.given.counters += 1;
         self.shm.store_u64(self.layout.counter(c), 0);
         Ok(c)
     }
 
     fn timer(&mut self) -> Result<u64, Exhausted> {
-        let t = self.next_timer;
+        let t = self.given.timers;
         if t >= threads::TIMERS {
             return Err(Exhausted { what: "timers" });
         }
-        self.next_timer += 1;
+        self.given.timers += 1;
         Ok(t)
     }
 
     fn thread_counter(&mut self) -> Result<u64, Exhausted> {
-        let c = self.next_thread_counter;
+        let c = self.given.thread_counters;
         if c >= threads::COUNTERS {
             return Err(Exhausted {
                 what: "per-thread counters",
             });
         }
-        self.next_thread_counter += 1;
+        self.given.thread_counters += 1;
         Ok(c)
     }
 
     fn event(&mut self, info: EventInfo) -> Result<u32, Exhausted> {
-        self.events.push(info);
-        Ok(self.events.len() as u32 - 1)
+        self.given.events.push(info);
+        Ok(self.given.events.len() as u32 - 1)
     }
 }
 

@@ -7,10 +7,40 @@
 
 use super::*;
 use weft_patch::mini::ring_function;
+use weft_plan::Allocate;
 
 // Offsets of the descriptor fields weft writes (checked against
 // `include/weft/event.h` by the patch crate's C header test).
 use weft_patch::region::event_site::{ID as SITE_ID, RING_OF_THREAD as SITE_RING_OF_THREAD};
+
+/// The session's rich event sites: what was asked, what is enabled.
+#[derive(Debug)]
+pub(super) struct RichSites {
+    /// `--trace event:PROVIDER:NAME` requests (globs), also for libraries
+    /// loaded later.
+    requests: Vec<(String, String)>,
+    /// Their strings' and byte arrays' cap.
+    cap: u16,
+    /// Descriptors of the sites weft has enabled (runtime addresses).
+    enabled: Vec<u64>,
+    /// The ring function (see `mini::ring_function`), once placed.
+    ring_function: Option<u64>,
+    /// Whether rich events were ever enabled: weft's memory then stays
+    /// mapped after detach, since a thread may be writing an event into it.
+    pub(super) ever_used: bool,
+}
+
+impl Default for RichSites {
+    fn default() -> RichSites {
+        RichSites {
+            requests: Vec::new(),
+            cap: 128,
+            enabled: Vec::new(),
+            ring_function: None,
+            ever_used: false,
+        }
+    }
+}
 
 /// What a rich event value holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +115,7 @@ impl Session {
 
     /// Bytes copied at most from each string or byte array of a rich event.
     pub(super) fn event_cap(&self) -> u16 {
-        self.event_cap
+        self.rich.cap
     }
 
     /// Asks for the sites matching `provider:name` (globs), in the modules
@@ -98,9 +128,10 @@ impl Session {
         name: &str,
         cap: u16,
     ) -> Result<Vec<EventSite>> {
-        self.event_requests
+        self.rich
+            .requests
             .push((provider.to_string(), name.to_string()));
-        self.event_cap = cap;
+        self.rich.cap = cap;
         let all = self.event_sites()?;
         Ok(all
             .into_iter()
@@ -114,7 +145,7 @@ impl Session {
     /// Sites of modules `first..` that a request asks for.
     pub(super) fn requested_sites_from(&self, first: usize) -> Vec<EventSite> {
         let wanted = |s: &EventSite| {
-            self.event_requests.iter().any(|(p, n)| {
+            self.rich.requests.iter().any(|(p, n)| {
                 weft_image::glob_match(p, &s.provider) && weft_image::glob_match(n, &s.name)
             })
         };
@@ -140,19 +171,18 @@ impl Session {
             .unwrap_or(0);
         let ci = self.ensure_cluster(tracee, module)?;
         let c = self.clusters[ci];
-        let function = match self.ring_function {
+        let function = match self.rich.ring_function {
             Some(f) => f,
             None => {
                 let at = c.code + c.used;
                 let code = ring_function(at, self.thread_table(ci))?;
                 let f = self.alloc_code(ci, &code)?;
-                self.ring_function = Some(f);
+                self.rich.ring_function = Some(f);
                 f
             }
         };
         let sync = c.data + self.layout.header.sync_offset;
         for site in sites {
-            let id = self.events.len() as u32;
             let mask = |kinds: &[FieldKind]| {
                 site.fields
                     .iter()
@@ -160,7 +190,7 @@ impl Session {
                     .filter(|(_, (_, k))| kinds.contains(k))
                     .fold(0u16, |m, (i, _)| m | 1 << i)
             };
-            self.events.push(EventInfo {
+            let id = self.event(EventInfo {
                 module: site.module.clone(),
                 function: format!("{}:{}", site.provider, site.name),
                 kind: PointKind::Instruction(0),
@@ -168,7 +198,7 @@ impl Session {
                 strings: mask(&[FieldKind::Str, FieldKind::Bytes]),
                 binary: mask(&[FieldKind::Bytes]),
                 names: site.fields.iter().map(|(n, _)| n.clone()).collect(),
-            });
+            })?;
             let mut fields = Vec::with_capacity(48);
             for word in [
                 u64::from(id),
@@ -186,15 +216,15 @@ impl Session {
                 RemoteAddr(site.addr + SITE_RING_OF_THREAD),
                 &function.to_le_bytes(),
             )?;
-            self.enabled_sites.push(site.addr);
-            self.rich_used = true;
+            self.rich.enabled.push(site.addr);
+            self.rich.ever_used = true;
         }
         Ok(())
     }
 
     /// Disables every rich event site weft enabled (the process stopped).
     pub(super) fn disable_event_sites(&mut self, tracee: &mut Tracee) -> Result<()> {
-        for addr in std::mem::take(&mut self.enabled_sites) {
+        for addr in std::mem::take(&mut self.rich.enabled) {
             match tracee
                 .memory()
                 .write(RemoteAddr(addr + SITE_RING_OF_THREAD), &0u64.to_le_bytes())

@@ -154,7 +154,8 @@ impl Session {
     /// Which values of event `id`'s records carry bytes: (strings and byte
     /// arrays, byte arrays).
     pub fn string_mask(&self, id: u32) -> (u16, u16) {
-        self.events
+        self.given
+            .events
             .get(id as usize)
             .map_or((0, 0), |e| (e.strings, e.binary))
     }
@@ -248,11 +249,11 @@ impl Session {
 
     /// The meaning of an event id, if the session gave it.
     pub fn event_info(&self, id: u32) -> Option<&EventInfo> {
-        self.events.get(id as usize)
+        self.given.events.get(id as usize)
     }
 
     /// Every event id's meaning, indexed by id.
     pub fn events(&self) -> &[EventInfo] {
-        &self.events
+        &self.given.events
     }
 }
