@@ -42,7 +42,7 @@ pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<
     if args.verbose {
         output::print_points(&session.points());
         let sites = report.jumps + report.traps;
-        eprintln!(
+        say!(
             "weft: attached to {pid}: {} probe(s), {} jmp, {} springboard and {} int3 splice(s); target stopped {:.2} ms ({:.1} us per point)",
             report.probes,
             report.jumps,
@@ -62,7 +62,7 @@ report.springboards,
         view.tick(&req);
         while let Some(line) = control.next() {
             if let Err(e) = crate::control::handle(&line, pid, &mut session, &mut req) {
-                eprintln!("weft: {}: {e:#}", line.trim());
+                say!("weft: {}: {e:#}", line.trim());
             }
             view.interrupted();
         }
@@ -90,7 +90,7 @@ report.springboards,
     };
     if exited {
         if args.verbose {
-            eprintln!("weft: process {pid} exited");
+            say!("weft: process {pid} exited");
         }
     } else {
         match Tracee::attach(pid) {
@@ -98,10 +98,10 @@ report.springboards,
                 let notes = session.remove_all(&mut tracee)?;
                 tracee.detach()?;
                 for n in notes {
-                    eprintln!("weft: note: {n}");
+                    say!("weft: note: {n}");
                 }
                 if args.verbose {
-                    eprintln!("weft: detached from {pid}; original code restored");
+                    say!("weft: detached from {pid}; original code restored");
                 }
             }
             Err(e) if e.is_gone() => {}

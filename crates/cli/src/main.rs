@@ -1,6 +1,16 @@
 //! `weft`: the command-line front end. Thin: it parses arguments, calls the
 //! libraries, and turns their errors into one clear line.
 
+/// Writes a line to standard error, like `eprintln!`, but never panics:
+/// when standard error is full or gone, the message is lost and weft goes
+/// on to exit with its own status.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod attach;
 mod control;
 mod duration;
@@ -112,7 +122,8 @@ pub struct ProbeArgs {
     #[arg(long = "trace", value_name = "fn:PATTERN")]
     pub trace: Vec<String>,
     /// Arguments recorded at each traced entry (0 to 6).
-    #[arg(long = "args", value_name = "N", default_value_t = 2)]
+    #[arg(long = "args", value_name = "N", default_value_t = 2,
+          value_parser = clap::value_parser!(u8).range(0..=6))]
     pub trace_args: u8,
     /// Bytes recorded at most of each string argument (`@argN/s`); longer
     /// strings are cut and marked.
@@ -146,17 +157,18 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "FILE")]
     pub metrics_file: Option<PathBuf>,
     /// Sampling interval of the metrics' time histograms (`10ms`, `1s`).
-    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = duration::parse_interval)]
     pub interval: std::time::Duration,
     /// Refuse metric requests whose predicted perturbation (from `weft
     /// calibrate`'s costs and the call rates measured for a moment first)
     /// exceeds PCT percent of one CPU. `attach` only: `run` has no rates
     /// before the program runs.
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
     pub max_overhead: Option<f64>,
-    /// Buckets per time histogram; when full, bucket width doubles.
-    #[arg(long, value_name = "N", default_value_t = 1000)]
-    pub buckets: usize,
+    /// Buckets per time histogram (2 to 1000000); when full, bucket width doubles.
+    #[arg(long, value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(2..=1_000_000))]
+    pub buckets: u32,
     /// Report format.
     #[arg(long, value_enum, default_value_t = output::Format::Table)]
     pub format: output::Format,
@@ -223,6 +235,16 @@ fn parse_size(text: &str) -> std::result::Result<u64, String> {
     Ok(bytes)
 }
 
+/// A percentage of one CPU: a finite number above 0.
+fn parse_percent(text: &str) -> std::result::Result<f64, String> {
+    match text.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(p) if p.is_finite() && p > 0.0 => Ok(p),
+        _ => Err(format!(
+            "'{text}' is not a percentage above 0 (such as 2 or 0.5)"
+        )),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -242,9 +264,9 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
-            eprintln!("weft: {}", one_line(&e));
+            say!("weft: {}", one_line(&e));
             if let Some(hint) = hint(&e) {
-                eprintln!("weft: hint: {hint}");
+                say!("weft: hint: {hint}");
             }
             ExitCode::from(exit_code_for(&e))
         }
@@ -326,14 +348,17 @@ fn print_events(dir: &std::path::Path) -> anyhow::Result<i32> {
     let (meta, events) = weft_events::read_dir(dir)?;
     use std::io::Write;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let _ = out.write_all(weft_events::render_text(&meta, &events).as_bytes());
+    use anyhow::Context;
+    out.write_all(weft_events::render_text(&meta, &events).as_bytes())
+        .and_then(|_| out.flush())
+        .context("cannot write the events to standard output")?;
     if meta.dropped > 0 && meta.ring_mode == weft_events::RingMode::Flight {
-        eprintln!(
+        say!(
             "weft: flight mode: these are the latest events; {} older one(s) were overwritten",
             meta.dropped
         );
     } else if meta.dropped > 0 {
-        eprintln!(
+        say!(
             "weft: {} event(s) were dropped while tracing (rings full)",
             meta.dropped
         );

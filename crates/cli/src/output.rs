@@ -16,9 +16,14 @@ pub enum Format {
 
 /// A destination for the final report.
 pub trait ReportSink {
-    /// Writes the counts and the metrics.
+    /// Writes the counts and the metrics, and flushes them to their
+    /// destination, so that a full disk is an error here, not a lost report.
     fn report(&mut self, counts: &[Count], metrics: &[MetricResult]) -> std::io::Result<()>;
 }
+
+/// The widest column a table pads to: longer names (a long `if=`
+/// expression in a focus) overflow their column instead.
+const MAX_COLUMN: usize = 120;
 
 fn point_name(kind: PointKind) -> &'static str {
     match kind {
@@ -39,13 +44,13 @@ impl<W: Write> ReportSink for TableSink<W> {
                 .map(|c| c.module.len())
                 .max()
                 .unwrap_or(0)
-                .max(6);
+                .clamp(6, MAX_COLUMN);
             let wf = counts
                 .iter()
                 .map(|c| c.function.len() + if c.kind == PointKind::Exit { 7 } else { 0 })
                 .max()
                 .unwrap_or(0)
-                .max(8);
+                .clamp(8, MAX_COLUMN);
             writeln!(
                 self.0,
                 "{:<wm$}  {:<wf$}  {:>12}",
@@ -66,7 +71,7 @@ impl<W: Write> ReportSink for TableSink<W> {
                 .map(|m| m.focus.len())
                 .max()
                 .unwrap_or(0)
-                .max(5);
+                .clamp(5, MAX_COLUMN);
             writeln!(
                 self.0,
                 "{:<12}  {:<wf$}  {:>16}  {:<8}",
@@ -94,7 +99,7 @@ impl<W: Write> ReportSink for TableSink<W> {
                 }
             }
         }
-        Ok(())
+        self.0.flush()
     }
 }
 
@@ -147,7 +152,8 @@ impl<W: Write> ReportSink for JsonSink<W> {
             doc.insert("metrics".into(), rows.into());
         }
         serde_json::to_writer_pretty(&mut self.0, &serde_json::Value::Object(doc))?;
-        writeln!(self.0)
+        writeln!(self.0)?;
+        self.0.flush()
     }
 }
 
@@ -172,8 +178,12 @@ pub fn write_report(
         Format::Table => Box::new(TableSink(out)),
         Format::Json => Box::new(JsonSink(out)),
     };
-    sink.report(counts, metrics)?;
-    Ok(())
+    let place = match &args.output {
+        Some(path) => path.display().to_string(),
+        None => "standard error".to_string(),
+    };
+    sink.report(counts, metrics)
+        .with_context(|| format!("the report was not written to {place}"))
 }
 
 /// `--verbose`: how each point was spliced.

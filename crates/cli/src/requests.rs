@@ -64,7 +64,7 @@ impl Requests {
                 let sites = session.trace_event_sites(provider, name, args.string_max)?;
                 if sites.is_empty() {
                     let loaded = session.event_sites()?;
-                    eprintln!("weft: {}", weft_events::pending_note(&loaded, what));
+                    say!("weft: {}", weft_events::pending_note(&loaded, what));
                 }
                 event_sites.extend(sites);
                 waits_for_events = true;
@@ -85,7 +85,7 @@ impl Requests {
             session.use_monotonic_clock()?;
         }
         if let (true, Some(note)) = (tracing, clock.note) {
-            eprintln!("weft: {note}");
+            say!("weft: {note}");
         }
         // Two requests may name the same site: enable it once.
         event_sites.sort_by_key(|s| s.addr);
@@ -94,7 +94,7 @@ impl Requests {
             session.pid(),
             ticks_per_ns,
             args.interval.as_nanos() as u64,
-            args.buckets,
+            args.buckets as usize,
         );
         let definitions = match &args.metrics_file {
             Some(path) => weft_metrics::Definitions::load(path)?,
@@ -256,11 +256,11 @@ impl Perturbation {
         let prediction = perturbation::predict(pid, &req.costs, costs)?;
         let predicted = prediction.percent;
         if verbose || max.is_some() {
-            eprintln!("weft: predicted perturbation: {predicted:.3}% of one CPU");
+            say!("weft: predicted perturbation: {predicted:.3}% of one CPU");
         }
         if verbose {
             for (pattern, rate, ns) in &prediction.functions {
-                eprintln!("weft:   {pattern}: {rate:.0} calls/s x {ns:.1} ns");
+                say!("weft:   {pattern}: {rate:.0} calls/s x {ns:.1} ns");
             }
         }
         if let Some(max) = max {
@@ -283,10 +283,10 @@ impl Perturbation {
         let Some(costs) = &self.costs else { return };
         let observed = perturbation::observed(&req.costs, costs, session, req.started.elapsed());
         match self.predicted {
-            Some(p) => eprintln!(
-                "weft: perturbation: predicted {p:.3}%, observed {observed:.3}% of one CPU"
-            ),
-            None => eprintln!("weft: perturbation: {observed:.3}% of one CPU (observed)"),
+            Some(p) => {
+                say!("weft: perturbation: predicted {p:.3}%, observed {observed:.3}% of one CPU")
+            }
+            None => say!("weft: perturbation: {observed:.3}% of one CPU (observed)"),
         }
     }
 }
@@ -355,12 +355,12 @@ impl Requests {
             recorder.finish(session, clock).map(|_| events)
         });
         match written {
-            Ok(events) => eprintln!(
+            Ok(events) => say!(
                 "weft: dump {count}: {events} event(s) written to {} ({} overwritten so far)",
                 dir.display(),
                 session.events_dropped()
             ),
-            Err(e) => eprintln!("weft: dump {count} failed: {e}"),
+            Err(e) => say!("weft: dump {count} failed: {e}"),
         }
     }
 
@@ -386,7 +386,7 @@ impl Requests {
         let lost = self.ring_mode().lost();
         let derive = Instant::now();
         match (recorder.finish(session, clock)?, &self.events_out) {
-            (Some(_), Some(dir)) => eprintln!(
+            (Some(_), Some(dir)) => say!(
                 "weft: {events} event(s) written to {} ({dropped} {lost}); {:.2} s of tracing \
                  ({:.1} M events/s), then {:.2} s for events.jsonl and trace.json",
                 dir.display(),
@@ -394,7 +394,7 @@ impl Requests {
                 events as f64 / traced_for.max(1e-9) / 1e6,
                 derive.elapsed().as_secs_f64()
             ),
-            _ => eprintln!(
+            _ => say!(
                 "weft: {events} event(s) traced ({dropped} {lost}); --events-out DIR keeps them"
             ),
         }

@@ -19,28 +19,31 @@ pub fn report_skipped(report: &AddReport, verbose: bool) {
     } else {
         report.skipped.len().min(5)
     };
-    eprintln!("weft: {} point(s) not instrumented:", report.skipped.len());
+    say!("weft: {} point(s) not instrumented:", report.skipped.len());
     for s in &report.skipped[..shown] {
-        eprintln!("weft:   {}:{}: {}", s.module, s.function, s.why);
+        say!("weft:   {}:{}: {}", s.module, s.function, s.why);
     }
     if shown < report.skipped.len() {
-        eprintln!("weft:   ... (--verbose lists all)");
+        say!("weft:   ... (--verbose lists all)");
     }
 }
 
 /// Notes patterns that wait for their library to be loaded.
 pub fn report_pending(pending: &[String]) {
     for p in pending {
-        eprintln!("weft: '{p}' matches no loaded module yet; it will be instrumented when the library is loaded");
+        say!("weft: '{p}' matches no loaded module yet; it will be instrumented when the library is loaded");
     }
 }
 
 /// Prints what instrumenting a newly loaded library did (with --verbose).
 pub fn report_load(report: &AddReport, verbose: bool) {
     if verbose {
-        eprintln!(
+        say!(
             "weft: library loaded: {} probe(s), {} jmp, {} springboard and {} int3 splice(s)",
-            report.probes, report.jumps, report.springboards, report.traps
+            report.probes,
+            report.jumps,
+            report.springboards,
+            report.traps
         );
     }
     report_skipped(report, verbose);
@@ -81,7 +84,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
         let hooked = session.install_load_hook(&mut tracee)?;
         if args.verbose {
             output::print_points(&session.points());
-            eprintln!(
+            say!(
                 "weft: {} probe(s), {} jmp, {} springboard and {} int3 splice(s) in {:.2} ms{}",
                 report.probes,
                 report.jumps,
@@ -185,7 +188,7 @@ impl ExecNotice {
             return;
         };
         if &now != before {
-            eprintln!(
+            say!(
                 "weft: process {} ran exec ({before} became {now}); weft does not follow \
                  exec, so what it measures and traces ends there (point weft at the program \
                  itself)",

@@ -152,3 +152,116 @@ fn kernel_thread_has_nothing_to_instrument() {
         &["process 2 has no program to instrument"],
     );
 }
+
+/// Options that cannot mean anything are refused before anything runs:
+/// clap's usage error (status 2) for a value out of range, weft's own
+/// line (status 1) for a request it cannot honour. Never a panic.
+#[test]
+fn hostile_options_are_refused_in_one_line() {
+    let bin = build("basic", &O2);
+    let deep = format!(
+        "calls:fn=work,if={}arg1{}",
+        "(".repeat(400),
+        ")".repeat(400)
+    );
+    let long = format!("calls:fn=work,if={}", vec!["arg1"; 300].join(" + "));
+    let chain = format!("calls:fn=work,if={} > 0", vec!["arg1"; 40].join(" + "));
+    // A loop over bad options (not build variants), each with its message.
+    for (args, want, code) in [
+        (&["--interval", "0"][..], "shortest interval", 2),
+        (&["--args", "99"][..], "not in 0..=6", 2),
+        (&["--buckets", "0"][..], "not in 2..=1000000", 2),
+        (&["--max-overhead", "NaN"][..], "not a percentage", 2),
+        (&["--max-overhead=-3"][..], "not a percentage", 2),
+        (
+            &["--metric", "calls:fn=work,if=ret > 0"][..],
+            "'ret' (the return value) is not known yet",
+            1,
+        ),
+        (&["--metric", &deep][..], "nested more than 32 levels", 1),
+        (
+            &["--metric", &long][..],
+            "more than the 1000 an expression may have",
+            1,
+        ),
+        (&["--metric", &chain][..], "levels of operations", 1),
+    ] {
+        let out = run(
+            weft()
+                .args(["run", "--count", "work"])
+                .args(args)
+                .arg("--")
+                .arg(&bin),
+            Duration::from_secs(30),
+        );
+        let shown: Vec<String> = args.iter().map(|a| a.chars().take(40).collect()).collect();
+        assert_eq!(out.status, code, "{shown:?}: {}", out.stderr);
+        assert!(
+            !out.stderr.contains("panicked"),
+            "{shown:?}: {}",
+            out.stderr
+        );
+        assert!(out.stderr.contains(want), "{shown:?}: {}", out.stderr);
+        assert!(!out.stdout.contains("tally"), "{shown:?}: the program ran");
+    }
+    // attach's --duration: refused before weft looks for the process.
+    let out = run(
+        weft().args([
+            "attach",
+            "-p",
+            "1",
+            "--count",
+            "work",
+            "--duration",
+            "99999999999999999999s",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("longest duration"), "{}", out.stderr);
+}
+
+/// A report that cannot be written is an error and a non-zero status, not
+/// a success with the report lost; so is a full standard error.
+#[test]
+fn unwritable_reports_fail() {
+    let bin = build("basic", &O2);
+    let out = run(
+        weft()
+            .args(["run", "--count", "work", "--output", "/dev/full", "--"])
+            .arg(&bin),
+        Duration::from_secs(30),
+    );
+    assert_clear_error(
+        &out,
+        1,
+        "the report was not written to /dev/full",
+        "--output /dev/full",
+    );
+    let full = std::fs::File::options()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let mut child = KillOnDrop(
+        weft()
+            .args(["run", "--count", "work", "--format", "json", "--"])
+            .arg(&bin)
+            .stdout(std::process::Stdio::null())
+            .stderr(full)
+            .spawn()
+            .expect("spawn weft"),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = child.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(std::time::Instant::now() < deadline, "weft did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "a report lost to a full standard error"
+    );
+}

@@ -7,6 +7,13 @@
 use crate::{Error, Result};
 use weft_plan::{BinOp, Expr};
 
+/// The longest expression text: a predicate is a line, not a program.
+pub const MAX_TEXT: usize = 1000;
+/// The deepest expression (levels of operations, parentheses included),
+/// which bounds both the parser's recursion and the stack the generated
+/// code uses in the target.
+pub const MAX_DEPTH: usize = 32;
+
 /// Parses a predicate or value expression.
 pub fn parse_expr(text: &str) -> Result<Expr> {
     parse_expr_with(text, &|_| None)
@@ -15,16 +22,33 @@ pub fn parse_expr(text: &str) -> Result<Expr> {
 /// Parses an expression in which other names (the counters of a
 /// definition file) resolve through `names`.
 pub fn parse_expr_with(text: &str, names: &dyn Fn(&str) -> Option<Expr>) -> Result<Expr> {
+    let bad = |why: String| Error::BadExpr {
+        expr: shown(text),
+        why,
+    };
+    if text.len() > MAX_TEXT {
+        return Err(bad(format!(
+            "{} characters, more than the {MAX_TEXT} an expression may have",
+            text.len()
+        )));
+    }
     let tokens = tokenize(text)?;
     let mut p = Parser {
         tokens,
         pos: 0,
+        nesting: 0,
         text,
         names,
     };
     let e = p.or()?;
     if p.pos != p.tokens.len() {
         return Err(p.error(format!("unexpected '{}'", p.tokens[p.pos])));
+    }
+    if e.depth() > MAX_DEPTH {
+        return Err(bad(format!(
+            "{} levels of operations, more than the {MAX_DEPTH} an expression may have",
+            e.depth()
+        )));
     }
     Ok(e)
 }
@@ -53,7 +77,7 @@ fn tokenize(text: &str) -> Result<Vec<String>> {
             i += 1;
         } else {
             return Err(Error::BadExpr {
-                expr: text.into(),
+                expr: shown(text),
                 why: format!("unexpected character '{c}'"),
             });
         }
@@ -61,9 +85,19 @@ fn tokenize(text: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// An expression as error messages quote it: its first 60 characters.
+fn shown(text: &str) -> String {
+    match text.char_indices().nth(60) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
 struct Parser<'a> {
     tokens: Vec<String>,
     pos: usize,
+    /// Parentheses and unary minuses open at `pos`.
+    nesting: usize,
     text: &'a str,
     names: &'a dyn Fn(&str) -> Option<Expr>,
 }
@@ -71,7 +105,7 @@ struct Parser<'a> {
 impl Parser<'_> {
     fn error(&self, why: String) -> Error {
         Error::BadExpr {
-            expr: self.text.into(),
+            expr: shown(self.text),
             why,
         }
     }
@@ -132,16 +166,26 @@ impl Parser<'_> {
             return Err(self.error("expression ends too soon".into()));
         };
         self.pos += 1;
+        if (t == "(" || t == "-") && self.nesting >= MAX_DEPTH {
+            return Err(self.error(format!("nested more than {MAX_DEPTH} levels deep")));
+        }
         match t.as_str() {
             "(" => {
+                self.nesting += 1;
                 let e = self.or()?;
+                self.nesting -= 1;
                 if self.peek() != Some(")") {
                     return Err(self.error("missing ')'".into()));
                 }
                 self.pos += 1;
                 Ok(e)
             }
-            "-" => Ok(Expr::bin(BinOp::Sub, Expr::Const(0), self.atom()?)),
+            "-" => {
+                self.nesting += 1;
+                let e = self.atom()?;
+                self.nesting -= 1;
+                Ok(Expr::bin(BinOp::Sub, Expr::Const(0), e))
+            }
             "ret" => Ok(Expr::Ret),
             name if (self.names)(name).is_some() => Ok((self.names)(name).expect("checked")),
             "tid" => Ok(Expr::Tid),
@@ -192,5 +236,63 @@ mod tests {
         assert!(parse_expr("arg1 >").is_err());
         assert!(parse_expr("(arg1").is_err());
         assert!(parse_expr("arg1 $ 2").is_err());
+    }
+
+    fn why(text: &str) -> String {
+        match parse_expr(text) {
+            Err(Error::BadExpr { why, .. }) => why,
+            other => panic!("{text:.80}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn size_and_depth_are_bounded() {
+        // Deep parentheses and unary minuses stop at the nesting bound,
+        // long before the parser's recursion could exhaust a stack.
+        let deep = format!("{}arg1{}", "(".repeat(100_000), ")".repeat(100_000));
+        assert!(why(&deep).contains("characters"));
+        let deep = format!("{}arg1{}", "(".repeat(400), ")".repeat(400));
+        assert!(why(&deep).contains("nested"), "{}", why(&deep));
+        assert!(why(&"-".repeat(500)).contains("nested"));
+        // A flat chain is as deep as it is long.
+        let chain = vec!["arg1"; 100].join(" + ");
+        assert!(why(&chain).contains("levels"), "{}", why(&chain));
+        let ok = vec!["arg1"; MAX_DEPTH + 1].join(" + ");
+        assert_eq!(parse_expr(&ok).unwrap().depth(), MAX_DEPTH);
+        let nested = format!("{}arg1{}", "(".repeat(MAX_DEPTH), ")".repeat(MAX_DEPTH));
+        assert_eq!(parse_expr(&nested).unwrap(), Expr::Arg(1));
+        // Error messages quote a long expression's start only.
+        let long = format!("arg1 == {}", "1".repeat(2000));
+        let Err(Error::BadExpr { expr, .. }) = parse_expr(&long) else {
+            panic!("a 2000-digit number parsed")
+        };
+        assert!(expr.len() < 70, "{expr}");
+    }
+
+    proptest::proptest! {
+        /// Any text: an expression within the bounds, or an error, never a
+        /// panic or an overflowed stack.
+        #[test]
+        fn any_text_parses_or_is_refused(text in "[-+*/<>=!&|() a-z0-9_]{0,300}") {
+            if let Ok(e) = parse_expr(&text) {
+                proptest::prop_assert!(e.depth() <= MAX_DEPTH);
+            }
+        }
+
+        /// Texts made of the language's own tokens reach deeper into the parser.
+        #[test]
+        fn token_soup_parses_or_is_refused(
+            tokens in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "arg1", "ret", "tid", "7", "0x10", "(", ")", "-", "+", "*", "/",
+                    "==", "<", ">=", "and", "or", "&&", "||",
+                ]),
+                0..120,
+            )
+        ) {
+            if let Ok(e) = parse_expr(&tokens.join(" ")) {
+                proptest::prop_assert!(e.depth() <= MAX_DEPTH);
+            }
+        }
     }
 }

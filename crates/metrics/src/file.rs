@@ -107,9 +107,10 @@ impl Definitions {
                 "value" => {
                     *value_names.last_mut().expect("pushed with the def") = Some(rest.into())
                 }
-                "at" => def
-                    .points
-                    .push(parse_point(def, rest).map_err(|e| bad(e.to_string()))?),
+                "at" => def.points.push(parse_point(def, rest).map_err(|e| match e {
+                    Error::Definitions(why) => bad(why),
+                    other => bad(other.to_string()),
+                })?),
                 other => {
                     return Err(bad(format!(
                         "unknown statement '{other}' (metric, unit, counter, timer, at, value)"
@@ -239,6 +240,28 @@ fn parse_point(def: &Definition, text: &str) -> Result<PointDef> {
     if actions.is_empty() {
         return Err(err("no primitive after ':'"));
     }
+    let reads = |f: fn(&Expr) -> bool| {
+        actions.iter().any(|g| {
+            g.predicate.as_ref().is_some_and(f)
+                || match &g.primitive {
+                    Primitive::SetCounter(_, e)
+                    | Primitive::AddCounter(_, e)
+                    | Primitive::SubCounter(_, e) => f(e),
+                    _ => false,
+                }
+        })
+    };
+    if !at_exit && reads(Expr::reads_ret) {
+        return Err(err(
+            "'ret' is the return value, known only 'at exit of' a function",
+        ));
+    }
+    if at_exit && reads(Expr::reads_args) {
+        return Err(err(
+            "argN at an exit would read registers the function has since reused; \
+             save the argument in a counter at its entry",
+        ));
+    }
     Ok(PointDef {
         at_exit,
         pattern,
@@ -284,6 +307,18 @@ metric io_time
     #[test]
     fn errors_name_the_line() {
         let e = |t: &str| Definitions::parse(t).unwrap_err().to_string();
+        assert!(
+            e("metric m\n  counter c\n  at entry of f: set c ret\n  value c")
+                .contains("line 3: 'ret' is the return value, known only 'at exit of'")
+        );
+        assert!(
+            e("metric m\n  counter c\n  at exit of f if arg1 > 0: add c 1\n  value c")
+                .contains("line 3: argN at an exit")
+        );
+        assert!(
+            Definitions::parse("metric m\n  counter c\n  at exit of f: add c ret\n  value c")
+                .is_ok()
+        );
         assert!(e("counter x").contains("line 1: statement before any 'metric NAME'"));
         assert!(
             e("metric m\n  counter c\n  at entry of f: add d 1\n  value c")
@@ -302,5 +337,29 @@ metric io_time
         .unwrap();
         let p = &d.get("m").unwrap().points[0];
         assert_eq!((p.pattern.as_str(), p.at_exit), ("work+0x1c", false));
+    }
+
+    proptest::proptest! {
+        /// Any definition file made of the language's words parses or is
+        /// refused with a line number, never a panic.
+        #[test]
+        fn any_file_parses_or_names_its_line(
+            lines in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::sample::select(vec![
+                        "metric", "m", "unit", "s", "counter", "c", "timer", "t", "at",
+                        "entry", "exit", "of", "f", "$fn", "f+0x3", "if", "arg1", "ret",
+                        ">", "0", ":", "add", "set", "sub", "start", "stop", "value", ";",
+                    ]),
+                    0..10,
+                ),
+                0..12,
+            )
+        ) {
+            let text: Vec<String> = lines.iter().map(|l| l.join(" ")).collect();
+            if let Err(e) = Definitions::parse(&text.join("\n")) {
+                proptest::prop_assert!(e.to_string().contains("line "), "{}", e);
+            }
+        }
     }
 }

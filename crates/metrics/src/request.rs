@@ -164,7 +164,16 @@ impl MetricRequest {
                     Ok(n @ 1..=6) => focus.arg = Some(n),
                     _ => return Err(bad(format!("arg={value}: arguments are 1 to 6"))),
                 },
-                "if" => focus.predicate = Some((value.into(), parse_expr(value)?)),
+                "if" => {
+                    let e = parse_expr(value)?;
+                    if e.reads_ret() {
+                        return Err(bad(format!(
+                            "if={value}: a focus is tested at the function's entry, where \
+                             'ret' (the return value) is not known yet; use argN or tid"
+                        )));
+                    }
+                    focus.predicate = Some((value.into(), e));
+                }
                 other => {
                     return Err(bad(format!(
                         "unknown constraint '{other}' (known: fn, module, thread, process, inside, arg, if)"

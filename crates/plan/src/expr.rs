@@ -135,6 +135,7 @@ impl Expr {
     pub fn uses_thread_state(&self) -> bool {
         match self {
             Expr::ThreadCounter(_) | Expr::Tid => true,
+            Expr::Narrow(e, ..) => e.uses_thread_state(),
             Expr::Bin(_, a, b) => a.uses_thread_state() || b.uses_thread_state(),
             _ => false,
         }
@@ -143,6 +144,36 @@ impl Expr {
     /// `a op b`.
     pub fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
         Expr::Bin(op, Box::new(a), Box::new(b))
+    }
+
+    /// Levels of operations: 0 for an operand, 1 for `a + b`. Generated
+    /// code keeps one temporary on the stack per level.
+    pub fn depth(&self) -> usize {
+        match self {
+            Expr::Narrow(e, ..) => 1 + e.depth(),
+            Expr::Bin(_, a, b) => 1 + a.depth().max(b.depth()),
+            _ => 0,
+        }
+    }
+
+    /// Whether it or any of its operands satisfies `f`.
+    pub fn any(&self, f: &dyn Fn(&Expr) -> bool) -> bool {
+        f(self)
+            || match self {
+                Expr::Narrow(e, ..) => e.any(f),
+                Expr::Bin(_, a, b) => a.any(f) || b.any(f),
+                _ => false,
+            }
+    }
+
+    /// Whether it reads the return value.
+    pub fn reads_ret(&self) -> bool {
+        self.any(&|e| matches!(e, Expr::Ret))
+    }
+
+    /// Whether it reads a function argument.
+    pub fn reads_args(&self) -> bool {
+        self.any(&|e| matches!(e, Expr::Arg(_)))
     }
 }
 
