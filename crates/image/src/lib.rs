@@ -8,8 +8,9 @@
 //! * [`demangle`]: C++ and Rust names made readable.
 //! * [`FileAddr`]: a link-time virtual address.
 //!
-//! Addresses here are link-time virtual addresses; adding a module's load
-//! bias (see [`Image::load_bias`]) gives the address in a process.
+//! Every address this crate hands out or takes is a [`FileAddr`]; adding a
+//! module's load bias (see [`Image::load_bias`]) gives the address in a
+//! process, which is another type.
 
 mod addr;
 mod demangle;

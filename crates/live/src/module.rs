@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use weft_code::{BranchTargets, FunctionCode};
-use weft_image::{Function, Image};
+use weft_image::{FileAddr, Function, Image};
 use weft_process::MapEntry;
 
 /// A loaded ELF file in the target.
@@ -87,19 +87,15 @@ impl Module {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let lo = image.segments().iter().map(|s| s.vaddr).min().unwrap_or(0);
-        let hi = image
-            .segments()
-            .iter()
-            .map(|s| s.vaddr + s.memsz)
-            .max()
-            .unwrap_or(0);
+        let lo = image.segments().iter().map(|s| s.vaddr).min();
+        let hi = image.segments().iter().map(|s| s.vaddr + s.memsz).max();
         Ok(Module {
             name,
             path: path.to_path_buf(),
             bias: 0,
-            lo,
-            hi,
+            // With bias 0, runtime addresses are the file's own.
+            lo: lo.map_or(0, FileAddr::get),
+            hi: hi.map_or(0, FileAddr::get),
             image,
             targets: OnceLock::new(),
             padding: OnceLock::new(),
@@ -107,13 +103,14 @@ impl Module {
     }
 
     /// Runtime address of a link-time address.
-    pub fn runtime(&self, vaddr: u64) -> u64 {
-        vaddr.wrapping_add(self.bias)
+    pub fn runtime(&self, vaddr: FileAddr) -> u64 {
+        vaddr.get().wrapping_add(self.bias)
     }
 
     /// File bytes at a runtime address.
     pub fn bytes_at_runtime(&self, addr: u64, len: usize) -> Option<&[u8]> {
-        self.image.bytes_at(addr.wrapping_sub(self.bias), len)
+        self.image
+            .bytes_at(FileAddr(addr.wrapping_sub(self.bias)), len)
     }
 
     /// Every direct branch and call target of the module's functions

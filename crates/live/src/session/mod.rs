@@ -51,6 +51,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use traps::TrapHandler;
 use weft_code::{FunctionCode, RegSet};
+use weft_image::FileAddr;
 use weft_patch::region::{ring, threads, trap_table, Layout};
 use weft_patch::{SpliceChoice, SpliceContext, SpliceMethod, SpliceRecord};
 use weft_plan::{Action, EventInfo, PointKind, PointSpec};
@@ -121,7 +122,7 @@ pub struct Session {
     site_at: BTreeMap<u64, usize>,
     /// The bytes each live site claims, by start: (end, site). Never overlapping.
     spans: BTreeMap<u64, (u64, usize)>,
-    probe_keys: std::collections::HashSet<(usize, u64, PointKind)>,
+    probe_keys: std::collections::HashSet<(usize, FileAddr, PointKind)>,
     /// The last library-load generation weft has handled.
     loads_acked: u32,
     next_counter: u64,
