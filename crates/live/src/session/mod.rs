@@ -131,7 +131,7 @@ pub struct Session {
     next_thread_counter: u64,
     trap: Option<TrapHandler>,
     /// Descriptors of the rich event sites weft has enabled (runtime addresses).
-    enabled_sites: Vec<u64>,
+    enabled_sites: Vec<RemoteAddr>,
     /// The ring function (see `mini::ring_function`), once placed.
     ring_function: Option<u64>,
     /// Whether rich events were ever enabled: weft's memory then stays
@@ -145,7 +145,7 @@ pub struct Session {
     /// Their strings' and byte arrays' cap.
     event_cap: u16,
     /// USDT semaphores weft raised (runtime addresses), lowered on removal.
-    semaphores: Vec<u64>,
+    semaphores: Vec<RemoteAddr>,
     /// Where the C library keeps a thread's id (see
     /// `ThreadTable::tid_offset`), found at the first `apply`; 0 if unknown.
     tid_offset: Option<u32>,
@@ -218,7 +218,7 @@ impl Session {
     /// Raises the u16 USDT semaphores at `addrs` in the stopped process, so
     /// the program computes its probes' arguments while they are traced;
     /// [`Session::remove_all`] lowers them again.
-    pub fn raise_semaphores(&mut self, tracee: &Tracee, addrs: &[u64]) -> Result<()> {
+    pub fn raise_semaphores(&mut self, tracee: &Tracee, addrs: &[RemoteAddr]) -> Result<()> {
         for &addr in addrs {
             add_to_semaphore(tracee, addr, 1)?;
             self.semaphores.push(addr);
@@ -235,10 +235,10 @@ impl Session {
 }
 
 /// Adds `delta` to the u16 semaphore at `addr`.
-fn add_to_semaphore(tracee: &Tracee, addr: u64, delta: i16) -> Result<()> {
+fn add_to_semaphore(tracee: &Tracee, addr: RemoteAddr, delta: i16) -> Result<()> {
     let mut b = [0u8; 2];
-    tracee.memory().read(RemoteAddr(addr), &mut b)?;
+    tracee.memory().read(addr, &mut b)?;
     let v = u16::from_le_bytes(b).wrapping_add_signed(delta);
-    tracee.memory().write(RemoteAddr(addr), &v.to_le_bytes())?;
+    tracee.memory().write(addr, &v.to_le_bytes())?;
     Ok(())
 }

@@ -29,7 +29,7 @@ pub struct EventSite {
     /// The module holding it.
     pub module: String,
     /// Runtime address of its descriptor.
-    pub addr: u64,
+    pub addr: RemoteAddr,
     /// Provider, as written in `WEFT_EVENT`.
     pub provider: String,
     /// Name.
@@ -181,11 +181,8 @@ impl Session {
                 fields.extend_from_slice(&word.to_le_bytes());
             }
             let mem = tracee.memory();
-            mem.write(RemoteAddr(site.addr + SITE_ID), &fields)?;
-            mem.write(
-                RemoteAddr(site.addr + SITE_RING_OF_THREAD),
-                &function.to_le_bytes(),
-            )?;
+            mem.write(site.addr + SITE_ID, &fields)?;
+            mem.write(site.addr + SITE_RING_OF_THREAD, &function.to_le_bytes())?;
             self.enabled_sites.push(site.addr);
             self.rich_used = true;
         }
@@ -197,7 +194,7 @@ impl Session {
         for addr in std::mem::take(&mut self.enabled_sites) {
             match tracee
                 .memory()
-                .write(RemoteAddr(addr + SITE_RING_OF_THREAD), &0u64.to_le_bytes())
+                .write(addr + SITE_RING_OF_THREAD, &0u64.to_le_bytes())
             {
                 Ok(()) => {}
                 Err(e) if e.is_gone() => return Err(e.into()),
