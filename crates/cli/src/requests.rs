@@ -21,7 +21,7 @@ pub struct Requests {
     /// Drains the rings and writes the events (when tracing).
     recorder: Option<weft_events::Recorder>,
     /// Semaphores of traced USDT probes (runtime addresses).
-    pub semaphores: Vec<u64>,
+    pub semaphores: Vec<weft_process::RemoteAddr>,
     /// Rich event sites to enable (`--trace event:...`).
     pub event_sites: Vec<weft_live::EventSite>,
     tracing: bool,

@@ -7,6 +7,7 @@ use crate::{Error, Result};
 use weft_image::glob_match;
 use weft_live::Module;
 use weft_plan::{Action, Expr, PointSpec, Strings};
+use weft_process::RemoteAddr;
 
 const REGS: [&str; 16] = [
     "ax", "cx", "dx", "bx", "sp", "bp", "si", "di", "8", "9", "10", "11", "12", "13", "14", "15",
@@ -167,7 +168,7 @@ pub fn usdt_specs(
     modules: &[Module],
     request: &str,
     string_max: u16,
-) -> Result<(Vec<PointSpec>, Vec<u64>)> {
+) -> Result<(Vec<PointSpec>, Vec<RemoteAddr>)> {
     let (what, mask, _) = crate::split_string_args(request)?;
     let strings = Strings {
         mask,
@@ -193,7 +194,7 @@ pub fn usdt_specs(
                 .iter()
                 .map(|(size, op)| {
                     operand(*size, op, &|s| {
-                        m.image.symbol_address(s).map(|a| m.runtime(a))
+                        m.image.symbol_address(s).map(|a| m.runtime(a).get())
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;

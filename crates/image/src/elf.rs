@@ -1,6 +1,6 @@
 //! Reading an ELF file: segments, functions, bytes by virtual address.
 
-use crate::{demangle, Error, Result};
+use crate::{demangle, Error, FileAddr, Result};
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, SectionHeader};
 use object::{Endianness, Object, ObjectSection, ObjectSymbol, SymbolKind};
 use std::collections::BTreeMap;
@@ -27,7 +27,7 @@ pub struct Function {
     /// Demangled form of `name`, if it is mangled.
     pub demangled: Option<String>,
     /// Link-time virtual address.
-    pub addr: u64,
+    pub addr: FileAddr,
     /// Size in bytes (never 0: unsized symbols get the distance to the next function).
     pub size: u64,
     /// Where the range came from.
@@ -43,7 +43,7 @@ impl Function {
     }
 
     /// Whether a link-time address lies inside the function.
-    pub fn contains(&self, addr: u64) -> bool {
+    pub fn contains(&self, addr: FileAddr) -> bool {
         addr >= self.addr && addr < self.addr + self.size
     }
 }
@@ -51,8 +51,8 @@ impl Function {
 /// A loadable segment (`PT_LOAD`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
-    /// Virtual address.
-    pub vaddr: u64,
+    /// Link-time virtual address.
+    pub vaddr: FileAddr,
     /// Size in memory.
     pub memsz: u64,
     /// File offset.
@@ -68,7 +68,7 @@ pub struct Segment {
 fn file_bytes<'d>(
     segments: &[Segment],
     data: &'d [u8],
-    vaddr: u64,
+    vaddr: FileAddr,
     len: usize,
 ) -> Option<&'d [u8]> {
     let seg = segments
@@ -96,7 +96,7 @@ pub struct Image {
     interp: Option<String>,
     segments: Vec<Segment>,
     functions: Vec<Function>,
-    entry: u64,
+    entry: FileAddr,
     usdt: Vec<crate::UsdtProbe>,
     event_sites: Vec<crate::EventSiteInfo>,
 }
@@ -135,13 +135,13 @@ impl Image {
             object::elf::ET_EXEC => ImageKind::Executable,
             _ => ImageKind::Dynamic,
         };
-        let entry = header.e_entry(endian);
+        let entry = FileAddr(header.e_entry(endian));
         let mut segments = Vec::new();
         let mut interp = None;
         for ph in elf.elf_program_headers() {
             match ph.p_type(endian) {
                 object::elf::PT_LOAD => segments.push(Segment {
-                    vaddr: ph.p_vaddr(endian),
+                    vaddr: FileAddr(ph.p_vaddr(endian)),
                     memsz: ph.p_memsz(endian),
                     offset: ph.p_offset(endian),
                     filesz: ph.p_filesz(endian),
@@ -167,7 +167,8 @@ impl Image {
                 crate::usdt::probes(
                     notes,
                     endian,
-                    file.section_by_name(".stapsdt.base").map(|s| s.address()),
+                    file.section_by_name(".stapsdt.base")
+                        .map(|s| FileAddr(s.address())),
                 )
             })
             .unwrap_or_default();
@@ -224,7 +225,7 @@ impl Image {
     }
 
     /// Link-time entry point.
-    pub fn entry(&self) -> u64 {
+    pub fn entry(&self) -> FileAddr {
         self.entry
     }
 
@@ -239,7 +240,7 @@ impl Image {
     }
 
     /// The function containing a link-time address.
-    pub fn function_at(&self, addr: u64) -> Option<&Function> {
+    pub fn function_at(&self, addr: FileAddr) -> Option<&Function> {
         let i = self.functions.partition_point(|f| f.addr <= addr);
         self.functions[..i]
             .iter()
@@ -259,24 +260,26 @@ impl Image {
 
     /// The link-time address of a defined symbol of any kind (data objects
     /// included), from `.symtab` or else `.dynsym`.
-    pub fn symbol_address(&self, name: &str) -> Option<u64> {
+    pub fn symbol_address(&self, name: &str) -> Option<FileAddr> {
         let file = object::File::parse(&*self.data).ok()?;
         let found = |mut symbols: object::SymbolIterator<'_, '_>| {
             symbols.find_map(|s| {
                 (s.is_definition() && s.name() == Ok(name) && s.address() != 0).then(|| s.address())
             })
         };
-        found(file.symbols()).or_else(|| found(file.dynamic_symbols()))
+        found(file.symbols())
+            .or_else(|| found(file.dynamic_symbols()))
+            .map(FileAddr)
     }
 
     /// File bytes for `len` bytes at link-time address `vaddr`, if they lie
     /// in one segment's file-backed part.
-    pub fn bytes_at(&self, vaddr: u64, len: usize) -> Option<&[u8]> {
+    pub fn bytes_at(&self, vaddr: FileAddr, len: usize) -> Option<&[u8]> {
         file_bytes(&self.segments, &self.data, vaddr, len)
     }
 
     /// All executable file-backed bytes as (vaddr, bytes) runs.
-    pub fn code_segments(&self) -> impl Iterator<Item = (u64, &[u8])> {
+    pub fn code_segments(&self) -> impl Iterator<Item = (FileAddr, &[u8])> {
         self.segments.iter().filter(|s| s.exec).filter_map(|s| {
             let off = s.offset as usize;
             self.data
@@ -285,22 +288,31 @@ impl Image {
         })
     }
 
-    /// The load bias of this image in a process, given one of its mappings:
-    /// the mapping starts at `map_start` and holds the file from `map_offset`.
+    /// The load bias of this image in a process (process address minus
+    /// file address), given one of its mappings: the mapping starts at
+    /// `map_start` and holds the file from `map_offset`.
+    ///
+    /// `map_start` is a process address and the bias a difference of
+    /// addresses; both are plain `u64`s here, since this crate knows no
+    /// process (`weft_live::Module` turns them into typed addresses).
     pub fn load_bias(&self, map_start: u64, map_offset: u64) -> Option<u64> {
         let seg = self.segments.iter().find(|s| {
             let page_off = s.offset & !0xfff;
             map_offset >= page_off && map_offset < s.offset + s.filesz.max(1)
         })?;
         // The byte at file offset `map_offset` has link-time address:
-        let vaddr = seg.vaddr.wrapping_add(map_offset).wrapping_sub(seg.offset);
+        let vaddr = seg
+            .vaddr
+            .get()
+            .wrapping_add(map_offset)
+            .wrapping_sub(seg.offset);
         Some(map_start.wrapping_sub(vaddr))
     }
 }
 
 /// Functions from both symbol tables and from `.eh_frame`, deduplicated by address.
 fn collect_functions(file: &object::File<'_>, segments: &[Segment]) -> Vec<Function> {
-    let in_code = |addr: u64| {
+    let in_code = |addr: FileAddr| {
         segments
             .iter()
             .any(|s| s.exec && addr >= s.vaddr && addr < s.vaddr + s.memsz)
@@ -312,7 +324,7 @@ fn collect_functions(file: &object::File<'_>, segments: &[Segment]) -> Vec<Funct
         source: FunctionSource,
         ifunc: bool,
     }
-    let mut by_addr: BTreeMap<u64, Entry> = BTreeMap::new();
+    let mut by_addr: BTreeMap<FileAddr, Entry> = BTreeMap::new();
     let tables = [
         (FunctionSource::Symtab, file.symbols()),
         (FunctionSource::Dynsym, file.dynamic_symbols()),
@@ -323,7 +335,7 @@ fn collect_functions(file: &object::File<'_>, segments: &[Segment]) -> Vec<Funct
                 continue;
             }
             let Ok(name) = sym.name() else { continue };
-            let addr = sym.address();
+            let addr = FileAddr(sym.address());
             if name.is_empty() || !in_code(addr) {
                 continue;
             }
@@ -365,7 +377,7 @@ fn collect_functions(file: &object::File<'_>, segments: &[Segment]) -> Vec<Funct
             e.size = len;
         }
     }
-    let addrs: Vec<u64> = by_addr.keys().copied().collect();
+    let addrs: Vec<FileAddr> = by_addr.keys().copied().collect();
     let mut out = Vec::with_capacity(by_addr.len());
     for (i, (addr, mut e)) in by_addr.into_iter().enumerate() {
         if e.size == 0 {
@@ -394,7 +406,7 @@ fn collect_functions(file: &object::File<'_>, segments: &[Segment]) -> Vec<Funct
 }
 
 /// (start, length) of every FDE in `.eh_frame`.
-fn eh_frame_ranges(file: &object::File<'_>) -> Vec<(u64, u64)> {
+fn eh_frame_ranges(file: &object::File<'_>) -> Vec<(FileAddr, u64)> {
     use gimli::UnwindSection;
     let Some(section) = file.section_by_name(".eh_frame") else {
         return vec![];
@@ -417,7 +429,7 @@ fn eh_frame_ranges(file: &object::File<'_>) -> Vec<(u64, u64)> {
             if let Ok(fde) =
                 partial.parse(|section, bases, offset| section.cie_from_offset(bases, offset))
             {
-                out.push((fde.initial_address(), fde.len()));
+                out.push((FileAddr(fde.initial_address()), fde.len()));
             }
         }
     }
@@ -486,14 +498,14 @@ mod tests {
             interp: None,
             segments: vec![
                 Segment {
-                    vaddr: 0,
+                    vaddr: FileAddr(0),
                     memsz: 0x1000,
                     offset: 0,
                     filesz: 0x1000,
                     exec: false,
                 },
                 Segment {
-                    vaddr: 0x1000,
+                    vaddr: FileAddr(0x1000),
                     memsz: 0x2000,
                     offset: 0x1000,
                     filesz: 0x2000,
@@ -501,7 +513,7 @@ mod tests {
                 },
             ],
             functions: vec![],
-            entry: 0,
+            entry: FileAddr(0),
             usdt: vec![],
             event_sites: vec![],
         };

@@ -3,6 +3,7 @@
 //! link-time addresses, or, in position-independent files, zero words that
 //! `R_X86_64_RELATIVE` relocations fill in at load time with their addend.
 
+use crate::FileAddr;
 use object::{Object, ObjectSection};
 use std::collections::HashMap;
 
@@ -17,7 +18,7 @@ pub const EVENT_SITES: &str = "weft_events";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventSiteInfo {
     /// Link-time address of its descriptor.
-    pub addr: u64,
+    pub addr: FileAddr,
     /// Provider.
     pub provider: String,
     /// Name.
@@ -30,7 +31,7 @@ pub struct EventSiteInfo {
 /// link-time address.
 pub(crate) fn parse<'d>(
     file: &object::File<'d>,
-    string: &dyn Fn(u64) -> Option<String>,
+    string: &dyn Fn(FileAddr) -> Option<String>,
 ) -> Vec<EventSiteInfo> {
     let Some(section) = file.section_by_name(EVENT_SITES) else {
         return Vec::new();
@@ -38,13 +39,15 @@ pub(crate) fn parse<'d>(
     let Ok(data) = section.data() else {
         return Vec::new();
     };
-    let start = section.address();
+    let start = FileAddr(section.address());
     let end = start + section.size();
-    let relative: HashMap<u64, i64> = file
+    // A relocation's "offset" is the link-time address it patches.
+    let relative: HashMap<FileAddr, i64> = file
         .dynamic_relocations()
         .into_iter()
         .flatten()
-        .filter(|(offset, _)| (start..end).contains(offset))
+        .map(|(at, r)| (FileAddr(at), r))
+        .filter(|(at, _)| (start..end).contains(at))
         .filter(|(_, r)| {
             matches!(
                 r.flags(),
@@ -53,11 +56,13 @@ pub(crate) fn parse<'d>(
                 }
             )
         })
-        .map(|(offset, r)| (offset, r.addend()))
+        .map(|(at, r)| (at, r.addend()))
         .collect();
-    let pointer = |at: u64, stored: u64| match relative.get(&at) {
-        Some(&addend) => addend as u64,
-        None => stored,
+    let pointer = |at: FileAddr, stored: u64| {
+        FileAddr(match relative.get(&at) {
+            Some(&addend) => addend as u64,
+            None => stored,
+        })
     };
     data.chunks_exact(SITE_SIZE as usize)
         .enumerate()

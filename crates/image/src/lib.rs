@@ -6,10 +6,13 @@
 //! * [`Pattern`]: `[MODULE:]FUNCTION` globs such as `work`, `str*`,
 //!   `libc.so.6:malloc`, `*:free`, with [`near_misses`] for error messages.
 //! * [`demangle`]: C++ and Rust names made readable.
+//! * [`FileAddr`]: a link-time virtual address.
 //!
-//! Addresses here are link-time virtual addresses; adding a module's load
-//! bias (see [`Image::load_bias`]) gives the address in a process.
+//! Every address this crate hands out or takes is a [`FileAddr`]; adding a
+//! module's load bias (see [`Image::load_bias`]) gives the address in a
+//! process, which is another type.
 
+mod addr;
 mod demangle;
 mod elf;
 mod error;
@@ -17,6 +20,7 @@ mod event_sites;
 mod pattern;
 mod usdt;
 
+pub use addr::FileAddr;
 pub use demangle::demangle;
 pub use elf::{Function, FunctionSource, Image, ImageKind, Segment};
 pub use error::{Error, Result};

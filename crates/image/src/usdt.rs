@@ -13,13 +13,14 @@ pub struct UsdtProbe {
     /// Probe name, such as `function__entry`.
     pub name: String,
     /// Address of the probe site.
-    pub pc: u64,
+    pub pc: FileAddr,
     /// Address of the semaphore, if the probe has one.
-    pub semaphore: Option<u64>,
+    pub semaphore: Option<FileAddr>,
     /// Arguments: size in bytes (negative = signed) and operand text.
     pub args: Vec<(i8, String)>,
 }
 
+use crate::FileAddr;
 use object::elf::FileHeader64;
 use object::read::elf::{FileHeader, NoteIterator};
 use object::LittleEndian;
@@ -31,7 +32,7 @@ const NT_STAPSDT: u32 = 3;
 /// aligned notes). `stapsdt_base` is the link-time address of
 /// `.stapsdt.base`, used (like SystemTap) to correct addresses of
 /// prelinked files.
-pub fn parse_notes(data: &[u8], stapsdt_base: Option<u64>) -> Vec<UsdtProbe> {
+pub fn parse_notes(data: &[u8], stapsdt_base: Option<FileAddr>) -> Vec<UsdtProbe> {
     match NoteIterator::<FileHeader64<LittleEndian>>::new(LittleEndian, 4, data) {
         Ok(notes) => probes(notes, LittleEndian, stapsdt_base),
         Err(_) => vec![],
@@ -43,7 +44,7 @@ pub fn parse_notes(data: &[u8], stapsdt_base: Option<u64>) -> Vec<UsdtProbe> {
 pub(crate) fn probes<Elf: FileHeader>(
     mut notes: NoteIterator<'_, Elf>,
     endian: Elf::Endian,
-    stapsdt_base: Option<u64>,
+    stapsdt_base: Option<FileAddr>,
 ) -> Vec<UsdtProbe> {
     let mut out = Vec::new();
     let quad = |b: &[u8], i: usize| {
@@ -62,7 +63,7 @@ pub(crate) fn probes<Elf: FileHeader>(
         else {
             break;
         };
-        let adjust = stapsdt_base.map_or(0, |b| b.wrapping_sub(base));
+        let adjust = stapsdt_base.map_or(0, |b| b.get().wrapping_sub(base));
         let mut strings = desc[24..]
             .split(|&b| b == 0)
             .map(|s| String::from_utf8_lossy(s).into_owned());
@@ -79,8 +80,8 @@ pub(crate) fn probes<Elf: FileHeader>(
         out.push(UsdtProbe {
             provider,
             name: probe,
-            pc: pc.wrapping_add(adjust),
-            semaphore: (sem != 0).then(|| sem.wrapping_add(adjust)),
+            pc: FileAddr(pc.wrapping_add(adjust)),
+            semaphore: (sem != 0).then(|| FileAddr(sem.wrapping_add(adjust))),
             args,
         });
     }
@@ -118,7 +119,7 @@ mod tests {
             0x9000,
             "python\0function__entry\08@%rbp 8@%r12 -4@%eax\0",
         ));
-        let probes = parse_notes(&data, Some(0x5000));
+        let probes = parse_notes(&data, Some(FileAddr(0x5000)));
         assert_eq!(probes.len(), 2);
         assert_eq!(
             (
@@ -126,16 +127,19 @@ mod tests {
                 probes[0].name.as_str(),
                 probes[0].pc
             ),
-            ("libstdcxx", "throw", 0x1000)
+            ("libstdcxx", "throw", FileAddr(0x1000))
         );
         assert_eq!(probes[0].semaphore, None);
         assert_eq!(
             probes[1].args,
             vec![(8, "%rbp".into()), (8, "%r12".into()), (-4, "%eax".into())]
         );
-        assert_eq!(probes[1].semaphore, Some(0x9000));
+        assert_eq!(probes[1].semaphore, Some(FileAddr(0x9000)));
         // The same note in a file prelinked 0x100 higher.
-        let moved = parse_notes(&data, Some(0x5100));
-        assert_eq!((moved[1].pc, moved[1].semaphore), (0x2100, Some(0x9100)));
+        let moved = parse_notes(&data, Some(FileAddr(0x5100)));
+        assert_eq!(
+            (moved[1].pc, moved[1].semaphore),
+            (FileAddr(0x2100), Some(FileAddr(0x9100)))
+        );
     }
 }

@@ -49,7 +49,8 @@ pub fn vdso_clock_gettime(pid: i32) -> crate::Result<u64> {
         .symbol_address("__vdso_clock_gettime")
         .or_else(|| image.symbol_address("clock_gettime"))
         .ok_or_else(missing)?;
-    Ok(base + addr)
+    // The vDSO is linked at address 0: its load bias is where it is mapped.
+    Ok(base + addr.get())
 }
 
 /// TSC ticks per nanosecond, measured over `over`.

@@ -1,13 +1,21 @@
 //! Modules of a live process: an image, where it is loaded, and its
 //! analysed code, all in runtime addresses.
+//!
+//! The load bias is the one way between the two kinds of address: the
+//! image speaks [`FileAddr`] (link-time), the process [`RemoteAddr`], and
+//! [`Module::runtime`] and [`Module::file_addr`] convert. Past this module
+//! the byte-level crates (`weft-code`, `weft-patch`, which know no process)
+//! take runtime addresses as plain `u64`s: what [`Module::function_code`],
+//! [`Module::branch_targets`] and [`Module::padding_runs`] give is in that
+//! form, as are the module's `lo` and `hi`.
 
 use crate::Result;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use weft_code::{BranchTargets, FunctionCode};
-use weft_image::{Function, Image};
-use weft_process::MapEntry;
+use weft_image::{FileAddr, Function, Image};
+use weft_process::{MapEntry, RemoteAddr};
 
 /// A loaded ELF file in the target.
 #[derive(Debug)]
@@ -87,33 +95,34 @@ impl Module {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let lo = image.segments().iter().map(|s| s.vaddr).min().unwrap_or(0);
-        let hi = image
-            .segments()
-            .iter()
-            .map(|s| s.vaddr + s.memsz)
-            .max()
-            .unwrap_or(0);
+        let lo = image.segments().iter().map(|s| s.vaddr).min();
+        let hi = image.segments().iter().map(|s| s.vaddr + s.memsz).max();
         Ok(Module {
             name,
             path: path.to_path_buf(),
             bias: 0,
-            lo,
-            hi,
+            // With bias 0, runtime addresses are the file's own.
+            lo: lo.map_or(0, FileAddr::get),
+            hi: hi.map_or(0, FileAddr::get),
             image,
             targets: OnceLock::new(),
             padding: OnceLock::new(),
         })
     }
 
-    /// Runtime address of a link-time address.
-    pub fn runtime(&self, vaddr: u64) -> u64 {
-        vaddr.wrapping_add(self.bias)
+    /// Runtime address of a link-time address: the address plus the load bias.
+    pub fn runtime(&self, vaddr: FileAddr) -> RemoteAddr {
+        RemoteAddr(vaddr.get().wrapping_add(self.bias))
+    }
+
+    /// Link-time address of a runtime address: the address minus the load bias.
+    pub fn file_addr(&self, addr: RemoteAddr) -> FileAddr {
+        FileAddr(addr.get().wrapping_sub(self.bias))
     }
 
     /// File bytes at a runtime address.
-    pub fn bytes_at_runtime(&self, addr: u64, len: usize) -> Option<&[u8]> {
-        self.image.bytes_at(addr.wrapping_sub(self.bias), len)
+    pub fn bytes_at_runtime(&self, addr: RemoteAddr, len: usize) -> Option<&[u8]> {
+        self.image.bytes_at(self.file_addr(addr), len)
     }
 
     /// Every direct branch and call target of the module's functions
@@ -123,7 +132,8 @@ impl Module {
             let mut t = BranchTargets::new();
             for f in self.image.functions() {
                 if let Some(bytes) = self.image.bytes_at(f.addr, f.size as usize) {
-                    t.add_instructions(&weft_code::decode_all(self.runtime(f.addr), bytes));
+                    let at = self.runtime(f.addr).get();
+                    t.add_instructions(&weft_code::decode_all(at, bytes));
                 }
             }
             t
@@ -148,7 +158,7 @@ impl Module {
                     continue;
                 };
                 let mut run: Option<u64> = None;
-                let mut at = self.runtime(end);
+                let mut at = self.runtime(end).get();
                 let mut flush = |run: &mut Option<u64>, at: u64| {
                     if let Some(s) = run.take() {
                         if at - s >= weft_patch::JMP_LEN {
@@ -156,7 +166,7 @@ impl Module {
                         }
                     }
                 };
-                for i in weft_code::decode_all(self.runtime(end), bytes) {
+                for i in weft_code::decode_all(self.runtime(end).get(), bytes) {
                     let padding = matches!(
                         i.mnemonic(),
                         iced_x86::Mnemonic::Nop | iced_x86::Mnemonic::Int3
@@ -177,8 +187,15 @@ impl Module {
     /// The analysed code of a function, in runtime addresses.
     pub fn function_code(&self, f: &Function) -> Option<FunctionCode> {
         let bytes = self.image.bytes_at(f.addr, f.size as usize)?;
-        let data = |addr: u64, len: usize| self.bytes_at_runtime(addr, len).map(|b| b.to_vec());
-        Some(FunctionCode::analyze(self.runtime(f.addr), bytes, &data))
+        let data = |addr: u64, len: usize| {
+            self.bytes_at_runtime(RemoteAddr(addr), len)
+                .map(|b| b.to_vec())
+        };
+        Some(FunctionCode::analyze(
+            self.runtime(f.addr).get(),
+            bytes,
+            &data,
+        ))
     }
 
     /// Up to 16 bytes after a function, before the next one starts: padding
@@ -191,5 +208,23 @@ impl Module {
             .map_or(end + 16, |g| g.addr);
         let len = (next - end).min(16) as usize;
         self.image.bytes_at(end, len).unwrap_or(&[])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bias_converts_both_ways() {
+        let exe = std::env::current_exe().unwrap();
+        let mut m = Module::from_file(&exe).unwrap();
+        m.bias = 0x5555_0000_0000;
+        let f = m.image.functions().iter().find(|f| f.size >= 8).unwrap();
+        let at = m.runtime(f.addr);
+        assert_eq!(at.get(), f.addr.get() + 0x5555_0000_0000);
+        assert_eq!(m.file_addr(at), f.addr);
+        assert_eq!(m.bytes_at_runtime(at, 8), m.image.bytes_at(f.addr, 8));
+        assert_eq!(m.function_code(f).map(|c| c.start()), Some(at.get()));
     }
 }

@@ -4,6 +4,9 @@ use std::fmt;
 use std::ops::{Add, Sub};
 
 /// An address in the target process's address space.
+///
+/// It prints as `0x1234` with `{}` and `{:?}`; `{:x}` and its flags
+/// (`{:#018x}`) print the number as a `u64` would.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct RemoteAddr(pub u64);
 
@@ -37,5 +40,11 @@ impl fmt::Debug for RemoteAddr {
 impl fmt::Display for RemoteAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:#x}", self.0)
+    }
+}
+
+impl fmt::LowerHex for RemoteAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::LowerHex::fmt(&self.0, f)
     }
 }

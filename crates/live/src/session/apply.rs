@@ -284,7 +284,7 @@ impl Session {
                 let in_memory = text
                     .read(tracee.memory(), addr, len)
                     .map_err(SiteError::Fatal)?;
-                let in_file = self.modules[module].bytes_at_runtime(addr, len);
+                let in_file = self.modules[module].bytes_at_runtime(RemoteAddr(addr), len);
                 if in_file != Some(in_memory.as_slice()) {
                     return Err(SiteError::Skip(SkipReason::CodeChanged));
                 }
@@ -297,7 +297,8 @@ impl Session {
                 let in_memory = text
                     .read(tracee.memory(), b, len)
                     .map_err(SiteError::Fatal)?;
-                if self.modules[module].bytes_at_runtime(b, len) != Some(in_memory.as_slice()) {
+                let in_file = self.modules[module].bytes_at_runtime(RemoteAddr(b), len);
+                if in_file != Some(in_memory.as_slice()) {
                     return Err(SiteError::Skip(SkipReason::PaddingChanged));
                 }
                 Some(in_memory)

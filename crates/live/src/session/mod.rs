@@ -51,6 +51,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use traps::TrapHandler;
 use weft_code::{FunctionCode, RegSet};
+use weft_image::FileAddr;
 use weft_patch::region::{ring, threads, trap_table, Layout};
 use weft_patch::{SpliceChoice, SpliceContext, SpliceMethod, SpliceRecord};
 use weft_plan::{Action, EventInfo, PointKind, PointSpec};
@@ -130,7 +131,7 @@ pub struct Session {
     site_at: BTreeMap<u64, usize>,
     /// The bytes each live site claims, by start: (end, site). Never overlapping.
     spans: BTreeMap<u64, (u64, usize)>,
-    probe_keys: std::collections::HashSet<(usize, u64, PointKind)>,
+    probe_keys: std::collections::HashSet<(usize, FileAddr, PointKind)>,
     /// The last library-load generation weft has handled.
     loads_acked: u32,
     /// What the plans' `Allocate` calls were given.
@@ -141,7 +142,7 @@ pub struct Session {
     /// Rich event sites asked for and enabled.
     rich: rich::RichSites,
     /// USDT semaphores weft raised (runtime addresses), lowered on removal.
-    semaphores: Vec<u64>,
+    semaphores: Vec<RemoteAddr>,
     /// Where the C library keeps a thread's id (see
     /// `ThreadTable::tid_offset`), found at the first `apply`; 0 if unknown.
     tid_offset: Option<u32>,
@@ -207,7 +208,7 @@ impl Session {
     /// Raises the u16 USDT semaphores at `addrs` in the stopped process, so
     /// the program computes its probes' arguments while they are traced;
     /// [`Session::remove_all`] lowers them again.
-    pub fn raise_semaphores(&mut self, tracee: &Tracee, addrs: &[u64]) -> Result<()> {
+    pub fn raise_semaphores(&mut self, tracee: &Tracee, addrs: &[RemoteAddr]) -> Result<()> {
         for &addr in addrs {
             add_to_semaphore(tracee, addr, 1)?;
             self.semaphores.push(addr);
@@ -224,10 +225,10 @@ impl Session {
 }
 
 /// Adds `delta` to the u16 semaphore at `addr`.
-fn add_to_semaphore(tracee: &Tracee, addr: u64, delta: i16) -> Result<()> {
+fn add_to_semaphore(tracee: &Tracee, addr: RemoteAddr, delta: i16) -> Result<()> {
     let mut b = [0u8; 2];
-    tracee.memory().read(RemoteAddr(addr), &mut b)?;
+    tracee.memory().read(addr, &mut b)?;
     let v = u16::from_le_bytes(b).wrapping_add_signed(delta);
-    tracee.memory().write(RemoteAddr(addr), &v.to_le_bytes())?;
+    tracee.memory().write(addr, &v.to_le_bytes())?;
     Ok(())
 }

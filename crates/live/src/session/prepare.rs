@@ -28,7 +28,7 @@ impl Prepared {
 #[derive(Debug)]
 pub(super) struct PreparedProbe {
     pub(super) module: usize,
-    pub(super) function_addr: u64,
+    pub(super) function_addr: FileAddr,
     pub(super) display: String,
     pub(super) kind: PointKind,
     pub(super) action: Action,

@@ -21,8 +21,8 @@ pub(super) struct RichSites {
     requests: Vec<(String, String)>,
     /// Their strings' and byte arrays' cap.
     cap: u16,
-    /// Descriptors of the sites weft has enabled (runtime addresses).
-    enabled: Vec<u64>,
+    /// Descriptors of the sites weft has enabled.
+    enabled: Vec<RemoteAddr>,
     /// The ring function (see `mini::ring_function`), once placed.
     ring_function: Option<u64>,
     /// Whether rich events were ever enabled: weft's memory then stays
@@ -59,7 +59,7 @@ pub struct EventSite {
     /// The module holding it.
     pub module: String,
     /// Runtime address of its descriptor.
-    pub addr: u64,
+    pub addr: RemoteAddr,
     /// Provider, as written in `WEFT_EVENT`.
     pub provider: String,
     /// Name.
@@ -211,11 +211,8 @@ impl Session {
                 fields.extend_from_slice(&word.to_le_bytes());
             }
             let mem = tracee.memory();
-            mem.write(RemoteAddr(site.addr + SITE_ID), &fields)?;
-            mem.write(
-                RemoteAddr(site.addr + SITE_RING_OF_THREAD),
-                &function.to_le_bytes(),
-            )?;
+            mem.write(site.addr + SITE_ID, &fields)?;
+            mem.write(site.addr + SITE_RING_OF_THREAD, &function.to_le_bytes())?;
             self.rich.enabled.push(site.addr);
             self.rich.ever_used = true;
         }
@@ -227,7 +224,7 @@ impl Session {
         for addr in std::mem::take(&mut self.rich.enabled) {
             match tracee
                 .memory()
-                .write(RemoteAddr(addr + SITE_RING_OF_THREAD), &0u64.to_le_bytes())
+                .write(addr + SITE_RING_OF_THREAD, &0u64.to_le_bytes())
             {
                 Ok(()) => {}
                 Err(e) if e.is_gone() => return Err(e.into()),
