@@ -45,6 +45,8 @@ pub mod syscall {
     pub const FUTEX: u32 = 202;
     /// `clock_gettime`.
     pub const CLOCK_GETTIME: u32 = 228;
+    /// `tgkill`.
+    pub const TGKILL: u32 = 234;
     /// `openat`.
     pub const OPENAT: u32 = 257;
     /// `pidfd_open`.
@@ -104,6 +106,19 @@ pub mod sigaction {
     /// Offset of `uc_mcontext.gregs[REG_RIP]` in the `ucontext_t` a
     /// `SA_SIGINFO` handler receives as its third argument.
     pub const UCONTEXT_RIP: u64 = 168;
+}
+
+/// `siginfo_t`: where its code lies and the codes weft tells apart
+/// (`include/uapi/asm-generic/siginfo.h`).
+pub mod siginfo {
+    /// Offset of `si_code` (i32).
+    pub const CODE: u64 = 8;
+    /// `SI_KERNEL`: a SIGTRAP the kernel sent for an `int3`.
+    pub const SI_KERNEL: i32 = 0x80;
+    /// `TRAP_BRKPT`: a breakpoint, also a single step's report past `syscall`.
+    pub const TRAP_BRKPT: i32 = 1;
+    /// `TRAP_TRACE`: a single step.
+    pub const TRAP_TRACE: i32 = 2;
 }
 
 /// Clock ids (`include/uapi/linux/time.h`).
@@ -181,7 +196,7 @@ mod tests {
     #[test]
     fn system_calls_match_libc() {
         use syscall::*;
-        let pairs: [(u32, libc::c_long); 16] = [
+        let pairs: [(u32, libc::c_long); 17] = [
             (READ, libc::SYS_read),
             (WRITE, libc::SYS_write),
             (CLOSE, libc::SYS_close),
@@ -196,12 +211,37 @@ mod tests {
             (GETTID, libc::SYS_gettid),
             (FUTEX, libc::SYS_futex),
             (CLOCK_GETTIME, libc::SYS_clock_gettime),
+            (TGKILL, libc::SYS_tgkill),
             (OPENAT, libc::SYS_openat),
             (PIDFD_OPEN, libc::SYS_pidfd_open),
         ];
         for (ours, theirs) in pairs {
             assert_eq!(i64::from(ours), theirs);
         }
+    }
+
+    #[test]
+    fn signal_codes_match_libc() {
+        use siginfo::*;
+        assert_eq!(
+            [SI_KERNEL, TRAP_BRKPT, TRAP_TRACE],
+            [libc::SI_KERNEL, libc::TRAP_BRKPT, libc::TRAP_TRACE]
+        );
+        // SAFETY: siginfo_t is plain data; all zeroes is a valid value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        info.si_code = 0x1234;
+        let bytes: &[u8] = bytes_of(&info);
+        assert_eq!(
+            i32::from_ne_bytes(bytes[CODE as usize..CODE as usize + 4].try_into().unwrap()),
+            0x1234
+        );
+    }
+
+    /// The bytes of a plain C value.
+    fn bytes_of<T>(v: &T) -> &[u8] {
+        // SAFETY: v is a live, initialised value of size_of::<T>() bytes,
+        // borrowed for the slice's lifetime; any byte is a valid u8.
+        unsafe { std::slice::from_raw_parts((v as *const T).cast(), std::mem::size_of::<T>()) }
     }
 
     #[test]

@@ -260,7 +260,7 @@ fn max_overhead_refuses_before_inserting_anything() {
         out.stderr
     );
     // A generous limit lets it through, and weft reports predicted against observed.
-    let out = attach("calls:fn=leaf", "100");
+    let out = attach("calls:fn=leaf", "100000");
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(
         out.stderr.contains("perturbation: predicted"),

@@ -8,5 +8,6 @@ mod inspecting;
 mod loading;
 mod metrics;
 mod real_programs;
+mod signals;
 mod support;
 mod tracing;

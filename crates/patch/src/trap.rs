@@ -5,15 +5,18 @@
 //! generated here, no libc) binary-searches the trap table for the trapping
 //! address and rewrites the saved `rip` in the signal frame to the point's
 //! trampoline, then returns through `rt_sigreturn`. No ptrace stop occurs.
-//! An `int3` that is not weft's goes to the handler the program had (or,
-//! for SIG_DFL, re-executes with the default action restored, so the
-//! program dies exactly as it would have). A trap whose byte is no longer
-//! `int3` came from a splice removed after the thread trapped: the handler
-//! re-executes the restored instruction.
+//! Only a SIGTRAP the kernel sent for an `int3` (`si_code` SI_KERNEL) at
+//! an address in the table is weft's. Every other SIGTRAP (one the program
+//! raised, a single step, someone else's `int3`) goes to the disposition
+//! the program had: its handler, ignored, or the default action, restored
+//! and the signal sent again so the program dies exactly as it would have.
+//! A table entry whose trampoline is 0 is a splice weft removed: a thread
+//! that trapped on it before the removal re-executes the restored
+//! instruction.
 //!
 //! Known hazard (documented in docs/splicing.md): a thread that blocks
 //! SIGTRAP and hits an `int3` is killed by the kernel, because synchronous
-//! traps are forced; weft prefers `jmp` splices for that reason.
+//! traps are forced; weft checks threads' masks before choosing `int3`.
 
 use crate::region::trap_table as tt;
 use crate::{Error, Result};
@@ -21,7 +24,10 @@ use iced_x86::code_asm::*;
 use weft_abi::sigaction::{
     self as sa, SA_NODEFER, SA_ONSTACK, SA_RESTORER, SA_SIGINFO, SIG_IGN, UCONTEXT_RIP,
 };
-use weft_abi::{signal::SIGTRAP, syscall};
+use weft_abi::{siginfo, signal::SIGTRAP, syscall};
+
+/// The `int3` instruction.
+pub const INT3: u8 = 0xcc;
 
 /// The handler's flags: three arguments, on the alternate stack if the
 /// thread has one, returning through our restorer, and not blocking SIGTRAP
@@ -51,15 +57,20 @@ pub fn handler_code(at: u64, table: u64) -> Result<HandlerCode> {
     let mut not_found = a.create_label();
     let mut ignore = a.create_label();
     let mut default = a.create_label();
-    let mut reexecute = a.create_label();
+    let mut removed = a.create_label();
     let mut restorer = a.create_label();
     let mut table_lit = a.create_label();
     let r = UCONTEXT_RIP as i32;
     (|| -> std::result::Result<(), IcedError> {
         // rdi = signal, rsi = siginfo, rdx = ucontext
+        a.mov(r8, qword_ptr(table_lit))?;
+        // Only an int3 (si_code SI_KERNEL) can be weft's: a SIGTRAP the
+        // program raised, a single step or a hardware breakpoint goes to
+        // the program's own disposition.
+        a.cmp(dword_ptr(rsi + siginfo::CODE as i32), siginfo::SI_KERNEL)?;
+        a.jne(not_found)?;
         a.mov(rax, qword_ptr(rdx + r))?;
         a.dec(rax)?; // the int3's own address
-        a.mov(r8, qword_ptr(table_lit))?;
         a.mov(rcx, qword_ptr(r8 + tt::COUNT as i32))?; // hi
         a.xor(r9d, r9d)?; // lo
         a.set_label(&mut search)?;
@@ -78,14 +89,20 @@ pub fn handler_code(at: u64, table: u64) -> Result<HandlerCode> {
         a.mov(rcx, r10)?;
         a.jmp(search)?;
         a.set_label(&mut found)?;
-        a.mov(rax, qword_ptr(r8 + r11 + (tt::ENTRIES + 8) as i32))?;
+        a.mov(rcx, qword_ptr(r8 + r11 + (tt::ENTRIES + 8) as i32))?;
+        a.test(rcx, rcx)?;
+        a.jz(removed)?;
+        a.mov(qword_ptr(rdx + r), rcx)?; // on to the trampoline
+        a.ret()?;
+        a.set_label(&mut removed)?;
+        // A splice weft removed after this thread trapped on it: the
+        // original byte is back, so re-execute it. If an int3 is there
+        // again, it is someone else's (a debugger's): theirs to handle.
+        a.cmp(byte_ptr(rax), INT3 as i32)?;
+        a.je(not_found)?;
         a.mov(qword_ptr(rdx + r), rax)?;
         a.ret()?;
         a.set_label(&mut not_found)?;
-        // A trap from a splice weft has since removed: the byte is original
-        // again, so re-execute it.
-        a.cmp(byte_ptr(rax), 0xcc)?;
-        a.jne(reexecute)?;
         a.mov(rax, qword_ptr(r8 + tt::OLD_HANDLER as i32))?;
         a.cmp(rax, SIG_IGN as i32)?;
         a.je(ignore)?;
@@ -95,17 +112,25 @@ pub fn handler_code(at: u64, table: u64) -> Result<HandlerCode> {
         a.set_label(&mut ignore)?;
         a.ret()?;
         a.set_label(&mut default)?;
-        // Re-execute the int3 with the default action restored.
-        a.dec(qword_ptr(rdx + r))?;
+        // The default action: restore it and send the signal again, so the
+        // program dies of this SIGTRAP exactly as it would have (it is
+        // delivered as this handler returns; SA_NODEFER leaves it unblocked).
         a.mov(edi, SIGTRAP as u32)?;
         a.lea(rsi, qword_ptr(r8 + tt::DEFAULT_ACTION as i32))?;
         a.xor(edx, edx)?;
         a.mov(r10d, sa::SIGSET_SIZE as u32)?;
         a.mov(eax, syscall::RT_SIGACTION)?;
         a.syscall()?;
-        a.ret()?;
-        a.set_label(&mut reexecute)?;
-        a.mov(qword_ptr(rdx + r), rax)?;
+        a.mov(eax, syscall::GETPID)?;
+        a.syscall()?;
+        a.mov(r9, rax)?;
+        a.mov(eax, syscall::GETTID)?;
+        a.syscall()?;
+        a.mov(rdi, r9)?;
+        a.mov(rsi, rax)?;
+        a.mov(edx, SIGTRAP as u32)?;
+        a.mov(eax, syscall::TGKILL)?;
+        a.syscall()?;
         a.ret()?;
         a.set_label(&mut restorer)?;
         a.mov(eax, syscall::RT_SIGRETURN)?;

@@ -29,9 +29,14 @@ fn pid(tid: i32) -> Pid {
     Pid::from_raw(tid)
 }
 
-/// `PTRACE_SEIZE` with `PTRACE_O_TRACECLONE`, plus `PTRACE_O_TRACEEXEC` if asked.
+/// The stop signal of a system-call stop (`PTRACE_O_TRACESYSGOOD`): no
+/// signal is queued for it, unlike a single step's SIGTRAP.
+pub(crate) const SYSCALL_STOP: i32 = weft_abi::signal::SIGTRAP | 0x80;
+
+/// `PTRACE_SEIZE` with `PTRACE_O_TRACECLONE` and `PTRACE_O_TRACESYSGOOD`,
+/// plus `PTRACE_O_TRACEEXEC` if asked.
 pub(crate) fn seize(tid: i32, trace_exec: bool) -> io::Result<()> {
-    let mut options = Options::PTRACE_O_TRACECLONE;
+    let mut options = Options::PTRACE_O_TRACECLONE | Options::PTRACE_O_TRACESYSGOOD;
     if trace_exec {
         options |= Options::PTRACE_O_TRACEEXEC;
     }
@@ -43,9 +48,12 @@ pub(crate) fn interrupt(tid: i32) -> io::Result<()> {
     Ok(ptrace::interrupt(pid(tid))?)
 }
 
-/// `PTRACE_SINGLESTEP` with no signal.
-pub(crate) fn single_step(tid: i32) -> io::Result<()> {
-    Ok(ptrace::step(pid(tid), None)?)
+/// `PTRACE_SYSCALL` with no signal: runs to the next system-call entry or
+/// exit. Unlike a single step it sends the thread no SIGTRAP, which the
+/// kernel would force on a thread that blocks it by resetting the
+/// program's SIGTRAP action to the default.
+pub(crate) fn to_syscall_stop(tid: i32) -> io::Result<()> {
+    Ok(ptrace::syscall(pid(tid), None)?)
 }
 
 /// How [`resume`] lets a thread go.
@@ -74,6 +82,17 @@ pub(crate) fn resume(how: Resume, tid: i32, signal: i32) -> io::Result<()> {
             signal as libc::c_long as *mut libc::c_void,
         )
     };
+    if ret == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `tgkill(pid, tid, signal)`: queues `signal` for one thread again (any
+/// number, real-time signals included).
+pub(crate) fn tgkill(pid: i32, tid: i32, signal: i32) -> io::Result<()> {
+    // SAFETY: tgkill takes three integers and no pointer.
+    let ret = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal) };
     if ret == -1 {
         return Err(io::Error::last_os_error());
     }
@@ -129,13 +148,19 @@ pub(crate) fn wait(tid: i32, flags: WaitFlags) -> io::Result<Wait> {
             WaitFlags::NoHang => WaitOptions::NOHANG,
             WaitFlags::Untraced => WaitOptions::UNTRACED,
         };
+    // rustix's `waitpid(None)` is wait4(0): the caller's process group
+    // only. Any child or tracee (-1) is rustix's `wait`.
     let which = if tid == -1 {
         None
     } else {
         Some(rustix::process::Pid::from_raw(tid).ok_or(io::ErrorKind::InvalidInput)?)
     };
     loop {
-        let (who, status) = match rustix::process::waitpid(which, options) {
+        let waited = match which {
+            None => rustix::process::wait(options),
+            Some(pid) => rustix::process::waitpid(Some(pid), options),
+        };
+        let (who, status) = match waited {
             Ok(Some(reported)) => reported,
             Ok(None) => return Ok(Wait::Nothing),
             Err(rustix::io::Errno::INTR) => continue,

@@ -248,13 +248,24 @@ impl Tracee {
     /// Whether `signal` is queued but not yet taken for a thread or for the
     /// whole process (`SigPnd`/`ShdPnd` in `/proc/PID/task/TID/status`).
     pub fn signal_queued(&self, tid: i32, signal: i32) -> bool {
+        self.status_mask_has(tid, &["SigPnd:", "ShdPnd:"], signal)
+    }
+
+    /// Whether thread `tid` blocks `signal` (`SigBlk`).
+    pub fn signal_blocked(&self, tid: i32, signal: i32) -> bool {
+        self.status_mask_has(tid, &["SigBlk:"], signal)
+    }
+
+    /// Whether one of the signal masks `fields` of `/proc/PID/task/TID/status`
+    /// holds `signal` (false if the thread is gone).
+    fn status_mask_has(&self, tid: i32, fields: &[&str], signal: i32) -> bool {
         let Ok(status) = std::fs::read_to_string(format!("/proc/{}/task/{tid}/status", self.pid))
         else {
             return false;
         };
         let bit = 1u64 << (signal - 1);
         status.lines().any(|l| {
-            (l.starts_with("SigPnd:") || l.starts_with("ShdPnd:"))
+            fields.iter().any(|f| l.starts_with(f))
                 && l.split_once(':')
                     .and_then(|(_, v)| u64::from_str_radix(v.trim(), 16).ok())
                     .is_some_and(|m| m & bit != 0)
@@ -306,7 +317,7 @@ impl Tracee {
                         _ => vec![],
                     };
                     self.threads.insert(tid, ThreadState::Running);
-                    let sig = signals.first().copied().unwrap_or(0);
+                    let sig = self.hand_back(tid, &signals);
                     if let Err(e) = sys::resume(Resume::Continue, tid, sig) {
                         if errno(&e) != Some(Errno::ESRCH) {
                             return Err(self.ptrace_error("CONT", tid, e));
@@ -417,19 +428,25 @@ impl Tracee {
         Ok(result)
     }
 
+    /// Runs the `syscall` at `gadget` to its exit stop and returns its
+    /// result. Signals the thread takes meanwhile are the program's: they
+    /// are kept for delivery when the thread resumes.
     fn step_over_syscall(&mut self, tid: i32, gadget: RemoteAddr) -> Result<u64> {
+        let mut entered = false;
         for _ in 0..64 {
-            sys::single_step(tid).map_err(|e| self.ptrace_error("SINGLESTEP", tid, e))?;
+            sys::to_syscall_stop(tid).map_err(|e| self.ptrace_error("SYSCALL", tid, e))?;
             match sys::wait(tid, WaitFlags::Block).map_err(|e| Error::Io {
                 what: "waitpid".into(),
                 source: e,
             })? {
                 Wait::Stopped { signal, event, .. } => {
-                    let regs = self.registers(tid)?;
-                    if regs.rip == gadget.0 + 2 {
-                        return Ok(regs.rax);
-                    }
-                    if event == 0 && signal != SIGTRAP {
+                    if event == 0 && signal == sys::SYSCALL_STOP {
+                        let regs = self.registers(tid)?;
+                        if entered && regs.rip == gadget.0 + 2 {
+                            return Ok(regs.rax);
+                        }
+                        entered = true;
+                    } else if event == 0 {
                         self.push_signal(tid, signal);
                     }
                 }
@@ -598,7 +615,7 @@ impl Tracee {
             Some(ThreadState::Stopped { signals }) => std::mem::take(signals),
             _ => return Ok(()),
         };
-        let sig = signals.first().copied().unwrap_or(0);
+        let sig = self.hand_back(tid, &signals);
         match sys::resume(Resume::Continue, tid, sig) {
             Ok(()) => {
                 self.threads.insert(tid, ThreadState::Running);
@@ -622,7 +639,7 @@ impl Tracee {
         let mut first_error = None;
         for (tid, state) in threads {
             let sig = match state {
-                ThreadState::Stopped { signals } => signals.first().copied().unwrap_or(0),
+                ThreadState::Stopped { signals } => self.hand_back(tid, &signals),
                 _ => 0,
             };
             if let Err(e) = sys::resume(Resume::Detach, tid, sig) {
@@ -632,6 +649,17 @@ impl Tracee {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// The signals a stopped thread took while weft held it: the first is
+    /// returned, for the resume to deliver; the others are queued for the
+    /// thread again (a resume delivers one), so none is lost.
+    fn hand_back(&self, tid: i32, signals: &[i32]) -> i32 {
+        for &sig in signals.iter().skip(1) {
+            // Fails only if the thread is gone, and its signals with it.
+            let _ = sys::tgkill(self.pid, tid, sig);
+        }
+        signals.first().copied().unwrap_or(0)
     }
 
     fn ptrace_error(&self, op: &'static str, tid: i32, e: std::io::Error) -> Error {

@@ -88,11 +88,23 @@ impl Session {
             mapped: true,
         });
         if self.clusters.len() == 1 {
-            // A trampoline-free gadget for later remote system calls: `syscall; int3`.
+            // A trampoline-free gadget for later remote system calls:
+            // `syscall; int3`, first in the code area (see `adopt`).
             let at = self.alloc_code(0, &[0x0f, 0x05, 0xcc])?;
-            tracee.set_syscall_gadget(RemoteAddr(at));
+            debug_assert_eq!(at, self.clusters[0].code);
+            self.adopt(tracee);
         }
         Ok(self.clusters.len() - 1)
+    }
+
+    /// Prepares a tracee of a new episode: remote system calls go through
+    /// weft's own `syscall` gadget (the first bytes of the first cluster's
+    /// code) while it is mapped, never borrowing bytes at a thread's pc,
+    /// which may lie in weft's shared (unwritable) code.
+    pub(super) fn adopt(&self, tracee: &mut Tracee) {
+        if let Some(first) = self.clusters.first().filter(|c| c.mapped) {
+            tracee.set_syscall_gadget(RemoteAddr(first.code));
+        }
     }
 
     /// Places bytes in a cluster's code area; returns their target address.

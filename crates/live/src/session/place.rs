@@ -32,6 +32,14 @@ impl<'t> Stopped<'t> {
         })
     }
 
+    /// A thread that blocks SIGTRAP, if any.
+    fn sigtrap_blocker(&self) -> Option<i32> {
+        self.tracee
+            .threads()
+            .into_iter()
+            .find(|&tid| self.tracee.signal_blocked(tid, weft_abi::signal::SIGTRAP))
+    }
+
     fn stack_words(&mut self) -> Result<&[u64]> {
         if self.stacks.is_none() {
             self.stacks = Some(stacks::stack_words(self.tracee, self.pid, 1 << 20)?);
@@ -121,6 +129,13 @@ impl Session {
                 &claimed,
             ) {
                 choice = short;
+            }
+        }
+        if whole_function.is_none() && choice.method == SpliceMethod::Trap {
+            if let Some(tid) = threads.sigtrap_blocker() {
+                // The kernel forces an int3's SIGTRAP on a thread that
+                // blocks it by resetting the action to the default: death.
+                return Ok(Placed::Skipped(SkipReason::SigtrapBlocked(tid)));
             }
         }
         let s = self.sites.len();

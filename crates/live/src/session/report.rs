@@ -114,6 +114,8 @@ pub enum SkipReason {
     PaddingChanged,
     /// The trampoline lies beyond a jump's reach from the point.
     OutOfReach(u64),
+    /// Only an `int3` fits, and this thread blocks SIGTRAP.
+    SigtrapBlocked(i32),
 }
 
 impl fmt::Display for SkipReason {
@@ -157,6 +159,11 @@ impl fmt::Display for SkipReason {
             SkipReason::OutOfReach(entry) => {
                 write!(f, "trampoline at {entry:#x} is out of jmp reach")
             }
+            SkipReason::SigtrapBlocked(tid) => write!(
+                f,
+                "only an int3 fits here, and thread {tid} blocks SIGTRAP (the kernel would \
+                 kill the program when that thread hit it)"
+            ),
         }
     }
 }

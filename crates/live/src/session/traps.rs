@@ -43,14 +43,29 @@ impl Session {
         Ok(())
     }
 
-    /// Rewrites the trap table from the active trap sites.
+    /// Rewrites the trap table: each active trap site with its trampoline,
+    /// and each trap site taken out with 0, so that a thread that trapped
+    /// on it just before re-executes the restored instruction (and any
+    /// other SIGTRAP goes to the program).
     pub(super) fn write_trap_table(&mut self) {
-        let entries: Vec<(u64, u64)> = self
+        let mut by_site: BTreeMap<u64, u64> = BTreeMap::new();
+        for s in self
             .sites
             .iter()
-            .filter(|s| s.active && s.choice.method == SpliceMethod::Trap)
-            .map(|s| (s.choice.point, s.entry))
-            .collect();
+            .filter(|s| s.choice.method == SpliceMethod::Trap && s.record.is_some())
+        {
+            let entry = by_site.entry(s.choice.point).or_insert(0);
+            if s.active {
+                *entry = s.entry;
+            }
+        }
+        let mut entries: Vec<(u64, u64)> = by_site.into_iter().collect();
+        let capacity = self.layout.header.trap_capacity as usize;
+        if entries.len() > capacity {
+            // Keep every active site; drop removed ones beyond the capacity.
+            entries.sort_by_key(|&(_, trampoline)| trampoline == 0);
+            entries.truncate(capacity);
+        }
         let base = self.layout.header.trap_offset;
         let count = entries.len() as u64;
         // Shrink the count first so the handler never reads a half-written entry.
@@ -73,16 +88,22 @@ impl Session {
             return Ok(false);
         }
         let mut queued = false;
+        if removed.is_empty() {
+            return Ok(false);
+        }
         for tid in tracee.threads() {
-            if !removed.is_empty() && tracee.pending_signals(tid).contains(&SIGTRAP) {
-                let mut regs = tracee.registers(tid)?;
-                if removed.contains(&(regs.rip.wrapping_sub(1))) {
-                    regs.rip -= 1;
-                    tracee.set_registers(tid, &regs)?;
-                    tracee.discard_signal(tid, SIGTRAP);
-                }
+            let mut regs = tracee.registers(tid)?;
+            let after_removed = removed.contains(&(regs.rip.wrapping_sub(1)));
+            if after_removed && tracee.pending_signals(tid).contains(&SIGTRAP) {
+                regs.rip -= 1;
+                tracee.set_registers(tid, &regs)?;
+                tracee.discard_signal(tid, SIGTRAP);
+                continue;
             }
-            queued |= tracee.signal_queued(tid, SIGTRAP);
+            // A SIGTRAP still in the kernel's queue is weft's only if the
+            // thread stands right after one of its int3s; any other is the
+            // program's, for the program's own disposition.
+            queued |= after_removed && tracee.signal_queued(tid, SIGTRAP);
         }
         Ok(queued)
     }

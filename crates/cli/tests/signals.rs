@@ -1,0 +1,141 @@
+//! weft and the program's own signals: a target that owns SIGTRAP behaves
+//! with weft as without it, and a target in a process group of its own is
+//! attached like any other.
+
+use crate::support::*;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// A target started in a session of its own (so in another process group
+/// than weft's), waiting for a line on stdin after printing "ready".
+struct Waiting {
+    child: KillOnDrop,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Waiting {
+    fn start(bin: &std::path::Path, args: &[&str]) -> Waiting {
+        let mut cmd = Command::new(bin);
+        cmd.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .process_group(0);
+        let mut child = KillOnDrop(cmd.spawn().expect("spawn the target"));
+        let mut out = BufReader::new(child.0.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
+        Waiting { child, out }
+    }
+
+    fn pid(&self) -> String {
+        self.child.0.id().to_string()
+    }
+
+    /// Lets the target finish; its output and exit status.
+    fn finish(mut self) -> (String, Option<i32>) {
+        self.child
+            .0
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"go\n")
+            .unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut self.out, &mut rest).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(st) = self.child.0.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the target did not finish"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        (rest, status.code())
+    }
+}
+
+/// A target in its own process group is attached like any other (weft
+/// waits for any tracee, not only its own group's).
+#[test]
+fn attach_to_a_process_in_another_process_group() {
+    let bin = build("sigtrap", &O2);
+    let target = Waiting::start(&bin, &["block"]);
+    let out = run(
+        weft().args([
+            "attach",
+            "-p",
+            &target.pid(),
+            "--duration",
+            "100ms",
+            "--count",
+            "libc:printf",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let (rest, code) = target.finish();
+    assert_eq!(code, Some(0), "{rest}");
+}
+
+/// A thread that blocks SIGTRAP would be killed by the kernel on hitting an
+/// int3: weft refuses a point only an int3 fits, says why, and leaves the
+/// program (and its signal mask) as it was.
+#[test]
+fn int3_points_are_refused_while_a_thread_blocks_sigtrap() {
+    let bin = build("sigtrap", &O2);
+    let target = Waiting::start(&bin, &["block"]);
+    let out = run(
+        weft().args([
+            "attach",
+            "-p",
+            &target.pid(),
+            "--duration",
+            "100ms",
+            "--count",
+            "trapped",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("blocks SIGTRAP"),
+        "no word of the blocked SIGTRAP: {}",
+        out.stderr
+    );
+    let (rest, code) = target.finish();
+    assert_eq!(code, Some(0), "the target died: {rest}");
+    assert!(rest.contains("blocked SIGTRAP throughout"), "{rest}");
+}
+
+/// A program that dies of its own SIGTRAP (default action) dies the same
+/// way under weft, after the same output, and weft counted its int3 point.
+#[test]
+fn a_programs_own_sigtrap_keeps_its_default_action() {
+    let bin = build("sigtrap", &O2);
+    let plain = run(
+        Command::new(&bin).args(["default", "300"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(plain.status, 128 + 5, "{}", plain.stderr);
+    let counted = count_run(
+        "sigtrap-default",
+        &["--count", "trapped", "--verbose"],
+        &bin,
+        &["default", "300"],
+        Duration::from_secs(30),
+    );
+    assert!(
+        counted.out.stderr.contains("int3"),
+        "{}",
+        counted.out.stderr
+    );
+    assert_eq!(counted.out.status, 128 + 5, "{}", counted.out.stderr);
+    assert_eq!(counted.out.stdout, plain.stdout);
+    assert_eq!(counted.count("trapped", "entry"), 300);
+}

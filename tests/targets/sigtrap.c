@@ -1,0 +1,118 @@
+/* A program that owns SIGTRAP, calling a function only an int3 can splice
+ * (`trapped`: a 1-byte entry with a loop head right after it and an
+ * indirect jump, so neither a jmp nor a relocated copy fits).
+ *   sigtrap raise      installs its own SIGTRAP handler ("ready"), then calls
+ *                      trapped and raises SIGTRAP in turn until a line
+ *                      arrives on stdin: its handler must see exactly its
+ *                      own signals, never weft's int3s
+ *   sigtrap default N  calls trapped N times, then raises SIGTRAP with the
+ *                      default action: dies of it, as without weft
+ *   sigtrap block      a thread that blocks SIGTRAP calls trapped until a
+ *                      line arrives on stdin ("ready" once it blocks) */
+#include "tally.h"
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+
+int trapped(int n);
+__asm__(
+    ".text\n"
+    ".p2align 4\n.globl trapped\n.type trapped,@function\n"
+    "trapped:\n"
+    "  push %rbx\n"
+    "1:\n"
+    "  sub $1, %edi\n"
+    "  jg 1b\n"
+    "  lea 2f(%rip), %rbx\n"
+    "  jmp *%rbx\n"
+    "2:\n"
+    "  mov %edi, %eax\n"
+    "  pop %rbx\n"
+    "  ret\n"
+    ".size trapped, .-trapped\n");
+
+TALLY(trapped);
+TALLY(handled);
+TALLY(raised);
+
+static void on_trap(int sig, siginfo_t *info, void *uc)
+{
+    (void)sig;
+    (void)uc;
+    if (info->si_code <= 0) /* sent by a process (raise), not an int3 */
+        BUMP(handled);
+}
+
+static void call_trapped(int n)
+{
+    for (int i = 0; i < n; i++) {
+        trapped(2);
+        BUMP(trapped);
+    }
+}
+
+static atomic_int stop;
+static void *wait_for_line(void *arg)
+{
+    (void)arg;
+    char line[64];
+    if (!fgets(line, sizeof line, stdin)) line[0] = 0;
+    atomic_store(&stop, 1);
+    return 0;
+}
+static void *blocking_thread(void *arg)
+{
+    (void)arg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTRAP);
+    pthread_sigmask(SIG_BLOCK, &set, 0);
+    printf("ready\n");
+    fflush(stdout);
+    while (!atomic_load(&stop)) call_trapped(1);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "raise";
+    int n = arg_or(argc, argv, 2, 1000);
+    if (!strcmp(mode, "raise")) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_trap;
+        /* SA_NODEFER: a thread inside this handler does not block
+         * SIGTRAP, so weft may splice int3s while it runs. */
+        sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+        sigaction(SIGTRAP, &sa, 0);
+        pthread_t t;
+        pthread_create(&t, 0, wait_for_line, 0);
+        printf("ready\n");
+        fflush(stdout);
+        while (!atomic_load(&stop)) {
+            trapped(3);
+            BUMP(trapped);
+            raise(SIGTRAP);
+            BUMP(raised);
+        }
+        pthread_join(t, 0);
+    } else if (!strcmp(mode, "default")) {
+        call_trapped(n);
+        PRINT_TALLY(trapped);
+        fflush(stdout);
+        raise(SIGTRAP);
+        printf("survived SIGTRAP\n");
+    } else if (!strcmp(mode, "block")) {
+        pthread_t t;
+        pthread_create(&t, 0, blocking_thread, 0);
+        wait_for_line(0);
+        pthread_join(t, 0);
+        printf("blocked SIGTRAP throughout\n");
+        PRINT_TALLY(handled);
+        return 0;
+    }
+    PRINT_TALLY(trapped);
+    PRINT_TALLY(handled);
+    PRINT_TALLY(raised);
+    return 0;
+}
