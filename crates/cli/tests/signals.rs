@@ -139,3 +139,27 @@ fn a_programs_own_sigtrap_keeps_its_default_action() {
     assert_eq!(counted.out.stdout, plain.stdout);
     assert_eq!(counted.count("trapped", "entry"), 300);
 }
+
+/// The program starts with the signal dispositions and mask it would have
+/// without weft: the SIGPIPE the Rust runtime ignores in weft is not
+/// ignored in the program (`yes | head -1` still ends `yes` by SIGPIPE).
+#[test]
+fn the_program_starts_with_its_own_signal_dispositions() {
+    let grep = || {
+        let mut c = Command::new("grep");
+        c.args(["-E", "^Sig(Ign|Blk)", "/proc/self/status"]);
+        c
+    };
+    let plain = run(&mut grep(), Duration::from_secs(30));
+    let with = run(
+        weft().args(["run", "--count", "libc:write", "--"]).args([
+            "grep",
+            "-E",
+            "^Sig(Ign|Blk)",
+            "/proc/self/status",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(with.status, 0, "{}", with.stderr);
+    assert_eq!(with.stdout, plain.stdout);
+}

@@ -122,6 +122,12 @@ impl Tracee {
             }
             Ok(ForkResult::Child) => {
                 drop(read_end);
+                // The Rust runtime ignores SIGPIPE in weft, and an ignored
+                // signal stays ignored across exec: give the program the
+                // default action it would have had without weft.
+                // SAFETY: no handler function is installed, only the
+                // kernel's default action; sigaction is async-signal-safe.
+                let _ = unsafe { signal::signal(Signal::SIGPIPE, signal::SigHandler::SigDfl) };
                 // The child stops itself so the parent can seize it, then execs.
                 let _ = signal::raise(Signal::SIGSTOP);
                 // SAFETY: a NUL-terminated program name and a null-terminated
