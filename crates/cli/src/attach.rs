@@ -111,6 +111,13 @@ report.springboards,
     req.sampler.sample(&session);
     req.finish_tracing(&session)?;
     perturbation.report(&req, &session);
-    output::write_report(args, &session.counts(), &req.sampler.results(&session))?;
+    output::write_report(
+        args,
+        &output::Report {
+            counts: &session.counts(),
+            metrics: &req.sampler.results(&session),
+            without_thread_slot: session.threads_without_slot(),
+        },
+    )?;
     Ok(0)
 }

@@ -14,11 +14,34 @@ pub enum Format {
     Json,
 }
 
+/// What a report holds.
+pub struct Report<'a> {
+    /// Counts of `--count` and `--count-exits` points.
+    pub counts: &'a [Count],
+    /// `--metric` results.
+    pub metrics: &'a [MetricResult],
+    /// Executions of per-thread instrumentation (timers, per-thread
+    /// counters, events) skipped because every thread slot was taken.
+    pub without_thread_slot: u64,
+}
+
 /// A destination for the final report.
 pub trait ReportSink {
-    /// Writes the counts and the metrics, and flushes them to their
-    /// destination, so that a full disk is an error here, not a lost report.
-    fn report(&mut self, counts: &[Count], metrics: &[MetricResult]) -> std::io::Result<()>;
+    /// Writes the report and flushes it to its destination, so that a
+    /// full disk is an error here, not a lost report.
+    fn report(&mut self, report: &Report) -> std::io::Result<()>;
+}
+
+/// The line that says per-thread instrumentation was skipped, if it was.
+pub fn slot_note(without_thread_slot: u64) -> Option<String> {
+    (without_thread_slot > 0).then(|| {
+        format!(
+            "{without_thread_slot} execution(s) of per-thread instrumentation (timers, \
+             per-thread counters, events) were skipped: more threads were alive at once than \
+             weft has slots for (a smaller --ring-size gives more slots); metrics that need \
+             them are low"
+        )
+    })
 }
 
 /// The widest column a table pads to: longer names (a long `if=`
@@ -37,7 +60,8 @@ fn point_name(kind: PointKind) -> &'static str {
 pub struct TableSink<W: Write>(pub W);
 
 impl<W: Write> ReportSink for TableSink<W> {
-    fn report(&mut self, counts: &[Count], metrics: &[MetricResult]) -> std::io::Result<()> {
+    fn report(&mut self, report: &Report) -> std::io::Result<()> {
+        let (counts, metrics) = (report.counts, report.metrics);
         if !counts.is_empty() || metrics.is_empty() {
             let wm = counts
                 .iter()
@@ -99,6 +123,9 @@ impl<W: Write> ReportSink for TableSink<W> {
                 }
             }
         }
+        if let Some(note) = slot_note(report.without_thread_slot) {
+            writeln!(self.0, "weft: {note}")?;
+        }
         self.0.flush()
     }
 }
@@ -115,7 +142,8 @@ fn format_value(v: f64) -> String {
 pub struct JsonSink<W: Write>(pub W);
 
 impl<W: Write> ReportSink for JsonSink<W> {
-    fn report(&mut self, counts: &[Count], metrics: &[MetricResult]) -> std::io::Result<()> {
+    fn report(&mut self, report: &Report) -> std::io::Result<()> {
+        let (counts, metrics) = (report.counts, report.metrics);
         let mut doc = serde_json::Map::new();
         if !counts.is_empty() || metrics.is_empty() {
             let rows: Vec<serde_json::Value> = counts
@@ -151,6 +179,10 @@ impl<W: Write> ReportSink for JsonSink<W> {
                 .collect();
             doc.insert("metrics".into(), rows.into());
         }
+        doc.insert(
+            "executions_without_thread_slot".into(),
+            report.without_thread_slot.into(),
+        );
         serde_json::to_writer_pretty(&mut self.0, &serde_json::Value::Object(doc))?;
         writeln!(self.0)?;
         self.0.flush()
@@ -158,13 +190,9 @@ impl<W: Write> ReportSink for JsonSink<W> {
 }
 
 /// Writes the report in the requested format to the requested place.
-pub fn write_report(
-    args: &crate::ProbeArgs,
-    counts: &[Count],
-    metrics: &[MetricResult],
-) -> anyhow::Result<()> {
+pub fn write_report(args: &crate::ProbeArgs, report: &Report) -> anyhow::Result<()> {
     use anyhow::Context;
-    if args.count.is_empty() && args.count_exits.is_empty() && metrics.is_empty() {
+    if args.count.is_empty() && args.count_exits.is_empty() && report.metrics.is_empty() {
         return Ok(()); // only tracing: the events are the report
     }
     let out: Box<dyn Write> = match &args.output {
@@ -182,7 +210,7 @@ pub fn write_report(
         Some(path) => path.display().to_string(),
         None => "standard error".to_string(),
     };
-    sink.report(counts, metrics)
+    sink.report(report)
         .with_context(|| format!("the report was not written to {place}"))
 }
 
@@ -231,14 +259,25 @@ mod tests {
             kind: PointKind::Entry,
             calls: 7,
         }];
+        let report = Report {
+            counts: &counts,
+            metrics: &[],
+            without_thread_slot: 0,
+        };
         let mut buf = Vec::new();
-        JsonSink(&mut buf).report(&counts, &[]).unwrap();
+        JsonSink(&mut buf).report(&report).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
         assert_eq!(v["counts"][0]["calls"], 7);
         assert_eq!(v["counts"][0]["module"], "m");
+        assert_eq!(v["executions_without_thread_slot"], 0);
         let mut buf = Vec::new();
-        TableSink(&mut buf).report(&counts, &[]).unwrap();
+        TableSink(&mut buf).report(&report).unwrap();
         let text = String::from_utf8(buf).unwrap();
         assert!(text.lines().nth(1).unwrap().ends_with(" 7"));
+        assert_eq!(
+            text.lines().count(),
+            2,
+            "no slot note when nothing was skipped"
+        );
     }
 }

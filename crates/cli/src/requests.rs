@@ -384,6 +384,9 @@ impl Requests {
         let traced_for = self.started.elapsed().as_secs_f64();
         let dropped = session.events_dropped();
         let lost = self.ring_mode().lost();
+        if let Some(note) = crate::output::slot_note(session.threads_without_slot()) {
+            say!("weft: {note}");
+        }
         let derive = Instant::now();
         match (recorder.finish(session, clock)?, &self.events_out) {
             (Some(_), Some(dir)) => say!(

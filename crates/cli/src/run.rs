@@ -128,7 +128,14 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
         }
         None => vec![],
     };
-    output::write_report(args, &session.counts(), &metrics)?;
+    output::write_report(
+        args,
+        &output::Report {
+            counts: &session.counts(),
+            metrics: &metrics,
+            without_thread_slot: session.threads_without_slot(),
+        },
+    )?;
     Ok(code)
 }
 

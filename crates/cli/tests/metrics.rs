@@ -497,3 +497,50 @@ fn metrics_change_while_attached() {
     server.send("stop");
     assert_eq!(server.line(), "stopped OK calls>0:1 bad=0");
 }
+
+/// More threads alive at once than thread slots (a 64M ring leaves few):
+/// the threads without one skip their per-thread instrumentation, and the
+/// report says how many executions were skipped, in the table and in JSON.
+#[test]
+fn threads_beyond_the_slots_are_reported() {
+    let bin = build("threads", &O2);
+    let m = metric_run(
+        "slots",
+        &["wall_time:fn=work", "calls:fn=work"],
+        &["--ring-size", "64M"],
+        &bin,
+        &["40", "100", "together"],
+    );
+    // Each call of a thread without a slot skips its timer's start and stop.
+    let skipped = read_json(&m.json)["executions_without_thread_slot"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        skipped > 0 && skipped.is_multiple_of(200) && skipped < 40 * 200,
+        "{skipped} executions without a slot"
+    );
+    // The process-wide count needs no slot and stays exact.
+    assert_eq!(m.value("calls", "fn=work"), 4000.0);
+    let table = run(
+        weft()
+            .args([
+                "run",
+                "--ring-size",
+                "64M",
+                "--metric",
+                "wall_time:fn=work",
+                "--",
+            ])
+            .arg(&bin)
+            .args(["40", "100", "together"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(table.status, 0, "{}", table.stderr);
+    assert!(
+        table.stderr.contains(&format!(
+            "{skipped} execution(s) of per-thread instrumentation"
+        )),
+        "{}",
+        table.stderr
+    );
+}
