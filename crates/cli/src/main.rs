@@ -149,9 +149,17 @@ pub struct ProbeArgs {
     /// (`256K`, `1M`, `16M`).
     #[arg(long, value_name = "SIZE", default_value = "256K", value_parser = parse_size)]
     pub ring_size: u64,
-    /// Write traced events to DIR: trace.json (Chrome/Perfetto), events.jsonl, meta.json.
+    /// Write traced events to DIR: ctf/ (CTF 1.8), trace.json
+    /// (Chrome/Perfetto), events.jsonl, meta.json. DIR must be new, empty,
+    /// or (with --force) an earlier weft trace; it is created 0700, its
+    /// files 0600.
     #[arg(long, value_name = "DIR")]
     pub events_out: Option<PathBuf>,
+    /// Replace an earlier weft trace in --events-out DIR: weft removes its
+    /// own files there (meta.json, events.jsonl, trace.json, ctf/, dump-N/)
+    /// first. A directory holding anything else is refused all the same.
+    #[arg(long)]
+    pub force: bool,
     /// Metric definitions to request with --metric like the built-in ones
     /// (format: docs/metrics.md).
     #[arg(long, value_name = "FILE")]
@@ -172,7 +180,9 @@ pub struct ProbeArgs {
     /// Report format.
     #[arg(long, value_enum, default_value_t = output::Format::Table)]
     pub format: output::Format,
-    /// Write the report to FILE instead of standard error.
+    /// Write the report to FILE instead of standard error (a new file is
+    /// created 0600; a symbolic link is followed only if it is weft's
+    /// user's or root's).
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Show how each point was spliced and how long the target was stopped.

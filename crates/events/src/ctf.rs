@@ -188,17 +188,14 @@ pub fn packet(tid: i32, dropped: u64, records: &[u8]) -> (Vec<u8>, u64) {
     (p, count)
 }
 
-/// Reads the events of one stream file back.
+/// Reads the events of one stream file back (named `path` in messages).
 pub fn read_stream(
+    file: std::fs::File,
     path: &Path,
     strings: &dyn Fn(u32) -> (u16, u16),
     each: &mut dyn FnMut(Vec<EventRecord>) -> Result<()>,
 ) -> Result<()> {
     let bad = |why: &str| Error::Format(format!("{}: {why}", path.display()));
-    let file = std::fs::File::open(path).map_err(|source| Error::Io {
-        what: format!("reading {}", path.display()),
-        source,
-    })?;
     let mut input = std::io::BufReader::with_capacity(1 << 20, file);
     let mut header = PacketHeader::new_zeroed();
     loop {
@@ -309,7 +306,8 @@ mod tests {
         std::fs::write(&path, [p.clone(), p].concat()).unwrap();
         let m = meta();
         let mut got = Vec::new();
-        read_stream(&path, &|id| m.string_masks(id), &mut |mut e| {
+        let file = std::fs::File::open(&path).unwrap();
+        read_stream(file, &path, &|id| m.string_masks(id), &mut |mut e| {
             got.append(&mut e);
             Ok(())
         })

@@ -3,52 +3,37 @@
 //! and thread (one `write`, unbuffered: what was drained is in the file even
 //! if weft is killed), so that a trace of any length needs no memory in weft.
 
-use crate::{Error, Meta, Result, TraceClock};
+use crate::files::io;
+use crate::{Meta, Result, TraceClock, TraceDir};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use weft_live::{RawRecords, Session};
 
 /// Writes drained events to `DIR/ctf/stream_TID`, or only counts them.
 #[derive(Debug)]
 pub struct Recorder {
-    dir: Option<PathBuf>,
+    dir: Option<TraceDir>,
     streams: BTreeMap<i32, std::fs::File>,
     events: u64,
     /// The first write error; later drains still free the rings.
-    failed: Option<Error>,
-}
-
-fn io(what: String) -> impl Fn(std::io::Error) -> Error {
-    move |source| Error::Io {
-        what: what.clone(),
-        source,
-    }
+    failed: Option<crate::Error>,
 }
 
 impl Recorder {
-    /// A recorder writing into `dir` (created; streams of an earlier trace
-    /// there are removed), or counting only.
-    pub fn new(dir: Option<&Path>) -> Result<Recorder> {
-        if let Some(dir) = dir {
-            let ctf = dir.join("ctf");
-            std::fs::create_dir_all(&ctf).map_err(io(format!("creating {}", ctf.display())))?;
-            for entry in std::fs::read_dir(&ctf)
-                .map_err(io(format!("reading {}", ctf.display())))?
-                .flatten()
-            {
-                if entry.file_name().to_string_lossy().starts_with("stream_") {
-                    std::fs::remove_file(entry.path())
-                        .map_err(io(format!("removing {}", entry.path().display())))?;
-                }
-            }
-        }
-        Ok(Recorder {
-            dir: dir.map(Path::to_path_buf),
+    /// A recorder writing into `dir` (see [`TraceDir::prepare`]), or
+    /// counting only.
+    pub fn new(dir: Option<TraceDir>) -> Recorder {
+        Recorder {
+            dir,
             streams: BTreeMap::new(),
             events: 0,
             failed: None,
-        })
+        }
+    }
+
+    /// The events directory, if writing one.
+    pub fn dir(&self) -> Option<&TraceDir> {
+        self.dir.as_ref()
     }
 
     /// Writes what the session's event ids mean (`meta.json`,
@@ -90,25 +75,27 @@ impl Recorder {
         if self.failed.is_some() {
             return;
         }
-        let path = dir.join("ctf").join(format!("stream_{}", raw.tid));
+        let name = format!("stream_{}", raw.tid);
         let stream = match self.streams.entry(raw.tid) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::btree_map::Entry::Vacant(v) => match std::fs::File::create(&path) {
-                Ok(f) => v.insert(f),
+            std::collections::btree_map::Entry::Vacant(v) => match dir.ctf().create(&name) {
+                Ok(file) => v.insert(file),
                 Err(e) => {
-                    self.failed = Some(io(format!("writing {}", path.display()))(e));
+                    let path = dir.ctf().join(&name);
+                    self.failed = Some(io(format!("creating {}", path.display()))(e));
                     return;
                 }
             },
         };
         if let Err(e) = stream.write_all(&packet) {
+            let path = dir.ctf().join(&name);
             self.failed = Some(io(format!("writing {}", path.display()))(e));
         }
     }
 
-    /// Flushes the streams and completes the directory (`meta.json`,
-    /// `ctf/metadata`, `events.jsonl`, `trace.json`); returns its meta, or
-    /// None when only counting.
+    /// Completes the directory (`meta.json`, `ctf/metadata`,
+    /// `events.jsonl`, `trace.json`); returns its meta, or None when only
+    /// counting.
     pub fn finish(mut self, session: &Session, clock: TraceClock) -> Result<Option<Meta>> {
         if let Some(e) = self.failed.take() {
             return Err(e);
@@ -116,11 +103,8 @@ impl Recorder {
         let Some(dir) = self.dir.take() else {
             return Ok(None);
         };
-        for (tid, mut stream) in std::mem::take(&mut self.streams) {
-            stream
-                .flush()
-                .map_err(io(format!("writing {}/ctf/stream_{tid}", dir.display())))?;
-        }
+        // The streams are unbuffered: every packet is written already.
+        self.streams.clear();
         let meta = Meta::of(session, clock);
         crate::store::finish_dir(&dir, &meta)?;
         Ok(Some(meta))

@@ -1,7 +1,9 @@
 //! Events directories: `meta.json` (what each event id means, the clock),
 //! `events.jsonl` (one event per line) and `trace.json` (Chrome/Perfetto).
 
-use crate::{ClockKind, RingMode};
+use crate::files::{io, SafeDir};
+use crate::trace_dir::is_stream;
+use crate::{ClockKind, RingMode, TraceDir};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
@@ -198,13 +200,6 @@ struct LineRef<'a> {
     duration_ns: Option<u64>,
 }
 
-fn io(what: String) -> impl Fn(std::io::Error) -> Error {
-    move |source| Error::Io {
-        what: what.clone(),
-        source,
-    }
-}
-
 /// The clock and mode of a trace.
 #[derive(Debug, Clone, Copy)]
 pub struct TraceClock {
@@ -256,28 +251,39 @@ impl Meta {
 /// Writes `meta.json` and `ctf/metadata`: what the event ids mean. weft
 /// writes them when tracing starts (and again when ids are added), so that
 /// the CTF streams written so far can be read even if weft never finishes.
-pub fn write_meta(dir: &Path, meta: &Meta) -> Result<()> {
-    let meta_path = dir.join("meta.json");
-    std::fs::write(
-        &meta_path,
-        serde_json::to_vec_pretty(meta).expect("plain data"),
-    )
-    .map_err(io(format!("writing {}", meta_path.display())))?;
-    let metadata = dir.join("ctf").join("metadata");
-    std::fs::write(&metadata, crate::ctf::metadata(meta))
-        .map_err(io(format!("writing {}", metadata.display())))
+/// Each is written whole under a temporary name and renamed over the old.
+pub fn write_meta(dir: &TraceDir, meta: &Meta) -> Result<()> {
+    dir.root().replace_with_bytes(
+        "meta.json",
+        &serde_json::to_vec_pretty(meta).expect("plain data"),
+    )?;
+    dir.ctf()
+        .replace_with_bytes("metadata", crate::ctf::metadata(meta).as_bytes())
 }
 
 /// Completes an events directory whose `ctf/` streams are written: writes
 /// `meta.json` and `ctf/metadata`, then derives `events.jsonl` and
-/// `trace.json` from the streams, a packet at a time.
-pub fn finish_dir(dir: &Path, meta: &Meta) -> Result<()> {
+/// `trace.json` from the streams, a packet at a time (each under a
+/// temporary name, renamed once complete: a reader finds them whole or not
+/// at all).
+pub fn finish_dir(dir: &TraceDir, meta: &Meta) -> Result<()> {
     write_meta(dir, meta)?;
-    let streams = streams_of(dir)?;
+    let ctf = dir.ctf();
+    let mut streams: Vec<String> = ctf
+        .names()
+        .map_err(io(format!("reading {}", ctf.path().display())))?;
+    streams.retain(|name| is_stream(name));
+    let root = dir.root();
     // The two files are independent: each is derived on its own core.
     let (lines, chrome) = std::thread::scope(|scope| {
-        let lines = scope.spawn(|| write_lines(&dir.join("events.jsonl"), meta, &streams));
-        let chrome = write_chrome(&dir.join("trace.json"), meta, &streams);
+        let lines = scope.spawn(|| {
+            root.replace("events.jsonl", |file| {
+                write_lines(file, &root.join("events.jsonl"), meta, ctf, &streams)
+            })
+        });
+        let chrome = root.replace("trace.json", |file| {
+            write_chrome(file, &root.join("trace.json"), meta, ctf, &streams)
+        });
         (
             lines
                 .join()
@@ -288,29 +294,35 @@ pub fn finish_dir(dir: &Path, meta: &Meta) -> Result<()> {
     lines.and(chrome)
 }
 
-/// The CTF stream files of an events directory, in order.
-fn streams_of(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
-    let ctf = dir.join("ctf");
-    let mut streams: Vec<std::path::PathBuf> = std::fs::read_dir(&ctf)
-        .map_err(io(format!("reading {}", ctf.display())))?
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("stream_"))
-        .map(|e| e.path())
-        .collect();
-    streams.sort();
-    Ok(streams)
+/// Reads the stream `name` of `ctf` a packet at a time.
+fn each_event_of(
+    ctf: &SafeDir,
+    name: &str,
+    meta: &Meta,
+    each: &mut dyn FnMut(Vec<EventRecord>) -> Result<()>,
+) -> Result<()> {
+    let path = ctf.join(name);
+    let file = ctf
+        .open_file(name, false)
+        .map_err(io(format!("reading {}", path.display())))?;
+    crate::ctf::read_stream(file, &path, &|id| meta.string_masks(id), each)
 }
 
 /// `events.jsonl` from the streams: one line per event, each exit with its
 /// duration.
-fn write_lines(path: &Path, meta: &Meta, streams: &[std::path::PathBuf]) -> Result<()> {
+fn write_lines(
+    file: &mut std::fs::File,
+    path: &Path,
+    meta: &Meta,
+    ctf: &SafeDir,
+    streams: &[String],
+) -> Result<()> {
     let err = io(format!("writing {}", path.display()));
-    let mut lines =
-        std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).map_err(&err)?);
+    let mut lines = std::io::BufWriter::with_capacity(1 << 20, file);
     for stream in streams {
         // A stream holds one thread's events, in order.
         let mut durations = Durations::default();
-        crate::ctf::read_stream(stream, &|id| meta.string_masks(id), &mut |events| {
+        each_event_of(ctf, stream, meta, &mut |events| {
             for e in &events {
                 let line = LineRef {
                     tsc: e.tsc,
@@ -330,10 +342,16 @@ fn write_lines(path: &Path, meta: &Meta, streams: &[std::path::PathBuf]) -> Resu
 }
 
 /// `trace.json` from the streams.
-fn write_chrome(path: &Path, meta: &Meta, streams: &[std::path::PathBuf]) -> Result<()> {
-    let mut chrome = ChromeWriter::create(path)?;
+fn write_chrome(
+    file: &mut std::fs::File,
+    path: &Path,
+    meta: &Meta,
+    ctf: &SafeDir,
+    streams: &[String],
+) -> Result<()> {
+    let mut chrome = ChromeWriter::create(file, path)?;
     for stream in streams {
-        crate::ctf::read_stream(stream, &|id| meta.string_masks(id), &mut |events| {
+        each_event_of(ctf, stream, meta, &mut |events| {
             events.iter().try_for_each(|e| chrome.row(meta, e))
         })?;
     }
@@ -378,8 +396,8 @@ impl Serialize for ChromeArgs<'_> {
 
 /// Chrome/Perfetto trace event format: entries `B`, exits `E`, probes `i`.
 /// Streamed row by row: a trace of millions of events is never held.
-struct ChromeWriter {
-    out: std::io::BufWriter<std::fs::File>,
+struct ChromeWriter<'f> {
+    out: std::io::BufWriter<&'f mut std::fs::File>,
     path: std::path::PathBuf,
     first: bool,
     /// By event id: the start of its rows, `{"name":..,"cat":..,"ph":..,"s":"t","ts":`,
@@ -387,11 +405,10 @@ struct ChromeWriter {
     prefixes: Vec<Option<String>>,
 }
 
-impl ChromeWriter {
-    fn create(path: &Path) -> Result<ChromeWriter> {
+impl<'f> ChromeWriter<'f> {
+    fn create(file: &'f mut std::fs::File, path: &Path) -> Result<ChromeWriter<'f>> {
         let err = io(format!("writing {}", path.display()));
-        let mut out =
-            std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).map_err(&err)?);
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         out.write_all(b"{\"traceEvents\":[").map_err(&err)?;
         Ok(ChromeWriter {
             out,
@@ -467,6 +484,19 @@ impl ChromeWriter {
     }
 }
 
+/// The CTF stream files of an events directory, in order.
+fn streams_of(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let ctf = dir.join("ctf");
+    let mut streams: Vec<std::path::PathBuf> = std::fs::read_dir(&ctf)
+        .map_err(io(format!("reading {}", ctf.display())))?
+        .flatten()
+        .filter(|e| is_stream(&e.file_name().to_string_lossy()))
+        .map(|e| e.path())
+        .collect();
+    streams.sort();
+    Ok(streams)
+}
+
 /// Reads an events directory back.
 pub fn read_dir(dir: &Path) -> Result<(Meta, Vec<EventRecord>)> {
     let meta_path = dir.join("meta.json");
@@ -481,7 +511,9 @@ pub fn read_dir(dir: &Path) -> Result<(Meta, Vec<EventRecord>)> {
         // weft did not finish this trace: read what its streams hold.
         let mut events = Vec::new();
         for stream in streams_of(dir)? {
-            crate::ctf::read_stream(&stream, &|id| meta.string_masks(id), &mut |mut e| {
+            let file = std::fs::File::open(&stream)
+                .map_err(io(format!("reading {}", stream.display())))?;
+            crate::ctf::read_stream(file, &stream, &|id| meta.string_masks(id), &mut |mut e| {
                 events.append(&mut e);
                 Ok(())
             })?;
