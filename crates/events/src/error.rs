@@ -32,6 +32,17 @@ pub enum Error {
         /// Why, and what to do.
         why: Refusal,
     },
+    /// A CTF stream is corrupt in the middle: the packets before `offset`
+    /// were read, nothing after it.
+    #[error("{}: unreadable from byte {offset}: {why}", stream.display())]
+    Corrupt {
+        /// The stream file.
+        stream: PathBuf,
+        /// Where its last whole, valid packet ends.
+        offset: u64,
+        /// What is wrong there.
+        why: String,
+    },
     /// A probe plan could not be built.
     #[error(transparent)]
     Plan(#[from] weft_plan::Error),

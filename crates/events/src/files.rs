@@ -85,6 +85,13 @@ impl SafeDir {
         ))
     }
 
+    /// Opens the directory `path`, whose last component must not be a
+    /// symbolic link (`ELOOP` if it is).
+    pub fn open(path: &Path) -> io::Result<SafeDir> {
+        let (parent, name) = SafeDir::parent_of(path)?;
+        Ok(parent.open_dir(name)?.named(path))
+    }
+
     /// The path of `name` in this directory, for messages.
     pub fn join(&self, name: impl AsRef<Path>) -> PathBuf {
         self.path.join(name)
@@ -347,11 +354,6 @@ mod tests {
         dir
     }
 
-    fn open(path: &Path) -> io::Result<SafeDir> {
-        let (parent, name) = SafeDir::parent_of(path)?;
-        Ok(parent.open_dir(name)?.named(path))
-    }
-
     fn mode(path: &Path) -> u32 {
         std::fs::symlink_metadata(path)
             .unwrap()
@@ -363,7 +365,7 @@ mod tests {
     #[test]
     fn new_files_and_directories_are_private_and_never_through_a_link() {
         let base = scratch("private");
-        let dir = open(&base).unwrap();
+        let dir = SafeDir::open(&base).unwrap();
         let sub = dir.make_dir("ctf").unwrap();
         assert_eq!(mode(&base.join("ctf")), 0o700);
         sub.create("stream_1").unwrap().write_all(b"x").unwrap();
@@ -380,10 +382,15 @@ mod tests {
         std::os::unix::fs::symlink(&base, base.join("link")).unwrap();
         // O_NOFOLLOW | O_DIRECTORY on a link: ENOTDIR.
         assert_eq!(
-            open(&base.join("link")).unwrap_err().raw_os_error(),
+            SafeDir::open(&base.join("link"))
+                .unwrap_err()
+                .raw_os_error(),
             Some(Errno::NOTDIR.raw_os_error())
         );
-        assert!(open(&base.join("link/")).is_err(), "a trailing slash");
+        assert!(
+            SafeDir::open(&base.join("link/")).is_err(),
+            "a trailing slash"
+        );
         // Replaced files: whole, private, and no temporary file left.
         dir.replace_with_bytes("meta.json", b"one").unwrap();
         dir.replace_with_bytes("meta.json", b"two").unwrap();

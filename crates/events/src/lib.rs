@@ -11,7 +11,8 @@
 //! (one event per line) and `trace.json` (Chrome/Perfetto trace event
 //! format, entries and exits as `B`/`E` durations). Every file and
 //! directory weft writes is created private and never through a link
-//! (`files`, `trace_dir`).
+//! (`files`, `trace_dir`), and a stream left by a killed weft is read up to
+//! its last whole packet (`stream`).
 
 mod ctf;
 mod error;
@@ -21,6 +22,7 @@ mod mode;
 mod record;
 mod rich;
 mod store;
+mod stream;
 mod trace_dir;
 mod usdt;
 
@@ -30,7 +32,8 @@ pub use files::create_output;
 pub use mode::{ChosenClock, ClockChoice, ClockKind, RingMode};
 pub use record::Recorder;
 pub use rich::{event_request, pending_note};
-pub use store::{read_dir, render_text, shown_values, Meta, Shown, TraceClock};
+pub use store::{read_dir, render_text, shown_values, Damage, Meta, Shown, Trace, TraceClock};
+pub use stream::{repair_dir, Repair};
 pub use trace_dir::TraceDir;
 pub use usdt::{operand, usdt_specs};
 

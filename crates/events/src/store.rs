@@ -1,13 +1,15 @@
 //! Events directories: `meta.json` (what each event id means, the clock),
-//! `events.jsonl` (one event per line) and `trace.json` (Chrome/Perfetto).
+//! `events.jsonl` (one event per line) and `trace.json` (Chrome/Perfetto),
+//! and reading a directory back.
 
 use crate::files::{io, SafeDir};
+use crate::stream::{read_stream, StreamEnd};
 use crate::trace_dir::is_stream;
 use crate::{ClockKind, RingMode, TraceDir};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use weft_live::{EventRecord, Session};
 use weft_plan::PointKind;
 
@@ -294,7 +296,8 @@ pub fn finish_dir(dir: &TraceDir, meta: &Meta) -> Result<()> {
     lines.and(chrome)
 }
 
-/// Reads the stream `name` of `ctf` a packet at a time.
+/// Reads the stream `name` of `ctf` a packet at a time (the whole packets
+/// of a stream cut short; a corrupt one is an error).
 fn each_event_of(
     ctf: &SafeDir,
     name: &str,
@@ -305,7 +308,8 @@ fn each_event_of(
     let file = ctf
         .open_file(name, false)
         .map_err(io(format!("reading {}", path.display())))?;
-    crate::ctf::read_stream(file, &path, &|id| meta.string_masks(id), each)
+    let mut input = std::io::BufReader::with_capacity(1 << 20, file);
+    read_stream(&mut input, &path, &|id| meta.string_masks(id), each).map(|_| ())
 }
 
 /// `events.jsonl` from the streams: one line per event, each exit with its
@@ -484,10 +488,65 @@ impl<'f> ChromeWriter<'f> {
     }
 }
 
+/// An events directory read back.
+#[derive(Debug)]
+pub struct Trace {
+    /// What the event ids mean, and how the trace was taken.
+    pub meta: Meta,
+    /// The events, stream by stream.
+    pub events: Vec<EventRecord>,
+    /// The streams that could not be read to their end (only where weft did
+    /// not finish the trace, which has then no `events.jsonl`).
+    pub damage: Vec<Damage>,
+}
+
+/// A CTF stream that could not be read to its end.
+#[derive(Debug)]
+pub enum Damage {
+    /// Its last packet was cut short (weft was killed or the disk filled
+    /// while writing it); every packet before it was read.
+    CutShort {
+        /// The stream file.
+        stream: PathBuf,
+        /// Where its last whole packet ends.
+        offset: u64,
+        /// The bytes after it, left out.
+        bytes: u64,
+    },
+    /// Corrupt in the middle: an [`Error::Corrupt`]; the packets before
+    /// the damage were read.
+    Corrupt(Error),
+}
+
+impl Damage {
+    /// Whether events in the middle of a stream may be missing.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, Damage::Corrupt(_))
+    }
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Damage::CutShort {
+                stream,
+                offset,
+                bytes,
+            } => write!(
+                f,
+                "{}: its last packet was cut short (weft was killed or the disk filled while \
+                 writing it): left out its last {bytes} byte(s), from byte {offset}",
+                stream.display()
+            ),
+            Damage::Corrupt(e) => write!(f, "{e}"),
+        }
+    }
+}
+
 /// The CTF stream files of an events directory, in order.
-fn streams_of(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
+fn streams_of(dir: &Path) -> Result<Vec<PathBuf>> {
     let ctf = dir.join("ctf");
-    let mut streams: Vec<std::path::PathBuf> = std::fs::read_dir(&ctf)
+    let mut streams: Vec<PathBuf> = std::fs::read_dir(&ctf)
         .map_err(io(format!("reading {}", ctf.display())))?
         .flatten()
         .filter(|e| is_stream(&e.file_name().to_string_lossy()))
@@ -497,8 +556,10 @@ fn streams_of(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
     Ok(streams)
 }
 
-/// Reads an events directory back.
-pub fn read_dir(dir: &Path) -> Result<(Meta, Vec<EventRecord>)> {
+/// Reads an events directory back: `events.jsonl` if weft finished the
+/// trace, else every whole packet of its CTF streams, with what could not
+/// be read in [`Trace::damage`].
+pub fn read_dir(dir: &Path) -> Result<Trace> {
     let meta_path = dir.join("meta.json");
     let text = std::fs::read_to_string(&meta_path).map_err(io(format!(
         "reading {} (an events directory from --events-out?)",
@@ -507,21 +568,41 @@ pub fn read_dir(dir: &Path) -> Result<(Meta, Vec<EventRecord>)> {
     let meta: Meta = serde_json::from_str(&text)
         .map_err(|e| Error::Format(format!("{}: {e}", meta_path.display())))?;
     let path = dir.join("events.jsonl");
+    let mut events = Vec::new();
+    let mut damage = Vec::new();
     if !path.exists() {
         // weft did not finish this trace: read what its streams hold.
-        let mut events = Vec::new();
         for stream in streams_of(dir)? {
             let file = std::fs::File::open(&stream)
                 .map_err(io(format!("reading {}", stream.display())))?;
-            crate::ctf::read_stream(file, &stream, &|id| meta.string_masks(id), &mut |mut e| {
-                events.append(&mut e);
-                Ok(())
-            })?;
+            let mut input = std::io::BufReader::with_capacity(1 << 20, file);
+            let end = read_stream(
+                &mut input,
+                &stream,
+                &|id| meta.string_masks(id),
+                &mut |mut e| {
+                    events.append(&mut e);
+                    Ok(())
+                },
+            );
+            match end {
+                Ok(StreamEnd::Whole) => {}
+                Ok(StreamEnd::CutShort { offset, bytes }) => damage.push(Damage::CutShort {
+                    stream,
+                    offset,
+                    bytes,
+                }),
+                Err(e @ Error::Corrupt { .. }) => damage.push(Damage::Corrupt(e)),
+                Err(e) => return Err(e),
+            }
         }
-        return Ok((meta, events));
+        return Ok(Trace {
+            meta,
+            events,
+            damage,
+        });
     }
     let file = std::fs::File::open(&path).map_err(io(format!("reading {}", path.display())))?;
-    let mut events = Vec::new();
     for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.map_err(io(format!("reading {}", path.display())))?;
         let l: Line = serde_json::from_str(&line)
@@ -534,7 +615,11 @@ pub fn read_dir(dir: &Path) -> Result<(Meta, Vec<EventRecord>)> {
             strings: l.strings,
         });
     }
-    Ok((meta, events))
+    Ok(Trace {
+        meta,
+        events,
+        damage,
+    })
 }
 
 /// One line per event, in time order, like `perf script`:
