@@ -43,6 +43,21 @@ pub enum Error {
         /// What is wrong there.
         why: String,
     },
+    /// Writing a CTF stream failed (a full disk): weft cut the stream back
+    /// to its whole packets and wrote no more events.
+    #[error(
+        "writing {} failed: {source}; weft wrote no more events, and the {kept} bytes of whole \
+         packets before stay readable (weft events, babeltrace2)",
+        stream.display()
+    )]
+    WriteStopped {
+        /// The stream file.
+        stream: PathBuf,
+        /// Its bytes of whole packets.
+        kept: u64,
+        /// Why the write failed.
+        source: std::io::Error,
+    },
     /// A probe plan could not be built.
     #[error(transparent)]
     Plan(#[from] weft_plan::Error),

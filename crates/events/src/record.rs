@@ -2,6 +2,8 @@
 //! the CTF streams of an events directory as it goes, one packet per drain
 //! and thread (one `write`, unbuffered: what was drained is in the file even
 //! if weft is killed), so that a trace of any length needs no memory in weft.
+//! A write that fails part way (a full disk) is cut back to the stream's
+//! last whole packet, so a stream file only ever holds whole packets.
 
 use crate::files::io;
 use crate::{Meta, Result, TraceClock, TraceDir};
@@ -9,11 +11,18 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use weft_live::{RawRecords, Session};
 
+/// One thread's stream file and the bytes of whole packets in it.
+#[derive(Debug)]
+struct Stream {
+    file: std::fs::File,
+    len: u64,
+}
+
 /// Writes drained events to `DIR/ctf/stream_TID`, or only counts them.
 #[derive(Debug)]
 pub struct Recorder {
     dir: Option<TraceDir>,
-    streams: BTreeMap<i32, std::fs::File>,
+    streams: BTreeMap<i32, Stream>,
     events: u64,
     /// The first write error; later drains still free the rings.
     failed: Option<crate::Error>,
@@ -79,7 +88,7 @@ impl Recorder {
         let stream = match self.streams.entry(raw.tid) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::btree_map::Entry::Vacant(v) => match dir.ctf().create(&name) {
-                Ok(file) => v.insert(file),
+                Ok(file) => v.insert(Stream { file, len: 0 }),
                 Err(e) => {
                     let path = dir.ctf().join(&name);
                     self.failed = Some(io(format!("creating {}", path.display()))(e));
@@ -87,9 +96,18 @@ impl Recorder {
                 }
             },
         };
-        if let Err(e) = stream.write_all(&packet) {
-            let path = dir.ctf().join(&name);
-            self.failed = Some(io(format!("writing {}", path.display()))(e));
+        match stream.file.write_all(&packet) {
+            Ok(()) => stream.len += packet.len() as u64,
+            Err(source) => {
+                // Part of the packet may be in the file: cut it off, so the
+                // stream ends with a whole packet.
+                let _ = stream.file.set_len(stream.len);
+                self.failed = Some(crate::Error::WriteStopped {
+                    stream: dir.ctf().join(&name),
+                    kept: stream.len,
+                    source,
+                });
+            }
         }
     }
 
