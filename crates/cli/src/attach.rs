@@ -16,7 +16,9 @@ pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<
         .with_context(|| format!("process {pid} runs {}", exe.display()))?;
     let watch = ExitWatch::new(pid)?;
     let mut session = Session::with_ring_size(pid, args.ring_size)?;
-    let mut req = Requests::build(args, &mut session)?;
+    let events = crate::requests::events_dir(args)?;
+    let report_out = output::open_report(args)?;
+    let mut req = Requests::build(args, &mut session, events)?;
     let mut perturbation = Perturbation::new(&req)?;
     perturbation.predict(&req, pid, args.max_overhead, args.verbose)?;
     let prepared = session.prepare(&req.specs)?;
@@ -113,6 +115,7 @@ report.springboards,
     perturbation.report(&req, &session);
     output::write_report(
         args,
+        report_out,
         &output::Report {
             counts: &session.counts(),
             metrics: &req.sampler.results(&session),

@@ -25,7 +25,9 @@ pub fn report(input: &Path, html: &Path) -> Result<()> {
         )
     })?;
     let page = render(&doc, &input.display().to_string());
-    std::fs::write(html, page).with_context(|| format!("cannot write {}", html.display()))?;
+    let mut out = weft_events::create_output(html)?;
+    std::io::Write::write_all(&mut out, page.as_bytes())
+        .with_context(|| format!("cannot write {}", html.display()))?;
     Ok(())
 }
 

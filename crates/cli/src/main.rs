@@ -44,10 +44,19 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Render a JSON report's time histograms as a self-contained HTML page.
     Report(ReportArgs),
-    /// Print the events of an events directory, one per line, in time order.
+    /// Print the events of an events directory, one per line, in time order
+    /// (a stream cut short is read up to its last whole packet; a corrupt
+    /// one is read up to the damage and makes the exit status 1).
     Events {
         /// A directory written with --events-out.
         dir: PathBuf,
+        /// First cut each CTF stream back to its last whole packet, as a
+        /// weft killed while writing or a full disk may leave them, so that
+        /// babeltrace2 reads them (a stream corrupted in the middle loses
+        /// everything from the damage on); weft's leftover temporary files
+        /// are removed.
+        #[arg(long)]
+        repair: bool,
     },
     /// Measure what each instrumentation primitive costs on this machine
     /// and store it for predicting perturbation.
@@ -149,9 +158,17 @@ pub struct ProbeArgs {
     /// (`256K`, `1M`, `16M`).
     #[arg(long, value_name = "SIZE", default_value = "256K", value_parser = parse_size)]
     pub ring_size: u64,
-    /// Write traced events to DIR: trace.json (Chrome/Perfetto), events.jsonl, meta.json.
+    /// Write traced events to DIR: ctf/ (CTF 1.8), trace.json
+    /// (Chrome/Perfetto), events.jsonl, meta.json. DIR must be new, empty,
+    /// or (with --force) an earlier weft trace; it is created 0700, its
+    /// files 0600.
     #[arg(long, value_name = "DIR")]
     pub events_out: Option<PathBuf>,
+    /// Replace an earlier weft trace in --events-out DIR: weft removes its
+    /// own files there (meta.json, events.jsonl, trace.json, ctf/, dump-N/)
+    /// first. A directory holding anything else is refused all the same.
+    #[arg(long)]
+    pub force: bool,
     /// Metric definitions to request with --metric like the built-in ones
     /// (format: docs/metrics.md).
     #[arg(long, value_name = "FILE")]
@@ -172,7 +189,9 @@ pub struct ProbeArgs {
     /// Report format.
     #[arg(long, value_enum, default_value_t = output::Format::Table)]
     pub format: output::Format,
-    /// Write the report to FILE instead of standard error.
+    /// Write the report to FILE instead of standard error (a new file is
+    /// created 0600; a symbolic link is followed only if it is weft's
+    /// user's or root's).
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Show how each point was spliced and how long the target was stopped.
@@ -255,9 +274,9 @@ fn main() -> ExitCode {
             inspect::inspect(&a).map(|_| 0)
         }
         Command::Calibrate => calibrate(),
-        Command::Events { dir } => {
+        Command::Events { dir, repair } => {
             signals::die_on_closed_output();
-            print_events(&dir)
+            print_events(&dir, repair)
         }
         Command::Report(a) => html::report(&a.input, &a.html).map(|_| 0),
     };
@@ -343,13 +362,27 @@ fn calibrate() -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// `weft events DIR`.
-fn print_events(dir: &std::path::Path) -> anyhow::Result<i32> {
-    let (meta, events) = weft_events::read_dir(dir)?;
+/// `weft events [--repair] DIR`: the events, then what could not be read
+/// (a stream cut short is only noted; a corrupt one makes the exit status 1).
+fn print_events(dir: &std::path::Path, repair: bool) -> anyhow::Result<i32> {
+    if repair {
+        for r in weft_events::repair_dir(dir)? {
+            say!(
+                "weft: {}: cut back to {} byte(s), its last whole packet; removed {} byte(s) \
+                 after it ({})",
+                r.stream.display(),
+                r.offset,
+                r.removed,
+                r.why
+            );
+        }
+    }
+    let trace = weft_events::read_dir(dir)?;
+    let meta = &trace.meta;
     use std::io::Write;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     use anyhow::Context;
-    out.write_all(weft_events::render_text(&meta, &events).as_bytes())
+    out.write_all(weft_events::render_text(meta, &trace.events).as_bytes())
         .and_then(|_| out.flush())
         .context("cannot write the events to standard output")?;
     if meta.dropped > 0 && meta.ring_mode == weft_events::RingMode::Flight {
@@ -363,5 +396,19 @@ fn print_events(dir: &std::path::Path) -> anyhow::Result<i32> {
             meta.dropped
         );
     }
-    Ok(0)
+    for damage in &trace.damage {
+        say!("weft: {damage}");
+    }
+    if !trace.damage.is_empty() {
+        say!(
+            "weft: hint: `weft events --repair {}` cuts the streams back to their last whole \
+             packet, so that babeltrace2 reads them",
+            dir.display()
+        );
+    }
+    Ok(if trace.damage.iter().any(|d| d.is_corrupt()) {
+        1
+    } else {
+        0
+    })
 }

@@ -189,18 +189,33 @@ impl<W: Write> ReportSink for JsonSink<W> {
     }
 }
 
-/// Writes the report in the requested format to the requested place.
-pub fn write_report(args: &crate::ProbeArgs, report: &Report) -> anyhow::Result<()> {
+/// Opens `--output FILE` before weft touches the target, when the command
+/// line asks for a report, so that a path weft refuses (see
+/// `weft_events::create_output`) is said before anything is measured.
+pub fn open_report(args: &crate::ProbeArgs) -> anyhow::Result<Option<std::fs::File>> {
+    let reports = !(args.count.is_empty() && args.count_exits.is_empty() && args.metric.is_empty());
+    match &args.output {
+        Some(path) if reports => Ok(Some(weft_events::create_output(path)?)),
+        _ => Ok(None),
+    }
+}
+
+/// Writes the report in the requested format to the requested place:
+/// `opened` (from [`open_report`]), else `--output FILE` opened now (a
+/// metric added while attached), else standard error.
+pub fn write_report(
+    args: &crate::ProbeArgs,
+    opened: Option<std::fs::File>,
+    report: &Report,
+) -> anyhow::Result<()> {
     use anyhow::Context;
     if args.count.is_empty() && args.count_exits.is_empty() && report.metrics.is_empty() {
         return Ok(()); // only tracing: the events are the report
     }
-    let out: Box<dyn Write> = match &args.output {
-        Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path)
-                .with_context(|| format!("cannot write {}", path.display()))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(std::io::stderr().lock())),
+    let out: Box<dyn Write> = match (opened, &args.output) {
+        (Some(file), _) => Box::new(std::io::BufWriter::new(file)),
+        (None, Some(path)) => Box::new(std::io::BufWriter::new(weft_events::create_output(path)?)),
+        (None, None) => Box::new(std::io::BufWriter::new(std::io::stderr().lock())),
     };
     let mut sink: Box<dyn ReportSink> = match args.format {
         Format::Table => Box::new(TableSink(out)),

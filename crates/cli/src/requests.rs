@@ -32,8 +32,8 @@ pub struct Requests {
     monotonic: bool,
     /// Where the events go (`--events-out`).
     events_out: Option<std::path::PathBuf>,
-    /// Flight mode: where dumps go, and how many were written.
-    flight: Option<(std::path::PathBuf, u32)>,
+    /// Flight mode: how many dumps were written (into DIR/dump-N).
+    flight: Option<u32>,
     start_tsc: u64,
     started: Instant,
     next_sample: Instant,
@@ -41,8 +41,13 @@ pub struct Requests {
 
 impl Requests {
     /// Parses the requests and plans the metrics (allocating their
-    /// counters and timers in `session`).
-    pub fn build(args: &ProbeArgs, session: &mut Session) -> Result<Requests> {
+    /// counters and timers in `session`); traced events go to `events`
+    /// (see [`events_dir`]).
+    pub fn build(
+        args: &ProbeArgs,
+        session: &mut Session,
+        events: Option<weft_events::TraceDir>,
+    ) -> Result<Requests> {
         let mut specs = Vec::new();
         for p in &args.count {
             specs.push(PointSpec::parse(p)?);
@@ -124,19 +129,19 @@ impl Requests {
             started: Instant::now(),
             next_sample: Instant::now(),
         };
-        if req.tracing {
-            req.recorder = Some(weft_events::Recorder::new(args.events_out.as_deref())?);
-        }
         if args.ring_mode == crate::RingMode::Flight && req.tracing {
-            let Some(dir) = &args.events_out else {
+            if events.is_none() {
                 bail!(
                     "--ring-mode flight keeps events in the rings until weft dumps them: give \
                      --events-out DIR (dumps go to DIR/dump-N on SIGUSR2, and to DIR at the end)"
                 );
             };
-            req.flight = Some((dir.clone(), 0));
+            req.flight = Some(0);
             session.set_ring_overwrite(true);
             crate::signals::catch_dump_requests();
+        }
+        if req.tracing {
+            req.recorder = Some(weft_events::Recorder::new(events));
         }
         req.hold_writers(session);
         for m in &args.metric {
@@ -218,6 +223,19 @@ impl Requests {
         self.next_sample
             .saturating_duration_since(Instant::now())
             .min(most)
+    }
+}
+
+/// The events directory of `--events-out DIR` when tracing, checked and
+/// prepared before weft touches the target (see `TraceDir::prepare`: a
+/// link, another user's directory or one holding anything but an earlier
+/// weft trace is refused; `--force` replaces an earlier trace).
+pub fn events_dir(args: &ProbeArgs) -> Result<Option<weft_events::TraceDir>> {
+    match &args.events_out {
+        Some(dir) if !args.trace.is_empty() => {
+            Ok(Some(weft_events::TraceDir::prepare(dir, args.force)?))
+        }
+        _ => Ok(None),
     }
 }
 
@@ -345,19 +363,23 @@ impl Requests {
     /// Flight mode: writes what the rings hold now to the next DIR/dump-N.
     fn dump(&mut self, session: &Session) {
         let clock = self.clock();
-        let Some((base, count)) = &mut self.flight else {
+        let (Some(count), Some(base)) = (
+            &mut self.flight,
+            self.recorder.as_ref().and_then(|r| r.dir()),
+        ) else {
             return;
         };
         *count += 1;
-        let dir = base.join(format!("dump-{count}"));
-        let written = weft_events::Recorder::new(Some(&dir)).and_then(|mut recorder| {
+        let written = base.dump(*count).and_then(|dir| {
+            let path = dir.path().to_path_buf();
+            let mut recorder = weft_events::Recorder::new(Some(dir));
             let events = recorder.snapshot(session);
-            recorder.finish(session, clock).map(|_| events)
+            recorder.finish(session, clock).map(|_| (events, path))
         });
         match written {
-            Ok(events) => say!(
+            Ok((events, path)) => say!(
                 "weft: dump {count}: {events} event(s) written to {} ({} overwritten so far)",
-                dir.display(),
+                path.display(),
                 session.events_dropped()
             ),
             Err(e) => say!("weft: dump {count} failed: {e}"),

@@ -57,6 +57,8 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
              runs: use `weft attach` (run reports the observed perturbation at the end)"
         );
     }
+    let mut events = crate::requests::events_dir(args)?;
+    let report_out = output::open_report(args)?;
     let spec = LaunchSpec {
         program: command[0].clone(),
         args: command[1..].to_vec(),
@@ -73,7 +75,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
             StopReason::Killed(sig) => return Ok(Some(128 + sig)),
         }
         // After the loader: the libraries (and their USDT probes) are there.
-        let req = requests.insert(Requests::build(args, &mut session)?);
+        let req = requests.insert(Requests::build(args, &mut session, events.take())?);
         let prepared = session.prepare(&req.specs)?;
         report_pending(&prepared.pending);
         let started = std::time::Instant::now();
@@ -130,6 +132,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
     };
     output::write_report(
         args,
+        report_out,
         &output::Report {
             counts: &session.counts(),
             metrics: &metrics,

@@ -12,32 +12,30 @@
 //! in each packet's context; timestamps are the raw TSC values on a clock
 //! declared at the TSC's measured rate.
 
-use crate::{Error, Meta, Result};
+use crate::Meta;
 use std::fmt::Write as _;
-use std::io::Read;
-use std::path::Path;
 use weft_live::ring as r;
-use weft_live::EventRecord;
 use zerocopy::little_endian::{I64, U32, U64};
-use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-const MAGIC: u32 = 0xC1FC_1FC1;
+/// The magic number that starts every packet.
+pub(crate) const MAGIC: u32 = 0xC1FC_1FC1;
 
 /// A packet's header and context as the metadata declares them
 /// (`packet.header` and `packet.context`): little-endian, no padding.
 #[derive(Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
-struct PacketHeader {
-    magic: U32,
-    stream_id: U32,
-    timestamp_begin: U64,
-    timestamp_end: U64,
+pub(crate) struct PacketHeader {
+    pub magic: U32,
+    pub stream_id: U32,
+    pub timestamp_begin: U64,
+    pub timestamp_end: U64,
     /// Bits of the packet that hold data (all of them).
-    content_size: U64,
+    pub content_size: U64,
     /// Bits of the packet.
-    packet_size: U64,
-    events_discarded: U64,
-    tid: I64,
+    pub packet_size: U64,
+    pub events_discarded: U64,
+    pub tid: I64,
 }
 
 /// Bytes of a packet's header and context, before its records.
@@ -188,50 +186,6 @@ pub fn packet(tid: i32, dropped: u64, records: &[u8]) -> (Vec<u8>, u64) {
     (p, count)
 }
 
-/// Reads the events of one stream file back.
-pub fn read_stream(
-    path: &Path,
-    strings: &dyn Fn(u32) -> (u16, u16),
-    each: &mut dyn FnMut(Vec<EventRecord>) -> Result<()>,
-) -> Result<()> {
-    let bad = |why: &str| Error::Format(format!("{}: {why}", path.display()));
-    let file = std::fs::File::open(path).map_err(|source| Error::Io {
-        what: format!("reading {}", path.display()),
-        source,
-    })?;
-    let mut input = std::io::BufReader::with_capacity(1 << 20, file);
-    let mut header = PacketHeader::new_zeroed();
-    loop {
-        match input.read_exact(header.as_mut_bytes()) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Err(source) => {
-                return Err(Error::Io {
-                    what: format!("reading {}", path.display()),
-                    source,
-                })
-            }
-        }
-        if header.magic.get() != MAGIC {
-            return Err(bad("not a weft CTF stream (bad packet magic)"));
-        }
-        let bytes = (header.packet_size.get() / 8) as usize;
-        let tid = header.tid.get() as i32;
-        let mut records = vec![
-            0u8;
-            bytes
-                .checked_sub(PACKET_HEADER)
-                .ok_or_else(|| bad("packet too short"))?
-        ];
-        input
-            .read_exact(&mut records)
-            .map_err(|_| bad("a packet ends early"))?;
-        let mut events = Vec::new();
-        weft_live::decode_records(tid, &records, strings, &mut events);
-        each(events)?;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,44 +237,5 @@ mod tests {
             expected.extend_from_slice(&word.to_le_bytes());
         }
         assert_eq!(p, expected);
-    }
-
-    #[test]
-    fn packets_read_back_as_the_records_written() {
-        // Two records as a ring holds them: f(5, -1) and g(9, "hello").
-        let mut records = Vec::new();
-        records.extend_from_slice(&100u64.to_le_bytes());
-        records.extend_from_slice(&0u32.to_le_bytes());
-        records.extend_from_slice(&2u32.to_le_bytes());
-        records.extend_from_slice(&5u64.to_le_bytes());
-        records.extend_from_slice(&(-1i64).to_le_bytes());
-        records.extend_from_slice(&200u64.to_le_bytes());
-        records.extend_from_slice(&2u32.to_le_bytes());
-        records.extend_from_slice(&(2u32 | 8 << 16).to_le_bytes());
-        records.extend_from_slice(&9u64.to_le_bytes());
-        records.extend_from_slice(&5u64.to_le_bytes());
-        records.extend_from_slice(b"hello\0\0\0");
-        let (p, count) = packet(42, 3, &records);
-        assert_eq!(count, 2);
-        assert_eq!(p.len(), PACKET_HEADER + records.len());
-        let dir = std::env::temp_dir().join(format!("weft-ctf-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("stream_42");
-        std::fs::write(&path, [p.clone(), p].concat()).unwrap();
-        let m = meta();
-        let mut got = Vec::new();
-        read_stream(&path, &|id| m.string_masks(id), &mut |mut e| {
-            got.append(&mut e);
-            Ok(())
-        })
-        .unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(got.len(), 4);
-        assert_eq!((got[0].tid, got[0].tsc, got[0].event), (42, 100, 0));
-        assert_eq!(got[0].args, [5, u64::MAX]);
-        assert_eq!(
-            (got[1].args.clone(), got[1].strings.clone()),
-            (vec![9, 5], vec!["hello".to_string()])
-        );
     }
 }

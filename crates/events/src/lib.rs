@@ -9,23 +9,32 @@
 //! events directory holds `ctf/` (CTF 1.8, for babeltrace2 and Trace
 //! Compass), and, derived from it at the end, `meta.json`, `events.jsonl`
 //! (one event per line) and `trace.json` (Chrome/Perfetto trace event
-//! format, entries and exits as `B`/`E` durations).
+//! format, entries and exits as `B`/`E` durations). Every file and
+//! directory weft writes is created private and never through a link
+//! (`files`, `trace_dir`), and a stream left by a killed weft is read up to
+//! its last whole packet (`stream`).
 
 mod ctf;
 mod error;
 mod expand;
+mod files;
 mod mode;
 mod record;
 mod rich;
 mod store;
+mod stream;
+mod trace_dir;
 mod usdt;
 
-pub use error::{Error, Result};
+pub use error::{Error, Refusal, Result};
 pub use expand::{FunctionEvents, ProbeEvent};
+pub use files::create_output;
 pub use mode::{ChosenClock, ClockChoice, ClockKind, RingMode};
 pub use record::Recorder;
 pub use rich::{event_request, pending_note};
-pub use store::{read_dir, render_text, shown_values, Meta, Shown, TraceClock};
+pub use store::{read_dir, render_text, shown_values, Damage, Meta, Shown, Trace, TraceClock};
+pub use stream::{repair_dir, Repair};
+pub use trace_dir::TraceDir;
 pub use usdt::{operand, usdt_specs};
 
 use weft_plan::{PointSpec, Strings};

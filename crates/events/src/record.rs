@@ -2,53 +2,47 @@
 //! the CTF streams of an events directory as it goes, one packet per drain
 //! and thread (one `write`, unbuffered: what was drained is in the file even
 //! if weft is killed), so that a trace of any length needs no memory in weft.
+//! A write that fails part way (a full disk) is cut back to the stream's
+//! last whole packet, so a stream file only ever holds whole packets.
 
-use crate::{Error, Meta, Result, TraceClock};
+use crate::files::io;
+use crate::{Meta, Result, TraceClock, TraceDir};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use weft_live::{RawRecords, Session};
+
+/// One thread's stream file and the bytes of whole packets in it.
+#[derive(Debug)]
+struct Stream {
+    file: std::fs::File,
+    len: u64,
+}
 
 /// Writes drained events to `DIR/ctf/stream_TID`, or only counts them.
 #[derive(Debug)]
 pub struct Recorder {
-    dir: Option<PathBuf>,
-    streams: BTreeMap<i32, std::fs::File>,
+    dir: Option<TraceDir>,
+    streams: BTreeMap<i32, Stream>,
     events: u64,
     /// The first write error; later drains still free the rings.
-    failed: Option<Error>,
-}
-
-fn io(what: String) -> impl Fn(std::io::Error) -> Error {
-    move |source| Error::Io {
-        what: what.clone(),
-        source,
-    }
+    failed: Option<crate::Error>,
 }
 
 impl Recorder {
-    /// A recorder writing into `dir` (created; streams of an earlier trace
-    /// there are removed), or counting only.
-    pub fn new(dir: Option<&Path>) -> Result<Recorder> {
-        if let Some(dir) = dir {
-            let ctf = dir.join("ctf");
-            std::fs::create_dir_all(&ctf).map_err(io(format!("creating {}", ctf.display())))?;
-            for entry in std::fs::read_dir(&ctf)
-                .map_err(io(format!("reading {}", ctf.display())))?
-                .flatten()
-            {
-                if entry.file_name().to_string_lossy().starts_with("stream_") {
-                    std::fs::remove_file(entry.path())
-                        .map_err(io(format!("removing {}", entry.path().display())))?;
-                }
-            }
-        }
-        Ok(Recorder {
-            dir: dir.map(Path::to_path_buf),
+    /// A recorder writing into `dir` (see [`TraceDir::prepare`]), or
+    /// counting only.
+    pub fn new(dir: Option<TraceDir>) -> Recorder {
+        Recorder {
+            dir,
             streams: BTreeMap::new(),
             events: 0,
             failed: None,
-        })
+        }
+    }
+
+    /// The events directory, if writing one.
+    pub fn dir(&self) -> Option<&TraceDir> {
+        self.dir.as_ref()
     }
 
     /// Writes what the session's event ids mean (`meta.json`,
@@ -90,25 +84,36 @@ impl Recorder {
         if self.failed.is_some() {
             return;
         }
-        let path = dir.join("ctf").join(format!("stream_{}", raw.tid));
+        let name = format!("stream_{}", raw.tid);
         let stream = match self.streams.entry(raw.tid) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::btree_map::Entry::Vacant(v) => match std::fs::File::create(&path) {
-                Ok(f) => v.insert(f),
+            std::collections::btree_map::Entry::Vacant(v) => match dir.ctf().create(&name) {
+                Ok(file) => v.insert(Stream { file, len: 0 }),
                 Err(e) => {
-                    self.failed = Some(io(format!("writing {}", path.display()))(e));
+                    let path = dir.ctf().join(&name);
+                    self.failed = Some(io(format!("creating {}", path.display()))(e));
                     return;
                 }
             },
         };
-        if let Err(e) = stream.write_all(&packet) {
-            self.failed = Some(io(format!("writing {}", path.display()))(e));
+        match stream.file.write_all(&packet) {
+            Ok(()) => stream.len += packet.len() as u64,
+            Err(source) => {
+                // Part of the packet may be in the file: cut it off, so the
+                // stream ends with a whole packet.
+                let _ = stream.file.set_len(stream.len);
+                self.failed = Some(crate::Error::WriteStopped {
+                    stream: dir.ctf().join(&name),
+                    kept: stream.len,
+                    source,
+                });
+            }
         }
     }
 
-    /// Flushes the streams and completes the directory (`meta.json`,
-    /// `ctf/metadata`, `events.jsonl`, `trace.json`); returns its meta, or
-    /// None when only counting.
+    /// Completes the directory (`meta.json`, `ctf/metadata`,
+    /// `events.jsonl`, `trace.json`); returns its meta, or None when only
+    /// counting.
     pub fn finish(mut self, session: &Session, clock: TraceClock) -> Result<Option<Meta>> {
         if let Some(e) = self.failed.take() {
             return Err(e);
@@ -116,11 +121,8 @@ impl Recorder {
         let Some(dir) = self.dir.take() else {
             return Ok(None);
         };
-        for (tid, mut stream) in std::mem::take(&mut self.streams) {
-            stream
-                .flush()
-                .map_err(io(format!("writing {}/ctf/stream_{tid}", dir.display())))?;
-        }
+        // The streams are unbuffered: every packet is written already.
+        self.streams.clear();
         let meta = Meta::of(session, clock);
         crate::store::finish_dir(&dir, &meta)?;
         Ok(Some(meta))

@@ -1,11 +1,15 @@
 //! Events directories: `meta.json` (what each event id means, the clock),
-//! `events.jsonl` (one event per line) and `trace.json` (Chrome/Perfetto).
+//! `events.jsonl` (one event per line) and `trace.json` (Chrome/Perfetto),
+//! and reading a directory back.
 
-use crate::{ClockKind, RingMode};
+use crate::files::{io, SafeDir};
+use crate::stream::{read_stream, StreamEnd};
+use crate::trace_dir::is_stream;
+use crate::{ClockKind, RingMode, TraceDir};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use weft_live::{EventRecord, Session};
 use weft_plan::PointKind;
 
@@ -198,13 +202,6 @@ struct LineRef<'a> {
     duration_ns: Option<u64>,
 }
 
-fn io(what: String) -> impl Fn(std::io::Error) -> Error {
-    move |source| Error::Io {
-        what: what.clone(),
-        source,
-    }
-}
-
 /// The clock and mode of a trace.
 #[derive(Debug, Clone, Copy)]
 pub struct TraceClock {
@@ -256,28 +253,39 @@ impl Meta {
 /// Writes `meta.json` and `ctf/metadata`: what the event ids mean. weft
 /// writes them when tracing starts (and again when ids are added), so that
 /// the CTF streams written so far can be read even if weft never finishes.
-pub fn write_meta(dir: &Path, meta: &Meta) -> Result<()> {
-    let meta_path = dir.join("meta.json");
-    std::fs::write(
-        &meta_path,
-        serde_json::to_vec_pretty(meta).expect("plain data"),
-    )
-    .map_err(io(format!("writing {}", meta_path.display())))?;
-    let metadata = dir.join("ctf").join("metadata");
-    std::fs::write(&metadata, crate::ctf::metadata(meta))
-        .map_err(io(format!("writing {}", metadata.display())))
+/// Each is written whole under a temporary name and renamed over the old.
+pub fn write_meta(dir: &TraceDir, meta: &Meta) -> Result<()> {
+    dir.root().replace_with_bytes(
+        "meta.json",
+        &serde_json::to_vec_pretty(meta).expect("plain data"),
+    )?;
+    dir.ctf()
+        .replace_with_bytes("metadata", crate::ctf::metadata(meta).as_bytes())
 }
 
 /// Completes an events directory whose `ctf/` streams are written: writes
 /// `meta.json` and `ctf/metadata`, then derives `events.jsonl` and
-/// `trace.json` from the streams, a packet at a time.
-pub fn finish_dir(dir: &Path, meta: &Meta) -> Result<()> {
+/// `trace.json` from the streams, a packet at a time (each under a
+/// temporary name, renamed once complete: a reader finds them whole or not
+/// at all).
+pub fn finish_dir(dir: &TraceDir, meta: &Meta) -> Result<()> {
     write_meta(dir, meta)?;
-    let streams = streams_of(dir)?;
+    let ctf = dir.ctf();
+    let mut streams: Vec<String> = ctf
+        .names()
+        .map_err(io(format!("reading {}", ctf.path().display())))?;
+    streams.retain(|name| is_stream(name));
+    let root = dir.root();
     // The two files are independent: each is derived on its own core.
     let (lines, chrome) = std::thread::scope(|scope| {
-        let lines = scope.spawn(|| write_lines(&dir.join("events.jsonl"), meta, &streams));
-        let chrome = write_chrome(&dir.join("trace.json"), meta, &streams);
+        let lines = scope.spawn(|| {
+            root.replace("events.jsonl", |file| {
+                write_lines(file, &root.join("events.jsonl"), meta, ctf, &streams)
+            })
+        });
+        let chrome = root.replace("trace.json", |file| {
+            write_chrome(file, &root.join("trace.json"), meta, ctf, &streams)
+        });
         (
             lines
                 .join()
@@ -288,29 +296,37 @@ pub fn finish_dir(dir: &Path, meta: &Meta) -> Result<()> {
     lines.and(chrome)
 }
 
-/// The CTF stream files of an events directory, in order.
-fn streams_of(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
-    let ctf = dir.join("ctf");
-    let mut streams: Vec<std::path::PathBuf> = std::fs::read_dir(&ctf)
-        .map_err(io(format!("reading {}", ctf.display())))?
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("stream_"))
-        .map(|e| e.path())
-        .collect();
-    streams.sort();
-    Ok(streams)
+/// Reads the stream `name` of `ctf` a packet at a time (the whole packets
+/// of a stream cut short; a corrupt one is an error).
+fn each_event_of(
+    ctf: &SafeDir,
+    name: &str,
+    meta: &Meta,
+    each: &mut dyn FnMut(Vec<EventRecord>) -> Result<()>,
+) -> Result<()> {
+    let path = ctf.join(name);
+    let file = ctf
+        .open_file(name, false)
+        .map_err(io(format!("reading {}", path.display())))?;
+    let mut input = std::io::BufReader::with_capacity(1 << 20, file);
+    read_stream(&mut input, &path, &|id| meta.string_masks(id), each).map(|_| ())
 }
 
 /// `events.jsonl` from the streams: one line per event, each exit with its
 /// duration.
-fn write_lines(path: &Path, meta: &Meta, streams: &[std::path::PathBuf]) -> Result<()> {
+fn write_lines(
+    file: &mut std::fs::File,
+    path: &Path,
+    meta: &Meta,
+    ctf: &SafeDir,
+    streams: &[String],
+) -> Result<()> {
     let err = io(format!("writing {}", path.display()));
-    let mut lines =
-        std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).map_err(&err)?);
+    let mut lines = std::io::BufWriter::with_capacity(1 << 20, file);
     for stream in streams {
         // A stream holds one thread's events, in order.
         let mut durations = Durations::default();
-        crate::ctf::read_stream(stream, &|id| meta.string_masks(id), &mut |events| {
+        each_event_of(ctf, stream, meta, &mut |events| {
             for e in &events {
                 let line = LineRef {
                     tsc: e.tsc,
@@ -330,10 +346,16 @@ fn write_lines(path: &Path, meta: &Meta, streams: &[std::path::PathBuf]) -> Resu
 }
 
 /// `trace.json` from the streams.
-fn write_chrome(path: &Path, meta: &Meta, streams: &[std::path::PathBuf]) -> Result<()> {
-    let mut chrome = ChromeWriter::create(path)?;
+fn write_chrome(
+    file: &mut std::fs::File,
+    path: &Path,
+    meta: &Meta,
+    ctf: &SafeDir,
+    streams: &[String],
+) -> Result<()> {
+    let mut chrome = ChromeWriter::create(file, path)?;
     for stream in streams {
-        crate::ctf::read_stream(stream, &|id| meta.string_masks(id), &mut |events| {
+        each_event_of(ctf, stream, meta, &mut |events| {
             events.iter().try_for_each(|e| chrome.row(meta, e))
         })?;
     }
@@ -378,8 +400,8 @@ impl Serialize for ChromeArgs<'_> {
 
 /// Chrome/Perfetto trace event format: entries `B`, exits `E`, probes `i`.
 /// Streamed row by row: a trace of millions of events is never held.
-struct ChromeWriter {
-    out: std::io::BufWriter<std::fs::File>,
+struct ChromeWriter<'f> {
+    out: std::io::BufWriter<&'f mut std::fs::File>,
     path: std::path::PathBuf,
     first: bool,
     /// By event id: the start of its rows, `{"name":..,"cat":..,"ph":..,"s":"t","ts":`,
@@ -387,11 +409,10 @@ struct ChromeWriter {
     prefixes: Vec<Option<String>>,
 }
 
-impl ChromeWriter {
-    fn create(path: &Path) -> Result<ChromeWriter> {
+impl<'f> ChromeWriter<'f> {
+    fn create(file: &'f mut std::fs::File, path: &Path) -> Result<ChromeWriter<'f>> {
         let err = io(format!("writing {}", path.display()));
-        let mut out =
-            std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).map_err(&err)?);
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         out.write_all(b"{\"traceEvents\":[").map_err(&err)?;
         Ok(ChromeWriter {
             out,
@@ -467,8 +488,78 @@ impl ChromeWriter {
     }
 }
 
-/// Reads an events directory back.
-pub fn read_dir(dir: &Path) -> Result<(Meta, Vec<EventRecord>)> {
+/// An events directory read back.
+#[derive(Debug)]
+pub struct Trace {
+    /// What the event ids mean, and how the trace was taken.
+    pub meta: Meta,
+    /// The events, stream by stream.
+    pub events: Vec<EventRecord>,
+    /// The streams that could not be read to their end (only where weft did
+    /// not finish the trace, which has then no `events.jsonl`).
+    pub damage: Vec<Damage>,
+}
+
+/// A CTF stream that could not be read to its end.
+#[derive(Debug)]
+pub enum Damage {
+    /// Its last packet was cut short (weft was killed or the disk filled
+    /// while writing it); every packet before it was read.
+    CutShort {
+        /// The stream file.
+        stream: PathBuf,
+        /// Where its last whole packet ends.
+        offset: u64,
+        /// The bytes after it, left out.
+        bytes: u64,
+    },
+    /// Corrupt in the middle: an [`Error::Corrupt`]; the packets before
+    /// the damage were read.
+    Corrupt(Error),
+}
+
+impl Damage {
+    /// Whether events in the middle of a stream may be missing.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, Damage::Corrupt(_))
+    }
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Damage::CutShort {
+                stream,
+                offset,
+                bytes,
+            } => write!(
+                f,
+                "{}: its last packet was cut short (weft was killed or the disk filled while \
+                 writing it): left out its last {bytes} byte(s), from byte {offset}",
+                stream.display()
+            ),
+            Damage::Corrupt(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// The CTF stream files of an events directory, in order.
+fn streams_of(dir: &Path) -> Result<Vec<PathBuf>> {
+    let ctf = dir.join("ctf");
+    let mut streams: Vec<PathBuf> = std::fs::read_dir(&ctf)
+        .map_err(io(format!("reading {}", ctf.display())))?
+        .flatten()
+        .filter(|e| is_stream(&e.file_name().to_string_lossy()))
+        .map(|e| e.path())
+        .collect();
+    streams.sort();
+    Ok(streams)
+}
+
+/// Reads an events directory back: `events.jsonl` if weft finished the
+/// trace, else every whole packet of its CTF streams, with what could not
+/// be read in [`Trace::damage`].
+pub fn read_dir(dir: &Path) -> Result<Trace> {
     let meta_path = dir.join("meta.json");
     let text = std::fs::read_to_string(&meta_path).map_err(io(format!(
         "reading {} (an events directory from --events-out?)",
@@ -477,19 +568,41 @@ pub fn read_dir(dir: &Path) -> Result<(Meta, Vec<EventRecord>)> {
     let meta: Meta = serde_json::from_str(&text)
         .map_err(|e| Error::Format(format!("{}: {e}", meta_path.display())))?;
     let path = dir.join("events.jsonl");
+    let mut events = Vec::new();
+    let mut damage = Vec::new();
     if !path.exists() {
         // weft did not finish this trace: read what its streams hold.
-        let mut events = Vec::new();
         for stream in streams_of(dir)? {
-            crate::ctf::read_stream(&stream, &|id| meta.string_masks(id), &mut |mut e| {
-                events.append(&mut e);
-                Ok(())
-            })?;
+            let file = std::fs::File::open(&stream)
+                .map_err(io(format!("reading {}", stream.display())))?;
+            let mut input = std::io::BufReader::with_capacity(1 << 20, file);
+            let end = read_stream(
+                &mut input,
+                &stream,
+                &|id| meta.string_masks(id),
+                &mut |mut e| {
+                    events.append(&mut e);
+                    Ok(())
+                },
+            );
+            match end {
+                Ok(StreamEnd::Whole) => {}
+                Ok(StreamEnd::CutShort { offset, bytes }) => damage.push(Damage::CutShort {
+                    stream,
+                    offset,
+                    bytes,
+                }),
+                Err(e @ Error::Corrupt { .. }) => damage.push(Damage::Corrupt(e)),
+                Err(e) => return Err(e),
+            }
         }
-        return Ok((meta, events));
+        return Ok(Trace {
+            meta,
+            events,
+            damage,
+        });
     }
     let file = std::fs::File::open(&path).map_err(io(format!("reading {}", path.display())))?;
-    let mut events = Vec::new();
     for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.map_err(io(format!("reading {}", path.display())))?;
         let l: Line = serde_json::from_str(&line)
@@ -502,7 +615,11 @@ pub fn read_dir(dir: &Path) -> Result<(Meta, Vec<EventRecord>)> {
             strings: l.strings,
         });
     }
-    Ok((meta, events))
+    Ok(Trace {
+        meta,
+        events,
+        damage,
+    })
 }
 
 /// One line per event, in time order, like `perf script`:
