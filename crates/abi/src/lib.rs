@@ -41,6 +41,8 @@ pub mod syscall {
     pub const GETPID: u32 = 39;
     /// `gettid`.
     pub const GETTID: u32 = 186;
+    /// `restart_syscall`: resumes a call interrupted with ERESTART_RESTARTBLOCK.
+    pub const RESTART_SYSCALL: u32 = 219;
     /// `futex`.
     pub const FUTEX: u32 = 202;
     /// `clock_gettime`.
@@ -196,7 +198,7 @@ mod tests {
     #[test]
     fn system_calls_match_libc() {
         use syscall::*;
-        let pairs: [(u32, libc::c_long); 17] = [
+        let pairs: [(u32, libc::c_long); 18] = [
             (READ, libc::SYS_read),
             (WRITE, libc::SYS_write),
             (CLOSE, libc::SYS_close),
@@ -209,6 +211,7 @@ mod tests {
             (SCHED_YIELD, libc::SYS_sched_yield),
             (GETPID, libc::SYS_getpid),
             (GETTID, libc::SYS_gettid),
+            (RESTART_SYSCALL, libc::SYS_restart_syscall),
             (FUTEX, libc::SYS_futex),
             (CLOCK_GETTIME, libc::SYS_clock_gettime),
             (TGKILL, libc::SYS_tgkill),

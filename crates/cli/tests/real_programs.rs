@@ -100,3 +100,62 @@ fn python3_getpid_count_matches_gdb() {
         "python3",
     );
 }
+
+/// python3 sleeping in `clock_nanosleep` between loop turns, attached twice
+/// while it runs: the thread weft borrows for its remote system calls is
+/// often blocked in that call, and the call must restart as the kernel
+/// would restart it (no `OSError: [Errno 514]` leaking to the program).
+#[test]
+fn python3_sleeping_survives_attach_cycles() {
+    let python = "/usr/bin/python3";
+    if !Path::new(python).exists() {
+        skip("Debian's python3 missing (bash scripts/install-deps.sh installs it)");
+        return;
+    }
+    let script = "import time\nfor i in range(400):\n    sum(range(5000)); time.sleep(0.01)\nprint('done', i)\n";
+    let mut child = KillOnDrop(
+        std::process::Command::new(python)
+            .args(["-c", script])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn python3"),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = child.0.id().to_string();
+    for pattern in ["libc.so.6:*", "python3*:*"] {
+        let out = run(
+            weft().args([
+                "attach",
+                "-p",
+                &pid,
+                "--duration",
+                "0.1",
+                "--count",
+                pattern,
+            ]),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status, 0, "{pattern}: {}", out.stderr);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = child.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "python3 did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut out = String::new();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.0.stdout.take().unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(
+        (status.code(), out.as_str()),
+        (Some(0), "done 399\n"),
+        "{err}"
+    );
+}

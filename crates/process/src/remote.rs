@@ -1,6 +1,9 @@
-//! Typed remote system calls: the few calls weft makes inside a target.
+//! Remote system calls: the mechanism that runs one on a stopped thread
+//! of the target, and the few typed calls weft makes with it.
 
-use crate::{RemoteAddr, Result, Tracee};
+use crate::sys::{self, Wait, WaitFlags};
+use crate::tracee::StopReason;
+use crate::{Error, RemoteAddr, Result, Tracee};
 use weft_abi::{fcntl::AT_FDCWD, mman::MAP_FIXED_NOREPLACE, sigaction, syscall};
 
 impl Tracee {
@@ -66,5 +69,154 @@ impl Tracee {
             [sig as u64, new.0, old.0, sigaction::SIGSET_SIZE, 0, 0],
         )
         .map(|_| ())
+    }
+}
+
+/// The mechanism.
+impl Tracee {
+    /// Makes a system call inside the target on one stopped thread and
+    /// returns its result, restoring that thread's registers afterwards.
+    ///
+    /// The thread's `orig_rax` is set to -1 during the call so that the
+    /// kernel does not apply syscall-restart logic to it. The call ends in a
+    /// syscall-exit stop, from which the kernel restarts nothing, so a call
+    /// the thread was blocked in is set up for its restart here, as the
+    /// kernel would have (see [`restarted`]).
+    pub fn remote_syscall(&mut self, name: &'static str, nr: i64, args: [u64; 6]) -> Result<u64> {
+        use crate::ProcessMemory;
+        let tid = self.pid_or_any_thread()?;
+        let saved = self.registers(tid)?;
+        let (gadget, borrowed) = match self.syscall_gadget {
+            Some(g) => (g, None),
+            None => {
+                let at = RemoteAddr(saved.rip);
+                let mut orig = [0u8; 2];
+                self.mem.read(at, &mut orig)?;
+                self.mem.write(at, &[0x0f, 0x05])?;
+                (at, Some(orig))
+            }
+        };
+        let mut regs = saved;
+        regs.rax = nr as u64;
+        regs.orig_rax = u64::MAX;
+        regs.rdi = args[0];
+        regs.rsi = args[1];
+        regs.rdx = args[2];
+        regs.r10 = args[3];
+        regs.r8 = args[4];
+        regs.r9 = args[5];
+        regs.rip = gadget.0;
+        let outcome = self
+            .set_registers(tid, &regs)
+            .and_then(|_| self.step_over_syscall(tid, gadget));
+        if let Some(orig) = borrowed {
+            self.mem.write(gadget, &orig)?;
+        }
+        let result = outcome?;
+        self.set_registers(tid, &restarted(saved))?;
+        let ret = result as i64;
+        if (-4095..0).contains(&ret) {
+            return Err(Error::RemoteSyscall {
+                pid: self.pid,
+                name,
+                source: std::io::Error::from_raw_os_error(-ret as i32),
+            });
+        }
+        Ok(result)
+    }
+
+    /// Runs the `syscall` at `gadget` to its exit stop and returns its
+    /// result. Signals the thread takes meanwhile are the program's: they
+    /// are kept for delivery when the thread resumes.
+    fn step_over_syscall(&mut self, tid: i32, gadget: RemoteAddr) -> Result<u64> {
+        let mut entered = false;
+        for _ in 0..64 {
+            sys::to_syscall_stop(tid).map_err(|e| self.ptrace_error("SYSCALL", tid, e))?;
+            match sys::wait(tid, WaitFlags::Block).map_err(|e| Error::Io {
+                what: "waitpid".into(),
+                source: e,
+            })? {
+                Wait::Stopped { signal, event, .. } => {
+                    if event == 0 && signal == sys::SYSCALL_STOP {
+                        let regs = self.registers(tid)?;
+                        if entered && regs.rip == gadget.0 + 2 {
+                            return Ok(regs.rax);
+                        }
+                        entered = true;
+                    } else if event == 0 {
+                        self.push_signal(tid, signal);
+                    }
+                }
+                Wait::Exited { tid: t, code } if t == self.pid => {
+                    self.exit = Some(StopReason::Exited(code));
+                    self.threads.clear();
+                    return Err(Error::ProcessGone(self.pid));
+                }
+                Wait::Signaled { tid: t, signal } if t == self.pid => {
+                    self.exit = Some(StopReason::Killed(signal));
+                    self.threads.clear();
+                    return Err(Error::ProcessGone(self.pid));
+                }
+                _ => {
+                    self.threads.remove(&tid);
+                    return Err(Error::ThreadGone(tid));
+                }
+            }
+        }
+        Err(Error::UnexpectedStop {
+            pid: self.pid,
+            what: "remote system call did not complete".into(),
+        })
+    }
+}
+
+/// The registers of a thread interrupted in a system call, set up to
+/// restart it when the thread runs again, as `arch_do_signal_or_restart`
+/// (arch/x86/kernel/signal.c) does when no handler runs: back over the
+/// 2-byte `syscall` with the call number in `rax` again, or
+/// `restart_syscall` for a call that keeps its state in the restart block.
+/// Any other registers are returned as they are.
+fn restarted(mut regs: sys::Registers) -> sys::Registers {
+    const ERESTARTSYS: i64 = -512;
+    const ERESTARTNOINTR: i64 = -513;
+    const ERESTARTNOHAND: i64 = -514;
+    const ERESTART_RESTARTBLOCK: i64 = -516;
+    if (regs.orig_rax as i64) < 0 {
+        return regs;
+    }
+    match regs.rax as i64 {
+        ERESTARTSYS | ERESTARTNOINTR | ERESTARTNOHAND => regs.rax = regs.orig_rax,
+        ERESTART_RESTARTBLOCK => regs.rax = weft_abi::syscall::RESTART_SYSCALL.into(),
+        _ => return regs,
+    }
+    regs.rip -= 2;
+    regs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn regs(rax: i64, orig_rax: i64, rip: u64) -> sys::Registers {
+        // SAFETY: user_regs_struct is plain integers; all zeroes is valid.
+        let mut r: sys::Registers = unsafe { std::mem::zeroed() };
+        (r.rax, r.orig_rax, r.rip) = (rax as u64, orig_rax as u64, rip);
+        r
+    }
+
+    #[test]
+    fn interrupted_calls_are_set_up_to_restart() {
+        let nanosleep = 230;
+        for code in [-512, -513, -514] {
+            let r = restarted(regs(code, nanosleep, 0x1002));
+            assert_eq!((r.rax, r.rip), (230, 0x1000), "{code}");
+        }
+        let r = restarted(regs(-516, nanosleep, 0x1002));
+        assert_eq!((r.rax, r.rip), (219, 0x1000));
+        // A finished call, or a thread not in a call, is left alone.
+        for (rax, orig) in [(-4, nanosleep), (0, nanosleep), (-514, -1)] {
+            let r = restarted(regs(rax, orig, 0x1002));
+            assert_eq!((r.rax as i64, r.rip), (rax, 0x1002));
+        }
     }
 }

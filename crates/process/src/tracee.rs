@@ -24,7 +24,7 @@ use weft_abi::signal::SIGTRAP;
 
 /// What a thread is doing, as far as weft knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum ThreadState {
+pub(crate) enum ThreadState {
     /// Seized and asked to stop, no stop seen yet.
     Stopping,
     /// In a ptrace-stop; `signals` were about to be delivered and are given back on resume.
@@ -56,11 +56,11 @@ pub struct LaunchSpec {
 /// A process whose threads are all stopped under weft's control.
 #[derive(Debug)]
 pub struct Tracee {
-    pid: i32,
-    threads: BTreeMap<i32, ThreadState>,
-    mem: ProcMemory,
-    syscall_gadget: Option<RemoteAddr>,
-    exit: Option<StopReason>,
+    pub(crate) pid: i32,
+    pub(crate) threads: BTreeMap<i32, ThreadState>,
+    pub(crate) mem: ProcMemory,
+    pub(crate) syscall_gadget: Option<RemoteAddr>,
+    pub(crate) exit: Option<StopReason>,
 }
 
 impl Tracee {
@@ -384,107 +384,13 @@ impl Tracee {
         self.stop_all()
     }
 
-    /// Makes a system call inside the target on one stopped thread and
-    /// returns its result, restoring that thread's registers afterwards.
-    ///
-    /// The thread's `orig_rax` is set to -1 during the call so that the
-    /// kernel does not apply syscall-restart logic to it; the saved registers,
-    /// restored afterwards, keep any restart of the call the thread was
-    /// blocked in (see `arch_do_signal_or_restart` in arch/x86/kernel/signal.c).
-    pub fn remote_syscall(&mut self, name: &'static str, nr: i64, args: [u64; 6]) -> Result<u64> {
-        use crate::ProcessMemory;
-        let tid = self.pid_or_any_thread()?;
-        let saved = self.registers(tid)?;
-        let (gadget, borrowed) = match self.syscall_gadget {
-            Some(g) => (g, None),
-            None => {
-                let at = RemoteAddr(saved.rip);
-                let mut orig = [0u8; 2];
-                self.mem.read(at, &mut orig)?;
-                self.mem.write(at, &[0x0f, 0x05])?;
-                (at, Some(orig))
-            }
-        };
-        let mut regs = saved;
-        regs.rax = nr as u64;
-        regs.orig_rax = u64::MAX;
-        regs.rdi = args[0];
-        regs.rsi = args[1];
-        regs.rdx = args[2];
-        regs.r10 = args[3];
-        regs.r8 = args[4];
-        regs.r9 = args[5];
-        regs.rip = gadget.0;
-        let outcome = self
-            .set_registers(tid, &regs)
-            .and_then(|_| self.step_over_syscall(tid, gadget));
-        if let Some(orig) = borrowed {
-            self.mem.write(gadget, &orig)?;
-        }
-        let result = outcome?;
-        self.set_registers(tid, &saved)?;
-        let ret = result as i64;
-        if (-4095..0).contains(&ret) {
-            return Err(Error::RemoteSyscall {
-                pid: self.pid,
-                name,
-                source: std::io::Error::from_raw_os_error(-ret as i32),
-            });
-        }
-        Ok(result)
-    }
-
-    /// Runs the `syscall` at `gadget` to its exit stop and returns its
-    /// result. Signals the thread takes meanwhile are the program's: they
-    /// are kept for delivery when the thread resumes.
-    fn step_over_syscall(&mut self, tid: i32, gadget: RemoteAddr) -> Result<u64> {
-        let mut entered = false;
-        for _ in 0..64 {
-            sys::to_syscall_stop(tid).map_err(|e| self.ptrace_error("SYSCALL", tid, e))?;
-            match sys::wait(tid, WaitFlags::Block).map_err(|e| Error::Io {
-                what: "waitpid".into(),
-                source: e,
-            })? {
-                Wait::Stopped { signal, event, .. } => {
-                    if event == 0 && signal == sys::SYSCALL_STOP {
-                        let regs = self.registers(tid)?;
-                        if entered && regs.rip == gadget.0 + 2 {
-                            return Ok(regs.rax);
-                        }
-                        entered = true;
-                    } else if event == 0 {
-                        self.push_signal(tid, signal);
-                    }
-                }
-                Wait::Exited { tid: t, code } if t == self.pid => {
-                    self.exit = Some(StopReason::Exited(code));
-                    self.threads.clear();
-                    return Err(Error::ProcessGone(self.pid));
-                }
-                Wait::Signaled { tid: t, signal } if t == self.pid => {
-                    self.exit = Some(StopReason::Killed(signal));
-                    self.threads.clear();
-                    return Err(Error::ProcessGone(self.pid));
-                }
-                _ => {
-                    self.threads.remove(&tid);
-                    return Err(Error::ThreadGone(tid));
-                }
-            }
-        }
-        Err(Error::UnexpectedStop {
-            pid: self.pid,
-            what: "remote system call did not complete".into(),
-        })
-    }
-
-    fn push_signal(&mut self, tid: i32, signal: i32) {
+    pub(crate) fn push_signal(&mut self, tid: i32, signal: i32) {
         if let Some(ThreadState::Stopped { signals }) = self.threads.get_mut(&tid) {
             signals.push(signal);
         }
     }
 
-    fn pid_or_any_thread(&self) -> Result<i32> {
+    pub(crate) fn pid_or_any_thread(&self) -> Result<i32> {
         if self.threads.contains_key(&self.pid) {
             return Ok(self.pid);
         }
@@ -668,7 +574,7 @@ impl Tracee {
         signals.first().copied().unwrap_or(0)
     }
 
-    fn ptrace_error(&self, op: &'static str, tid: i32, e: std::io::Error) -> Error {
+    pub(crate) fn ptrace_error(&self, op: &'static str, tid: i32, e: std::io::Error) -> Error {
         match errno(&e) {
             Some(Errno::ESRCH) if !crate::is_alive(self.pid) => Error::ProcessGone(self.pid),
             Some(Errno::ESRCH) => Error::ThreadGone(tid),
