@@ -187,10 +187,11 @@ pub fn packet(tid: i32, dropped: u64, records: &[u8]) -> (Vec<u8>, u64) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn meta() -> Meta {
+    /// Three event ids of two functions, the third with a string argument.
+    pub(crate) fn meta() -> Meta {
         Meta {
             pid: 7,
             ticks_per_ns: 2.5,

@@ -261,28 +261,8 @@ pub fn repair_dir(dir: &Path) -> Result<Vec<Repair>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Meta;
+    use crate::ctf::tests::meta;
     use proptest::prelude::*;
-
-    fn meta() -> Meta {
-        Meta {
-            pid: 7,
-            ticks_per_ns: 2.5,
-            start_tsc: 0,
-            dropped: 0,
-            ring_mode: crate::RingMode::Discard,
-            clock: crate::ClockKind::Tsc,
-            tsc_invariant: Some(true),
-            events: vec![
-                ("m".into(), "f".into(), "entry".into(), 2),
-                ("m".into(), "f".into(), "exit".into(), 1),
-                ("m".into(), "g".into(), "entry".into(), 2),
-            ],
-            strings: vec![0, 0, 0b10],
-            binary: vec![],
-            names: vec![],
-        }
-    }
 
     /// Two records as a ring holds them: f(5, -1) and g(9, "hello").
     fn records() -> Vec<u8> {
