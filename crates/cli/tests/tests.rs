@@ -5,6 +5,7 @@ mod attaching;
 mod counting;
 mod errors;
 mod inspecting;
+mod killed;
 mod loading;
 mod metrics;
 mod real_programs;

@@ -120,6 +120,21 @@ impl Module {
         FileAddr(addr.get().wrapping_sub(self.bias))
     }
 
+    /// Executable bytes that no code runs, at least `len` of them: from the
+    /// end of an executable segment to the end of its last page, mapped
+    /// with it. Their target address.
+    pub fn code_slack(&self, len: u64) -> Option<RemoteAddr> {
+        const PAGE: u64 = weft_abi::mman::PAGE_SIZE;
+        self.image
+            .segments()
+            .iter()
+            .filter(|s| s.exec)
+            .map(|s| s.vaddr + s.memsz)
+            .filter(|end| end.get().next_multiple_of(PAGE) - end.get() >= len)
+            .max()
+            .map(|end| self.runtime(end))
+    }
+
     /// File bytes at a runtime address.
     pub fn bytes_at_runtime(&self, addr: RemoteAddr, len: usize) -> Option<&[u8]> {
         self.image.bytes_at(self.file_addr(addr), len)

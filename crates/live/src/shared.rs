@@ -143,6 +143,7 @@ impl SharedMemory {
     /// # Panics
     /// If the range is outside the region (a bug in the caller's layout).
     pub fn write(&self, offset: u64, data: &[u8]) {
+        weft_process::failpoint::step();
         let off = offset as usize;
         assert!(
             off.checked_add(data.len())
@@ -178,6 +179,7 @@ impl SharedMemory {
 
     /// Atomically stores the u64 at `offset`.
     pub fn store_u64(&self, offset: u64, value: u64) {
+        weft_process::failpoint::step();
         self.atomic_u64(offset).store(value, Ordering::Relaxed)
     }
 }

@@ -32,7 +32,9 @@ compile_error!("weft supports x86-64 Linux only");
 
 mod addr;
 mod auxv;
+mod call_stub;
 mod error;
+pub mod failpoint;
 pub mod maps;
 mod memory;
 mod remote;
@@ -42,6 +44,7 @@ mod watch;
 
 pub use addr::RemoteAddr;
 pub use auxv::Auxv;
+pub use call_stub::{CallArea, LEN as CALL_STUB_LEN};
 pub use error::{Error, Result};
 pub use maps::MapEntry;
 pub use memory::{LocalMemory, ProcMemory, ProcessMemory};

@@ -71,6 +71,7 @@ impl ProcessMemory for ProcMemory {
     }
 
     fn write(&self, addr: RemoteAddr, data: &[u8]) -> Result<()> {
+        crate::failpoint::step();
         self.file
             .write_all_at(data, addr.0)
             .map_err(|e| self.fault(addr, data.len(), e))

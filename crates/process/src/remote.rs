@@ -1,6 +1,7 @@
 //! Remote system calls: the mechanism that runs one on a stopped thread
 //! of the target, and the few typed calls weft makes with it.
 
+use crate::call_stub;
 use crate::sys::{self, Wait, WaitFlags};
 use crate::tracee::StopReason;
 use crate::{Error, RemoteAddr, Result, Tracee};
@@ -86,11 +87,20 @@ impl Tracee {
         use crate::ProcessMemory;
         let tid = self.pid_or_any_thread()?;
         let saved = self.registers(tid)?;
-        let (gadget, borrowed) = match self.syscall_gadget {
-            Some(g) => (g, None),
+        // The stub goes in the call area, where it resumes the thread by
+        // itself if weft dies during the call; without one, two bytes at
+        // the thread's pc are borrowed for a bare `syscall`.
+        let (gadget, borrowed) = match self.call_area {
+            Some(area) => {
+                let stub = call_stub::bytes(&restarted(saved));
+                let mut orig = vec![0u8; stub.len()];
+                self.mem.read(area.addr, &mut orig)?;
+                self.mem.write(area.addr, &stub)?;
+                (area.addr, Some(orig))
+            }
             None => {
                 let at = RemoteAddr(saved.rip);
-                let mut orig = [0u8; 2];
+                let mut orig = vec![0u8; 2];
                 self.mem.read(at, &mut orig)?;
                 self.mem.write(at, &[0x0f, 0x05])?;
                 (at, Some(orig))
@@ -109,11 +119,17 @@ impl Tracee {
         let outcome = self
             .set_registers(tid, &regs)
             .and_then(|_| self.step_over_syscall(tid, gadget));
+        // The thread's own registers first, then the bytes under the stub:
+        // until the registers are back, the stub is the thread's way home.
+        let restored = match &outcome {
+            Ok(_) => self.set_registers(tid, &restarted(saved)),
+            Err(_) => Ok(()),
+        };
         if let Some(orig) = borrowed {
             self.mem.write(gadget, &orig)?;
         }
         let result = outcome?;
-        self.set_registers(tid, &restarted(saved))?;
+        restored?;
         let ret = result as i64;
         if (-4095..0).contains(&ret) {
             return Err(Error::RemoteSyscall {
@@ -131,6 +147,7 @@ impl Tracee {
     fn step_over_syscall(&mut self, tid: i32, gadget: RemoteAddr) -> Result<u64> {
         let mut entered = false;
         for _ in 0..64 {
+            crate::failpoint::step();
             sys::to_syscall_stop(tid).map_err(|e| self.ptrace_error("SYSCALL", tid, e))?;
             match sys::wait(tid, WaitFlags::Block).map_err(|e| Error::Io {
                 what: "waitpid".into(),

@@ -59,7 +59,7 @@ pub struct Tracee {
     pub(crate) pid: i32,
     pub(crate) threads: BTreeMap<i32, ThreadState>,
     pub(crate) mem: ProcMemory,
-    pub(crate) syscall_gadget: Option<RemoteAddr>,
+    pub(crate) call_area: Option<crate::CallArea>,
     pub(crate) exit: Option<StopReason>,
 }
 
@@ -80,7 +80,7 @@ impl Tracee {
             pid,
             threads: BTreeMap::new(),
             mem,
-            syscall_gadget: None,
+            call_area: None,
             exit: None,
         };
         tracee.seize_all()?;
@@ -186,7 +186,7 @@ impl Tracee {
             pid,
             threads,
             mem,
-            syscall_gadget: None,
+            call_area: None,
             exit: None,
         })
     }
@@ -218,6 +218,7 @@ impl Tracee {
 
     /// Sets registers of a stopped thread.
     pub fn set_registers(&self, tid: i32, regs: &sys::Registers) -> Result<()> {
+        crate::failpoint::step();
         sys::set_regs(tid, regs).map_err(|e| self.ptrace_error("SETREGS", tid, e))
     }
 
@@ -278,15 +279,15 @@ impl Tracee {
         })
     }
 
-    /// Uses `addr` (which must hold `syscall` followed by anything) for remote
-    /// system calls instead of borrowing bytes at a thread's pc.
-    pub fn set_syscall_gadget(&mut self, addr: RemoteAddr) {
-        self.syscall_gadget = Some(addr);
+    /// Runs remote system calls in `area` (see [`CallArea`](crate::CallArea))
+    /// instead of borrowing two bytes at a thread's pc.
+    pub fn set_call_area(&mut self, area: crate::CallArea) {
+        self.call_area = Some(area);
     }
 
-    /// Stops using a gadget (before the memory holding it is unmapped).
-    pub fn clear_syscall_gadget(&mut self) {
-        self.syscall_gadget = None;
+    /// Stops using the call area (before the memory holding it is unmapped).
+    pub fn clear_call_area(&mut self) {
+        self.call_area = None;
     }
 
     /// Lets the process run until some thread executes the instruction at

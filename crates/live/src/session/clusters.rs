@@ -87,23 +87,27 @@ impl Session {
             used: 0,
             mapped: true,
         });
-        if self.clusters.len() == 1 {
-            // A trampoline-free gadget for later remote system calls:
-            // `syscall; int3`, first in the code area (see `adopt`).
-            let at = self.alloc_code(0, &[0x0f, 0x05, 0xcc])?;
-            debug_assert_eq!(at, self.clusters[0].code);
-            self.adopt(tracee);
-        }
         Ok(self.clusters.len() - 1)
     }
 
-    /// Prepares a tracee of a new episode: remote system calls go through
-    /// weft's own `syscall` gadget (the first bytes of the first cluster's
-    /// code) while it is mapped, never borrowing bytes at a thread's pc,
-    /// which may lie in weft's shared (unwritable) code.
+    /// Prepares a tracee of a new episode: remote system calls run in the
+    /// slack after a module's last code (ld.so's or libc's first, which are
+    /// never unloaded), where a call resumes its thread by itself if weft
+    /// dies during it, never in bytes borrowed at a thread's pc (which may
+    /// lie in weft's shared, unwritable code).
     pub(super) fn adopt(&self, tracee: &mut Tracee) {
-        if let Some(first) = self.clusters.first().filter(|c| c.mapped) {
-            tracee.set_syscall_gadget(RemoteAddr(first.code));
+        let rank = |m: &Module| match m.name.as_str() {
+            n if n.starts_with("ld-linux") => 0,
+            n if n.starts_with("libc.so") => 1,
+            _ => 2,
+        };
+        let mut modules: Vec<&Module> = self.modules.iter().collect();
+        modules.sort_by_key(|m| rank(m));
+        if let Some(addr) = modules
+            .iter()
+            .find_map(|m| m.code_slack(weft_process::CALL_STUB_LEN as u64))
+        {
+            tracee.set_call_area(weft_process::CallArea { addr });
         }
     }
 
@@ -221,8 +225,6 @@ impl Session {
                 }
             }
         }
-        // The syscall gadget lives in the first cluster: make remote calls borrow bytes again.
-        tracee.clear_syscall_gadget();
         for c in self.clusters.iter_mut().filter(|c| c.mapped) {
             tracee.remote_munmap(RemoteAddr(c.data), self.layout.size)?;
             tracee.remote_munmap(RemoteAddr(c.code), CODE_AREA)?;

@@ -1,0 +1,181 @@
+//! weft killed (SIGKILL) at random instants of attach episodes: whatever
+//! weft had done by then, the target goes on running correctly. What weft
+//! leaves behind (splices, its handler, its memory) works without it.
+
+use crate::support::*;
+use std::time::{Duration, Instant};
+
+/// The pseudo-random delays of the rounds, in microseconds below `max`
+/// (a fixed sequence, so a failure can be replayed).
+fn delays(rounds: usize, max: u64) -> Vec<u64> {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    (0..rounds)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % max
+        })
+        .collect()
+}
+
+/// Whether `pid` is alive and not a zombie.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(") ")
+                .map(|(_, rest)| rest.starts_with(|c| c != 'Z'))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn weft_killed_at_random_instants_leaves_a_working_target() {
+    let mut server = Server::start();
+    server.send("spin 2");
+    assert_eq!(server.line(), "spinning 2");
+    let pid = server.pid();
+    // Each round splices other functions, so that splices a killed weft
+    // left behind do not turn the later rounds into no-ops.
+    let functions = [
+        "work",
+        "leaf",
+        "malloc",
+        "free",
+        "calloc",
+        "realloc",
+        "puts",
+        "fputs",
+        "fflush",
+        "getpid",
+        "qsort",
+        "bsearch",
+        "atoi",
+        "strtol",
+        "snprintf",
+        "nanosleep",
+        "pthread_mutex_lock",
+        "pthread_mutex_unlock",
+        "fopen",
+        "fclose",
+    ];
+    let rounds = delays(60, 60_000);
+    let mut killed_while_attached = 0;
+    for (round, delay) in rounds.iter().enumerate() {
+        let f = functions[round % functions.len()];
+        let mut weft = KillOnDrop(
+            weft()
+                .args(["attach", "-p", &pid.to_string(), "--duration", "1ms"])
+                .args(["--count", f, "--count-exits", f, "--count", "work"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn weft"),
+        );
+        std::thread::sleep(Duration::from_micros(*delay));
+        let finished = weft.0.try_wait().unwrap().is_some();
+        // By pid: this weft and no other.
+        let _ = weft.0.kill();
+        let _ = weft.0.wait();
+        if !finished {
+            killed_while_attached += 1;
+        }
+        // Threads left stopped by a dead tracer would stay in 't': give
+        // the kernel's detach a moment, then require the target running.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            alive(pid),
+            "round {round} ({f}, killed after {delay} us): the target died"
+        );
+    }
+    assert!(
+        killed_while_attached > 20,
+        "only {killed_while_attached} kills landed"
+    );
+    // The spinners checked every result meanwhile; new threads still work.
+    server.send("stop");
+    assert_eq!(server.line(), "stopped OK calls>0:1 bad=0");
+    server.send("go 1000 4");
+    assert_eq!(server.line(), "done 4000");
+    server.send("quit");
+}
+
+/// Attaches to a fresh spinning server with `weft_args`, weft killed just
+/// before its `step`th change to the target (`WEFT_KILL_AT_STEP`, see
+/// `weft_process::failpoint`); checks that the server runs on and checks
+/// its results. Returns whether weft finished before reaching the step.
+fn attach_killed_at(step: u64, weft_args: &[&str]) -> bool {
+    let mut server = Server::start();
+    server.send("spin 2");
+    assert_eq!(server.line(), "spinning 2");
+    let pid = server.pid();
+    let out = run(
+        weft()
+            .args(["attach", "-p", &pid.to_string(), "--duration", "20ms"])
+            .args(weft_args)
+            .env("WEFT_KILL_AT_STEP", step.to_string()),
+        Duration::from_secs(30),
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(alive(pid), "killed before step {step}: the target died");
+    server.send("stop");
+    let stopped = server.line();
+    assert_eq!(
+        stopped, "stopped OK calls>0:1 bad=0",
+        "killed before step {step}"
+    );
+    server.send("go 100 2");
+    assert_eq!(server.line(), "done 200", "killed before step {step}");
+    server.send("quit");
+    out.status == 0
+}
+
+/// weft killed just before each of its changes to the target in turn:
+/// every write to text, registers and shared memory, and every resume into
+/// a remote call, of the attach episode, the counting and the detach
+/// episode. Each round has a fresh target, which must run on correctly.
+#[test]
+fn weft_killed_before_each_of_its_changes_leaves_a_working_target() {
+    let args = [
+        "--count",
+        "work",
+        "--count-exits",
+        "work",
+        "--count",
+        "leaf",
+    ];
+    let steps = (1..=600u64)
+        .find(|&step| attach_killed_at(step, &args))
+        .expect("weft never finished within 600 steps");
+    assert!(
+        steps > 20,
+        "only {steps} steps: the failpoint is not reached"
+    );
+}
+
+/// The same with mini-trampolines (a wall timer and a predicate), every
+/// third step to bound the test's time.
+#[test]
+fn weft_killed_while_placing_timers_leaves_a_working_target() {
+    let args = [
+        "--metric",
+        "wall_time:fn=leaf,if=arg1 > 0",
+        "--count",
+        "work",
+    ];
+    let steps = (1..=600u64)
+        .step_by(3)
+        .find(|&step| attach_killed_at(step, &args))
+        .expect("weft never finished within 600 steps");
+    assert!(
+        steps > 20,
+        "only {steps} steps: the failpoint is not reached"
+    );
+}

@@ -1,0 +1,32 @@
+//! Fault injection for the kill-anywhere tests. With `WEFT_KILL_AT_STEP=N`
+//! in its environment, weft kills itself with SIGKILL just before its Nth
+//! change to a target: a write to its memory (through `/proc/PID/mem` or
+//! the shared region), a write to a thread's registers, or a resume into a
+//! remote system call. A test walks N over every step of an episode and
+//! checks after each that the target runs on correctly, as if weft had
+//! been killed from outside at that instant. Unset, a step costs one
+//! relaxed atomic load.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// The step at which to die, read once from the environment.
+fn kill_at() -> Option<u64> {
+    static AT: OnceLock<Option<u64>> = OnceLock::new();
+    *AT.get_or_init(|| {
+        std::env::var("WEFT_KILL_AT_STEP")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    })
+}
+
+/// Counts one change to the target, and dies before it if it is the one.
+pub fn step() {
+    static DONE: AtomicU64 = AtomicU64::new(0);
+    if let Some(at) = kill_at() {
+        if DONE.fetch_add(1, Ordering::Relaxed) + 1 == at {
+            let _ =
+                nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
