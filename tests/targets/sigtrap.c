@@ -7,6 +7,9 @@
  *                      own signals, never weft's int3s
  *   sigtrap default N  calls trapped N times, then raises SIGTRAP with the
  *                      default action: dies of it, as without weft
+ *   sigtrap spin       calls trapped (checking its result) until a line
+ *                      arrives on stdin ("ready" first), then prints
+ *                      "spun OK" or "spun BAD"
  *   sigtrap block      a thread that blocks SIGTRAP calls trapped until a
  *                      line arrives on stdin ("ready" once it blocks) */
 #include "tally.h"
@@ -102,6 +105,17 @@ int main(int argc, char **argv)
         fflush(stdout);
         raise(SIGTRAP);
         printf("survived SIGTRAP\n");
+    } else if (!strcmp(mode, "spin")) {
+        pthread_t t;
+        pthread_create(&t, 0, wait_for_line, 0);
+        printf("ready\n");
+        fflush(stdout);
+        unsigned long bad = 0;
+        while (!atomic_load(&stop))
+            if (trapped(3) != 0) bad++;
+        pthread_join(t, 0);
+        printf("spun %s\n", bad ? "BAD" : "OK");
+        return 0;
     } else if (!strcmp(mode, "block")) {
         pthread_t t;
         pthread_create(&t, 0, blocking_thread, 0);

@@ -179,3 +179,55 @@ fn weft_killed_while_placing_timers_leaves_a_working_target() {
         "only {steps} steps: the failpoint is not reached"
     );
 }
+
+/// The same for a point only an `int3` fits (weft's SIGTRAP handler, its
+/// trap table, the int3 itself): every step.
+#[test]
+fn weft_killed_while_placing_an_int3_leaves_a_working_target() {
+    use std::io::{BufRead, BufReader, Write};
+    let bin = build("sigtrap", &O2);
+    let killed_at = |step: u64| -> bool {
+        let mut child = KillOnDrop(
+            std::process::Command::new(&bin)
+                .arg("spin")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn the target"),
+        );
+        let mut out = BufReader::new(child.0.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
+        let pid = child.0.id() as i32;
+        let weft_out = run(
+            weft()
+                .args(["attach", "-p", &pid.to_string(), "--duration", "20ms"])
+                .args(["--count", "trapped", "--verbose"])
+                .env("WEFT_KILL_AT_STEP", step.to_string()),
+            Duration::from_secs(30),
+        );
+        if weft_out.status == 0 {
+            assert!(
+                weft_out.stderr.contains("1 int3 splice"),
+                "{}",
+                weft_out.stderr
+            );
+        }
+        assert!(alive(pid), "killed before step {step}: the target died");
+        child.0.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "spun OK\n", "killed before step {step}");
+        let status = child.0.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "killed before step {step}");
+        weft_out.status == 0
+    };
+    let steps = (1..=600u64)
+        .find(|&step| killed_at(step))
+        .expect("weft never finished within 600 steps");
+    assert!(
+        steps > 20,
+        "only {steps} steps: the failpoint is not reached"
+    );
+}

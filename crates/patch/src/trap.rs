@@ -47,13 +47,14 @@ pub struct HandlerCode {
     pub restorer: u64,
 }
 
-/// Generates the handler at `at`, searching the trap table at `table`.
-pub fn handler_code(at: u64, table: u64) -> Result<HandlerCode> {
+/// Generates the handler at `at`, searching the trap table at `table`,
+/// whose buffers hold `capacity` entries each.
+pub fn handler_code(at: u64, table: u64, capacity: u64) -> Result<HandlerCode> {
     let enc = Error::Encode;
     let mut a = CodeAssembler::new(64).map_err(enc)?;
-    let mut search = a.create_label();
-    let mut below = a.create_label();
     let mut found = a.create_label();
+    let mut after_int3 = a.create_label();
+    let mut stale = a.create_label();
     let mut not_found = a.create_label();
     let mut ignore = a.create_label();
     let mut default = a.create_label();
@@ -63,7 +64,6 @@ pub fn handler_code(at: u64, table: u64) -> Result<HandlerCode> {
     let r = UCONTEXT_RIP as i32;
     (|| -> std::result::Result<(), IcedError> {
         // rdi = signal, rsi = siginfo, rdx = ucontext
-        a.mov(r8, qword_ptr(table_lit))?;
         // Only an int3 (si_code SI_KERNEL) can be weft's: a SIGTRAP the
         // program raised, a single step or a hardware breakpoint goes to
         // the program's own disposition.
@@ -71,23 +71,16 @@ pub fn handler_code(at: u64, table: u64) -> Result<HandlerCode> {
         a.jne(not_found)?;
         a.mov(rax, qword_ptr(rdx + r))?;
         a.dec(rax)?; // the int3's own address
-        a.mov(rcx, qword_ptr(r8 + tt::COUNT as i32))?; // hi
-        a.xor(r9d, r9d)?; // lo
-        a.set_label(&mut search)?;
-        a.cmp(r9, rcx)?;
-        a.jae(not_found)?;
-        a.lea(r10, qword_ptr(r9 + rcx))?;
-        a.shr(r10, 1)?;
-        a.mov(r11, r10)?;
-        a.shl(r11, 4)?;
-        a.cmp(rax, qword_ptr(r8 + r11 + tt::ENTRIES as i32))?;
-        a.je(found)?;
-        a.jb(below)?;
-        a.lea(r9, qword_ptr(r10 + 1))?;
-        a.jmp(search)?;
-        a.set_label(&mut below)?;
-        a.mov(rcx, r10)?;
-        a.jmp(search)?;
+        search(&mut a, table_lit, capacity, found, after_int3)?;
+        a.set_label(&mut after_int3)?;
+        // Not an int3 of weft's before the pc. A thread weft backed up onto
+        // its int3 (see `rewind_trapped_threads` in weft_live) may still get
+        // the signal it was stopped with, if weft died then: the pc is the
+        // site itself, and running on re-executes what is there.
+        a.mov(rax, qword_ptr(rdx + r))?;
+        search(&mut a, table_lit, capacity, stale, not_found)?;
+        a.set_label(&mut stale)?;
+        a.ret()?;
         a.set_label(&mut found)?;
         a.mov(rcx, qword_ptr(r8 + r11 + (tt::ENTRIES + 8) as i32))?;
         a.test(rcx, rcx)?;
@@ -103,6 +96,7 @@ pub fn handler_code(at: u64, table: u64) -> Result<HandlerCode> {
         a.mov(qword_ptr(rdx + r), rax)?;
         a.ret()?;
         a.set_label(&mut not_found)?;
+        a.mov(r8, qword_ptr(table_lit))?; // the table again, not a buffer
         a.mov(rax, qword_ptr(r8 + tt::OLD_HANDLER as i32))?;
         a.cmp(rax, SIG_IGN as i32)?;
         a.je(ignore)?;
@@ -155,6 +149,46 @@ pub fn handler_code(at: u64, table: u64) -> Result<HandlerCode> {
     })
 }
 
+/// Binary-searches the trap table's buffer in use for the site in rax:
+/// jumps to `found` with r8 + r11 at its entry (less `ENTRIES`), else to
+/// `missing`. Clobbers r8-r11 and rcx.
+fn search(
+    a: &mut CodeAssembler,
+    table_lit: CodeLabel,
+    capacity: u64,
+    found: CodeLabel,
+    missing: CodeLabel,
+) -> std::result::Result<(), IcedError> {
+    let mut first_buffer = a.create_label();
+    let mut step = a.create_label();
+    let mut below = a.create_label();
+    a.mov(r8, qword_ptr(table_lit))?;
+    // The buffer in use, and its count, from one load of CURRENT.
+    a.mov(rcx, qword_ptr(r8 + tt::CURRENT as i32))?;
+    a.bt(rcx, tt::BUFFER_BIT)?;
+    a.jnc(first_buffer)?;
+    a.mov(r9, tt::buffer(1, capacity) - tt::ENTRIES)?;
+    a.add(r8, r9)?; // r8 + ENTRIES: the second buffer
+    a.set_label(&mut first_buffer)?;
+    a.mov(ecx, ecx)?; // hi: the count (low 32 bits)
+    a.xor(r9d, r9d)?; // lo
+    a.set_label(&mut step)?;
+    a.cmp(r9, rcx)?;
+    a.jae(missing)?;
+    a.lea(r10, qword_ptr(r9 + rcx))?;
+    a.shr(r10, 1)?;
+    a.mov(r11, r10)?;
+    a.shl(r11, 4)?;
+    a.cmp(rax, qword_ptr(r8 + r11 + tt::ENTRIES as i32))?;
+    a.je(found)?;
+    a.jb(below)?;
+    a.lea(r9, qword_ptr(r10 + 1))?;
+    a.jmp(step)?;
+    a.set_label(&mut below)?;
+    a.mov(rcx, r10)?;
+    a.jmp(step)
+}
+
 /// A kernel `struct sigaction` (x86-64): handler, flags, restorer, mask.
 pub fn kernel_sigaction(
     handler: u64,
@@ -189,7 +223,7 @@ mod tests {
 
     #[test]
     fn handler_assembles_and_ends_with_table_literal() {
-        let h = handler_code(0x7000_0000, 0x7100_0000).unwrap();
+        let h = handler_code(0x7000_0000, 0x7100_0000, 16).unwrap();
         assert_eq!(h.handler, 0x7000_0000);
         assert!(h.restorer > h.handler && h.restorer < h.handler + h.bytes.len() as u64);
         let lit = &h.bytes[h.bytes.len() - 8..];

@@ -20,7 +20,7 @@ pub(super) enum SiteError {
 impl Session {
     /// Splices prepared probes into the stopped process.
     pub fn apply(&mut self, tracee: &mut Tracee, prepared: Prepared) -> Result<AddReport> {
-        self.adopt(tracee);
+        self.adopt(tracee)?;
         if self.tid_offset.is_none() {
             self.tid_offset = Some(self.find_tid_offset(tracee));
         }

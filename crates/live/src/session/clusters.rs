@@ -95,7 +95,8 @@ impl Session {
     /// never unloaded), where a call resumes its thread by itself if weft
     /// dies during it, never in bytes borrowed at a thread's pc (which may
     /// lie in weft's shared, unwritable code).
-    pub(super) fn adopt(&self, tracee: &mut Tracee) {
+    pub(super) fn adopt(&self, tracee: &mut Tracee) -> Result<()> {
+        self.rewind_trapped_threads(tracee)?;
         let rank = |m: &Module| match m.name.as_str() {
             n if n.starts_with("ld-linux") => 0,
             n if n.starts_with("libc.so") => 1,
@@ -109,6 +110,7 @@ impl Session {
         {
             tracee.set_call_area(weft_process::CallArea { addr });
         }
+        Ok(())
     }
 
     /// Places bytes in a cluster's code area; returns their target address.

@@ -14,7 +14,7 @@ impl Session {
     /// when the process has no dynamic loader (static programs) or the
     /// hook cannot be placed; dlopen'ed libraries then go uninstrumented.
     pub fn install_load_hook(&mut self, tracee: &mut Tracee) -> Result<bool> {
-        self.adopt(tracee);
+        self.adopt(tracee)?;
         if self.sites.iter().any(|s| s.hook && s.active) {
             return Ok(true);
         }

@@ -10,7 +10,7 @@ impl Session {
     /// memory out of the target when no thread can still be using it.
     /// Returns what was left behind, if anything, for the user to know.
     pub fn remove_all(&mut self, tracee: &mut Tracee) -> Result<Vec<String>> {
-        self.adopt(tracee);
+        self.adopt(tracee)?;
         let mut notes = Vec::new();
         let mut removed_traps = Vec::new();
         self.release_all_loaders();
@@ -55,7 +55,7 @@ impl Session {
     /// thread may still be inside one); their space is not reused. Returns
     /// how many probes were removed.
     pub fn remove_tagged(&mut self, tracee: &mut Tracee, tag: u64) -> Result<usize> {
-        self.adopt(tracee);
+        self.adopt(tracee)?;
         let gone: Vec<usize> = self
             .probes
             .iter()

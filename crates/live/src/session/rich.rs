@@ -161,7 +161,7 @@ impl Session {
         sites: &[EventSite],
         cap: u16,
     ) -> Result<()> {
-        self.adopt(tracee);
+        self.adopt(tracee)?;
         let Some(first) = sites.first() else {
             return Ok(());
         };

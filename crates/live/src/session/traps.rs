@@ -20,7 +20,8 @@ impl Session {
         let base = self.layout.header.trap_offset;
         let cluster = self.clusters[ci];
         let at = cluster.code + cluster.used;
-        let code = trap::handler_code(at, cluster.data + base)?;
+        let capacity = self.layout.header.trap_capacity;
+        let code = trap::handler_code(at, cluster.data + base, capacity)?;
         let placed = self.alloc_code(ci, &code.bytes)?;
         debug_assert_eq!(placed, at);
         self.shm.write(
@@ -66,13 +67,49 @@ impl Session {
             entries.sort_by_key(|&(_, trampoline)| trampoline == 0);
             entries.truncate(capacity);
         }
+        // The buffer not in use gets the new entries; one store of CURRENT
+        // then switches the handler to it, so the table is whole at every
+        // instant, whenever weft might die.
         let base = self.layout.header.trap_offset;
+        let current = self.shm.load_u64(base + trap_table::CURRENT);
+        let next = 1 - (current >> trap_table::BUFFER_BIT);
         let count = entries.len() as u64;
-        // Shrink the count first so the handler never reads a half-written entry.
-        self.shm.store_u64(base + trap_table::COUNT, 0);
+        self.shm.write(
+            base + trap_table::buffer(next, capacity as u64),
+            &trap::table_entries(entries),
+        );
         self.shm
-            .write(base + trap_table::ENTRIES, &trap::table_entries(entries));
-        self.shm.store_u64(base + trap_table::COUNT, count);
+            .store_u64(base + trap_table::CURRENT, trap_table::current(next, count));
+    }
+
+    /// Threads this episode found stopped on the SIGTRAP of one of weft's
+    /// `int3`s (ptrace took the signal before weft's handler saw it) get
+    /// their pc backed up onto the `int3` and the signal dropped, first
+    /// thing: if weft died now, such a signal could be lost with it, and
+    /// the thread would run on past the `int3` without the instruction it
+    /// replaced. Backed up, the thread simply traps again.
+    pub(super) fn rewind_trapped_threads(&self, tracee: &mut Tracee) -> Result<()> {
+        let sites: std::collections::BTreeSet<u64> = self
+            .sites
+            .iter()
+            .filter(|s| s.choice.method == SpliceMethod::Trap && s.record.is_some())
+            .map(|s| s.choice.point)
+            .collect();
+        if sites.is_empty() {
+            return Ok(());
+        }
+        for tid in tracee.threads() {
+            if !tracee.pending_signals(tid).contains(&SIGTRAP) {
+                continue;
+            }
+            let mut regs = tracee.registers(tid)?;
+            if sites.contains(&regs.rip.wrapping_sub(1)) {
+                regs.rip -= 1;
+                tracee.set_registers(tid, &regs)?;
+                tracee.discard_signal(tid, SIGTRAP);
+            }
+        }
+        Ok(())
     }
 
     /// A thread that hit a removed `int3` and is about to take SIGTRAP gets

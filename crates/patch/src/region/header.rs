@@ -38,7 +38,7 @@ pub struct Header {
 }
 
 impl Header {
-    /// Bytes of the header: 96 in version 2.
+    /// Bytes of the header: 96 since version 2.
     pub const SIZE: u64 = std::mem::size_of::<Header>() as u64;
 
     /// The header as the bytes written at offset 0 of the data area.

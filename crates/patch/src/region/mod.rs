@@ -40,7 +40,7 @@ use weft_abi::mman::PAGE_SIZE;
 /// `WEFT` in little-endian.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// Layout version.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Where everything lies in the data area.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,8 +63,7 @@ impl Layout {
         let header_size = Header::SIZE;
         let counters_offset = 64.max(header_size);
         let trap_offset = round(counters_offset + counters * 8);
-        let scratch_offset =
-            round(trap_offset + trap_table::ENTRIES + traps * trap_table::ENTRY_SIZE);
+        let scratch_offset = round(trap_table::buffer(2, traps) + trap_offset);
         let scratch_size = page;
         let sync_offset = scratch_offset + scratch_size;
         // As many slots as fit in about 1 GiB (the region and the code
@@ -129,9 +128,7 @@ mod tests {
         let l = Layout::new(1 << 16, 1 << 12, ring::DEFAULT_DATA);
         assert_eq!(l.size % 4096, 0);
         assert!(l.counter(l.header.counters_capacity) <= l.header.trap_offset);
-        assert!(
-            l.header.trap_offset + trap_table::ENTRIES + (1 << 12) * 16 <= l.header.scratch_offset
-        );
+        assert!(l.header.trap_offset + trap_table::buffer(2, 1 << 12) <= l.header.scratch_offset);
         assert_eq!(l.header_bytes().len() as u64, l.header.header_size);
         assert_eq!(&l.header_bytes()[..4], b"WEFT");
         assert_eq!(l.header.counters_offset, Header::SIZE);
@@ -154,14 +151,14 @@ mod tests {
 
     #[test]
     fn the_default_layout_is_stable() {
-        // The numbers docs/shared-region.md shows for version 2.
+        // The numbers docs/shared-region.md shows for version 3.
         let l = Layout::new(1 << 20, 1 << 16, ring::DEFAULT_DATA);
         let h = l.header;
         assert_eq!(
             (h.counters_offset, h.trap_offset, h.scratch_offset),
-            (96, 0x80_1000, 0x90_2000)
+            (96, 0x80_1000, 0xa0_2000)
         );
-        assert_eq!((h.sync_offset, h.threads_offset), (0x90_3000, 0x90_4000));
+        assert_eq!((h.sync_offset, h.threads_offset), (0xa0_3000, 0xa0_4000));
         assert_eq!(h.thread_slots, 512);
     }
 }
