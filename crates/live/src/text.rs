@@ -86,6 +86,34 @@ impl TextBatch {
         }
     }
 
+    /// Writes each `(addr, bytes)` splice in three flushes, the order of
+    /// the kernel's `text_poke_bp`: an `int3` over each first byte, then
+    /// every byte after the first, then the first bytes. Each flush may be
+    /// cut short at any page if weft dies, and every state in between is
+    /// whole: a thread meets either the old instruction, the new one, or an
+    /// `int3` that weft's trap table (which must already list each address)
+    /// sends where the splice leads. Pending writes go out with the first
+    /// flush.
+    pub(crate) fn poke_in_phases(
+        &mut self,
+        mem: &impl ProcessMemory,
+        splices: &[(u64, Vec<u8>)],
+    ) -> Result<()> {
+        const INT3: u8 = 0xcc;
+        for (addr, _) in splices {
+            self.write(mem, *addr, &[INT3])?;
+        }
+        self.flush(mem)?;
+        for (addr, bytes) in splices.iter().filter(|(_, b)| b.len() > 1) {
+            self.write(mem, addr + 1, &bytes[1..])?;
+        }
+        self.flush(mem)?;
+        for (addr, bytes) in splices {
+            self.write(mem, *addr, &bytes[..1])?;
+        }
+        self.flush(mem)
+    }
+
     /// Writes every run of changed pages back, one write per run.
     pub(crate) fn flush(&mut self, mem: &impl ProcessMemory) -> Result<()> {
         let pages: Vec<u64> = std::mem::take(&mut self.dirty).into_iter().collect();
@@ -145,5 +173,64 @@ mod tests {
         assert_eq!(&c[10..15], &[0xe9, 1, 2, 3, 4]);
         assert_eq!(c[2 * PAGE as usize + 5], 0xcc);
         assert_eq!(c[PAGE as usize], 0x90);
+    }
+
+    /// Memory that keeps a copy of itself after every write.
+    struct Recording {
+        mem: LocalMemory,
+        states: std::cell::RefCell<Vec<Vec<u8>>>,
+    }
+
+    impl ProcessMemory for Recording {
+        fn read(&self, addr: RemoteAddr, buf: &mut [u8]) -> weft_process::Result<()> {
+            self.mem.read(addr, buf)
+        }
+        fn write(&self, addr: RemoteAddr, data: &[u8]) -> weft_process::Result<()> {
+            self.mem.write(addr, data)?;
+            self.states.borrow_mut().push(self.mem.contents());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn phased_splices_are_whole_after_every_write() {
+        let base = 0x10000u64;
+        let old = vec![0x90u8; 3 * PAGE as usize];
+        let mem = Recording {
+            mem: LocalMemory::new(base, old.clone()),
+            states: Default::default(),
+        };
+        let mut batch = TextBatch {
+            mappings: weft_process::maps::parse(&format!(
+                "{:x}-{:x} r-xp 00000000 00:00 1 /x\n",
+                base,
+                base + 3 * PAGE
+            )),
+            cached: vec![],
+            dirty: BTreeSet::new(),
+        };
+        // One jmp across the first page boundary, one inside the last page,
+        // one single int3.
+        let splices = vec![
+            (base + PAGE - 2, vec![0xe9, 1, 2, 3, 4]),
+            (base + 2 * PAGE + 8, vec![0xe9, 5, 6, 7, 8]),
+            (base + 40, vec![0xcc]),
+        ];
+        batch.poke_in_phases(&mem, &splices).unwrap();
+        let states = mem.states.borrow();
+        assert!(states.len() >= 3);
+        for (k, state) in states.iter().enumerate() {
+            for (addr, new) in &splices {
+                let at = (addr - base) as usize;
+                let now = &state[at..at + new.len()];
+                let whole = now == &old[at..at + new.len()] || now == &new[..] || now[0] == 0xcc;
+                assert!(whole, "after write {k}: {now:x?} at {addr:#x}");
+            }
+        }
+        let last = states.last().unwrap();
+        for (addr, new) in &splices {
+            let at = (addr - base) as usize;
+            assert_eq!(&last[at..at + new.len()], &new[..]);
+        }
     }
 }

@@ -4,8 +4,8 @@
 //! the shared region), a write to a thread's registers, or a resume into a
 //! remote system call. A test walks N over every step of an episode and
 //! checks after each that the target runs on correctly, as if weft had
-//! been killed from outside at that instant. Unset, a step costs one
-//! relaxed atomic load.
+//! been killed from outside at that instant; `WEFT_KILL_SAY_WHERE` also
+//! prints where the step was. Unset, a step costs one relaxed atomic load.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -25,6 +25,12 @@ pub fn step() {
     static DONE: AtomicU64 = AtomicU64::new(0);
     if let Some(at) = kill_at() {
         if DONE.fetch_add(1, Ordering::Relaxed) + 1 == at {
+            if std::env::var_os("WEFT_KILL_SAY_WHERE").is_some() {
+                eprintln!(
+                    "weft: killed before step {at}:\n{}",
+                    std::backtrace::Backtrace::force_capture()
+                );
+            }
             let _ =
                 nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
         }

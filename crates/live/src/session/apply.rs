@@ -153,28 +153,24 @@ impl Session {
                 Err(SiteError::Fatal(e)) => return Err(e),
             }
         }
-        if let Some(&first_trap) = to_write
-            .iter()
-            .find(|&&s| self.sites[s].choice.method == SpliceMethod::Trap)
-        {
-            let ci = self.ensure_cluster(tracee, self.sites[first_trap].module)?;
+        // Every splice passes through an int3 while it is written (see
+        // `TextBatch::poke_in_phases`), so the handler is in place and the
+        // table lists every site with its new trampoline before any byte.
+        if let Some(&first) = to_write.first() {
+            let ci = self.ensure_cluster(tracee, self.sites[first].module)?;
             self.install_trap_handler(tracee, ci)?;
         }
         let newly: Vec<bool> = to_write.iter().map(|&s| !self.sites[s].active).collect();
         for &s in &to_write {
-            let site = &mut self.sites[s];
-            if site.choice.method == SpliceMethod::Trap {
-                site.active = true;
-            }
+            self.sites[s].active = true;
         }
         self.write_trap_table();
+        let mut splices = Vec::new();
         for (&s, new) in to_write.iter().zip(newly) {
             let site = &mut self.sites[s];
-            if let Some(board) = &site.board {
-                text.write(tracee.memory(), board.addr, &board.new)?;
+            for r in site.board.iter().chain(site.record.iter()) {
+                splices.push((r.addr, r.new.clone()));
             }
-            let record = site.record.as_ref().expect("built");
-            text.write(tracee.memory(), record.addr, &record.new)?;
             if new {
                 match site.choice.method {
                     SpliceMethod::Jump => report.jumps += 1,
@@ -182,12 +178,11 @@ impl Session {
                     SpliceMethod::Trap => report.traps += 1,
                 }
             }
-            site.active = true;
             for sp in site.points.iter_mut() {
                 sp.pending = false;
             }
         }
-        text.flush(tracee.memory())?;
+        text.poke_in_phases(tracee.memory(), &splices)?;
         Ok(())
     }
 

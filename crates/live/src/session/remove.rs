@@ -1,4 +1,4 @@
-//! Removal: probes taken out again, every splice restored by one
+//! Removal: probes taken out again, every splice restored through one
 //! [`Session::take_out`], whether the whole session ends or one request's
 //! probes go while the rest stay.
 
@@ -24,15 +24,23 @@ impl Session {
             }
         }
         let mut text = TextBatch::new(self.pid)?;
+        let mut splices = Vec::new();
+        let mut taken = Vec::new();
         for s in 0..self.sites.len() {
             if self.sites[s].active {
-                self.take_out(tracee, &mut text, s, &mut notes)?;
+                self.take_out(tracee, &mut text, s, &mut notes, &mut splices)?;
+                taken.push(s);
                 if self.sites[s].choice.method == SpliceMethod::Trap {
                     removed_traps.push(self.sites[s].choice.point);
                 }
             }
         }
-        text.flush(tracee.memory())?;
+        // The table still sends every site to its trampoline while the
+        // original bytes go back in phases; only then are the sites gone.
+        text.poke_in_phases(tracee.memory(), &splices)?;
+        for s in taken {
+            self.forget_site(s);
+        }
         self.site_at.clear();
         self.spans.clear();
         self.write_trap_table();
@@ -72,6 +80,8 @@ impl Session {
         let mut text = TextBatch::new(self.pid)?;
         let mut rebuilt = Vec::new();
         let mut removed_traps = Vec::new();
+        let mut splices = Vec::new();
+        let mut taken = Vec::new();
         for s in 0..self.sites.len() {
             let site = &mut self.sites[s];
             if !site.active
@@ -101,7 +111,8 @@ impl Session {
             if site.points.is_empty() {
                 // Nothing left here: put the original bytes back.
                 let mut notes = Vec::new();
-                self.take_out(tracee, &mut text, s, &mut notes)?;
+                self.take_out(tracee, &mut text, s, &mut notes, &mut splices)?;
+                taken.push(s);
                 if self.sites[s].choice.method == SpliceMethod::Trap {
                     removed_traps.push(self.sites[s].choice.point);
                 }
@@ -113,38 +124,44 @@ impl Session {
             match self.build_site(tracee, &mut text, s) {
                 Ok(()) => {
                     let site = &self.sites[s];
-                    let mem = tracee.memory();
-                    if let Some(b) = &site.board {
-                        text.write(mem, b.addr, &b.new)?;
+                    for r in site.record.iter().chain(site.board.iter()) {
+                        splices.push((r.addr, r.new.clone()));
                     }
-                    let r = site.record.as_ref().expect("built");
-                    text.write(mem, r.addr, &r.new)?;
                 }
                 Err(SiteError::Fatal(e)) => return Err(e),
                 Err(SiteError::Skip(why)) => return Err(Error::Rebuild(why)),
             }
         }
+        // Rebuilt sites lead to their new trampolines, sites being taken
+        // out still to their old ones, while the bytes change in phases.
         self.write_trap_table();
-        text.flush(tracee.memory())?;
+        text.poke_in_phases(tracee.memory(), &splices)?;
+        for s in taken {
+            self.forget_site(s);
+        }
+        self.write_trap_table();
         self.rewind_removed_traps(tracee, &removed_traps)?;
         Ok(gone.len())
     }
 
-    /// Puts the original bytes of site `s` back (its splice, then its
-    /// springboard) unless they changed since weft wrote them, and forgets
-    /// the bytes it claimed. What could not be restored is said in `notes`.
+    /// The edits that put the original bytes of site `s` back (its splice,
+    /// then its springboard), added to `splices` for
+    /// [`TextBatch::poke_in_phases`], unless the bytes changed since weft
+    /// wrote them. What cannot be restored is said in `notes`. The site
+    /// stays active (its trap table entry with it) until [`Session::forget_site`].
     pub(super) fn take_out(
-        &mut self,
+        &self,
         tracee: &Tracee,
         text: &mut TextBatch,
         s: usize,
         notes: &mut Vec<String>,
+        splices: &mut Vec<(u64, Vec<u8>)>,
     ) -> Result<()> {
         let mem = tracee.memory();
-        let site = &mut self.sites[s];
+        let site = &self.sites[s];
         for r in site.record.iter().chain(site.board.iter()) {
             match text.read(mem, r.addr, r.new.len()) {
-                Ok(bytes) if bytes == r.new => text.write(mem, r.addr, &r.old)?,
+                Ok(bytes) if bytes == r.new => splices.push((r.addr, r.old.clone())),
                 Ok(_) => notes.push(format!(
                     "code at {:#x} changed since weft spliced it; left as it is",
                     r.addr
@@ -156,9 +173,14 @@ impl Session {
                 )),
             }
         }
-        site.active = false;
+        Ok(())
+    }
+
+    /// Site `s` is out of the code: it no longer claims its bytes, and the
+    /// next trap table lists it as removed.
+    pub(super) fn forget_site(&mut self, s: usize) {
+        self.sites[s].active = false;
         self.site_at.retain(|_, v| *v != s);
         self.spans.retain(|_, (_, v)| *v != s);
-        Ok(())
     }
 }

@@ -44,20 +44,20 @@ impl Session {
         Ok(())
     }
 
-    /// Rewrites the trap table: each active trap site with its trampoline,
-    /// and each trap site taken out with 0, so that a thread that trapped
-    /// on it just before re-executes the restored instruction (and any
-    /// other SIGTRAP goes to the program).
+    /// Rewrites the trap table: where each active splice (and springboard)
+    /// starts, with its trampoline, since every splice passes through an
+    /// `int3` while it is written or restored; and each splice taken out
+    /// with 0, so that a thread that trapped on it just before re-executes
+    /// the restored instruction (and any other SIGTRAP goes to the program).
     pub(super) fn write_trap_table(&mut self) {
         let mut by_site: BTreeMap<u64, u64> = BTreeMap::new();
-        for s in self
-            .sites
-            .iter()
-            .filter(|s| s.choice.method == SpliceMethod::Trap && s.record.is_some())
-        {
-            let entry = by_site.entry(s.choice.point).or_insert(0);
-            if s.active {
-                *entry = s.entry;
+        for s in self.sites.iter().filter(|s| !s.hook) {
+            // Where each splice's bytes start, and its springboard's.
+            for r in s.record.iter().chain(s.board.iter()) {
+                let entry = by_site.entry(r.addr).or_insert(0);
+                if s.active {
+                    *entry = s.entry;
+                }
             }
         }
         let mut entries: Vec<(u64, u64)> = by_site.into_iter().collect();
