@@ -9,6 +9,17 @@ use weft_process::{MapEntry, ProcessMemory, RemoteAddr};
 
 const PAGE: u64 = weft_abi::mman::PAGE_SIZE;
 
+/// Bytes to write over code: a splice, or the original bytes back.
+#[derive(Debug, Clone)]
+pub(crate) struct Splice {
+    /// Where they go.
+    pub(crate) addr: u64,
+    /// What goes there.
+    pub(crate) bytes: Vec<u8>,
+    /// One of a springboard and the short jump that leads to it.
+    pub(crate) paired: bool,
+}
+
 /// Cached executable mappings with pending changes.
 pub(crate) struct TextBatch {
     mappings: Vec<MapEntry>,
@@ -86,30 +97,46 @@ impl TextBatch {
         }
     }
 
-    /// Writes each `(addr, bytes)` splice in three flushes, the order of
-    /// the kernel's `text_poke_bp`: an `int3` over each first byte, then
-    /// every byte after the first, then the first bytes. Each flush may be
-    /// cut short at any page if weft dies, and every state in between is
-    /// whole: a thread meets either the old instruction, the new one, or an
-    /// `int3` that weft's trap table (which must already list each address)
-    /// sends where the splice leads. Pending writes go out with the first
-    /// flush.
+    /// Writes splices so that the target is whole whenever weft might
+    /// die. The kernel copies a write to another process page by page,
+    /// and a page whole, so a splice within one page is written as is. A
+    /// splice across a page boundary, or one of a springboard pair (`paired`:
+    /// the springboard must be whole before the short jump that leads to
+    /// it, and out of use before it goes), goes in the order of the
+    /// kernel's `text_poke_bp`: an `int3` over its first byte, then its
+    /// other bytes, then its first byte, each pass flushed. Every state in
+    /// between is whole: a thread meets the old instruction, the new one,
+    /// or an `int3` that weft's trap table (which must already list each
+    /// address) sends where the splice leads. Pending writes go out with
+    /// the first flush.
     pub(crate) fn poke_in_phases(
         &mut self,
         mem: &impl ProcessMemory,
-        splices: &[(u64, Vec<u8>)],
+        splices: &[Splice],
     ) -> Result<()> {
         const INT3: u8 = 0xcc;
-        for (addr, _) in splices {
-            self.write(mem, *addr, &[INT3])?;
+        let phased = |s: &&Splice| {
+            let last = s.addr + s.bytes.len() as u64 - 1;
+            s.paired || s.addr / PAGE != last / PAGE
+        };
+        for s in splices {
+            if phased(&s) {
+                self.write(mem, s.addr, &[INT3])?;
+            } else {
+                self.write(mem, s.addr, &s.bytes)?;
+            }
         }
         self.flush(mem)?;
-        for (addr, bytes) in splices.iter().filter(|(_, b)| b.len() > 1) {
-            self.write(mem, addr + 1, &bytes[1..])?;
+        let slow: Vec<&Splice> = splices.iter().filter(phased).collect();
+        if slow.is_empty() {
+            return Ok(());
+        }
+        for s in slow.iter().filter(|s| s.bytes.len() > 1) {
+            self.write(mem, s.addr + 1, &s.bytes[1..])?;
         }
         self.flush(mem)?;
-        for (addr, bytes) in splices {
-            self.write(mem, *addr, &bytes[..1])?;
+        for s in &slow {
+            self.write(mem, s.addr, &s.bytes[..1])?;
         }
         self.flush(mem)
     }
@@ -211,16 +238,25 @@ mod tests {
         };
         // One jmp across the first page boundary, one inside the last page,
         // one single int3.
+        let splice = |addr, bytes: Vec<u8>, paired| Splice {
+            addr,
+            bytes,
+            paired,
+        };
         let splices = vec![
-            (base + PAGE - 2, vec![0xe9, 1, 2, 3, 4]),
-            (base + 2 * PAGE + 8, vec![0xe9, 5, 6, 7, 8]),
-            (base + 40, vec![0xcc]),
+            splice(base + PAGE - 2, vec![0xe9, 1, 2, 3, 4], false),
+            splice(base + 2 * PAGE + 8, vec![0xe9, 5, 6, 7, 8], false),
+            splice(base + 2 * PAGE + 100, vec![0xeb, 0x10], true),
+            splice(base + 40, vec![0xcc], false),
         ];
         batch.poke_in_phases(&mem, &splices).unwrap();
         let states = mem.states.borrow();
         assert!(states.len() >= 3);
         for (k, state) in states.iter().enumerate() {
-            for (addr, new) in &splices {
+            for Splice {
+                addr, bytes: new, ..
+            } in &splices
+            {
                 let at = (addr - base) as usize;
                 let now = &state[at..at + new.len()];
                 let whole = now == &old[at..at + new.len()] || now == &new[..] || now[0] == 0xcc;
@@ -228,7 +264,10 @@ mod tests {
             }
         }
         let last = states.last().unwrap();
-        for (addr, new) in &splices {
+        for Splice {
+            addr, bytes: new, ..
+        } in &splices
+        {
             let at = (addr - base) as usize;
             assert_eq!(&last[at..at + new.len()], &new[..]);
         }

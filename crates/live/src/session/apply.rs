@@ -169,7 +169,11 @@ impl Session {
         for (&s, new) in to_write.iter().zip(newly) {
             let site = &mut self.sites[s];
             for r in site.board.iter().chain(site.record.iter()) {
-                splices.push((r.addr, r.new.clone()));
+                splices.push(Splice {
+                    addr: r.addr,
+                    bytes: r.new.clone(),
+                    paired: site.board.is_some(),
+                });
             }
             if new {
                 match site.choice.method {

@@ -44,7 +44,7 @@ pub use rings::{decode_records, EventRecord, RawRecords};
 
 use crate::module::Module;
 use crate::shared::SharedMemory;
-use crate::text::TextBatch;
+use crate::text::{Splice, TextBatch};
 use crate::{Error, Result};
 use clusters::Cluster;
 use std::collections::BTreeMap;

@@ -125,7 +125,11 @@ impl Session {
                 Ok(()) => {
                     let site = &self.sites[s];
                     for r in site.record.iter().chain(site.board.iter()) {
-                        splices.push((r.addr, r.new.clone()));
+                        splices.push(Splice {
+                            addr: r.addr,
+                            bytes: r.new.clone(),
+                            paired: site.board.is_some(),
+                        });
                     }
                 }
                 Err(SiteError::Fatal(e)) => return Err(e),
@@ -155,13 +159,17 @@ impl Session {
         text: &mut TextBatch,
         s: usize,
         notes: &mut Vec<String>,
-        splices: &mut Vec<(u64, Vec<u8>)>,
+        splices: &mut Vec<Splice>,
     ) -> Result<()> {
         let mem = tracee.memory();
         let site = &self.sites[s];
         for r in site.record.iter().chain(site.board.iter()) {
             match text.read(mem, r.addr, r.new.len()) {
-                Ok(bytes) if bytes == r.new => splices.push((r.addr, r.old.clone())),
+                Ok(bytes) if bytes == r.new => splices.push(Splice {
+                    addr: r.addr,
+                    bytes: r.old.clone(),
+                    paired: site.board.is_some(),
+                }),
                 Ok(_) => notes.push(format!(
                     "code at {:#x} changed since weft spliced it; left as it is",
                     r.addr
