@@ -36,11 +36,14 @@ fn wall_time_agrees_with_the_targets_own_clock() {
             own >= nominal,
             "{focus}: the naps' own {own} s < {nominal} s asked"
         );
-        // Per call: 1 µs of truncation in the tally, and up to 0.5 ms for the
-        // call's own entry and exit around its clock reads on a loaded VM.
+        // weft converts TSC ticks with a rate it calibrates against
+        // CLOCK_MONOTONIC over 20 ms at start: within 1% on a loaded VM
+        // (0.4% low has been seen). Per call, 1 µs of truncation in the
+        // tally, and up to 0.5 ms for the call's own entry and exit around
+        // its clock reads.
         let slack = calls * 0.000_5;
         assert!(
-            got >= own - calls * 1e-6 && got <= own * 1.01 + slack,
+            got >= own * 0.99 - calls * 1e-6 && got <= own * 1.01 + slack,
             "{focus}: weft's wall_time {got} s, the naps' own clock {own} s"
         );
     }
