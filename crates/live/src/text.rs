@@ -178,19 +178,24 @@ mod tests {
     use super::*;
     use weft_process::LocalMemory;
 
+    /// A batch over one executable mapping of `pages` pages at `base`.
+    fn batch_over(base: u64, pages: u64) -> TextBatch {
+        TextBatch {
+            mappings: weft_process::maps::parse(&format!(
+                "{:x}-{:x} r-xp 00000000 00:00 1 /x\n",
+                base,
+                base + pages * PAGE
+            )),
+            cached: vec![],
+            dirty: BTreeSet::new(),
+        }
+    }
+
     #[test]
     fn writes_reach_memory_only_on_flush_and_in_page_runs() {
         let base = 0x10000u64;
         let mem = LocalMemory::new(base, vec![0x90; 3 * PAGE as usize]);
-        let mut batch = TextBatch {
-            mappings: weft_process::maps::parse(&format!(
-                "{:x}-{:x} r-xp 00000000 00:00 1 /x\n",
-                base,
-                base + 3 * PAGE
-            )),
-            cached: vec![],
-            dirty: BTreeSet::new(),
-        };
+        let mut batch = batch_over(base, 3);
         batch.write(&mem, base + 10, &[0xe9, 1, 2, 3, 4]).unwrap();
         batch.write(&mem, base + 2 * PAGE + 5, &[0xcc]).unwrap();
         assert_eq!(batch.read(&mem, base + 10, 2).unwrap(), vec![0xe9, 1]);
@@ -227,15 +232,7 @@ mod tests {
             mem: LocalMemory::new(base, old.clone()),
             states: Default::default(),
         };
-        let mut batch = TextBatch {
-            mappings: weft_process::maps::parse(&format!(
-                "{:x}-{:x} r-xp 00000000 00:00 1 /x\n",
-                base,
-                base + 3 * PAGE
-            )),
-            cached: vec![],
-            dirty: BTreeSet::new(),
-        };
+        let mut batch = batch_over(base, 3);
         // One jmp across the first page boundary, one inside the last page,
         // one single int3.
         let splice = |addr, bytes: Vec<u8>, paired| Splice {
