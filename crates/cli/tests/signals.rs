@@ -34,6 +34,21 @@ impl Waiting {
         self.child.0.id().to_string()
     }
 
+    /// `weft attach` for 100 ms, counting `pattern`.
+    fn attach_counting(&self, pattern: &str) -> Finished {
+        let pid = self.pid();
+        let args = [
+            "attach",
+            "-p",
+            &pid,
+            "--duration",
+            "100ms",
+            "--count",
+            pattern,
+        ];
+        run(weft().args(args), Duration::from_secs(30))
+    }
+
     /// Lets the target finish; its output and exit status.
     fn finish(mut self) -> (String, Option<i32>) {
         self.child
@@ -66,18 +81,7 @@ impl Waiting {
 fn attach_to_a_process_in_another_process_group() {
     let bin = build("sigtrap", &O2);
     let target = Waiting::start(&bin, &["block"]);
-    let out = run(
-        weft().args([
-            "attach",
-            "-p",
-            &target.pid(),
-            "--duration",
-            "100ms",
-            "--count",
-            "libc:printf",
-        ]),
-        Duration::from_secs(30),
-    );
+    let out = target.attach_counting("libc:printf");
     assert_eq!(out.status, 0, "{}", out.stderr);
     let (rest, code) = target.finish();
     assert_eq!(code, Some(0), "{rest}");
@@ -90,18 +94,7 @@ fn attach_to_a_process_in_another_process_group() {
 fn int3_points_are_refused_while_a_thread_blocks_sigtrap() {
     let bin = build("sigtrap", &O2);
     let target = Waiting::start(&bin, &["block"]);
-    let out = run(
-        weft().args([
-            "attach",
-            "-p",
-            &target.pid(),
-            "--duration",
-            "100ms",
-            "--count",
-            "trapped",
-        ]),
-        Duration::from_secs(30),
-    );
+    let out = target.attach_counting("trapped");
     assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
     assert!(
         out.stderr.contains("blocks SIGTRAP"),
