@@ -7,9 +7,10 @@
  *                      own signals, never weft's int3s
  *   sigtrap default N  calls trapped N times, then raises SIGTRAP with the
  *                      default action: dies of it, as without weft
- *   sigtrap spin       calls trapped (checking its result) until a line
- *                      arrives on stdin ("ready" first), then prints
- *                      "spun OK" or "spun BAD"
+ *   sigtrap spin [N]   N threads (1 if not given) call trapped and plain
+ *                      (checking their results) until a line arrives on
+ *                      stdin ("ready" first), then print "spun OK" or
+ *                      "spun BAD"
  *   sigtrap block      a thread that blocks SIGTRAP calls trapped until a
  *                      line arrives on stdin ("ready" once it blocks) */
 #include "tally.h"
@@ -54,7 +55,22 @@ static void call_trapped(int n)
     }
 }
 
+/* An ordinary function, which a jmp splices unless int3 is forced. */
+NOINLINE int plain(int x) { return x * 3 + 1; }
+
 static atomic_int stop;
+static atomic_ulong spun_bad;
+static void *spinner(void *arg)
+{
+    (void)arg;
+    unsigned long bad = 0;
+    for (int i = 0; !atomic_load(&stop); i++) {
+        if (trapped(3) != 0) bad++;
+        if (plain(i & 0xff) != (i & 0xff) * 3 + 1) bad++;
+    }
+    atomic_fetch_add(&spun_bad, bad);
+    return 0;
+}
 static void *wait_for_line(void *arg)
 {
     (void)arg;
@@ -106,15 +122,15 @@ int main(int argc, char **argv)
         raise(SIGTRAP);
         printf("survived SIGTRAP\n");
     } else if (!strcmp(mode, "spin")) {
-        pthread_t t;
-        pthread_create(&t, 0, wait_for_line, 0);
+        int nthreads = arg_or(argc, argv, 2, 1);
+        if (nthreads > 64) nthreads = 64;
+        pthread_t t[64];
+        for (int i = 0; i < nthreads; i++) pthread_create(&t[i], 0, spinner, 0);
         printf("ready\n");
         fflush(stdout);
-        unsigned long bad = 0;
-        while (!atomic_load(&stop))
-            if (trapped(3) != 0) bad++;
-        pthread_join(t, 0);
-        printf("spun %s\n", bad ? "BAD" : "OK");
+        wait_for_line(0);
+        for (int i = 0; i < nthreads; i++) pthread_join(t[i], 0);
+        printf("spun %s\n", atomic_load(&spun_bad) ? "BAD" : "OK");
         return 0;
     } else if (!strcmp(mode, "block")) {
         pthread_t t;

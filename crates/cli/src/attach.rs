@@ -6,7 +6,6 @@ use crate::run::{is_gone, report_load, report_pending, report_skipped};
 use crate::{output, signals, ProbeArgs};
 use anyhow::{Context, Result};
 use std::time::{Duration, Instant};
-use weft_live::Session;
 use weft_process::{ExitWatch, Tracee};
 
 /// Attaches to `pid`, counts until `duration`, Ctrl-C or exit, detaches.
@@ -15,7 +14,7 @@ pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<
     weft_image::Image::open(&weft_process::path_in_root(pid, &exe))
         .with_context(|| format!("process {pid} runs {}", exe.display()))?;
     let watch = ExitWatch::new(pid)?;
-    let mut session = Session::with_ring_size(pid, args.ring_size)?;
+    let mut session = crate::requests::session_for(pid, args)?;
     let events = crate::requests::events_dir(args)?;
     let report_out = output::open_report(args)?;
     let mut req = Requests::build(args, &mut session, events)?;

@@ -230,6 +230,21 @@ impl Requests {
 /// prepared before weft touches the target (see `TraceDir::prepare`: a
 /// link, another user's directory or one holding anything but an earlier
 /// weft trace is refused; `--force` replaces an earlier trace).
+/// A session whose shared region holds what `args` ask for: event rings
+/// of `--ring-size` only when something is traced, and `WEFT_SPLICE=int3`
+/// (a test switch) forcing the trap splice everywhere.
+pub fn session_for(pid: i32, args: &ProbeArgs) -> Result<Session> {
+    let mut session = if args.trace.is_empty() {
+        Session::new(pid)?
+    } else {
+        Session::with_ring_size(pid, args.ring_size)?
+    };
+    if std::env::var_os("WEFT_SPLICE").is_some_and(|v| v == "int3") {
+        session.force_int3();
+    }
+    Ok(session)
+}
+
 pub fn events_dir(args: &ProbeArgs) -> Result<Option<weft_events::TraceDir>> {
     match &args.events_out {
         Some(dir) if !args.trace.is_empty() => {

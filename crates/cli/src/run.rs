@@ -65,7 +65,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
     };
     let mut tracee = Tracee::launch(&spec)?;
     let pid = tracee.pid();
-    let mut session = Session::with_ring_size(pid, args.ring_size)?;
+    let mut session = crate::requests::session_for(pid, args)?;
     let mut requests = None;
     let setup = (|| -> Result<Option<i32>> {
         let auxv = Auxv::read(pid)?;

@@ -3,6 +3,7 @@
 
 mod attaching;
 mod counting;
+mod endurance;
 mod errors;
 mod inspecting;
 mod killed;

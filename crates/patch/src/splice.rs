@@ -56,6 +56,9 @@ pub enum Unsafe {
     ThreadInside(u64),
     /// An instruction in the window cannot be relocated.
     NotRelocatable(&'static str),
+    /// Not unsafe at all: `int3` was asked for (`WEFT_SPLICE=int3`, a test
+    /// switch that exercises the trap path everywhere).
+    Forced,
 }
 
 impl std::fmt::Display for Unsafe {
@@ -69,6 +72,7 @@ impl std::fmt::Display for Unsafe {
             Unsafe::NotRelocatable(why) => {
                 write!(f, "an instruction there cannot be moved ({why})")
             }
+            Unsafe::Forced => write!(f, "int3 forced (WEFT_SPLICE=int3)"),
         }
     }
 }

@@ -385,6 +385,18 @@ impl Tracee {
         self.stop_all()
     }
 
+    /// Lets every thread run for `d` with weft detached, then seizes and
+    /// stops them all again. Unlike [`Tracee::let_run`], signals arriving
+    /// meanwhile go to the program's handlers instead of stopping at weft,
+    /// so no signal is ever held in a ptrace stop, where it would be lost
+    /// if weft died.
+    pub fn let_run_untraced(&mut self, d: Duration) -> Result<()> {
+        self.detach_all()?;
+        std::thread::sleep(d);
+        self.seize_all()?;
+        self.wait_all_stopped()
+    }
+
     pub(crate) fn push_signal(&mut self, tid: i32, signal: i32) {
         if let Some(ThreadState::Stopped { signals }) = self.threads.get_mut(&tid) {
             signals.push(signal);

@@ -2,13 +2,15 @@
 //! and JSON, attaching weft to a process and detaching it. Building
 //! targets per variant is in `variants`; the openings of the counting,
 //! tracing and metrics tests (run weft, read what it wrote) in `counts`,
-//! `events` and `metrics`; the server target's driver in `server`.
+//! `events` and `metrics`; the server target's driver in `server`; a
+//! target waiting for a line on stdin in `waiting`.
 
 mod counts;
 mod events;
 mod metrics;
 mod server;
 mod variants;
+mod waiting;
 
 pub use counts::*;
 pub use events::*;
@@ -16,6 +18,7 @@ pub use metrics::*;
 pub use server::*;
 pub(crate) use variants::variant_test;
 pub use variants::*;
+pub use waiting::*;
 
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -146,20 +146,31 @@ pub struct Session {
     /// Where the C library keeps a thread's id (see
     /// `ThreadTable::tid_offset`), found at the first `apply`; 0 if unknown.
     tid_offset: Option<u32>,
+    /// Every new point gets an `int3` splice (see [`Session::force_int3`]).
+    force_int3: bool,
 }
 
 impl Session {
-    /// A session for the process `pid`; nothing is changed in it yet.
+    /// A session for the process `pid` that records no events (counters,
+    /// timers and per-thread counters only: its shared region has no
+    /// rings); nothing is changed in the process yet.
     pub fn new(pid: i32) -> Result<Session> {
-        Session::with_ring_size(pid, ring::DEFAULT_DATA)
+        Session::create(pid, 0)
     }
 
     /// A session whose threads' event rings hold `ring_data` bytes each
-    /// (a power of two from `ring::MIN_DATA` to `ring::MAX_DATA`).
+    /// (a power of two from `ring::MIN_DATA` to `ring::MAX_DATA`). A ring's
+    /// memory is taken only as its thread writes it: the region reserves
+    /// address space for every thread slot, the kernel gives pages on
+    /// first touch, so the memory used grows with the threads that record.
     pub fn with_ring_size(pid: i32, ring_data: u64) -> Result<Session> {
         if !ring_data.is_power_of_two() || !(ring::MIN_DATA..=ring::MAX_DATA).contains(&ring_data) {
             return Err(Error::BadRingSize(ring_data));
         }
+        Session::create(pid, ring_data)
+    }
+
+    fn create(pid: i32, ring_data: u64) -> Result<Session> {
         let layout = Layout::new(COUNTERS, TRAPS, ring_data);
         let shm = SharedMemory::create((layout.size + MAX_CLUSTERS * CODE_AREA) as usize)?;
         shm.write(0, &layout.header_bytes());
@@ -181,6 +192,7 @@ impl Session {
             rich: rich::RichSites::default(),
             tid_offset: None,
             semaphores: Vec::new(),
+            force_int3: false,
         })
     }
 
@@ -214,6 +226,14 @@ impl Session {
             self.semaphores.push(addr);
         }
         Ok(())
+    }
+
+    /// Gives every point placed from now on an `int3` splice where it
+    /// would have had a `jmp` or a springboard (a relocated whole function
+    /// keeps its `jmp`): a test switch for the trap path, which otherwise
+    /// only odd code and busy threads reach.
+    pub fn force_int3(&mut self) {
+        self.force_int3 = true;
     }
 
     /// Event timestamps from CLOCK_MONOTONIC (nanoseconds, through the

@@ -131,6 +131,10 @@ impl Session {
                 choice = short;
             }
         }
+        if self.force_int3 && whole_function.is_none() && choice.method != SpliceMethod::Trap {
+            choice = policy::trap_fallback(&item.code, point).expect("point is a boundary");
+            choice.why_trap = Some(Unsafe::Forced);
+        }
         if whole_function.is_none() && choice.method == SpliceMethod::Trap {
             if let Some(tid) = threads.sigtrap_blocker() {
                 // The kernel forces an int3's SIGTRAP on a thread that

@@ -38,6 +38,11 @@ impl Allocate for Session {
     }
 
     fn event(&mut self, info: EventInfo) -> Result<u32, Exhausted> {
+        if self.layout.header.ring_data == 0 {
+            return Err(Exhausted {
+                what: "event rings (this session was created without them)",
+            });
+        }
         self.given.events.push(info);
         Ok(self.given.events.len() as u32 - 1)
     }

@@ -45,7 +45,7 @@ impl Session {
         self.spans.clear();
         self.write_trap_table();
         if self.trap.is_some_and(|t| t.installed) {
-            if self.rewind_removed_traps(tracee, &removed_traps)? {
+            if self.drain_removed_traps(tracee, &removed_traps)? {
                 notes.push(
                     "a SIGTRAP is still queued: weft's handler stays installed to absorb it".into(),
                 );

@@ -111,7 +111,9 @@ impl Session {
 
     /// The claimed thread slots' rings: (ring offset, tid).
     pub(super) fn claimed_rings(&self) -> impl Iterator<Item = (u64, i32)> + '_ {
-        self.claimed_slots().map(|slot| {
+        // A region without rings has blocks that end where a ring would start.
+        let has_rings = self.layout.header.ring_data != 0;
+        self.claimed_slots().filter(move |_| has_rings).map(|slot| {
             let block = self.layout.thread_block(slot);
             (
                 block + threads::RING,

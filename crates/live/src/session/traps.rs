@@ -145,6 +145,24 @@ impl Session {
         Ok(queued)
     }
 
+    /// [`Session::rewind_removed_traps`], then, while a SIGTRAP is still
+    /// queued, letting the threads run briefly with weft detached: a thread
+    /// that hit one of the removed `int3`s just as it was stopped takes the
+    /// signal in weft's handler, which backs it up onto the restored
+    /// instruction. (Run traced, the signal would wait in a ptrace stop,
+    /// and be lost if weft died there.) Returns whether a SIGTRAP is still
+    /// queued after a bounded wait (about 30 ms).
+    pub(super) fn drain_removed_traps(&self, tracee: &mut Tracee, removed: &[u64]) -> Result<bool> {
+        const ATTEMPTS: u32 = 5;
+        for attempt in 0..ATTEMPTS {
+            if !self.rewind_removed_traps(tracee, removed)? {
+                return Ok(false);
+            }
+            tracee.let_run_untraced(std::time::Duration::from_millis(1 << attempt))?;
+        }
+        self.rewind_removed_traps(tracee, removed)
+    }
+
     /// Gives the target back the SIGTRAP action weft replaced.
     pub(super) fn uninstall_trap_handler(&mut self, tracee: &mut Tracee) -> Result<()> {
         let Some(t) = self.trap.filter(|t| t.installed) else {

@@ -54,10 +54,14 @@ pub struct Layout {
 impl Layout {
     /// A data area for `counters` counters, `traps` trap entries and event
     /// rings of `ring_data` bytes (a power of two from `ring::MIN_DATA` to
-    /// `ring::MAX_DATA`).
+    /// `ring::MAX_DATA`), or no rings at all for `ring_data` 0.
     pub fn new(counters: u64, traps: u64, ring_data: u64) -> Layout {
-        debug_assert!(ring_data.is_power_of_two());
-        let ring_data = ring_data.clamp(ring::MIN_DATA, ring::MAX_DATA);
+        debug_assert!(ring_data == 0 || ring_data.is_power_of_two());
+        let ring_data = if ring_data == 0 {
+            0
+        } else {
+            ring_data.clamp(ring::MIN_DATA, ring::MAX_DATA)
+        };
         let page = PAGE_SIZE;
         let round = |x: u64| x.div_ceil(page) * page;
         let header_size = Header::SIZE;
@@ -147,6 +151,20 @@ mod tests {
             assert_eq!(l.header.thread_slots, slots, "{ring_data}");
             assert!(l.size < 1 << 31, "{ring_data}: {} bytes", l.size);
         }
+    }
+
+    #[test]
+    fn a_region_without_rings_is_small() {
+        let with = Layout::new(1 << 20, 1 << 16, ring::DEFAULT_DATA);
+        let without = Layout::new(1 << 20, 1 << 16, 0);
+        assert_eq!(without.header.ring_data, 0);
+        assert_eq!(without.header.thread_slots, 512);
+        assert_eq!(
+            without.thread_block(1) - without.thread_block(0),
+            threads::RING
+        );
+        assert!(without.size < 16 << 20, "{} bytes", without.size);
+        assert!(with.size > 128 << 20, "{} bytes", with.size);
     }
 
     #[test]

@@ -43,8 +43,13 @@ pub const TID: u64 = TIMERS * TIMER_SIZE + COUNTERS * 8;
 pub const RING: u64 = 4096;
 
 /// Bytes of one thread's block: timers, counters, its tid, then its ring
-/// with `ring_data` bytes of data, rounded to a cache line.
+/// with `ring_data` bytes of data, rounded to a cache line. A region
+/// without rings (`ring_data` 0: nothing asked for events) has blocks of
+/// [`RING`] bytes.
 pub const fn block_size(ring_data: u64) -> u64 {
+    if ring_data == 0 {
+        return RING;
+    }
     (RING + super::ring::HEADER + ring_data + super::ring::SLACK).div_ceil(64) * 64
 }
 
