@@ -12,4 +12,5 @@ mod metrics;
 mod real_programs;
 mod signals;
 mod support;
+mod symlink_race;
 mod tracing;

@@ -44,7 +44,7 @@ impl Function {
 
     /// Whether a link-time address lies inside the function.
     pub fn contains(&self, addr: FileAddr) -> bool {
-        addr >= self.addr && addr < self.addr + self.size
+        addr >= self.addr && addr - self.addr < self.size
     }
 }
 
@@ -64,18 +64,25 @@ pub struct Segment {
 }
 
 /// File bytes for `len` bytes at link-time address `vaddr`, if they lie in
-/// one segment's file-backed part.
+/// one segment's file-backed part. Sizes and offsets come from the file
+/// (and lengths from its symbols), so every sum is checked: one past the
+/// address space or the file is no bytes, not a panic.
 fn file_bytes<'d>(
     segments: &[Segment],
     data: &'d [u8],
     vaddr: FileAddr,
     len: usize,
 ) -> Option<&'d [u8]> {
-    let seg = segments
-        .iter()
-        .find(|s| vaddr >= s.vaddr && vaddr + len as u64 <= s.vaddr + s.filesz)?;
-    let off = (seg.offset + (vaddr - seg.vaddr)) as usize;
-    data.get(off..off + len)
+    let end = vaddr.get().checked_add(u64::try_from(len).ok()?)?;
+    let seg = segments.iter().find(|s| {
+        vaddr >= s.vaddr
+            && s.vaddr
+                .get()
+                .checked_add(s.filesz)
+                .is_some_and(|seg_end| end <= seg_end)
+    })?;
+    let off = usize::try_from(seg.offset.checked_add(vaddr - seg.vaddr)?).ok()?;
+    data.get(off..off.checked_add(len)?)
 }
 
 /// The kind of ELF image.
@@ -140,13 +147,27 @@ impl Image {
         let mut interp = None;
         for ph in elf.elf_program_headers() {
             match ph.p_type(endian) {
-                object::elf::PT_LOAD => segments.push(Segment {
-                    vaddr: FileAddr(ph.p_vaddr(endian)),
-                    memsz: ph.p_memsz(endian),
-                    offset: ph.p_offset(endian),
-                    filesz: ph.p_filesz(endian),
-                    exec: ph.p_flags(endian) & object::elf::PF_X != 0,
-                }),
+                object::elf::PT_LOAD => {
+                    let seg = Segment {
+                        vaddr: FileAddr(ph.p_vaddr(endian)),
+                        memsz: ph.p_memsz(endian),
+                        offset: ph.p_offset(endian),
+                        filesz: ph.p_filesz(endian),
+                        exec: ph.p_flags(endian) & object::elf::PF_X != 0,
+                    };
+                    // No kernel loads such a segment; refusing it here lets
+                    // every range below add without overflow.
+                    if seg.vaddr.get().checked_add(seg.memsz).is_none()
+                        || seg.offset.checked_add(seg.filesz).is_none()
+                    {
+                        return Err(malformed(format!(
+                            "the PT_LOAD segment at {} ({:#x} bytes, {:#x} from file offset \
+                             {:#x}) runs past the end of the address space",
+                            seg.vaddr, seg.memsz, seg.filesz, seg.offset
+                        )));
+                    }
+                    segments.push(seg);
+                }
                 object::elf::PT_INTERP => {
                     if let Ok(Some(bytes)) = ph.data(endian, &*data).map(Some) {
                         interp = Some(
@@ -298,7 +319,8 @@ impl Image {
     pub fn load_bias(&self, map_start: u64, map_offset: u64) -> Option<u64> {
         let seg = self.segments.iter().find(|s| {
             let page_off = s.offset & !0xfff;
-            map_offset >= page_off && map_offset < s.offset + s.filesz.max(1)
+            // Saturating: a segment with no file bytes at the last offset.
+            map_offset >= page_off && map_offset < s.offset.saturating_add(s.filesz.max(1))
         })?;
         // The byte at file offset `map_offset` has link-time address:
         let vaddr = seg
@@ -380,14 +402,19 @@ fn collect_functions(file: &object::File<'_>, segments: &[Segment]) -> Vec<Funct
     let addrs: Vec<FileAddr> = by_addr.keys().copied().collect();
     let mut out = Vec::with_capacity(by_addr.len());
     for (i, (addr, mut e)) in by_addr.into_iter().enumerate() {
+        // Every function starts in an executable segment (`in_code`).
+        let seg_end = segments
+            .iter()
+            .find(|s| s.exec && addr >= s.vaddr && addr < s.vaddr + s.memsz)
+            .map_or(addr + 1, |s| s.vaddr + s.memsz);
         if e.size == 0 {
             // Unsized (hand-written assembly): up to the next function or the end of its segment.
-            let seg_end = segments
-                .iter()
-                .find(|s| s.exec && addr >= s.vaddr && addr < s.vaddr + s.memsz)
-                .map_or(addr + 1, |s| s.vaddr + s.memsz);
             e.size = addrs.get(i + 1).copied().unwrap_or(seg_end).min(seg_end) - addr;
         }
+        // A size the file gives (a symbol's, an FDE's) ends there at most,
+        // so that `addr + size` is an address of the segment, never past
+        // the end of the address space.
+        e.size = e.size.min(seg_end - addr);
         e.names.sort();
         let mut names = e.names.into_iter().map(|(_, n)| n);
         let name = names.next().unwrap_or_default();

@@ -40,7 +40,11 @@ pub(crate) fn parse<'d>(
         return Vec::new();
     };
     let start = FileAddr(section.address());
-    let end = start + section.size();
+    // A section running past the end of the address space holds no site
+    // weft could enable.
+    let Some(end) = start.get().checked_add(section.size()).map(FileAddr) else {
+        return Vec::new();
+    };
     // A relocation's "offset" is the link-time address it patches.
     let relative: HashMap<FileAddr, i64> = file
         .dynamic_relocations()
