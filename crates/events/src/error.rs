@@ -109,6 +109,13 @@ pub enum Refusal {
     /// The output file is a directory.
     #[error("is a directory; give a file name")]
     IsADirectory,
+    /// The output file has other names (hard links), one of which may be
+    /// a file someone else made weft's victim.
+    #[error("has {links} hard links, so rewriting it would change other files too; remove it or give another path")]
+    HardLinked {
+        /// Its link count.
+        links: u64,
+    },
 }
 
 impl From<weft_plan::Exhausted> for Error {

@@ -261,7 +261,7 @@ impl AsFd for SafeDir {
 /// Opens the report file `path` for writing (`--output FILE`, `weft
 /// report --html FILE`). A new file is created 0600, never through a link.
 /// An existing regular file is emptied and rewritten (the user named it)
-/// if it is weft's user's or root's. A symbolic link is followed only if
+/// if it is weft's user's or root's and has no other name (hard link). A symbolic link is followed only if
 /// weft's user or root owns it, so `/dev/stdout` works and a link another
 /// user planted in `/tmp` is refused. Devices such as `/dev/null` and
 /// `/dev/full` are opened as they are.
@@ -288,6 +288,14 @@ pub fn create_output(path: &Path) -> Result<File> {
         let ty = kind(&before);
         if ty == FileType::Directory {
             return Err(refuse(Refusal::IsADirectory));
+        }
+        if ty == FileType::RegularFile && before.st_nlink > 1 {
+            // Where the kernel does not protect hard links
+            // (fs.protected_hardlinks=0), another user can link a file of
+            // root's into /tmp under the name weft was given.
+            return Err(refuse(Refusal::HardLinked {
+                links: before.st_nlink,
+            }));
         }
         if !trusted(before.st_uid) && ty != FileType::CharacterDevice {
             return Err(refuse(match ty {
@@ -429,6 +437,18 @@ mod tests {
         std::os::unix::fs::symlink(base.join("made"), &dangling).unwrap();
         create_output(&dangling).unwrap();
         assert!(base.join("made").exists());
+        // A file with another name is refused, and both names keep it.
+        let other_name = base.join("other-name");
+        std::fs::hard_link(&path, &other_name).unwrap();
+        assert!(matches!(
+            create_output(&path),
+            Err(Error::Refused {
+                why: Refusal::HardLinked { links: 2 },
+                ..
+            })
+        ));
+        assert_eq!(std::fs::read(&other_name).unwrap(), b"via link");
+        std::fs::remove_file(&other_name).unwrap();
         // Devices as they are; directories refused.
         create_output(Path::new("/dev/null"))
             .unwrap()
