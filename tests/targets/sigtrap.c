@@ -12,7 +12,16 @@
  *                      stdin ("ready" first), then print "spun OK" or
  *                      "spun BAD"
  *   sigtrap block      a thread that blocks SIGTRAP calls trapped until a
- *                      line arrives on stdin ("ready" once it blocks) */
+ *                      line arrives on stdin ("ready" once it blocks)
+ *   sigtrap late N     two threads call trapped and plain; at a first line
+ *                      on stdin (sent once weft has spliced) it installs
+ *                      its own SIGTRAP handler with sigaction and raises
+ *                      SIGTRAP N times, and says what sigaction answered
+ *                      and what its handler saw (its own signals only,
+ *                      with SIGTRAP blocked as the kernel blocks it); at a
+ *                      second line (once weft has left) it says whether
+ *                      its handler is still the action, raises once more
+ *                      and stops */
 #include "tally.h"
 #include <pthread.h>
 #include <signal.h>
@@ -45,6 +54,30 @@ static void on_trap(int sig, siginfo_t *info, void *uc)
     (void)uc;
     if (info->si_code <= 0) /* sent by a process (raise), not an int3 */
         BUMP(handled);
+}
+
+TALLY(stray);
+TALLY(unblocked);
+
+static void on_late_trap(int sig, siginfo_t *info, void *uc)
+{
+    (void)sig;
+    (void)uc;
+    if (info->si_code > 0) /* an int3: weft's, never the program's */
+        BUMP(stray);
+    else
+        BUMP(handled);
+    sigset_t now;
+    sigprocmask(SIG_BLOCK, 0, &now);
+    if (!sigismember(&now, SIGTRAP)) BUMP(unblocked);
+}
+
+static const char *current_sigtrap_handler(void)
+{
+    struct sigaction now;
+    sigaction(SIGTRAP, 0, &now);
+    if (now.sa_sigaction == on_late_trap) return "ours";
+    return now.sa_handler == SIG_DFL ? "default" : "foreign";
 }
 
 static void call_trapped(int n)
@@ -130,6 +163,36 @@ int main(int argc, char **argv)
         fflush(stdout);
         wait_for_line(0);
         for (int i = 0; i < nthreads; i++) pthread_join(t[i], 0);
+        printf("spun %s\n", atomic_load(&spun_bad) ? "BAD" : "OK");
+        return 0;
+    } else if (!strcmp(mode, "late")) {
+        pthread_t t[2];
+        for (int i = 0; i < 2; i++) pthread_create(&t[i], 0, spinner, 0);
+        printf("ready\n");
+        fflush(stdout);
+        char line[64];
+        if (!fgets(line, sizeof line, stdin)) return 1;
+        struct sigaction sa, old;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_late_trap;
+        sa.sa_flags = SA_SIGINFO;
+        sigaction(SIGTRAP, &sa, &old);
+        printf("old action %s\n", old.sa_handler == SIG_DFL ? "default" : "foreign");
+        printf("handler %s\n", current_sigtrap_handler());
+        for (int i = 0; i < n; i++) {
+            raise(SIGTRAP);
+            call_trapped(1);
+        }
+        PRINT_TALLY(handled);
+        PRINT_TALLY(stray);
+        PRINT_TALLY(unblocked);
+        fflush(stdout);
+        if (!fgets(line, sizeof line, stdin)) return 1;
+        printf("after: handler %s\n", current_sigtrap_handler());
+        raise(SIGTRAP);
+        atomic_store(&stop, 1);
+        for (int i = 0; i < 2; i++) pthread_join(t[i], 0);
+        PRINT_TALLY(handled);
         printf("spun %s\n", atomic_load(&spun_bad) ? "BAD" : "OK");
         return 0;
     } else if (!strcmp(mode, "block")) {

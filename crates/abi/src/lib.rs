@@ -105,6 +105,26 @@ pub mod sigaction {
     pub const SA_NODEFER: u64 = 0x4000_0000;
     /// `SA_RESTORER`: `sa_restorer` holds the code that calls `rt_sigreturn`.
     pub const SA_RESTORER: u64 = 0x0400_0000;
+    /// `SA_RESETHAND`: the action goes back to the default as the handler
+    /// is entered (bit 31: glibc's `int sa_flags` holds it negative).
+    pub const SA_RESETHAND: u64 = 0x8000_0000;
+    /// `how` of `rt_sigprocmask`: add to the blocked set.
+    pub const SIG_BLOCK: u64 = 0;
+    /// glibc's `struct sigaction` (what `sigaction(3)` takes): its size and
+    /// field offsets; its `sa_mask` is 128 bytes, of which the kernel uses
+    /// the first [`SIGSET_SIZE`].
+    pub mod libc_layout {
+        /// Size.
+        pub const SIZE: u64 = 152;
+        /// `sa_handler` / `sa_sigaction` (u64).
+        pub const HANDLER: u64 = 0;
+        /// `sa_mask` (128 bytes).
+        pub const MASK: u64 = 8;
+        /// `sa_flags` (i32).
+        pub const FLAGS: u64 = 136;
+        /// `sa_restorer` (u64).
+        pub const RESTORER: u64 = 144;
+    }
     /// Offset of `uc_mcontext.gregs[REG_RIP]` in the `ucontext_t` a
     /// `SA_SIGINFO` handler receives as its third argument.
     pub const UCONTEXT_RIP: u64 = 168;
@@ -270,6 +290,24 @@ mod tests {
         assert_eq!(SA_NODEFER, libc::SA_NODEFER as u64);
         assert_eq!(SIG_DFL, libc::SIG_DFL as u64);
         assert_eq!(SIG_IGN, libc::SIG_IGN as u64);
+        assert_eq!(SA_RESETHAND, libc::SA_RESETHAND as u32 as u64);
+        assert_eq!(SIG_BLOCK, libc::SIG_BLOCK as u64);
+        assert_eq!(
+            [
+                libc_layout::SIZE,
+                libc_layout::HANDLER,
+                libc_layout::MASK,
+                libc_layout::FLAGS,
+                libc_layout::RESTORER
+            ],
+            [
+                std::mem::size_of::<libc::sigaction>() as u64,
+                std::mem::offset_of!(libc::sigaction, sa_sigaction) as u64,
+                std::mem::offset_of!(libc::sigaction, sa_mask) as u64,
+                std::mem::offset_of!(libc::sigaction, sa_flags) as u64,
+                std::mem::offset_of!(libc::sigaction, sa_restorer) as u64
+            ]
+        );
         assert_eq!(
             UCONTEXT_RIP,
             (std::mem::offset_of!(libc::ucontext_t, uc_mcontext)

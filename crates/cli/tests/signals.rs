@@ -87,3 +87,64 @@ fn the_program_starts_with_its_own_signal_dispositions() {
     assert_eq!(with.status, 0, "{}", with.stderr);
     assert_eq!(with.stdout, plain.stdout);
 }
+
+/// A program that installs its own SIGTRAP handler while weft's int3s are
+/// spliced behaves as without weft: `sigaction` answers the program's own
+/// actions (never weft's handler), its handler sees exactly the signals
+/// it raised, with SIGTRAP blocked as the kernel blocks it, none of weft's
+/// traps; weft counts every int3 hit; and after weft leaves, the
+/// program's handler is the action.
+#[test]
+fn a_sigtrap_handler_installed_while_spliced_is_chained_behind_weft() {
+    let bin = build("sigtrap", &O2);
+    let script = |target: &mut Waiting| {
+        let mut said = target.say("install", "tally unblocked");
+        said += &target.say("after", "after:");
+        said
+    };
+    let mut plain = Waiting::start(&bin, &["late", "200"]);
+    let mut expected = script(&mut plain);
+    let (rest, code) = plain.finish();
+    expected += &rest;
+    assert_eq!(code, Some(0), "{expected}");
+
+    let mut target = Waiting::start(&bin, &["late", "200"]);
+    let pid = target.pid();
+    let json = scratch("sigtrap-late").join("counts.json");
+    let weft = {
+        let (pid, json) = (pid.clone(), json.clone());
+        std::thread::spawn(move || {
+            run(
+                weft()
+                    .args(["attach", "-p", &pid, "--duration", "2s", "--verbose"])
+                    .args(["--count", "trapped", "--format", "json", "--output"])
+                    .arg(&json),
+                Duration::from_secs(60),
+            )
+        })
+    };
+    // Spliced once weft's memory is in the target; then a moment more.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap()
+        .contains("weft")
+    {
+        assert!(std::time::Instant::now() < deadline, "weft never attached");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let mut got = target.say("install", "tally unblocked");
+    let out = weft.join().unwrap();
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("1 int3 splice"), "{}", out.stderr);
+    assert!(
+        count_of(&read_counts(&json), "trapped", "entry") >= 200,
+        "{}",
+        out.stderr
+    );
+    got += &target.say("after", "after:");
+    let (rest, code) = target.finish();
+    got += &rest;
+    assert_eq!(code, Some(0), "{got}");
+    assert_eq!(got, expected);
+}

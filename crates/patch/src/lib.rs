@@ -21,6 +21,7 @@ pub mod mini;
 pub mod place;
 pub mod region;
 mod relocate;
+pub mod sigaction_hook;
 mod snippet;
 mod splice;
 mod trampoline;

@@ -22,7 +22,8 @@ use crate::region::trap_table as tt;
 use crate::{Error, Result};
 use iced_x86::code_asm::*;
 use weft_abi::sigaction::{
-    self as sa, SA_NODEFER, SA_ONSTACK, SA_RESTORER, SA_SIGINFO, SIG_IGN, UCONTEXT_RIP,
+    self as sa, SA_NODEFER, SA_ONSTACK, SA_RESETHAND, SA_RESTORER, SA_SIGINFO, SIG_BLOCK, SIG_IGN,
+    UCONTEXT_RIP,
 };
 use weft_abi::{siginfo, signal::SIGTRAP, syscall};
 
@@ -60,6 +61,8 @@ pub fn handler_code(at: u64, table: u64, capacity: u64) -> Result<HandlerCode> {
     let mut default = a.create_label();
     let mut removed = a.create_label();
     let mut restorer = a.create_label();
+    let mut nodefer = a.create_label();
+    let mut keep = a.create_label();
     let mut table_lit = a.create_label();
     let r = UCONTEXT_RIP as i32;
     (|| -> std::result::Result<(), IcedError> {
@@ -97,12 +100,41 @@ pub fn handler_code(at: u64, table: u64, capacity: u64) -> Result<HandlerCode> {
         a.ret()?;
         a.set_label(&mut not_found)?;
         a.mov(r8, qword_ptr(table_lit))?; // the table again, not a buffer
-        a.mov(rax, qword_ptr(r8 + tt::OLD_HANDLER as i32))?;
-        a.cmp(rax, SIG_IGN as i32)?;
+        a.mov(r9, qword_ptr(r8 + tt::OLD_HANDLER as i32))?;
+        a.cmp(r9, SIG_IGN as i32)?;
         a.je(ignore)?;
-        a.test(rax, rax)?;
+        a.test(r9, r9)?;
         a.jz(default)?;
-        a.jmp(rax)?; // the program's own handler, same arguments
+        // The program's own handler, with the same arguments, run as the
+        // kernel would have run it: its mask blocked, SIGTRAP too unless
+        // SA_NODEFER, and its action reset to the default first with
+        // SA_RESETHAND. (The signal frame's saved mask is restored on
+        // return, so nothing here outlives the handler.)
+        a.mov(rax, qword_ptr(r8 + (tt::OLD_ACTION + sa::MASK) as i32))?;
+        a.mov(rcx, qword_ptr(r8 + (tt::OLD_ACTION + sa::FLAGS) as i32))?;
+        a.bt(rcx, SA_NODEFER.trailing_zeros())?;
+        a.jc(nodefer)?;
+        a.bts(rax, (SIGTRAP - 1) as u32)?;
+        a.set_label(&mut nodefer)?;
+        a.bt(rcx, SA_RESETHAND.trailing_zeros())?;
+        a.jnc(keep)?;
+        a.mov(qword_ptr(r8 + tt::OLD_HANDLER as i32), 0)?;
+        a.set_label(&mut keep)?;
+        a.push(rdi)?;
+        a.push(rsi)?;
+        a.push(rdx)?;
+        a.push(rax)?; // the set to block, for rt_sigprocmask to read
+        a.mov(edi, SIG_BLOCK as u32)?;
+        a.mov(rsi, rsp)?;
+        a.xor(edx, edx)?;
+        a.mov(r10d, sa::SIGSET_SIZE as u32)?;
+        a.mov(eax, syscall::RT_SIGPROCMASK)?;
+        a.syscall()?;
+        a.pop(rax)?;
+        a.pop(rdx)?;
+        a.pop(rsi)?;
+        a.pop(rdi)?;
+        a.jmp(r9)?;
         a.set_label(&mut ignore)?;
         a.ret()?;
         a.set_label(&mut default)?;

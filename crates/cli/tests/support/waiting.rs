@@ -45,15 +45,30 @@ impl Waiting {
         run(weft().args(args), Duration::from_secs(30))
     }
 
-    /// Lets the target finish; its output and exit status.
+    /// Sends `line` to the target, then reads its output up to and
+    /// including a line that starts with `until`.
+    pub fn say(&mut self, line: &str, until: &str) -> String {
+        let stdin = self.child.0.stdin.as_mut().unwrap();
+        stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        let mut said = String::new();
+        loop {
+            let mut l = String::new();
+            if self.out.read_line(&mut l).unwrap() == 0 {
+                panic!("the target ended before {until:?}: {said}");
+            }
+            said.push_str(&l);
+            if l.starts_with(until) {
+                return said;
+            }
+        }
+    }
+
+    /// Lets the target finish (a last line, unless it stopped reading);
+    /// its output and exit status.
     pub fn finish(mut self) -> (String, Option<i32>) {
-        self.child
-            .0
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"go\n")
-            .unwrap();
+        // A target that read its last line already may have closed stdin.
+        let _ = self.child.0.stdin.take().unwrap().write_all(b"go\n");
         let mut rest = String::new();
         std::io::Read::read_to_string(&mut self.out, &mut rest).unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(30);

@@ -62,6 +62,7 @@ impl Session {
             }
         }
         self.write_sites(tracee, dirty, &mut report)?;
+        self.install_sigaction_hook(tracee)?;
         Ok(report)
     }
 
@@ -251,12 +252,20 @@ impl Session {
         }
         .map_err(|e| SiteError::Skip(SkipReason::Trampoline(Arc::new(e))))?;
         let mut tramp = tramp;
-        if site.hook {
-            // The handshake runs first, then the regular trampoline.
+        if let Some(hook) = site.hook {
+            // The hook runs first, then the regular trampoline.
             let hook_at = (at + tramp.bytes.len() as u64).next_multiple_of(16);
-            let sync = cluster.data + self.layout.header.sync_offset;
-            let code = weft_patch::load_hook::hook_code(hook_at, sync, tramp.entry)
-                .map_err(|e| SiteError::Skip(SkipReason::Trampoline(Arc::new(e))))?;
+            let code = match hook {
+                Hook::Loads => {
+                    let sync = cluster.data + self.layout.header.sync_offset;
+                    weft_patch::load_hook::hook_code(hook_at, sync, tramp.entry)
+                }
+                Hook::Sigaction { restore_rt } => {
+                    let table = cluster.data + self.layout.header.trap_offset;
+                    weft_patch::sigaction_hook::hook_code(hook_at, table, restore_rt, tramp.entry)
+                }
+            }
+            .map_err(|e| SiteError::Skip(SkipReason::Trampoline(Arc::new(e))))?;
             tramp.bytes.resize((hook_at - at) as usize, INT3);
             tramp.bytes.extend(code);
             tramp.entry = hook_at;

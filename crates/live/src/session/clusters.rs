@@ -95,7 +95,7 @@ impl Session {
     /// never unloaded), where a call resumes its thread by itself if weft
     /// dies during it, never in bytes borrowed at a thread's pc (which may
     /// lie in weft's shared, unwritable code).
-    pub(super) fn adopt(&self, tracee: &mut Tracee) -> Result<()> {
+    pub(super) fn adopt(&mut self, tracee: &mut Tracee) -> Result<()> {
         self.rewind_trapped_threads(tracee)?;
         let rank = |m: &Module| match m.name.as_str() {
             n if n.starts_with("ld-linux") => 0,
@@ -110,7 +110,7 @@ impl Session {
         {
             tracee.set_call_area(weft_process::CallArea { addr });
         }
-        Ok(())
+        self.reclaim_sigtrap(tracee)
     }
 
     /// Places bytes in a cluster's code area; returns their target address.

@@ -15,7 +15,11 @@ impl Session {
     /// hook cannot be placed; dlopen'ed libraries then go uninstrumented.
     pub fn install_load_hook(&mut self, tracee: &mut Tracee) -> Result<bool> {
         self.adopt(tracee)?;
-        if self.sites.iter().any(|s| s.hook && s.active) {
+        if self
+            .sites
+            .iter()
+            .any(|s| s.hook == Some(Hook::Loads) && s.active)
+        {
             return Ok(true);
         }
         let Some(mi) = self
@@ -25,8 +29,28 @@ impl Session {
         else {
             return Ok(false);
         };
+        let generation = self.shm.load_u32(self.sync(GENERATION));
+        if !self.install_hook(tracee, mi, "_dl_debug_state", Hook::Loads)? {
+            return Ok(false);
+        }
+        self.loads_acked = generation;
+        self.shm.store_u32(self.sync(LISTENING), 1);
+        Ok(true)
+    }
+
+    /// Splices `hook` at the entry of `function` in module `mi`, through
+    /// an `int3` pass like every splice (the handler and the trap table
+    /// are in place first). False if the function is not there or no
+    /// splice fits.
+    pub(super) fn install_hook(
+        &mut self,
+        tracee: &mut Tracee,
+        mi: usize,
+        function: &str,
+        hook: Hook,
+    ) -> Result<bool> {
         let module = &self.modules[mi];
-        let Some(f) = module.image.function_named("_dl_debug_state") else {
+        let Some(f) = module.image.function_named(function) else {
             return Ok(false);
         };
         let Some(code) = module.function_code(f) else {
@@ -49,6 +73,15 @@ impl Session {
         let Some(Ok(choice)) = choose_splice(&ctx, point) else {
             return Ok(false);
         };
+        let sigtrap_blocked = || {
+            tracee
+                .threads()
+                .into_iter()
+                .any(|t| tracee.signal_blocked(t, weft_abi::signal::SIGTRAP))
+        };
+        if choice.method == SpliceMethod::Trap && sigtrap_blocked() {
+            return Ok(false);
+        }
         let span = match choice.method {
             SpliceMethod::Trap => (point, point + 1),
             _ => (choice.start, choice.end),
@@ -63,30 +96,31 @@ impl Session {
             saves_state: false,
             active: false,
             whole_function: None,
-            hook: true,
+            hook: Some(hook),
             board: None,
         });
         let mut text = TextBatch::new(self.pid)?;
         match self.build_site(tracee, &mut text, s) {
             Ok(()) => {}
-            Err(SiteError::Skip(_)) => return Ok(false),
+            Err(SiteError::Skip(_)) => {
+                self.sites.pop();
+                return Ok(false);
+            }
             Err(SiteError::Fatal(e)) => return Err(e),
         }
-        if self.sites[s].choice.method == SpliceMethod::Trap {
-            let ci = self.ensure_cluster(tracee, mi)?;
-            self.install_trap_handler(tracee, ci)?;
-            self.sites[s].active = true;
-            self.write_trap_table();
-        }
+        let ci = self.ensure_cluster(tracee, mi)?;
+        self.install_trap_handler(tracee, ci)?;
+        self.sites[s].active = true;
+        self.write_trap_table();
         self.spans.insert(span.0, (span.1, s));
         self.site_at.insert(point, s);
-        self.loads_acked = self.shm.load_u32(self.sync(GENERATION));
-        self.shm.store_u32(self.sync(LISTENING), 1);
         let record = self.sites[s].record.as_ref().expect("built");
-        tracee
-            .memory()
-            .write(RemoteAddr(record.addr), &record.new)?;
-        self.sites[s].active = true;
+        let splice = Splice {
+            addr: record.addr,
+            bytes: record.new.clone(),
+            paired: false,
+        };
+        text.poke_in_phases(tracee.memory(), &[splice])?;
         Ok(true)
     }
 

@@ -102,10 +102,22 @@ struct Site {
     /// The function, when its entry is also a loop head and the trampoline
     /// runs a relocated copy of it (so back-edges do not count as calls).
     whole_function: Option<FunctionCode>,
-    /// The library-load hook at ld.so's `_dl_debug_state`, not a probe.
-    hook: bool,
+    /// Not a probe but one of weft's own hooks.
+    hook: Option<Hook>,
     /// For a springboard splice: the `jmp rel32` written into the springboard.
     board: Option<SpliceRecord>,
+}
+
+/// weft's own code spliced into the program, beside the probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hook {
+    /// At ld.so's `_dl_debug_state`: libraries loaded later
+    /// (`weft_patch::load_hook`).
+    Loads,
+    /// At the C library's `sigaction` while weft's SIGTRAP handler is
+    /// installed (`weft_patch::sigaction_hook`), with the address of its
+    /// `__restore_rt`.
+    Sigaction { restore_rt: u64 },
 }
 
 /// The resources handed to probe plans so far, each the next free index.

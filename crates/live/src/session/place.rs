@@ -167,7 +167,7 @@ impl Session {
             saves_state: false,
             active: false,
             whole_function,
-            hook: false,
+            hook: None,
             board: None,
         });
         self.site_at.insert(point, s);

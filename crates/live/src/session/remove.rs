@@ -85,7 +85,7 @@ impl Session {
         for s in 0..self.sites.len() {
             let site = &mut self.sites[s];
             if !site.active
-                || site.hook
+                || site.hook.is_some()
                 || !site
                     .points
                     .iter()

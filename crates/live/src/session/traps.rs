@@ -9,6 +9,8 @@ use weft_patch::trap;
 pub(super) struct TrapHandler {
     pub(super) cluster: usize,
     pub(super) installed: bool,
+    /// The handler's entry (`sa_handler`).
+    pub(super) entry: u64,
 }
 
 impl Session {
@@ -40,7 +42,74 @@ impl Session {
         self.trap = Some(TrapHandler {
             cluster: ci,
             installed: true,
+            entry: code.handler,
         });
+        Ok(())
+    }
+
+    /// Splices the `sigaction` hook (`weft_patch::sigaction_hook`) into
+    /// the C library once weft's handler is installed, so that a SIGTRAP
+    /// handler the program installs later is chained behind weft's instead
+    /// of replacing it. glibc's `__libc_sigaction` is the one function
+    /// every way of setting an action reaches; a static program's own
+    /// copy is used when there is no libc.so. Without glibc's
+    /// `__restore_rt`, or with the function already spliced for a probe,
+    /// there is no hook, and [`Session::reclaim_sigtrap`] catches the
+    /// program's change at the next episode.
+    pub(super) fn install_sigaction_hook(&mut self, tracee: &mut Tracee) -> Result<()> {
+        let hooked = self
+            .sites
+            .iter()
+            .any(|s| s.active && matches!(s.hook, Some(Hook::Sigaction { .. })));
+        if hooked || !self.trap.is_some_and(|t| t.installed) {
+            return Ok(());
+        }
+        let mut candidates: Vec<usize> = (0..self.modules.len())
+            .filter(|&m| self.modules[m].name.starts_with("libc.so"))
+            .collect();
+        if candidates.is_empty() {
+            candidates = (0..self.modules.len()).collect();
+        }
+        for mi in candidates {
+            let module = &self.modules[mi];
+            let Some(restore_rt) = module.image.code_segments().find_map(|(vaddr, bytes)| {
+                weft_patch::sigaction_hook::find_restore_rt(bytes, module.runtime(vaddr).0)
+            }) else {
+                continue;
+            };
+            let hook = Hook::Sigaction { restore_rt };
+            for name in ["__libc_sigaction", "__sigaction"] {
+                if self.install_hook(tracee, mi, name, hook)? {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// If the SIGTRAP action is no longer weft's handler (the program set
+    /// one with a raw `rt_sigaction`, or no `sigaction` hook could be
+    /// placed), keeps the program's action as the one weft chains to and
+    /// puts weft's handler back in front; once per episode.
+    pub(super) fn reclaim_sigtrap(&mut self, tracee: &mut Tracee) -> Result<()> {
+        let Some(t) = self.trap.filter(|t| t.installed) else {
+            return Ok(());
+        };
+        let c = self.clusters[t.cluster];
+        let base = self.layout.header.trap_offset;
+        let scratch = self.layout.header.scratch_offset;
+        tracee.remote_sigaction(SIGTRAP, RemoteAddr(0), RemoteAddr(c.data + scratch))?;
+        let now = self.shm.read(scratch, trap_table::ACTION_SIZE as usize);
+        let handler = u64::from_le_bytes(now[..8].try_into().expect("8 bytes"));
+        if handler == t.entry {
+            return Ok(());
+        }
+        self.shm.write(base + trap_table::OLD_ACTION, &now);
+        tracee.remote_sigaction(
+            SIGTRAP,
+            RemoteAddr(c.data + base + trap_table::NEW_ACTION),
+            RemoteAddr(0),
+        )?;
         Ok(())
     }
 
@@ -51,7 +120,7 @@ impl Session {
     /// the restored instruction (and any other SIGTRAP goes to the program).
     pub(super) fn write_trap_table(&mut self) {
         let mut by_site: BTreeMap<u64, u64> = BTreeMap::new();
-        for s in self.sites.iter().filter(|s| !s.hook) {
+        for s in &self.sites {
             // Where each splice's bytes start, and its springboard's.
             for r in s.record.iter().chain(s.board.iter()) {
                 let entry = by_site.entry(r.addr).or_insert(0);
