@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub struct SharedMemory {
     map: MmapRaw,
     /// Kept open so that [`target_path`](Self::target_path) stays valid.
-    _file: File,
+    file: File,
     /// A path the target can open to map the same file.
     target_path: String,
     /// A /dev/shm file to unlink when done, if that fallback was used.
@@ -32,6 +32,12 @@ pub struct SharedMemory {
 }
 
 impl SharedMemory {
+    /// The file's inode number, as `/proc/PID/maps` shows its mappings.
+    pub fn inode(&self) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        self.file.metadata().map_or(0, |m| m.ino())
+    }
+
     /// Creates a memfd of `size` bytes (sparse) and maps it.
     pub fn create(size: usize) -> Result<SharedMemory> {
         let fd = memfd_create(c"weft", MemfdFlags::CLOEXEC).map_err(|e| Error::Io {
@@ -86,7 +92,7 @@ impl SharedMemory {
             })?;
         Ok(SharedMemory {
             map,
-            _file: file,
+            file,
             target_path,
             unlink,
         })

@@ -5,6 +5,7 @@
 use crate::support::*;
 use std::collections::BTreeMap;
 use std::process::Command;
+use std::time::Duration;
 
 /// The expected text of a `rich:request` event's values for thread `k`'s
 /// round `i` (see tests/targets/rich.c), with --string-max 16.
@@ -71,7 +72,8 @@ variant_test!(rich_events_carry_integers_strings_and_bytes_exactly, |v| {
 });
 
 /// A rich event site starts recording when weft attaches to the running
-/// program and stops when weft detaches; the program carries on.
+/// program and stops when weft detaches; the program carries on, and the
+/// memory weft had to leave is taken out by the next attach.
 #[test]
 fn rich_events_start_and_stop_with_attach() {
     use std::io::{BufRead, BufReader, Write};
@@ -104,6 +106,23 @@ fn rich_events_start_and_stop_with_attach() {
     // Detached: the sites are off, and the program runs on.
     writeln!(to_target, "go 200").unwrap();
     assert_eq!(from_target.next().unwrap().unwrap(), "done 1200");
+    // The next attach takes out the memory the first one left.
+    let maps = || std::fs::read_to_string(format!("/proc/{}/maps", target.0.id())).unwrap();
+    assert!(maps().contains("weft"), "{}", maps());
+    let again = run(
+        weft()
+            .args(["attach", "-p", &target.0.id().to_string()])
+            .args(["--duration", "100ms", "--count", "body"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(again.status, 0, "{}", again.stderr);
+    assert!(
+        !maps().contains("weft"),
+        "weft's memory is still there:\n{}",
+        maps()
+    );
+    writeln!(to_target, "go 100").unwrap();
+    assert_eq!(from_target.next().unwrap().unwrap(), "done 1400");
     writeln!(to_target, "quit").unwrap();
     let status = target.0.wait().unwrap();
     assert!(status.success());

@@ -94,7 +94,8 @@ impl Session {
     /// slack after a module's last code (ld.so's or libc's first, which are
     /// never unloaded), where a call resumes its thread by itself if weft
     /// dies during it, never in bytes borrowed at a thread's pc (which may
-    /// lie in weft's shared, unwritable code).
+    /// lie in weft's shared, unwritable code). The first episode also takes
+    /// out what earlier wefts left behind (`leftovers.rs`).
     pub(super) fn adopt(&mut self, tracee: &mut Tracee) -> Result<()> {
         self.rewind_trapped_threads(tracee)?;
         let rank = |m: &Module| match m.name.as_str() {
@@ -109,6 +110,10 @@ impl Session {
             .find_map(|m| m.code_slack(weft_process::CALL_STUB_LEN as u64))
         {
             tracee.set_call_area(weft_process::CallArea { addr });
+        }
+        if !self.looked_for_leftovers {
+            self.looked_for_leftovers = true;
+            self.reclaim_left_behind(tracee)?;
         }
         self.reclaim_sigtrap(tracee)
     }

@@ -19,6 +19,7 @@
 //! | `clusters.rs` | patch memory next to the modules, mini-trampolines | stopped |
 //! | `traps.rs` | the in-process SIGTRAP handler and its table | stopped |
 //! | `remove.rs` | taking probes out again (one `restore`) | stopped |
+//! | `leftovers.rs` | regions an earlier weft left behind, reclaimed | stopped |
 //! | `stacks.rs` | the threads' stacks and their thread-id offset | stopped |
 //! | `loads.rs` | libraries loaded later (the `_dl_debug_state` hook) | both |
 //! | `rich.rs` | rich event sites (`WEFT_EVENT`) | stopped |
@@ -27,6 +28,7 @@
 
 mod apply;
 mod clusters;
+mod leftovers;
 mod loads;
 mod place;
 mod prepare;
@@ -160,6 +162,8 @@ pub struct Session {
     tid_offset: Option<u32>,
     /// Every new point gets an `int3` splice (see [`Session::force_int3`]).
     force_int3: bool,
+    /// Whether the first episode has looked for regions earlier wefts left.
+    looked_for_leftovers: bool,
 }
 
 impl Session {
@@ -205,6 +209,7 @@ impl Session {
             tid_offset: None,
             semaphores: Vec::new(),
             force_int3: false,
+            looked_for_leftovers: false,
         })
     }
 

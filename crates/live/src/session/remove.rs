@@ -54,6 +54,7 @@ impl Session {
             }
         }
         self.unmap_clusters(tracee, &mut notes)?;
+        self.mark_left_behind();
         Ok(notes)
     }
 

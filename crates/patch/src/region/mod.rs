@@ -40,7 +40,7 @@ use weft_abi::mman::PAGE_SIZE;
 /// `WEFT` in little-endian.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// Layout version.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// Where everything lies in the data area.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +121,7 @@ impl Layout {
 }
 
 // The sync words fit in their page.
-const _: () = assert!(sync::NO_SLOT + 8 <= PAGE_SIZE);
+const _: () = assert!(sync::LEFT_BEHIND + 8 <= PAGE_SIZE);
 
 #[cfg(test)]
 mod tests {
@@ -169,7 +169,7 @@ mod tests {
 
     #[test]
     fn the_default_layout_is_stable() {
-        // The numbers docs/shared-region.md shows for version 3.
+        // The numbers docs/shared-region.md shows for version 4.
         let l = Layout::new(1 << 20, 1 << 16, ring::DEFAULT_DATA);
         let h = l.header;
         assert_eq!(

@@ -26,3 +26,9 @@ pub const RING_OVERWRITE: u64 = 72;
 /// Executions of per-thread instrumentation that found every thread
 /// slot taken, so recorded nothing (counted with `lock add`).
 pub const NO_SLOT: u64 = 80;
+/// 1 once weft has finished with the region but left it mapped (its
+/// SIGTRAP handler kept for a queued trap, rich event rings, code a thread
+/// was still inside): no weft uses it again, and the next attach takes it
+/// out once nothing in the target can. 0 while a weft uses it, or if weft
+/// died before finishing (its splices may still lead into it).
+pub const LEFT_BEHIND: u64 = 88;
