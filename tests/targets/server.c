@@ -56,6 +56,9 @@ int main(void)
             for (int i = 0; i < t && nspin < 16; i++) pthread_create(&spinners[nspin++], 0, spin_body, (void *)(long)(i + 1));
             printf("spinning %d\n", nspin);
         } else if (strncmp(line, "stop", 4) == 0) {
+            /* On a loaded machine the spinners may not have run yet: give
+             * them up to 5 s to make a call, so "calls>0" means they can. */
+            for (int i = 0; i < 500 && nspin && atomic_load(&spin_calls) == 0; i++) usleep(10000);
             atomic_store(&spinning, 0);
             for (int i = 0; i < nspin; i++) pthread_join(spinners[i], 0);
             nspin = 0;

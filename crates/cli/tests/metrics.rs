@@ -501,7 +501,8 @@ fn metrics_change_while_attached() {
     assert_eq!(server.line(), "stopped OK calls>0:1 bad=0");
 }
 
-/// More threads alive at once than thread slots (a 64M ring leaves few):
+/// More threads alive at once than thread slots (a trace with 64M rings
+/// leaves few; a run that traces nothing has no rings and 512 slots):
 /// the threads without one skip their per-thread instrumentation, and the
 /// report says how many executions were skipped, in the table and in JSON.
 #[test]
@@ -510,7 +511,7 @@ fn threads_beyond_the_slots_are_reported() {
     let m = metric_run(
         "slots",
         &["wall_time:fn=work", "calls:fn=work"],
-        &["--ring-size", "64M"],
+        &["--ring-size", "64M", "--trace", "fn:main"],
         &bin,
         &["40", "100", "together"],
     );
@@ -530,6 +531,8 @@ fn threads_beyond_the_slots_are_reported() {
                 "run",
                 "--ring-size",
                 "64M",
+                "--trace",
+                "fn:main",
                 "--metric",
                 "wall_time:fn=work",
                 "--",

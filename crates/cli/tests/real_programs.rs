@@ -112,10 +112,17 @@ fn python3_sleeping_survives_attach_cycles() {
         skip("Debian's python3 missing (bash scripts/install-deps.sh installs it)");
         return;
     }
-    let script = "import time\nfor i in range(400):\n    sum(range(5000)); time.sleep(0.01)\nprint('done', i)\n";
+    // It loops until a line arrives on stdin (sent once weft is done).
+    let script = "import sys, threading, time\n\
+                  done = threading.Event()\n\
+                  threading.Thread(target=lambda: (sys.stdin.readline(), done.set())).start()\n\
+                  i = 0\n\
+                  while not done.is_set():\n    sum(range(5000)); time.sleep(0.01); i += 1\n\
+                  print('done', i > 0)\n";
     let mut child = KillOnDrop(
         std::process::Command::new(python)
             .args(["-c", script])
+            .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -134,10 +141,12 @@ fn python3_sleeping_survives_attach_cycles() {
                 "--count",
                 pattern,
             ]),
-            Duration::from_secs(60),
+            // Thousands of points by a debug build on a loaded machine.
+            Duration::from_secs(240),
         );
         assert_eq!(out.status, 0, "{pattern}: {}", out.stderr);
     }
+    std::io::Write::write_all(&mut child.0.stdin.take().unwrap(), b"stop\n").unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let status = loop {
         if let Some(st) = child.0.try_wait().unwrap() {
@@ -155,7 +164,7 @@ fn python3_sleeping_survives_attach_cycles() {
     std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut err).unwrap();
     assert_eq!(
         (status.code(), out.as_str()),
-        (Some(0), "done 399\n"),
+        (Some(0), "done True\n"),
         "{err}"
     );
 }

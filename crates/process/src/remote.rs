@@ -85,7 +85,7 @@ impl Tracee {
     /// kernel would have (see [`restarted`]).
     pub fn remote_syscall(&mut self, name: &'static str, nr: i64, args: [u64; 6]) -> Result<u64> {
         use crate::ProcessMemory;
-        let tid = self.pid_or_any_thread()?;
+        let tid = self.call_thread()?;
         let saved = self.registers(tid)?;
         // The stub goes in the call area, where it resumes the thread by
         // itself if weft dies during the call; without one, two bytes at

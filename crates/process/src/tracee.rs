@@ -403,6 +403,22 @@ impl Tracee {
         }
     }
 
+    /// The thread remote system calls run on: one holding no signal,
+    /// the main thread first. A thread moved from its signal-delivery stop
+    /// to a syscall stop would get its signal back from the kernel with
+    /// `si_code` SI_KERNEL instead of its own, so such a thread is used
+    /// only when every thread holds one.
+    pub(crate) fn call_thread(&self) -> Result<i32> {
+        let holds_none = |tid: &i32| match self.threads.get(tid) {
+            Some(ThreadState::Stopped { signals }) => signals.is_empty(),
+            _ => false,
+        };
+        std::iter::once(self.pid)
+            .chain(self.threads.keys().copied())
+            .find(holds_none)
+            .map_or_else(|| self.pid_or_any_thread(), Ok)
+    }
+
     pub(crate) fn pid_or_any_thread(&self) -> Result<i32> {
         if self.threads.contains_key(&self.pid) {
             return Ok(self.pid);

@@ -417,11 +417,19 @@ fn a_full_disk_leaves_streams_of_whole_packets() {
             .args(["1", "50000"]),
         Duration::from_secs(120),
     );
+    // Usually a stream fills the disk; on a loaded machine block mode may
+    // have dropped enough events that only trace.json, written last, does.
     assert_clear_error(
         &out,
         1,
-        "No space left on device (os error 28); weft wrote no more events, and the",
+        "No space left on device (os error 28)",
         "a full disk",
+    );
+    assert!(
+        out.stderr.contains("weft wrote no more events, and the")
+            || out.stderr.contains("trace.json"),
+        "{}",
+        out.stderr
     );
     assert_eq!(tallies(&out.stdout)["traced"], 50_000, "the program ran on");
     let read = weft_events(&[], &events);

@@ -220,9 +220,10 @@ impl Session {
     /// signal in weft's handler, which backs it up onto the restored
     /// instruction. (Run traced, the signal would wait in a ptrace stop,
     /// and be lost if weft died there.) Returns whether a SIGTRAP is still
-    /// queued after a bounded wait (about 30 ms).
+    /// queued after a bounded wait (about 130 ms; on a loaded machine a
+    /// thread may wait that long for a processor).
     pub(super) fn drain_removed_traps(&self, tracee: &mut Tracee, removed: &[u64]) -> Result<bool> {
-        const ATTEMPTS: u32 = 5;
+        const ATTEMPTS: u32 = 7;
         for attempt in 0..ATTEMPTS {
             if !self.rewind_removed_traps(tracee, removed)? {
                 return Ok(false);
