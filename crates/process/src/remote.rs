@@ -155,11 +155,19 @@ impl Tracee {
             })? {
                 Wait::Stopped { signal, event, .. } => {
                     if event == 0 && signal == sys::SYSCALL_STOP {
+                        // A thread stopped inside its own system call first
+                        // reports that call's exit: only the exit after the
+                        // stub's own entry is the stub's result.
+                        let side = sys::syscall_side(tid)
+                            .map_err(|e| self.ptrace_error("GET_SYSCALL_INFO", tid, e))?;
                         let regs = self.registers(tid)?;
-                        if entered && regs.rip == gadget.0 + 2 {
-                            return Ok(regs.rax);
+                        match side {
+                            Some(sys::SyscallSide::Entry) if regs.rip == gadget.0 + 2 => {
+                                entered = true;
+                            }
+                            Some(sys::SyscallSide::Exit) if entered => return Ok(regs.rax),
+                            _ => {}
                         }
-                        entered = true;
                     } else if event == 0 {
                         self.push_signal(tid, signal);
                     }

@@ -99,6 +99,45 @@ pub(crate) fn tgkill(pid: i32, tid: i32, signal: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Which side of a system call a syscall stop is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SyscallSide {
+    /// Before the call runs (`rax` holds -ENOSYS).
+    Entry,
+    /// After it ran (`rax` holds its result).
+    Exit,
+}
+
+/// `PTRACE_GET_SYSCALL_INFO` at a syscall stop: entry or exit. A thread
+/// that was stopped inside a system call reports that call's exit first
+/// when resumed with `PTRACE_SYSCALL`, so the stops do not simply alternate.
+pub(crate) fn syscall_side(tid: i32) -> io::Result<Option<SyscallSide>> {
+    // nix's `syscall_info` passes no buffer size (the `addr` argument), so
+    // the kernel copies nothing: ask directly.
+    let mut info = std::mem::MaybeUninit::<libc::ptrace_syscall_info>::zeroed();
+    let size = std::mem::size_of::<libc::ptrace_syscall_info>();
+    // SAFETY: the kernel writes at most `size` bytes into `info`, which
+    // is that large; a zeroed ptrace_syscall_info is a valid value.
+    let ret = unsafe {
+        libc::ptrace(
+            libc::PTRACE_GET_SYSCALL_INFO,
+            tid,
+            size as *mut libc::c_void,
+            info.as_mut_ptr().cast::<libc::c_void>(),
+        )
+    };
+    if ret == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: zeroed, then (partly) written by the kernel.
+    let info = unsafe { info.assume_init() };
+    Ok(match info.op {
+        libc::PTRACE_SYSCALL_INFO_ENTRY => Some(SyscallSide::Entry),
+        libc::PTRACE_SYSCALL_INFO_EXIT => Some(SyscallSide::Exit),
+        _ => None,
+    })
+}
+
 /// `PTRACE_GETREGS`.
 pub(crate) fn get_regs(tid: i32) -> io::Result<Registers> {
     Ok(ptrace::getregs(pid(tid))?)
