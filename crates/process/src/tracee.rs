@@ -75,17 +75,30 @@ impl Tracee {
                 op: "attach to weft itself",
             });
         }
-        let mem = ProcMemory::open(pid)?;
-        let mut tracee = Tracee {
-            pid,
-            threads: BTreeMap::new(),
-            mem,
-            call_area: None,
-            exit: None,
-        };
-        tracee.seize_all()?;
-        tracee.wait_all_stopped()?;
-        Ok(tracee)
+        // A refusal to be seized can come from a thread in the middle of
+        // exiting: it is gone a moment later, so it is retried for a while
+        // before it is believed.
+        let mut attempt = 1;
+        loop {
+            let mem = ProcMemory::open(pid)?;
+            let mut tracee = Tracee {
+                pid,
+                threads: BTreeMap::new(),
+                mem,
+                call_area: None,
+                exit: None,
+            };
+            match tracee.seize_all().and_then(|()| tracee.wait_all_stopped()) {
+                Ok(()) => return Ok(tracee),
+                Err(Error::PermissionDenied { .. } | Error::AlreadyTraced(_)) if attempt < 25 => {
+                    // Dropping the tracee lets go of the threads it held.
+                    drop(tracee);
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Starts a program stopped right after `execve`, before any of its code
@@ -432,6 +445,8 @@ impl Tracee {
 
     /// Seizes every thread not yet held until `/proc/PID/task` is stable.
     fn seize_all(&mut self) -> Result<()> {
+        // Threads that were exiting when seized: never held, never retried.
+        let mut exiting = std::collections::BTreeSet::new();
         loop {
             let tids = match thread_ids(self.pid) {
                 Ok(t) => t,
@@ -440,7 +455,7 @@ impl Tracee {
             };
             let new: Vec<i32> = tids
                 .into_iter()
-                .filter(|t| !self.threads.contains_key(t))
+                .filter(|t| !self.threads.contains_key(t) && !exiting.contains(t))
                 .collect();
             if new.is_empty() {
                 return Ok(());
@@ -451,6 +466,12 @@ impl Tracee {
                     Err(e) => match errno(&e) {
                         Some(Errno::ESRCH) if tid != self.pid => continue,
                         Some(Errno::ESRCH) => return Err(Error::ProcessGone(self.pid)),
+                        // An exiting thread (a zombie until its tracer, maybe
+                        // an earlier weft, reaps it) runs no more code.
+                        Some(Errno::EPERM) if tid != self.pid && thread_exiting(self.pid, tid) => {
+                            exiting.insert(tid);
+                            continue;
+                        }
                         Some(Errno::EPERM) => {
                             if tracer_of(tid).is_some_and(|t| t != 0) {
                                 return Err(Error::AlreadyTraced(self.pid));
@@ -620,6 +641,17 @@ impl Drop for Tracee {
 }
 
 /// The pid tracing `tid`, from `/proc/TID/status` (0 when none).
+/// Whether thread `tid` of `pid` is exiting (a zombie or dead) or gone.
+fn thread_exiting(pid: i32, tid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")) {
+        Ok(status) => status.lines().any(|l| {
+            l.strip_prefix("State:")
+                .is_some_and(|v| matches!(v.trim().chars().next(), Some('Z' | 'X')))
+        }),
+        Err(_) => true,
+    }
+}
+
 fn tracer_of(tid: i32) -> Option<i32> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
     status.lines().find_map(|l| {
