@@ -30,7 +30,12 @@ pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<
     let report = match applied {
         Ok(r) => r,
         Err(e) => {
-            let _ = session.remove_all(&mut tracee);
+            if session.remove_all(&mut tracee).is_err() {
+                drop(tracee);
+                if let Err(r) = restore_target(pid, &mut session, args.verbose) {
+                    say!("weft: {r:#}");
+                }
+            }
             return Err(e.into());
         }
     };
@@ -94,20 +99,7 @@ report.springboards,
             say!("weft: process {pid} exited");
         }
     } else {
-        match Tracee::attach(pid) {
-            Ok(mut tracee) => {
-                let notes = session.remove_all(&mut tracee)?;
-                tracee.detach()?;
-                for n in notes {
-                    say!("weft: note: {n}");
-                }
-                if args.verbose {
-                    say!("weft: detached from {pid}; original code restored");
-                }
-            }
-            Err(e) if e.is_gone() => {}
-            Err(e) => return Err(e.into()),
-        }
+        restore_target(pid, &mut session, args.verbose)?;
     }
     req.sampler.sample(&session);
     req.finish_tracing(&session)?;
@@ -122,4 +114,46 @@ report.springboards,
         },
     )?;
     Ok(0)
+}
+
+/// The detach episode: every splice taken out and weft's memory reclaimed.
+/// A busy program can refuse an episode for a moment (a thread that weft
+/// cannot seize as it is born or exits); since giving up would leave weft's
+/// code in the program, the episode is tried again for up to 10 s. Removal
+/// picks up where a failed attempt stopped, from the bytes it finds.
+fn restore_target(pid: i32, session: &mut weft_live::Session, verbose: bool) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let outcome = Tracee::attach(pid)
+            .map_err(weft_live::Error::from)
+            .and_then(|mut tracee| {
+                let notes = session.remove_all(&mut tracee)?;
+                tracee.detach()?;
+                Ok(notes)
+            });
+        match outcome {
+            Ok(notes) => {
+                for n in notes {
+                    say!("weft: note: {n}");
+                }
+                if verbose {
+                    say!("weft: detached from {pid}; original code restored");
+                }
+                return Ok(());
+            }
+            Err(e) if is_gone(&e) => return Ok(()),
+            Err(e) if Instant::now() < deadline => {
+                if verbose {
+                    say!("weft: taking instrumentation out of {pid} failed ({e}); trying again");
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "could not take weft's instrumentation out of process {pid} within 10 s; \
+                     what stays keeps working without weft"
+                )))
+            }
+        }
+    }
 }

@@ -4,29 +4,6 @@
 use crate::support::*;
 use std::time::{Duration, Instant};
 
-/// The target's memory map and the bytes of every executable mapping.
-fn maps_and_text(pid: &str) -> (String, Vec<(String, Vec<u8>)>) {
-    use std::io::{Read, Seek, SeekFrom};
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let mut mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
-    let mut text = Vec::new();
-    for line in maps.lines() {
-        let mut fields = line.split_whitespace();
-        let (range, perms) = (fields.next().unwrap(), fields.next().unwrap());
-        if !perms.contains('x') || line.ends_with("[vsyscall]") {
-            continue;
-        }
-        let (start, end) = range.split_once('-').unwrap();
-        let start = u64::from_str_radix(start, 16).unwrap();
-        let end = u64::from_str_radix(end, 16).unwrap();
-        let mut bytes = vec![0u8; (end - start) as usize];
-        mem.seek(SeekFrom::Start(start)).unwrap();
-        mem.read_exact(&mut bytes).unwrap();
-        text.push((line.to_string(), bytes));
-    }
-    (maps, text)
-}
-
 /// 1,000 attach/detach cycles on a target whose four threads call the
 /// spliced functions nonstop, with every splice forced to an `int3`
 /// (`WEFT_SPLICE=int3`), so that threads are often caught on a trap and

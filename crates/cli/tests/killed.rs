@@ -250,3 +250,82 @@ fn weft_killed_while_placing_an_int3_leaves_a_working_target() {
     );
     eprintln!("{steps} steps; the target was lost {in_the_hole} time(s), each in the known hole");
 }
+
+/// weft killed (SIGKILL) while attached, its `int3` splices, SIGTRAP
+/// handler and memory in the target: the target computes on with them, and
+/// the next `weft attach` (which splices the same function) finds the dead
+/// weft's region (its owner gone), puts back every byte its journal lists,
+/// gets every thread out of the dead weft's code before splicing anew, and
+/// takes its memory out, so the target's code and mappings end byte for
+/// byte what they were. Five rounds, so that threads are caught on the dead
+/// weft's traps and inside its trampolines.
+#[test]
+fn the_next_attach_undoes_what_a_killed_weft_left() {
+    let bin = build("sigtrap", &O2);
+    let target = Waiting::start(&bin, &["spin", "4"]);
+    let pid = target.pid();
+    let before = maps_and_text(&pid);
+    let attach_plain = || {
+        let out = run(
+            weft().args([
+                "attach",
+                "-p",
+                &pid,
+                "--duration",
+                "2ms",
+                "--count",
+                "plain",
+            ]),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status, 0, "{}", out.stderr);
+        maps_and_text(&pid)
+    };
+    for round in 0..5 {
+        let mut dead = KillOnDrop(
+            weft()
+                .args(["attach", "-p", &pid, "--duration", "60s", "--verbose"])
+                .args(["--count", "trapped", "--count", "plain"])
+                .env("WEFT_SPLICE", "int3")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn weft"),
+        );
+        let _said = wait_attached(&mut dead.0);
+        // By pid: this weft and no other.
+        dead.0.kill().unwrap();
+        dead.0.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let left = maps_and_text(&pid);
+        assert!(
+            left.0.contains("memfd:weft"),
+            "round {round}: no region left"
+        );
+        assert!(
+            before.1.iter().zip(&left.1).any(|((_, a), (_, b))| a != b),
+            "round {round}: the killed weft's splices are not in the code"
+        );
+        let now = attach_plain();
+        for ((range, old), (_, new)) in before.1.iter().zip(&now.1) {
+            assert!(old == new, "round {round}: code still changed in {range}");
+        }
+    }
+    // The memory goes as soon as no thread's stack refers to it, at the
+    // latest a few attaches later.
+    let mut attaches = 0;
+    let after = loop {
+        attaches += 1;
+        let now = attach_plain();
+        if now.0 == before.0 || attaches == 10 {
+            break now;
+        }
+    };
+    assert_eq!(
+        before.0, after.0,
+        "the target's mappings after {attaches} attaches"
+    );
+    let (rest, code) = target.finish();
+    assert_eq!(code, Some(0), "{rest}");
+    assert_eq!(rest, "spun OK\n");
+}

@@ -110,6 +110,29 @@ pub fn is_alive(pid: i32) -> bool {
     }
 }
 
+/// When a living process started: field 22 of `/proc/PID/stat`, in clock
+/// ticks since boot. `None` once it is gone or a zombie. With the pid it
+/// names one process for good: a pid reused later has another start.
+pub fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(proc_path(pid, "stat")).ok()?;
+    // Fields after the parenthesised command name, which may contain ')'.
+    let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // rest[0] is field 3 (the state); field 22 is rest[19].
+    if matches!(rest.first(), Some(&"Z") | Some(&"X")) {
+        return None;
+    }
+    rest.get(19)?.parse().ok()
+}
+
+/// The inode of a process's pid namespace (`/proc/PID/ns/pid`), which
+/// says in which namespace its pids are to be read.
+pub fn pid_namespace(pid: i32) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(proc_path(pid, "ns/pid"))
+        .ok()
+        .map(|m| m.ino())
+}
+
 /// Effective user and group ids of a process (from `/proc/PID/status`).
 pub fn process_ids(pid: i32) -> Result<(u32, u32)> {
     let status = std::fs::read_to_string(proc_path(pid, "status"))
@@ -141,4 +164,42 @@ pub fn cpu_flags() -> Vec<String> {
         .and_then(|rest| rest.split_once(':'))
         .map(|(_, flags)| flags.split_whitespace().map(str::to_string).collect())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_names_a_living_process() {
+        let me = std::process::id() as i32;
+        let start = start_time(me).expect("weft's own start time");
+        assert_eq!(start_time(me), Some(start));
+        // Ticks since boot: no later than the uptime.
+        let uptime: f64 = std::fs::read_to_string("/proc/uptime")
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((start as f64) <= uptime * 100.0 + 1.0, "{start}");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        assert_eq!(start_time(pid), None);
+    }
+
+    #[test]
+    fn a_process_and_its_child_share_a_pid_namespace() {
+        let me = std::process::id() as i32;
+        let ns = pid_namespace(me).expect("weft's pid namespace");
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        assert_eq!(pid_namespace(child.id() as i32), Some(ns));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
 }

@@ -28,7 +28,10 @@ pub(crate) enum ThreadState {
     /// Seized and asked to stop, no stop seen yet.
     Stopping,
     /// In a ptrace-stop; `signals` were about to be delivered and are given back on resume.
-    Stopped { signals: Vec<i32> },
+    /// `mid_call`: stopped at a ptrace event inside a system call (`clone`,
+    /// `exec`), whose result the kernel writes into `rax` only when the
+    /// thread resumes: such a thread cannot run a remote call.
+    Stopped { signals: Vec<i32>, mid_call: bool },
     /// Running under ptrace (between a resume and the next stop).
     Running,
 }
@@ -61,6 +64,15 @@ pub struct Tracee {
     pub(crate) mem: ProcMemory,
     pub(crate) call_area: Option<crate::CallArea>,
     pub(crate) exit: Option<StopReason>,
+}
+
+impl ThreadState {
+    fn stopped() -> ThreadState {
+        ThreadState::Stopped {
+            signals: vec![],
+            mid_call: false,
+        }
+    }
 }
 
 impl Tracee {
@@ -194,7 +206,7 @@ impl Tracee {
         drop(read_end);
         let mem = ProcMemory::open(pid)?;
         let mut threads = BTreeMap::new();
-        threads.insert(pid, ThreadState::Stopped { signals: vec![] });
+        threads.insert(pid, ThreadState::stopped());
         Ok(Tracee {
             pid,
             threads,
@@ -251,14 +263,14 @@ impl Tracee {
     /// Signals a stopped thread was about to receive (given back on detach).
     pub fn pending_signals(&self, tid: i32) -> Vec<i32> {
         match self.threads.get(&tid) {
-            Some(ThreadState::Stopped { signals }) => signals.clone(),
+            Some(ThreadState::Stopped { signals, .. }) => signals.clone(),
             _ => vec![],
         }
     }
 
     /// Drops one pending signal of a stopped thread so it is never delivered.
     pub fn discard_signal(&mut self, tid: i32, signal: i32) {
-        if let Some(ThreadState::Stopped { signals }) = self.threads.get_mut(&tid) {
+        if let Some(ThreadState::Stopped { signals, .. }) = self.threads.get_mut(&tid) {
             if let Some(k) = signals.iter().position(|&s| s == signal) {
                 signals.remove(k);
             }
@@ -326,14 +338,13 @@ impl Tracee {
                             let mut regs = regs;
                             regs.rip = addr.0;
                             self.set_registers(tid, &regs)?;
-                            self.threads
-                                .insert(tid, ThreadState::Stopped { signals: vec![] });
+                            self.threads.insert(tid, ThreadState::stopped());
                             break StopReason::Reached;
                         }
                     }
                     self.note_stop(tid, signal, event)?;
                     let signals = match self.threads.get_mut(&tid) {
-                        Some(ThreadState::Stopped { signals }) => std::mem::take(signals),
+                        Some(ThreadState::Stopped { signals, .. }) => std::mem::take(signals),
                         _ => vec![],
                     };
                     self.threads.insert(tid, ThreadState::Running);
@@ -411,7 +422,7 @@ impl Tracee {
     }
 
     pub(crate) fn push_signal(&mut self, tid: i32, signal: i32) {
-        if let Some(ThreadState::Stopped { signals }) = self.threads.get_mut(&tid) {
+        if let Some(ThreadState::Stopped { signals, .. }) = self.threads.get_mut(&tid) {
             signals.push(signal);
         }
     }
@@ -421,15 +432,75 @@ impl Tracee {
     /// to a syscall stop would get its signal back from the kernel with
     /// `si_code` SI_KERNEL instead of its own, so such a thread is used
     /// only when every thread holds one.
-    pub(crate) fn call_thread(&self) -> Result<i32> {
-        let holds_none = |tid: &i32| match self.threads.get(tid) {
-            Some(ThreadState::Stopped { signals }) => signals.is_empty(),
-            _ => false,
-        };
-        std::iter::once(self.pid)
+    pub(crate) fn call_thread(&mut self) -> Result<i32> {
+        let order: Vec<i32> = std::iter::once(self.pid)
             .chain(self.threads.keys().copied())
-            .find(holds_none)
-            .map_or_else(|| self.pid_or_any_thread(), Ok)
+            .collect();
+        for idle_only in [true, false] {
+            let usable = |tid: &&i32| match self.threads.get(tid) {
+                Some(ThreadState::Stopped {
+                    signals,
+                    mid_call: false,
+                }) => signals.is_empty() || !idle_only,
+                _ => false,
+            };
+            if let Some(&tid) = order.iter().find(usable) {
+                return Ok(tid);
+            }
+        }
+        // Every thread is inside a `clone` or `exec`: one finishes its call.
+        let tid = self.pid_or_any_thread()?;
+        self.finish_call(tid)?;
+        Ok(tid)
+    }
+
+    /// Runs a thread stopped at a ptrace event inside a system call to that
+    /// call's exit stop, where its result is in `rax` and its registers can
+    /// be changed.
+    fn finish_call(&mut self, tid: i32) -> Result<()> {
+        let mut signals = match self.threads.remove(&tid) {
+            Some(ThreadState::Stopped { signals, .. }) => signals,
+            _ => vec![],
+        };
+        for _ in 0..64 {
+            sys::to_syscall_stop(tid).map_err(|e| self.ptrace_error("SYSCALL", tid, e))?;
+            match sys::wait(tid, WaitFlags::Block).map_err(|e| Error::Io {
+                what: "waitpid".into(),
+                source: e,
+            })? {
+                Wait::Stopped { signal, event, .. }
+                    if event == 0 && signal == sys::SYSCALL_STOP =>
+                {
+                    self.threads.insert(
+                        tid,
+                        ThreadState::Stopped {
+                            signals,
+                            mid_call: false,
+                        },
+                    );
+                    return Ok(());
+                }
+                Wait::Stopped {
+                    signal, event: 0, ..
+                } => signals.push(signal),
+                Wait::Stopped { .. } | Wait::Nothing => {}
+                Wait::Exited { tid: t, code } if t == self.pid => {
+                    self.exit = Some(StopReason::Exited(code));
+                    self.threads.clear();
+                    return Err(Error::ProcessGone(self.pid));
+                }
+                Wait::Signaled { tid: t, signal } if t == self.pid => {
+                    self.exit = Some(StopReason::Killed(signal));
+                    self.threads.clear();
+                    return Err(Error::ProcessGone(self.pid));
+                }
+                Wait::Exited { .. } | Wait::Signaled { .. } => return Err(Error::ThreadGone(tid)),
+            }
+        }
+        Err(Error::UnexpectedStop {
+            pid: self.pid,
+            what: "a thread did not finish its system call".into(),
+        })
     }
 
     pub(crate) fn pid_or_any_thread(&self) -> Result<i32> {
@@ -472,6 +543,13 @@ impl Tracee {
                             exiting.insert(tid);
                             continue;
                         }
+                        // A thread born since the last look, of a thread
+                        // weft holds: PTRACE_O_TRACECLONE seized it already,
+                        // and its first stop is on its way.
+                        Some(Errno::EPERM) if tracer_of(tid) == Some(std::process::id() as i32) => {
+                            self.threads.insert(tid, ThreadState::Stopping);
+                            continue;
+                        }
                         Some(Errno::EPERM) => {
                             if tracer_of(tid).is_some_and(|t| t != 0) {
                                 return Err(Error::AlreadyTraced(self.pid));
@@ -506,7 +584,11 @@ impl Tracee {
 
     /// Collects stops until every held thread is in a ptrace-stop.
     fn wait_all_stopped(&mut self) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        self.wait_all_stopped_within(Duration::from_secs(10))
+    }
+
+    fn wait_all_stopped_within(&mut self, limit: Duration) -> Result<()> {
+        let deadline = Instant::now() + limit;
         let mut nap = Duration::from_micros(20);
         while self
             .threads
@@ -553,7 +635,7 @@ impl Tracee {
     /// Records a ptrace-stop of `tid`.
     fn note_stop(&mut self, tid: i32, signal: i32, event: i32) -> Result<()> {
         let mut signals = match self.threads.remove(&tid) {
-            Some(ThreadState::Stopped { signals }) => signals,
+            Some(ThreadState::Stopped { signals, .. }) => signals,
             _ => vec![],
         };
         match event {
@@ -568,13 +650,15 @@ impl Tracee {
             0 => signals.push(signal),
             _ => {}
         }
-        self.threads.insert(tid, ThreadState::Stopped { signals });
+        let mid_call = matches!(event, PTRACE_EVENT_CLONE | PTRACE_EVENT_EXEC);
+        self.threads
+            .insert(tid, ThreadState::Stopped { signals, mid_call });
         Ok(())
     }
 
     fn resume_thread(&mut self, tid: i32) -> Result<()> {
         let signals = match self.threads.get_mut(&tid) {
-            Some(ThreadState::Stopped { signals }) => std::mem::take(signals),
+            Some(ThreadState::Stopped { signals, .. }) => std::mem::take(signals),
             _ => return Ok(()),
         };
         let sig = self.hand_back(tid, &signals);
@@ -597,11 +681,25 @@ impl Tracee {
     }
 
     fn detach_all(&mut self) -> Result<()> {
+        // PTRACE_DETACH needs a stopped thread: one still running, or seized
+        // and not yet stopped (a clone child among them), would stay traced
+        // by weft and stop with no one to resume it.
+        let running: Vec<i32> = self
+            .threads
+            .iter()
+            .filter(|(_, s)| **s == ThreadState::Running)
+            .map(|(t, _)| *t)
+            .collect();
+        for tid in running {
+            let _ = self.interrupt(tid);
+        }
+        // Errors only mean threads (or the process) went away meanwhile.
+        let _ = self.wait_all_stopped_within(Duration::from_secs(2));
         let threads = std::mem::take(&mut self.threads);
         let mut first_error = None;
         for (tid, state) in threads {
             let sig = match state {
-                ThreadState::Stopped { signals } => self.hand_back(tid, &signals),
+                ThreadState::Stopped { signals, .. } => self.hand_back(tid, &signals),
                 _ => 0,
             };
             if let Err(e) = sys::resume(Resume::Detach, tid, sig) {

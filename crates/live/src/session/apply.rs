@@ -9,6 +9,26 @@ use std::sync::Arc;
 use weft_patch::{PointSnippet, Snippet, Trampoline, INT3};
 use weft_plan::{Allocate, Expr, Guarded, Primitive, Resolved};
 
+/// glibc blocks every signal for a few microseconds at a time (creating a
+/// thread, forking, spawning); a thread stopped in such a window would make
+/// every `int3` splice impossible, since the kernel kills a thread that hits
+/// an int3 with SIGTRAP blocked. While some thread blocks SIGTRAP, the
+/// program runs on (untraced) for 1, 2, 4, ... 32 ms and is stopped again; a
+/// thread that still blocks it then keeps it blocked on purpose.
+fn wait_out_brief_signal_blocks(tracee: &mut Tracee) -> Result<()> {
+    for round in 0..6 {
+        let blocked = tracee
+            .threads()
+            .into_iter()
+            .any(|tid| tracee.signal_blocked(tid, weft_abi::signal::SIGTRAP));
+        if !blocked {
+            break;
+        }
+        tracee.let_run_untraced(std::time::Duration::from_millis(1 << round))?;
+    }
+    Ok(())
+}
+
 /// Why a site could not be built.
 pub(super) enum SiteError {
     /// Its points are passed over; the rest goes on.
@@ -28,6 +48,9 @@ impl Session {
             skipped: prepared.skipped,
             ..AddReport::default()
         };
+        if !prepared.items.is_empty() {
+            wait_out_brief_signal_blocks(tracee)?;
+        }
         let mut threads = Stopped::new(tracee, self.pid)?;
         let mut dirty: Vec<usize> = Vec::new();
         for item in prepared.items {

@@ -150,6 +150,7 @@ impl Session {
                 let (uid, gid) = weft_process::process_ids(self.pid)?;
                 let shm = SharedMemory::create_in_dev_shm(self.shm.size(), uid, gid)?;
                 shm.write(0, &self.layout.header_bytes());
+                super::journal::stamp_owner(&shm, &self.layout);
                 self.shm = shm;
                 self.try_open_in_target(tracee)
             }
@@ -208,12 +209,9 @@ impl Session {
             );
             return Ok(());
         }
-        let ranges: Vec<(u64, u64)> = self
-            .clusters
-            .iter()
-            .filter(|c| c.mapped)
-            .map(|c| c.range())
-            .collect();
+        let mapped = self.clusters.iter().filter(|c| c.mapped);
+        let ranges: Vec<(u64, u64)> = mapped.clone().map(|c| c.range()).collect();
+        let code: Vec<(u64, u64)> = mapped.map(|c| (c.code, c.code + CODE_AREA)).collect();
         if ranges.is_empty() {
             return Ok(());
         }
@@ -221,7 +219,7 @@ impl Session {
         // within nanoseconds of running again: let them run briefly.
         const ATTEMPTS: u32 = 50;
         for attempt in 1..=ATTEMPTS {
-            match self.memory_in_use(tracee, &ranges)? {
+            match self.memory_in_use(tracee, &ranges, &code)? {
                 None => break,
                 Some(why) if attempt == ATTEMPTS => {
                     notes.push(format!("{why}; weft's memory stays mapped in the target"));
@@ -240,24 +238,33 @@ impl Session {
         Ok(())
     }
 
-    /// Why weft's memory may still be in use: a thread's pc in it, or a word
-    /// near the top of a thread's stack (a signal frame's saved pc) pointing into it.
+    /// Why weft's memory (`ranges`, of which `code` is its code) may still
+    /// be in use: a thread's pc in it, or a word on a thread's stack that
+    /// leads back into it. On the stack, a word pointing into the data is
+    /// taken as a use; one pointing into the code only if it is a return
+    /// address (an address right after a call) or the pc saved in a signal
+    /// frame. Any other such word is a stale value in a frame's unused
+    /// slot, which no thread will ever jump to.
     pub(super) fn memory_in_use(
         &self,
         tracee: &Tracee,
         ranges: &[(u64, u64)],
+        code: &[(u64, u64)],
     ) -> Result<Option<String>> {
-        let inside = |v: u64| ranges.iter().any(|&(s, e)| v >= s && v < e);
+        let inside = |v: u64, rs: &[(u64, u64)]| rs.iter().any(|&(s, e)| v >= s && v < e);
         let maps = weft_process::maps::read(self.pid)?;
         for tid in tracee.threads() {
-            if inside(tracee.registers(tid)?.rip) {
+            if inside(tracee.registers(tid)?.rip, ranges) {
                 return Ok(Some(format!("thread {tid} is inside weft's code")));
             }
-            if stacks::stack_of(tracee, &maps, tid, 64 << 10)?
-                .into_iter()
-                .any(inside)
-            {
-                return Ok(Some(format!("thread {tid}'s stack refers to weft's code")));
+            let words = stacks::stack_of(tracee, &maps, tid, 64 << 10)?;
+            for (i, &w) in words.iter().enumerate() {
+                if !inside(w, ranges) {
+                    continue;
+                }
+                if !inside(w, code) || stacks::leads_back(tracee, &words, i) {
+                    return Ok(Some(format!("thread {tid}'s stack refers to weft's code")));
+                }
             }
         }
         Ok(None)

@@ -1,15 +1,26 @@
-//! Memory an earlier weft left in the target: a region whose weft finished
-//! but could not unmap it (its SIGTRAP handler kept for a queued trap, rich
-//! event rings a thread might still write, code a thread was still inside)
-//! says so in its sync page (`LEFT_BEHIND`). The next session takes such
-//! regions out at its first episode, once no thread's pc, registers or
-//! stack refer to them, so attach cycles never pile memory up. A region
-//! without the mark belongs to a weft at work, or to one that died with
-//! its splices in place, and is never touched.
+//! What an earlier weft left in the target, taken out at a new session's
+//! first episode.
+//!
+//! * A region whose weft finished but could not unmap it (its SIGTRAP
+//!   handler kept for a queued trap, rich event rings a thread might still
+//!   write, code a thread was still inside) says so in its sync page
+//!   (`LEFT_BEHIND`).
+//! * A region whose weft died (`kill -9`) with its splices in place has no
+//!   such mark, and its owner (`OWNER_PID`, `OWNER_START`) is gone. Its
+//!   journal lists every change that weft made to the program: each is
+//!   undone (splices in phases, `int3` first, while the dead weft's handler
+//!   and trap table still resolve a trap), and the region is then marked
+//!   left behind.
+//!
+//! Left-behind regions are unmapped once no thread's pc, registers or stack
+//! refer to them, so attach cycles never pile memory up. A region whose
+//! owner lives belongs to a weft at work and is never touched.
 
+use super::remove::part_written;
 use super::*;
 use std::collections::BTreeMap as Groups;
 use weft_abi::signal::SIGTRAP;
+use weft_patch::region::journal::{self, Entry, Kind};
 use weft_patch::region::{sync, Header, MAGIC, VERSION};
 
 impl Session {
@@ -42,14 +53,23 @@ impl Session {
             let Some(header) = read_header(tracee, data.start) else {
                 continue;
             };
-            let left = tracee.memory().read_u64(RemoteAddr(
-                data.start.0 + header.sync_offset + sync::LEFT_BEHIND,
-            ));
-            if left.ok() != Some(1) {
-                continue;
-            }
             let ranges: Vec<(u64, u64)> = entries.iter().map(|m| (m.start.0, m.end.0)).collect();
-            if self.memory_in_use(tracee, &ranges)?.is_some()
+            let sync_page = data.start.0 + header.sync_offset;
+            let left = tracee
+                .memory()
+                .read_u64(RemoteAddr(sync_page + sync::LEFT_BEHIND));
+            if left.ok() != Some(1) {
+                if !owner_gone(tracee, sync_page) {
+                    continue;
+                }
+                self.undo_dead_weft(tracee, data.start.0, &header, &ranges)?;
+            }
+            let code: Vec<(u64, u64)> = entries
+                .iter()
+                .filter(|m| m.exec)
+                .map(|m| (m.start.0, m.end.0))
+                .collect();
+            if self.memory_in_use(tracee, &ranges, &code)?.is_some()
                 || self.registers_point_into(tracee, &ranges)?
             {
                 continue;
@@ -63,6 +83,102 @@ impl Session {
             }
         }
         Ok(freed)
+    }
+
+    /// Undoes every change a dead weft's journal lists, then marks its
+    /// region left behind (and its library-load handshake off).
+    fn undo_dead_weft(
+        &mut self,
+        tracee: &mut Tracee,
+        data: u64,
+        header: &Header,
+        ranges: &[(u64, u64)],
+    ) -> Result<()> {
+        let base = data + header.journal_offset;
+        let (which, count) = journal::selected(tracee.memory().read_u64(RemoteAddr(base))?);
+        let count = count.min(header.journal_capacity);
+        let bytes = tracee.memory().read_vec(
+            RemoteAddr(base + journal::buffer(which, header.journal_capacity)),
+            (count * journal::ENTRY_SIZE) as usize,
+        )?;
+        let entries: Vec<Entry> = bytes
+            .chunks_exact(journal::ENTRY_SIZE as usize)
+            .filter_map(Entry::decode)
+            .collect();
+        let mut text = TextBatch::new(self.pid)?;
+        let mut splices = Vec::new();
+        for e in &entries {
+            match e.kind {
+                Kind::Code | Kind::PairedCode => {
+                    let Ok(now) = text.read(tracee.memory(), e.addr, e.old.len()) else {
+                        continue;
+                    };
+                    if now != e.old
+                        && (part_written(&now, &e.old, &e.new)
+                            || jumps_into(&now, e.addr, &e.new, ranges))
+                    {
+                        splices.push(Splice {
+                            addr: e.addr,
+                            bytes: e.old.clone(),
+                            paired: e.kind == Kind::PairedCode,
+                        });
+                    }
+                }
+                Kind::Data => {
+                    let mem = tracee.memory();
+                    if mem.read_vec(RemoteAddr(e.addr), e.new.len()).ok() == Some(e.new.clone()) {
+                        mem.write(RemoteAddr(e.addr), &e.old)?;
+                    }
+                }
+                Kind::Semaphore => {
+                    let mut b = [0u8; 2];
+                    if tracee.memory().read(RemoteAddr(e.addr), &mut b).is_ok()
+                        && u16::from_le_bytes(b) > 0
+                    {
+                        super::add_to_semaphore(tracee, RemoteAddr(e.addr), -1)?;
+                    }
+                }
+            }
+        }
+        // In phases while the dead weft's handler can still resolve the
+        // int3 of a phase; without it, at once: every thread is stopped.
+        if self.handler_of(tracee, data, header, ranges)? {
+            text.poke_in_phases(tracee.memory(), &splices)?;
+        } else {
+            for s in &splices {
+                text.write(tracee.memory(), s.addr, &s.bytes)?;
+            }
+            text.flush(tracee.memory())?;
+        }
+        let sites: std::collections::BTreeSet<u64> = entries
+            .iter()
+            .filter(|e| matches!(e.kind, Kind::Code | Kind::PairedCode))
+            .map(|e| e.addr)
+            .collect();
+        leave_dead_wefts_code(tracee, &sites, ranges)?;
+        let sync_page = data + header.sync_offset;
+        tracee
+            .memory()
+            .write(RemoteAddr(sync_page + sync::LISTENING), &0u32.to_le_bytes())?;
+        tracee.memory().write(
+            RemoteAddr(sync_page + sync::LEFT_BEHIND),
+            &1u64.to_le_bytes(),
+        )?;
+        Ok(())
+    }
+
+    /// Whether the SIGTRAP action is the handler inside `ranges`.
+    fn handler_of(
+        &self,
+        tracee: &mut Tracee,
+        data: u64,
+        header: &Header,
+        ranges: &[(u64, u64)],
+    ) -> Result<bool> {
+        let scratch = RemoteAddr(data + header.scratch_offset);
+        tracee.remote_sigaction(SIGTRAP, RemoteAddr(0), scratch)?;
+        let handler = tracee.memory().read_u64(scratch)?;
+        Ok(ranges.iter().any(|&(s, e)| handler >= s && handler < e))
     }
 
     /// Whether a register of some thread holds an address inside `ranges`
@@ -93,10 +209,7 @@ impl Session {
         header: &Header,
         ranges: &[(u64, u64)],
     ) -> Result<bool> {
-        let scratch = RemoteAddr(data + header.scratch_offset);
-        tracee.remote_sigaction(SIGTRAP, RemoteAddr(0), scratch)?;
-        let handler = tracee.memory().read_u64(scratch)?;
-        if !ranges.iter().any(|&(s, e)| handler >= s && handler < e) {
+        if !self.handler_of(tracee, data, header, ranges)? {
             return Ok(true);
         }
         if tracee
@@ -110,6 +223,81 @@ impl Session {
         tracee.remote_sigaction(SIGTRAP, kept, RemoteAddr(0))?;
         Ok(true)
     }
+}
+
+/// Gets every thread out of a dead weft's reach once its splices are
+/// undone, before anything new is spliced: a thread inside its code, or
+/// sent there by one of its `int3`s, would come back to the original code
+/// where its trampoline ends, which a new splice may cover. A thread
+/// stopped on such an `int3` is backed up onto the restored instruction
+/// and its SIGTRAP dropped; threads inside the code, or with such a
+/// SIGTRAP still queued, run on (untraced, so the dead weft's handler
+/// takes the signal) for 1, 2, 4, ... 64 ms until they are out.
+fn leave_dead_wefts_code(
+    tracee: &mut Tracee,
+    sites: &std::collections::BTreeSet<u64>,
+    ranges: &[(u64, u64)],
+) -> Result<()> {
+    let after_site = |pc: u64| sites.contains(&pc.wrapping_sub(1));
+    for tid in tracee.threads() {
+        let mut regs = tracee.registers(tid)?;
+        if after_site(regs.rip) && tracee.pending_signals(tid).contains(&SIGTRAP) {
+            regs.rip -= 1;
+            tracee.set_registers(tid, &regs)?;
+            tracee.discard_signal(tid, SIGTRAP);
+        }
+    }
+    let inside = |pc: u64| ranges.iter().any(|&(s, e)| pc >= s && pc < e);
+    for round in 0..7 {
+        let mut busy = false;
+        for tid in tracee.threads() {
+            let pc = tracee.registers(tid)?.rip;
+            busy |= inside(pc) || (after_site(pc) && tracee.signal_queued(tid, SIGTRAP));
+        }
+        if !busy {
+            break;
+        }
+        tracee.let_run_untraced(std::time::Duration::from_millis(1 << round))?;
+    }
+    Ok(())
+}
+
+/// Whether the region's owner is gone: its pid names no process, or one
+/// started at another time (a pid reused). weft's own regions, those with
+/// no owner recorded, and those of a weft in another pid namespace (whose
+/// pid means another process here) are never taken for a dead weft's.
+fn owner_gone(tracee: &Tracee, sync_page: u64) -> bool {
+    let word = |at: u64| tracee.memory().read_u64(RemoteAddr(sync_page + at)).ok();
+    let (Some(pid), Some(start), Some(ns)) = (
+        word(sync::OWNER_PID),
+        word(sync::OWNER_START),
+        word(sync::OWNER_PIDNS),
+    ) else {
+        return false;
+    };
+    if ns == 0 || weft_process::pid_namespace(std::process::id() as i32) != Some(ns) {
+        return false;
+    }
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 || pid == std::process::id() as i32 {
+        return false;
+    }
+    weft_process::start_time(pid) != Some(start)
+}
+
+/// Whether `now`, at a splice whose bytes are `new`, is a `jmp rel32` (or
+/// the `int3` of a phase over one) into the dead weft's memory with `new`'s
+/// padding: the splice as it was before that weft rebuilt it, or while it
+/// did.
+fn jumps_into(now: &[u8], addr: u64, new: &[u8], ranges: &[(u64, u64)]) -> bool {
+    if now.len() < 5 || new.len() != now.len() || !matches!(now[0], 0xe9 | 0xcc) {
+        return false;
+    }
+    let rel = i32::from_le_bytes([now[1], now[2], now[3], now[4]]);
+    let target = addr.wrapping_add(5).wrapping_add_signed(i64::from(rel));
+    ranges.iter().any(|&(s, e)| target >= s && target < e) && now[5..] == new[5..]
 }
 
 /// Whether a mapping's path is one of weft's region files (a memfd, or a
@@ -139,5 +327,31 @@ mod tests {
         assert!(is_weft_region("/dev/shm/weft-12-345 (deleted)"));
         assert!(!is_weft_region("/memfd:other (deleted)"));
         assert!(!is_weft_region("/usr/lib/weft.so"));
+    }
+
+    #[test]
+    fn a_jump_into_the_dead_wefts_memory_is_recognised() {
+        let addr = 0x40_0000u64;
+        let ranges = [(0x50_0000, 0x60_0000)];
+        let jmp = |to: u64, pad: usize| {
+            let rel = (to as i64 - (addr as i64 + 5)) as i32;
+            let mut b = vec![0xe9];
+            b.extend_from_slice(&rel.to_le_bytes());
+            b.extend(std::iter::repeat_n(0xcc, pad));
+            b
+        };
+        let new = jmp(0x50_1000, 2);
+        assert!(jumps_into(&jmp(0x50_2000, 2), addr, &new, &ranges));
+        let mut phase = jmp(0x50_2000, 2);
+        phase[0] = 0xcc;
+        assert!(jumps_into(&phase, addr, &new, &ranges));
+        // Elsewhere, or other padding: not the dead weft's.
+        assert!(!jumps_into(&jmp(0x70_0000, 2), addr, &new, &ranges));
+        assert!(!jumps_into(
+            &[0x55, 1, 2, 3, 4, 0xcc, 0xcc],
+            addr,
+            &new,
+            &ranges
+        ));
     }
 }

@@ -19,7 +19,8 @@
 //! | `clusters.rs` | patch memory next to the modules, mini-trampolines | stopped |
 //! | `traps.rs` | the in-process SIGTRAP handler and its table | stopped |
 //! | `remove.rs` | taking probes out again (one `restore`) | stopped |
-//! | `leftovers.rs` | regions an earlier weft left behind, reclaimed | stopped |
+//! | `journal.rs` | every change to the program listed, for undoing a dead weft's | stopped |
+//! | `leftovers.rs` | regions an earlier weft left behind, or a dead weft's, reclaimed | stopped |
 //! | `stacks.rs` | the threads' stacks and their thread-id offset | stopped |
 //! | `loads.rs` | libraries loaded later (the `_dl_debug_state` hook) | both |
 //! | `rich.rs` | rich event sites (`WEFT_EVENT`) | stopped |
@@ -28,6 +29,7 @@
 
 mod apply;
 mod clusters;
+mod journal;
 mod leftovers;
 mod loads;
 mod place;
@@ -190,6 +192,7 @@ impl Session {
         let layout = Layout::new(COUNTERS, TRAPS, ring_data);
         let shm = SharedMemory::create((layout.size + MAX_CLUSTERS * CODE_AREA) as usize)?;
         shm.write(0, &layout.header_bytes());
+        journal::stamp_owner(&shm, &layout);
         Ok(Session {
             pid,
             shm,
@@ -238,9 +241,13 @@ impl Session {
     /// the program computes its probes' arguments while they are traced;
     /// [`Session::remove_all`] lowers them again.
     pub fn raise_semaphores(&mut self, tracee: &Tracee, addrs: &[RemoteAddr]) -> Result<()> {
+        // Raised, then listed in the journal: a weft dying in between
+        // leaves a semaphore raised (probe arguments computed for nothing),
+        // never one lowered that another tracer raised.
         for &addr in addrs {
             add_to_semaphore(tracee, addr, 1)?;
             self.semaphores.push(addr);
+            self.write_journal();
         }
         Ok(())
     }

@@ -15,7 +15,10 @@ impl Session {
         let mut removed_traps = Vec::new();
         self.release_all_loaders();
         self.disable_event_sites(tracee)?;
-        for addr in std::mem::take(&mut self.semaphores) {
+        // Out of the journal before lowered (see `raise_semaphores`).
+        let semaphores = std::mem::take(&mut self.semaphores);
+        self.write_journal();
+        for addr in semaphores {
             match add_to_semaphore(tracee, addr, -1) {
                 Ok(()) => {}
                 Err(Error::Process(e)) if e.is_gone() => return Err(Error::Process(e)),
@@ -166,7 +169,10 @@ impl Session {
         let site = &self.sites[s];
         for r in site.record.iter().chain(site.board.iter()) {
             match text.read(mem, r.addr, r.new.len()) {
-                Ok(bytes) if bytes == r.new => splices.push(Splice {
+                Ok(bytes) if bytes == r.old => {}
+                // weft's bytes, or a mix of them and the original ones that
+                // an episode cut short left (the int3 first): all go back.
+                Ok(bytes) if part_written(&bytes, &r.old, &r.new) => splices.push(Splice {
                     addr: r.addr,
                     bytes: r.old.clone(),
                     paired: site.board.is_some(),
@@ -191,5 +197,35 @@ impl Session {
         self.sites[s].active = false;
         self.site_at.retain(|_, v| *v != s);
         self.spans.retain(|_, (_, v)| *v != s);
+    }
+}
+
+/// Whether `bytes` are what a phased write between `old` and `new` (either
+/// way, int3 first) can leave: each byte is its old or its new value, the
+/// first byte possibly an int3.
+pub(super) fn part_written(bytes: &[u8], old: &[u8], new: &[u8]) -> bool {
+    bytes.len() == old.len()
+        && bytes.len() == new.len()
+        && bytes
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == old[i] || b == new[i] || (i == 0 && b == 0xcc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::part_written;
+
+    #[test]
+    fn a_splice_cut_short_in_any_phase_is_recognised() {
+        let old = [0x55, 0x48, 0x89, 0xe5, 0x53];
+        let new = [0xe9, 0x10, 0x20, 0x30, 0x40];
+        assert!(part_written(&new, &old, &new));
+        assert!(part_written(&[0xcc, 0x48, 0x89, 0xe5, 0x53], &old, &new));
+        assert!(part_written(&[0xcc, 0x10, 0x20, 0x30, 0x40], &old, &new));
+        assert!(part_written(&[0x55, 0x10, 0x89, 0xe5, 0x53], &old, &new));
+        // Someone else's bytes are not weft's to overwrite.
+        assert!(!part_written(&[0x90, 0x48, 0x89, 0xe5, 0x53], &old, &new));
+        assert!(!part_written(&[0xcc, 0x48], &old, &new));
     }
 }

@@ -42,6 +42,18 @@ impl Default for RichSites {
     }
 }
 
+impl RichSites {
+    /// Descriptors of the sites weft has enabled.
+    pub(super) fn enabled(&self) -> &[RemoteAddr] {
+        &self.enabled
+    }
+
+    /// The ring function, once placed.
+    pub(super) fn ring_function(&self) -> Option<u64> {
+        self.ring_function
+    }
+}
+
 /// What a rich event value holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldKind {
@@ -211,11 +223,13 @@ impl Session {
             ] {
                 fields.extend_from_slice(&word.to_le_bytes());
             }
+            // Listed in the journal before the site is enabled.
+            self.rich.enabled.push(site.addr);
+            self.rich.ever_used = true;
+            self.write_journal();
             let mem = tracee.memory();
             mem.write(site.addr + SITE_ID, &fields)?;
             mem.write(site.addr + SITE_RING_OF_THREAD, &function.to_le_bytes())?;
-            self.rich.enabled.push(site.addr);
-            self.rich.ever_used = true;
         }
         Ok(())
     }
@@ -233,6 +247,7 @@ impl Session {
                 Err(_) => {}
             }
         }
+        self.write_journal();
         Ok(())
     }
 }

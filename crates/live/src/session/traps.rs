@@ -149,6 +149,9 @@ impl Session {
         );
         self.shm
             .store_u64(base + trap_table::CURRENT, trap_table::current(next, count));
+        // Sites are listed in both before their bytes go in, and in neither
+        // once they are out.
+        self.write_journal();
     }
 
     /// Threads this episode found stopped on the SIGTRAP of one of weft's

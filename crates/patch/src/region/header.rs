@@ -35,10 +35,14 @@ pub struct Header {
     pub thread_slots: u64,
     /// Bytes of data in each thread's event ring (a power of two).
     pub ring_data: u64,
+    /// Offset of the journal (see [`super::journal`]); version 5.
+    pub journal_offset: u64,
+    /// How many journal entries each of its buffers holds.
+    pub journal_capacity: u64,
 }
 
 impl Header {
-    /// Bytes of the header: 96 since version 2.
+    /// Bytes of the header: 96 from version 2, 112 from version 5.
     pub const SIZE: u64 = std::mem::size_of::<Header>() as u64;
 
     /// The header as the bytes written at offset 0 of the data area.
@@ -68,11 +72,13 @@ mod tests {
             (offset_of!(Header, threads_offset), 72),
             (offset_of!(Header, thread_slots), 80),
             (offset_of!(Header, ring_data), 88),
+            (offset_of!(Header, journal_offset), 96),
+            (offset_of!(Header, journal_capacity), 104),
         ];
         for (i, (got, want)) in fields.into_iter().enumerate() {
             assert_eq!(got, want, "field {i}");
         }
-        assert_eq!(Header::SIZE, 96);
+        assert_eq!(Header::SIZE, 112);
     }
 
     #[test]
@@ -91,6 +97,8 @@ mod tests {
             threads_offset: 0x8888,
             thread_slots: 0x9999,
             ring_data: 0xaaaa,
+            journal_offset: 0xbbbb,
+            journal_capacity: 0xcccc,
         };
         // The packing weft did by hand before the header became Pod.
         let mut want = Vec::new();
@@ -108,6 +116,8 @@ mod tests {
             h.threads_offset,
             h.thread_slots,
             h.ring_data,
+            h.journal_offset,
+            h.journal_capacity,
         ] {
             want.extend_from_slice(&x.to_le_bytes());
         }

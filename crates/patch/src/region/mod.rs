@@ -15,6 +15,8 @@
 //!   [`VERSION`]) saying where everything else lies;
 //! * the counters (u64 each, process-wide);
 //! * [`trap_table`]: the SIGTRAP handler's table;
+//! * [`journal`]: every change weft made to the program, for undoing what
+//!   a weft that died left;
 //! * scratch memory for remote system-call arguments;
 //! * [`sync`]: the sync page;
 //! * [`threads`]: the thread table, whose blocks hold each thread's timers,
@@ -29,6 +31,7 @@
 
 pub mod event_site;
 pub mod header;
+pub mod journal;
 pub mod ring;
 pub mod sync;
 pub mod threads;
@@ -40,7 +43,7 @@ use weft_abi::mman::PAGE_SIZE;
 /// `WEFT` in little-endian.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// Layout version.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// Where everything lies in the data area.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +70,9 @@ impl Layout {
         let header_size = Header::SIZE;
         let counters_offset = 64.max(header_size);
         let trap_offset = round(counters_offset + counters * 8);
-        let scratch_offset = round(trap_table::buffer(2, traps) + trap_offset);
+        let journal_offset = round(trap_table::buffer(2, traps) + trap_offset);
+        let journal_capacity = traps / 4;
+        let scratch_offset = round(journal_offset + journal::buffer(2, journal_capacity));
         let scratch_size = page;
         let sync_offset = scratch_offset + scratch_size;
         // As many slots as fit in about 1 GiB (the region and the code
@@ -95,6 +100,8 @@ impl Layout {
             threads_offset,
             thread_slots,
             ring_data,
+            journal_offset,
+            journal_capacity,
         };
         Layout {
             header,
@@ -121,7 +128,7 @@ impl Layout {
 }
 
 // The sync words fit in their page.
-const _: () = assert!(sync::LEFT_BEHIND + 8 <= PAGE_SIZE);
+const _: () = assert!(sync::OWNER_PIDNS + 8 <= PAGE_SIZE);
 
 #[cfg(test)]
 mod tests {
@@ -169,14 +176,16 @@ mod tests {
 
     #[test]
     fn the_default_layout_is_stable() {
-        // The numbers docs/shared-region.md shows for version 4.
+        // The numbers docs/shared-region.md shows for version 5.
         let l = Layout::new(1 << 20, 1 << 16, ring::DEFAULT_DATA);
         let h = l.header;
         assert_eq!(
-            (h.counters_offset, h.trap_offset, h.scratch_offset),
-            (96, 0x80_1000, 0xa0_2000)
+            (h.counters_offset, h.trap_offset, h.journal_offset),
+            (112, 0x80_1000, 0xa0_2000)
         );
-        assert_eq!((h.sync_offset, h.threads_offset), (0xa0_3000, 0xa0_4000));
+        assert_eq!(h.journal_capacity, 1 << 14);
+        assert_eq!(h.scratch_offset, 0xc0_3000);
+        assert_eq!((h.sync_offset, h.threads_offset), (0xc0_4000, 0xc0_5000));
         assert_eq!(h.thread_slots, 512);
     }
 }

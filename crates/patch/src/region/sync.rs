@@ -32,3 +32,13 @@ pub const NO_SLOT: u64 = 80;
 /// out once nothing in the target can. 0 while a weft uses it, or if weft
 /// died before finishing (its splices may still lead into it).
 pub const LEFT_BEHIND: u64 = 88;
+/// The pid of the weft that owns the region (u64), written when weft
+/// creates it. With [`OWNER_START`] it tells a region whose weft died
+/// (its splices still in place, [`LEFT_BEHIND`] 0) from one in use.
+pub const OWNER_PID: u64 = 96;
+/// When the owner started: field 22 of `/proc/PID/stat` (clock ticks since
+/// boot), so a pid reused by another process is not taken for the owner.
+pub const OWNER_START: u64 = 104;
+/// The inode of the owner's pid namespace: a weft in another namespace
+/// reads [`OWNER_PID`] as another process, so it leaves the region alone.
+pub const OWNER_PIDNS: u64 = 112;
