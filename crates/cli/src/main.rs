@@ -170,7 +170,8 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub force: bool,
     /// Metric definitions to request with --metric like the built-in ones
-    /// (format: docs/metrics.md).
+    /// (format: docs/metrics.md): a regular file of at most 1 MiB, read
+    /// before the program is started or attached to.
     #[arg(long, value_name = "FILE")]
     pub metrics_file: Option<PathBuf>,
     /// Sampling interval of the metrics' time histograms (`10ms`, `1s`).

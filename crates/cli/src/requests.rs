@@ -41,12 +41,14 @@ pub struct Requests {
 
 impl Requests {
     /// Parses the requests and plans the metrics (allocating their
-    /// counters and timers in `session`); traced events go to `events`
+    /// counters and timers in `session`), with the user's metric
+    /// `definitions` (see [`definitions`]); traced events go to `events`
     /// (see [`events_dir`]).
     pub fn build(
         args: &ProbeArgs,
         session: &mut Session,
         events: Option<weft_events::TraceDir>,
+        definitions: weft_metrics::Definitions,
     ) -> Result<Requests> {
         let mut specs = Vec::new();
         for p in &args.count {
@@ -101,10 +103,6 @@ impl Requests {
             args.interval.as_nanos() as u64,
             args.buckets as usize,
         );
-        let definitions = match &args.metrics_file {
-            Some(path) => weft_metrics::Definitions::load(path)?,
-            None => weft_metrics::Definitions::default(),
-        };
         let mut req = Requests {
             specs,
             sampler,
@@ -224,6 +222,18 @@ impl Requests {
             .saturating_duration_since(Instant::now())
             .min(most)
     }
+}
+
+/// The metric definitions of `--metrics-file FILE` (none without it),
+/// read before weft touches the target so that a wrong file is said first:
+/// a file that is not a regular one (`/dev/zero`, a pipe) or holds more
+/// than 1 MiB is refused without reading it (see
+/// `weft_metrics::Definitions::load`).
+pub fn definitions(args: &ProbeArgs) -> Result<weft_metrics::Definitions> {
+    Ok(match &args.metrics_file {
+        Some(path) => weft_metrics::Definitions::load(path)?,
+        None => weft_metrics::Definitions::default(),
+    })
 }
 
 /// The events directory of `--events-out DIR` when tracing, checked and
