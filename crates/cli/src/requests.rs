@@ -35,6 +35,8 @@ pub struct Requests {
     /// Flight mode: how many dumps were written (into DIR/dump-N).
     flight: Option<u32>,
     start_tsc: u64,
+    /// CLOCK_REALTIME (ns since the epoch) when the clock read `start_tsc`.
+    start_realtime_ns: u64,
     started: Instant,
     next_sample: Instant,
 }
@@ -103,6 +105,13 @@ impl Requests {
             args.interval.as_nanos() as u64,
             args.buckets as usize,
         );
+        // Time zero, and where it is in wall-clock time (the CTF clock's
+        // offset, so that babeltrace2 shows the time of day).
+        let (start_tsc, start_realtime_ns) = if monotonic {
+            weft_live::clock::paired_with_realtime(weft_live::clock::monotonic_ns)
+        } else {
+            weft_live::clock::paired_with_realtime(weft_live::clock::tsc)
+        };
         let mut req = Requests {
             specs,
             sampler,
@@ -118,11 +127,8 @@ impl Requests {
                 .then_some((ticks_per_ns * 1e9) as u64),
             events_out: args.events_out.clone(),
             flight: None,
-            start_tsc: if monotonic {
-                weft_live::clock::monotonic_ns()
-            } else {
-                weft_live::clock::tsc()
-            },
+            start_tsc,
+            start_realtime_ns,
             monotonic,
             started: Instant::now(),
             next_sample: Instant::now(),
@@ -366,6 +372,7 @@ impl Requests {
                 self.ticks_per_ns
             },
             start_tsc: self.start_tsc,
+            start_realtime_ns: self.start_realtime_ns,
             clock: if self.monotonic {
                 weft_events::ClockKind::Monotonic
             } else {

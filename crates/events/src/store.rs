@@ -22,6 +22,11 @@ pub struct Meta {
     pub ticks_per_ns: f64,
     /// TSC at the start of tracing (time zero).
     pub start_tsc: u64,
+    /// CLOCK_REALTIME (nanoseconds since the Unix epoch) when the clock
+    /// read `start_tsc`: where the trace is in wall-clock time (absent in
+    /// directories from older weft versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_realtime_ns: Option<u64>,
     /// Events dropped because a ring was full (in flight mode: the oldest
     /// events, overwritten).
     pub dropped: u64,
@@ -209,6 +214,8 @@ pub struct TraceClock {
     pub ticks_per_ns: f64,
     /// TSC at the start of tracing.
     pub start_tsc: u64,
+    /// CLOCK_REALTIME (ns since the epoch) when the clock read `start_tsc`.
+    pub start_realtime_ns: u64,
     /// What writers did when a ring was full.
     pub ring_mode: RingMode,
     /// The timestamps' clock (CLOCK_MONOTONIC has ticks of 1 ns).
@@ -222,6 +229,7 @@ impl Meta {
             pid: session.pid(),
             ticks_per_ns: clock.ticks_per_ns,
             start_tsc: clock.start_tsc,
+            start_realtime_ns: Some(clock.start_realtime_ns),
             dropped: session.events_dropped(),
             ring_mode: clock.ring_mode,
             clock: clock.clock,
