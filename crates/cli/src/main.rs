@@ -44,17 +44,21 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Render a JSON report's time histograms as a self-contained HTML page.
     Report(ReportArgs),
-    /// Print the events of an events directory, one per line, in time order
-    /// (a stream cut short is read up to its last whole packet; a corrupt
-    /// one is read up to the damage and makes the exit status 1).
+    /// Print the events of an events directory, one per line, in time order.
+    /// A directory whose meta.json, ctf/metadata or events.jsonl is damaged
+    /// or does not agree with the others is refused before anything is
+    /// printed; a stream cut short is read up to its last whole packet; a
+    /// corrupt one (or one holding event ids meta.json does not describe)
+    /// is read up to the damage and makes the exit status 1.
     Events {
         /// A directory written with --events-out.
         dir: PathBuf,
         /// First cut each CTF stream back to its last whole packet, as a
         /// weft killed while writing or a full disk may leave them, so that
         /// babeltrace2 reads them (a stream corrupted in the middle loses
-        /// everything from the damage on); weft's leftover temporary files
-        /// are removed.
+        /// everything from the damage on), write a missing or cut
+        /// ctf/metadata again from meta.json, and remove weft's leftover
+        /// temporary files.
         #[arg(long)]
         repair: bool,
     },
@@ -375,6 +379,12 @@ fn print_events(dir: &std::path::Path, repair: bool) -> anyhow::Result<i32> {
                 r.offset,
                 r.removed,
                 r.why
+            );
+        }
+        if let Some(why) = weft_events::repair_metadata(dir)? {
+            say!(
+                "weft: {}: written again from meta.json ({why})",
+                dir.join("ctf").join("metadata").display()
             );
         }
     }

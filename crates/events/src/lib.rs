@@ -12,8 +12,11 @@
 //! format, entries and exits as `B`/`E` durations). Every file and
 //! directory weft writes is created private and never through a link
 //! (`files`, `trace_dir`), and a stream left by a killed weft is read up to
-//! its last whole packet (`stream`).
+//! its last whole packet (`stream`). A directory is read back once its
+//! `meta.json` and `ctf/metadata` are found whole and in agreement
+//! (`check`).
 
+mod check;
 mod ctf;
 mod error;
 mod expand;
@@ -26,6 +29,7 @@ mod stream;
 mod trace_dir;
 mod usdt;
 
+pub use check::repair_metadata;
 pub use error::{Error, Refusal, Result};
 pub use expand::{FunctionEvents, ProbeEvent};
 pub use files::create_output;

@@ -569,30 +569,32 @@ fn streams_of(dir: &Path) -> Result<Vec<PathBuf>> {
 /// be read in [`Trace::damage`].
 pub fn read_dir(dir: &Path) -> Result<Trace> {
     let meta_path = dir.join("meta.json");
-    let text = std::fs::read_to_string(&meta_path).map_err(io(format!(
+    let text = crate::check::read_description(&meta_path).map_err(io(format!(
         "reading {} (an events directory from --events-out?)",
         meta_path.display()
     )))?;
     let meta: Meta = serde_json::from_str(&text)
         .map_err(|e| Error::Format(format!("{}: {e}", meta_path.display())))?;
+    crate::check::check_meta(&meta, &meta_path)?;
     let path = dir.join("events.jsonl");
+    // A finished trace of an older weft may lack ctf/; an unfinished one
+    // is read from it, so it needs its metadata.
+    if !path.exists() || dir.join("ctf").exists() {
+        crate::check::check_metadata_file(dir, &meta, &meta_path)?;
+    }
     let mut events = Vec::new();
     let mut damage = Vec::new();
     if !path.exists() {
         // weft did not finish this trace: read what its streams hold.
+        let ids = Some(meta.events.len());
         for stream in streams_of(dir)? {
             let file = std::fs::File::open(&stream)
                 .map_err(io(format!("reading {}", stream.display())))?;
             let mut input = std::io::BufReader::with_capacity(1 << 20, file);
-            let end = read_stream(
-                &mut input,
-                &stream,
-                &|id| meta.string_masks(id),
-                &mut |mut e| {
-                    events.append(&mut e);
-                    Ok(())
-                },
-            );
+            let end = crate::stream::packets(&mut input, &stream, ids, &mut |_, tid, records| {
+                weft_live::decode_records(tid, records, &|id| meta.string_masks(id), &mut events);
+                Ok(())
+            });
             match end {
                 Ok(StreamEnd::Whole) => {}
                 Ok(StreamEnd::CutShort { offset, bytes }) => damage.push(Damage::CutShort {
@@ -615,6 +617,19 @@ pub fn read_dir(dir: &Path) -> Result<Trace> {
         let line = line.map_err(io(format!("reading {}", path.display())))?;
         let l: Line = serde_json::from_str(&line)
             .map_err(|e| Error::Format(format!("{}:{}: {e}", path.display(), n + 1)))?;
+        if l.event as usize >= meta.events.len() {
+            return Err(crate::check::inconsistent(
+                &path,
+                format!(
+                    "line {} has event id {}, but {} describes {} event id(s) only",
+                    n + 1,
+                    l.event,
+                    meta_path.display(),
+                    meta.events.len()
+                ),
+                crate::check::MISMATCH_TODO,
+            ));
+        }
         events.push(EventRecord {
             tid: l.tid,
             tsc: l.tsc,
