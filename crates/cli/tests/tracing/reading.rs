@@ -1,11 +1,82 @@
-//! Reading traces back: an events directory whose files are damaged or
-//! disagree (`meta.json`, `ctf/metadata`, the streams, `events.jsonl`) is
-//! refused in one line naming the file and what is wrong, before anything
-//! is printed.
+//! Reading traces back: `weft events` streams the events in time order
+//! with memory that does not grow with the trace, printing the same lines
+//! from `events.jsonl` and from the CTF streams; an events directory whose
+//! files are damaged or disagree (`meta.json`, `ctf/metadata`, the
+//! streams, `events.jsonl`) is refused in one line naming the file and
+//! what is wrong, before anything is printed.
 
 use crate::support::*;
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
+
+/// `weft events EVENTS` with its address space limited to `limit_kib`
+/// KiB (`ulimit -v`): an allocation beyond it fails and weft aborts. (The
+/// kernel's peak-memory count of a child, ru_maxrss, also counts the test
+/// process's own memory when the child was spawned with vfork, so it
+/// cannot tell weft's peak.)
+fn weft_events_within(events: &Path, limit_kib: u64) -> Finished {
+    run(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -v {limit_kib} && exec \"$0\" events \"$1\""
+            ))
+            .arg(env!("CARGO_BIN_EXE_weft"))
+            .arg(events),
+        Duration::from_secs(120),
+    )
+}
+
+/// `weft events` on 300000 events holds none of them: it runs in a 32 MiB
+/// address space (it needs about 15), where holding them took over 60 MB
+/// (about 200 bytes an event with its text: the weft before this change
+/// aborted there), read from `events.jsonl` or from the
+/// streams, and both print the same lines, one per event, in time order.
+#[test]
+fn weft_events_streams_in_bounded_memory() {
+    let traced = trace_run(
+        "events-streamed",
+        &["--trace", "fn:traced", "--ring-mode", "block"],
+        build("events", &O2),
+        &["2", "75000"],
+    );
+    let events = &traced.events;
+    let mut printed = Vec::new();
+    for from in ["events.jsonl", "ctf"] {
+        if from == "ctf" {
+            // As a weft killed before the end leaves it: read the streams.
+            std::fs::remove_file(events.join("events.jsonl")).unwrap();
+        }
+        let out = weft_events_within(events, 32 * 1024);
+        assert_eq!(out.status, 0, "{from}: {}", out.stderr);
+        assert!(out.stderr.is_empty(), "{from}: {}", out.stderr);
+        printed.push(out.stdout);
+    }
+    assert!(printed[0] == printed[1], "the same lines from either");
+    let text = &printed[0];
+    assert!(text.len() > 15_000_000, "{} bytes printed", text.len());
+    assert_eq!(text.lines().count(), 300_000);
+    // Time order, across both threads; each thread's calls in order, each
+    // exit paired with its entry.
+    let mut last_time = 0.0;
+    let mut threads: std::collections::BTreeMap<&str, u64> = Default::default();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let time: f64 = words[0].parse().unwrap();
+        assert!(time >= last_time, "{line}");
+        last_time = time;
+        let calls = threads.entry(words[1]).or_default();
+        match words[3] {
+            "entry" => assert_eq!(words[4], format!("arg1={calls}"), "{line}"),
+            _ => {
+                assert!(words[5].starts_with("duration_ns="), "{line}");
+                *calls += 1;
+            }
+        }
+    }
+    assert_eq!(threads.values().collect::<Vec<_>>(), [&75_000, &75_000]);
+}
 
 /// `weft events DIR`, checked to fail with one clear line naming `file`
 /// and saying `what`, printing no event.
