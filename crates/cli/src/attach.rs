@@ -10,6 +10,7 @@ use weft_process::{ExitWatch, Tracee};
 
 /// Attaches to `pid`, counts until `duration`, Ctrl-C or exit, detaches.
 pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<i32> {
+    let definitions = crate::requests::definitions(args)?;
     let exe = weft_process::exe_path(pid)?;
     weft_image::Image::open(&weft_process::path_in_root(pid, &exe))
         .with_context(|| format!("process {pid} runs {}", exe.display()))?;
@@ -17,7 +18,7 @@ pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<
     let mut session = crate::requests::session_for(pid, args)?;
     let events = crate::requests::events_dir(args)?;
     let report_out = output::open_report(args)?;
-    let mut req = Requests::build(args, &mut session, events)?;
+    let mut req = Requests::build(args, &mut session, events, definitions)?;
     let mut perturbation = Perturbation::new(&req)?;
     perturbation.predict(&req, pid, args.max_overhead, args.verbose)?;
     let prepared = session.prepare(&req.specs)?;

@@ -44,17 +44,22 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Render a JSON report's time histograms as a self-contained HTML page.
     Report(ReportArgs),
-    /// Print the events of an events directory, one per line, in time order
-    /// (a stream cut short is read up to its last whole packet; a corrupt
-    /// one is read up to the damage and makes the exit status 1).
+    /// Print the events of an events directory, one per line, in time order,
+    /// streamed (memory does not grow with the trace). A directory whose
+    /// meta.json, ctf/metadata or events.jsonl is damaged or does not agree
+    /// with the others is refused before anything is printed; a stream cut
+    /// short is read up to its last whole packet; a corrupt one (or one
+    /// holding event ids meta.json does not describe) is read up to the
+    /// damage and makes the exit status 1.
     Events {
         /// A directory written with --events-out.
         dir: PathBuf,
         /// First cut each CTF stream back to its last whole packet, as a
         /// weft killed while writing or a full disk may leave them, so that
         /// babeltrace2 reads them (a stream corrupted in the middle loses
-        /// everything from the damage on); weft's leftover temporary files
-        /// are removed.
+        /// everything from the damage on), write a missing or cut
+        /// ctf/metadata again from meta.json, and remove weft's leftover
+        /// temporary files.
         #[arg(long)]
         repair: bool,
     },
@@ -170,7 +175,8 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub force: bool,
     /// Metric definitions to request with --metric like the built-in ones
-    /// (format: docs/metrics.md).
+    /// (format: docs/metrics.md): a regular file of at most 1 MiB, read
+    /// before the program is started or attached to.
     #[arg(long, value_name = "FILE")]
     pub metrics_file: Option<PathBuf>,
     /// Sampling interval of the metrics' time histograms (`10ms`, `1s`).
@@ -376,15 +382,28 @@ fn print_events(dir: &std::path::Path, repair: bool) -> anyhow::Result<i32> {
                 r.why
             );
         }
+        if let Some(why) = weft_events::repair_metadata(dir)? {
+            say!(
+                "weft: {}: written again from meta.json ({why})",
+                dir.join("ctf").join("metadata").display()
+            );
+        }
     }
-    let trace = weft_events::read_dir(dir)?;
-    let meta = &trace.meta;
+    // Checked and scanned first (an inconsistent directory is refused
+    // before anything is printed), then streamed in time order: memory
+    // does not grow with the trace.
+    let trace = weft_events::TraceReader::open(dir)?;
+    let meta = trace.meta();
     use std::io::Write;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    use anyhow::Context;
-    out.write_all(weft_events::render_text(meta, &trace.events).as_bytes())
-        .and_then(|_| out.flush())
-        .context("cannot write the events to standard output")?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let mut lines = weft_events::TextLines::new(meta);
+    let unwritable = |source| weft_events::Error::Io {
+        what: "cannot write the events to standard output".into(),
+        source,
+    };
+    trace
+        .each_in_time_order(&mut |e| out.write_all(lines.line(e).as_bytes()).map_err(unwritable))?;
+    out.flush().map_err(unwritable)?;
     if meta.dropped > 0 && meta.ring_mode == weft_events::RingMode::Flight {
         say!(
             "weft: flight mode: these are the latest events; {} older one(s) were overwritten",
@@ -396,17 +415,17 @@ fn print_events(dir: &std::path::Path, repair: bool) -> anyhow::Result<i32> {
             meta.dropped
         );
     }
-    for damage in &trace.damage {
+    for damage in trace.damage() {
         say!("weft: {damage}");
     }
-    if !trace.damage.is_empty() {
+    if !trace.damage().is_empty() {
         say!(
             "weft: hint: `weft events --repair {}` cuts the streams back to their last whole \
              packet, so that babeltrace2 reads them",
             dir.display()
         );
     }
-    Ok(if trace.damage.iter().any(|d| d.is_corrupt()) {
+    Ok(if trace.damage().iter().any(|d| d.is_corrupt()) {
         1
     } else {
         0

@@ -35,18 +35,22 @@ pub struct Requests {
     /// Flight mode: how many dumps were written (into DIR/dump-N).
     flight: Option<u32>,
     start_tsc: u64,
+    /// CLOCK_REALTIME (ns since the epoch) when the clock read `start_tsc`.
+    start_realtime_ns: u64,
     started: Instant,
     next_sample: Instant,
 }
 
 impl Requests {
     /// Parses the requests and plans the metrics (allocating their
-    /// counters and timers in `session`); traced events go to `events`
+    /// counters and timers in `session`), with the user's metric
+    /// `definitions` (see [`definitions`]); traced events go to `events`
     /// (see [`events_dir`]).
     pub fn build(
         args: &ProbeArgs,
         session: &mut Session,
         events: Option<weft_events::TraceDir>,
+        definitions: weft_metrics::Definitions,
     ) -> Result<Requests> {
         let mut specs = Vec::new();
         for p in &args.count {
@@ -101,9 +105,12 @@ impl Requests {
             args.interval.as_nanos() as u64,
             args.buckets as usize,
         );
-        let definitions = match &args.metrics_file {
-            Some(path) => weft_metrics::Definitions::load(path)?,
-            None => weft_metrics::Definitions::default(),
+        // Time zero, and where it is in wall-clock time (the CTF clock's
+        // offset, so that babeltrace2 shows the time of day).
+        let (start_tsc, start_realtime_ns) = if monotonic {
+            weft_live::clock::paired_with_realtime(weft_live::clock::monotonic_ns)
+        } else {
+            weft_live::clock::paired_with_realtime(weft_live::clock::tsc)
         };
         let mut req = Requests {
             specs,
@@ -120,11 +127,8 @@ impl Requests {
                 .then_some((ticks_per_ns * 1e9) as u64),
             events_out: args.events_out.clone(),
             flight: None,
-            start_tsc: if monotonic {
-                weft_live::clock::monotonic_ns()
-            } else {
-                weft_live::clock::tsc()
-            },
+            start_tsc,
+            start_realtime_ns,
             monotonic,
             started: Instant::now(),
             next_sample: Instant::now(),
@@ -224,6 +228,18 @@ impl Requests {
             .saturating_duration_since(Instant::now())
             .min(most)
     }
+}
+
+/// The metric definitions of `--metrics-file FILE` (none without it),
+/// read before weft touches the target so that a wrong file is said first:
+/// a file that is not a regular one (`/dev/zero`, a pipe) or holds more
+/// than 1 MiB is refused without reading it (see
+/// `weft_metrics::Definitions::load`).
+pub fn definitions(args: &ProbeArgs) -> Result<weft_metrics::Definitions> {
+    Ok(match &args.metrics_file {
+        Some(path) => weft_metrics::Definitions::load(path)?,
+        None => weft_metrics::Definitions::default(),
+    })
 }
 
 /// The events directory of `--events-out DIR` when tracing, checked and
@@ -356,6 +372,7 @@ impl Requests {
                 self.ticks_per_ns
             },
             start_tsc: self.start_tsc,
+            start_realtime_ns: self.start_realtime_ns,
             clock: if self.monotonic {
                 weft_events::ClockKind::Monotonic
             } else {

@@ -57,6 +57,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
              runs: use `weft attach` (run reports the observed perturbation at the end)"
         );
     }
+    let mut definitions = Some(crate::requests::definitions(args)?);
     let mut events = crate::requests::events_dir(args)?;
     let report_out = output::open_report(args)?;
     let spec = LaunchSpec {
@@ -75,7 +76,12 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
             StopReason::Killed(sig) => return Ok(Some(128 + sig)),
         }
         // After the loader: the libraries (and their USDT probes) are there.
-        let req = requests.insert(Requests::build(args, &mut session, events.take())?);
+        let req = requests.insert(Requests::build(
+            args,
+            &mut session,
+            events.take(),
+            definitions.take().unwrap_or_default(),
+        )?);
         let prepared = session.prepare(&req.specs)?;
         report_pending(&prepared.pending);
         let started = std::time::Instant::now();

@@ -185,6 +185,26 @@ fn hostile_options_are_refused_in_one_line() {
             1,
         ),
         (&["--metric", &chain][..], "levels of operations", 1),
+        (
+            &["--metric", "calls:fn=work,if=arg1 > 18446744073709551616"][..],
+            "'18446744073709551616' is out of range: integer constants are 64 bits, from \
+             -9223372036854775808 (i64::MIN) to 18446744073709551615 (u64::MAX, \
+             0xFFFFFFFFFFFFFFFF)",
+            1,
+        ),
+        // A definitions file that never ends: refused without reading it
+        // (it was read until memory ran out).
+        (
+            &["--metrics-file", "/dev/zero", "--metric", "calls:fn=work"][..],
+            "weft: metric definitions: cannot read /dev/zero: it is a character device, not a \
+             regular file; give a file of metric definitions (format: docs/metrics.md)\n",
+            1,
+        ),
+        (
+            &["--metrics-file", "/", "--metric", "calls:fn=work"][..],
+            "cannot read /: it is a directory, not a regular file",
+            1,
+        ),
     ] {
         let out = run(
             weft()

@@ -117,6 +117,24 @@ fn predicates_and_inside_match_the_tallies() {
     );
 }
 
+/// Constants at the ends of the 64-bit range reach the generated code as
+/// they are: classify's arguments (1 to 3) are above i64::MIN and are not
+/// all-ones, so the first predicate passes every call and the second none.
+#[test]
+fn predicates_take_constants_of_the_whole_64_bit_range() {
+    let every = "fn=classify,if=arg1 > -9223372036854775808 and arg1 != 0xFFFFFFFFFFFFFFFF";
+    let none = "fn=classify,if=arg1 == 18446744073709551615 or arg1 < -9223372036854775807";
+    let m = metric_run(
+        "metrics-64-bit-constants",
+        &[&format!("calls:{every}"), &format!("calls:{none}")],
+        &[],
+        build("metrics", &O2),
+        &[],
+    );
+    assert_eq!(m.value("calls", every), 300.0, "classify runs 300 times");
+    assert_eq!(m.value("calls", none), 0.0);
+}
+
 #[test]
 fn lock_wait_of_a_held_mutex() {
     let m = measure(&["lock_wait"], &[]);

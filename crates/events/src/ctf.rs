@@ -58,6 +58,32 @@ fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
+/// The clock's origin (value 0) in wall-clock time, as CTF 1.8 declares
+/// it: whole seconds since the Unix epoch (`offset_s`) and cycles of
+/// `freq` Hz on top (`offset`, less than a second's worth), from the
+/// CLOCK_REALTIME reading taken when the clock read `start_tsc`.
+/// Timestamps then read as `realtime + (value - start_tsc) / freq`, so
+/// babeltrace2 shows the time of day; an error in the measured rate only
+/// matters over the trace's duration, not since the clock's own origin.
+/// (0, 0) for a trace without that reading (older weft versions).
+pub(crate) fn clock_offset(meta: &Meta, freq: u64) -> (i64, u64) {
+    const NS: i128 = 1_000_000_000;
+    let (Some(realtime), true) = (meta.start_realtime_ns, freq > 0) else {
+        return (0, 0);
+    };
+    let since_origin = i128::from(meta.start_tsc) * NS / i128::from(freq);
+    let origin = i128::from(realtime) - since_origin;
+    let seconds = origin.div_euclid(NS);
+    let cycles = (origin.rem_euclid(NS) * i128::from(freq) + NS / 2) / NS;
+    // Rounding may make a whole second of cycles.
+    let (seconds, cycles) = if cycles >= i128::from(freq) {
+        (seconds + 1, cycles - i128::from(freq))
+    } else {
+        (seconds, cycles)
+    };
+    (seconds as i64, cycles as u64)
+}
+
 /// The TSDL metadata.
 pub fn metadata(meta: &Meta) -> String {
     let mut m = String::from("/* CTF 1.8 */\n\n");
@@ -72,13 +98,15 @@ pub fn metadata(meta: &Meta) -> String {
          trace {\n\tmajor = 1;\n\tminor = 8;\n\tbyte_order = le;\n\
          \tpacket.header := struct {\n\t\tuint32_t magic;\n\t\tuint32_t stream_id;\n\t};\n};\n\n",
     );
+    let freq = (meta.ticks_per_ns * 1e9).round() as u64;
+    let (offset_s, offset) = clock_offset(meta, freq);
     let _ = write!(
         m,
         "env {{\n\ttracer_name = \"weft\";\n\tpid = {};\n}};\n\n\
-         clock {{\n\tname = \"{clock}\";\n\tdescription = \"{description}\";\n\tfreq = {};\n\toffset = 0;\n}};\n\n\
+         clock {{\n\tname = \"{clock}\";\n\tdescription = \"{description}\";\n\tfreq = {freq};\n\
+         \toffset_s = {offset_s};\n\toffset = {offset};\n}};\n\n\
          typealias integer {{ size = 64; align = 64; signed = false; map = clock.{clock}.value; }} := tsc_t;\n\n",
         meta.pid,
-        (meta.ticks_per_ns * 1e9).round() as u64,
         clock = match meta.clock {
             crate::ClockKind::Monotonic => "monotonic",
             crate::ClockKind::Tsc => "tsc",
@@ -196,6 +224,7 @@ pub(crate) mod tests {
             pid: 7,
             ticks_per_ns: 2.5,
             start_tsc: 0,
+            start_realtime_ns: None,
             dropped: 0,
             ring_mode: crate::RingMode::Discard,
             clock: crate::ClockKind::Tsc,
@@ -224,6 +253,44 @@ pub(crate) mod tests {
             "\t\tint64_t arg1;\n\t\tuint32_t arg2_len;\n\t\tstring_flags_t arg2_flags;\n\
              \t\tstruct { utf8_t text[arg2_len]; } align(64) arg2;\n\t\tstruct { } align(64) end;\n"
         ));
+    }
+
+    #[test]
+    fn the_clock_origin_is_placed_in_wall_clock_time() {
+        let mut m = meta();
+        // Without a realtime reading (older traces): the epoch, as before.
+        assert!(metadata(&m).contains("\toffset_s = 0;\n\toffset = 0;\n"));
+        // A 2.5 GHz TSC read 1000 s after its origin at 2024-01-01T00:00:00.25Z.
+        let realtime = 1_704_067_200_250_000_000u64;
+        m.start_tsc = 2_500_000_000_000;
+        m.start_realtime_ns = Some(realtime);
+        let freq = 2_500_000_000;
+        assert_eq!(
+            clock_offset(&m, freq),
+            (1_704_066_200, 625_000_000),
+            "origin 1000 s earlier, 0.25 s of cycles"
+        );
+        assert!(metadata(&m)
+            .contains("\tfreq = 2500000000;\n\toffset_s = 1704066200;\n\toffset = 625000000;\n"));
+        // Any start value: the origin plus start_tsc cycles is the realtime
+        // reading, to the nanosecond.
+        for (start, freq) in [
+            (0, 1_000_000_000),
+            (123_456_789_012_345, 1_000_000_000),
+            (u64::MAX / 4, 2_899_999_999),
+            (987_654_321_987, 3_000_000_001),
+        ] {
+            m.start_tsc = start;
+            let (s, cycles) = clock_offset(&m, freq);
+            assert!(cycles < freq);
+            let f = i128::from(freq);
+            let at = i128::from(s) * 1_000_000_000
+                + (i128::from(cycles) + i128::from(start)) * 1_000_000_000 / f;
+            assert!(
+                (at - i128::from(realtime)).abs() <= 1,
+                "{start} at {freq} Hz: {at} vs {realtime}"
+            );
+        }
     }
 
     #[test]

@@ -32,6 +32,17 @@ pub enum Error {
         /// Why, and what to do.
         why: Refusal,
     },
+    /// A file of an events directory is damaged or does not agree with
+    /// the others (`meta.json`, `ctf/metadata`, the streams).
+    #[error("{}: {why}; {todo}", file.display())]
+    Inconsistent {
+        /// The file at fault (or the one found to disagree).
+        file: PathBuf,
+        /// What is wrong.
+        why: String,
+        /// What to do.
+        todo: String,
+    },
     /// A CTF stream is corrupt in the middle: the packets before `offset`
     /// were read, nothing after it.
     #[error("{}: unreadable from byte {offset}: {why}", stream.display())]

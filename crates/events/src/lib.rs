@@ -12,13 +12,17 @@
 //! format, entries and exits as `B`/`E` durations). Every file and
 //! directory weft writes is created private and never through a link
 //! (`files`, `trace_dir`), and a stream left by a killed weft is read up to
-//! its last whole packet (`stream`).
+//! its last whole packet (`stream`). A directory is read back in time
+//! order with bounded memory (`read`), once its `meta.json` and
+//! `ctf/metadata` are found whole and in agreement (`check`).
 
+mod check;
 mod ctf;
 mod error;
 mod expand;
 mod files;
 mod mode;
+mod read;
 mod record;
 mod rich;
 mod store;
@@ -26,13 +30,15 @@ mod stream;
 mod trace_dir;
 mod usdt;
 
+pub use check::repair_metadata;
 pub use error::{Error, Refusal, Result};
 pub use expand::{FunctionEvents, ProbeEvent};
 pub use files::create_output;
 pub use mode::{ChosenClock, ClockChoice, ClockKind, RingMode};
+pub use read::{Damage, TraceReader};
 pub use record::Recorder;
 pub use rich::{event_request, pending_note};
-pub use store::{read_dir, render_text, shown_values, Damage, Meta, Shown, Trace, TraceClock};
+pub use store::{shown_values, Meta, Shown, TextLines, TraceClock};
 pub use stream::{repair_dir, Repair};
 pub use trace_dir::TraceDir;
 pub use usdt::{operand, usdt_specs};

@@ -3,13 +3,13 @@
 //! and reading a directory back.
 
 use crate::files::{io, SafeDir};
-use crate::stream::{read_stream, StreamEnd};
+use crate::stream::read_stream;
 use crate::trace_dir::is_stream;
 use crate::{ClockKind, RingMode, TraceDir};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 use weft_live::{EventRecord, Session};
 use weft_plan::PointKind;
 
@@ -22,6 +22,11 @@ pub struct Meta {
     pub ticks_per_ns: f64,
     /// TSC at the start of tracing (time zero).
     pub start_tsc: u64,
+    /// CLOCK_REALTIME (nanoseconds since the Unix epoch) when the clock
+    /// read `start_tsc`: where the trace is in wall-clock time (absent in
+    /// directories from older weft versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_realtime_ns: Option<u64>,
     /// Events dropped because a ring was full (in flight mode: the oldest
     /// events, overwritten).
     pub dropped: u64,
@@ -146,26 +151,59 @@ impl Serialize for Shown<'_> {
     }
 }
 
+/// Open entries a thread's stack keeps at most: an entry whose exit was
+/// lost (a dropped event, longjmp, an exception) stays open, and a long
+/// trace can leave millions; beyond this many the oldest is forgotten
+/// (an exit matching it, deeper than any real recursion, gets no
+/// duration), so memory stays bounded.
+const MAX_OPEN_ENTRIES: usize = 1 << 16;
+
 /// Gives each function exit its duration by matching it with the entry of
 /// the same function on the same thread (a stack per thread, so recursion
 /// pairs up; entries left open by longjmp or exceptions are skipped).
-#[derive(Debug, Default)]
+/// Entries of functions that no exit event names (`entry:PATTERN`) are
+/// not kept: nothing would match them.
+#[derive(Debug)]
 pub struct Durations<'m> {
-    stacks: std::collections::HashMap<i32, Vec<(&'m str, &'m str, u64)>>,
+    stacks: std::collections::HashMap<i32, std::collections::VecDeque<(&'m str, &'m str, u64)>>,
+    /// By event id: whether an exit event of the same function exists.
+    paired: Vec<bool>,
 }
 
 impl<'m> Durations<'m> {
+    /// For the events of `meta`.
+    pub fn new(meta: &'m Meta) -> Durations<'m> {
+        let exits: std::collections::HashSet<(&str, &str)> = meta
+            .events
+            .iter()
+            .filter(|(_, _, kind, _)| kind == "exit")
+            .map(|(m, f, _, _)| (m.as_str(), f.as_str()))
+            .collect();
+        Durations {
+            stacks: std::collections::HashMap::new(),
+            paired: meta
+                .events
+                .iter()
+                .map(|(m, f, _, _)| exits.contains(&(m.as_str(), f.as_str())))
+                .collect(),
+        }
+    }
+
     /// Takes the next event of its thread; for an exit whose entry was
     /// seen, returns the nanoseconds since that entry.
     pub fn see(&mut self, meta: &'m Meta, e: &EventRecord) -> Option<u64> {
         let (module, function, kind, _) = meta.events.get(e.event as usize)?;
-        let stack = self.stacks.entry(e.tid).or_default();
         match kind.as_str() {
-            "entry" => {
-                stack.push((module, function, e.tsc));
+            "entry" if self.paired.get(e.event as usize) == Some(&true) => {
+                let stack = self.stacks.entry(e.tid).or_default();
+                if stack.len() >= MAX_OPEN_ENTRIES {
+                    stack.pop_front();
+                }
+                stack.push_back((module, function, e.tsc));
                 None
             }
             "exit" => {
+                let stack = self.stacks.get_mut(&e.tid)?;
                 let at = stack
                     .iter()
                     .rposition(|(m, f, _)| *m == module.as_str() && *f == function.as_str())?;
@@ -178,15 +216,15 @@ impl<'m> Durations<'m> {
     }
 }
 
-/// One stored event.
+/// One line of `events.jsonl`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Line {
-    tsc: u64,
-    tid: i32,
-    event: u32,
-    args: Vec<u64>,
+pub(crate) struct Line {
+    pub tsc: u64,
+    pub tid: i32,
+    pub event: u32,
+    pub args: Vec<u64>,
     #[serde(default)]
-    strings: Vec<String>,
+    pub strings: Vec<String>,
 }
 
 /// A [`Line`] written without copying the event's values.
@@ -209,6 +247,8 @@ pub struct TraceClock {
     pub ticks_per_ns: f64,
     /// TSC at the start of tracing.
     pub start_tsc: u64,
+    /// CLOCK_REALTIME (ns since the epoch) when the clock read `start_tsc`.
+    pub start_realtime_ns: u64,
     /// What writers did when a ring was full.
     pub ring_mode: RingMode,
     /// The timestamps' clock (CLOCK_MONOTONIC has ticks of 1 ns).
@@ -222,6 +262,7 @@ impl Meta {
             pid: session.pid(),
             ticks_per_ns: clock.ticks_per_ns,
             start_tsc: clock.start_tsc,
+            start_realtime_ns: Some(clock.start_realtime_ns),
             dropped: session.events_dropped(),
             ring_mode: clock.ring_mode,
             clock: clock.clock,
@@ -325,7 +366,7 @@ fn write_lines(
     let mut lines = std::io::BufWriter::with_capacity(1 << 20, file);
     for stream in streams {
         // A stream holds one thread's events, in order.
-        let mut durations = Durations::default();
+        let mut durations = Durations::new(meta);
         each_event_of(ctf, stream, meta, &mut |events| {
             for e in &events {
                 let line = LineRef {
@@ -488,175 +529,97 @@ impl<'f> ChromeWriter<'f> {
     }
 }
 
-/// An events directory read back.
+/// The lines `weft events` prints, one per event, like `perf script`:
+/// `TIME_NS TID MODULE:FUNCTION entry|exit VALUES`, each exit with its
+/// duration. Give it the events in time order.
 #[derive(Debug)]
-pub struct Trace {
-    /// What the event ids mean, and how the trace was taken.
-    pub meta: Meta,
-    /// The events, stream by stream.
-    pub events: Vec<EventRecord>,
-    /// The streams that could not be read to their end (only where weft did
-    /// not finish the trace, which has then no `events.jsonl`).
-    pub damage: Vec<Damage>,
+pub struct TextLines<'m> {
+    meta: &'m Meta,
+    durations: Durations<'m>,
+    line: String,
 }
 
-/// A CTF stream that could not be read to its end.
-#[derive(Debug)]
-pub enum Damage {
-    /// Its last packet was cut short (weft was killed or the disk filled
-    /// while writing it); every packet before it was read.
-    CutShort {
-        /// The stream file.
-        stream: PathBuf,
-        /// Where its last whole packet ends.
-        offset: u64,
-        /// The bytes after it, left out.
-        bytes: u64,
-    },
-    /// Corrupt in the middle: an [`Error::Corrupt`]; the packets before
-    /// the damage were read.
-    Corrupt(Error),
-}
-
-impl Damage {
-    /// Whether events in the middle of a stream may be missing.
-    pub fn is_corrupt(&self) -> bool {
-        matches!(self, Damage::Corrupt(_))
-    }
-}
-
-impl std::fmt::Display for Damage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Damage::CutShort {
-                stream,
-                offset,
-                bytes,
-            } => write!(
-                f,
-                "{}: its last packet was cut short (weft was killed or the disk filled while \
-                 writing it): left out its last {bytes} byte(s), from byte {offset}",
-                stream.display()
-            ),
-            Damage::Corrupt(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-/// The CTF stream files of an events directory, in order.
-fn streams_of(dir: &Path) -> Result<Vec<PathBuf>> {
-    let ctf = dir.join("ctf");
-    let mut streams: Vec<PathBuf> = std::fs::read_dir(&ctf)
-        .map_err(io(format!("reading {}", ctf.display())))?
-        .flatten()
-        .filter(|e| is_stream(&e.file_name().to_string_lossy()))
-        .map(|e| e.path())
-        .collect();
-    streams.sort();
-    Ok(streams)
-}
-
-/// Reads an events directory back: `events.jsonl` if weft finished the
-/// trace, else every whole packet of its CTF streams, with what could not
-/// be read in [`Trace::damage`].
-pub fn read_dir(dir: &Path) -> Result<Trace> {
-    let meta_path = dir.join("meta.json");
-    let text = std::fs::read_to_string(&meta_path).map_err(io(format!(
-        "reading {} (an events directory from --events-out?)",
-        meta_path.display()
-    )))?;
-    let meta: Meta = serde_json::from_str(&text)
-        .map_err(|e| Error::Format(format!("{}: {e}", meta_path.display())))?;
-    let path = dir.join("events.jsonl");
-    let mut events = Vec::new();
-    let mut damage = Vec::new();
-    if !path.exists() {
-        // weft did not finish this trace: read what its streams hold.
-        for stream in streams_of(dir)? {
-            let file = std::fs::File::open(&stream)
-                .map_err(io(format!("reading {}", stream.display())))?;
-            let mut input = std::io::BufReader::with_capacity(1 << 20, file);
-            let end = read_stream(
-                &mut input,
-                &stream,
-                &|id| meta.string_masks(id),
-                &mut |mut e| {
-                    events.append(&mut e);
-                    Ok(())
-                },
-            );
-            match end {
-                Ok(StreamEnd::Whole) => {}
-                Ok(StreamEnd::CutShort { offset, bytes }) => damage.push(Damage::CutShort {
-                    stream,
-                    offset,
-                    bytes,
-                }),
-                Err(e @ Error::Corrupt { .. }) => damage.push(Damage::Corrupt(e)),
-                Err(e) => return Err(e),
-            }
-        }
-        return Ok(Trace {
+impl<'m> TextLines<'m> {
+    /// For the events of `meta`.
+    pub fn new(meta: &'m Meta) -> TextLines<'m> {
+        TextLines {
             meta,
-            events,
-            damage,
-        });
+            durations: Durations::new(meta),
+            line: String::new(),
+        }
     }
-    let file = std::fs::File::open(&path).map_err(io(format!("reading {}", path.display())))?;
-    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(io(format!("reading {}", path.display())))?;
-        let l: Line = serde_json::from_str(&line)
-            .map_err(|e| Error::Format(format!("{}:{}: {e}", path.display(), n + 1)))?;
-        events.push(EventRecord {
-            tid: l.tid,
-            tsc: l.tsc,
-            event: l.event,
-            args: l.args,
-            strings: l.strings,
-        });
-    }
-    Ok(Trace {
-        meta,
-        events,
-        damage,
-    })
-}
 
-/// One line per event, in time order, like `perf script`:
-/// `TIME_NS TID MODULE:FUNCTION entry|exit VALUES`.
-pub fn render_text(meta: &Meta, events: &[EventRecord]) -> String {
-    let mut sorted: Vec<&EventRecord> = events.iter().collect();
-    sorted.sort_by_key(|e| e.tsc);
-    let mut out = String::new();
-    let mut durations = Durations::default();
-    for e in sorted {
-        let duration = durations
-            .see(meta, e)
-            .map(|ns| format!(" duration_ns={ns}"))
-            .unwrap_or_default();
+    /// The line of `e` (the next event in time order), newline included.
+    pub fn line(&mut self, e: &EventRecord) -> &str {
+        use std::fmt::Write as _;
+        let meta = self.meta;
+        let duration = self.durations.see(meta, e);
         let (module, function, kind) = meta
             .events
             .get(e.event as usize)
             .map(|(m, f, k, _)| (m.as_str(), f.as_str(), k.as_str()))
             .unwrap_or(("?", "?", "?"));
         let ns = e.tsc.saturating_sub(meta.start_tsc) as f64 / meta.ticks_per_ns;
-        let values = if kind == "exit" {
-            e.args
-                .first()
-                .map(|r| format!("ret={}", *r as i64))
-                .unwrap_or_default()
+        let line = &mut self.line;
+        line.clear();
+        let _ = write!(line, "{ns:>16.0} {:>7} {module}:{function} {kind} ", e.tid);
+        if kind == "exit" {
+            if let Some(r) = e.args.first() {
+                let _ = write!(line, "ret={}", *r as i64);
+            }
         } else {
-            shown_values(meta.string_masks(e.event), e)
+            for (i, v) in shown_values(meta.string_masks(e.event), e)
                 .iter()
                 .enumerate()
-                .map(|(i, v)| format!("{}={v}", meta.value_name(e.event, i)))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        out.push_str(&format!(
-            "{ns:>16.0} {:>7} {module}:{function} {kind} {values}{duration}\n",
-            e.tid
-        ));
+            {
+                if i > 0 {
+                    line.push(' ');
+                }
+                let _ = write!(line, "{}={v}", meta.value_name(e.event, i));
+            }
+        }
+        if let Some(ns) = duration {
+            let _ = write!(line, " duration_ns={ns}");
+        }
+        line.push('\n');
+        line
     }
-    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ctf::tests::meta;
+
+    fn event(tid: i32, tsc: u64, event: u32) -> EventRecord {
+        EventRecord {
+            tid,
+            tsc,
+            event,
+            args: vec![],
+            strings: vec![],
+        }
+    }
+
+    #[test]
+    fn durations_keep_only_entries_an_exit_can_match_and_a_bounded_stack() {
+        let m = meta();
+        let mut d = Durations::new(&m);
+        // g (id 2) has no exit event: its entries are not kept.
+        for tsc in 0..100_000 {
+            assert_eq!(d.see(&m, &event(1, tsc, 2)), None);
+        }
+        assert!(d.stacks.get(&1).is_none_or(|s| s.is_empty()));
+        // f's entries whose exits were lost: the latest MAX_OPEN_ENTRIES.
+        let open = MAX_OPEN_ENTRIES as u64 + 10;
+        for tsc in 0..open {
+            d.see(&m, &event(1, 1000 * tsc, 0));
+        }
+        assert_eq!(d.stacks[&1].len(), MAX_OPEN_ENTRIES);
+        // An exit pairs with the latest entry of its thread (2.5 ticks a ns).
+        let last = 1000 * (open - 1);
+        assert_eq!(d.see(&m, &event(1, last + 250, 1)), Some(100));
+        assert_eq!(d.see(&m, &event(2, last + 250, 1)), None, "another thread");
+        assert_eq!(d.stacks[&1].len(), MAX_OPEN_ENTRIES - 1);
+    }
 }

@@ -86,8 +86,10 @@ fn check_header(h: &PacketHeader) -> std::result::Result<u64, String> {
 }
 
 /// Checks that the records of a packet tile it exactly, each with at most
-/// [`r::MAX_ARGS`] values; else where (from the records' start) and why.
-fn check_records(records: &[u8]) -> std::result::Result<(), (usize, String)> {
+/// [`r::MAX_ARGS`] values and, given the number of event ids `meta.json`
+/// describes, an id among them; else where (from the records' start) and
+/// why.
+fn check_records(records: &[u8], ids: Option<usize>) -> std::result::Result<(), (usize, String)> {
     let mut at = 0;
     while at < records.len() {
         let left = records.len() - at;
@@ -107,6 +109,19 @@ fn check_records(records: &[u8]) -> std::result::Result<(), (usize, String)> {
                 format!("has {nargs} values (a record has at most {})", r::MAX_ARGS),
             ));
         }
+        let id = u32::from_le_bytes(
+            records[at + r::R_EVENT as usize..at + r::R_NARGS as usize]
+                .try_into()
+                .expect("4 bytes, by the bounds above"),
+        );
+        if let Some(ids) = ids.filter(|&ids| id as usize >= ids) {
+            return Err((
+                at,
+                format!(
+                    "has event id {id}, which meta.json does not describe (it describes {ids})"
+                ),
+            ));
+        }
         let size = r::record_size(nargs, text) as usize;
         if size > left {
             return Err((
@@ -119,62 +134,114 @@ fn check_records(records: &[u8]) -> std::result::Result<(), (usize, String)> {
     Ok(())
 }
 
-/// Reads the packets of the stream `input` (named `stream` in messages),
-/// checks each, and passes each one's thread and records to `each`.
-/// Returns how the stream ended; a corrupt packet is an
-/// [`Error::Corrupt`] after the packets before it were passed on.
-pub(crate) fn packets(
+/// The thread whose stream the file `stream` is (`stream_TID`), if it is
+/// named as weft names them.
+fn thread_of(stream: &Path) -> Option<i32> {
+    let name = stream.file_name()?.to_str()?;
+    is_stream(name).then(|| name["stream_".len()..].parse().ok())?
+}
+
+/// What comes next in a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// A whole, valid packet of thread `tid`, `size` bytes long in all.
+    Packet {
+        /// The thread in its context.
+        tid: i32,
+        /// Its bytes, header included.
+        size: u64,
+    },
+    /// The stream ends here.
+    End(StreamEnd),
+}
+
+/// Reads the packet at `offset` of the stream `input` (named `stream` in
+/// messages), checks its header and that its records tile it (and, given
+/// `ids`, that their event ids are below it), and leaves its records in
+/// `records`. A corrupt packet is an [`Error::Corrupt`].
+pub(crate) fn next_packet(
     input: &mut dyn Read,
     stream: &Path,
-    each: &mut dyn FnMut(i32, &[u8]) -> Result<()>,
-) -> Result<StreamEnd> {
-    let corrupt = |offset, why| Error::Corrupt {
+    offset: u64,
+    ids: Option<usize>,
+    records: &mut Vec<u8>,
+) -> Result<Next> {
+    let corrupt = |why| Error::Corrupt {
         stream: stream.to_path_buf(),
         offset,
         why,
     };
     let failed = io(format!("reading {}", stream.display()));
     let mut header = PacketHeader::new_zeroed();
+    let got = fill(input, header.as_mut_bytes()).map_err(&failed)?;
+    if got == 0 {
+        return Ok(Next::End(StreamEnd::Whole));
+    }
+    if got >= 4 && header.magic.get() != MAGIC {
+        return Err(corrupt(format!(
+            "bad packet magic {:#010x} (weft's packets start with {MAGIC:#010x})",
+            header.magic.get()
+        )));
+    }
+    if got < PACKET_HEADER {
+        return Ok(Next::End(StreamEnd::CutShort {
+            offset,
+            bytes: got as u64,
+        }));
+    }
+    let size = check_header(&header).map_err(corrupt)?;
+    let tid = header.tid.get() as i32;
+    if let Some(owner) = thread_of(stream).filter(|&owner| owner != tid) {
+        return Err(corrupt(format!(
+            "packet of thread {tid} in the stream of thread {owner} (weft writes each \
+             thread's packets to its own stream_TID)"
+        )));
+    }
+    records.clear();
+    let read = (&mut *input)
+        .take(size)
+        .read_to_end(records)
+        .map_err(&failed)?;
+    if (read as u64) < size {
+        return Ok(Next::End(StreamEnd::CutShort {
+            offset,
+            bytes: (PACKET_HEADER + read) as u64,
+        }));
+    }
+    check_records(records, ids).map_err(|(at, why)| {
+        let at = offset + (PACKET_HEADER + at) as u64;
+        corrupt(format!("the record at byte {at} {why}"))
+    })?;
+    Ok(Next::Packet {
+        tid,
+        size: PACKET_HEADER as u64 + size,
+    })
+}
+
+/// What [`packets`] passes each packet to: its offset in the stream, its
+/// thread and its records.
+pub(crate) type EachPacket<'a> = dyn FnMut(u64, i32, &[u8]) -> Result<()> + 'a;
+
+/// Reads the packets of the stream `input` (named `stream` in messages),
+/// checks each (see [`next_packet`]), and passes each one's offset, thread
+/// and records to `each`. Returns how the stream ended; a corrupt packet is
+/// an [`Error::Corrupt`] after the packets before it were passed on.
+pub(crate) fn packets(
+    input: &mut dyn Read,
+    stream: &Path,
+    ids: Option<usize>,
+    each: &mut EachPacket<'_>,
+) -> Result<StreamEnd> {
     let mut records = Vec::new();
     let mut offset = 0u64;
     loop {
-        let got = fill(input, header.as_mut_bytes()).map_err(&failed)?;
-        if got == 0 {
-            return Ok(StreamEnd::Whole);
+        match next_packet(input, stream, offset, ids, &mut records)? {
+            Next::End(end) => return Ok(end),
+            Next::Packet { tid, size } => {
+                each(offset, tid, &records)?;
+                offset += size;
+            }
         }
-        if got >= 4 && header.magic.get() != MAGIC {
-            return Err(corrupt(
-                offset,
-                format!(
-                    "bad packet magic {:#010x} (weft's packets start with {MAGIC:#010x})",
-                    header.magic.get()
-                ),
-            ));
-        }
-        if got < PACKET_HEADER {
-            return Ok(StreamEnd::CutShort {
-                offset,
-                bytes: got as u64,
-            });
-        }
-        let size = check_header(&header).map_err(|why| corrupt(offset, why))?;
-        records.clear();
-        let read = (&mut *input)
-            .take(size)
-            .read_to_end(&mut records)
-            .map_err(&failed)?;
-        if (read as u64) < size {
-            return Ok(StreamEnd::CutShort {
-                offset,
-                bytes: (PACKET_HEADER + read) as u64,
-            });
-        }
-        check_records(&records).map_err(|(at, why)| {
-            let at = offset + (PACKET_HEADER + at) as u64;
-            corrupt(offset, format!("the record at byte {at} {why}"))
-        })?;
-        each(header.tid.get() as i32, &records)?;
-        offset += PACKET_HEADER as u64 + size;
     }
 }
 
@@ -186,7 +253,7 @@ pub(crate) fn read_stream(
     strings: &dyn Fn(u32) -> (u16, u16),
     each: &mut dyn FnMut(Vec<EventRecord>) -> Result<()>,
 ) -> Result<StreamEnd> {
-    packets(input, stream, &mut |tid, records| {
+    packets(input, stream, None, &mut |_, tid, records| {
         let mut events = Vec::new();
         weft_live::decode_records(tid, records, strings, &mut events);
         each(events)
@@ -209,9 +276,13 @@ pub struct Repair {
 /// Cuts each CTF stream of the events directory `dir` back to its last
 /// whole, valid packet (after a packet cut short, or before a corrupt
 /// one: the rest of that stream is unreadable), and removes temporary
-/// files a killed weft left; returns what it cut. Opens nothing through a
-/// link.
+/// files a killed weft left; returns what it cut. A record whose event id
+/// `meta.json` does not describe makes its packet corrupt, but only when
+/// `meta.json` is consistent and `ctf/metadata` (whole) agrees with it:
+/// weft never cuts a stream for a `meta.json` of another trace. Opens
+/// nothing through a link.
 pub fn repair_dir(dir: &Path) -> Result<Vec<Repair>> {
+    let ids = crate::check::trusted_ids(dir);
     let root = SafeDir::open(dir).map_err(io(format!("opening {}", dir.display())))?;
     let ctf = root
         .open_dir("ctf")
@@ -237,7 +308,7 @@ pub fn repair_dir(dir: &Path) -> Result<Vec<Repair>> {
             .map_err(io(format!("reading {}", path.display())))?
             .len();
         let mut input = std::io::BufReader::with_capacity(1 << 20, file);
-        let (offset, why) = match packets(&mut input, &path, &mut |_, _| Ok(())) {
+        let (offset, why) = match packets(&mut input, &path, ids, &mut |_, _, _| Ok(())) {
             Ok(StreamEnd::Whole) => continue,
             Ok(StreamEnd::CutShort { offset, .. }) => {
                 (offset, "its last packet was cut short".to_string())
@@ -283,7 +354,12 @@ mod tests {
 
     /// A stream of three packets of [`records`] of thread 42.
     fn stream() -> Vec<u8> {
-        let (p, count) = crate::ctf::packet(42, 3, &records());
+        stream_of(42)
+    }
+
+    /// A stream of three packets of [`records`] of thread `tid`.
+    fn stream_of(tid: i32) -> Vec<u8> {
+        let (p, count) = crate::ctf::packet(tid, 3, &records());
         assert_eq!(count, 2);
         [p.clone(), p.clone(), p].concat()
     }
@@ -359,6 +435,27 @@ mod tests {
         assert!(why.contains("has 13 values"), "{why}");
         let (_, _, why) = damaged(shape, &(12u32).to_le_bytes());
         assert!(why.contains("runs past the end of its packet"), "{why}");
+        // A packet of another thread than the stream's (its file name).
+        let (s, m) = (stream(), meta());
+        let mut got = 0;
+        let end = read_stream(
+            &mut &s[..],
+            Path::new("ctf/stream_41"),
+            &|id| m.string_masks(id),
+            &mut |e| {
+                got += e.len();
+                Ok(())
+            },
+        );
+        match end {
+            Err(Error::Corrupt { offset: 0, why, .. }) => assert_eq!(
+                why,
+                "packet of thread 42 in the stream of thread 41 (weft writes each thread's \
+                 packets to its own stream_TID)"
+            ),
+            other => panic!("not corrupt: {other:?}"),
+        }
+        assert_eq!(got, 0);
         let msg = Error::Corrupt {
             stream: "ev/ctf/stream_42".into(),
             offset: 4096,
@@ -421,15 +518,86 @@ mod tests {
     }
 
     #[test]
+    fn records_of_ids_meta_json_does_not_describe_are_corrupt() {
+        let whole = stream();
+        let packet = whole.len() / 3;
+        // The bytes of records `packets` passes on with `ids`, and its end.
+        let read = |ids: Option<usize>| {
+            let mut n = 0;
+            let end = packets(&mut &whole[..], Path::new("s"), ids, &mut |_, _, r| {
+                n += r.len();
+                Ok(())
+            });
+            (n, end)
+        };
+        // meta() describes ids 0 to 2, and the records use ids 0 and 2.
+        let (_, end) = read(Some(3));
+        assert_eq!(end.unwrap(), StreamEnd::Whole);
+        match read(Some(2)) {
+            (0, Err(Error::Corrupt { offset: 0, why, .. })) => assert_eq!(
+                why,
+                format!(
+                    "the record at byte {} has event id 2, which meta.json does not describe \
+                     (it describes 2)",
+                    PACKET_HEADER + 32
+                )
+            ),
+            other => panic!("not corrupt: {other:?}"),
+        }
+        // Without ids (weft's own finish), any id.
+        let (n, end) = read(None);
+        assert_eq!(
+            (end.unwrap(), n),
+            (StreamEnd::Whole, 3 * (packet - PACKET_HEADER))
+        );
+    }
+
+    #[test]
+    fn repair_cuts_streams_at_unknown_ids_only_for_a_trusted_meta() {
+        let dir = std::env::temp_dir().join(format!("weft-repair-ids-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("ctf")).unwrap();
+        let whole = stream_of(4);
+        let packet = whole.len() / 3;
+        // The last packet's second record gets id 7.
+        let mut bad = whole.clone();
+        let id_at = 2 * packet + PACKET_HEADER + 32 + 8;
+        bad[id_at..id_at + 4].copy_from_slice(&7u32.to_le_bytes());
+        std::fs::write(dir.join("ctf/stream_4"), &bad).unwrap();
+        let m = meta();
+        std::fs::write(dir.join("meta.json"), serde_json::to_vec(&m).unwrap()).unwrap();
+        // ctf/metadata of another trace: nothing cut.
+        let mut other = m.clone();
+        other.events[0].1 = "elsewhere".into();
+        std::fs::write(dir.join("ctf/metadata"), crate::ctf::metadata(&other)).unwrap();
+        assert!(repair_dir(&dir).unwrap().is_empty());
+        assert_eq!(std::fs::read(dir.join("ctf/stream_4")).unwrap(), bad);
+        // Agreeing: the packet is cut.
+        std::fs::write(dir.join("ctf/metadata"), crate::ctf::metadata(&m)).unwrap();
+        let repairs = repair_dir(&dir).unwrap();
+        assert_eq!(repairs.len(), 1);
+        assert_eq!(
+            (repairs[0].offset, repairs[0].removed),
+            (2 * packet as u64, packet as u64)
+        );
+        assert!(
+            repairs[0].why.contains("has event id 7"),
+            "{}",
+            repairs[0].why
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn repair_cuts_streams_to_their_last_whole_packet() {
         let dir = std::env::temp_dir().join(format!("weft-repair-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("ctf")).unwrap();
-        let whole = stream();
+        let whole = stream_of(1);
         let packet = whole.len() / 3;
         std::fs::write(dir.join("ctf/stream_1"), &whole).unwrap();
-        std::fs::write(dir.join("ctf/stream_2"), &whole[..2 * packet + 9]).unwrap();
-        let mut bad = whole.clone();
+        std::fs::write(dir.join("ctf/stream_2"), &stream_of(2)[..2 * packet + 9]).unwrap();
+        let mut bad = stream_of(3);
         bad[packet..packet + 4].copy_from_slice(b"XXXX");
         std::fs::write(dir.join("ctf/stream_3"), &bad).unwrap();
         std::fs::write(dir.join(format!("ctf/{TEMP_PREFIX}metadata-1-0")), b"").unwrap();

@@ -31,6 +31,35 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CLOCK_REALTIME in nanoseconds since the Unix epoch (wall-clock time).
+pub fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a pointer to a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `clock` read at the same moment as CLOCK_REALTIME: `(clock value,
+/// realtime ns)`. The clock is read on either side of the realtime clock
+/// and the midpoint taken, so the pair is off by at most half the time
+/// between the two readings (the closest of a few tries is kept).
+pub fn paired_with_realtime(clock: impl Fn() -> u64) -> (u64, u64) {
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..5 {
+        let before = clock();
+        let real = realtime_ns();
+        let after = clock();
+        let gap = after.saturating_sub(before);
+        if gap < best.0 {
+            best = (gap, before + gap / 2, real);
+        }
+    }
+    (best.1, best.2)
+}
+
 /// The address of `clock_gettime` in process `pid`'s vDSO, which reads
 /// the clock without a system call where the kernel's clock source allows.
 pub fn vdso_clock_gettime(pid: i32) -> crate::Result<u64> {
@@ -64,6 +93,24 @@ pub fn calibrate(over: Duration) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn realtime_pairs_with_the_clock() {
+        let system = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let before = monotonic_ns();
+        let (mono, real) = paired_with_realtime(monotonic_ns);
+        let after = monotonic_ns();
+        assert!(before <= mono && mono <= after);
+        // The wall clock, as std reads it, within a second.
+        assert!(real.abs_diff(system) < 1_000_000_000, "{real} vs {system}");
+        // The pair holds: realtime - monotonic is what the kernel says now.
+        let (mono2, real2) = (monotonic_ns(), realtime_ns());
+        let drift = (real2 as i128 - mono2 as i128) - (real as i128 - mono as i128);
+        assert!(drift.abs() < 1_000_000, "{drift} ns");
+    }
 
     #[test]
     fn tsc_invariance_matches_the_kernel() {

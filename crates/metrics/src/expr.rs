@@ -3,6 +3,13 @@
 //! Operands: integers, `arg1`..`arg6` (at an entry), `ret` (at an exit),
 //! `tid`. Operators, loosest first: `or`, `and`, comparisons
 //! (`< > <= >= == !=`), `+ -`, `* /`; parentheses group.
+//!
+//! Values are 64-bit two's complement integers, compared signed. An integer
+//! constant is decimal or `0x` hexadecimal (1 to 16 digits), from
+//! `-9223372036854775808` (`i64::MIN`) to `18446744073709551615`
+//! (`u64::MAX`, `0xFFFFFFFFFFFFFFFF`): a constant above `i64::MAX` is the
+//! same 64 bits as a negative one (`0xFFFFFFFFFFFFFFFF` is `-1`), as an
+//! unsigned argument's bits are. Anything beyond is refused.
 
 use crate::{Error, Result};
 use weft_plan::{BinOp, Expr};
@@ -181,6 +188,16 @@ impl Parser<'_> {
                 Ok(e)
             }
             "-" => {
+                // A negative constant is one: `-9223372036854775808` is
+                // i64::MIN, whose magnitude alone is above i64::MAX.
+                if let Some(n) = self.peek().filter(|n| is_number(n)).map(str::to_string) {
+                    self.pos += 1;
+                    return match literal(&n) {
+                        Ok(m) if m <= 1 << 63 => Ok(Expr::Const((m as i64).wrapping_neg())),
+                        Ok(_) => Err(self.error(out_of_range(&format!("-{n}")))),
+                        Err(why) => Err(self.error(why)),
+                    };
+                }
                 self.nesting += 1;
                 let e = self.atom()?;
                 self.nesting -= 1;
@@ -193,13 +210,41 @@ impl Parser<'_> {
                 Ok(n @ 1..=6) => Ok(Expr::Arg(n)),
                 _ => Err(self.error(format!("'{a}': arguments are arg1 to arg6"))),
             },
-            n => n
-                .strip_prefix("0x")
-                .map_or_else(|| n.parse::<i64>(), |h| i64::from_str_radix(h, 16))
-                .map(Expr::Const)
-                .map_err(|_| self.error(format!("'{n}' is not a number, argN, ret or tid"))),
+            // Above i64::MAX: the same 64 bits as a negative value.
+            n if is_number(n) => literal(n)
+                .map(|v| Expr::Const(v as i64))
+                .map_err(|why| self.error(why)),
+            n => Err(self.error(format!("'{n}' is not a number, argN, ret or tid"))),
         }
     }
+}
+
+/// Whether token `t` is meant as a number (it starts with a digit).
+fn is_number(t: &str) -> bool {
+    t.starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// Why the constant `text` is refused for its size.
+fn out_of_range(text: &str) -> String {
+    format!(
+        "'{text}' is out of range: integer constants are 64 bits, from -9223372036854775808 \
+         (i64::MIN) to 18446744073709551615 (u64::MAX, 0xFFFFFFFFFFFFFFFF)"
+    )
+}
+
+/// The value of an integer constant, decimal (up to u64::MAX) or `0x`
+/// hexadecimal (1 to 16 digits, leading zeros aside), as 64 bits.
+fn literal(text: &str) -> std::result::Result<u64, String> {
+    let not_a_number = || format!("'{text}' is not a number, argN, ret or tid");
+    let (digits, radix) = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => (hex, 16),
+        None => (text, 10),
+    };
+    // from_str_radix would take a sign: only digits are a constant here.
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return Err(not_a_number());
+    }
+    u64::from_str_radix(digits, radix).map_err(|_| out_of_range(text))
 }
 
 #[cfg(test)]
@@ -269,7 +314,95 @@ mod tests {
         assert!(expr.len() < 70, "{expr}");
     }
 
+    #[test]
+    fn constants_cover_the_i64_and_u64_ranges() {
+        let constant = |text: &str| match parse_expr(text) {
+            Ok(Expr::Const(v)) => v,
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(constant("-9223372036854775808"), i64::MIN);
+        assert_eq!(constant("- 9223372036854775808"), i64::MIN);
+        assert_eq!(constant("9223372036854775807"), i64::MAX);
+        assert_eq!(constant("-9223372036854775807"), -i64::MAX);
+        // Above i64::MAX: the same 64 bits as a negative value.
+        assert_eq!(constant("9223372036854775808"), i64::MIN);
+        assert_eq!(constant("18446744073709551615"), -1);
+        assert_eq!(constant("0xFFFFFFFFFFFFFFFF"), -1);
+        assert_eq!(constant("0xffffffffffffffff"), -1);
+        assert_eq!(constant("0X8000000000000000"), i64::MIN);
+        assert_eq!(constant("-0x8000000000000000"), i64::MIN);
+        assert_eq!(constant("0x7fffffffffffffff"), i64::MAX);
+        assert_eq!(constant("0x0000000000000000001"), 1, "leading zeros");
+        assert_eq!(constant("-0"), 0);
+        assert_eq!(constant("-5"), -5);
+        // In a predicate, and with unary minus on other operands as before.
+        assert_eq!(
+            parse_expr("arg1 == -9223372036854775808").unwrap(),
+            Expr::bin(BinOp::Eq, Expr::Arg(1), Expr::Const(i64::MIN))
+        );
+        assert_eq!(
+            parse_expr("ret != 0xFFFFFFFFFFFFFFFF").unwrap(),
+            Expr::bin(BinOp::Ne, Expr::Ret, Expr::Const(-1))
+        );
+        assert_eq!(
+            parse_expr("-5 * 3").unwrap(),
+            Expr::bin(BinOp::Mul, Expr::Const(-5), Expr::Const(3))
+        );
+        assert_eq!(
+            parse_expr("-arg1").unwrap(),
+            Expr::bin(BinOp::Sub, Expr::Const(0), Expr::Arg(1))
+        );
+        assert_eq!(
+            parse_expr("--1").unwrap(),
+            Expr::bin(BinOp::Sub, Expr::Const(0), Expr::Const(-1))
+        );
+        // Beyond 64 bits: refused, saying the range.
+        for (text, shown) in [
+            ("18446744073709551616", "'18446744073709551616'"),
+            ("-9223372036854775809", "'-9223372036854775809'"),
+            ("-18446744073709551615", "'-18446744073709551615'"),
+            ("0x10000000000000000", "'0x10000000000000000'"),
+            ("-0xFFFFFFFFFFFFFFFF", "'-0xFFFFFFFFFFFFFFFF'"),
+            ("arg1 < 99999999999999999999", "'99999999999999999999'"),
+        ] {
+            let why = why(text);
+            assert_eq!(
+                why,
+                format!(
+                    "{shown} is out of range: integer constants are 64 bits, from \
+                     -9223372036854775808 (i64::MIN) to 18446744073709551615 (u64::MAX, \
+                     0xFFFFFFFFFFFFFFFF)"
+                ),
+                "{text}"
+            );
+        }
+        // Not numbers at all.
+        for text in ["0x", "0xg1", "12ab", "-0x", "1_000", "-12ab"] {
+            assert!(
+                why(text).contains("is not a number, argN, ret or tid"),
+                "{text}"
+            );
+        }
+        // The message as the command line shows it.
+        let e = parse_expr("arg1 == 18446744073709551616").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("bad expression 'arg1 == 18446744073709551616': '18446744073709551616' is out of range"),
+            "{e}"
+        );
+    }
+
     proptest::proptest! {
+        /// Every i64 and every u64, written in decimal or hex, parses to
+        /// its 64 bits.
+        #[test]
+        fn every_64_bit_constant_parses(v in proptest::prelude::any::<i64>()) {
+            let bits = v as u64;
+            for text in [v.to_string(), bits.to_string(), format!("{bits:#x}"), format!("{bits:#X}")] {
+                proptest::prop_assert_eq!(parse_expr(&text).unwrap(), Expr::Const(v), "{}", text);
+            }
+        }
+
         /// Any text: an expression within the bounds, or an error, never a
         /// panic or an overflowed stack.
         #[test]

@@ -51,10 +51,12 @@ pub struct PointDef {
 }
 
 impl Definitions {
-    /// Reads and parses a file.
+    /// Reads and parses a file: a regular file of at most
+    /// [`MAX_DEFINITIONS_FILE`] bytes of UTF-8 (a device such as
+    /// `/dev/zero`, a pipe or a directory is refused before anything is
+    /// read, and at most `MAX_DEFINITIONS_FILE + 1` bytes are ever read).
     pub fn load(path: &std::path::Path) -> Result<Definitions> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::Definitions(format!("cannot read {}: {e}", path.display())))?;
+        let text = read_bounded(path)?;
         Definitions::parse(&text).map_err(|e| match e {
             Error::Definitions(m) => Error::Definitions(format!("{}: {m}", path.display())),
             other => other,
@@ -154,6 +156,97 @@ impl Definitions {
     pub fn names(&self) -> Vec<&str> {
         self.defs.iter().map(|d| d.name.as_str()).collect()
     }
+}
+
+/// The most bytes a definitions file may hold: definitions are a few
+/// lines each, so a larger file is a wrong path.
+pub const MAX_DEFINITIONS_FILE: u64 = 1 << 20;
+
+/// What a file that is not regular is, for messages.
+fn file_kind(ty: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ty.is_dir() {
+        "a directory"
+    } else if ty.is_char_device() {
+        "a character device"
+    } else if ty.is_block_device() {
+        "a block device"
+    } else if ty.is_fifo() {
+        "a named pipe"
+    } else if ty.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// The text of the definitions file `path`, read with bounds: refused
+/// unless it is a regular file of at most [`MAX_DEFINITIONS_FILE`] bytes
+/// of UTF-8. Opened without blocking (a named pipe would wait for a
+/// writer), checked again on the opened file (not only the path), and read
+/// through a `MAX_DEFINITIONS_FILE + 1` byte limit, so a file growing
+/// meanwhile cannot make weft read on.
+fn read_bounded(path: &std::path::Path) -> Result<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let shown = path.display();
+    let refuse = |why: String| {
+        Error::Definitions(format!(
+            "cannot read {shown}: {why}; give a file of metric definitions (format: \
+             docs/metrics.md)"
+        ))
+    };
+    let failed = |e: std::io::Error| refuse(e.to_string());
+    // A path that is not a regular file is refused before it is opened:
+    // opening a tape or a terminal can do things.
+    let st = std::fs::metadata(path).map_err(failed)?;
+    if !st.file_type().is_file() {
+        return Err(refuse(format!(
+            "it is {}, not a regular file",
+            file_kind(st.file_type())
+        )));
+    }
+    let too_big = |len: Option<u64>| {
+        let len = len.map_or(String::new(), |n| format!("{n} bytes, "));
+        refuse(format!(
+            "it holds {len}more than the 1 MiB ({MAX_DEFINITIONS_FILE} bytes) a definitions \
+             file may hold"
+        ))
+    };
+    if st.len() > MAX_DEFINITIONS_FILE {
+        return Err(too_big(Some(st.len())));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(failed)?;
+    // Replaced meanwhile by something else: the opened file decides.
+    let st = file.metadata().map_err(failed)?;
+    if !st.file_type().is_file() {
+        return Err(refuse(format!(
+            "it is {}, not a regular file",
+            file_kind(st.file_type())
+        )));
+    }
+    // A file can hold more than its size says (files in /proc), or grow.
+    let Some(bytes) = read_at_most(file, MAX_DEFINITIONS_FILE).map_err(failed)? else {
+        return Err(too_big(None));
+    };
+    String::from_utf8(bytes).map_err(|e| {
+        refuse(format!(
+            "it is not UTF-8 text (byte {} is not part of a UTF-8 character)",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// The bytes of `input` if it holds at most `limit` of them, else None;
+/// reads at most `limit + 1` bytes either way.
+fn read_at_most(input: impl std::io::Read, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    input.take(limit + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
 }
 
 /// `entry|exit of PATTERN [if EXPR]: PRIMITIVE[; PRIMITIVE...]`
@@ -337,6 +430,76 @@ metric io_time
         .unwrap();
         let p = &d.get("m").unwrap().points[0];
         assert_eq!((p.pattern.as_str(), p.at_exit), ("work+0x1c", false));
+    }
+
+    /// The message `Definitions::load` refuses `path` with.
+    fn refusal(path: &std::path::Path) -> String {
+        match Definitions::load(path) {
+            Err(Error::Definitions(m)) => m,
+            other => panic!("{}: not refused: {other:?}", path.display()),
+        }
+    }
+
+    #[test]
+    fn only_a_bounded_regular_file_is_read() {
+        let dir = std::env::temp_dir().join(format!("weft-defs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // Devices are refused without being read: /dev/zero never ends.
+        let started = std::time::Instant::now();
+        let m = refusal(std::path::Path::new("/dev/zero"));
+        assert_eq!(
+            m,
+            "cannot read /dev/zero: it is a character device, not a regular file; give a file \
+             of metric definitions (format: docs/metrics.md)"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert!(refusal(&dir).contains("it is a directory, not a regular file"));
+        // A named pipe without a writer: refused, not waited on.
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(refusal(&fifo).contains("it is a named pipe, not a regular file"));
+        // Exactly the limit is read (comments only: no metric); one byte
+        // more is refused.
+        let limit = MAX_DEFINITIONS_FILE as usize;
+        let mut text = "# a comment\n".repeat(limit / 12);
+        text.push_str(&"#".repeat(limit - text.len()));
+        let file = dir.join("big.weft");
+        std::fs::write(&file, &text).unwrap();
+        assert!(Definitions::load(&file).unwrap().names().is_empty());
+        text.push('#');
+        std::fs::write(&file, &text).unwrap();
+        assert!(
+            refusal(&file).contains(&format!(
+                "it holds {} bytes, more than the 1 MiB (1048576 bytes) a definitions file may \
+                 hold",
+                limit + 1
+            )),
+            "{}",
+            refusal(&file)
+        );
+        // Input that never ends is read only to one byte past the limit.
+        let mut endless = std::io::repeat(b'#');
+        assert_eq!(read_at_most(&mut endless, 10).unwrap(), None);
+        let mut twelve = &b"0123456789ab"[..];
+        assert_eq!(read_at_most(&mut twelve, 10).unwrap(), None);
+        assert_eq!(twelve, b"b", "11 bytes read, not 12");
+        assert_eq!(
+            read_at_most(&b"0123456789"[..], 10).unwrap().as_deref(),
+            Some(&b"0123456789"[..])
+        );
+        // Not UTF-8; missing; and a good file read whole.
+        std::fs::write(&file, b"metric m\n\xff\n").unwrap();
+        assert!(refusal(&file).contains("it is not UTF-8 text (byte 9"));
+        assert!(refusal(&dir.join("missing")).contains("No such file or directory"));
+        std::fs::write(&file, EXAMPLE).unwrap();
+        assert_eq!(
+            Definitions::load(&file).unwrap().names(),
+            ["big_writes", "io_time"]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     proptest::proptest! {

@@ -25,7 +25,7 @@ pub use calibrate::Costs;
 pub use define::{plan, FunctionCost, PerCall, Plan, Readout};
 pub use error::{Error, Result};
 pub use expr::{parse_expr, parse_expr_with};
-pub use file::{Definition, Definitions, PointDef, Value};
+pub use file::{Definition, Definitions, PointDef, Value, MAX_DEFINITIONS_FILE};
 pub use histogram::TimeHistogram;
 pub use request::{Focus, MetricKind, MetricRequest, ThreadFocus};
 pub use sampler::{MetricResult, Sampler, ThreadValue};

@@ -8,6 +8,7 @@
 mod clock;
 mod files;
 mod functions;
+mod reading;
 mod real_programs;
 mod rich;
 mod rings;
