@@ -21,11 +21,18 @@
  *                      with SIGTRAP blocked as the kernel blocks it); at a
  *                      second line (once weft has left) it says whether
  *                      its handler is still the action, raises once more
- *                      and stops */
+ *                      and stops
+ *   sigtrap forks      installs its own SIGTRAP handler, then forks children
+ *                      that set SIGTRAP back to the default (as a shell's
+ *                      subshell resets its traps) and exit, until a line
+ *                      arrives on stdin; then says whether its handler is
+ *                      still the action and raises SIGTRAP once */
 #include "tally.h"
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 int trapped(int n);
 __asm__(
@@ -194,6 +201,35 @@ int main(int argc, char **argv)
         for (int i = 0; i < 2; i++) pthread_join(t[i], 0);
         PRINT_TALLY(handled);
         printf("spun %s\n", atomic_load(&spun_bad) ? "BAD" : "OK");
+        return 0;
+    } else if (!strcmp(mode, "forks")) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_late_trap;
+        sa.sa_flags = SA_SIGINFO;
+        sigaction(SIGTRAP, &sa, 0);
+        pthread_t t;
+        pthread_create(&t, 0, wait_for_line, 0);
+        printf("ready\n");
+        fflush(stdout);
+        unsigned long children = 0;
+        while (!atomic_load(&stop)) {
+            pid_t child = fork();
+            if (child == 0) {
+                signal(SIGTRAP, SIG_DFL);
+                _exit(0);
+            }
+            if (child > 0) {
+                waitpid(child, 0, 0);
+                children++;
+            }
+            plain((int)children);
+        }
+        pthread_join(t, 0);
+        printf("forked %s\n", children > 0 ? "some" : "none");
+        printf("handler %s\n", current_sigtrap_handler());
+        raise(SIGTRAP);
+        PRINT_TALLY(handled);
         return 0;
     } else if (!strcmp(mode, "block")) {
         pthread_t t;

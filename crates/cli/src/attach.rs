@@ -97,7 +97,7 @@ report.springboards,
     };
     if exited {
         if args.verbose {
-            say!("weft: process {pid} exited");
+            say!("weft: process {pid} ended (weft is not its parent, so cannot tell whether it exited or was killed)");
         }
     } else {
         restore_target(pid, &mut session, args.verbose)?;

@@ -82,6 +82,52 @@ fn cpu_time_of_spinning_and_sleeping() {
     );
 }
 
+/// `calls` and `sum_arg` of a function that 2 and 8 threads call at once:
+/// the counts the threads add in their CPUs' lanes sum to the target's own
+/// tally, inline and through a mini-trampoline, and the arguments to the
+/// sum of what the threads passed (thread `i` passes `i`, then each result
+/// `x * 7 + 3` cut to 16 bits, as `threads.c` computes).
+#[test]
+fn calls_and_sum_arg_stay_exact_with_many_threads() {
+    const CALLS: u64 = 100_000;
+    for threads in [2u64, 8] {
+        let m = metric_run(
+            &format!("metrics-threads-{threads}"),
+            &[
+                "calls:fn=work",
+                "calls:fn=work,if=arg1 >= 0",
+                "sum_arg:fn=work,arg=1",
+            ],
+            &[],
+            build("threads", &O2),
+            &[&threads.to_string(), &CALLS.to_string()],
+        );
+        let tally = m.tallies()["work"];
+        assert_eq!(tally, threads * CALLS);
+        assert_eq!(
+            m.value("calls", "fn=work") as u64,
+            tally,
+            "{threads} threads"
+        );
+        assert_eq!(
+            m.value("calls", "fn=work,if=arg1 >= 0") as u64,
+            tally,
+            "{threads} threads, through a mini-trampoline"
+        );
+        let passed: u64 = (0..threads)
+            .map(|i| {
+                let mut x = i;
+                (0..CALLS).fold(0, |sum, _| {
+                    let arg = x;
+                    x = (x * 7 + 3) & 0xffff;
+                    sum + arg
+                })
+            })
+            .sum();
+        assert_eq!(m.value("sum_arg", "fn=work,arg=1") as u64, passed);
+    }
+}
+
 #[test]
 fn concurrency_of_four_parked_threads() {
     let m = measure(&["concurrency:fn=park"], &["--interval", "50ms"]);

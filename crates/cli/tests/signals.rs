@@ -148,3 +148,35 @@ fn a_sigtrap_handler_installed_while_spliced_is_chained_behind_weft() {
     assert_eq!(code, Some(0), "{got}");
     assert_eq!(got, expected);
 }
+
+/// A program with its own SIGTRAP handler forks children that set SIGTRAP
+/// back to the default (a shell's subshells do) while weft is attached
+/// with `int3` splices: the children share weft's memory, but their
+/// `sigaction` calls are their own, so after weft leaves the parent's
+/// handler is still the action and takes the parent's SIGTRAP.
+#[test]
+fn a_forked_child_setting_sigtrap_leaves_its_parents_handler() {
+    let bin = build("sigtrap", &O2);
+    let target = Waiting::start(&bin, &["forks"]);
+    let pid = target.pid();
+    for _ in 0..3 {
+        let out = run(
+            weft()
+                .args([
+                    "attach",
+                    "-p",
+                    &pid,
+                    "--duration",
+                    "200ms",
+                    "--count",
+                    "plain",
+                ])
+                .env("WEFT_SPLICE", "int3"),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status, 0, "{}", out.stderr);
+    }
+    let (rest, code) = target.finish();
+    assert_eq!(code, Some(0), "{rest}");
+    assert_eq!(rest, "forked some\nhandler ours\ntally handled 1\n");
+}

@@ -279,6 +279,19 @@ impl Image {
         })
     }
 
+    /// `len` bytes of the file from `offset`, zeros past its end: what a
+    /// page mapped from the file holds beyond a segment's last byte.
+    pub fn file_bytes_from(&self, offset: u64, len: usize) -> Vec<u8> {
+        let mut out = vec![0u8; len];
+        if let Ok(start) = usize::try_from(offset) {
+            if let Some(rest) = self.data.get(start..) {
+                let n = rest.len().min(len);
+                out[..n].copy_from_slice(&rest[..n]);
+            }
+        }
+        out
+    }
+
     /// The link-time address of a defined symbol of any kind (data objects
     /// included), from `.symtab` or else `.dynsym`.
     pub fn symbol_address(&self, name: &str) -> Option<FileAddr> {

@@ -135,6 +135,21 @@ impl Module {
             .map(|end| self.runtime(end))
     }
 
+    /// What the program has at `addr`, slack that [`Module::code_slack`]
+    /// gave, when nobody has written there: the file's bytes that the last
+    /// page of the executable segment maps.
+    pub fn slack_bytes(&self, addr: RemoteAddr, len: usize) -> Vec<u8> {
+        let at = self.file_addr(addr).get();
+        self.image
+            .segments()
+            .iter()
+            .find(|s| s.exec && s.vaddr.get() + s.memsz == at && s.filesz == s.memsz)
+            .map_or_else(
+                || vec![0; len],
+                |s| self.image.file_bytes_from(s.offset + s.filesz, len),
+            )
+    }
+
     /// File bytes at a runtime address.
     pub fn bytes_at_runtime(&self, addr: RemoteAddr, len: usize) -> Option<&[u8]> {
         self.image.bytes_at(self.file_addr(addr), len)

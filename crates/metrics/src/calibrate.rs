@@ -90,6 +90,13 @@ impl Costs {
             no_slot: lab.base + 4096 - 24,
             clock_gettime: 0,
             tid_offset: 0,
+            // One lane: the cost of adding in the CPU's lane is that of
+            // the add plus a few register instructions.
+            lanes: weft_patch::lanes::Lanes {
+                source: weft_patch::lanes::CpuSource::None,
+                count: 1,
+                stride: 8,
+            },
         };
         let counter = lab.base;
         let mut code = CodeArea {

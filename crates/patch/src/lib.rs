@@ -16,6 +16,7 @@
 //! and trampoline bytes for a given address, nothing else.
 
 mod error;
+pub mod lanes;
 pub mod load_hook;
 pub mod mini;
 pub mod place;

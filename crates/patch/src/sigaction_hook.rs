@@ -14,6 +14,12 @@
 //! mask (first 8 bytes only), flags and restorer, read before the new one
 //! is stored (`act` and `oact` may be the same). It returns 0. When weft
 //! takes its handler out, it installs `OLD_ACTION`, the program's latest.
+//!
+//! Only the process weft attached to (the trap table's `PROCESS`) is
+//! emulated. A child it forks (or spawns with `vfork`) shares weft's memory
+//! but has actions of its own: its calls go on to the kernel, so a child
+//! that sets SIGTRAP (a shell's subshell resetting its traps) never
+//! changes the action kept for its parent.
 
 use crate::region::trap_table as tt;
 use crate::{Error, Result};
@@ -42,6 +48,11 @@ pub fn hook_code(at: u64, table: u64, restore_rt: u64, continuation: u64) -> Res
         a.cmp(edi, SIGTRAP)?;
         a.jne(other)?;
         a.mov(r8, qword_ptr(table_lit))?;
+        // getpid: rax, rcx and r11 are the system call's; the arguments stay.
+        a.mov(eax, weft_abi::syscall::GETPID)?;
+        a.syscall()?;
+        a.cmp(eax, dword_ptr(r8 + tt::PROCESS as i32))?;
+        a.jne(other)?;
         a.test(rsi, rsi)?;
         a.jz(no_new)?;
         a.mov(r9, qword_ptr(rsi + la::HANDLER as i32))?;
@@ -140,9 +151,20 @@ mod tests {
 
     type Sigaction = extern "C" fn(i32, *const libc::sigaction, *mut libc::sigaction) -> i32;
 
-    /// Runs the hook on a table holding `program` (a kernel action) and
-    /// returns what it answered, the table's action after, and the value.
+    /// Runs the hook on a table holding `program` (a kernel action) for
+    /// this process and returns what it answered, the table's action
+    /// after, and the value.
     fn call(
+        sig: i32,
+        act: Option<&libc::sigaction>,
+        program: [u64; 4],
+    ) -> (libc::sigaction, [u64; 4], i32, u64) {
+        call_as(std::process::id() as u64, sig, act, program)
+    }
+
+    /// [`call`] with `process` as the table's `PROCESS`.
+    fn call_as(
+        process: u64,
         sig: i32,
         act: Option<&libc::sigaction>,
         program: [u64; 4],
@@ -163,6 +185,10 @@ mod tests {
                 .add(4096 + tt::OLD_ACTION as usize)
                 .cast::<[u64; 4]>();
             actions.write(program);
+            mem.at
+                .add(4096 + tt::PROCESS as usize)
+                .cast::<u64>()
+                .write(process);
             let hook: Sigaction = std::mem::transmute(mem.at);
             let mut oact: libc::sigaction = std::mem::zeroed();
             std::ptr::write_bytes(std::ptr::addr_of_mut!(oact.sa_mask).cast::<u8>(), 0xee, 128);
@@ -170,6 +196,17 @@ mod tests {
             (oact, actions.read(), ret)
         };
         (oact, after, ret, 0x5150)
+    }
+
+    #[test]
+    fn another_process_sharing_the_table_reaches_the_real_function() {
+        let program = [0x1234, SA_SIGINFO | SA_RESTORER, 0x4321, 0];
+        // SAFETY: a zeroed sigaction is a valid value (SIG_DFL, no flags).
+        let act: libc::sigaction = unsafe { std::mem::zeroed() };
+        let other = u64::from(std::process::id()) + 1;
+        let (_, after, ret, _) = call_as(other, libc::SIGTRAP, Some(&act), program);
+        assert_eq!(ret, 77, "a forked child's call goes on to the kernel");
+        assert_eq!(after, program, "the parent's action is untouched");
     }
 
     #[test]

@@ -45,6 +45,53 @@ impl Snippet {
         }
     }
 
+    /// `lock inc` of the running CPU's lane of a counter whose first lane's
+    /// address is stored at `literal`: the lane offset into rax, plus the
+    /// address, then the increment. Clobbers rax and the status flags.
+    /// Without lanes to spread over, [`Snippet::count`] of the first lane.
+    pub fn count_in_lane(counter: u64, literal: u64, lanes: &crate::lanes::Lanes) -> Snippet {
+        if !lanes.spread() {
+            return Snippet::count(counter);
+        }
+        let mut inc = Instruction::with1(Code::Inc_rm64, MemoryOperand::with_base(Register::RAX))
+            .expect("inc qword [rax] is a valid instruction");
+        inc.set_has_lock_prefix(true);
+        Snippet::in_lane(literal, lanes, inc)
+    }
+
+    /// `lock add` of `k` to the running CPU's lane of a counter (see
+    /// [`Snippet::count_in_lane`]).
+    pub fn add_in_lane(counter: u64, literal: u64, k: i32, lanes: &crate::lanes::Lanes) -> Snippet {
+        if !lanes.spread() {
+            return Snippet::add(counter, k);
+        }
+        let mut add = Instruction::with2(
+            Code::Add_rm64_imm32,
+            MemoryOperand::with_base(Register::RAX),
+            k,
+        )
+        .expect("add qword [rax], imm32 is a valid instruction");
+        add.set_has_lock_prefix(true);
+        Snippet::in_lane(literal, lanes, add)
+    }
+
+    fn in_lane(literal: u64, lanes: &crate::lanes::Lanes, op: Instruction) -> Snippet {
+        let mut instructions = lanes.offset_into(Register::RAX);
+        instructions.push(
+            Instruction::with2(
+                Code::Add_r64_rm64,
+                Register::RAX,
+                MemoryOperand::with_base_displ(Register::RIP, literal as i64),
+            )
+            .expect("add rax, qword [rip+disp] is a valid instruction"),
+        );
+        instructions.push(op);
+        Snippet {
+            instructions,
+            clobbers: RegSet::of(Register::RAX) | RegSet(weft_code::STATUS_FLAGS),
+        }
+    }
+
     /// A call to a mini-trampoline at `mini`, below the red zone. The
     /// mini-trampoline saves the registers it touches but not the flags,
     /// which the base trampoline saves when liveness says they are live.

@@ -17,6 +17,10 @@ use crate::RemoteAddr;
 pub struct CallArea {
     /// Its address in the target.
     pub addr: RemoteAddr,
+    /// What the program has there (the module file's bytes), put back after
+    /// each call. Taken from the file, not from memory, so that a stub a
+    /// killed weft left there is cleaned up by the next call.
+    pub original: [u8; LEN],
 }
 
 /// Bytes of a stub.

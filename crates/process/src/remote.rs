@@ -93,10 +93,8 @@ impl Tracee {
         let (gadget, borrowed) = match self.call_area {
             Some(area) => {
                 let stub = call_stub::bytes(&restarted(saved));
-                let mut orig = vec![0u8; stub.len()];
-                self.mem.read(area.addr, &mut orig)?;
                 self.mem.write(area.addr, &stub)?;
-                (area.addr, Some(orig))
+                (area.addr, Some(area.original[..stub.len()].to_vec()))
             }
             None => {
                 let at = RemoteAddr(saved.rip);

@@ -44,6 +44,9 @@ impl Session {
         if self.tid_offset.is_none() {
             self.tid_offset = Some(self.find_tid_offset(tracee));
         }
+        if self.cpu_source.is_none() {
+            self.cpu_source = Some(self.find_cpu_source(tracee));
+        }
         let mut report = AddReport {
             skipped: prepared.skipped,
             ..AddReport::default()
@@ -233,7 +236,9 @@ impl Session {
                 let probe = &self.probes[p];
                 match (&probe.action, probe.counter) {
                     (Action::Count, Some(c)) => {
-                        parts.push(Snippet::count(cluster.data + self.layout.counter(c)))
+                        let counter = cluster.data + self.layout.counter(c);
+                        let literal = self.lane_literal(ci, counter).map_err(SiteError::Fatal)?;
+                        parts.push(Snippet::count_in_lane(counter, literal, &self.lanes()));
                     }
                     (Action::Program(program), _) => {
                         let program = self.resolve_program(program, &cluster);
@@ -244,7 +249,9 @@ impl Session {
                         }] = program.as_slice()
                         {
                             if let Ok(k) = i32::try_from(*k) {
-                                parts.push(Snippet::add(*addr, k));
+                                let literal =
+                                    self.lane_literal(ci, *addr).map_err(SiteError::Fatal)?;
+                                parts.push(Snippet::add_in_lane(*addr, literal, k, &self.lanes()));
                                 continue;
                             }
                         }

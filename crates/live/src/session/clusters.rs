@@ -105,11 +105,13 @@ impl Session {
         };
         let mut modules: Vec<&Module> = self.modules.iter().collect();
         modules.sort_by_key(|m| rank(m));
-        if let Some(addr) = modules
-            .iter()
-            .find_map(|m| m.code_slack(weft_process::CALL_STUB_LEN as u64))
-        {
-            tracee.set_call_area(weft_process::CallArea { addr });
+        if let Some((addr, original)) = modules.iter().find_map(|m| {
+            let len = weft_process::CALL_STUB_LEN;
+            let addr = m.code_slack(len as u64)?;
+            let original = m.slack_bytes(addr, len).try_into().ok()?;
+            Some((addr, original))
+        }) {
+            tracee.set_call_area(weft_process::CallArea { addr, original });
         }
         if !self.looked_for_leftovers {
             self.looked_for_leftovers = true;
@@ -150,7 +152,7 @@ impl Session {
                 let (uid, gid) = weft_process::process_ids(self.pid)?;
                 let shm = SharedMemory::create_in_dev_shm(self.shm.size(), uid, gid)?;
                 shm.write(0, &self.layout.header_bytes());
-                super::journal::stamp_owner(&shm, &self.layout);
+                super::journal::stamp_owner(&shm, &self.layout, self.pid);
                 self.shm = shm;
                 self.try_open_in_target(tracee)
             }
@@ -337,6 +339,68 @@ impl Session {
             no_slot: c.data + self.layout.header.sync_offset + weft_patch::region::sync::NO_SLOT,
             clock_gettime: self.clock_gettime,
             tid_offset: self.tid_offset.unwrap_or(0),
+            lanes: self.lanes(),
         }
+    }
+
+    /// The counters' lanes, spread by the CPU source found at the first
+    /// `apply` (none before).
+    pub(super) fn lanes(&self) -> weft_patch::lanes::Lanes {
+        weft_patch::lanes::Lanes {
+            source: self
+                .cpu_source
+                .unwrap_or(weft_patch::lanes::CpuSource::None),
+            count: self.layout.header.counter_lanes,
+            stride: self.layout.header.counter_lane_bytes,
+        }
+    }
+
+    /// Where generated code learns its CPU: the rseq area the C library
+    /// registered (`__rseq_offset`, with `__rseq_size` non-zero once it
+    /// registered), else `rdpid` where the processor has it, else nowhere.
+    pub(super) fn find_cpu_source(&self, tracee: &Tracee) -> weft_patch::lanes::CpuSource {
+        use weft_patch::lanes::CpuSource;
+        for m in &self.modules {
+            let (Some(offset), Some(size)) = (
+                m.image.symbol_address("__rseq_offset"),
+                m.image.symbol_address("__rseq_size"),
+            ) else {
+                continue;
+            };
+            let mem = tracee.memory();
+            let (Ok(offset), Ok(size)) = (
+                mem.read_u64(m.runtime(offset)),
+                mem.read_vec(m.runtime(size), 4),
+            ) else {
+                continue;
+            };
+            let registered = u32::from_le_bytes(size.try_into().unwrap_or([0; 4])) > 0;
+            if let (true, Ok(offset)) = (registered, i32::try_from(offset as i64)) {
+                if offset.checked_add(4).is_some() {
+                    return CpuSource::Rseq { offset };
+                }
+            }
+        }
+        if weft_process::cpu_flags().iter().any(|f| f == "rdpid") {
+            CpuSource::Rdpid
+        } else {
+            CpuSource::None
+        }
+    }
+
+    /// The address, in code memory of cluster `ci`, of a word holding
+    /// `counter` (a counter's first lane in that cluster's view), which
+    /// inline counting adds its lane offset to; 0 when threads are not
+    /// spread over lanes, which needs none.
+    pub(super) fn lane_literal(&mut self, ci: usize, counter: u64) -> Result<u64> {
+        if !self.lanes().spread() {
+            return Ok(0);
+        }
+        if let Some(&at) = self.lane_literals.get(&(ci, counter)) {
+            return Ok(at);
+        }
+        let at = self.alloc_code(ci, &counter.to_le_bytes())?;
+        self.lane_literals.insert((ci, counter), at);
+        Ok(at)
     }
 }

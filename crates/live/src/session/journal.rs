@@ -68,8 +68,10 @@ impl Session {
     }
 }
 
-/// Names this weft as the region's owner in its sync page.
-pub(super) fn stamp_owner(shm: &SharedMemory, layout: &Layout) {
+/// Names this weft as the region's owner in its sync page, and `pid` as
+/// the process whose SIGTRAP action the trap table keeps.
+pub(super) fn stamp_owner(shm: &SharedMemory, layout: &Layout, pid: i32) {
+    shm.store_u64(layout.header.trap_offset + trap_table::PROCESS, pid as u64);
     let me = std::process::id() as i32;
     let at = layout.header.sync_offset;
     shm.store_u64(at + sync::OWNER_PID, me as u64);

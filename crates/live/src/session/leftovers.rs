@@ -77,6 +77,7 @@ impl Session {
             if !self.give_back_sigtrap(tracee, data.start.0, &header, &ranges)? {
                 continue;
             }
+            redirect_chains_into(tracee, &groups, data.start.0, &header, &ranges)?;
             for m in entries {
                 tracee.remote_munmap(m.start, m.end.0 - m.start.0)?;
                 freed += m.end.0 - m.start.0;
@@ -223,6 +224,40 @@ impl Session {
         tracee.remote_sigaction(SIGTRAP, kept, RemoteAddr(0))?;
         Ok(true)
     }
+}
+
+/// Before a region goes: another region whose handler chains to this one's
+/// (it was installed while this one's was the action, so keeps this one's
+/// handler as the program's action) chains to what this one kept instead,
+/// so that no handler is ever left leading into unmapped memory.
+fn redirect_chains_into(
+    tracee: &Tracee,
+    groups: &Groups<u64, Vec<&weft_process::maps::MapEntry>>,
+    data: u64,
+    header: &Header,
+    ranges: &[(u64, u64)],
+) -> Result<()> {
+    let kept = tracee.memory().read_vec(
+        RemoteAddr(data + header.trap_offset + trap_table::OLD_ACTION),
+        trap_table::ACTION_SIZE as usize,
+    )?;
+    for entries in groups.values() {
+        let Some(other) = entries.iter().find(|m| m.offset == 0 && m.write) else {
+            continue;
+        };
+        if other.start.0 == data {
+            continue;
+        }
+        let Some(h) = read_header(tracee, other.start) else {
+            continue;
+        };
+        let at = RemoteAddr(other.start.0 + h.trap_offset + trap_table::OLD_ACTION);
+        let handler = tracee.memory().read_u64(at)?;
+        if ranges.iter().any(|&(s, e)| handler >= s && handler < e) {
+            tracee.memory().write(at, &kept)?;
+        }
+    }
+    Ok(())
 }
 
 /// Gets every thread out of a dead weft's reach once its splices are

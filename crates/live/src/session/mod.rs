@@ -61,7 +61,7 @@ use weft_patch::{SpliceChoice, SpliceContext, SpliceMethod, SpliceRecord};
 use weft_plan::{Action, EventInfo, PointKind, PointSpec};
 use weft_process::{ProcessMemory, RemoteAddr, Tracee};
 
-const COUNTERS: u64 = 1 << 20;
+const COUNTERS: u64 = 1 << 16;
 const TRAPS: u64 = 1 << 16;
 const CODE_AREA: u64 = 8 << 20;
 const MAX_CLUSTERS: u64 = 16;
@@ -162,6 +162,12 @@ pub struct Session {
     /// Where the C library keeps a thread's id (see
     /// `ThreadTable::tid_offset`), found at the first `apply`; 0 if unknown.
     tid_offset: Option<u32>,
+    /// Where generated code learns its CPU (for the counters' lanes),
+    /// found at the first `apply`.
+    cpu_source: Option<weft_patch::lanes::CpuSource>,
+    /// Words in code memory holding a counter's address, per (cluster,
+    /// counter address), for inline counting in the CPU's lane.
+    lane_literals: std::collections::HashMap<(usize, u64), u64>,
     /// Every new point gets an `int3` splice (see [`Session::force_int3`]).
     force_int3: bool,
     /// Whether the first episode has looked for regions earlier wefts left.
@@ -192,7 +198,7 @@ impl Session {
         let layout = Layout::new(COUNTERS, TRAPS, ring_data);
         let shm = SharedMemory::create((layout.size + MAX_CLUSTERS * CODE_AREA) as usize)?;
         shm.write(0, &layout.header_bytes());
-        journal::stamp_owner(&shm, &layout);
+        journal::stamp_owner(&shm, &layout, pid);
         Ok(Session {
             pid,
             shm,
@@ -210,6 +216,8 @@ impl Session {
             clock_gettime: 0,
             rich: rich::RichSites::default(),
             tid_offset: None,
+            cpu_source: None,
+            lane_literals: std::collections::HashMap::new(),
             semaphores: Vec::new(),
             force_int3: false,
             looked_for_leftovers: false,

@@ -139,7 +139,8 @@ impl Session {
             if let Some(tid) = threads.sigtrap_blocker() {
                 // The kernel forces an int3's SIGTRAP on a thread that
                 // blocks it by resetting the action to the default: death.
-                return Ok(Placed::Skipped(SkipReason::SigtrapBlocked(tid)));
+                let forced = choice.why_trap == Some(Unsafe::Forced);
+                return Ok(Placed::Skipped(SkipReason::SigtrapBlocked { tid, forced }));
             }
         }
         let s = self.sites.len();

@@ -13,7 +13,9 @@ impl Allocate for Session {
             return Err(Exhausted { what: "counters" });
         }
         self.given.counters += 1;
-        self.shm.store_u64(self.layout.counter(c), 0);
+        for lane in 0..self.layout.header.counter_lanes {
+            self.shm.store_u64(self.layout.counter_lane(c, lane), 0);
+        }
         Ok(c)
     }
 
@@ -59,7 +61,7 @@ impl Session {
                     module: self.modules[p.module].name.clone(),
                     function: p.display.clone(),
                     kind: p.kind,
-                    calls: self.shm.load_u64(self.layout.counter(p.counter?)),
+                    calls: self.counter_value(p.counter?),
                 })
             })
             .collect()
@@ -91,7 +93,11 @@ impl Session {
 
     /// The value of a process-wide counter.
     pub fn counter_value(&self, index: u64) -> u64 {
-        self.shm.load_u64(self.layout.counter(index))
+        // The sum of its lanes (wrapping, as a counter that went below 0
+        // in one lane and above in another does).
+        (0..self.layout.header.counter_lanes).fold(0u64, |sum, lane| {
+            sum.wrapping_add(self.shm.load_u64(self.layout.counter_lane(index, lane)))
+        })
     }
 
     /// Every thread's reading of a wall timer, in TSC ticks, taken

@@ -114,8 +114,14 @@ pub enum SkipReason {
     PaddingChanged,
     /// The trampoline lies beyond a jump's reach from the point.
     OutOfReach(u64),
-    /// Only an `int3` fits, and this thread blocks SIGTRAP.
-    SigtrapBlocked(i32),
+    /// Only an `int3` fits (or `WEFT_SPLICE=int3` forces one: `forced`),
+    /// and thread `tid` blocks SIGTRAP.
+    SigtrapBlocked {
+        /// The thread.
+        tid: i32,
+        /// Whether the int3 was forced rather than the only fit.
+        forced: bool,
+    },
 }
 
 impl fmt::Display for SkipReason {
@@ -159,10 +165,15 @@ impl fmt::Display for SkipReason {
             SkipReason::OutOfReach(entry) => {
                 write!(f, "trampoline at {entry:#x} is out of jmp reach")
             }
-            SkipReason::SigtrapBlocked(tid) => write!(
+            SkipReason::SigtrapBlocked { tid, forced } => write!(
                 f,
-                "only an int3 fits here, and thread {tid} blocks SIGTRAP (the kernel would \
-                 kill the program when that thread hit it)"
+                "{}, and thread {tid} blocks SIGTRAP (the kernel would kill the program when \
+                 that thread hit it)",
+                if *forced {
+                    "WEFT_SPLICE=int3 forces an int3 here"
+                } else {
+                    "only an int3 fits here"
+                }
             ),
         }
     }

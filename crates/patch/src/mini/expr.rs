@@ -20,9 +20,15 @@ impl Gen {
             }
             Expr::Ret => self.a.mov(rax, qword_ptr(rsp + RAX_OFFSET + depth * 8))?,
             Expr::Counter(addr) => {
+                // The sum of its lanes.
                 let l = self.literal(*addr);
-                self.a.mov(rax, qword_ptr(l))?;
-                self.a.mov(rax, qword_ptr(rax))?;
+                self.a.mov(rcx, qword_ptr(l))?;
+                self.a.mov(rax, qword_ptr(rcx))?;
+                let lanes = self.table.lanes;
+                for lane in 1..lanes.count {
+                    self.a
+                        .add(rax, qword_ptr(rcx + (lane * lanes.stride) as i32))?;
+                }
             }
             Expr::ThreadCounter(n) => self.a.mov(rax, qword_ptr(r11 + t::counter(*n) as i32))?,
             Expr::Tid => self.a.mov(rax, qword_ptr(r11 + t::TID as i32))?,

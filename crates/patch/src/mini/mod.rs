@@ -60,6 +60,10 @@ pub struct ThreadTable {
     /// another id (a finished thread whose thread control block it reuses,
     /// or the parent of a forked child) retires that slot and claims its own.
     pub tid_offset: u32,
+    /// The lanes of the process-wide counters: adds go to the running
+    /// CPU's lane, reads sum the lanes, a set writes the first and clears
+    /// the others.
+    pub lanes: crate::lanes::Lanes,
 }
 
 /// Saved registers, pushed in this order after the flags.
@@ -95,10 +99,27 @@ impl Gen {
                 self.expr(e, 0)?;
                 let l = self.literal(*addr);
                 self.a.mov(rcx, qword_ptr(l))?;
+                let lanes = self.table.lanes;
                 match p {
-                    Primitive::SetCounter(..) => self.a.mov(qword_ptr(rcx), rax)?,
-                    Primitive::AddCounter(..) => self.a.lock().add(qword_ptr(rcx), rax)?,
-                    _ => self.a.lock().sub(qword_ptr(rcx), rax)?,
+                    Primitive::SetCounter(..) => {
+                        self.a.mov(qword_ptr(rcx), rax)?;
+                        for lane in 1..lanes.count {
+                            let at = (lane * lanes.stride) as i32;
+                            self.a.mov(qword_ptr(rcx + at), 0)?;
+                        }
+                    }
+                    _ => {
+                        if lanes.spread() {
+                            for i in lanes.offset_into(iced_x86::Register::RDX) {
+                                self.a.add_instruction(i)?;
+                            }
+                            self.a.add(rcx, rdx)?;
+                        }
+                        match p {
+                            Primitive::AddCounter(..) => self.a.lock().add(qword_ptr(rcx), rax)?,
+                            _ => self.a.lock().sub(qword_ptr(rcx), rax)?,
+                        }
+                    }
                 }
             }
             Primitive::AddThreadCounter(n, e) => {

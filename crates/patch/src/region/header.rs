@@ -39,10 +39,14 @@ pub struct Header {
     pub journal_offset: u64,
     /// How many journal entries each of its buffers holds.
     pub journal_capacity: u64,
+    /// Lanes of every counter (see [`super::COUNTER_LANES`]); version 6.
+    pub counter_lanes: u64,
+    /// Bytes from one lane of the counters to the next (a power of two).
+    pub counter_lane_bytes: u64,
 }
 
 impl Header {
-    /// Bytes of the header: 96 from version 2, 112 from version 5.
+    /// Bytes of the header: 96 from version 2, 112 from version 5, 128 from version 6.
     pub const SIZE: u64 = std::mem::size_of::<Header>() as u64;
 
     /// The header as the bytes written at offset 0 of the data area.
@@ -74,11 +78,13 @@ mod tests {
             (offset_of!(Header, ring_data), 88),
             (offset_of!(Header, journal_offset), 96),
             (offset_of!(Header, journal_capacity), 104),
+            (offset_of!(Header, counter_lanes), 112),
+            (offset_of!(Header, counter_lane_bytes), 120),
         ];
         for (i, (got, want)) in fields.into_iter().enumerate() {
             assert_eq!(got, want, "field {i}");
         }
-        assert_eq!(Header::SIZE, 112);
+        assert_eq!(Header::SIZE, 128);
     }
 
     #[test]
@@ -99,6 +105,8 @@ mod tests {
             ring_data: 0xaaaa,
             journal_offset: 0xbbbb,
             journal_capacity: 0xcccc,
+            counter_lanes: 0xdddd,
+            counter_lane_bytes: 0xeeee,
         };
         // The packing weft did by hand before the header became Pod.
         let mut want = Vec::new();
@@ -118,6 +126,8 @@ mod tests {
             h.ring_data,
             h.journal_offset,
             h.journal_capacity,
+            h.counter_lanes,
+            h.counter_lane_bytes,
         ] {
             want.extend_from_slice(&x.to_le_bytes());
         }

@@ -43,7 +43,13 @@ use weft_abi::mman::PAGE_SIZE;
 /// `WEFT` in little-endian.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// Layout version.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
+
+/// Lanes of the counters: every counter has one per lane, a whole lane
+/// apart, and a thread adds to the lane of the CPU it runs on (its number
+/// modulo the lanes), so threads on different CPUs never share the cache
+/// line of a counter. Readers sum the lanes.
+pub const COUNTER_LANES: u64 = 16;
 
 /// Where everything lies in the data area.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +61,8 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// A data area for `counters` counters, `traps` trap entries and event
+    /// A data area for `counters` counters (in each of [`COUNTER_LANES`]
+    /// lanes), `traps` trap entries and event
     /// rings of `ring_data` bytes (a power of two from `ring::MIN_DATA` to
     /// `ring::MAX_DATA`), or no rings at all for `ring_data` 0.
     pub fn new(counters: u64, traps: u64, ring_data: u64) -> Layout {
@@ -69,7 +76,9 @@ impl Layout {
         let round = |x: u64| x.div_ceil(page) * page;
         let header_size = Header::SIZE;
         let counters_offset = 64.max(header_size);
-        let trap_offset = round(counters_offset + counters * 8);
+        // A power of two, so that generated code finds a lane with a shift.
+        let counter_lane_bytes = (counters * 8).next_power_of_two().max(page);
+        let trap_offset = round(counters_offset + COUNTER_LANES * counter_lane_bytes);
         let journal_offset = round(trap_table::buffer(2, traps) + trap_offset);
         let journal_capacity = traps / 4;
         let scratch_offset = round(journal_offset + journal::buffer(2, journal_capacity));
@@ -102,6 +111,8 @@ impl Layout {
             ring_data,
             journal_offset,
             journal_capacity,
+            counter_lanes: COUNTER_LANES,
+            counter_lane_bytes,
         };
         Layout {
             header,
@@ -116,9 +127,14 @@ impl Layout {
             + slot * threads::block_size(self.header.ring_data)
     }
 
-    /// Offset of counter `index`.
+    /// Offset of counter `index` (its first lane).
     pub fn counter(&self, index: u64) -> u64 {
         self.header.counters_offset + index * 8
+    }
+
+    /// Offset of lane `lane` of counter `index`.
+    pub fn counter_lane(&self, index: u64, lane: u64) -> u64 {
+        self.counter(index) + lane * self.header.counter_lane_bytes
     }
 
     /// The header as bytes, to write at offset 0.
@@ -138,7 +154,9 @@ mod tests {
     fn layout_is_page_aligned_and_disjoint() {
         let l = Layout::new(1 << 16, 1 << 12, ring::DEFAULT_DATA);
         assert_eq!(l.size % 4096, 0);
-        assert!(l.counter(l.header.counters_capacity) <= l.header.trap_offset);
+        assert!(
+            l.counter_lane(l.header.counters_capacity, COUNTER_LANES - 1) <= l.header.trap_offset
+        );
         assert!(l.header.trap_offset + trap_table::buffer(2, 1 << 12) <= l.header.scratch_offset);
         assert_eq!(l.header_bytes().len() as u64, l.header.header_size);
         assert_eq!(&l.header_bytes()[..4], b"WEFT");
@@ -162,8 +180,8 @@ mod tests {
 
     #[test]
     fn a_region_without_rings_is_small() {
-        let with = Layout::new(1 << 20, 1 << 16, ring::DEFAULT_DATA);
-        let without = Layout::new(1 << 20, 1 << 16, 0);
+        let with = Layout::new(1 << 16, 1 << 16, ring::DEFAULT_DATA);
+        let without = Layout::new(1 << 16, 1 << 16, 0);
         assert_eq!(without.header.ring_data, 0);
         assert_eq!(without.header.thread_slots, 512);
         assert_eq!(
@@ -176,13 +194,15 @@ mod tests {
 
     #[test]
     fn the_default_layout_is_stable() {
-        // The numbers docs/shared-region.md shows for version 5.
-        let l = Layout::new(1 << 20, 1 << 16, ring::DEFAULT_DATA);
+        // The numbers docs/shared-region.md shows for version 6.
+        let l = Layout::new(1 << 16, 1 << 16, ring::DEFAULT_DATA);
         let h = l.header;
         assert_eq!(
             (h.counters_offset, h.trap_offset, h.journal_offset),
-            (112, 0x80_1000, 0xa0_2000)
+            (128, 0x80_1000, 0xa0_2000)
         );
+        assert_eq!((h.counter_lanes, h.counter_lane_bytes), (16, 1 << 19));
+        assert_eq!(l.counter_lane(3, 2), 128 + 3 * 8 + 2 * (1 << 19));
         assert_eq!(h.journal_capacity, 1 << 14);
         assert_eq!(h.scratch_offset, 0xc0_3000);
         assert_eq!((h.sync_offset, h.threads_offset), (0xc0_4000, 0xc0_5000));

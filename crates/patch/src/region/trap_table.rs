@@ -19,6 +19,10 @@ pub const OLD_HANDLER: u64 = OLD_ACTION + weft_abi::sigaction::HANDLER;
 pub const DEFAULT_ACTION: u64 = 40;
 /// weft's own kernel `struct sigaction` (32 bytes).
 pub const NEW_ACTION: u64 = 72;
+/// The process (u64: its pid) whose SIGTRAP action `OLD_ACTION` keeps. A
+/// child it forks shares this memory but has its own actions: the
+/// `sigaction` hook emulates only in this process.
+pub const PROCESS: u64 = 104;
 /// Size of a kernel `struct sigaction` (handler, flags, restorer, mask).
 pub const ACTION_SIZE: u64 = weft_abi::sigaction::SIZE;
 /// First entry of the first buffer; each is 16 bytes: site (u64),
@@ -42,5 +46,6 @@ pub fn current(which: u64, count: u64) -> u64 {
 const _: () = assert!(
     DEFAULT_ACTION == OLD_ACTION + ACTION_SIZE
         && NEW_ACTION == DEFAULT_ACTION + ACTION_SIZE
-        && NEW_ACTION + ACTION_SIZE <= ENTRIES
+        && NEW_ACTION + ACTION_SIZE <= PROCESS
+        && PROCESS + 8 <= ENTRIES
 );

@@ -3,6 +3,7 @@
 //! one file per role of `mini`.
 
 mod expr;
+mod lanes;
 mod ring;
 mod threads;
 
@@ -97,6 +98,11 @@ impl Memory {
             no_slot: self.base() + 4096 - 24,
             clock_gettime: 0,
             tid_offset: 0,
+            lanes: crate::lanes::Lanes {
+                source: crate::lanes::CpuSource::None,
+                count: 1,
+                stride: 8,
+            },
         }
     }
     fn read(&self, addr: u64) -> u64 {
