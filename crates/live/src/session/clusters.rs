@@ -360,7 +360,12 @@ impl Session {
     /// registered), else `rdpid` where the processor has it, else nowhere.
     pub(super) fn find_cpu_source(&self, tracee: &Tracee) -> weft_patch::lanes::CpuSource {
         use weft_patch::lanes::CpuSource;
-        for m in &self.modules {
+        // glibc defines the two in ld.so (in the program itself when it
+        // is static): looked up there first, since reading a module's
+        // symbols takes a while and the process is stopped.
+        let mut modules: Vec<&crate::module::Module> = self.modules.iter().collect();
+        modules.sort_by_key(|m| !m.name.starts_with("ld-"));
+        for m in modules {
             let (Some(offset), Some(size)) = (
                 m.image.symbol_address("__rseq_offset"),
                 m.image.symbol_address("__rseq_size"),
