@@ -9,7 +9,12 @@ use std::time::{Duration, Instant};
 use weft_process::{ExitWatch, Tracee};
 
 /// Attaches to `pid`, counts until `duration`, Ctrl-C or exit, detaches.
-pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<i32> {
+pub fn attach(
+    pid: i32,
+    duration: Option<Duration>,
+    max_overhead: Option<f64>,
+    args: &ProbeArgs,
+) -> Result<i32> {
     let definitions = crate::requests::definitions(args)?;
     let exe = weft_process::exe_path(pid)?;
     weft_image::Image::open(&weft_process::path_in_root(pid, &exe))
@@ -20,9 +25,9 @@ pub fn attach(pid: i32, duration: Option<Duration>, args: &ProbeArgs) -> Result<
     let report_out = output::open_report(args)?;
     let mut req = Requests::build(args, &mut session, events, definitions)?;
     let mut perturbation = Perturbation::new(&req)?;
-    perturbation.predict(&req, pid, args.max_overhead, args.verbose)?;
+    perturbation.predict(&req, pid, max_overhead, args.verbose)?;
     let prepared = session.prepare(&req.specs)?;
-    report_pending(&prepared.pending);
+    report_pending(&prepared);
     let started = Instant::now();
     let mut tracee = Tracee::attach(pid)?;
     let applied = session

@@ -94,17 +94,38 @@ pub fn inspect(args: &InspectArgs) -> Result<()> {
                 "{:<18} {:>8}  {:<24} {:<40} SOURCE",
                 "ADDRESS", "SIZE", "MODULE", "NAME"
             );
+            // IFUNCs: the implementation the process (or, for a file, a
+            // process of weft's on this machine) uses.
+            let process = match Path::new(target).exists() {
+                true => std::process::id() as i32,
+                false => target.parse::<i32>().unwrap_or(0),
+            };
             for m in &modules {
                 if pattern.as_ref().is_some_and(|p| !p.matches_module(&m.name)) {
                     continue;
                 }
+                let chosen = weft_live::ifunc::choices(
+                    process,
+                    &weft_process::path_in_root(process, &m.path),
+                    m.image
+                        .functions()
+                        .iter()
+                        .filter(|f| f.ifunc)
+                        .map(|f| f.name.as_str()),
+                )
+                .unwrap_or_default();
                 for f in m.image.functions() {
                     if pattern.as_ref().is_some_and(|p| !matches(p, f)) {
                         continue;
                     }
                     let mut name = f.display_name().to_string();
                     if f.ifunc {
-                        name.push_str(" [ifunc]");
+                        match chosen.get(&f.name).and_then(|&at| m.image.function_at(at)) {
+                            Some(to) => {
+                                name.push_str(&format!(" [ifunc -> {}]", to.display_name()))
+                            }
+                            None => name.push_str(" [ifunc]"),
+                        }
                     }
                     println!(
                         "{:#018x} {:>8}  {:<24} {:<40} {:?}",

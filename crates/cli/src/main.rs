@@ -130,10 +130,12 @@ pub struct ProbeArgs {
     pub metric: Vec<String>,
     /// Trace events: `fn:PATTERN` records each entry (first --args
     /// arguments) and exit (return value) of the matching functions,
-    /// `entry:PATTERN` entries only, `usdt:PROVIDER:NAME` USDT probes, into
-    /// per-thread rings. Append `@arg1/s,arg2/s` to record those arguments
-    /// as strings. Repeatable.
-    #[arg(long = "trace", value_name = "fn:PATTERN")]
+    /// `entry:PATTERN` entries only, `usdt:PROVIDER:NAME` USDT probes,
+    /// `event:PROVIDER:NAME` the program's own rich event sites
+    /// (`WEFT_EVENT`, include/weft/event.h; globs allowed), into per-thread
+    /// rings. Append `@arg1/s,arg2/s` to a `fn:` or `entry:` request to
+    /// record those arguments as strings. Repeatable.
+    #[arg(long = "trace", value_name = "KIND:WHAT")]
     pub trace: Vec<String>,
     /// Arguments recorded at each traced entry (0 to 6).
     #[arg(long = "args", value_name = "N", default_value_t = 2,
@@ -182,12 +184,6 @@ pub struct ProbeArgs {
     /// Sampling interval of the metrics' time histograms (`10ms`, `1s`).
     #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = duration::parse_interval)]
     pub interval: std::time::Duration,
-    /// Refuse metric requests whose predicted perturbation (from `weft
-    /// calibrate`'s costs and the call rates measured for a moment first)
-    /// exceeds PCT percent of one CPU. `attach` only: `run` has no rates
-    /// before the program runs.
-    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
-    pub max_overhead: Option<f64>,
     /// Buckets per time histogram (2 to 1000000); when full, bucket width doubles.
     #[arg(long, value_name = "N", default_value_t = 1000,
           value_parser = clap::value_parser!(u32).range(2..=1_000_000))]
@@ -232,6 +228,12 @@ struct AttachArgs {
     /// Ctrl-C, SIGTERM or the target's exit.
     #[arg(long, short = 'd', value_name = "DURATION", value_parser = duration::parse)]
     duration: Option<std::time::Duration>,
+    /// Refuse metric requests whose predicted perturbation (from `weft
+    /// calibrate`'s costs and the call rates measured for a moment first)
+    /// exceeds PCT percent of one CPU. (`run` has no rates before the
+    /// program runs; it reports the observed perturbation at the end.)
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    max_overhead: Option<f64>,
     #[command(flatten)]
     probes: ProbeArgs,
 }
@@ -274,7 +276,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(a) => run::run(&a.probes, &a.command),
-        Command::Attach(a) => attach::attach(a.pid, a.duration, &a.probes),
+        Command::Attach(a) => attach::attach(a.pid, a.duration, a.max_overhead, &a.probes),
         Command::Inspect(a) => {
             signals::die_on_closed_output();
             inspect::inspect(&a).map(|_| 0)

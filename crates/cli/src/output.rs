@@ -10,7 +10,9 @@ use weft_plan::PointKind;
 pub enum Format {
     /// An aligned table for people.
     Table,
-    /// `{"counts": [{"module", "function", "calls"}, ...]}`.
+    /// `{"counts": [{"module", "function", "calls", "point"}, ...],
+    /// "metrics": [{"metric", "focus", "value", "unit", "histogram",
+    /// "threads"?}, ...], "executions_without_thread_slot"}` (docs/metrics.md).
     Json,
 }
 
@@ -48,6 +50,43 @@ pub fn slot_note(without_thread_slot: u64) -> Option<String> {
 /// expression in a focus) overflow their column instead.
 const MAX_COLUMN: usize = 120;
 
+/// The width a table fits when it does not go to a terminal.
+pub const DEFAULT_WIDTH: usize = 120;
+
+/// Names are never cut shorter than this, whatever the width.
+const MIN_NAME: usize = 24;
+
+/// The width of the terminal standard error is, if it is one.
+pub fn stderr_width() -> Option<usize> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` through the pointer, which
+    // points to a local of that type; on a non-terminal it fails and
+    // writes nothing.
+    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    (ok && size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
+/// `name` cut in the middle to at most `max` characters (an ellipsis in
+/// place of what goes), so that both its start (a C++ name's scope) and
+/// its end (the parameters, a `.cold` suffix) stay readable.
+pub fn shorten(name: &str, max: usize) -> String {
+    let n = name.chars().count();
+    if n <= max || max < 3 {
+        return name.to_string();
+    }
+    let keep = max - 1;
+    let head = keep.div_ceil(2);
+    let tail = keep - head;
+    let start: String = name.chars().take(head).collect();
+    let end: String = name.chars().skip(n - tail).collect();
+    format!("{start}…{end}")
+}
+
 fn point_name(kind: PointKind) -> &'static str {
     match kind {
         PointKind::Entry => "entry",
@@ -56,8 +95,9 @@ fn point_name(kind: PointKind) -> &'static str {
     }
 }
 
-/// Aligned text tables.
-pub struct TableSink<W: Write>(pub W);
+/// Aligned text tables, `width` characters wide at most: long names are
+/// shortened in the middle (JSON keeps them whole).
+pub struct TableSink<W: Write>(pub W, pub usize);
 
 impl<W: Write> ReportSink for TableSink<W> {
     fn report(&mut self, report: &Report) -> std::io::Result<()> {
@@ -65,16 +105,17 @@ impl<W: Write> ReportSink for TableSink<W> {
         if !counts.is_empty() || metrics.is_empty() {
             let wm = counts
                 .iter()
-                .map(|c| c.module.len())
+                .map(|c| c.module.chars().count())
                 .max()
                 .unwrap_or(0)
-                .clamp(6, MAX_COLUMN);
+                .clamp(6, MIN_NAME);
+            let room = self.1.saturating_sub(wm + 2 + 2 + 12).max(MIN_NAME);
             let wf = counts
                 .iter()
-                .map(|c| c.function.len() + if c.kind == PointKind::Exit { 7 } else { 0 })
+                .map(|c| c.function.chars().count() + if c.kind == PointKind::Exit { 7 } else { 0 })
                 .max()
                 .unwrap_or(0)
-                .clamp(8, MAX_COLUMN);
+                .clamp(8, room);
             writeln!(
                 self.0,
                 "{:<wm$}  {:<wf$}  {:>12}",
@@ -82,20 +123,22 @@ impl<W: Write> ReportSink for TableSink<W> {
             )?;
             for c in counts {
                 let f = if c.kind == PointKind::Exit {
-                    format!("{} (exit)", c.function)
+                    format!("{} (exit)", shorten(&c.function, wf - 7))
                 } else {
-                    c.function.clone()
+                    shorten(&c.function, wf)
                 };
-                writeln!(self.0, "{:<wm$}  {:<wf$}  {:>12}", c.module, f, c.calls)?;
+                let m = shorten(&c.module, wm);
+                writeln!(self.0, "{m:<wm$}  {f:<wf$}  {:>12}", c.calls)?;
             }
         }
         if !metrics.is_empty() {
+            let room = self.1.saturating_sub(12 + 2 + 2 + 16 + 2 + 8).max(MIN_NAME);
             let wf = metrics
                 .iter()
-                .map(|m| m.focus.len())
+                .map(|m| m.focus.chars().count())
                 .max()
                 .unwrap_or(0)
-                .clamp(5, MAX_COLUMN);
+                .clamp(5, room.min(MAX_COLUMN));
             writeln!(
                 self.0,
                 "{:<12}  {:<wf$}  {:>16}  {:<8}",
@@ -106,7 +149,7 @@ impl<W: Write> ReportSink for TableSink<W> {
                     self.0,
                     "{:<12}  {:<wf$}  {:>16}  {:<8}",
                     m.metric,
-                    m.focus,
+                    shorten(&m.focus, wf),
                     format_value(m.value),
                     m.unit
                 )?;
@@ -218,7 +261,13 @@ pub fn write_report(
         (None, None) => Box::new(std::io::BufWriter::new(std::io::stderr().lock())),
     };
     let mut sink: Box<dyn ReportSink> = match args.format {
-        Format::Table => Box::new(TableSink(out)),
+        Format::Table => {
+            let width = match args.output {
+                None => stderr_width().unwrap_or(DEFAULT_WIDTH),
+                Some(_) => DEFAULT_WIDTH,
+            };
+            Box::new(TableSink(out, width))
+        }
         Format::Json => Box::new(JsonSink(out)),
     };
     let place = match &args.output {
@@ -286,7 +335,7 @@ mod tests {
         assert_eq!(v["counts"][0]["module"], "m");
         assert_eq!(v["executions_without_thread_slot"], 0);
         let mut buf = Vec::new();
-        TableSink(&mut buf).report(&report).unwrap();
+        TableSink(&mut buf, DEFAULT_WIDTH).report(&report).unwrap();
         let text = String::from_utf8(buf).unwrap();
         assert!(text.lines().nth(1).unwrap().ends_with(" 7"));
         assert_eq!(
@@ -294,5 +343,42 @@ mod tests {
             2,
             "no slot note when nothing was skipped"
         );
+    }
+
+    #[test]
+    fn long_names_are_shortened_in_the_middle_to_fit() {
+        let long = format!(
+            "std::vector<{}>::push_back(int const&) [clone .cold]",
+            "x".repeat(500)
+        );
+        let counts = vec![Count {
+            module: "libstdc++.so.6".into(),
+            function: long.clone(),
+            kind: PointKind::Entry,
+            calls: 42,
+        }];
+        let report = Report {
+            counts: &counts,
+            metrics: &[],
+            without_thread_slot: 0,
+        };
+        let mut buf = Vec::new();
+        TableSink(&mut buf, 80).report(&report).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        let row = text.lines().nth(1).unwrap();
+        assert!(row.chars().count() <= 80, "{row}");
+        assert!(row.ends_with(" 42"), "{row}");
+        assert!(
+            row.contains("std::vector<xx") && row.contains("[clone .cold]"),
+            "{row}"
+        );
+        assert!(row.contains('…'));
+        // JSON keeps the whole name.
+        let mut buf = Vec::new();
+        JsonSink(&mut buf).report(&report).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
+        assert_eq!(v["counts"][0]["function"], long);
+        assert_eq!(shorten("abcdefghij", 5), "ab…ij");
+        assert_eq!(shorten("abc", 5), "abc");
     }
 }

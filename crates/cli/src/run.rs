@@ -29,9 +29,12 @@ pub fn report_skipped(report: &AddReport, verbose: bool) {
 }
 
 /// Notes patterns that wait for their library to be loaded.
-pub fn report_pending(pending: &[String]) {
-    for p in pending {
+pub fn report_pending(prepared: &weft_live::Prepared) {
+    for p in &prepared.pending {
         say!("weft: '{p}' matches no loaded module yet; it will be instrumented when the library is loaded");
+    }
+    for n in &prepared.notes {
+        say!("weft: note: {n}");
     }
 }
 
@@ -51,12 +54,6 @@ pub fn report_load(report: &AddReport, verbose: bool) {
 
 /// Runs `command` with the probes of `args`; returns the program's exit code.
 pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
-    if args.max_overhead.is_some() {
-        anyhow::bail!(
-            "--max-overhead needs the call rates of a running process, which `run` cannot know before the program \
-             runs: use `weft attach` (run reports the observed perturbation at the end)"
-        );
-    }
     let mut definitions = Some(crate::requests::definitions(args)?);
     let mut events = crate::requests::events_dir(args)?;
     let report_out = output::open_report(args)?;
@@ -83,7 +80,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
             definitions.take().unwrap_or_default(),
         )?);
         let prepared = session.prepare(&req.specs)?;
-        report_pending(&prepared.pending);
+        report_pending(&prepared);
         let started = std::time::Instant::now();
         let report = session.apply(&mut tracee, prepared)?;
         session.raise_semaphores(&tracee, &req.semaphores)?;

@@ -329,3 +329,113 @@ variant_test!(cpp_functions_by_demangled_name, |v| {
         v.name
     );
 });
+
+/// gcc -O2 splits `check` in two: `check.cold` holds its rare path, entered
+/// by a jump and returning to check's caller from there. A glob reports
+/// `check` alone, with the calls the target tallied (the cold part is no
+/// function that is called); `check`'s exits are all its returns, those
+/// of the cold part included (without them, one call in ten would never
+/// return as far as weft could tell).
+#[test]
+fn a_split_off_cold_part_belongs_to_its_function() {
+    let bin = build("cold", &O2);
+    let symbols = run(
+        std::process::Command::new("nm").arg(&bin),
+        Duration::from_secs(30),
+    );
+    assert!(
+        symbols.stdout.contains(" check.cold\n"),
+        "the compiler did not split check: the test would prove nothing\n{}",
+        symbols.stdout
+    );
+    let counted = count_run(
+        "cold",
+        &["--count", "chec*", "--count-exits", "check"],
+        &bin,
+        &["1000"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(counted.out.status, 0, "{}", counted.out.stderr);
+    let tally = tallies(&counted.out.stdout);
+    assert_eq!((tally["check"], tally["rare"]), (1000, 100));
+    let counts = counted.counts();
+    assert_eq!(count_of(&counts, "check", "entry"), 1000);
+    assert_eq!(count_of(&counts, "check", "exit"), 1000);
+    assert!(
+        counts.iter().all(|c| !c.function.contains("cold")),
+        "{:?}",
+        counts.iter().map(|c| &c.function).collect::<Vec<_>>()
+    );
+}
+
+/// `strlen`, `memcpy` and `strcmp` are IFUNCs in glibc: weft counts the
+/// implementation the process's resolver chose, under the name asked for.
+/// The count includes the C library's own calls, so the ground truth is a
+/// difference: a run making N calls of each counts exactly N more than a
+/// run making none (the target's own tally says N). Before, a plain
+/// `strlen` matched nothing and `memcpy` an old version the process never
+/// calls (0).
+#[test]
+fn ifunc_patterns_count_the_implementation_the_process_uses() {
+    let bin = build("ifunc", &O2);
+    let counts_for = |n: &str| {
+        let counted = count_run(
+            &format!("ifunc-{n}"),
+            &[
+                "--count",
+                "libc.so.6:strlen",
+                "--count",
+                "libc.so.6:memcpy",
+                "--count",
+                "libc.so.6:strcmp",
+            ],
+            &bin,
+            &[n],
+            Duration::from_secs(60),
+        );
+        assert_eq!(counted.out.status, 0, "{}", counted.out.stderr);
+        let tally = tallies(&counted.out.stdout);
+        let rows = counted.counts();
+        ["strlen", "memcpy", "strcmp"].map(|f| (tally[f], count_of(&rows, f, "entry")))
+    };
+    let none = counts_for("0");
+    let some = counts_for("5000");
+    for (i, f) in ["strlen", "memcpy", "strcmp"].iter().enumerate() {
+        assert_eq!((none[i].0, some[i].0), (0, 5000), "{f}: the target's tally");
+        assert_eq!(
+            some[i].1 - none[i].1,
+            5000,
+            "{f}: {} then {}",
+            none[i].1,
+            some[i].1
+        );
+    }
+}
+
+/// The same in a running process: weft attaches to a target blocked in
+/// `read`, the target makes exactly 3000 calls of each IFUNC and says so
+/// with `write` (no other code of the C library runs meanwhile), weft
+/// detaches: each count is exactly 3000.
+#[test]
+fn ifunc_patterns_count_exactly_in_an_attached_process() {
+    let bin = build("ifunc", &O2);
+    let mut target = Waiting::start(&bin, &["wait"]);
+    let json = scratch("ifunc-attached").join("counts.json");
+    let mut weft = attach(target.pid(), |c| {
+        c.args(["--count", "libc.so.6:strlen", "--count", "libc.so.6:memcpy"])
+            .args([
+                "--count",
+                "libc.so.6:strcmp",
+                "--format",
+                "json",
+                "--output",
+            ])
+            .arg(&json)
+    });
+    assert_eq!(target.say("3000", "done"), "done\n");
+    assert!(weft.detach().success());
+    let rows = read_counts(&json);
+    for f in ["strlen", "memcpy", "strcmp"] {
+        assert_eq!(count_of(&rows, f, "entry"), 3000, "{f}");
+    }
+}

@@ -171,8 +171,6 @@ fn hostile_options_are_refused_in_one_line() {
         (&["--interval", "0"][..], "shortest interval", 2),
         (&["--args", "99"][..], "not in 0..=6", 2),
         (&["--buckets", "0"][..], "not in 2..=1000000", 2),
-        (&["--max-overhead", "NaN"][..], "not a percentage", 2),
-        (&["--max-overhead=-3"][..], "not a percentage", 2),
         (
             &["--metric", "calls:fn=work,if=ret > 0"][..],
             "'ret' (the return value) is not known yet",
@@ -223,6 +221,21 @@ fn hostile_options_are_refused_in_one_line() {
         );
         assert!(out.stderr.contains(want), "{shown:?}: {}", out.stderr);
         assert!(!out.stdout.contains("tally"), "{shown:?}: the program ran");
+    }
+    // `attach` only: refused before any process is looked at.
+    for bad in [&["--max-overhead", "NaN"][..], &["--max-overhead=-3"][..]] {
+        let out = run(
+            weft()
+                .args(["attach", "-p", "1", "--metric", "calls:fn=work"])
+                .args(bad),
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.status, 2, "{bad:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("not a percentage"),
+            "{bad:?}: {}",
+            out.stderr
+        );
     }
     // attach's --duration: refused before weft looks for the process.
     let out = run(

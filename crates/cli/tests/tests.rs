@@ -3,6 +3,7 @@
 
 mod attaching;
 mod counting;
+mod docs;
 mod endurance;
 mod errors;
 mod inspecting;

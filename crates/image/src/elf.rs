@@ -180,7 +180,7 @@ impl Image {
                 _ => {}
             }
         }
-        let functions = collect_functions(&file, &segments);
+        let functions = collect_functions(&file, &segments, &compat_versions(&elf, &data));
         let usdt = elf
             .section_by_name(".note.stapsdt")
             .and_then(|s| s.elf_section_header().notes(endian, &*data).ok().flatten())
@@ -346,7 +346,45 @@ impl Image {
 }
 
 /// Functions from both symbol tables and from `.eh_frame`, deduplicated by address.
-fn collect_functions(file: &object::File<'_>, segments: &[Segment]) -> Vec<Function> {
+/// The version of every dynamic symbol that is not its name's default
+/// (`posix_spawn@GLIBC_2.2.5` beside `posix_spawn@@GLIBC_2.15`): a
+/// compatibility version, kept for programs linked long ago, by symbol index.
+fn compat_versions(
+    elf: &ElfFile64<'_, Endianness>,
+    data: &[u8],
+) -> std::collections::HashMap<usize, String> {
+    use object::read::elf::{FileHeader, SectionTable};
+    let endian = elf.endian();
+    let Ok(sections): std::result::Result<
+        SectionTable<'_, object::elf::FileHeader64<Endianness>>,
+        _,
+    > = elf.elf_header().sections(endian, data) else {
+        return Default::default();
+    };
+    let Ok(Some(versions)) = sections.versions(endian, data) else {
+        return Default::default();
+    };
+    let mut out = std::collections::HashMap::new();
+    for sym in elf.dynamic_symbols() {
+        let index = versions.version_index(endian, sym.index());
+        if !index.is_hidden() {
+            continue;
+        }
+        if let Ok(Some(v)) = versions.version(index) {
+            out.insert(
+                sym.index().0,
+                String::from_utf8_lossy(v.name()).into_owned(),
+            );
+        }
+    }
+    out
+}
+
+fn collect_functions(
+    file: &object::File<'_>,
+    segments: &[Segment],
+    compat: &std::collections::HashMap<usize, String>,
+) -> Vec<Function> {
     let in_code = |addr: FileAddr| {
         segments
             .iter()
@@ -366,10 +404,24 @@ fn collect_functions(file: &object::File<'_>, segments: &[Segment]) -> Vec<Funct
     ];
     for (source, symbols) in tables {
         for sym in symbols {
-            if sym.kind() != SymbolKind::Text || !sym.is_definition() {
+            let ifunc_type = matches!(sym.flags(), object::SymbolFlags::Elf { st_info, .. } if st_info & 0xf == object::elf::STT_GNU_IFUNC);
+            // object counts an IFUNC as no definition: it is one when it
+            // has a section.
+            let defined = sym.is_definition() || ifunc_type && !sym.is_undefined();
+            if !(sym.kind() == SymbolKind::Text || ifunc_type) || !defined {
                 continue;
             }
             let Ok(name) = sym.name() else { continue };
+            // A compatibility version is named with it, never as the name
+            // alone, which means the default version.
+            let versioned;
+            let name = match compat.get(&sym.index().0) {
+                Some(v) if source == FunctionSource::Dynsym => {
+                    versioned = format!("{name}@{v}");
+                    versioned.as_str()
+                }
+                _ => name,
+            };
             let addr = FileAddr(sym.address());
             if name.is_empty() || !in_code(addr) {
                 continue;
@@ -509,6 +561,34 @@ mod tests {
         assert!(img
             .function_at(malloc.addr + 3)
             .is_some_and(|f| f.addr == malloc.addr));
+    }
+
+    #[test]
+    fn compatibility_versions_are_named_with_their_version() {
+        let Some(path) = libc_path() else {
+            eprintln!("SKIP: no libc.so.6 found at the Debian paths");
+            return;
+        };
+        let img = Image::open(&path).unwrap();
+        let names: Vec<&str> = img
+            .functions()
+            .iter()
+            .flat_map(|f| {
+                std::iter::once(f.name.as_str()).chain(f.aliases.iter().map(|a| a.as_str()))
+            })
+            .collect();
+        // glibc keeps the pre-2.15 posix_spawn and the pre-2.14 memcpy.
+        assert!(
+            names.contains(&"posix_spawn@GLIBC_2.2.5"),
+            "posix_spawn@GLIBC_2.2.5"
+        );
+        assert!(names.contains(&"posix_spawn"));
+        assert!(names.contains(&"memcpy@GLIBC_2.2.5"));
+        // Plain `memcpy` means the default version (an IFUNC), never the
+        // compatibility one.
+        assert!(img
+            .function_named("memcpy")
+            .is_none_or(|f| f.ifunc && !f.aliases.iter().any(|a| a == "memcpy@GLIBC_2.2.5")));
     }
 
     #[test]

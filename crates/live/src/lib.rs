@@ -23,6 +23,7 @@
 
 pub mod clock;
 mod error;
+pub mod ifunc;
 mod module;
 mod session;
 mod shared;

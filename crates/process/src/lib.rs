@@ -124,6 +124,17 @@ pub fn start_time(pid: i32) -> Option<u64> {
     rest.get(19)?.parse().ok()
 }
 
+/// The value of environment variable `name` in process `pid` as it
+/// started (`/proc/PID/environ`), `None` when it is not set there.
+pub fn environ_var(pid: i32, name: &str) -> Option<String> {
+    let environ = std::fs::read(proc_path(pid, "environ")).ok()?;
+    environ.split(|&b| b == 0).find_map(|entry| {
+        let entry = std::str::from_utf8(entry).ok()?;
+        let (key, value) = entry.split_once('=')?;
+        (key == name).then(|| value.to_string())
+    })
+}
+
 /// The inode of a process's pid namespace (`/proc/PID/ns/pid`), which
 /// says in which namespace its pids are to be read.
 pub fn pid_namespace(pid: i32) -> Option<u64> {

@@ -61,29 +61,33 @@ impl Session {
                 continue;
             };
             report.probes += 1;
-            let mut liveness: Option<weft_code::Liveness> = None;
-            for &point in &item.points {
-                // Counting clobbers only the flags: a short forward scan
-                // usually proves them dead, sparing the whole-function
-                // analysis; registers are then recorded as all live.
-                let flags = RegSet(weft_code::STATUS_FLAGS);
-                let live = if weft_code::flags_dead_by_scan(&item.code, point, flags) == Some(true)
-                {
-                    RegSet::ALL - flags
-                } else {
-                    liveness
-                        .get_or_insert_with(|| item.code.liveness())
-                        .live_before(point)
-                        .unwrap_or(RegSet::ALL)
-                };
-                match self.place(&mut threads, &item, point, probe_id, live)? {
-                    Placed::Site(s) => dirty.push(s),
-                    Placed::Skipped(why) => report.skipped.push(SkippedPoint {
-                        module: self.modules[item.module].name.clone(),
-                        function: item.display.clone(),
-                        why,
-                    }),
-                    Placed::Nowhere => {}
+            for part in &item.parts {
+                let mut liveness: Option<weft_code::Liveness> = None;
+                for &point in &part.points {
+                    // Counting clobbers the flags (and rax, which a
+                    // trampoline saves when it may be live): a short
+                    // forward scan usually proves the flags dead, sparing
+                    // the whole-function analysis; registers are then
+                    // recorded as all live.
+                    let flags = RegSet(weft_code::STATUS_FLAGS);
+                    let live =
+                        if weft_code::flags_dead_by_scan(&part.code, point, flags) == Some(true) {
+                            RegSet::ALL - flags
+                        } else {
+                            liveness
+                                .get_or_insert_with(|| part.code.liveness())
+                                .live_before(point)
+                                .unwrap_or(RegSet::ALL)
+                        };
+                    match self.place(&mut threads, &item, part, point, probe_id, live)? {
+                        Placed::Site(s) => dirty.push(s),
+                        Placed::Skipped(why) => report.skipped.push(SkippedPoint {
+                            module: self.modules[item.module].name.clone(),
+                            function: item.display.clone(),
+                            why,
+                        }),
+                        Placed::Nowhere => {}
+                    }
                 }
             }
         }

@@ -6,7 +6,7 @@
 //! where five bytes are not safe. The session keeps the bytes each live
 //! site claims (its span) so no two splices overlap.
 
-use super::prepare::PreparedProbe;
+use super::prepare::{Part, PreparedProbe};
 use super::*;
 use weft_patch::{choose_splice, place as policy, Unsafe};
 
@@ -65,6 +65,7 @@ impl Session {
         &mut self,
         threads: &mut Stopped<'_>,
         item: &PreparedProbe,
+        part: &Part,
         point: u64,
         probe: usize,
         live: RegSet,
@@ -83,34 +84,34 @@ impl Session {
         if let Some(why) = self.blocked_by_other_site(point) {
             return Ok(Placed::Skipped(why));
         }
-        let ctx = self.splice_context(item, &threads.pcs);
+        let ctx = self.splice_context(item, part, &threads.pcs);
         let mut choice = match choose_splice(&ctx, point) {
             Some(Ok(c)) => c,
             Some(Err(why)) => return Ok(Placed::Skipped(SkipReason::Unsafe(why))),
             None => return Ok(Placed::Nowhere),
         };
         if choice.method == SpliceMethod::Jump && self.overlaps_active(choice.start, choice.end) {
-            choice = policy::trap_fallback(&item.code, point).expect("point is a boundary");
+            choice = policy::trap_fallback(&part.code, point).expect("point is a boundary");
         }
         let loop_head_entry =
-            item.kind == PointKind::Entry && item.code.internal_targets().contains(&point);
-        if loop_head_entry && self.overlaps_active(point + 1, item.code.end()) {
+            item.kind == PointKind::Entry && part.code.internal_targets().contains(&point);
+        if loop_head_entry && self.overlaps_active(point + 1, part.code.end()) {
             return Ok(Placed::Skipped(SkipReason::LoopHeadOverSplices));
         }
-        let mut whole_function = loop_head_entry.then(|| item.code.clone());
+        let mut whole_function = loop_head_entry.then(|| part.code.clone());
         if whole_function.is_none()
             && item.kind == PointKind::Entry
             && matches!(choice.why_trap, Some(Unsafe::BranchTargetInside(_)))
-            && !self.overlaps_active(point, item.code.end())
+            && !self.overlaps_active(point, part.code.end())
         {
             // A branch target inside the entry's five bytes: a relocated
             // copy of the whole function needs no window of its own.
             let targets = self.modules[item.module].branch_targets();
             let pcs = threads.pcs.clone();
             let stacks = threads.stack_words()?;
-            if let Some(c) = policy::relocation_window(&item.code, point, targets, &pcs, stacks) {
+            if let Some(c) = policy::relocation_window(&part.code, point, targets, &pcs, stacks) {
                 choice = c;
-                whole_function = Some(item.code.clone());
+                whole_function = Some(part.code.clone());
             }
         }
         if whole_function.is_none()
@@ -120,7 +121,7 @@ impl Session {
                 Some(Unsafe::TooShort) | Some(Unsafe::BranchTargetInside(_))
             )
         {
-            let ctx = self.splice_context(item, &threads.pcs);
+            let ctx = self.splice_context(item, part, &threads.pcs);
             let claimed = |start, end| self.overlaps_active(start, end);
             if let Some(short) = policy::springboard(
                 &ctx,
@@ -132,7 +133,7 @@ impl Session {
             }
         }
         if self.force_int3 && whole_function.is_none() && choice.method != SpliceMethod::Trap {
-            choice = policy::trap_fallback(&item.code, point).expect("point is a boundary");
+            choice = policy::trap_fallback(&part.code, point).expect("point is a boundary");
             choice.why_trap = Some(Unsafe::Forced);
         }
         if whole_function.is_none() && choice.method == SpliceMethod::Trap {
@@ -176,12 +177,17 @@ impl Session {
     }
 
     /// What the splicer knows around the points of a prepared function.
-    fn splice_context<'a>(&'a self, item: &'a PreparedProbe, pcs: &'a [u64]) -> SpliceContext<'a> {
+    fn splice_context<'a>(
+        &'a self,
+        item: &'a PreparedProbe,
+        part: &'a Part,
+        pcs: &'a [u64],
+    ) -> SpliceContext<'a> {
         SpliceContext {
-            func: &item.code,
+            func: &part.code,
             targets: self.modules[item.module].branch_targets(),
             thread_pcs: pcs,
-            after_end: &item.after_end,
+            after_end: &part.after_end,
         }
     }
 

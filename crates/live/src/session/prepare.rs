@@ -11,6 +11,9 @@ pub struct Prepared {
     pub(super) skipped: Vec<SkippedPoint>,
     /// Module-qualified patterns whose module is not loaded (yet).
     pub pending: Vec<String>,
+    /// What the user should know about how patterns resolved (an IFUNC
+    /// whose implementation other names share).
+    pub notes: Vec<String>,
 }
 
 impl Prepared {
@@ -33,9 +36,35 @@ pub(super) struct PreparedProbe {
     pub(super) kind: PointKind,
     pub(super) action: Action,
     pub(super) tag: u64,
+    /// The function's code with its points, then (for exits) the parts the
+    /// compiler split off it (`.cold`), whose returns are the function's.
+    pub(super) parts: Vec<Part>,
+}
+
+/// One stretch of a function's code and the points in it.
+#[derive(Debug)]
+pub(super) struct Part {
     pub(super) points: Vec<u64>,
     pub(super) code: FunctionCode,
     pub(super) after_end: Vec<u8>,
+}
+
+/// Whether a symbol names a part the compiler split off a function
+/// (`f.cold`, `f.part.0.cold`, `f.cold.12`): code entered by jumps from its
+/// function, never called, whose returns are that function's.
+pub(super) fn is_split_part(name: &str) -> bool {
+    name.ends_with(".cold") || name.contains(".cold.")
+}
+
+/// The parts split off `f` in `module` (see [`is_split_part`]).
+fn split_parts<'m>(module: &'m Module, f: &Function) -> impl Iterator<Item = &'m Function> {
+    let cold = format!("{}.cold", f.name);
+    module.image.functions().iter().filter(move |g| {
+        g.name == cold
+            || g.name
+                .strip_prefix(&cold)
+                .is_some_and(|rest| rest.starts_with('.'))
+    })
 }
 
 impl Session {
@@ -58,6 +87,8 @@ impl Session {
         let mut items = Vec::new();
         let mut skipped = Vec::new();
         let mut pending = Vec::new();
+        let mut notes = Vec::new();
+        let mut ifuncs: Vec<Option<Result<_, String>>> = vec![None; self.modules.len()];
         for spec in specs {
             let before = items.len() + skipped.len();
             for (mi, module) in self.modules.iter().enumerate().skip(first) {
@@ -80,7 +111,45 @@ impl Session {
                     } else {
                         continue;
                     };
-                    match prepare_probe(mi, module, f, matched, spec.kind) {
+                    // A split-off part is no function of its own: its entry
+                    // is a jump, its returns are its function's (added to
+                    // that function's exits below). Only a pattern that
+                    // names it exactly, without a glob, instruments it.
+                    let exact = !spec.pattern.function.contains(['*', '?', '[']);
+                    if is_split_part(&f.name)
+                        && !exact
+                        && matches!(spec.kind, PointKind::Entry | PointKind::Exit)
+                    {
+                        continue;
+                    }
+                    // An IFUNC: the implementation this process uses.
+                    let target = if f.ifunc {
+                        match ifunc_implementation(self.pid, module, f, &mut ifuncs[mi]) {
+                            Ok((g, shared)) => {
+                                if !shared.is_empty() {
+                                    notes.push(format!(
+                                        "{}:{} runs the same code as {}: its count includes \
+                                         their calls",
+                                        module.name,
+                                        matched,
+                                        shared.join(", ")
+                                    ));
+                                }
+                                g
+                            }
+                            Err(why) => {
+                                skipped.push(SkippedPoint {
+                                    module: module.name.clone(),
+                                    function: matched.to_string(),
+                                    why: SkipReason::IfuncResolver(why),
+                                });
+                                continue;
+                            }
+                        }
+                    } else {
+                        f
+                    };
+                    match prepare_probe(mi, module, target, matched, spec.kind) {
                         Ok(mut item) => {
                             item.action = spec.action.clone();
                             item.tag = spec.tag;
@@ -123,10 +192,13 @@ impl Session {
         for item in &items {
             let _ = self.modules[item.module].branch_targets();
         }
+        notes.sort();
+        notes.dedup();
         Ok(Prepared {
             items,
             skipped,
             pending,
+            notes,
         })
     }
 
@@ -155,6 +227,43 @@ impl Session {
     }
 }
 
+/// The implementation IFUNC `f` of `module` leads to in process `pid`
+/// (see [`crate::ifunc`]), and the other IFUNCs of the module that lead
+/// there too. `choices` caches the module's answers.
+fn ifunc_implementation<'m>(
+    pid: i32,
+    module: &'m Module,
+    f: &Function,
+    choices: &mut Option<Result<std::collections::HashMap<String, FileAddr>, String>>,
+) -> Result<(&'m Function, Vec<String>), String> {
+    let chosen = choices.get_or_insert_with(|| {
+        let path = weft_process::path_in_root(pid, &module.path);
+        let names = module
+            .image
+            .functions()
+            .iter()
+            .filter(|h| h.ifunc)
+            .map(|h| h.name.as_str());
+        crate::ifunc::choices(pid, &path, names)
+    });
+    let chosen = chosen.as_ref().map_err(Clone::clone)?;
+    let at = *chosen
+        .get(&f.name)
+        .ok_or_else(|| format!("weft's own C library has no {}", f.name))?;
+    let g = module
+        .image
+        .function_at(at)
+        .filter(|g| g.addr == at)
+        .ok_or_else(|| format!("no function of the file starts where {} leads", f.name))?;
+    let mut shared: Vec<String> = chosen
+        .iter()
+        .filter(|(name, &to)| to == at && **name != f.name)
+        .map(|(name, _)| name.clone())
+        .collect();
+    shared.sort();
+    Ok((g, shared))
+}
+
 /// Resolves one function into a prepared probe, or says why not.
 fn prepare_probe(
     mi: usize,
@@ -164,7 +273,9 @@ fn prepare_probe(
     kind: PointKind,
 ) -> Result<PreparedProbe, SkipReason> {
     if f.ifunc {
-        return Err(SkipReason::IfuncResolver);
+        return Err(SkipReason::IfuncResolver(
+            "its implementation was not looked up".into(),
+        ));
     }
     let code = module.function_code(f).ok_or(SkipReason::NotInFile)?;
     let insns = code.instructions();
@@ -172,6 +283,7 @@ fn prepare_probe(
         return Err(SkipReason::NoInstruction);
     }
     let start = code.start();
+    let mut parts = Vec::new();
     let (points, display) = match kind {
         PointKind::Entry => {
             let p = weft_patch::place::entry_point(&code).ok_or(SkipReason::NoInstruction)?;
@@ -179,7 +291,19 @@ fn prepare_probe(
         }
         PointKind::Exit => {
             let exits = code.exits();
-            if exits.is_empty() {
+            for g in split_parts(module, f) {
+                if let Some(part) = module.function_code(g) {
+                    let points = part.exits();
+                    if !points.is_empty() {
+                        parts.push(Part {
+                            points,
+                            code: part,
+                            after_end: module.bytes_after(g).to_vec(),
+                        });
+                    }
+                }
+            }
+            if exits.is_empty() && parts.is_empty() {
                 return Err(SkipReason::NeverReturns);
             }
             (exits, name.to_string())
@@ -198,6 +322,14 @@ fn prepare_probe(
             (vec![p], format!("{name}+{off:#x}"))
         }
     };
+    parts.insert(
+        0,
+        Part {
+            points,
+            after_end: module.bytes_after(f).to_vec(),
+            code,
+        },
+    );
     Ok(PreparedProbe {
         module: mi,
         function_addr: f.addr,
@@ -205,8 +337,6 @@ fn prepare_probe(
         kind,
         action: Action::Count,
         tag: 0,
-        points,
-        after_end: module.bytes_after(f).to_vec(),
-        code,
+        parts,
     })
 }

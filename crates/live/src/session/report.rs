@@ -76,8 +76,9 @@ pub struct Count {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum SkipReason {
-    /// The symbol is an IFUNC resolver, not the implementation it chooses.
-    IfuncResolver,
+    /// The symbol is an IFUNC resolver, and the implementation it chooses
+    /// in this process could not be told (why).
+    IfuncResolver(String),
     /// The function's bytes are not in the file (a `.bss` symbol, say).
     NotInFile,
     /// Its first bytes do not decode.
@@ -127,8 +128,10 @@ pub enum SkipReason {
 impl fmt::Display for SkipReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SkipReason::IfuncResolver => f.write_str(
-                "an IFUNC resolver (the implementation chosen at run time is another function)",
+            SkipReason::IfuncResolver(why) => write!(
+                f,
+                "an IFUNC (its resolver chooses the implementation at run time), and the \
+                 implementation this process uses could not be told: {why}"
             ),
             SkipReason::NotInFile => f.write_str("its bytes are not in the file"),
             SkipReason::NoInstruction => f.write_str("no decodable instruction"),
