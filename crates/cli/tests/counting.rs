@@ -439,3 +439,39 @@ fn ifunc_patterns_count_exactly_in_an_attached_process() {
         assert_eq!(count_of(&rows, f, "entry"), 3000, "{f}");
     }
 }
+
+/// The same in C++: g++ -O2 moves `risky(int)`'s throwing path into
+/// `risky(int) [clone .cold]`. A glob counts `risky(int)` alone, once per
+/// call (the target's loop makes 300), and its exits are the 200 calls that
+/// return: the 100 that throw leave through the unwinder, not a return.
+#[test]
+fn a_cplusplus_cold_clone_is_not_a_function_of_its_own() {
+    let bin = build("throws", &O2);
+    let symbols = run(
+        std::process::Command::new("nm").arg("-C").arg(&bin),
+        Duration::from_secs(30),
+    );
+    assert!(
+        symbols.stdout.contains("risky(int) [clone .cold]"),
+        "g++ did not split risky: the test would prove nothing\n{}",
+        symbols.stdout
+    );
+    let counted = count_run(
+        "throws-cold",
+        &["--count", "risky*", "--count-exits", "risky*"],
+        &bin,
+        &["300"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(counted.out.status, 0, "{}", counted.out.stderr);
+    let tally = tallies(&counted.out.stdout);
+    assert_eq!((tally["throws"], tally["caught"]), (100, 100));
+    let rows = counted.counts();
+    assert!(
+        rows.iter().all(|r| !r.function.contains("cold")),
+        "{:?}",
+        rows.iter().map(|r| &r.function).collect::<Vec<_>>()
+    );
+    assert_eq!(count_of(&rows, "risky(int)", "entry"), 300);
+    assert_eq!(count_of(&rows, "risky(int)", "exit"), 200);
+}

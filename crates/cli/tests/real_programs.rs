@@ -168,3 +168,115 @@ fn python3_sleeping_survives_attach_cycles() {
         "{err}"
     );
 }
+
+/// The file offset in `libc` of the implementation IFUNC `symbol` leads to
+/// on this machine, as `weft inspect functions` shows it.
+fn ifunc_implementation(libc: &str, symbol: &str) -> u64 {
+    let list = |pattern: &str| {
+        let out = run(
+            weft().args(["inspect", "functions", libc, pattern]),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status, 0, "{}", out.stderr);
+        out.stdout
+    };
+    let listed = list(symbol);
+    let chosen = listed
+        .split_once(&format!(" {symbol} [ifunc -> "))
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .map(|(name, _)| name.to_string())
+        .unwrap_or_else(|| panic!("{symbol} is no IFUNC leading somewhere:\n{listed}"));
+    list(&chosen)
+        .lines()
+        .find(|l| l.split_whitespace().nth(3) == Some(chosen.as_str()))
+        .and_then(|l| hex(l.split_whitespace().next()?))
+        .unwrap_or_else(|| panic!("no address for {chosen}"))
+}
+
+/// gdb's hit count of a breakpoint at `offset` in libc.so.6, set when libc
+/// is loaded and enabled from the program's entry point (where `weft run`
+/// starts counting) to its exit. gdb's own LINES and COLUMNS are kept out
+/// of the program's environment (python3 calls strlen once per variable).
+fn gdb_hits_in_libc(offset: u64, program: &str, args: &[&str]) -> u64 {
+    let dir = scratch(&format!("gdb-libc-{offset:x}"));
+    let script = dir.join("count.gdb");
+    std::fs::write(
+        &script,
+        format!(
+            "set pagination off\nset confirm off\n\
+             unset environment LINES\nunset environment COLUMNS\n\
+             catch load libc.so.6\nrun\ndelete 1\n\
+             python\n\
+             maps = gdb.execute('info proc mappings', to_string=True).splitlines()\n\
+             base = min(int(l.split()[0], 16) for l in maps if l.rstrip().endswith('libc.so.6') and int(l.split()[3], 16) == 0)\n\
+             gdb.execute('break *%d' % (base + {offset}))\n\
+             gdb.execute('disable 2')\n\
+             entry = [l for l in gdb.execute('info files', to_string=True).splitlines() if 'Entry point' in l][0].split()[-1]\n\
+             gdb.execute('tbreak *' + entry)\n\
+             end\n\
+             continue\nenable 2\nignore 2 1000000000\ncontinue\ninfo breakpoints\n"
+        ),
+    )
+    .unwrap();
+    let out = run(
+        Command::new("gdb")
+            .args(["-nx", "-batch", "-x"])
+            .arg(&script)
+            .arg("--args")
+            .arg(program)
+            .args(args),
+        Duration::from_secs(300),
+    );
+    out.stdout
+        .lines()
+        .find_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("breakpoint already hit ")
+                .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or_else(|| panic!("no hit count from gdb:\n{}\n{}", out.stdout, out.stderr))
+}
+
+/// `strlen`, `memcpy` and `strcmp` (IFUNCs in glibc) counted in Debian's
+/// python3.11, in the weft test target, and by gdb at the implementation
+/// the IFUNC leads to (calls from the program and from inside libc alike):
+/// the same numbers.
+#[test]
+fn ifunc_counts_match_gdb_at_the_chosen_implementation() {
+    let libc = "/lib/x86_64-linux-gnu/libc.so.6";
+    let python = "/usr/bin/python3.11";
+    if !have("gdb") || !Path::new(python).exists() || !Path::new(libc).exists() {
+        skip(
+            "gdb, Debian's python3.11 or libc.so.6 missing (scripts/install-deps.sh installs them)",
+        );
+        return;
+    }
+    let target = build("ifunc", &O2);
+    let target = target.to_str().unwrap();
+    let workloads: [(&str, &[&str]); 2] = [
+        (target, &["2000"]),
+        (
+            python,
+            &[
+                "-c",
+                "import os\nprint(sum(len(os.path.join('a', str(i))) for i in range(200)))",
+            ],
+        ),
+    ];
+    for (program, args) in workloads {
+        for symbol in ["strlen", "memcpy", "strcmp"] {
+            let counted = count_run(
+                &format!("ifunc-gdb-{symbol}"),
+                &["--count", &format!("libc.so.6:{symbol}")],
+                program,
+                args,
+                Duration::from_secs(120),
+            );
+            assert_eq!(counted.out.status, 0, "{}", counted.out.stderr);
+            let weft = counted.count(symbol, "entry");
+            let gdb = gdb_hits_in_libc(ifunc_implementation(libc, symbol), program, args);
+            assert!(gdb > 0, "{program}: the workload must call {symbol}");
+            assert_eq!(weft, gdb, "{program}: {symbol}, weft vs gdb");
+        }
+    }
+}
