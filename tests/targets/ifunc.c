@@ -4,7 +4,9 @@
  *   ifunc N   N calls of each (1000 if not given); prints its tallies
  *   ifunc wait  prints "ready", then for each line "N" on stdin makes N
  *               calls of each and writes "done" (with read and write
- *               only, so that nothing else of the C library runs between) */
+ *               only, so that nothing else of the C library runs between)
+ *   ifunc wipe  the same, after clearing its environment strings in place
+ *               (as setproctitle does), so /proc/PID/environ shows none */
 #include "tally.h"
 #include <string.h>
 #include <unistd.h>
@@ -35,8 +37,18 @@ static unsigned long calls(int n)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && !strcmp(argv[1], "wait")) {
+    if (argc > 1 && (!strcmp(argv[1], "wait") || !strcmp(argv[1], "wipe"))) {
         char line[32];
+        if (!strcmp(argv[1], "wipe")) {
+            /* The environment strings follow the last argument on the
+             * stack; /proc/self/environ says how many bytes they take. */
+            char env[65536];
+            FILE *f = fopen("/proc/self/environ", "r");
+            size_t len = f ? fread(env, 1, sizeof env, f) : 0;
+            if (f) fclose(f);
+            char *area = argv[argc - 1] + strlen(argv[argc - 1]) + 1;
+            memset(area, 0, len);
+        }
         write(1, "ready\n", 6);
         for (;;) {
             ssize_t got = read(0, line, sizeof line - 1);

@@ -94,26 +94,12 @@ pub fn inspect(args: &InspectArgs) -> Result<()> {
                 "{:<18} {:>8}  {:<24} {:<40} SOURCE",
                 "ADDRESS", "SIZE", "MODULE", "NAME"
             );
-            // IFUNCs: the implementation the process (or, for a file, a
-            // process of weft's on this machine) uses.
-            let process = match Path::new(target).exists() {
-                true => std::process::id() as i32,
-                false => target.parse::<i32>().unwrap_or(0),
-            };
             for m in &modules {
                 if pattern.as_ref().is_some_and(|p| !p.matches_module(&m.name)) {
                     continue;
                 }
-                let chosen = weft_live::ifunc::choices(
-                    process,
-                    &weft_process::path_in_root(process, &m.path),
-                    m.image
-                        .functions()
-                        .iter()
-                        .filter(|f| f.ifunc)
-                        .map(|f| f.name.as_str()),
-                )
-                .unwrap_or_default();
+                // IFUNCs: the implementation the process uses.
+                let chosen = ifunc_choices(target, m);
                 for f in m.image.functions() {
                     if pattern.as_ref().is_some_and(|p| !matches(p, f)) {
                         continue;
@@ -283,6 +269,20 @@ fn load(target: &str) -> Result<Vec<Module>> {
     Ok(vec![Module::from_file(Path::new(target))?])
 }
 
+/// The implementations a module's IFUNCs lead to in the process `target`
+/// names (for a file, in a process of weft's on this machine); empty when
+/// weft cannot tell (see `weft_live::ifunc`).
+fn ifunc_choices(
+    target: &str,
+    m: &Module,
+) -> std::collections::HashMap<String, weft_image::FileAddr> {
+    let process = match Path::new(target).exists() {
+        true => std::process::id() as i32,
+        false => target.parse::<i32>().unwrap_or(0),
+    };
+    weft_live::ifunc::choices(process, m).unwrap_or_default()
+}
+
 fn find(target: &str, function: &str) -> Result<Vec<(String, Function, FunctionCode)>> {
     let modules = load(target)?;
     let pattern = Pattern::parse(function)?;
@@ -291,9 +291,21 @@ fn find(target: &str, function: &str) -> Result<Vec<(String, Function, FunctionC
         if !pattern.matches_module(&m.name) {
             continue;
         }
+        let chosen = ifunc_choices(target, m);
         for f in m.image.functions().iter().filter(|f| matches(&pattern, f)) {
-            if let Some(code) = m.function_code(f) {
-                out.push((m.name.clone(), f.clone(), code));
+            // An IFUNC: the implementation that runs, as counting uses it
+            // (offsets apply to it), under the name asked for.
+            let shown = match chosen.get(&f.name).and_then(|&at| m.image.function_at(at)) {
+                Some(to) if f.ifunc => {
+                    let mut to = to.clone();
+                    to.name = format!("{} [ifunc -> {}]", f.display_name(), to.display_name());
+                    to.demangled = None;
+                    to
+                }
+                _ => f.clone(),
+            };
+            if let Some(code) = m.function_code(&shown) {
+                out.push((m.name.clone(), shown, code));
             }
         }
     }

@@ -71,10 +71,42 @@ pub fn stderr_width() -> Option<usize> {
     (ok && size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
 
-/// `name` cut in the middle to at most `max` characters (an ellipsis in
-/// place of what goes), so that both its start (a C++ name's scope) and
-/// its end (the parameters, a `.cold` suffix) stay readable.
+/// `name` cut to at most `max` characters, keeping what tells functions
+/// apart: for a name with parameters (C++), the function's own name before
+/// them whole if it fits (its scope cut from the left), then the
+/// parameters cut in the middle, so their start and the end (a `.cold`
+/// suffix) stay; any other name cut in the middle.
 pub fn shorten(name: &str, max: usize) -> String {
+    let n = name.chars().count();
+    if n <= max {
+        return name.to_string();
+    }
+    let Some(open) = name.find('(') else {
+        return shorten_middle(name, max);
+    };
+    let (head, params) = name.split_at(open);
+    let head_len = head.chars().count();
+    // At most two thirds of the room for the qualified name, the rest for
+    // the parameters (at least a few characters of them).
+    // The last `::` part (the function's own name) is kept whole when
+    // the parameters still get a few characters.
+    let own = head.rsplit("::").next().unwrap_or(head).chars().count();
+    let head_room = head_len
+        .min((max * 2 / 3).max(own + 1))
+        .min(max.saturating_sub(6));
+    let head = if head_room < head_len {
+        let keep: String = head.chars().skip(head_len - (head_room - 1)).collect();
+        format!("…{keep}")
+    } else {
+        head.to_string()
+    };
+    let params = shorten_middle(params, max.saturating_sub(head_room).max(3));
+    format!("{head}{params}")
+}
+
+/// `name` cut in the middle to at most `max` characters (an ellipsis in
+/// place of what goes).
+fn shorten_middle(name: &str, max: usize) -> String {
     let n = name.chars().count();
     if n <= max || max < 3 {
         return name.to_string();
@@ -369,7 +401,7 @@ mod tests {
         assert!(row.chars().count() <= 80, "{row}");
         assert!(row.ends_with(" 42"), "{row}");
         assert!(
-            row.contains("std::vector<xx") && row.contains("[clone .cold]"),
+            row.contains(">::push_back(") && row.contains(".cold]"),
             "{row}"
         );
         assert!(row.contains('…'));
@@ -380,5 +412,15 @@ mod tests {
         assert_eq!(v["counts"][0]["function"], long);
         assert_eq!(shorten("abcdefghij", 5), "ab…ij");
         assert_eq!(shorten("abc", 5), "abc");
+        // The function's own name survives a long scope and long parameters.
+        let cxx = "very_long_namespace_name_for_testing::Processor::process_item_with_long_name\
+                   (std::__cxx11::basic_string<char, std::char_traits<char>, \
+                   std::allocator<char> > const&, double) [clone .isra.0]";
+        for width in [40, 60, 80] {
+            let s = shorten(cxx, width);
+            assert!(s.chars().count() <= width, "{s}");
+            assert!(s.contains("process_item_with_long_name("), "{width}: {s}");
+            assert!(s.ends_with(".0]"), "{width}: {s}");
+        }
     }
 }

@@ -475,3 +475,61 @@ fn a_cplusplus_cold_clone_is_not_a_function_of_its_own() {
     assert_eq!(count_of(&rows, "risky(int)", "entry"), 300);
     assert_eq!(count_of(&rows, "risky(int)", "exit"), 200);
 }
+
+/// A process started with other GLIBC_TUNABLES (its loader may choose other
+/// IFUNC implementations than weft's), which then clears its environment
+/// in place as setproctitle does, so /proc/PID/environ no longer tells:
+/// weft either passes strlen over, saying why, or counts exactly the 3000
+/// calls the target makes; never a count of the wrong code.
+#[test]
+fn ifunc_choices_of_a_process_with_other_tunables_are_never_guessed() {
+    use std::io::{BufRead, BufReader, Write};
+    let bin = build("ifunc", &O2);
+    let mut child = KillOnDrop(
+        std::process::Command::new(&bin)
+            .arg("wipe")
+            .env(
+                "GLIBC_TUNABLES",
+                "glibc.cpu.hwcaps=-AVX2:-AVX512F:-AVX512VL",
+            )
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn the target"),
+    );
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let pid = child.0.id();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    assert!(
+        environ.iter().all(|&b| b == 0),
+        "the target did not clear its environment"
+    );
+    let json = scratch("ifunc-tunables").join("counts.json");
+    let mut weft = attach(pid, |c| {
+        c.args(["--count", "libc.so.6:strlen", "--count", "libc.so.6:getpid"])
+            .args(["--format", "json", "--output"])
+            .arg(&json)
+    });
+    let stdin = child.0.stdin.as_mut().unwrap();
+    stdin.write_all(b"3000\n").unwrap();
+    stdin.flush().unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "done\n");
+    assert!(weft.detach().success());
+    let said: Vec<String> = weft.stderr.try_iter().collect();
+    let rows = read_counts(&json);
+    let counted = rows.iter().any(|r| r.function == "strlen");
+    if counted {
+        assert_eq!(count_of(&rows, "strlen", "entry"), 3000, "{said:?}");
+    } else {
+        assert!(
+            said.iter()
+                .any(|l| l.contains("strlen") && l.contains("GLIBC_TUNABLES")),
+            "strlen neither counted nor passed over with a reason: {said:?}"
+        );
+    }
+}

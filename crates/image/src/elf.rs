@@ -279,6 +279,24 @@ impl Image {
         })
     }
 
+    /// The slots (link-time addresses) of the file's `R_X86_64_IRELATIVE`
+    /// relocations: words the loader fills with what an IFUNC resolver
+    /// chose, when it loads the file.
+    pub fn irelative_slots(&self) -> Vec<FileAddr> {
+        use object::{Object, RelocationFlags};
+        let Ok(file) = object::File::parse(&*self.data) else {
+            return vec![];
+        };
+        file.dynamic_relocations()
+            .into_iter()
+            .flatten()
+            .filter(|(_, r)| {
+                matches!(r.flags(), RelocationFlags::Elf { r_type } if r_type == object::elf::R_X86_64_IRELATIVE)
+            })
+            .map(|(at, _)| FileAddr(at))
+            .collect()
+    }
+
     /// `len` bytes of the file from `offset`, zeros past its end: what a
     /// page mapped from the file holds beyond a segment's last byte.
     pub fn file_bytes_from(&self, offset: u64, len: usize) -> Vec<u8> {

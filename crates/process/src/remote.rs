@@ -3,7 +3,7 @@
 
 use crate::call_stub;
 use crate::sys::{self, Wait, WaitFlags};
-use crate::tracee::StopReason;
+use crate::tracee::{StopReason, ThreadState};
 use crate::{Error, RemoteAddr, Result, Tracee};
 use weft_abi::{fcntl::AT_FDCWD, mman::MAP_FIXED_NOREPLACE, sigaction, syscall};
 
@@ -190,6 +190,96 @@ impl Tracee {
             pid: self.pid,
             what: "remote system call did not complete".into(),
         })
+    }
+}
+
+/// Which thread runs a remote call.
+impl Tracee {
+    /// The thread remote system calls run on: one holding no signal,
+    /// the main thread first. A thread moved from its signal-delivery stop
+    /// to a syscall stop would get its signal back from the kernel with
+    /// `si_code` SI_KERNEL instead of its own, so such a thread is used
+    /// only when every thread holds one.
+    pub(crate) fn call_thread(&mut self) -> Result<i32> {
+        let order: Vec<i32> = std::iter::once(self.pid)
+            .chain(self.threads.keys().copied())
+            .collect();
+        for idle_only in [true, false] {
+            let usable = |tid: &&i32| match self.threads.get(tid) {
+                Some(ThreadState::Stopped {
+                    signals,
+                    mid_call: false,
+                }) => signals.is_empty() || !idle_only,
+                _ => false,
+            };
+            if let Some(&tid) = order.iter().find(usable) {
+                return Ok(tid);
+            }
+        }
+        // Every thread is inside a `clone` or `exec`: one finishes its call.
+        let tid = self.pid_or_any_thread()?;
+        self.finish_call(tid)?;
+        Ok(tid)
+    }
+
+    /// Runs a thread stopped at a ptrace event inside a system call to that
+    /// call's exit stop, where its result is in `rax` and its registers can
+    /// be changed.
+    fn finish_call(&mut self, tid: i32) -> Result<()> {
+        let mut signals = match self.threads.remove(&tid) {
+            Some(ThreadState::Stopped { signals, .. }) => signals,
+            _ => vec![],
+        };
+        for _ in 0..64 {
+            sys::to_syscall_stop(tid).map_err(|e| self.ptrace_error("SYSCALL", tid, e))?;
+            match sys::wait(tid, WaitFlags::Block).map_err(|e| Error::Io {
+                what: "waitpid".into(),
+                source: e,
+            })? {
+                Wait::Stopped { signal, event, .. }
+                    if event == 0 && signal == sys::SYSCALL_STOP =>
+                {
+                    self.threads.insert(
+                        tid,
+                        ThreadState::Stopped {
+                            signals,
+                            mid_call: false,
+                        },
+                    );
+                    return Ok(());
+                }
+                Wait::Stopped {
+                    signal, event: 0, ..
+                } => signals.push(signal),
+                Wait::Stopped { .. } | Wait::Nothing => {}
+                Wait::Exited { tid: t, code } if t == self.pid => {
+                    self.exit = Some(StopReason::Exited(code));
+                    self.threads.clear();
+                    return Err(Error::ProcessGone(self.pid));
+                }
+                Wait::Signaled { tid: t, signal } if t == self.pid => {
+                    self.exit = Some(StopReason::Killed(signal));
+                    self.threads.clear();
+                    return Err(Error::ProcessGone(self.pid));
+                }
+                Wait::Exited { .. } | Wait::Signaled { .. } => return Err(Error::ThreadGone(tid)),
+            }
+        }
+        Err(Error::UnexpectedStop {
+            pid: self.pid,
+            what: "a thread did not finish its system call".into(),
+        })
+    }
+
+    pub(crate) fn pid_or_any_thread(&self) -> Result<i32> {
+        if self.threads.contains_key(&self.pid) {
+            return Ok(self.pid);
+        }
+        self.threads
+            .keys()
+            .next()
+            .copied()
+            .ok_or(Error::ProcessGone(self.pid))
     }
 }
 

@@ -114,10 +114,13 @@ impl Session {
                     // A split-off part is no function of its own: its entry
                     // is a jump, its returns are its function's (added to
                     // that function's exits below). Only a pattern that
-                    // names it exactly, without a glob, instruments it.
-                    let exact = !spec.pattern.function.contains(['*', '?', '[']);
+                    // names the part itself (`f.cold`), without a glob,
+                    // instruments it; `f` alone matches its demangled
+                    // `f(int) [clone .cold]` too, and means `f`.
+                    let names_part = !spec.pattern.function.contains(['*', '?', '['])
+                        && spec.pattern.function.contains(".cold");
                     if is_split_part(&f.name)
-                        && !exact
+                        && !names_part
                         && matches!(spec.kind, PointKind::Entry | PointKind::Exit)
                     {
                         continue;
@@ -236,20 +239,16 @@ fn ifunc_implementation<'m>(
     f: &Function,
     choices: &mut Option<Result<std::collections::HashMap<String, FileAddr>, String>>,
 ) -> Result<(&'m Function, Vec<String>), String> {
-    let chosen = choices.get_or_insert_with(|| {
-        let path = weft_process::path_in_root(pid, &module.path);
-        let names = module
-            .image
-            .functions()
-            .iter()
-            .filter(|h| h.ifunc)
-            .map(|h| h.name.as_str());
-        crate::ifunc::choices(pid, &path, names)
-    });
+    let chosen = choices.get_or_insert_with(|| crate::ifunc::choices(pid, module));
     let chosen = chosen.as_ref().map_err(Clone::clone)?;
-    let at = *chosen
-        .get(&f.name)
-        .ok_or_else(|| format!("weft's own C library has no {}", f.name))?;
+    let at = *chosen.get(&f.name).ok_or_else(|| {
+        format!(
+            "weft learns an IFUNC's choice by resolving it in itself, and {} resolves \
+                 elsewhere there (into the vDSO, as glibc's time does) or in a library weft \
+                 has not loaded ({})",
+            f.name, module.name
+        )
+    })?;
     let g = module
         .image
         .function_at(at)
