@@ -8,19 +8,26 @@ use std::time::Duration;
 
 /// gdb's hit count of a breakpoint on `function` over a whole run.
 fn gdb_hits(function: &str, program: &str, args: &[&str]) -> u64 {
-    let dir = scratch(&format!("gdb-{function}"));
-    let script = dir.join("count.gdb");
-    std::fs::write(
-        &script,
-        format!(
+    gdb_count(
+        &format!("gdb-{function}"),
+        &format!(
             "set pagination off\nset confirm off\nset breakpoint pending on\nbreak {function}\ncommands 1\nsilent\ncontinue\nend\nrun\ninfo breakpoints\n"
         ),
+        program,
+        args,
     )
-    .unwrap();
+}
+
+/// Runs `program` under gdb with `script` (written to scratch directory
+/// `name`), at most 300 s, and returns the hit count `info breakpoints`
+/// reports.
+fn gdb_count(name: &str, script: &str, program: &str, args: &[&str]) -> u64 {
+    let path = scratch(name).join("count.gdb");
+    std::fs::write(&path, script).unwrap();
     let out = run(
         Command::new("gdb")
             .args(["-nx", "-batch", "-x"])
-            .arg(&script)
+            .arg(&path)
             .arg("--args")
             .arg(program)
             .args(args),
@@ -198,10 +205,7 @@ fn ifunc_implementation(libc: &str, symbol: &str) -> u64 {
 /// starts counting) to its exit. gdb's own LINES and COLUMNS are kept out
 /// of the program's environment (python3 calls strlen once per variable).
 fn gdb_hits_in_libc(offset: u64, program: &str, args: &[&str]) -> u64 {
-    let dir = scratch(&format!("gdb-libc-{offset:x}"));
-    let script = dir.join("count.gdb");
-    std::fs::write(
-        &script,
+    let script =
         format!(
             "set pagination off\nset confirm off\n\
              unset environment LINES\nunset environment COLUMNS\n\
@@ -215,26 +219,8 @@ fn gdb_hits_in_libc(offset: u64, program: &str, args: &[&str]) -> u64 {
              gdb.execute('tbreak *' + entry)\n\
              end\n\
              continue\nenable 2\nignore 2 1000000000\ncontinue\ninfo breakpoints\n"
-        ),
-    )
-    .unwrap();
-    let out = run(
-        Command::new("gdb")
-            .args(["-nx", "-batch", "-x"])
-            .arg(&script)
-            .arg("--args")
-            .arg(program)
-            .args(args),
-        Duration::from_secs(300),
-    );
-    out.stdout
-        .lines()
-        .find_map(|l| {
-            let l = l.trim();
-            l.strip_prefix("breakpoint already hit ")
-                .and_then(|r| r.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or_else(|| panic!("no hit count from gdb:\n{}\n{}", out.stdout, out.stderr))
+        );
+    gdb_count(&format!("gdb-libc-{offset:x}"), &script, program, args)
 }
 
 /// `strlen`, `memcpy` and `strcmp` (IFUNCs in glibc) counted in Debian's
