@@ -307,9 +307,7 @@ fn the_next_attach_undoes_what_a_killed_weft_left() {
             "round {round}: the killed weft's splices are not in the code"
         );
         let now = attach_plain();
-        for ((range, old), (_, new)) in before.1.iter().zip(&now.1) {
-            assert!(old == new, "round {round}: code still changed in {range}");
-        }
+        assert_same_code(&before, &now, &format!("round {round}"));
     }
     // The memory goes as soon as no thread's stack refers to it, at the
     // latest a few attaches later.
@@ -363,12 +361,7 @@ fn after_a_weft_killed_at_any_change_the_next_attach_restores_every_byte() {
         );
         assert_eq!(out.status, 0, "killed before step {step}: {}", out.stderr);
         let after = maps_and_text(&pid);
-        for ((range, old), (_, new)) in before.1.iter().zip(&after.1) {
-            assert!(
-                old == new,
-                "killed before step {step}: code changed in {range}"
-            );
-        }
+        assert_same_code(&before, &after, &format!("killed before step {step}"));
         let (rest, code) = target.finish();
         assert_eq!(code, Some(0), "killed before step {step}: {rest}");
         assert_eq!(rest, "spun OK\n", "killed before step {step}");

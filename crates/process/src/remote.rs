@@ -147,10 +147,11 @@ impl Tracee {
         for _ in 0..64 {
             crate::failpoint::step();
             sys::to_syscall_stop(tid).map_err(|e| self.ptrace_error("SYSCALL", tid, e))?;
-            match sys::wait(tid, WaitFlags::Block).map_err(|e| Error::Io {
+            let w = sys::wait(tid, WaitFlags::Block).map_err(|e| Error::Io {
                 what: "waitpid".into(),
                 source: e,
-            })? {
+            })?;
+            match w {
                 Wait::Stopped { signal, event, .. } => {
                     if event == 0 && signal == sys::SYSCALL_STOP {
                         // A thread stopped inside its own system call first
@@ -170,15 +171,8 @@ impl Tracee {
                         self.push_signal(tid, signal);
                     }
                 }
-                Wait::Exited { tid: t, code } if t == self.pid => {
-                    self.exit = Some(StopReason::Exited(code));
-                    self.threads.clear();
-                    return Err(Error::ProcessGone(self.pid));
-                }
-                Wait::Signaled { tid: t, signal } if t == self.pid => {
-                    self.exit = Some(StopReason::Killed(signal));
-                    self.threads.clear();
-                    return Err(Error::ProcessGone(self.pid));
+                Wait::Exited { tid: t, .. } | Wait::Signaled { tid: t, .. } if t == self.pid => {
+                    return Err(self.process_ended(w));
                 }
                 _ => {
                     self.threads.remove(&tid);
@@ -195,6 +189,18 @@ impl Tracee {
 
 /// Which thread runs a remote call.
 impl Tracee {
+    /// Records that the whole process ended (`w`, its main thread's exit
+    /// or death) and returns the error that says so.
+    fn process_ended(&mut self, w: Wait) -> Error {
+        self.exit = match w {
+            Wait::Signaled { signal, .. } => Some(StopReason::Killed(signal)),
+            Wait::Exited { code, .. } => Some(StopReason::Exited(code)),
+            _ => self.exit,
+        };
+        self.threads.clear();
+        Error::ProcessGone(self.pid)
+    }
+
     /// The thread remote system calls run on: one holding no signal,
     /// the main thread first. A thread moved from its signal-delivery stop
     /// to a syscall stop would get its signal back from the kernel with
@@ -232,10 +238,11 @@ impl Tracee {
         };
         for _ in 0..64 {
             sys::to_syscall_stop(tid).map_err(|e| self.ptrace_error("SYSCALL", tid, e))?;
-            match sys::wait(tid, WaitFlags::Block).map_err(|e| Error::Io {
+            let w = sys::wait(tid, WaitFlags::Block).map_err(|e| Error::Io {
                 what: "waitpid".into(),
                 source: e,
-            })? {
+            })?;
+            match w {
                 Wait::Stopped { signal, event, .. }
                     if event == 0 && signal == sys::SYSCALL_STOP =>
                 {
@@ -252,15 +259,8 @@ impl Tracee {
                     signal, event: 0, ..
                 } => signals.push(signal),
                 Wait::Stopped { .. } | Wait::Nothing => {}
-                Wait::Exited { tid: t, code } if t == self.pid => {
-                    self.exit = Some(StopReason::Exited(code));
-                    self.threads.clear();
-                    return Err(Error::ProcessGone(self.pid));
-                }
-                Wait::Signaled { tid: t, signal } if t == self.pid => {
-                    self.exit = Some(StopReason::Killed(signal));
-                    self.threads.clear();
-                    return Err(Error::ProcessGone(self.pid));
+                Wait::Exited { tid: t, .. } | Wait::Signaled { tid: t, .. } if t == self.pid => {
+                    return Err(self.process_ended(w));
                 }
                 Wait::Exited { .. } | Wait::Signaled { .. } => return Err(Error::ThreadGone(tid)),
             }

@@ -385,15 +385,18 @@ impl Tracee {
         Ok(())
     }
 
-    /// Stops every running thread again, seizing threads born meanwhile.
-    fn stop_all(&mut self) -> Result<()> {
-        let running: Vec<i32> = self
-            .threads
+    /// The threads resumed and not yet asked to stop.
+    fn running(&self) -> Vec<i32> {
+        self.threads
             .iter()
             .filter(|(_, s)| **s == ThreadState::Running)
             .map(|(t, _)| *t)
-            .collect();
-        for tid in running {
+            .collect()
+    }
+
+    /// Stops every running thread again, seizing threads born meanwhile.
+    fn stop_all(&mut self) -> Result<()> {
+        for tid in self.running() {
             self.interrupt(tid)?;
         }
         self.seize_all()?;
@@ -597,13 +600,7 @@ impl Tracee {
         // PTRACE_DETACH needs a stopped thread: one still running, or seized
         // and not yet stopped (a clone child among them), would stay traced
         // by weft and stop with no one to resume it.
-        let running: Vec<i32> = self
-            .threads
-            .iter()
-            .filter(|(_, s)| **s == ThreadState::Running)
-            .map(|(t, _)| *t)
-            .collect();
-        for tid in running {
+        for tid in self.running() {
             let _ = self.interrupt(tid);
         }
         // Errors only mean threads (or the process) went away meanwhile.

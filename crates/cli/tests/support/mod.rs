@@ -164,7 +164,7 @@ pub fn skip(why: &str) {
 }
 
 /// The target's memory map and the bytes of every executable mapping.
-pub fn maps_and_text(pid: &str) -> (String, Vec<(String, Vec<u8>)>) {
+pub fn maps_and_text(pid: &str) -> TextOf {
     use std::io::{Read, Seek, SeekFrom};
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     let mut mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
@@ -185,6 +185,18 @@ pub fn maps_and_text(pid: &str) -> (String, Vec<(String, Vec<u8>)>) {
     }
     (maps, text)
 }
+
+/// Asserts that every executable mapping of `after` holds the bytes it
+/// held in `before` (both from [`maps_and_text`]); `context` starts the
+/// message.
+pub fn assert_same_code(before: &TextOf, after: &TextOf, context: &str) {
+    for ((range, old), (_, new)) in before.1.iter().zip(&after.1) {
+        assert!(old == new, "{context}: code changed in {range}");
+    }
+}
+
+/// What [`maps_and_text`] returns.
+pub type TextOf = (String, Vec<(String, Vec<u8>)>);
 
 /// Waits (at most 30 s) until weft, started with `attach --verbose` and a
 /// piped stderr, says it has attached; returns its further stderr lines.
