@@ -113,6 +113,28 @@ fn check_traced_sequences(dir: &std::path::Path) -> (u64, BTreeMap<i64, i64>) {
     (events, last)
 }
 
+/// CPU time (user and system, in clock ticks) of weft's child `weft`
+/// started, 0 while there is none.
+fn target_cpu_ticks(weft: i32) -> u64 {
+    let children = std::fs::read_to_string(format!("/proc/{weft}/task/{weft}/children"));
+    let Some(child) = children
+        .ok()
+        .and_then(|c| c.split_whitespace().next().map(str::to_owned))
+    else {
+        return 0;
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+    // Fields after the command's closing parenthesis; utime and stime are
+    // fields 14 and 15 of the whole line.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let field = |n: usize| {
+        rest.split_whitespace()
+            .nth(n - 3)
+            .and_then(|f| f.parse::<u64>().ok())
+    };
+    field(14).unwrap_or(0) + field(15).unwrap_or(0)
+}
+
 #[test]
 fn flight_mode_keeps_the_latest_events_and_dumps_on_sigusr2() {
     let bin = build("events", &O2);
@@ -147,7 +169,14 @@ fn flight_mode_keeps_the_latest_events_and_dumps_on_sigusr2() {
         assert!(std::time::Instant::now() < deadline, "weft catches SIGUSR2");
         std::thread::sleep(Duration::from_millis(5));
     }
-    std::thread::sleep(Duration::from_millis(300));
+    // The dump must be taken while the target runs: wait until it has
+    // spent 50 ms on the CPU (it needs several hundred), not a fixed time,
+    // which a loaded or a fast machine would overshoot or undershoot.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while target_cpu_ticks(pid) < 5 {
+        assert!(std::time::Instant::now() < deadline, "the target runs");
+        std::thread::sleep(Duration::from_millis(2));
+    }
     // SAFETY: kill with weft's own pid.
     unsafe { libc::kill(pid, libc::SIGUSR2) };
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
