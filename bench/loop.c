@@ -1,5 +1,7 @@
 /* Benchmark target: calls one small function N times and reports the time
- * per call measured around the loop, so tool start-up is not counted. */
+ * per call measured around the loop, so tool start-up is not counted.
+ * Arguments: N, threads, and "tail" to call bench_tail instead, which ends
+ * in a tail call to bench_fn (jmp at -O2). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -12,12 +14,19 @@ __attribute__((noinline)) long bench_fn(long x)
     return x + 1;
 }
 
+/* noipa: gcc keeps it a separate function ending in "jmp bench_fn". */
+__attribute__((noipa)) long bench_tail(long x) { return bench_fn(x); }
+
 static long iterations;
+static int tail;
 
 static void *body(void *arg)
 {
     long s = (long)arg;
-    for (long i = 0; i < iterations; i++) s = bench_fn(s);
+    if (tail)
+        for (long i = 0; i < iterations; i++) s = bench_tail(s);
+    else
+        for (long i = 0; i < iterations; i++) s = bench_fn(s);
     return (void *)s;
 }
 
@@ -25,6 +34,7 @@ int main(int argc, char **argv)
 {
     iterations = argc > 1 ? atol(argv[1]) : 10000000;
     int threads = argc > 2 ? atoi(argv[2]) : 1;
+    tail = argc > 3 && argv[3][0] == 't';
     struct timespec a, b;
     pthread_t t[64];
     clock_gettime(CLOCK_MONOTONIC, &a);

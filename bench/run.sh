@@ -114,10 +114,18 @@ primitives() {
     row "  + predicate arg1 > 0" "$pred" "$sum"
     row "startTimer+stopTimer wall (wall_time)" "$wall" "$base"
     row "startTimer+stopTimer for cpu_time" "$cpu" "$base"
+    # bench_tail ends in "jmp bench_fn": its return is hooked (docs/returns.md).
+    local base_tail tail
+    base_tail=$(med "$bin" "$FAST" 1 tail)
+    tail=$(med "$WEFT" run --metric wall_time:fn=bench_tail -- "$bin" "$FAST" 1 tail)
+    row "baseline, tail-calling function" "$base_tail" "$base_tail"
+    row "wall_time of it (return hooked)" "$tail" "$base_tail"
     if command -v bpftrace >/dev/null; then
         local bpf
         bpf=$(for _ in $(seq 3); do bpftrace -q -e "uprobe:$PWD/$bin:bench_fn { @s[tid] = nsecs; } uretprobe:$PWD/$bin:bench_fn /@s[tid]/ { @t = sum(nsecs - @s[tid]); }" -c "$bin $SLOW" 2>/dev/null | ns_per_call; done | median)
         row "bpftrace uprobe+uretprobe wall time" "$bpf" "$base"
+        bpf=$(for _ in $(seq 3); do bpftrace -q -e "uprobe:$PWD/$bin:bench_tail { @s[tid] = nsecs; } uretprobe:$PWD/$bin:bench_tail /@s[tid]/ { @t = sum(nsecs - @s[tid]); }" -c "$bin $SLOW 1 tail" 2>/dev/null | ns_per_call; done | median)
+        row "bpftrace the same, tail-calling function" "$bpf" "$base_tail"
     fi
 }
 

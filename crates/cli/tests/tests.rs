@@ -14,4 +14,5 @@ mod real_programs;
 mod signals;
 mod support;
 mod symlink_race;
+mod tail_calls;
 mod tracing;

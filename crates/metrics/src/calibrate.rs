@@ -88,6 +88,8 @@ impl Costs {
             ring_overwrite: lab.base + 4096 - 16,
             ring_data: ring::DEFAULT_DATA,
             no_slot: lab.base + 4096 - 24,
+            // Never set: no return stacks.
+            return_stacks: lab.base + 4096 - 32,
             clock_gettime: 0,
             tid_offset: 0,
             // One lane: the cost of adding in the CPU's lane is that of

@@ -67,6 +67,8 @@ impl Definitions {
     pub fn parse(text: &str) -> Result<Definitions> {
         let mut defs: Vec<Definition> = Vec::new();
         let mut value_names: Vec<Option<String>> = Vec::new();
+        // The line of each definition's `metric NAME`, for what it lacks.
+        let mut starts: Vec<usize> = Vec::new();
         for (n, raw) in text.lines().enumerate() {
             let line = raw.split('#').next().unwrap_or("").trim();
             if line.is_empty() {
@@ -88,6 +90,7 @@ impl Definitions {
                     value: Value::Counter(0),
                 });
                 value_names.push(None);
+                starts.push(n + 1);
                 continue;
             }
             let Some(def) = defs.last_mut() else {
@@ -120,10 +123,10 @@ impl Definitions {
                 }
             }
         }
-        for (def, value) in defs.iter_mut().zip(value_names) {
+        for ((def, value), line) in defs.iter_mut().zip(value_names).zip(starts) {
             let Some(v) = value else {
                 return Err(Error::Definitions(format!(
-                    "metric {} has no 'value' line",
+                    "line {line}: metric {} has no 'value' line",
                     def.name
                 )));
             };
@@ -133,13 +136,13 @@ impl Definitions {
                 Value::Timer(i)
             } else {
                 return Err(Error::Definitions(format!(
-                    "metric {}: value '{v}' is no declared counter or timer",
+                    "line {line}: metric {}: value '{v}' is no declared counter or timer",
                     def.name
                 )));
             };
             if def.points.is_empty() {
                 return Err(Error::Definitions(format!(
-                    "metric {} has no 'at' line",
+                    "line {line}: metric {} has no 'at' line",
                     def.name
                 )));
             }

@@ -120,6 +120,19 @@ impl Snippet {
         }
     }
 
+    /// [`Snippet::call_mini_fixed_frame`] where the flags are dead: the
+    /// same frame, with the flags' word left unwritten instead of a
+    /// `pushfq`/`popfq` pair (`popfq` is slow). Clobbers the flags, so it
+    /// may only stand where liveness says they are dead (it is never
+    /// bracketed, which would move its frame).
+    pub fn call_mini_fixed_frame_flags_dead(mini: u64) -> Snippet {
+        let (step, call) = (step_rsp, call_rel32(mini));
+        Snippet {
+            instructions: vec![step(-crate::RED_ZONE - 8), call, step(crate::RED_ZONE + 8)],
+            clobbers: RegSet::EMPTY,
+        }
+    }
+
     /// Several snippets run one after the other.
     pub fn concat(parts: &[Snippet]) -> Snippet {
         Snippet {

@@ -7,7 +7,7 @@ use super::prepare::PreparedProbe;
 use super::*;
 use std::sync::Arc;
 use weft_patch::{PointSnippet, Snippet, Trampoline, INT3};
-use weft_plan::{Allocate, Expr, Guarded, Primitive, Resolved};
+use weft_plan::{Allocate, Resolved};
 
 /// glibc blocks every signal for a few microseconds at a time (creating a
 /// thread, forking, spawning); a thread stopped in such a window would make
@@ -54,13 +54,32 @@ impl Session {
         if !prepared.items.is_empty() {
             wait_out_brief_signal_blocks(tracee)?;
         }
-        let mut threads = Stopped::new(tracee, self.pid)?;
         let mut dirty: Vec<usize> = Vec::new();
-        for item in prepared.items {
+        // Exit probes follow their calls on the return stacks (see
+        // `returns.rs`). Their hooks first: they may hook the unwinding
+        // functions, which changes the code the threads run.
+        let mut hooks: Vec<Option<usize>> = Vec::with_capacity(prepared.items.len());
+        for item in &prepared.items {
+            hooks.push(if item.kind == PointKind::Exit {
+                let (module, function) = (item.module, item.function_addr);
+                self.return_hook_for(tracee, module, function, item.arm_return)?
+            } else {
+                None
+            });
+        }
+        let mut threads = Stopped::new(tracee, self.pid)?;
+        let mut touched_hooks = Vec::new();
+        for (item, hook) in prepared.items.into_iter().zip(hooks) {
             let Some(probe_id) = self.add_probe(&item)? else {
                 continue;
             };
             report.probes += 1;
+            if let Some(h) = hook {
+                self.probes[probe_id].returns = Some(h);
+                self.returns.hooks[h].exits.push(probe_id);
+                self.place_return_entry(&mut threads, &item, h, &mut dirty)?;
+                touched_hooks.push(h);
+            }
             for part in &item.parts {
                 let mut liveness: Option<weft_code::Liveness> = None;
                 for &point in &part.points {
@@ -90,6 +109,13 @@ impl Session {
                     }
                 }
             }
+        }
+        // Exit routines before any splice: a call hooked at its entry
+        // returns through its function's routine.
+        touched_hooks.sort_unstable();
+        touched_hooks.dedup();
+        for h in touched_hooks {
+            self.rebuild_exit_routine(h)?;
         }
         self.write_sites(tracee, dirty, &mut report)?;
         self.install_sigaction_hook(tracee)?;
@@ -133,6 +159,8 @@ impl Session {
             counter,
             tag: item.tag,
             live: true,
+            hook: None,
+            returns: None,
         });
         Ok(Some(self.probes.len() - 1))
     }
@@ -232,50 +260,71 @@ impl Session {
         let ci = self
             .ensure_cluster(tracee, module)
             .map_err(SiteError::Fatal)?;
-        let cluster = self.clusters[ci];
         let mut snippets: Vec<PointSnippet> = Vec::new();
         for sp in self.sites[s].points.clone() {
             let mut parts: Vec<Snippet> = Vec::new();
+            // Where calls are followed (an entry with a return hook), the
+            // point's other probes join its one mini-trampoline, so the
+            // thread is looked up once; at a followed function's exits its
+            // exit probes make one guarded mini-trampoline.
+            let follow = sp.probes.iter().find_map(|&p| self.probes[p].hook);
+            let mut merged: Vec<usize> = Vec::new();
+            let mut guarded: Vec<(usize, Vec<usize>)> = Vec::new();
             for &p in &sp.probes {
                 let probe = &self.probes[p];
-                match (&probe.action, probe.counter) {
-                    (Action::Count, Some(c)) => {
-                        let counter = cluster.data + self.layout.counter(c);
-                        let literal = self.lane_literal(ci, counter).map_err(SiteError::Fatal)?;
-                        parts.push(Snippet::count_in_lane(counter, literal, &self.lanes()));
+                if probe.hook.is_some() {
+                    continue;
+                }
+                if let Some(h) = probe.returns {
+                    match guarded.iter_mut().find(|(g, _)| *g == h) {
+                        Some((_, probes)) => probes.push(p),
+                        None => guarded.push((h, vec![p])),
                     }
-                    (Action::Program(program), _) => {
-                        let program = self.resolve_program(program, &cluster);
-                        // An unguarded constant addCounter needs no mini-trampoline.
-                        if let [Guarded {
-                            predicate: None,
-                            primitive: Primitive::AddCounter(addr, Expr::Const(k)),
-                        }] = program.as_slice()
-                        {
-                            if let Ok(k) = i32::try_from(*k) {
-                                let literal =
-                                    self.lane_literal(ci, *addr).map_err(SiteError::Fatal)?;
-                                parts.push(Snippet::add_in_lane(*addr, literal, k, &self.lanes()));
-                                continue;
-                            }
-                        }
-                        let mini = self.place_mini(ci, &program).map_err(SiteError::Fatal)?;
-                        parts.push(if weft_plan::reads_point_registers(&program) {
-                            Snippet::call_mini_fixed_frame(mini)
-                        } else {
-                            Snippet::call_mini(mini)
-                        });
-                    }
-                    // Expansions are stored as programs; counts always have a counter.
-                    (Action::Count, None) | (Action::Expand(_), _) => {}
+                } else if follow.is_some() {
+                    merged.push(p);
+                } else if let Some(snippet) = self.probe_snippet(ci, p).map_err(SiteError::Fatal)? {
+                    parts.push(snippet);
                 }
             }
-            snippets.push(PointSnippet {
-                point: sp.point,
-                snippet: Snippet::concat(&parts),
-                live: sp.live,
-                on_branch_in: sp.on_branch_in,
-            });
+            if let Some(h) = follow {
+                let extra = self.returns.hooks[h].follow();
+                let snippet = self.follow_snippet(ci, &merged, extra, sp.live);
+                parts.push(snippet.map_err(SiteError::Fatal)?);
+            }
+            for (h, probes) in guarded {
+                let extra = weft_patch::mini::returns::Extra::GuardedExit {
+                    stub: self.returns.hooks[h].stub(),
+                };
+                let snippet = self.follow_snippet(ci, &probes, extra, sp.live);
+                parts.push(snippet.map_err(SiteError::Fatal)?);
+            }
+            // A snippet that clobbers nothing (a call with a fixed frame,
+            // which finds the point's rsp at a known distance) stands
+            // alone: bracketed with others' saves, its frame would move.
+            let mut run: Vec<Snippet> = Vec::new();
+            for part in parts.into_iter().chain([Snippet::concat(&[])]) {
+                let alone = part.clobbers == RegSet::EMPTY;
+                if alone && !run.is_empty() {
+                    snippets.push(PointSnippet {
+                        point: sp.point,
+                        snippet: Snippet::concat(&std::mem::take(&mut run)),
+                        live: sp.live,
+                        on_branch_in: sp.on_branch_in,
+                    });
+                }
+                if alone {
+                    if !part.instructions.is_empty() {
+                        snippets.push(PointSnippet {
+                            point: sp.point,
+                            snippet: part,
+                            live: sp.live,
+                            on_branch_in: sp.on_branch_in,
+                        });
+                    }
+                } else {
+                    run.push(part);
+                }
+            }
         }
         let cluster = self.clusters[ci];
         let site = &self.sites[s];
@@ -298,6 +347,12 @@ impl Session {
                     let table = cluster.data + self.layout.header.trap_offset;
                     weft_patch::sigaction_hook::hook_code(hook_at, table, restore_rt, tramp.entry)
                 }
+                Hook::Unwind(kind) => weft_patch::mini::returns::unwind_hook(
+                    hook_at,
+                    self.thread_table(ci),
+                    kind,
+                    tramp.entry,
+                ),
             }
             .map_err(|e| SiteError::Skip(SkipReason::Trampoline(Arc::new(e))))?;
             tramp.bytes.resize((hook_at - at) as usize, INT3);

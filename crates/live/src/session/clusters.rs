@@ -221,6 +221,9 @@ impl Session {
         // within nanoseconds of running again: let them run briefly.
         const ATTEMPTS: u32 = 50;
         for attempt in 1..=ATTEMPTS {
+            // A thread that was inside a return hook may have hooked a
+            // call since the last look.
+            self.disarm_returns(tracee)?;
             match self.memory_in_use(tracee, &ranges, &code)? {
                 None => break,
                 Some(why) if attempt == ATTEMPTS => {
@@ -337,6 +340,9 @@ impl Session {
                 + weft_patch::region::sync::RING_OVERWRITE,
             ring_data: self.layout.header.ring_data,
             no_slot: c.data + self.layout.header.sync_offset + weft_patch::region::sync::NO_SLOT,
+            return_stacks: c.data
+                + self.layout.header.sync_offset
+                + weft_patch::region::sync::RETURN_STACKS,
             clock_gettime: self.clock_gettime,
             tid_offset: self.tid_offset.unwrap_or(0),
             lanes: self.lanes(),

@@ -69,6 +69,16 @@ impl Session {
                 .filter(|m| m.exec)
                 .map(|m| (m.start.0, m.end.0))
                 .collect();
+            // Calls whose return that weft hooked return straight to their
+            // callers from now on.
+            let stacks = tracee
+                .memory()
+                .read_u64(RemoteAddr(sync_page + sync::RETURN_STACKS))
+                .unwrap_or(0);
+            if stacks != 0 {
+                let in_code = |a: u64| code.iter().any(|&(s, e)| (s..e).contains(&a));
+                super::returns::disarm_stacks(tracee, stacks, header.thread_slots, &in_code)?;
+            }
             if self.memory_in_use(tracee, &ranges, &code)?.is_some()
                 || self.registers_point_into(tracee, &ranges)?
             {
@@ -81,6 +91,11 @@ impl Session {
             for m in entries {
                 tracee.remote_munmap(m.start, m.end.0 - m.start.0)?;
                 freed += m.end.0 - m.start.0;
+            }
+            if stacks != 0 {
+                let len = weft_patch::region::returns::area_size(header.thread_slots);
+                tracee.remote_munmap(RemoteAddr(stacks), len)?;
+                freed += len;
             }
         }
         Ok(freed)

@@ -59,6 +59,61 @@ impl Session {
         let Some(point) = weft_patch::place::entry_point(&code) else {
             return Ok(false);
         };
+        self.install_hook_at(tracee, mi, function, point, hook)
+    }
+
+    /// Splices `hook` before each `ret` of `function` in module `mi`; false
+    /// if the function is not there, has no `ret`, or a splice does not fit.
+    pub(super) fn install_hook_at_returns(
+        &mut self,
+        tracee: &mut Tracee,
+        mi: usize,
+        function: &str,
+        hook: Hook,
+    ) -> Result<bool> {
+        let module = &self.modules[mi];
+        let Some(code) = module
+            .image
+            .function_named(function)
+            .and_then(|f| module.function_code(f))
+        else {
+            return Ok(false);
+        };
+        let returns: Vec<u64> = code
+            .exits()
+            .into_iter()
+            .filter(|&p| {
+                code.instruction_at(p)
+                    .is_some_and(|i| i.flow_control() == iced_x86::FlowControl::Return)
+            })
+            .collect();
+        if returns.is_empty() {
+            return Ok(false);
+        }
+        for point in returns {
+            if !self.install_hook_at(tracee, mi, function, point, hook)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Splices `hook` before the instruction at `point` of `function`.
+    fn install_hook_at(
+        &mut self,
+        tracee: &mut Tracee,
+        mi: usize,
+        function: &str,
+        point: u64,
+        hook: Hook,
+    ) -> Result<bool> {
+        let module = &self.modules[mi];
+        let Some(f) = module.image.function_named(function) else {
+            return Ok(false);
+        };
+        let Some(code) = module.function_code(f) else {
+            return Ok(false);
+        };
         if self.span_at(point).is_some() {
             return Ok(false);
         }
@@ -152,10 +207,16 @@ impl Session {
             }
             let prepared = self.prepare_modules(specs, first, false)?;
             let sites = self.requested_sites_from(first);
-            if prepared.is_empty() && sites.is_empty() {
+            let unwinders = self.unhooked_unwinders();
+            if prepared.is_empty() && sites.is_empty() && !unwinders {
                 return Ok(None);
             }
             let mut tracee = Tracee::attach(self.pid)?;
+            if unwinders {
+                // Frames whose return is hooked may be unwound through the
+                // new library (the C++ runtime, libgcc_s for pthread_exit).
+                self.hook_unwinders(&mut tracee)?;
+            }
             let report = self.apply(&mut tracee, prepared)?;
             let cap = self.event_cap();
             self.enable_event_sites(&mut tracee, &sites, cap)?;

@@ -26,6 +26,7 @@
 //! | `rich.rs` | rich event sites (`WEFT_EVENT`) | stopped |
 //! | `readout.rs` | resources of plans (`Allocate`), counters and timers read back | running |
 //! | `rings.rs` | the ring consumer: draining and decoding events | running |
+//! | `returns.rs` | exits at the return to the caller, past tail calls | stopped |
 
 mod apply;
 mod clusters;
@@ -37,6 +38,7 @@ mod prepare;
 mod readout;
 mod remove;
 mod report;
+mod returns;
 pub(crate) mod rich;
 mod rings;
 mod stacks;
@@ -79,6 +81,13 @@ struct Probe {
     tag: u64,
     /// Still spliced (false once removed with its tag).
     live: bool,
+    /// At a function's entry: follows its calls for return hook `h` (see
+    /// `returns.rs`), instead of running an action; the point's other
+    /// probes join its mini-trampoline.
+    hook: Option<usize>,
+    /// An exit probe whose function's calls are followed (return hook
+    /// `h`): it runs in the function's guarded exits and exit routines.
+    returns: Option<usize>,
 }
 
 /// Probes run before one instruction of a site.
@@ -122,6 +131,9 @@ enum Hook {
     /// installed (`weft_patch::sigaction_hook`), with the address of its
     /// `__restore_rt`.
     Sigaction { restore_rt: u64 },
+    /// At a function that leaves frames without returning through them
+    /// (`weft_patch::mini::returns::UnwindHook`).
+    Unwind(weft_patch::mini::returns::UnwindHook),
 }
 
 /// The resources handed to probe plans so far, each the next free index.
@@ -172,6 +184,8 @@ pub struct Session {
     force_int3: bool,
     /// Whether the first episode has looked for regions earlier wefts left.
     looked_for_leftovers: bool,
+    /// Functions whose exits run at their return (`returns.rs`).
+    returns: returns::Returns,
 }
 
 impl Session {
@@ -221,6 +235,7 @@ impl Session {
             semaphores: Vec::new(),
             force_int3: false,
             looked_for_leftovers: false,
+            returns: returns::Returns::default(),
         })
     }
 

@@ -39,6 +39,10 @@ pub(super) struct PreparedProbe {
     /// The function's code with its points, then (for exits) the parts the
     /// compiler split off it (`.cold`), whose returns are the function's.
     pub(super) parts: Vec<Part>,
+    /// Exits that wait for the return to the caller: the function leaves
+    /// through tail calls, or has no exit, so its calls' return addresses
+    /// are replaced (see `returns.rs`).
+    pub(super) arm_return: bool,
 }
 
 /// One stretch of a function's code and the points in it.
@@ -302,7 +306,13 @@ fn prepare_probe(
                     }
                 }
             }
-            if exits.is_empty() && parts.is_empty() {
+            // No exit at all (gcc saw that the function's last call never
+            // returns): it can still be left by longjmp or an exception,
+            // which only a hooked return sees; with no call, it loops forever.
+            let calls = insns
+                .iter()
+                .any(|i| i.flow_control() == iced_x86::FlowControl::Call);
+            if exits.is_empty() && parts.is_empty() && !calls {
                 return Err(SkipReason::NeverReturns);
             }
             (exits, name.to_string())
@@ -329,6 +339,11 @@ fn prepare_probe(
             code,
         },
     );
+    let arm_return = kind == PointKind::Exit
+        && (parts.iter().all(|p| p.points.is_empty())
+            || super::returns::needs_return_hook(
+                &parts.iter().map(|p| &p.code).collect::<Vec<_>>(),
+            ));
     Ok(PreparedProbe {
         module: mi,
         function_addr: f.addr,
@@ -337,5 +352,6 @@ fn prepare_probe(
         action: Action::Count,
         tag: 0,
         parts,
+        arm_return,
     })
 }

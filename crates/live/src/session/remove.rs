@@ -56,7 +56,11 @@ impl Session {
                 self.uninstall_trap_handler(tracee)?;
             }
         }
+        // No call is hooked any more: frames hooked before return straight
+        // to their callers.
+        self.disarm_returns(tracee)?;
         self.unmap_clusters(tracee, &mut notes)?;
+        self.unmap_return_stacks(tracee)?;
         self.mark_left_behind();
         Ok(notes)
     }
@@ -68,18 +72,38 @@ impl Session {
     /// how many probes were removed.
     pub fn remove_tagged(&mut self, tracee: &mut Tracee, tag: u64) -> Result<usize> {
         self.adopt(tracee)?;
-        let gone: Vec<usize> = self
+        let mut gone: Vec<usize> = self
             .probes
             .iter()
             .enumerate()
-            .filter(|(_, p)| p.live && p.tag == tag)
+            .filter(|(_, p)| p.live && p.tag == tag && p.hook.is_none())
             .map(|(i, _)| i)
             .collect();
         if gone.is_empty() {
             return Ok(0);
         }
+        let removed = gone.len();
         for &p in &gone {
             self.probes[p].live = false;
+        }
+        // A function's return stays hooked while an exit probe needs it;
+        // its exit routine keeps only the live ones.
+        let mut rebuild = Vec::new();
+        for h in 0..self.returns.hooks.len() {
+            let hook = &self.returns.hooks[h];
+            if !hook.exits.iter().any(|p| gone.contains(p)) {
+                continue;
+            }
+            rebuild.push(h);
+            if hook.exits.iter().all(|&p| !self.probes[p].live) {
+                if let Some(e) = self.returns.hooks[h].entry_probe.take() {
+                    self.probes[e].live = false;
+                    gone.push(e);
+                }
+            }
+        }
+        for h in rebuild {
+            self.rebuild_exit_routine(h)?;
         }
         let mut text = TextBatch::new(self.pid)?;
         let mut rebuilt = Vec::new();
@@ -149,7 +173,7 @@ impl Session {
         }
         self.write_trap_table();
         self.rewind_removed_traps(tracee, &removed_traps)?;
-        Ok(gone.len())
+        Ok(removed)
     }
 
     /// The edits that put the original bytes of site `s` back (its splice,

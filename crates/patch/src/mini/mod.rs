@@ -19,6 +19,7 @@
 //! function of rich events); this file holds the frame and the driver.
 
 mod expr;
+pub mod returns;
 mod ring_writer;
 #[cfg(test)]
 mod tests;
@@ -60,6 +61,10 @@ pub struct ThreadTable {
     /// another id (a finished thread whose thread control block it reuses,
     /// or the parent of a forked child) retires that slot and claims its own.
     pub tid_offset: u32,
+    /// Absolute address of the word holding the address of the process's
+    /// return stacks ([`crate::region::sync::RETURN_STACKS`]) in this
+    /// cluster's view.
+    pub return_stacks: u64,
     /// The lanes of the process-wide counters: adds go to the running
     /// CPU's lane, reads sum the lanes, a set writes the first and clears
     /// the others.
@@ -136,6 +141,17 @@ impl Gen {
 
 /// Generates the mini-trampoline for `actions` at address `at`.
 pub fn mini_trampoline(at: u64, table: ThreadTable, actions: &[Guarded]) -> Result<Vec<u8>> {
+    mini_trampoline_with(at, table, actions, returns::Extra::None)
+}
+
+/// Generates the mini-trampoline for `actions` at address `at`, doing
+/// `extra` for return hooks too (see [`returns`]).
+pub fn mini_trampoline_with(
+    at: u64,
+    table: ThreadTable,
+    actions: &[Guarded],
+    extra: returns::Extra,
+) -> Result<Vec<u8>> {
     let enc = Error::Encode;
     let mut g = Gen {
         a: CodeAssembler::new(64).map_err(enc)?,
@@ -148,10 +164,12 @@ pub fn mini_trampoline(at: u64, table: ThreadTable, actions: &[Guarded]) -> Resu
         for r in [rax, rcx, rdx, rsi, rdi, r8, r9, r10, r11] {
             g.a.push(r)?;
         }
-        let needs_thread = actions.iter().any(|x| {
-            x.primitive.uses_thread_state()
-                || x.predicate.as_ref().is_some_and(Expr::uses_thread_state)
-        });
+        g.extra_prologue(extra, exit)?;
+        let needs_thread = extra != returns::Extra::None
+            || actions.iter().any(|x| {
+                x.primitive.uses_thread_state()
+                    || x.predicate.as_ref().is_some_and(Expr::uses_thread_state)
+            });
         if needs_thread {
             g.thread_block(table, no_slot)?;
         }
@@ -166,12 +184,29 @@ pub fn mini_trampoline(at: u64, table: ThreadTable, actions: &[Guarded]) -> Resu
             g.a.set_label(&mut skip)?;
             g.a.nop()?; // a label needs an instruction of its own
         }
+        g.extra_epilogue(extra)?;
         if needs_thread {
-            // Every slot is taken: count what this thread could not do.
+            // Every slot is taken: count what this thread could not do,
+            // and still do what needs no slot.
             g.a.jmp(exit)?;
             g.a.set_label(&mut no_slot)?;
             g.a.mov(rax, table.no_slot)?;
             g.a.lock().add(qword_ptr(rax), 1)?;
+            for x in actions.iter().filter(|x| {
+                !x.primitive.uses_thread_state()
+                    && !x.predicate.as_ref().is_some_and(Expr::uses_thread_state)
+            }) {
+                let mut skip = g.a.create_label();
+                if let Some(p) = &x.predicate {
+                    g.expr(p, 0)?;
+                    g.a.test(rax, rax)?;
+                    g.a.jz(skip)?;
+                }
+                g.primitive(&x.primitive)?;
+                g.a.set_label(&mut skip)?;
+                g.a.nop()?;
+            }
+            g.extra_without_slot(extra)?;
         }
         g.a.set_label(&mut exit)?;
         for r in [r11, r10, r9, r8, rdi, rsi, rdx, rcx, rax] {

@@ -10,6 +10,7 @@
 //! retries while the number is odd or has changed.
 
 use super::{Gen, ThreadTable, RETIRED};
+use crate::region::returns as r;
 use crate::region::threads as t;
 use iced_x86::code_asm::*;
 
@@ -22,13 +23,15 @@ impl ThreadTable {
 
 impl Gen {
     /// r11 := this thread's block, claiming a slot on first use; jumps to
-    /// `full` when the table has no free slot.
+    /// `full` when the table has no free slot. Clobbers rax, rcx, rdx,
+    /// rsi, rdi, r8, r9 and r10.
     pub(super) fn thread_block(
         &mut self,
         table: ThreadTable,
         full: CodeLabel,
     ) -> std::result::Result<(), IcedError> {
         let keys = self.literal(table.addr);
+        let stacks = self.literal(table.return_stacks);
         let a = &mut self.a;
         let mut probe = a.create_label();
         let mut next = a.create_label();
@@ -42,6 +45,7 @@ impl Gen {
         a.shr(rcx, 16)?;
         a.and(rcx, mask)?;
         a.mov(r9d, table.slots as u32)?;
+        a.xor(edi, edi)?; // 1 + the index of a slot retired below, if any
         a.set_label(&mut probe)?;
         a.mov(rdx, qword_ptr(r10 + rcx * 8))?;
         a.cmp(rdx, rax)?;
@@ -66,6 +70,32 @@ impl Gen {
         a.imul_3(r11, r9, table.block())?;
         a.lea(r11, qword_ptr(r10 + r11 + (table.slots * 8) as i32))?;
         a.mov(qword_ptr(r11 + t::TID as i32), rax)?;
+        a.mov(qword_ptr(r11 + t::SLOT as i32), r9)?;
+        // A forked child (or a thread reusing a finished one's thread
+        // control block) that retired the slot of its thread pointer takes
+        // over that slot's return stack: the child's copy of it matches
+        // the child's copy of the stack.
+        a.test(rdi, rdi)?;
+        a.jz(have)?;
+        a.mov(rax, qword_ptr(stacks))?;
+        a.mov(rax, qword_ptr(rax))?;
+        a.test(rax, rax)?;
+        a.jz(have)?;
+        a.lea(rsi, qword_ptr(rdi - 1))?;
+        a.shl(rsi, r::SHIFT)?;
+        a.add(rsi, rax)?;
+        a.mov(rdi, r9)?;
+        a.shl(rdi, r::SHIFT)?;
+        a.add(rdi, rax)?;
+        a.mov(ecx, (r::BYTES_PER_THREAD / 8) as u32)?;
+        let mut copy = a.create_label();
+        a.set_label(&mut copy)?;
+        a.mov(rax, qword_ptr(rsi))?;
+        a.mov(qword_ptr(rdi), rax)?;
+        a.add(rsi, 8)?;
+        a.add(rdi, 8)?;
+        a.sub(ecx, 1)?;
+        a.jnz(copy)?;
         a.jmp(have)?;
         a.set_label(&mut found)?;
         a.imul_3(r11, rcx, table.block())?;
@@ -77,6 +107,8 @@ impl Gen {
             a.mov(edx, dword_ptr(u64::from(table.tid_offset)).fs())?;
             a.cmp(edx, dword_ptr(r11 + t::TID as i32))?;
             a.je(have)?;
+            a.mov(rdi, qword_ptr(r11 + t::SLOT as i32))?;
+            a.add(rdi, 1)?;
             a.mov(r8, rax)?;
             a.mov(edx, RETIRED as u32)?;
             a.lock().cmpxchg(qword_ptr(r10 + rcx * 8), rdx)?;

@@ -22,6 +22,9 @@
 //! * [`threads`]: the thread table, whose blocks hold each thread's timers,
 //!   counters and event ring ([`ring`]).
 //!
+//! [`returns`] is the layout of the return stacks, which live in private
+//! memory of the process, not in the region.
+//!
 //! [`event_site`] is the descriptor of a rich event site, which lives in the
 //! program, not in the region, but points into it.
 //!
@@ -32,6 +35,7 @@
 pub mod event_site;
 pub mod header;
 pub mod journal;
+pub mod returns;
 pub mod ring;
 pub mod sync;
 pub mod threads;
@@ -43,7 +47,7 @@ use weft_abi::mman::PAGE_SIZE;
 /// `WEFT` in little-endian.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// Layout version.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 
 /// Lanes of the counters: every counter has one per lane, a whole lane
 /// apart, and a thread adds to the lane of the CPU it runs on (its number

@@ -42,3 +42,7 @@ pub const OWNER_START: u64 = 104;
 /// The inode of the owner's pid namespace: a weft in another namespace
 /// reads [`OWNER_PID`] as another process, so it leaves the region alone.
 pub const OWNER_PIDNS: u64 = 112;
+/// Address (u64) of the process's return stacks (see [`super::returns`]),
+/// private memory that weft maps when a function first needs its return
+/// hooked; 0 until then. Version 7.
+pub const RETURN_STACKS: u64 = 120;

@@ -12,7 +12,8 @@
 //!
 //! A block: [`TIMERS`] timers of [`TIMER_SIZE`] bytes, then [`COUNTERS`]
 //! per-thread counters (u64 each), then the owner's tid (u64) at [`TID`],
-//! then, at [`RING`], the thread's event ring (see [`super::ring`]).
+//! the slot's index (u64) at [`SLOT`], then, at [`RING`], the thread's
+//! event ring (see [`super::ring`]).
 
 /// Keys: `thread_slots` u64 from the start of the table, the owner's thread
 /// pointer ([`FREE`] or [`RETIRED`] otherwise).
@@ -39,6 +40,9 @@ pub const TIMER_TOTAL: u64 = 24;
 pub const COUNTERS: u64 = 64;
 /// Offset of the tid (u64) inside a block.
 pub const TID: u64 = TIMERS * TIMER_SIZE + COUNTERS * 8;
+/// Offset of the slot's own index (u64) inside its block, written when the
+/// slot is claimed: it locates the thread's return stack (version 7).
+pub const SLOT: u64 = TID + 8;
 /// Offset of the thread's event ring in its block (see [`super::ring`]).
 pub const RING: u64 = 4096;
 
@@ -64,7 +68,7 @@ pub const fn counter(c: u64) -> u64 {
 }
 
 // The tid lies before the ring.
-const _: () = assert!(TID + 8 <= RING);
+const _: () = assert!(SLOT + 8 <= RING);
 
 #[cfg(test)]
 mod tests {

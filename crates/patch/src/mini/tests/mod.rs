@@ -4,6 +4,7 @@
 
 mod expr;
 mod lanes;
+mod returns;
 mod ring;
 mod threads;
 
@@ -96,6 +97,7 @@ impl Memory {
             ring_overwrite: self.base() + 4096 - 16,
             ring_data: RING_DATA,
             no_slot: self.base() + 4096 - 24,
+            return_stacks: self.base() + 4096 - 32,
             clock_gettime: 0,
             tid_offset: 0,
             lanes: crate::lanes::Lanes {

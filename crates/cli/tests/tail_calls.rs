@@ -1,0 +1,161 @@
+//! Function time runs until the function returns to its caller, past the
+//! functions it tail-calls (`jmp` at -O2), checked against the targets' own
+//! clocks: sleeping, spinning and longjmp-ing callees, four threads parked
+//! together, C++ exceptions thrown through such a frame, a backtrace
+//! taken under it, a thread that ends in it and a fork in it; and a weft
+//! that detaches or is killed while calls are hooked leaves them returning
+//! to their callers.
+
+use crate::support::*;
+use std::time::Duration;
+
+/// weft's timer against the target's own total (µs) over `calls` calls:
+/// within 1% (weft's TSC rate is calibrated against CLOCK_MONOTONIC) plus,
+/// per call, 1 µs of the tally's truncation and 0.5 ms for the call's
+/// entry and exit outside the target's clock reads.
+fn assert_timer(name: &str, got: f64, own_us: u64, calls: f64) {
+    let own = own_us as f64 / 1e6;
+    assert!(
+        got >= own * 0.99 - calls * 1e-6 && got <= own * 1.01 + calls * 0.000_5,
+        "{name}: weft's {got} s, the target's own clock {own} s"
+    );
+}
+
+variant_test!(time_runs_until_the_return_to_the_caller, |v: &Variant| {
+    let m = metric_run(
+        &format!("tailcall-{}", v.name),
+        &[
+            "wall_time:fn=park",
+            "concurrency:fn=park",
+            "wall_time:fn=burn",
+            "wall_time:fn=leap",
+            "wall_time:fn=vault",
+        ],
+        &["--interval", "50ms"],
+        build("tailcall", v),
+        &["4", "300"],
+    );
+    let t = m.tallies();
+    assert_eq!(t["park_calls"], 4);
+    // park and burn end in `jmp`; leap jumps to fall, which longjmps back
+    // to main past both; vault calls drop, which gcc knows never returns,
+    // so vault has no exit at all and only the longjmp ends its time.
+    for (focus, own, calls) in [
+        ("fn=park", t["park_us"], 4.0),
+        ("fn=burn", t["burn_wall_us"], 1.0),
+        ("fn=leap", t["leap_us"], 5.0),
+        ("fn=vault", t["vault_us"], 5.0),
+    ] {
+        assert_timer(focus, m.value("wall_time", focus), own, calls);
+    }
+    // While the four threads are parked together, four are inside park.
+    let row = m
+        .rows
+        .iter()
+        .find(|r| r["metric"] == "concurrency")
+        .expect("concurrency row");
+    let peak = histogram(row).into_iter().fold(0.0, f64::max);
+    assert!((3.9..=4.05).contains(&peak), "concurrency peak {peak}");
+});
+
+// Exceptions, backtraces, thread exits and forks under a hooked call: the
+// program's output is the same as without weft (no `std::terminate`, a
+// backtrace as deep, the fork child returning through the hooked frame),
+// and the timers stop where the frames were left. At -O0 nothing is a
+// tail call: the calls are followed without replacing their returns.
+variant_test!(
+    frames_left_by_exceptions_thread_exits_and_forks_stop_their_timers,
+    [o0_pie, o2_pie],
+    |v: &Variant| {
+        let bin = build("tailthrow", v);
+        let alone = run(
+            &mut std::process::Command::new(&bin),
+            Duration::from_secs(30),
+        );
+        assert_eq!(alone.status, 0, "{}", alone.stderr);
+        let m = metric_run(
+            &format!("tailthrow-{}", v.name),
+            &[
+                "wall_time:fn=pick",
+                "wall_time:fn=look",
+                "wall_time:fn=leave",
+                "wall_time:fn=branch",
+            ],
+            &[],
+            &bin,
+            &[],
+        );
+        let (t, plain) = (m.tallies(), tallies(&alone.stdout));
+        // backtrace() sees as many frames as without weft.
+        for key in [
+            "caught",
+            "sum",
+            "frames_direct",
+            "frames_through",
+            "child_status",
+        ] {
+            assert_eq!(t[key], plain[key], "{key}");
+        }
+        assert_eq!(
+            t["child_status"], 42,
+            "the fork child returned through branch"
+        );
+        // Half of the 20 calls of pick leave by an exception caught in main.
+        assert_timer("pick", m.value("wall_time", "fn=pick"), t["pick_us"], 20.0);
+        // The backtrace re-arms the frames when it returns: look's time is
+        // that of one backtrace, not the rest of the run.
+        assert!(m.value("wall_time", "fn=look") < 0.002, "{:?}", m.rows);
+        // pthread_exit unwinds the thread through leave: its time ends there.
+        assert_timer(
+            "leave",
+            m.value("wall_time", "fn=leave"),
+            t["leave_us"],
+            1.0,
+        );
+    }
+);
+
+/// A weft that detaches while calls are hooked, and one killed then, leave
+/// every call returning to its caller: the target finishes its rounds and
+/// no weft memory stays mapped.
+#[test]
+fn hooked_calls_survive_a_detach_and_a_killed_weft() {
+    let bin = build("tailcall", &O2);
+    let dir = scratch("tailcall-detach");
+    for killed in [false, true] {
+        let stdout = dir.join(format!("stdout-{killed}"));
+        let target = std::process::Command::new(&bin)
+            .args(["4", "50", "1000", "40"])
+            .stdout(std::fs::File::create(&stdout).unwrap())
+            .spawn()
+            .unwrap();
+        let mut target = KillOnDrop(target);
+        let pid = target.0.id();
+        std::thread::sleep(Duration::from_millis(100));
+        let mut weft = attach(pid, |c| c.args(["--metric", "wall_time:fn=park"]));
+        std::thread::sleep(Duration::from_millis(400));
+        if killed {
+            // SAFETY: kill with the pid of the weft this test started.
+            unsafe { libc::kill(weft.weft.0.id() as i32, libc::SIGKILL) };
+            let _ = weft.weft.0.wait();
+            // The next weft undoes what the killed one left.
+            let mut next = attach(pid, |c| c.args(["--count", "libc.so.6:nanosleep"]));
+            assert!(next.detach().success());
+        } else {
+            assert!(weft.detach().success());
+        }
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        assert!(!maps.contains("weft"), "weft memory left:\n{maps}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = target.0.try_wait().unwrap() {
+                break status;
+            }
+            assert!(std::time::Instant::now() < deadline, "the target finishes");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(status.success(), "killed {killed}: {status:?}");
+        let t = tallies(&std::fs::read_to_string(&stdout).unwrap());
+        assert_eq!(t["park_calls"], 160, "killed {killed}");
+    }
+}
