@@ -7,6 +7,7 @@
 //! to their callers.
 
 use crate::support::*;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// weft's timer against the target's own total (µs) over `calls` calls:
@@ -30,6 +31,8 @@ variant_test!(time_runs_until_the_return_to_the_caller, |v: &Variant| {
             "wall_time:fn=burn",
             "wall_time:fn=leap",
             "wall_time:fn=vault",
+            "calls:fn=nap,inside=park",
+            "calls:fn=nap,inside=leap",
         ],
         &["--interval", "50ms"],
         build("tailcall", v),
@@ -48,6 +51,9 @@ variant_test!(time_runs_until_the_return_to_the_caller, |v: &Variant| {
     ] {
         assert_timer(focus, m.value("wall_time", focus), own, calls);
     }
+    // nap, entered by park's and fall's tail calls, runs inside them.
+    assert_eq!(m.value("calls", "fn=nap,inside=park"), 4.0);
+    assert_eq!(m.value("calls", "fn=nap,inside=leap"), 5.0);
     // While the four threads are parked together, four are inside park.
     let row = m
         .rows
@@ -158,4 +164,42 @@ fn hooked_calls_survive_a_detach_and_a_killed_weft() {
         let t = tallies(&std::fs::read_to_string(&stdout).unwrap());
         assert_eq!(t["park_calls"], 160, "killed {killed}");
     }
+}
+
+/// A traced function's exit comes when it returns to its caller: park's
+/// exit events (after `jmp nap`) carry durations that add up to what the
+/// four threads' own clocks measured around park, and leap's (left by a
+/// longjmp) to what main measured around it.
+#[test]
+fn traced_exits_come_at_the_return_to_the_caller() {
+    let traced = trace_run(
+        "trace-tailcall",
+        &["--trace", "fn:park", "--trace", "fn:leap"],
+        build("tailcall", &O2),
+        &["4", "100"],
+    );
+    let t = traced.tallies();
+    // Event id -> function name, from the trace's metadata.
+    let meta = events_meta(&traced.events);
+    let names: Vec<String> = meta["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[1].as_str().unwrap().to_string())
+        .collect();
+    let mut total: BTreeMap<String, (f64, u64)> = BTreeMap::new();
+    for e in traced.records() {
+        if e.kind == "exit" {
+            let name = names[e.json["event"].as_u64().unwrap() as usize].clone();
+            let took = e.json["duration_ns"].as_u64().expect("an exit's duration");
+            let sum = total.entry(name).or_default();
+            sum.0 += took as f64 / 1e9;
+            sum.1 += 1;
+        }
+    }
+    let (park, parks) = total.get("park").copied().unwrap_or_default();
+    let (leap, leaps) = total.get("leap").copied().unwrap_or_default();
+    assert_eq!((parks, leaps), (4, 5), "{total:?}");
+    assert_timer("park", park, t["park_us"], 4.0);
+    assert_timer("leap", leap, t["leap_us"], 5.0);
 }
