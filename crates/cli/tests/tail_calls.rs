@@ -2,7 +2,8 @@
 //! functions it tail-calls (`jmp` at -O2), checked against the targets' own
 //! clocks: sleeping, spinning and longjmp-ing callees, four threads parked
 //! together, C++ exceptions thrown through such a frame, a backtrace
-//! taken under it, a thread that ends in it and a fork in it; and a weft
+//! taken under it, a thread that ends in it, a fork in it and signal
+//! handlers running in the middle of it; and a weft
 //! that detaches or is killed while calls are hooked leaves them returning
 //! to their callers.
 
@@ -202,4 +203,37 @@ fn traced_exits_come_at_the_return_to_the_caller() {
     assert_eq!((parks, leaps), (4, 5), "{total:?}");
     assert_timer("park", park, t["park_us"], 4.0);
     assert_timer("leap", leap, t["leap_us"], 5.0);
+}
+
+/// Signals in the middle: a 1 ms timer's handler calls tick (a tail call
+/// to count_tick) while main is inside burn (a tail call to spin): every
+/// tick is counted, burn's time is the program's own, tick's is short.
+#[test]
+fn signal_handlers_inside_hooked_calls() {
+    let m = metric_run(
+        "tailsig",
+        &[
+            "wall_time:fn=burn",
+            "wall_time:fn=tick",
+            "calls:fn=count_tick",
+        ],
+        &[],
+        build("tailsig", &O2),
+        &["20"],
+    );
+    let t = m.tallies();
+    assert!(
+        t["ticks"] > 0,
+        "no SIGALRM handled: the test would prove nothing"
+    );
+    assert_eq!(m.value("calls", "fn=count_tick"), t["ticks"] as f64);
+    assert_timer("burn", m.value("wall_time", "fn=burn"), t["burn_us"], 20.0);
+    // A handler's call lasts microseconds: a timer left running would
+    // hold most of the run.
+    let tick = m.value("wall_time", "fn=tick");
+    assert!(
+        tick < 0.001 * t["ticks"] as f64 / 10.0,
+        "tick {tick} s for {} ticks",
+        t["ticks"]
+    );
 }
