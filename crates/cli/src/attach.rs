@@ -49,6 +49,7 @@ pub fn attach(
     session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;
     req.describe_trace(&session)?;
     tracee.detach()?;
+    req.sampler.live_from_now();
     let stopped = started.elapsed();
     signals::catch_stop_requests();
     if args.verbose {

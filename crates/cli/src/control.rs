@@ -60,6 +60,7 @@ pub fn handle(line: &str, pid: i32, session: &mut Session, req: &mut Requests) -
             let report = session.apply(&mut tracee, prepared);
             tracee.detach()?;
             let report = report?;
+            req.sampler.live_from_now();
             println!("added {tag}: {rest} ({} probe(s))", report.probes);
         }
         "remove" => {

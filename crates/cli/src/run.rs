@@ -83,6 +83,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
         report_pending(&prepared);
         let started = std::time::Instant::now();
         let report = session.apply(&mut tracee, prepared)?;
+        req.sampler.live_from_now();
         session.raise_semaphores(&tracee, &req.semaphores)?;
         session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;
         req.describe_trace(&session)?;

@@ -54,6 +54,11 @@ struct Entry {
     cpu_last: HashMap<i32, (u64, u64)>,
     /// For cpu_time: per thread, CPU seconds attributed so far.
     cpu_inside: HashMap<i32, f64>,
+    /// When its probes went live (see [`Sampler::live_from_now`]): the
+    /// time concurrency averages over starts there.
+    since_tsc: u64,
+    /// Whether it has been sampled since it went live.
+    sampled: bool,
 }
 
 /// Samples metrics into histograms.
@@ -95,7 +100,26 @@ impl Sampler {
             last: 0.0,
             cpu_last: HashMap::new(),
             cpu_inside: HashMap::new(),
+            since_tsc: clock::tsc(),
+            sampled: false,
         });
+    }
+
+    /// The probes of the metrics not sampled yet are in place from now on:
+    /// their time starts here, not when they were planned (planning,
+    /// analysing and splicing take a while, and `concurrency` averages
+    /// over the time measured). Before the first sample, the histograms'
+    /// clock starts here too.
+    pub fn live_from_now(&mut self) {
+        let now = clock::tsc();
+        if self.entries.iter().all(|e| !e.sampled) {
+            self.start_tsc = now;
+            self.last_tsc = now;
+            self.last_ns = 0;
+        }
+        for e in self.entries.iter_mut().filter(|e| !e.sampled) {
+            e.since_tsc = now;
+        }
     }
 
     /// Whether there is anything to sample.
@@ -128,6 +152,7 @@ impl Sampler {
         self.last_ns = at_ns;
         let (pid, ticks_per_ns) = (self.pid, self.ticks_per_ns);
         for e in self.entries.iter_mut().filter(|e| e.active) {
+            e.sampled = true;
             let cumulative = match (e.request.kind, e.plan.readout) {
                 (MetricKind::CpuTime, Readout::Timer(t)) => {
                     for r in session.timer_readings(t, now) {
@@ -181,12 +206,12 @@ impl Sampler {
     /// (tag, request, current value, active) of every metric; for
     /// concurrency the value is the average number of threads so far.
     pub fn list(&self) -> Vec<(u64, String, f64, bool)> {
-        let elapsed = self.seconds(self.last_tsc - self.start_tsc).max(1e-9);
         self.entries
             .iter()
             .map(|e| {
                 let value = if e.request.kind == MetricKind::Concurrency {
-                    e.last / elapsed
+                    let elapsed = self.seconds(self.last_tsc.saturating_sub(e.since_tsc));
+                    e.last / elapsed.max(1e-9)
                 } else {
                     e.last
                 };
@@ -198,7 +223,6 @@ impl Sampler {
     /// The results so far.
     pub fn results(&self, session: &Session) -> Vec<MetricResult> {
         let now = clock::tsc();
-        let elapsed_s = self.seconds(now - self.start_tsc).max(1e-9);
         self.entries
             .iter()
             .map(|e| {
@@ -209,7 +233,8 @@ impl Sampler {
                     let width = h.bucket_ns() as f64 / 1e9;
                     let averaged: Vec<f64> = h.values().iter().map(|v| v / width).collect();
                     h = TimeHistogram::from_values(h.bucket_ns(), self.buckets, averaged);
-                    (e.last / elapsed_s, h)
+                    let elapsed_s = self.seconds(now.saturating_sub(e.since_tsc));
+                    (e.last / elapsed_s.max(1e-9), h)
                 } else {
                     (e.last, e.histogram.clone())
                 };
