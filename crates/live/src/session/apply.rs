@@ -142,13 +142,34 @@ impl Session {
             // Expanded into a program just above.
             Action::Program(_) | Action::Expand(_) => None,
             Action::Count => {
-                if !self
-                    .probe_keys
-                    .insert((item.module, item.function_addr, item.kind))
-                {
+                let key = (item.module, item.function_addr, item.kind);
+                if let Some(&counter) = self.probe_keys.get(&key) {
+                    // The same code counted already (memmove and memcpy
+                    // leading to one implementation): a row of its own
+                    // under this name, reading the same counter, and
+                    // nothing more to splice.
+                    let named = self
+                        .probes
+                        .iter()
+                        .any(|p| p.counter == Some(counter) && p.display == item.display);
+                    if !named {
+                        self.probes.push(Probe {
+                            module: item.module,
+                            display: item.display.clone(),
+                            kind: item.kind,
+                            action: Action::Count,
+                            counter: Some(counter),
+                            tag: item.tag,
+                            live: true,
+                            hook: None,
+                            returns: None,
+                        });
+                    }
                     return Ok(None);
                 }
-                Some(self.counter()?)
+                let counter = self.counter()?;
+                self.probe_keys.insert(key, counter);
+                Some(counter)
             }
         };
         self.probes.push(Probe {

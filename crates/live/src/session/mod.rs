@@ -159,7 +159,8 @@ pub struct Session {
     site_at: BTreeMap<u64, usize>,
     /// The bytes each live site claims, by start: (end, site). Never overlapping.
     spans: BTreeMap<u64, (u64, usize)>,
-    probe_keys: std::collections::HashSet<(usize, FileAddr, PointKind)>,
+    /// The counter of each counted (module, function, point kind).
+    probe_keys: std::collections::HashMap<(usize, FileAddr, PointKind), u64>,
     /// The last library-load generation weft has handled.
     loads_acked: u32,
     /// What the plans' `Allocate` calls were given.
@@ -223,7 +224,7 @@ impl Session {
             sites: vec![],
             site_at: BTreeMap::new(),
             spans: BTreeMap::new(),
-            probe_keys: std::collections::HashSet::new(),
+            probe_keys: std::collections::HashMap::new(),
             loads_acked: 0,
             given: Given::default(),
             trap: None,
