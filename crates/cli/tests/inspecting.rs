@@ -39,6 +39,56 @@ fn function_addresses_match_nm() {
     }
 }
 
+/// Debian's libc is stripped: the implementations its IFUNCs choose have
+/// no symbol of their own. With its detached debug symbols installed
+/// (libc6-dbg, found by build id), weft names them as nm names them in
+/// the debug file, and shows the name of memcpy's choice.
+#[test]
+fn detached_debug_symbols_name_stripped_code() {
+    let libc = "/lib/x86_64-linux-gnu/libc.so.6";
+    let notes = run(
+        Command::new("readelf").args(["-n", libc]),
+        Duration::from_secs(30),
+    );
+    let id = notes
+        .stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .expect("libc has a build id")
+        .to_string();
+    let debug = format!("/usr/lib/debug/.build-id/{}/{}.debug", &id[..2], &id[2..]);
+    if !std::path::Path::new(&debug).exists() {
+        skip("libc6-dbg missing (bash scripts/install-deps.sh installs it)");
+        return;
+    }
+    let out = run(
+        weft().args(["inspect", "functions", libc, "*"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let chosen = out
+        .stdout
+        .lines()
+        .find_map(|l| l.split_once(" memcpy [ifunc -> ")?.1.split(']').next())
+        .expect("memcpy's implementation shown")
+        .to_string();
+    assert!(!chosen.starts_with("sub_"), "{chosen}");
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.split_whitespace().nth(3) == Some(chosen.as_str()))
+        .unwrap_or_else(|| panic!("{chosen} listed"));
+    let addr = hex(line.split_whitespace().next().unwrap()).unwrap();
+    let nm = run(Command::new("nm").arg(&debug), Duration::from_secs(30));
+    assert!(
+        nm.stdout.lines().any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.len() == 3 && w[2] == chosen && hex(w[0]) == Some(addr)
+        }),
+        "nm does not list {chosen} at {addr:#x} in {debug}"
+    );
+}
+
 #[test]
 fn disassembly_boundaries_match_objdump() {
     let bin = build("shapes", &nopie());

@@ -398,6 +398,47 @@ fn compat_versions(
     out
 }
 
+/// Function names (with their ranks, as [`collect_functions`] ranks them)
+/// by address from the detached debug file of `file`, if one is installed
+/// under `/usr/lib/debug/.build-id/`.
+fn debug_file_names(file: &object::File<'_>) -> BTreeMap<FileAddr, Vec<(u8, String)>> {
+    let mut out: BTreeMap<FileAddr, Vec<(u8, String)>> = BTreeMap::new();
+    let Ok(Some(id)) = file.build_id() else {
+        return out;
+    };
+    if id.len() < 2 {
+        return out;
+    }
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    let path = format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
+    let Ok(data) = std::fs::read(&path) else {
+        return out;
+    };
+    let Ok(debug) = object::File::parse(&*data) else {
+        return out;
+    };
+    if debug.build_id().ok().flatten() != Some(id) {
+        return out;
+    }
+    for sym in debug.symbols() {
+        let Ok(name) = sym.name() else { continue };
+        if sym.kind() != SymbolKind::Text || !sym.is_definition() || name.is_empty() {
+            continue;
+        }
+        let binding = match (sym.is_global(), sym.is_weak()) {
+            (true, false) => 0,
+            (_, true) => 1,
+            _ => 2,
+        };
+        let rank = name.bytes().take_while(|&b| b == b'_').count().min(3) as u8 * 4 + binding;
+        let names = out.entry(FileAddr(sym.address())).or_default();
+        if !names.iter().any(|(_, n)| n == name) {
+            names.push((rank, name.to_string()));
+        }
+    }
+    out
+}
+
 fn collect_functions(
     file: &object::File<'_>,
     segments: &[Segment],
@@ -480,6 +521,20 @@ fn collect_functions(
         });
         if e.size == 0 {
             e.size = len;
+        }
+    }
+    // A stripped file whose detached debug symbols are installed (Debian's
+    // -dbg and -dbgsym packages, found by build id) names the code its own
+    // tables leave as sub_ADDR: glibc's IFUNC implementations, static
+    // functions. Names only: the functions stay those the file shows.
+    if file.symbols().next().is_none() {
+        let names = debug_file_names(file);
+        for (addr, e) in by_addr.iter_mut() {
+            if e.source == FunctionSource::EhFrame {
+                if let Some(names) = names.get(addr) {
+                    e.names = names.clone();
+                }
+            }
         }
     }
     let addrs: Vec<FileAddr> = by_addr.keys().copied().collect();
