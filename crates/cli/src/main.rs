@@ -118,7 +118,7 @@ pub struct ProbeArgs {
     /// instruction. Repeatable.
     #[arg(long = "count", value_name = "PATTERN")]
     pub count: Vec<String>,
-    /// Count returns (each `ret` and tail call) of matching functions. Repeatable.
+    /// Count returns to the caller (past tail calls) of matching functions. Repeatable.
     #[arg(long = "count-exits", value_name = "PATTERN")]
     pub count_exits: Vec<String>,
     /// Measure a metric for a focus: `wall_time:fn=work`,

@@ -237,3 +237,28 @@ fn signal_handlers_inside_hooked_calls() {
         t["ticks"]
     );
 }
+
+/// A fork child that calls a hooked function while its parent is inside
+/// one: Debian's bash, timing libc's waitpid (a tail call to wait4), runs
+/// a command substitution whose subshell waits for its own child. Each
+/// process keeps its own thread slot and return stack: the output is the
+/// same as without weft.
+#[test]
+fn fork_children_and_their_parent_inside_hooked_calls() {
+    let script = r#"x=$( (sleep 0.1; echo inner) ; echo "outer rc=$?" ); echo "x=$x""#;
+    let plain = run(
+        std::process::Command::new("/usr/bin/bash").args(["-c", script]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(plain.stdout, "x=inner\nouter rc=0\n");
+    for _ in 0..3 {
+        let m = metric_run(
+            "tail-fork-bash",
+            &["wall_time:fn=libc.so.6:waitpid"],
+            &[],
+            "/usr/bin/bash",
+            &["-c", script],
+        );
+        assert_eq!(m.out.stdout, plain.stdout, "{}", m.out.stderr);
+    }
+}

@@ -509,8 +509,16 @@ fn collect_functions(
             e.ifunc |= ifunc;
         }
     }
+    // The PLT has unwind information but holds no function: its stubs are
+    // entered by jumps, and its first one with a relocation index where a
+    // return address would be.
+    let plt: Vec<(u64, u64)> = file
+        .sections()
+        .filter(|s| matches!(s.name(), Ok(".plt" | ".plt.got" | ".plt.sec")))
+        .map(|s| (s.address(), s.address().saturating_add(s.size())))
+        .collect();
     for (start, len) in eh_frame_ranges(file) {
-        if !in_code(start) || len == 0 {
+        if !in_code(start) || len == 0 || plt.iter().any(|&(a, b)| (a..b).contains(&start.0)) {
             continue;
         }
         let e = by_addr.entry(start).or_insert(Entry {

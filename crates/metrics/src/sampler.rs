@@ -243,7 +243,8 @@ impl Sampler {
                 MetricResult {
                     metric: e.request.name(),
                     focus: e.request.focus_text(),
-                    value,
+                    // + 0.0: a timer that never ran reads 0, not -0.
+                    value: value + 0.0,
                     unit: e.request.unit(),
                     histogram,
                     threads,

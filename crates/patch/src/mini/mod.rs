@@ -59,7 +59,7 @@ pub struct ThreadTable {
     /// the thread pointer (glibc's `struct pthread`), or 0 if unknown. With
     /// it, a thread that finds its thread pointer's slot recorded under
     /// another id (a finished thread whose thread control block it reuses,
-    /// or the parent of a forked child) retires that slot and claims its own.
+    /// or the parent of a forked child) passes that slot over and claims its own.
     pub tid_offset: u32,
     /// Absolute address of the word holding the address of the process's
     /// return stacks ([`crate::region::sync::RETURN_STACKS`]) in this

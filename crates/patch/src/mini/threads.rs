@@ -9,7 +9,7 @@
 //! of its sequence number, so a sampler never reads a torn value: it
 //! retries while the number is odd or has changed.
 
-use super::{Gen, ThreadTable, RETIRED};
+use super::{Gen, ThreadTable};
 use crate::region::returns as r;
 use crate::region::threads as t;
 use iced_x86::code_asm::*;
@@ -45,7 +45,7 @@ impl Gen {
         a.shr(rcx, 16)?;
         a.and(rcx, mask)?;
         a.mov(r9d, table.slots as u32)?;
-        a.xor(edi, edi)?; // 1 + the index of a slot retired below, if any
+        a.xor(edi, edi)?; // 1 + the index of a slot passed over below, if any
         a.set_label(&mut probe)?;
         a.mov(rdx, qword_ptr(r10 + rcx * 8))?;
         a.cmp(rdx, rax)?;
@@ -72,9 +72,10 @@ impl Gen {
         a.mov(qword_ptr(r11 + t::TID as i32), rax)?;
         a.mov(qword_ptr(r11 + t::SLOT as i32), r9)?;
         // A forked child (or a thread reusing a finished one's thread
-        // control block) that retired the slot of its thread pointer takes
-        // over that slot's return stack: the child's copy of it matches
-        // the child's copy of the stack.
+        // control block) that passed over the slot of its thread pointer
+        // starts from that slot's return stack: the child's copy of it
+        // matches the child's copy of the stack. The parent keeps its slot
+        // and its stack.
         a.test(rdi, rdi)?;
         a.jz(have)?;
         a.mov(rax, qword_ptr(stacks))?;
@@ -102,17 +103,20 @@ impl Gen {
         a.lea(r11, qword_ptr(r10 + r11 + (table.slots * 8) as i32))?;
         if table.tid_offset != 0 {
             // The slot is this thread's only if it was claimed under this
-            // thread's id; else retire it (its records stay for weft to
-            // read under the old id) and look further.
+            // thread's id; else (a forked child finding its parent's slot,
+            // or a thread reusing a finished one's thread control block)
+            // pass it over, never take it from its owner, and look
+            // further; remember the first such slot, whose return stack a
+            // slot claimed below starts from.
+            let mut keep_first = a.create_label();
             a.mov(edx, dword_ptr(u64::from(table.tid_offset)).fs())?;
             a.cmp(edx, dword_ptr(r11 + t::TID as i32))?;
             a.je(have)?;
+            a.test(rdi, rdi)?;
+            a.jnz(keep_first)?;
             a.mov(rdi, qword_ptr(r11 + t::SLOT as i32))?;
             a.add(rdi, 1)?;
-            a.mov(r8, rax)?;
-            a.mov(edx, RETIRED as u32)?;
-            a.lock().cmpxchg(qword_ptr(r10 + rcx * 8), rdx)?;
-            a.mov(rax, r8)?;
+            a.set_label(&mut keep_first)?;
             a.jmp(next)?;
         }
         a.set_label(&mut have)?;

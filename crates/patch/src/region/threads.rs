@@ -20,9 +20,9 @@
 pub const KEYS: u64 = 0;
 /// The key of a free slot.
 pub const FREE: u64 = 0;
-/// The key of a retired slot (its thread is gone or was another thread with
-/// the same thread pointer): never a thread pointer, never free. Its block
-/// keeps its records for weft to read.
+/// The key of a retired slot, written by layouts before version 7 (which
+/// retired a slot found under another tid; version 7 passes it over):
+/// never a thread pointer, never free.
 pub const RETIRED: u64 = 1;
 /// Timers per thread.
 pub const TIMERS: u64 = 64;

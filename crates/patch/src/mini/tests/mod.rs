@@ -116,10 +116,16 @@ impl Memory {
         // that generated code reads (a ring's tail, the deadline).
         unsafe { std::ptr::write_volatile(addr as *mut u64, value) }
     }
+    /// The block of the last slot claimed (this thread's: the tests claim
+    /// under one thread pointer, a later claim passing over earlier ones).
     fn block_of_this_thread(&self) -> u64 {
         let table = self.table();
         (0..table.slots)
-            .find(|&s| self.read(table.addr + s * 8) > RETIRED)
+            .filter(|&s| self.read(table.addr + s * 8) > RETIRED)
+            .max_by_key(|&s| {
+                let block = table.addr + table.slots * 8 + s * t::block_size(RING_DATA);
+                (self.read(block + t::TID) != 999_999, s)
+            })
             .map(|s| table.addr + table.slots * 8 + s * t::block_size(RING_DATA))
             .expect("a claimed slot")
     }
