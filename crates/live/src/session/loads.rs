@@ -49,17 +49,13 @@ impl Session {
         function: &str,
         hook: Hook,
     ) -> Result<bool> {
-        let module = &self.modules[mi];
-        let Some(f) = module.image.function_named(function) else {
-            return Ok(false);
-        };
-        let Some(code) = module.function_code(f) else {
-            return Ok(false);
-        };
-        let Some(point) = weft_patch::place::entry_point(&code) else {
-            return Ok(false);
-        };
-        self.install_hook_at(tracee, mi, function, point, hook)
+        let entry = self
+            .function_code_named(mi, function)
+            .and_then(|(_, code)| weft_patch::place::entry_point(&code));
+        match entry {
+            Some(point) => self.install_hook_at(tracee, mi, function, point, hook),
+            None => Ok(false),
+        }
     }
 
     /// Splices `hook` before each `ret` of `function` in module `mi`; false
@@ -71,12 +67,7 @@ impl Session {
         function: &str,
         hook: Hook,
     ) -> Result<bool> {
-        let module = &self.modules[mi];
-        let Some(code) = module
-            .image
-            .function_named(function)
-            .and_then(|f| module.function_code(f))
-        else {
+        let Some((_, code)) = self.function_code_named(mi, function) else {
             return Ok(false);
         };
         let returns: Vec<u64> = code
@@ -98,6 +89,17 @@ impl Session {
         Ok(true)
     }
 
+    /// Function `name` of module `mi` and its code, if both are there.
+    fn function_code_named(
+        &self,
+        mi: usize,
+        name: &str,
+    ) -> Option<(&weft_image::Function, FunctionCode)> {
+        let module = &self.modules[mi];
+        let f = module.image.function_named(name)?;
+        Some((f, module.function_code(f)?))
+    }
+
     /// Splices `hook` before the instruction at `point` of `function`.
     fn install_hook_at(
         &mut self,
@@ -107,13 +109,10 @@ impl Session {
         point: u64,
         hook: Hook,
     ) -> Result<bool> {
+        let Some((f, code)) = self.function_code_named(mi, function) else {
+            return Ok(false);
+        };
         let module = &self.modules[mi];
-        let Some(f) = module.image.function_named(function) else {
-            return Ok(false);
-        };
-        let Some(code) = module.function_code(f) else {
-            return Ok(false);
-        };
         if self.span_at(point).is_some() {
             return Ok(false);
         }

@@ -95,6 +95,20 @@ impl Gen {
         l
     }
 
+    /// Compiles one primitive under its predicate, if any.
+    fn guarded(&mut self, x: &Guarded) -> std::result::Result<(), IcedError> {
+        let mut skip = self.a.create_label();
+        if let Some(p) = &x.predicate {
+            self.expr(p, 0)?;
+            self.a.test(rax, rax)?;
+            self.a.jz(skip)?;
+        }
+        self.primitive(&x.primitive)?;
+        self.a.set_label(&mut skip)?;
+        self.a.nop()?; // a label needs an instruction of its own
+        Ok(())
+    }
+
     /// Compiles one primitive (r11: the thread's block, if it uses one).
     fn primitive(&mut self, p: &Primitive) -> std::result::Result<(), IcedError> {
         match p {
@@ -174,15 +188,7 @@ pub fn mini_trampoline_with(
             g.thread_block(table, no_slot)?;
         }
         for x in actions {
-            let mut skip = g.a.create_label();
-            if let Some(p) = &x.predicate {
-                g.expr(p, 0)?;
-                g.a.test(rax, rax)?;
-                g.a.jz(skip)?;
-            }
-            g.primitive(&x.primitive)?;
-            g.a.set_label(&mut skip)?;
-            g.a.nop()?; // a label needs an instruction of its own
+            g.guarded(x)?;
         }
         g.extra_epilogue(extra)?;
         if needs_thread {
@@ -196,15 +202,7 @@ pub fn mini_trampoline_with(
                 !x.primitive.uses_thread_state()
                     && !x.predicate.as_ref().is_some_and(Expr::uses_thread_state)
             }) {
-                let mut skip = g.a.create_label();
-                if let Some(p) = &x.predicate {
-                    g.expr(p, 0)?;
-                    g.a.test(rax, rax)?;
-                    g.a.jz(skip)?;
-                }
-                g.primitive(&x.primitive)?;
-                g.a.set_label(&mut skip)?;
-                g.a.nop()?;
+                g.guarded(x)?;
             }
             g.extra_without_slot(extra)?;
         }
