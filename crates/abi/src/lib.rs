@@ -53,7 +53,11 @@ pub mod syscall {
     pub const OPENAT: u32 = 257;
     /// `pidfd_open`.
     pub const PIDFD_OPEN: u32 = 434;
+    /// `pidfd_getfd`.
+    pub const PIDFD_GETFD: u32 = 438;
 }
+
+pub mod vclock;
 
 /// Signal numbers (`arch/x86/include/uapi/asm/signal.h`).
 pub mod signal {
@@ -218,7 +222,7 @@ mod tests {
     #[test]
     fn system_calls_match_libc() {
         use syscall::*;
-        let pairs: [(u32, libc::c_long); 18] = [
+        let pairs: [(u32, libc::c_long); 19] = [
             (READ, libc::SYS_read),
             (WRITE, libc::SYS_write),
             (CLOSE, libc::SYS_close),
@@ -237,6 +241,7 @@ mod tests {
             (TGKILL, libc::SYS_tgkill),
             (OPENAT, libc::SYS_openat),
             (PIDFD_OPEN, libc::SYS_pidfd_open),
+            (PIDFD_GETFD, libc::SYS_pidfd_getfd),
         ];
         for (ours, theirs) in pairs {
             assert_eq!(i64::from(ours), theirs);

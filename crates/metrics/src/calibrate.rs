@@ -94,6 +94,7 @@ impl Costs {
             tid_offset: 0,
             // One lane: the cost of adding in the CPU's lane is that of
             // the add plus a few register instructions.
+            vclock: None,
             lanes: weft_patch::lanes::Lanes {
                 source: weft_patch::lanes::CpuSource::None,
                 count: 1,

@@ -20,6 +20,10 @@ pub enum Error {
         /// What it must reach.
         to: u64,
     },
+    /// A CPU timer was asked of a process that does not map the
+    /// per-thread CPU clock.
+    #[error("a CPU timer needs the per-thread CPU clock, which this process does not map")]
+    NoCpuClock,
     /// The encoder refused an instruction.
     #[error("encoding failed: {0}")]
     Encode(#[from] iced_x86::IcedError),

@@ -88,6 +88,11 @@ pub enum Primitive {
     StartTimer(u64),
     /// Stop the calling thread's wall timer `n` (nesting).
     StopTimer(u64),
+    /// Start the calling thread's CPU timer `n` (nesting), read from the
+    /// per-thread virtual CPU clock (`weft_abi::vclock`).
+    StartCpuTimer(u64),
+    /// Stop the calling thread's CPU timer `n` (nesting).
+    StopCpuTimer(u64),
     /// Write an event (TSC timestamp, id, up to twelve values, and the
     /// text of the values that are strings) into the calling thread's ring;
     /// dropped and counted if the ring is full (discard mode).
@@ -122,6 +127,8 @@ impl Primitive {
             Primitive::AddThreadCounter(..)
             | Primitive::StartTimer(_)
             | Primitive::StopTimer(_)
+            | Primitive::StartCpuTimer(_)
+            | Primitive::StopCpuTimer(_)
             | Primitive::Emit(..) => true,
             Primitive::SetCounter(_, e)
             | Primitive::AddCounter(_, e)

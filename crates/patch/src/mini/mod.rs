@@ -14,7 +14,8 @@
 //! thread's slot from the thread pointer `fs:0`, without a lock.
 //!
 //! One file per role: `expr` compiles expressions and predicates,
-//! `threads` the thread's slot claim and its timers, `ring_writer` the
+//! `threads` the thread's slot claim and its wall timers, `vclock` its
+//! CPU timers (read from the per-thread CPU clock), `ring_writer` the
 //! producer of ring records (emit, block/flight/discard, and the ring
 //! function of rich events); this file holds the frame and the driver.
 
@@ -24,6 +25,7 @@ mod ring_writer;
 #[cfg(test)]
 mod tests;
 mod threads;
+mod vclock;
 
 pub use crate::region::threads::RETIRED;
 pub use ring_writer::ring_function;
@@ -65,6 +67,9 @@ pub struct ThreadTable {
     /// return stacks ([`crate::region::sync::RETURN_STACKS`]) in this
     /// cluster's view.
     pub return_stacks: u64,
+    /// Where the process sees the per-thread CPU clock, if it maps one
+    /// (CPU timers need it).
+    pub vclock: Option<weft_abi::vclock::View>,
     /// The lanes of the process-wide counters: adds go to the running
     /// CPU's lane, reads sum the lanes, a set writes the first and clears
     /// the others.
@@ -148,6 +153,8 @@ impl Gen {
             Primitive::Emit(event, args, strings) => self.emit(*event, args, strings)?,
             Primitive::StartTimer(n) => self.start_timer(*n)?,
             Primitive::StopTimer(n) => self.stop_timer(*n)?,
+            Primitive::StartCpuTimer(n) => self.start_cpu_timer(*n)?,
+            Primitive::StopCpuTimer(n) => self.stop_cpu_timer(*n)?,
         }
         Ok(())
     }
@@ -166,6 +173,15 @@ pub fn mini_trampoline_with(
     actions: &[Guarded],
     extra: returns::Extra,
 ) -> Result<Vec<u8>> {
+    let cpu_timer = |x: &Guarded| {
+        matches!(
+            x.primitive,
+            Primitive::StartCpuTimer(_) | Primitive::StopCpuTimer(_)
+        )
+    };
+    if table.vclock.is_none() && actions.iter().any(cpu_timer) {
+        return Err(Error::NoCpuClock);
+    }
     let enc = Error::Encode;
     let mut g = Gen {
         a: CodeAssembler::new(64).map_err(enc)?,

@@ -12,7 +12,8 @@
 //!
 //! A block: [`TIMERS`] timers of [`TIMER_SIZE`] bytes, then [`COUNTERS`]
 //! per-thread counters (u64 each), then the owner's tid (u64) at [`TID`],
-//! the slot's index (u64) at [`SLOT`], then, at [`RING`], the thread's
+//! the slot's index (u64) at [`SLOT`], the address of its CPU clock entry
+//! (u64) at [`VCLOCK`], then, at [`RING`], the thread's
 //! event ring (see [`super::ring`]).
 
 /// Keys: `thread_slots` u64 from the start of the table, the owner's thread
@@ -43,6 +44,10 @@ pub const TID: u64 = TIMERS * TIMER_SIZE + COUNTERS * 8;
 /// Offset of the slot's own index (u64) inside its block, written when the
 /// slot is claimed: it locates the thread's return stack (version 7).
 pub const SLOT: u64 = TID + 8;
+/// Offset of the address of the thread's entry in the per-thread CPU
+/// clock (`weft_abi::vclock`) inside its block (u64, 0 until the thread
+/// first reads the clock and claims its entry; version 8).
+pub const VCLOCK: u64 = SLOT + 8;
 /// Offset of the thread's event ring in its block (see [`super::ring`]).
 pub const RING: u64 = 4096;
 
@@ -68,7 +73,7 @@ pub const fn counter(c: u64) -> u64 {
 }
 
 // The tid lies before the ring.
-const _: () = assert!(SLOT + 8 <= RING);
+const _: () = assert!(VCLOCK + 8 <= RING);
 
 #[cfg(test)]
 mod tests {

@@ -44,6 +44,7 @@ fn adds_go_to_the_running_cpus_lane_and_reads_sum_the_lanes() {
     let base = lane_mem.as_ptr() as u64;
     let (added, copied) = (base + 8, base + 16);
     let table = ThreadTable {
+        vclock: None,
         lanes: rseq_lanes(),
         ..mem.table()
     };
@@ -91,6 +92,7 @@ fn threads_on_two_cpus_count_exactly_in_their_own_lanes() {
     let lane_mem = vec![0u64; (16 * STRIDE / 8) as usize];
     let counter = lane_mem.as_ptr() as u64;
     let table = ThreadTable {
+        vclock: None,
         lanes: rseq_lanes(),
         ..mem.table()
     };

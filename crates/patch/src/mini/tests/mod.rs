@@ -2,6 +2,7 @@
 //! memory, a heap block standing for counters and the thread table), then
 //! one file per role of `mini`.
 
+mod cpu_timers;
 mod expr;
 mod lanes;
 mod returns;
@@ -100,6 +101,7 @@ impl Memory {
             return_stacks: self.base() + 4096 - 32,
             clock_gettime: 0,
             tid_offset: 0,
+            vclock: None,
             lanes: crate::lanes::Lanes {
                 source: crate::lanes::CpuSource::None,
                 count: 1,

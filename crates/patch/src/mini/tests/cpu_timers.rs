@@ -1,0 +1,137 @@
+//! CPU timers against the kernel's own thread clock
+//! (`CLOCK_THREAD_CPUTIME_ID`): generated code run in this process, on
+//! the real per-thread CPU clock (BPF; without privileges the tests skip
+//! loudly, and fail under `WEFT_CI`).
+
+use super::*;
+use std::time::{Duration, Instant};
+use weft_vclock::VirtualClock;
+
+fn loaded() -> Option<VirtualClock> {
+    match VirtualClock::load() {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!("SKIPPED: {e}");
+            if std::env::var_os("WEFT_CI").is_some_and(|v| !v.is_empty()) {
+                panic!("WEFT_CI is set, so a skip is a failure: {e}");
+            }
+            None
+        }
+    }
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn spin(d: Duration) {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+/// A start and a stop trampoline of CPU timer 5.
+fn timer_pair(table: ThreadTable) -> (Exec, Exec) {
+    let (start, stop) = (Exec::new(4096), Exec::new(4096));
+    let one = |p| {
+        vec![Guarded {
+            predicate: None,
+            primitive: p,
+        }]
+    };
+    start.load(&mini_trampoline(start.addr(), table, &one(Primitive::StartCpuTimer(5))).unwrap());
+    stop.load(&mini_trampoline(stop.addr(), table, &one(Primitive::StopCpuTimer(5))).unwrap());
+    (start, stop)
+}
+
+#[test]
+fn a_cpu_timer_is_refused_without_the_clock() {
+    let mem = Memory::new(16);
+    let start = vec![Guarded {
+        predicate: None,
+        primitive: Primitive::StartCpuTimer(0),
+    }];
+    assert!(matches!(
+        mini_trampoline(0x1000, mem.table(), &start),
+        Err(Error::NoCpuClock)
+    ));
+}
+
+#[test]
+fn cpu_timer_counts_spinning_not_sleeping_and_nests() {
+    let Some(clock) = loaded() else { return };
+    let mem = Memory::new(16);
+    let table = ThreadTable {
+        vclock: Some(clock.local_view()),
+        ..mem.table()
+    };
+    let (start, stop) = timer_pair(table);
+    start.call([0; 6]);
+    let block = mem.block_of_this_thread();
+    let timer = block + t::timer(5);
+    // Nested: the inner pair does not touch the clock.
+    start.call([0; 6]);
+    stop.call([0; 6]);
+    assert_eq!(mem.read(timer + t::TIMER_TOTAL), 0);
+    let cpu_before = thread_cpu_ns();
+    spin(Duration::from_millis(80));
+    std::thread::sleep(Duration::from_millis(200));
+    spin(Duration::from_millis(40));
+    let cpu_after = thread_cpu_ns();
+    stop.call([0; 6]);
+    let total = mem.read(timer + t::TIMER_TOTAL);
+    let kernel = cpu_after - cpu_before;
+    eprintln!("timer {total} ns, kernel {kernel} ns");
+    assert!(kernel > 110_000_000, "kernel {kernel} ns");
+    assert!(
+        total.abs_diff(kernel) <= (kernel / 100).max(1_000_000),
+        "timer {total} ns, kernel {kernel} ns"
+    );
+    assert_eq!(mem.read(timer + t::TIMER_COUNT), 0);
+    assert_eq!(mem.read(timer + t::TIMER_SEQ) % 2, 0);
+    // The thread's entry is cached in its block, under its tid.
+    let entry = mem.read(block + t::VCLOCK);
+    assert_ne!(entry, 0);
+    // SAFETY: the entry lies in the clock's mapping, alive with `clock`.
+    let tid = unsafe { std::ptr::read_volatile(entry as *const u32) };
+    assert_eq!(u64::from(tid), mem.read(block + t::TID));
+}
+
+#[test]
+fn many_short_cpu_timer_pairs_sum_exactly() {
+    let Some(clock) = loaded() else { return };
+    let mem = Memory::new(16);
+    let table = ThreadTable {
+        vclock: Some(clock.local_view()),
+        ..mem.table()
+    };
+    let (start, stop) = timer_pair(table);
+    start.call([0; 6]);
+    stop.call([0; 6]);
+    let block = mem.block_of_this_thread();
+    let base = mem.read(block + t::timer(5) + t::TIMER_TOTAL);
+    // 50,000 intervals of 2 µs each, far shorter than a scheduler tick,
+    // with almost nothing between them.
+    let cpu_before = thread_cpu_ns();
+    for _ in 0..50_000 {
+        start.call([0; 6]);
+        spin(Duration::from_micros(2));
+        stop.call([0; 6]);
+    }
+    let kernel = thread_cpu_ns() - cpu_before;
+    let total = mem.read(block + t::timer(5) + t::TIMER_TOTAL) - base;
+    eprintln!("timer {total} ns, the loop's CPU time {kernel} ns");
+    // The loop's own CPU time holds the intervals and the little between
+    // them (the calls, half of each trampoline).
+    assert!(
+        total <= kernel && total >= kernel - kernel / 20,
+        "timer {total} ns, the loop's CPU time {kernel} ns"
+    );
+}

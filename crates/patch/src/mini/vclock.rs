@@ -1,0 +1,137 @@
+//! CPU timers: Paradyn's nesting timers on the per-thread virtual CPU
+//! clock (`weft_abi::vclock`), read without a system call.
+//!
+//! On its first read a thread claims its entry in the clock's table (`lock
+//! cmpxchg` of its tid, probing from its home as the BPF program does) and
+//! keeps the entry's address in its block ([`t::VCLOCK`]). A read is the
+//! entry's nanoseconds plus the TSC time since the CPU's last switch
+//! (`rdtscp` gives both the TSC and the CPU), converted to nanoseconds with
+//! the clock's calibration, retried if the entry's sequence number moved
+//! (the thread was switched out meanwhile). Timers keep the same layout as
+//! wall timers, in nanoseconds instead of ticks.
+
+use super::Gen;
+use crate::region::threads as t;
+use iced_x86::code_asm::*;
+use weft_abi::vclock as v;
+
+impl Gen {
+    /// rax := the calling thread's CPU time in ns (r11: its block);
+    /// jumps to `fail` if it has no entry and none is free. Clobbers
+    /// rcx, rdx, rsi, rdi, r9 and r10; keeps r8 and r11.
+    fn cpu_clock(&mut self, fail: CodeLabel) -> std::result::Result<(), IcedError> {
+        let view = self
+            .table
+            .vclock
+            .expect("mini_trampoline_with checks that the clock is mapped");
+        let table = self.literal(view.thread(0));
+        let cpus = self.literal(view.cpu(0));
+        let tsc_base = self.literal(view.conversion.tsc_base);
+        let ns_base = self.literal(view.conversion.ns_base);
+        let mult = self.literal(view.conversion.mult);
+        let a = &mut self.a;
+        let mut probe = a.create_label();
+        let mut next = a.create_label();
+        let mut found = a.create_label();
+        let mut retry = a.create_label();
+        a.mov(rsi, qword_ptr(r11 + t::VCLOCK as i32))?;
+        a.test(rsi, rsi)?;
+        a.jnz(retry)?;
+        // Find or claim the entry of this thread's tid.
+        a.mov(edi, dword_ptr(r11 + t::TID as i32))?;
+        a.imul_3(ecx, edi, v::HASH as i32)?;
+        a.shr(ecx, 32 - v::SLOT_BITS)?;
+        a.mov(r9d, v::PROBES)?;
+        a.mov(r10, qword_ptr(table))?;
+        a.set_label(&mut probe)?;
+        a.and(ecx, (v::SLOTS - 1) as u32)?;
+        a.mov(esi, ecx)?;
+        a.shl(rsi, v::ENTRY_SIZE.trailing_zeros())?;
+        a.add(rsi, r10)?;
+        a.mov(edx, dword_ptr(rsi + v::TID as i32))?;
+        a.cmp(edx, edi)?;
+        a.je(found)?;
+        a.test(edx, edx)?;
+        a.jnz(next)?;
+        a.xor(eax, eax)?;
+        a.lock().cmpxchg(dword_ptr(rsi + v::TID as i32), edi)?;
+        a.je(found)?;
+        a.set_label(&mut next)?;
+        a.add(ecx, 1)?;
+        a.sub(r9d, 1)?;
+        a.jnz(probe)?;
+        a.jmp(fail)?;
+        a.set_label(&mut found)?;
+        a.mov(qword_ptr(r11 + t::VCLOCK as i32), rsi)?;
+        a.set_label(&mut retry)?;
+        a.mov(r9d, dword_ptr(rsi + v::SEQ as i32))?;
+        a.mov(r10, qword_ptr(rsi + v::NS as i32))?;
+        a.rdtscp()?;
+        a.and(ecx, (v::CPUS - 1) as u32)?;
+        a.shl(rdx, 32)?;
+        a.or(rax, rdx)?;
+        a.sub(rax, qword_ptr(tsc_base))?;
+        a.mul(qword_ptr(mult))?;
+        a.shrd(rax, rdx, view.conversion.shift)?;
+        a.add(rax, r10)?;
+        a.add(rax, qword_ptr(ns_base))?;
+        a.shl(ecx, v::ENTRY_SIZE.trailing_zeros())?;
+        a.add(rcx, qword_ptr(cpus))?;
+        a.sub(rax, qword_ptr(rcx + v::NS as i32))?;
+        a.cmp(r9d, dword_ptr(rsi + v::SEQ as i32))?;
+        a.jne(retry)?;
+        Ok(())
+    }
+
+    /// Starts the thread's CPU timer `n` (r11: its block); only the
+    /// outermost start reads the clock. A thread that finds no free entry
+    /// in the clock's table counts itself in the no-slot word and leaves
+    /// the timer stopped.
+    pub(super) fn start_cpu_timer(&mut self, n: u64) -> std::result::Result<(), IcedError> {
+        let mut done = self.a.create_label();
+        let mut full = self.a.create_label();
+        let no_slot = self.table.no_slot;
+        self.a.lea(r8, qword_ptr(r11 + t::timer(n) as i32))?;
+        self.a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?; // odd: updating
+        self.a.mov(rax, qword_ptr(r8 + t::TIMER_COUNT as i32))?;
+        self.a.add(rax, 1)?;
+        self.a.mov(qword_ptr(r8 + t::TIMER_COUNT as i32), rax)?;
+        self.a.cmp(rax, 1)?;
+        self.a.jne(done)?;
+        self.cpu_clock(full)?;
+        self.a.mov(qword_ptr(r8 + t::TIMER_START as i32), rax)?;
+        self.a.jmp(done)?;
+        self.a.set_label(&mut full)?;
+        self.a.mov(qword_ptr(r8 + t::TIMER_COUNT as i32), 0)?;
+        self.a.mov(rax, no_slot)?;
+        self.a.lock().add(qword_ptr(rax), 1)?;
+        self.a.set_label(&mut done)?;
+        self.a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?; // even: consistent
+        Ok(())
+    }
+
+    /// Stops the thread's CPU timer `n` (r11: its block); only the
+    /// outermost stop reads the clock, and a stop without a start is
+    /// ignored.
+    pub(super) fn stop_cpu_timer(&mut self, n: u64) -> std::result::Result<(), IcedError> {
+        let mut done = self.a.create_label();
+        let mut unmatched = self.a.create_label();
+        self.a.lea(r8, qword_ptr(r11 + t::timer(n) as i32))?;
+        self.a.mov(rax, qword_ptr(r8 + t::TIMER_COUNT as i32))?;
+        self.a.test(rax, rax)?;
+        self.a.jz(unmatched)?;
+        self.a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?;
+        self.a.sub(rax, 1)?;
+        self.a.mov(qword_ptr(r8 + t::TIMER_COUNT as i32), rax)?;
+        self.a.jnz(done)?;
+        // The start claimed the entry, so the clock cannot fail here.
+        self.cpu_clock(done)?;
+        self.a.sub(rax, qword_ptr(r8 + t::TIMER_START as i32))?;
+        self.a.add(qword_ptr(r8 + t::TIMER_TOTAL as i32), rax)?;
+        self.a.set_label(&mut done)?;
+        self.a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?;
+        self.a.set_label(&mut unmatched)?;
+        self.a.nop()?;
+        Ok(())
+    }
+}
