@@ -12,7 +12,8 @@ pub enum Format {
     Table,
     /// `{"counts": [{"module", "function", "calls", "point"}, ...],
     /// "metrics": [{"metric", "focus", "value", "unit", "histogram",
-    /// "threads"?}, ...], "executions_without_thread_slot"}` (docs/metrics.md).
+    /// "threads"?, "approximate"?}, ...], "executions_without_thread_slot"}`
+    /// (docs/metrics.md).
     Json,
 }
 
@@ -185,6 +186,9 @@ impl<W: Write> ReportSink for TableSink<W> {
                     format_value(m.value),
                     m.unit
                 )?;
+                if let Some(why) = &m.approximate {
+                    writeln!(self.0, "{:<12}  approximate: {why}", "")?;
+                }
                 for t in m.threads.iter().flatten() {
                     let who = format!("  thread {}", t.tid);
                     writeln!(
@@ -245,6 +249,9 @@ impl<W: Write> ReportSink for JsonSink<W> {
                         "unit": m.unit,
                         "histogram": {"bucket_ns": m.histogram.bucket_ns(), "values": m.histogram.values()},
                     });
+                    if let Some(why) = &m.approximate {
+                        row["approximate"] = why.as_str().into();
+                    }
                     if let Some(threads) = &m.threads {
                         row["threads"] =
                             threads.iter().map(|t| serde_json::json!({"tid": t.tid, "value": t.value})).collect();

@@ -39,6 +39,9 @@ pub struct Requests {
     start_realtime_ns: u64,
     started: Instant,
     next_sample: Instant,
+    /// Whether loading the per-thread CPU clock was tried (at the first
+    /// `cpu_time` request).
+    cpu_clock_tried: bool,
 }
 
 impl Requests {
@@ -132,6 +135,7 @@ impl Requests {
             monotonic,
             started: Instant::now(),
             next_sample: Instant::now(),
+            cpu_clock_tried: false,
         };
         if args.ring_mode == crate::RingMode::Flight && req.tracing {
             if events.is_none() {
@@ -176,6 +180,10 @@ impl Requests {
                 );
             }
         }
+        if request.kind == weft_metrics::MetricKind::CpuTime && !self.cpu_clock_tried {
+            self.cpu_clock_tried = true;
+            self.load_cpu_clock(session)?;
+        }
         let tag = self.next_tag;
         let plan = weft_metrics::plan(&request, session)?;
         let specs: Vec<PointSpec> = plan.specs.iter().map(|s| s.clone().with_tag(tag)).collect();
@@ -184,6 +192,29 @@ impl Requests {
         self.costs.extend(plan.functions.iter().cloned());
         self.sampler.add(tag, request, plan);
         Ok((tag, specs))
+    }
+
+    /// Loads the per-thread CPU clock for `cpu_time` (exact), or says why
+    /// CPU time will be sampled (approximate). `WEFT_CPU_CLOCK=off` (a
+    /// test switch) samples without trying.
+    fn load_cpu_clock(&mut self, session: &mut Session) -> Result<()> {
+        let why = if std::env::var_os("WEFT_CPU_CLOCK").is_some_and(|v| v == "off") {
+            "WEFT_CPU_CLOCK=off".to_string()
+        } else if let Some(obstacle) = session.cpu_clock_obstacle() {
+            obstacle
+        } else {
+            match weft_vclock::VirtualClock::load() {
+                Ok(clock) => {
+                    session.set_cpu_clock(clock.map_fd(), clock.conversion())?;
+                    self.sampler.use_cpu_clock(std::sync::Arc::new(clock));
+                    return Ok(());
+                }
+                Err(e) => e.to_string(),
+            }
+        };
+        say!("weft: cpu_time is approximate (sampled from /proc): {why}");
+        self.sampler.cpu_time_sampled_because(why);
+        Ok(())
     }
 
     /// Forgets the probes of a removed metric (so libraries loaded later do not get them).

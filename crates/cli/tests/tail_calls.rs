@@ -30,6 +30,8 @@ variant_test!(time_runs_until_the_return_to_the_caller, |v: &Variant| {
             "wall_time:fn=park",
             "concurrency:fn=park",
             "wall_time:fn=burn",
+            "cpu_time:fn=burn",
+            "cpu_time:fn=park",
             "wall_time:fn=leap",
             "wall_time:fn=vault",
             "calls:fn=nap,inside=park",
@@ -52,6 +54,17 @@ variant_test!(time_runs_until_the_return_to_the_caller, |v: &Variant| {
     ] {
         assert_timer(focus, m.value("wall_time", focus), own, calls);
     }
+    // CPU time across the tail call too, against the thread's own CPU
+    // clock (within 1 % or 1 ms); parked threads use next to none.
+    let (cpu, own) = (
+        m.value("cpu_time", "fn=burn"),
+        t["burn_cpu_us"] as f64 / 1e6,
+    );
+    assert!(
+        (cpu - own).abs() <= (own * 0.01).max(0.001),
+        "burn: weft's cpu_time {cpu} s, the thread's own {own} s"
+    );
+    assert!(m.value("cpu_time", "fn=park") < 0.005);
     // nap, entered by park's and fall's tail calls, runs inside them.
     assert_eq!(m.value("calls", "fn=nap,inside=park"), 4.0);
     assert_eq!(m.value("calls", "fn=nap,inside=leap"), 5.0);

@@ -3,6 +3,7 @@
 
 mod attaching;
 mod counting;
+mod cpu_time;
 mod docs;
 mod endurance;
 mod errors;

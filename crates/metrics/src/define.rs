@@ -17,6 +17,9 @@ pub enum Readout {
     ThreadCounter(u64),
     /// A per-thread wall timer, summed or per thread.
     Timer(u64),
+    /// A per-thread CPU timer (on the per-thread CPU clock, in
+    /// nanoseconds), summed or per thread.
+    CpuTimer(u64),
 }
 
 /// What to insert for one request, and how to read it.
@@ -187,17 +190,21 @@ pub fn plan(req: &MetricRequest, alloc: &mut dyn Allocate) -> Result<Plan> {
         | MetricKind::Concurrency
         | MetricKind::LockWait => {
             let t = alloc.timer()?;
+            // CPU time from the per-thread CPU clock where the process can
+            // map it; else a wall timer, which the sampler turns into an
+            // estimate of CPU time.
+            let on_cpu_clock = req.kind == MetricKind::CpuTime && alloc.cpu_clock();
+            let (start, stop) = if on_cpu_clock {
+                (Primitive::StartCpuTimer(t), Primitive::StopCpuTimer(t))
+            } else {
+                (Primitive::StartTimer(t), Primitive::StopTimer(t))
+            };
             for f in &functions {
-                specs.push(
-                    PointSpec::parse(f)?
-                        .with_action(program(and(&at_entry), Primitive::StartTimer(t))),
-                );
+                specs
+                    .push(PointSpec::parse(f)?.with_action(program(and(&at_entry), start.clone())));
             }
             for f in &functions {
-                specs.push(
-                    PointSpec::exits(f)?
-                        .with_action(program(and(&stable), Primitive::StopTimer(t))),
-                );
+                specs.push(PointSpec::exits(f)?.with_action(program(and(&stable), stop.clone())));
             }
             let per_call = PerCall {
                 trampolines: 2,
@@ -210,7 +217,11 @@ pub fn plan(req: &MetricRequest, alloc: &mut dyn Allocate) -> Result<Plan> {
                 per_call,
                 rate_counter: NEEDS_RATE_COUNTER,
             }));
-            Readout::Timer(t)
+            if on_cpu_clock {
+                Readout::CpuTimer(t)
+            } else {
+                Readout::Timer(t)
+            }
         }
     };
     specs.extend(exit_constraints);
@@ -343,6 +354,8 @@ fn plan_defined(
                     }
                     Primitive::StartTimer(t) => Primitive::StartTimer(timers[*t as usize]),
                     Primitive::StopTimer(t) => Primitive::StopTimer(timers[*t as usize]),
+                    Primitive::StartCpuTimer(t) => Primitive::StartCpuTimer(timers[*t as usize]),
+                    Primitive::StopCpuTimer(t) => Primitive::StopCpuTimer(timers[*t as usize]),
                     other => other.clone(),
                 };
                 Guarded {
@@ -356,7 +369,10 @@ fn plan_defined(
             .filter(|g| {
                 matches!(
                     g.primitive,
-                    Primitive::StartTimer(_) | Primitive::StopTimer(_)
+                    Primitive::StartTimer(_)
+                        | Primitive::StopTimer(_)
+                        | Primitive::StartCpuTimer(_)
+                        | Primitive::StopCpuTimer(_)
                 )
             })
             .count() as u32;

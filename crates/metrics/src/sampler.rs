@@ -1,8 +1,10 @@
 //! Sampling: read every metric's cumulative value from shared memory at
 //! each interval, and put the increment into its time histogram.
 //!
-//! CPU time cannot be read without a system call, and the hot path makes
-//! none. So weft estimates it while sampling. For each thread it reads the
+//! CPU time comes from CPU timers on the per-thread CPU clock
+//! (`weft_vclock`), exact, where the kernel lets weft load its BPF
+//! program. Where it does not, weft estimates CPU time while sampling, and
+//! the result says it is approximate. For each thread it reads the
 //! CPU time the kernel accounted to the thread since the last sample (from
 //! `/proc`). It multiplies that by the fraction of the interval the thread
 //! spent inside the focus, which the exact per-thread wall timer gives. A
@@ -13,7 +15,9 @@ use crate::define::{Plan, Readout};
 use crate::request::{MetricKind, MetricRequest, ThreadFocus};
 use crate::TimeHistogram;
 use std::collections::HashMap;
+use std::sync::Arc;
 use weft_live::{clock, Session, ThreadReading};
+use weft_vclock::VirtualClock;
 
 /// One thread's value of a per-thread metric.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +43,9 @@ pub struct MetricResult {
     pub histogram: TimeHistogram,
     /// Per-thread values, for `thread=each`.
     pub threads: Option<Vec<ThreadValue>>,
+    /// Why the value is an estimate, if it is (`cpu_time` sampled from
+    /// `/proc` because the per-thread CPU clock was not available).
+    pub approximate: Option<String>,
 }
 
 struct Entry {
@@ -71,6 +78,10 @@ pub struct Sampler {
     bucket_ns: u64,
     buckets: usize,
     entries: Vec<Entry>,
+    /// The per-thread CPU clock, for CPU timers still running.
+    cpu_clock: Option<Arc<VirtualClock>>,
+    /// Why CPU time is sampled, when it is.
+    cpu_sampled_because: String,
 }
 
 impl Sampler {
@@ -86,7 +97,26 @@ impl Sampler {
             bucket_ns: interval_ns.max(1_000),
             buckets,
             entries: Vec::new(),
+            cpu_clock: None,
+            cpu_sampled_because: "the per-thread CPU clock was not loaded".into(),
         }
+    }
+
+    /// CPU timers read running ones on `clock`.
+    pub fn use_cpu_clock(&mut self, clock: Arc<VirtualClock>) {
+        self.cpu_clock = Some(clock);
+    }
+
+    /// Says why `cpu_time` is sampled (the per-thread CPU clock could not
+    /// be loaded or mapped): its results carry the reason.
+    pub fn cpu_time_sampled_because(&mut self, why: String) {
+        self.cpu_sampled_because = why;
+    }
+
+    fn cpu_timer_readings(&self, session: &Session, timer: u64) -> Vec<ThreadReading> {
+        session.cpu_timer_readings(timer, |entry| {
+            self.cpu_clock.as_ref().map(|c| c.read_other(entry))
+        })
     }
 
     /// Adds a planned metric under `tag`.
@@ -151,6 +181,10 @@ impl Sampler {
         self.last_tsc = now;
         self.last_ns = at_ns;
         let (pid, ticks_per_ns) = (self.pid, self.ticks_per_ns);
+        let clock = self.cpu_clock.clone();
+        let cpu_readings = |session: &Session, t: u64| {
+            session.cpu_timer_readings(t, |entry| clock.as_ref().map(|c| c.read_other(entry)))
+        };
         for e in self.entries.iter_mut().filter(|e| e.active) {
             e.sampled = true;
             let cumulative = match (e.request.kind, e.plan.readout) {
@@ -167,6 +201,13 @@ impl Sampler {
                         e.cpu_last.insert(r.tid, (cpu, r.value));
                     }
                     e.cpu_inside.values().sum()
+                }
+                (_, Readout::CpuTimer(t)) => {
+                    cpu_readings(session, t)
+                        .iter()
+                        .map(|r| r.value as f64)
+                        .sum::<f64>()
+                        / 1e9
                 }
                 (_, Readout::Counter(c)) => session.counter_value(c) as i64 as f64,
                 (_, Readout::ThreadCounter(k)) => session
@@ -248,6 +289,9 @@ impl Sampler {
                     unit: e.request.unit(),
                     histogram,
                     threads,
+                    approximate: (kind == MetricKind::CpuTime
+                        && !matches!(e.plan.readout, Readout::CpuTimer(_)))
+                    .then(|| format!("sampled from /proc: {}", self.cpu_sampled_because)),
                 }
             })
             .collect()
@@ -264,6 +308,7 @@ impl Sampler {
                 .collect()
         };
         match (e.request.kind, e.plan.readout) {
+            (_, Readout::CpuTimer(t)) => to_values(self.cpu_timer_readings(session, t), 1e-9),
             (MetricKind::CpuTime, _) => {
                 let mut v: Vec<ThreadValue> = e
                     .cpu_inside

@@ -40,12 +40,12 @@ impl Lanes {
         self.source != CpuSource::None && self.count > 1
     }
 
-    /// Instructions that leave in `reg` (a 64-bit register) the byte offset
-    /// of the running CPU's lane. They clobber the status flags.
-    pub fn offset_into(&self, reg: Register) -> Vec<Instruction> {
-        let reg32 = reg.full_register32();
+    /// Instructions that leave in `reg32` (a 32-bit register) the number
+    /// of the CPU the thread runs on (with `rdpid`, the NUMA node above
+    /// bit 12 too), or `None` without a source.
+    pub fn cpu_into(&self, reg32: Register) -> Option<Instruction> {
         let ok = "a valid instruction";
-        let mut out = match self.source {
+        match self.source {
             CpuSource::Rseq { offset } => {
                 let cpu_id = MemoryOperand::new(
                     Register::None,
@@ -56,13 +56,24 @@ impl Lanes {
                     false,
                     Register::FS,
                 );
-                vec![Instruction::with2(Code::Mov_r32_rm32, reg32, cpu_id).expect(ok)]
+                Some(Instruction::with2(Code::Mov_r32_rm32, reg32, cpu_id).expect(ok))
             }
-            CpuSource::Rdpid => vec![Instruction::with1(Code::Rdpid_r64, reg).expect(ok)],
-            CpuSource::None => {
-                return vec![Instruction::with2(Code::Xor_r32_rm32, reg32, reg32).expect(ok)]
+            CpuSource::Rdpid => {
+                Some(Instruction::with1(Code::Rdpid_r64, reg32.full_register()).expect(ok))
             }
+            CpuSource::None => None,
+        }
+    }
+
+    /// Instructions that leave in `reg` (a 64-bit register) the byte offset
+    /// of the running CPU's lane. They clobber the status flags.
+    pub fn offset_into(&self, reg: Register) -> Vec<Instruction> {
+        let reg32 = reg.full_register32();
+        let ok = "a valid instruction";
+        let Some(cpu) = self.cpu_into(reg32) else {
+            return vec![Instruction::with2(Code::Xor_r32_rm32, reg32, reg32).expect(ok)];
         };
+        let mut out = vec![cpu];
         out.push(
             Instruction::with2(Code::And_rm32_imm8, reg32, (self.count - 1) as i32).expect(ok),
         );

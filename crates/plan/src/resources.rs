@@ -17,6 +17,11 @@ pub trait Allocate {
     /// An event id for records described by `info` (an id of the per-thread
     /// rings' records; see [`crate::Primitive::Emit`]).
     fn event(&mut self, info: EventInfo) -> Result<u32, Exhausted>;
+    /// Whether CPU timers ([`crate::Primitive::StartCpuTimer`]) can be
+    /// placed: the process will map the per-thread CPU clock.
+    fn cpu_clock(&self) -> bool {
+        false
+    }
 }
 
 /// What an event id stands for.

@@ -47,6 +47,7 @@ impl Session {
         if self.cpu_source.is_none() {
             self.cpu_source = Some(self.find_cpu_source(tracee));
         }
+        self.ensure_cpu_clock(tracee)?;
         let mut report = AddReport {
             skipped: prepared.skipped,
             ..AddReport::default()

@@ -345,7 +345,7 @@ impl Session {
                 + weft_patch::region::sync::RETURN_STACKS,
             clock_gettime: self.clock_gettime,
             tid_offset: self.tid_offset.unwrap_or(0),
-            vclock: None,
+            vclock: self.cpu_clock_view(),
             lanes: self.lanes(),
         }
     }

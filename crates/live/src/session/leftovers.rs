@@ -97,6 +97,15 @@ impl Session {
                 tracee.remote_munmap(RemoteAddr(stacks), len)?;
                 freed += len;
             }
+            // The per-thread CPU clock it mapped (version 8).
+            let cpu_clock = tracee
+                .memory()
+                .read_u64(RemoteAddr(sync_page + sync::CPU_CLOCK))
+                .unwrap_or(0);
+            if header.version >= 8 && cpu_clock != 0 {
+                tracee.remote_munmap(RemoteAddr(cpu_clock), weft_abi::vclock::MAP_SIZE)?;
+                freed += weft_abi::vclock::MAP_SIZE;
+            }
         }
         Ok(freed)
     }

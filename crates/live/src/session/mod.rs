@@ -30,6 +30,7 @@
 
 mod apply;
 mod clusters;
+mod cpu_clock;
 mod journal;
 mod leftovers;
 mod loads;
@@ -187,6 +188,8 @@ pub struct Session {
     looked_for_leftovers: bool,
     /// Functions whose exits run at their return (`returns.rs`).
     returns: returns::Returns,
+    /// The per-thread CPU clock, if CPU timers may be placed (`cpu_clock.rs`).
+    cpu_clock: Option<cpu_clock::CpuClock>,
 }
 
 impl Session {
@@ -237,6 +240,7 @@ impl Session {
             force_int3: false,
             looked_for_leftovers: false,
             returns: returns::Returns::default(),
+            cpu_clock: None,
         })
     }
 

@@ -19,6 +19,10 @@ impl Allocate for Session {
         Ok(c)
     }
 
+    fn cpu_clock(&self) -> bool {
+        self.cpu_clock.is_some()
+    }
+
     fn timer(&mut self) -> Result<u64, Exhausted> {
         let t = self.given.timers;
         if t >= threads::TIMERS {

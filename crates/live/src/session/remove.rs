@@ -61,6 +61,7 @@ impl Session {
         self.disarm_returns(tracee)?;
         self.unmap_clusters(tracee, &mut notes)?;
         self.unmap_return_stacks(tracee)?;
+        self.unmap_cpu_clock(tracee)?;
         self.mark_left_behind();
         Ok(notes)
     }

@@ -5,7 +5,7 @@
 //! cmpxchg` of its tid, probing from its home as the BPF program does) and
 //! keeps the entry's address in its block ([`t::VCLOCK`]). A read is the
 //! entry's nanoseconds plus the TSC time since the CPU's last switch
-//! (`rdtscp` gives both the TSC and the CPU), converted to nanoseconds with
+//! (the CPU from the rseq area, `rdpid` or `rdtscp`), converted to nanoseconds with
 //! the clock's calibration, retried if the entry's sequence number moved
 //! (the thread was switched out meanwhile). Timers keep the same layout as
 //! wall timers, in nanoseconds instead of ticks.
@@ -66,7 +66,18 @@ impl Gen {
         a.set_label(&mut retry)?;
         a.mov(r9d, dword_ptr(rsi + v::SEQ as i32))?;
         a.mov(r10, qword_ptr(rsi + v::NS as i32))?;
-        a.rdtscp()?;
+        // The CPU from the C library's rseq area or `rdpid` where there is
+        // one (a load, or half a nanosecond), else from `rdtscp` (twice the
+        // cost of `rdtsc` on this VM's host). Read apart from the TSC, the
+        // two still agree: a thread that moves between them was switched
+        // out, which the sequence number catches.
+        match self.table.lanes.cpu_into(iced_x86::Register::ECX) {
+            Some(cpu) => {
+                a.add_instruction(cpu)?;
+                a.rdtsc()?;
+            }
+            None => a.rdtscp()?,
+        }
         a.and(ecx, (v::CPUS - 1) as u32)?;
         a.shl(rdx, 32)?;
         a.or(rax, rdx)?;

@@ -148,7 +148,7 @@ impl Layout {
 }
 
 // The sync words fit in their page.
-const _: () = assert!(sync::OWNER_PIDNS + 8 <= PAGE_SIZE);
+const _: () = assert!(sync::CPU_CLOCK + 8 <= PAGE_SIZE);
 
 #[cfg(test)]
 mod tests {

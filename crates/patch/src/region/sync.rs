@@ -46,3 +46,7 @@ pub const OWNER_PIDNS: u64 = 112;
 /// private memory that weft maps when a function first needs its return
 /// hooked; 0 until then. Version 7.
 pub const RETURN_STACKS: u64 = 120;
+/// Address (u64) at which the process maps the per-thread CPU clock
+/// (`weft_abi::vclock`, [`weft_abi::vclock::MAP_SIZE`] bytes), which weft
+/// maps when a CPU timer is first placed; 0 until then. Version 8.
+pub const CPU_CLOCK: u64 = 128;
