@@ -14,7 +14,8 @@
 //!   entries, keyed by kernel thread id at [`TID`] (0: free). A thread
 //!   claims its own entry (`lock cmpxchg` of its tid into a free one,
 //!   probing at most [`PROBES`] entries from [`home`]); the BPF program at
-//!   `sched_switch` adds to a claimed thread's [`NS`] the time it just ran,
+//!   `sched_switch` adds to a claimed thread's [`NS`] the time it just ran
+//!   (the kernel's runtime since [`BASE`], which it notes at the switch-in),
 //!   sets [`CPU`] to 1 + the CPU it runs on (0 while it does not), and
 //!   increments [`SEQ`] before and after (odd while it updates).
 //!
@@ -57,6 +58,12 @@ pub const NS: u64 = 8;
 /// Offset in a thread entry of 1 + the CPU it runs on, 0 while it does
 /// not run (u32).
 pub const CPU: u64 = 16;
+
+/// Offset in a thread entry of the kernel's runtime of the thread
+/// (`sum_exec_runtime`) when it was last switched in, 0 if unknown (u64):
+/// at its switch-out the program adds the kernel's runtime since, which
+/// leaves out steal time and the switch itself.
+pub const BASE: u64 = 24;
 
 /// The multiplier of Knuth's multiplicative hash (2^32 / φ).
 pub const HASH: u32 = 0x9E37_79B1;

@@ -44,7 +44,16 @@ fn measure(clock: &VirtualClock, work: impl FnOnce()) -> (u64, u64) {
     (v1 - v0, k1 - k0)
 }
 
+/// Spins until the thread has used `d` of CPU (however loaded the machine).
 fn spin(d: Duration) {
+    let until = thread_cpu_ns() + d.as_nanos() as u64;
+    while thread_cpu_ns() < until {
+        std::hint::spin_loop();
+    }
+}
+
+/// Spins for `d` of wall time.
+fn spin_wall(d: Duration) {
     let until = Instant::now() + d;
     while Instant::now() < until {
         std::hint::spin_loop();
@@ -90,7 +99,7 @@ fn two_threads_on_one_cpu_share_it() {
         // SAFETY: the set outlives the call; 0 is the calling thread.
         let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
         assert_eq!(r, 0, "sched_setaffinity");
-        measure(&clock, || spin(Duration::from_millis(400)))
+        measure(&clock, || spin_wall(Duration::from_millis(400)))
     };
     let (a, b) = std::thread::scope(|s| {
         let a = s.spawn(pinned);
@@ -175,7 +184,7 @@ fn the_bpf_program_repeats_the_layout() {
             "__u64 ns",
             "__u32 cpu",
             "__u32 pad",
-            "__u64 spare"
+            "__u64 base"
         ]
     );
     assert_eq!(

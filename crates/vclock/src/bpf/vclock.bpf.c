@@ -2,7 +2,8 @@
 //
 // weft's per-thread virtual CPU clock. At every context switch this program
 // adds the time the outgoing thread ran to its entry (if the thread claimed
-// one) and notes which CPU the incoming thread runs on. The layout is
+// one) and notes which CPU the incoming thread runs on, and the kernel's
+// runtime of it then. The layout is
 // weft_abi::vclock's (crates/abi/src/vclock.rs); the numbers below repeat
 // it and a test of crates/vclock checks that they agree.
 
@@ -26,13 +27,18 @@ struct entry {
 	__u64 ns;  /* a thread's on-CPU ns, or a CPU's last switch */
 	__u32 cpu; /* thread entries: 1 + the CPU it runs on, 0 if it does not */
 	__u32 pad;
-	__u64 spare;
+	__u64 base; /* thread entries: the kernel's runtime of the thread when it was switched in, 0 if unknown */
 };
 
 /* Only the fields read here; libbpf relocates their offsets against the
  * running kernel's BTF. */
+struct sched_entity {
+	__u64 sum_exec_runtime;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
+	struct sched_entity se;
 } __attribute__((preserve_access_index));
 
 struct {
@@ -85,14 +91,27 @@ int on_switch(__u64 *ctx)
 	WRITE_ONCE(c->ns, now);
 	WRITE_ONCE(c->seq, c->seq + 1);
 	if (p) {
-		if (in != 0 && now > in)
-			WRITE_ONCE(p->ns, p->ns + (now - in));
+		/* The time it ran, as the kernel accounts it (steal and the
+		 * switch itself left out) when its switch-in was seen; else
+		 * (claimed while running) by the clock since the CPU's last
+		 * switch. */
+		__u64 sum = prev->se.sum_exec_runtime;
+		__u64 base = p->base;
+		__u64 ran = 0;
+		if (base != 0 && sum >= base)
+			ran = sum - base;
+		else if (in != 0 && now > in)
+			ran = now - in;
+		WRITE_ONCE(p->ns, p->ns + ran);
+		WRITE_ONCE(p->base, 0);
 		WRITE_ONCE(p->cpu, 0);
 		WRITE_ONCE(p->seq, p->seq + 1);
 	}
 	struct entry *n = find(next->pid);
-	if (n)
+	if (n) {
+		WRITE_ONCE(n->base, next->se.sum_exec_runtime);
 		WRITE_ONCE(n->cpu, cpu + 1);
+	}
 	return 0;
 }
 
