@@ -4,25 +4,168 @@
 use crate::requests::{Perturbation, Requests};
 use crate::run::{is_gone, report_load, report_pending, report_skipped};
 use crate::{output, signals, ProbeArgs};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use std::time::{Duration, Instant};
+use weft_live::Session;
 use weft_process::{ExitWatch, Tracee};
 
-/// Attaches to `pid`, counts until `duration`, Ctrl-C or exit, detaches.
-pub fn attach(
+/// One process weft is attached to.
+struct Member {
     pid: i32,
+    command: String,
+    session: Session,
+    req: Requests,
+    perturbation: Perturbation,
+    watch: ExitWatch,
+    exec: crate::run::ExecNotice,
+    exited: bool,
+}
+
+/// Attaches to every process of `pids`, measures until `duration`,
+/// Ctrl-C or their exit, detaches. With several processes, each gets its
+/// own instrumentation and its own part of the report, followed by the
+/// total.
+pub fn attach(
+    pids: &[i32],
     duration: Option<Duration>,
     max_overhead: Option<f64>,
     args: &ProbeArgs,
 ) -> Result<i32> {
+    if pids.len() > 1 && !args.trace.is_empty() {
+        bail!(
+            "--trace records one process's events into one directory: attach to one process \
+             at a time to trace it (counts and metrics take several)"
+        );
+    }
+    let mut unique = pids.to_vec();
+    unique.sort_unstable();
+    unique.dedup();
+    if unique.len() != pids.len() {
+        bail!("-p names a process twice: give each process once");
+    }
+    let report_out = output::open_report(args)?;
+    let mut members: Vec<Member> = Vec::new();
+    for &pid in pids {
+        match attach_one(pid, max_overhead, args) {
+            Ok(m) => members.push(m),
+            Err(e) => {
+                // Those already attached get their code back first.
+                for m in &mut members {
+                    if let Err(r) = restore_target(m.pid, &mut m.session, args.verbose) {
+                        say!("weft: {r:#}");
+                    }
+                }
+                return Err(if pids.len() > 1 {
+                    e.context(format!("attaching to process {pid}"))
+                } else {
+                    e
+                });
+            }
+        }
+    }
+    signals::catch_stop_requests();
+    let deadline = duration.map(|d| Instant::now() + d);
+    // Commands on standard input and the live view address one process.
+    let single = members.len() == 1;
+    let control = single.then(crate::control::Control::start);
+    let mut view = single.then(|| crate::live_view::LiveView::new(pids[0], &members[0].req));
+    loop {
+        if let (Some(view), [m]) = (&mut view, members.as_mut_slice()) {
+            view.tick(&m.req);
+            while let Some(line) = control.as_ref().and_then(|c| c.next()) {
+                if let Err(e) = crate::control::handle(&line, m.pid, &mut m.session, &mut m.req) {
+                    say!("weft: {}: {e:#}", line.trim());
+                }
+                view.interrupted();
+            }
+        }
+        for m in members.iter_mut().filter(|m| !m.exited) {
+            m.exec.check();
+            if m.watch.wait(Duration::ZERO) {
+                m.exited = true;
+                if args.verbose {
+                    say!("weft: process {} ended (weft is not its parent, so cannot tell whether it exited or was killed)", m.pid);
+                }
+            }
+        }
+        let alive = members.iter().filter(|m| !m.exited).count();
+        if alive == 0 || signals::stop_requested() || deadline.is_some_and(|d| Instant::now() >= d)
+        {
+            break;
+        }
+        let mut step = Duration::MAX;
+        for m in members.iter_mut().filter(|m| !m.exited) {
+            step = step.min(m.req.tick(&m.session));
+        }
+        if let Some(d) = deadline {
+            step = step.min(d.saturating_duration_since(Instant::now()));
+        }
+        // Each live process waits for its library loads a share of the step.
+        let share = step / alive as u32;
+        for m in members.iter_mut().filter(|m| !m.exited) {
+            if m.session.load_pending(share) {
+                match m.session.handle_loads(&m.req.specs) {
+                    Ok(Some(report)) => {
+                        report_load(&report, args.verbose);
+                        m.req.describe_trace(&m.session)?;
+                    }
+                    Ok(None) => {}
+                    Err(e) if is_gone(&e) => m.exited = true,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+    }
+    let mut parts = Vec::new();
+    let several = members.len() > 1;
+    for m in &mut members {
+        if !m.exited {
+            restore_target(m.pid, &mut m.session, args.verbose)?;
+        }
+        m.req.sampler.sample(&m.session);
+        m.req.finish_tracing(&m.session)?;
+        m.perturbation
+            .report(&m.req, &m.session, several.then_some(m.pid));
+        parts.push(output::ProcessReport {
+            pid: m.pid,
+            command: m.command.clone(),
+            counts: m.session.counts(),
+            metrics: m.req.sampler.results(&m.session),
+            without_thread_slot: m.session.threads_without_slot(),
+        });
+    }
+    let (counts, metrics, without_thread_slot) = if let [only] = parts.as_mut_slice() {
+        (
+            std::mem::take(&mut only.counts),
+            std::mem::take(&mut only.metrics),
+            only.without_thread_slot,
+        )
+    } else {
+        output::total(&parts)
+    };
+    output::write_report(
+        args,
+        report_out,
+        &output::Report {
+            counts: &counts,
+            metrics: &metrics,
+            without_thread_slot,
+            processes: if parts.len() > 1 { &parts } else { &[] },
+        },
+    )?;
+    Ok(0)
+}
+
+/// Attaches to `pid` and puts the probes of `args` in place.
+fn attach_one(pid: i32, max_overhead: Option<f64>, args: &ProbeArgs) -> Result<Member> {
     let definitions = crate::requests::definitions(args)?;
     let exe = weft_process::exe_path(pid)?;
     weft_image::Image::open(&weft_process::path_in_root(pid, &exe))
         .with_context(|| format!("process {pid} runs {}", exe.display()))?;
     let watch = ExitWatch::new(pid)?;
+    let command = weft_process::command_name(pid).unwrap_or_default();
     let mut session = crate::requests::session_for(pid, args)?;
     let events = crate::requests::events_dir(args)?;
-    let report_out = output::open_report(args)?;
     let mut req = Requests::build(args, &mut session, events, definitions)?;
     let mut perturbation = Perturbation::new(&req)?;
     perturbation.predict(&req, pid, max_overhead, args.verbose)?;
@@ -51,7 +194,6 @@ pub fn attach(
     tracee.detach()?;
     req.sampler.live_from_now();
     let stopped = started.elapsed();
-    signals::catch_stop_requests();
     if args.verbose {
         output::print_points(&session.points());
         let sites = report.jumps + report.traps;
@@ -59,68 +201,23 @@ pub fn attach(
             "weft: attached to {pid}: {} probe(s), {} jmp, {} springboard and {} int3 splice(s); target stopped {:.2} ms ({:.1} us per point)",
             report.probes,
             report.jumps,
-report.springboards,
+            report.springboards,
             report.traps,
             stopped.as_secs_f64() * 1e3,
             stopped.as_secs_f64() * 1e6 / sites.max(1) as f64
         );
     }
     report_skipped(&report, args.verbose);
-    let deadline = duration.map(|d| Instant::now() + d);
-    let control = crate::control::Control::start();
-    let mut view = crate::live_view::LiveView::new(pid, &req);
-    let mut exec = crate::run::ExecNotice::new(pid);
-    let exited = loop {
-        exec.check();
-        view.tick(&req);
-        while let Some(line) = control.next() {
-            if let Err(e) = crate::control::handle(&line, pid, &mut session, &mut req) {
-                say!("weft: {}: {e:#}", line.trim());
-            }
-            view.interrupted();
-        }
-        if watch.wait(Duration::ZERO) {
-            break true;
-        }
-        if signals::stop_requested() || deadline.is_some_and(|d| Instant::now() >= d) {
-            break false;
-        }
-        let sample_in = req.tick(&session);
-        let step = deadline.map_or(sample_in, |d| {
-            d.saturating_duration_since(Instant::now()).min(sample_in)
-        });
-        if session.load_pending(step) {
-            match session.handle_loads(&req.specs) {
-                Ok(Some(report)) => {
-                    report_load(&report, args.verbose);
-                    req.describe_trace(&session)?;
-                }
-                Ok(None) => {}
-                Err(e) if is_gone(&e) => break true,
-                Err(e) => return Err(e.into()),
-            }
-        }
-    };
-    if exited {
-        if args.verbose {
-            say!("weft: process {pid} ended (weft is not its parent, so cannot tell whether it exited or was killed)");
-        }
-    } else {
-        restore_target(pid, &mut session, args.verbose)?;
-    }
-    req.sampler.sample(&session);
-    req.finish_tracing(&session)?;
-    perturbation.report(&req, &session);
-    output::write_report(
-        args,
-        report_out,
-        &output::Report {
-            counts: &session.counts(),
-            metrics: &req.sampler.results(&session),
-            without_thread_slot: session.threads_without_slot(),
-        },
-    )?;
-    Ok(0)
+    Ok(Member {
+        pid,
+        command,
+        session,
+        req,
+        perturbation,
+        watch,
+        exec: crate::run::ExecNotice::new(pid),
+        exited: false,
+    })
 }
 
 /// The detach episode: every splice taken out and weft's memory reclaimed.
@@ -128,7 +225,7 @@ report.springboards,
 /// cannot seize as it is born or exits); since giving up would leave weft's
 /// code in the program, the episode is tried again for up to 10 s. Removal
 /// picks up where a failed attempt stopped, from the bytes it finds.
-fn restore_target(pid: i32, session: &mut weft_live::Session, verbose: bool) -> Result<()> {
+fn restore_target(pid: i32, session: &mut Session, verbose: bool) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let outcome = Tracee::attach(pid)

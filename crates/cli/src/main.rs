@@ -221,9 +221,17 @@ struct ReportArgs {
 
 #[derive(Args, Debug)]
 struct AttachArgs {
-    /// The process to attach to.
-    #[arg(long, short = 'p', value_name = "PID")]
-    pid: i32,
+    /// The process to attach to, or several, comma-separated
+    /// (`-p 1234,5678`): each gets the same probes and its own part of
+    /// the report, followed by their total.
+    #[arg(
+        long,
+        short = 'p',
+        value_name = "PID[,PID...]",
+        value_delimiter = ',',
+        required = true
+    )]
+    pid: Vec<i32>,
     /// Detach after this long (`0.5`, `500ms`, `2s`, `1m`); default: until
     /// Ctrl-C, SIGTERM or the target's exit.
     #[arg(long, short = 'd', value_name = "DURATION", value_parser = duration::parse)]
@@ -276,7 +284,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(a) => run::run(&a.probes, &a.command),
-        Command::Attach(a) => attach::attach(a.pid, a.duration, a.max_overhead, &a.probes),
+        Command::Attach(a) => attach::attach(&a.pid, a.duration, a.max_overhead, &a.probes),
         Command::Inspect(a) => {
             signals::die_on_closed_output();
             inspect::inspect(&a).map(|_| 0)

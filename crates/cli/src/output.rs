@@ -2,7 +2,7 @@
 
 use std::io::Write;
 use weft_live::{Count, PointInfo};
-use weft_metrics::MetricResult;
+use weft_metrics::{MetricResult, TimeHistogram};
 use weft_plan::PointKind;
 
 /// Report format.
@@ -12,8 +12,10 @@ pub enum Format {
     Table,
     /// `{"counts": [{"module", "function", "calls", "point"}, ...],
     /// "metrics": [{"metric", "focus", "value", "unit", "histogram",
-    /// "threads"?, "approximate"?}, ...], "executions_without_thread_slot"}`
-    /// (docs/metrics.md).
+    /// "threads"?, "approximate"?}, ...], "executions_without_thread_slot"}`,
+    /// with several processes their total, and `"processes": [{"pid",
+    /// "command", "counts", "metrics", "executions_without_thread_slot"},
+    /// ...]` (docs/metrics.md).
     Json,
 }
 
@@ -26,6 +28,69 @@ pub struct Report<'a> {
     /// Executions of per-thread instrumentation (timers, per-thread
     /// counters, events) skipped because every thread slot was taken.
     pub without_thread_slot: u64,
+    /// With several processes: each one's report (the fields above are
+    /// then their total, see [`total`]); empty for one process.
+    pub processes: &'a [ProcessReport],
+}
+
+/// One process's part of a report of several.
+pub struct ProcessReport {
+    /// The process.
+    pub pid: i32,
+    /// Its command name.
+    pub command: String,
+    /// Its counts.
+    pub counts: Vec<Count>,
+    /// Its metrics.
+    pub metrics: Vec<MetricResult>,
+    /// Its executions without a thread slot.
+    pub without_thread_slot: u64,
+}
+
+/// The total of several processes' reports: counts of the same point
+/// (module, function, kind) and metrics of the same request (metric and
+/// focus) added, histograms bucket by bucket, per-thread values side by
+/// side; a total is approximate if any part is.
+pub fn total(processes: &[ProcessReport]) -> (Vec<Count>, Vec<MetricResult>, u64) {
+    let mut counts: Vec<Count> = Vec::new();
+    let mut metrics: Vec<MetricResult> = Vec::new();
+    for p in processes {
+        for c in &p.counts {
+            match counts
+                .iter_mut()
+                .find(|t| (&t.module, &t.function, t.kind) == (&c.module, &c.function, c.kind))
+            {
+                Some(t) => t.calls += c.calls,
+                None => counts.push(c.clone()),
+            }
+        }
+        for m in &p.metrics {
+            let Some(t) = metrics
+                .iter_mut()
+                .find(|t| (&t.metric, &t.focus) == (&m.metric, &m.focus))
+            else {
+                metrics.push(m.clone());
+                continue;
+            };
+            t.value += m.value;
+            if t.histogram.bucket_ns() == m.histogram.bucket_ns() {
+                let n = t.histogram.values().len().max(m.histogram.values().len());
+                let at = |v: &[f64], i: usize| v.get(i).copied().unwrap_or(0.0);
+                let values = (0..n)
+                    .map(|i| at(t.histogram.values(), i) + at(m.histogram.values(), i))
+                    .collect();
+                t.histogram = TimeHistogram::from_values(t.histogram.bucket_ns(), n.max(1), values);
+            }
+            if let (Some(all), Some(more)) = (&mut t.threads, &m.threads) {
+                all.extend(more.iter().cloned());
+            }
+            if t.approximate.is_none() {
+                t.approximate.clone_from(&m.approximate);
+            }
+        }
+    }
+    let without = processes.iter().map(|p| p.without_thread_slot).sum();
+    (counts, metrics, without)
 }
 
 /// A destination for the final report.
@@ -134,7 +199,25 @@ pub struct TableSink<W: Write>(pub W, pub usize);
 
 impl<W: Write> ReportSink for TableSink<W> {
     fn report(&mut self, report: &Report) -> std::io::Result<()> {
-        let (counts, metrics) = (report.counts, report.metrics);
+        for p in report.processes {
+            writeln!(self.0, "process {} ({})", p.pid, p.command)?;
+            self.table(&p.counts, &p.metrics, p.without_thread_slot)?;
+            writeln!(self.0)?;
+        }
+        if !report.processes.is_empty() {
+            writeln!(self.0, "total of {} processes", report.processes.len())?;
+        }
+        self.table(report.counts, report.metrics, report.without_thread_slot)
+    }
+}
+
+impl<W: Write> TableSink<W> {
+    fn table(
+        &mut self,
+        counts: &[Count],
+        metrics: &[MetricResult],
+        without_thread_slot: u64,
+    ) -> std::io::Result<()> {
         if !counts.is_empty() || metrics.is_empty() {
             let wm = counts
                 .iter()
@@ -202,7 +285,7 @@ impl<W: Write> ReportSink for TableSink<W> {
                 }
             }
         }
-        if let Some(note) = slot_note(report.without_thread_slot) {
+        if let Some(note) = slot_note(without_thread_slot) {
             writeln!(self.0, "weft: {note}")?;
         }
         self.0.flush()
@@ -222,7 +305,34 @@ pub struct JsonSink<W: Write>(pub W);
 
 impl<W: Write> ReportSink for JsonSink<W> {
     fn report(&mut self, report: &Report) -> std::io::Result<()> {
-        let (counts, metrics) = (report.counts, report.metrics);
+        let mut doc = json_doc(report.counts, report.metrics, report.without_thread_slot);
+        if !report.processes.is_empty() {
+            let processes: Vec<serde_json::Value> = report
+                .processes
+                .iter()
+                .map(|p| {
+                    let mut one = serde_json::Map::new();
+                    one.insert("pid".into(), p.pid.into());
+                    one.insert("command".into(), p.command.as_str().into());
+                    one.extend(json_doc(&p.counts, &p.metrics, p.without_thread_slot));
+                    serde_json::Value::Object(one)
+                })
+                .collect();
+            doc.insert("processes".into(), processes.into());
+        }
+        serde_json::to_writer_pretty(&mut self.0, &serde_json::Value::Object(doc))?;
+        writeln!(self.0)?;
+        self.0.flush()
+    }
+}
+
+/// The JSON of one report (or one process's part of it).
+fn json_doc(
+    counts: &[Count],
+    metrics: &[MetricResult],
+    without_thread_slot: u64,
+) -> serde_json::Map<String, serde_json::Value> {
+    {
         let mut doc = serde_json::Map::new();
         if !counts.is_empty() || metrics.is_empty() {
             let rows: Vec<serde_json::Value> = counts
@@ -263,11 +373,9 @@ impl<W: Write> ReportSink for JsonSink<W> {
         }
         doc.insert(
             "executions_without_thread_slot".into(),
-            report.without_thread_slot.into(),
+            without_thread_slot.into(),
         );
-        serde_json::to_writer_pretty(&mut self.0, &serde_json::Value::Object(doc))?;
-        writeln!(self.0)?;
-        self.0.flush()
+        doc
     }
 }
 
@@ -366,6 +474,7 @@ mod tests {
             counts: &counts,
             metrics: &[],
             without_thread_slot: 0,
+            processes: &[],
         };
         let mut buf = Vec::new();
         JsonSink(&mut buf).report(&report).unwrap();
@@ -385,6 +494,66 @@ mod tests {
     }
 
     #[test]
+    fn several_processes_are_reported_apart_and_added_up() {
+        let count = |calls| Count {
+            module: "m".into(),
+            function: "f".into(),
+            kind: PointKind::Entry,
+            calls,
+        };
+        let metric = |value, h: Vec<f64>, approximate: Option<&str>| MetricResult {
+            metric: "cpu_time".into(),
+            focus: "fn=f".into(),
+            value,
+            unit: "s".into(),
+            histogram: TimeHistogram::from_values(100, 4, h),
+            threads: None,
+            approximate: approximate.map(str::to_string),
+        };
+        let parts = vec![
+            ProcessReport {
+                pid: 11,
+                command: "a".into(),
+                counts: vec![count(3)],
+                metrics: vec![metric(0.5, vec![0.25, 0.25], None)],
+                without_thread_slot: 1,
+            },
+            ProcessReport {
+                pid: 22,
+                command: "b".into(),
+                counts: vec![count(4)],
+                metrics: vec![metric(1.0, vec![0.5, 0.25, 0.25], Some("sampled"))],
+                without_thread_slot: 0,
+            },
+        ];
+        let (counts, metrics, without) = total(&parts);
+        assert_eq!(counts[0].calls, 7);
+        assert_eq!(metrics[0].value, 1.5);
+        assert_eq!(metrics[0].histogram.values(), [0.75, 0.5, 0.25]);
+        assert_eq!(metrics[0].approximate.as_deref(), Some("sampled"));
+        assert_eq!(without, 1);
+        let report = Report {
+            counts: &counts,
+            metrics: &metrics,
+            without_thread_slot: without,
+            processes: &parts,
+        };
+        let mut buf = Vec::new();
+        JsonSink(&mut buf).report(&report).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
+        assert_eq!(v["counts"][0]["calls"], 7);
+        assert_eq!(v["processes"][1]["pid"], 22);
+        assert_eq!(v["processes"][1]["command"], "b");
+        assert_eq!(v["processes"][1]["counts"][0]["calls"], 4);
+        let mut buf = Vec::new();
+        TableSink(&mut buf, DEFAULT_WIDTH).report(&report).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        assert!(text.starts_with("process 11 (a)\n"), "{text}");
+        assert!(text.contains("process 22 (b)\n"), "{text}");
+        assert!(text.contains("total of 2 processes\n"), "{text}");
+    }
+
+    #[test]
     fn long_names_are_shortened_in_the_middle_to_fit() {
         let long = format!(
             "std::vector<{}>::push_back(int const&) [clone .cold]",
@@ -400,6 +569,7 @@ mod tests {
             counts: &counts,
             metrics: &[],
             without_thread_slot: 0,
+            processes: &[],
         };
         let mut buf = Vec::new();
         TableSink(&mut buf, 80).report(&report).unwrap();

@@ -358,15 +358,17 @@ impl Perturbation {
         Ok(())
     }
 
-    /// Prints predicted against observed.
-    pub fn report(&self, req: &Requests, session: &Session) {
+    /// Prints predicted against observed, naming the process when weft
+    /// measures several (`of`).
+    pub fn report(&self, req: &Requests, session: &Session, of: Option<i32>) {
         let Some(costs) = &self.costs else { return };
         let observed = perturbation::observed(&req.costs, costs, session, req.started.elapsed());
+        let of = of.map_or(String::new(), |pid| format!(" of process {pid}"));
         match self.predicted {
-            Some(p) => {
-                say!("weft: perturbation: predicted {p:.3}%, observed {observed:.3}% of one CPU")
-            }
-            None => say!("weft: perturbation: {observed:.3}% of one CPU (observed)"),
+            Some(p) => say!(
+                "weft: perturbation{of}: predicted {p:.3}%, observed {observed:.3}% of one CPU"
+            ),
+            None => say!("weft: perturbation{of}: {observed:.3}% of one CPU (observed)"),
         }
     }
 }

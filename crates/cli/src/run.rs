@@ -129,7 +129,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
         Some(req) => {
             req.sampler.sample(&session);
             req.finish_tracing(&session)?;
-            Perturbation::new(req)?.report(req, &session);
+            Perturbation::new(req)?.report(req, &session, None);
             req.sampler.results(&session)
         }
         None => vec![],
@@ -141,6 +141,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
             counts: &session.counts(),
             metrics: &metrics,
             without_thread_slot: session.threads_without_slot(),
+            processes: &[],
         },
     )?;
     Ok(code)

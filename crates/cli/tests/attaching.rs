@@ -33,6 +33,93 @@ fn counts_exactly_the_calls_made_while_attached() {
     server.send("quit");
 }
 
+/// `-p A,B`: each process gets its own instrumentation and its own
+/// counts, exact against the calls each made while attached, and the
+/// report adds them up; both carry on with their original code.
+#[test]
+fn several_processes_at_once_are_counted_apart_and_in_total() {
+    let mut servers = [Server::start(), Server::start()];
+    let dir = scratch("attach-several");
+    let json = dir.join("counts.json");
+    let pids = format!("{},{}", servers[0].pid(), servers[1].pid());
+    let mut attached = attach(&pids, |c| {
+        c.args(["--count", "work", "--metric", "calls:fn=leaf"])
+            .args(["--format", "json", "--output"])
+            .arg(&json)
+    });
+    // The second "attached to" line: both are instrumented.
+    loop {
+        let line = attached
+            .stderr
+            .recv_timeout(Duration::from_secs(30))
+            .expect("weft attaches to the second process within 30 s");
+        if line.contains("attached to") {
+            break;
+        }
+    }
+    servers[0].send("go 1000 2");
+    assert_eq!(servers[0].line(), "done 2000");
+    servers[1].send("go 700 3");
+    assert_eq!(servers[1].line(), "done 2100");
+    assert_eq!(attached.detach().code(), Some(0));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let processes = doc["processes"].as_array().expect("a part per process");
+    assert_eq!(processes.len(), 2, "{doc}");
+    for (server, calls) in servers.iter().zip([2000u64, 2100]) {
+        let part = processes
+            .iter()
+            .find(|p| p["pid"] == server.pid())
+            .unwrap_or_else(|| panic!("process {} in {doc}", server.pid()));
+        let work = part["counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["function"] == "work" && c["point"] == "entry")
+            .unwrap();
+        assert_eq!(work["calls"], calls, "{part}");
+        assert_eq!(part["metrics"][0]["value"], calls as f64, "{part}");
+    }
+    let total = doc["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["function"] == "work" && c["point"] == "entry")
+        .unwrap();
+    assert_eq!(total["calls"], 4100);
+    assert_eq!(doc["metrics"][0]["value"], 4100.0);
+    for server in &mut servers {
+        assert_text_matches_files(server.pid());
+        server.send("go 10 1");
+        assert_eq!(server.line(), "done 10");
+        server.send("quit");
+    }
+}
+
+/// A process that cannot be attached to, named after one that was: the
+/// first gets its code back, and the error names the second.
+#[test]
+fn a_missing_process_among_several_leaves_the_others_untouched() {
+    let mut server = Server::start();
+    let out = run(
+        weft().args([
+            "attach",
+            "-p",
+            &format!("{},999999999", server.pid()),
+            "--count",
+            "work",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_ne!(out.status, 0);
+    assert!(out.stderr.contains("999999999"), "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert_text_matches_files(server.pid());
+    server.send("go 10 1");
+    assert_eq!(server.line(), "done 10");
+    server.send("quit");
+}
+
 fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
     let deadline = std::time::Instant::now() + limit;
     while std::time::Instant::now() < deadline {
