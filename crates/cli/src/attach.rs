@@ -122,6 +122,7 @@ pub fn attach(
         if !m.exited {
             restore_target(m.pid, &mut m.session, args.verbose)?;
         }
+        crate::run::report_never_loaded(&m.session, &m.req);
         m.req.sampler.sample(&m.session);
         m.req.finish_tracing(&m.session)?;
         m.perturbation

@@ -38,6 +38,14 @@ pub fn report_pending(prepared: &weft_live::Prepared) {
     }
 }
 
+/// Says which module-qualified patterns were never instrumented because
+/// their library was never loaded (their rows read 0 for that reason).
+pub fn report_never_loaded(session: &Session, req: &Requests) {
+    for p in session.never_loaded(&req.specs) {
+        say!("weft: '{p}' was never instrumented: no module it names was loaded");
+    }
+}
+
 /// Prints what instrumenting a newly loaded library did (with --verbose).
 pub fn report_load(report: &AddReport, verbose: bool) {
     if verbose {
@@ -127,6 +135,7 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
     };
     let metrics = match requests.as_mut() {
         Some(req) => {
+            report_never_loaded(&session, req);
             req.sampler.sample(&session);
             req.finish_tracing(&session)?;
             Perturbation::new(req)?.report(req, &session, None);

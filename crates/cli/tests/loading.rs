@@ -117,3 +117,39 @@ fn attach_counts_calls_into_a_library_loaded_while_attached() {
     );
     writeln!(stdin, "quit").unwrap();
 }
+
+/// A pattern for a library the program never loads is said once at the
+/// start (however many probes it stands for) and once at the end, where
+/// its zero would otherwise look like a measurement.
+#[test]
+fn a_library_never_loaded_is_said_once_at_start_and_at_the_end() {
+    let bin = build("cputime", &O2);
+    let out = run(
+        weft()
+            .args([
+                "run",
+                "--count",
+                "libnever.so:nothing",
+                "--metric",
+                "wall_time:fn=libnever.so:nothing",
+                "--",
+            ])
+            .arg(&bin)
+            .arg("10"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let said = |what: &str| out.stderr.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(
+        said("'libnever.so:nothing' matches no loaded module yet"),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        said("'libnever.so:nothing' was never instrumented"),
+        1,
+        "{}",
+        out.stderr
+    );
+}

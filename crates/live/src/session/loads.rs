@@ -226,6 +226,26 @@ impl Session {
         result
     }
 
+    /// The patterns of `specs` that name a module no library loaded so far
+    /// matches: they were never instrumented, and their counts and metrics
+    /// read 0 for that reason (once each).
+    pub fn never_loaded(&self, specs: &[PointSpec]) -> Vec<String> {
+        let mut out: Vec<String> = specs
+            .iter()
+            .filter(|s| s.pattern.module.is_some())
+            .filter(|s| {
+                !self
+                    .modules
+                    .iter()
+                    .any(|m| s.pattern.matches_module(&m.name))
+            })
+            .map(|s| s.pattern.to_string())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// Acknowledges every load up to `generation` and wakes the waiters.
     pub(super) fn release_loaders(&mut self, generation: u32) {
         self.loads_acked = generation;

@@ -177,7 +177,10 @@ impl Session {
                     .any(|m| spec.pattern.matches_module(&m.name));
                 if spec.pattern.module.is_some() && !module_loaded {
                     // Like a pending breakpoint: the library may be loaded later.
-                    pending.push(spec.pattern.to_string());
+                    let pattern = spec.pattern.to_string();
+                    if !pending.contains(&pattern) {
+                        pending.push(pattern);
+                    }
                     continue;
                 }
                 return Err(self.no_match(&spec.pattern));
