@@ -244,7 +244,10 @@ impl<W: Write> TableSink<W> {
                     shorten(&c.function, wf)
                 };
                 let m = shorten(&c.module, wm);
-                writeln!(self.0, "{m:<wm$}  {f:<wf$}  {:>12}", c.calls)?;
+                match &c.not_measured {
+                    None => writeln!(self.0, "{m:<wm$}  {f:<wf$}  {:>12}", c.calls)?,
+                    Some(why) => writeln!(self.0, "{m:<wm$}  {f:<wf$}  {:>12}  ({why})", "-")?,
+                }
             }
         }
         if !metrics.is_empty() {
@@ -338,12 +341,16 @@ fn json_doc(
             let rows: Vec<serde_json::Value> = counts
                 .iter()
                 .map(|c| {
-                    serde_json::json!({
+                    let mut row = serde_json::json!({
                         "module": c.module,
                         "function": c.function,
                         "calls": c.calls,
                         "point": point_name(c.kind),
-                    })
+                    });
+                    if let Some(why) = &c.not_measured {
+                        row["not_measured"] = why.as_str().into();
+                    }
+                    row
                 })
                 .collect();
             doc.insert("counts".into(), rows.into());
@@ -469,6 +476,7 @@ mod tests {
             function: "f".into(),
             kind: PointKind::Entry,
             calls: 7,
+            not_measured: None,
         }];
         let report = Report {
             counts: &counts,
@@ -500,6 +508,7 @@ mod tests {
             function: "f".into(),
             kind: PointKind::Entry,
             calls,
+            not_measured: None,
         };
         let metric = |value, h: Vec<f64>, approximate: Option<&str>| MetricResult {
             metric: "cpu_time".into(),
@@ -554,6 +563,35 @@ mod tests {
     }
 
     #[test]
+    fn a_point_never_instrumented_reads_not_measured() {
+        let counts = vec![Count {
+            module: "m".into(),
+            function: "f".into(),
+            kind: PointKind::Entry,
+            calls: 0,
+            not_measured: Some("code in memory differs from the file".into()),
+        }];
+        let report = Report {
+            counts: &counts,
+            metrics: &[],
+            without_thread_slot: 0,
+            processes: &[],
+        };
+        let mut buf = Vec::new();
+        TableSink(&mut buf, DEFAULT_WIDTH).report(&report).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        let row = text.lines().nth(1).unwrap();
+        assert!(row.contains(" -  (code in memory differs"), "{row}");
+        let mut buf = Vec::new();
+        JsonSink(&mut buf).report(&report).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
+        assert_eq!(
+            v["counts"][0]["not_measured"],
+            "code in memory differs from the file"
+        );
+    }
+
+    #[test]
     fn long_names_are_shortened_in_the_middle_to_fit() {
         let long = format!(
             "std::vector<{}>::push_back(int const&) [clone .cold]",
@@ -564,6 +602,7 @@ mod tests {
             function: long.clone(),
             kind: PointKind::Entry,
             calls: 42,
+            not_measured: None,
         }];
         let report = Report {
             counts: &counts,

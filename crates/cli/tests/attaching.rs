@@ -282,3 +282,91 @@ fn block_mode_writers_carry_on_when_weft_dies() {
         "{entries} entries, {exits} exits"
     );
 }
+
+/// A function another tool has patched (a bpftrace uprobe's int3 at its
+/// entry) is left alone, and its row says it was not measured instead of
+/// reading 0; the other tool keeps counting.
+#[test]
+fn a_function_another_tool_patched_reads_not_measured() {
+    if !std::path::Path::new("/usr/bin/bpftrace").exists() {
+        skip("bpftrace missing (bash scripts/install-deps.sh installs it)");
+        return;
+    }
+    let target = build("cputime", &O2);
+    let mut child = KillOnDrop(
+        Command::new(&target)
+            .arg("3000000")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id() as i32;
+    let probe = format!("uprobe:{}:tick {{ @calls = count(); }}", target.display());
+    let mut bpftrace = KillOnDrop(
+        Command::new("bpftrace")
+            .args(["-q", "-e", &probe])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // bpftrace has placed its uprobe once the entry's first byte is int3.
+    let entry = {
+        let maps = weft_process::maps::read(pid).unwrap();
+        let image = weft_image::Image::open(&target).unwrap();
+        let f = image.function_named("tick").unwrap();
+        // A PIE whose first segment starts at 0: loaded at its first mapping.
+        let first = maps
+            .iter()
+            .find(|m| m.offset == 0 && m.file().is_some_and(|p| p == target))
+            .unwrap();
+        weft_process::RemoteAddr(first.start.0 + f.addr.0)
+    };
+    let mem = weft_process::ProcMemory::open(pid).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while mem.read_vec(entry, 1).unwrap()[0] != 0xcc {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "bpftrace placed no uprobe in 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dir = scratch("attach-patched");
+    let json = dir.join("counts.json");
+    let out = run(
+        weft()
+            .args([
+                "attach",
+                "-p",
+                &pid.to_string(),
+                "--count",
+                "tick",
+                "--duration",
+                "0.3s",
+            ])
+            .args(["--format", "json", "--output"])
+            .arg(&json),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let row = &doc["counts"][0];
+    assert!(
+        row["not_measured"]
+            .as_str()
+            .is_some_and(|w| w.contains("differs")),
+        "{doc}"
+    );
+    // The uprobe is still there, and the program still runs.
+    assert_eq!(mem.read_vec(entry, 1).unwrap()[0], 0xcc);
+    assert!(weft_process::is_alive(pid));
+    // SAFETY: kill with bpftrace's own pid and SIGINT: it prints its count.
+    unsafe { libc::kill(bpftrace.0.id() as i32, libc::SIGINT) };
+    let printed = wait_bounded(&mut bpftrace.0, Duration::from_secs(30));
+    assert!(printed.is_some(), "bpftrace did not end");
+    let mut text = String::new();
+    std::io::Read::read_to_string(bpftrace.0.stdout.as_mut().unwrap(), &mut text).unwrap();
+    assert!(text.contains("@calls:"), "{text}");
+    let _ = child.0.kill();
+}

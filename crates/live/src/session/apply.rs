@@ -162,6 +162,7 @@ impl Session {
                             counter: Some(counter),
                             tag: item.tag,
                             live: true,
+                            skipped: None,
                             hook: None,
                             returns: None,
                         });
@@ -181,6 +182,7 @@ impl Session {
             counter,
             tag: item.tag,
             live: true,
+            skipped: None,
             hook: None,
             returns: None,
         });
@@ -211,6 +213,9 @@ impl Session {
                             function: self.probes[sp.probes[0]].display.clone(),
                             why: why.clone(),
                         });
+                        for &p in &sp.probes {
+                            self.probes[p].skipped = Some(why.clone());
+                        }
                     }
                     if site.active {
                         // Keep the working splice; drop only what this call added.

@@ -82,6 +82,8 @@ struct Probe {
     tag: u64,
     /// Still spliced (false once removed with its tag).
     live: bool,
+    /// Why its point was passed over when it was applied, if it was.
+    skipped: Option<SkipReason>,
     /// At a function's entry: follows its calls for return hook `h` (see
     /// `returns.rs`), instead of running an action; the point's other
     /// probes join its mini-trampoline.

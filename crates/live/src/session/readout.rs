@@ -66,6 +66,7 @@ impl Session {
                     function: p.display.clone(),
                     kind: p.kind,
                     calls: self.counter_value(p.counter?),
+                    not_measured: p.skipped.as_ref().map(ToString::to_string),
                 })
             })
             .collect()

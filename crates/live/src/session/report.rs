@@ -70,6 +70,9 @@ pub struct Count {
     pub kind: PointKind,
     /// The count.
     pub calls: u64,
+    /// Why the point was never instrumented, if it was not (its count
+    /// then reads 0 without meaning it).
+    pub not_measured: Option<String>,
 }
 
 /// Why a point was passed over. Kept as a value until it is reported.

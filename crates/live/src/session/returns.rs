@@ -240,6 +240,7 @@ impl Session {
             counter: None,
             tag: item.tag,
             live: true,
+            skipped: None,
             hook: Some(h),
             returns: None,
         });
