@@ -87,6 +87,9 @@ pub fn total(processes: &[ProcessReport]) -> (Vec<Count>, Vec<MetricResult>, u64
             if t.approximate.is_none() {
                 t.approximate.clone_from(&m.approximate);
             }
+            if m.not_measured.is_none() {
+                t.not_measured = None;
+            }
         }
     }
     let without = processes.iter().map(|p| p.without_thread_slot).sum();
@@ -275,6 +278,9 @@ impl<W: Write> TableSink<W> {
                 if let Some(why) = &m.approximate {
                     writeln!(self.0, "{:<12}  approximate: {why}", "")?;
                 }
+                if let Some(why) = &m.not_measured {
+                    writeln!(self.0, "{:<12}  not measured: {why}", "")?;
+                }
                 for t in m.threads.iter().flatten() {
                     let who = format!("  thread {}", t.tid);
                     writeln!(
@@ -368,6 +374,9 @@ fn json_doc(
                     });
                     if let Some(why) = &m.approximate {
                         row["approximate"] = why.as_str().into();
+                    }
+                    if let Some(why) = &m.not_measured {
+                        row["not_measured"] = why.as_str().into();
                     }
                     if let Some(threads) = &m.threads {
                         row["threads"] =
@@ -518,6 +527,7 @@ mod tests {
             histogram: TimeHistogram::from_values(100, 4, h),
             threads: None,
             approximate: approximate.map(str::to_string),
+            not_measured: None,
         };
         let parts = vec![
             ProcessReport {

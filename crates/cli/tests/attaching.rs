@@ -344,6 +344,7 @@ fn a_function_another_tool_patched_reads_not_measured() {
                 "--duration",
                 "0.3s",
             ])
+            .args(["--metric", "cpu_time:fn=tick"])
             .args(["--format", "json", "--output"])
             .arg(&json),
         Duration::from_secs(30),
@@ -354,6 +355,13 @@ fn a_function_another_tool_patched_reads_not_measured() {
     let row = &doc["counts"][0];
     assert!(
         row["not_measured"]
+            .as_str()
+            .is_some_and(|w| w.contains("differs")),
+        "{doc}"
+    );
+    let metric = &doc["metrics"][0];
+    assert!(
+        metric["not_measured"]
             .as_str()
             .is_some_and(|w| w.contains("differs")),
         "{doc}"

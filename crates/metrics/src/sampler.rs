@@ -46,6 +46,9 @@ pub struct MetricResult {
     /// Why the value is an estimate, if it is (`cpu_time` sampled from
     /// `/proc` because the per-thread CPU clock was not available).
     pub approximate: Option<String>,
+    /// Why nothing was measured, if every point of the metric was passed
+    /// over (its value then reads 0 without meaning it).
+    pub not_measured: Option<String>,
 }
 
 struct Entry {
@@ -292,6 +295,7 @@ impl Sampler {
                     approximate: (kind == MetricKind::CpuTime
                         && !matches!(e.plan.readout, Readout::CpuTimer(_)))
                     .then(|| format!("sampled from /proc: {}", self.cpu_sampled_because)),
+                    not_measured: session.tag_not_measured(e.tag),
                 }
             })
             .collect()

@@ -72,6 +72,25 @@ impl Session {
             .collect()
     }
 
+    /// Why the probes tagged `tag` at function entries were all passed
+    /// over, if they were (every probe, for a request without entry
+    /// probes): a metric whose calls are never seen to start measured
+    /// nothing, even if its exits were spliced.
+    pub fn tag_not_measured(&self, tag: u64) -> Option<String> {
+        let tagged: Vec<&Probe> = self.probes.iter().filter(|p| p.tag == tag).collect();
+        let entries: Vec<&Probe> = tagged
+            .iter()
+            .copied()
+            .filter(|p| p.kind == PointKind::Entry)
+            .collect();
+        let decisive = if entries.is_empty() { tagged } else { entries };
+        let mut why = None;
+        for p in decisive {
+            why = Some(p.skipped.as_ref()?.to_string());
+        }
+        why
+    }
+
     /// Every spliced point, for `--verbose`: one row per point of each site.
     pub fn points(&self) -> Vec<PointInfo> {
         let mut out = Vec::new();
