@@ -158,3 +158,23 @@ fn cpu_time_when_attached_and_the_clock_unmapped_at_detach() {
         "cpu_time:fn=tick {value} s in 1 s"
     );
 }
+
+/// A `switch` compiled to an indirect jump weft cannot resolve is no exit
+/// of its function: `run`'s time spans its whole option loop (the first
+/// such jump used to stop the timer), and it has one exit per call.
+#[test]
+fn an_unresolved_indirect_jump_inside_a_function_does_not_end_its_time() {
+    let m = metric_run(
+        "optloop",
+        &["cpu_time:fn=run", "wall_time:fn=run"],
+        &["--count-exits", "run"],
+        build("optloop", &O2),
+        &["-a", "-b", "-c", "-d", "-e", "-f"],
+    );
+    let t = m.tallies();
+    assert_eq!(t["options"], 6);
+    within("run", m.value("cpu_time", "fn=run"), t["run_cpu_us"]);
+    assert!(m.value("wall_time", "fn=run") >= 0.29);
+    let counts = read_counts(&m.json);
+    assert_eq!(count_of(&counts, "run", "exit"), 1, "{counts:?}");
+}

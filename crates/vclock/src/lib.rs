@@ -78,6 +78,9 @@ impl VirtualClock {
     /// Loads the program, maps its map, calibrates the TSC against
     /// `CLOCK_MONOTONIC` (about 20 ms) and attaches the program.
     pub fn load() -> Result<VirtualClock> {
+        // libbpf's own messages would reach the user before weft's one
+        // line saying why the clock is not available.
+        libbpf_rs::set_print(None);
         let open = libbpf_rs::ObjectBuilder::default()
             .open_memory(OBJECT)
             .map_err(unavailable("opening the BPF object"))?;

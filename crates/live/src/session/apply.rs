@@ -81,9 +81,23 @@ impl Session {
                 self.place_return_entry(&mut threads, &item, h, &mut dirty)?;
                 touched_hooks.push(h);
             }
+            // Where the call's return to its caller is hooked, an indirect
+            // jump weft could not resolve is no exit: it is as likely a
+            // `switch` or a computed goto inside the function (gzip's option
+            // loop, Python's opcode dispatch) as a tail call, and the hooked
+            // return sees the call end either way.
+            let returns_hooked = hook.is_some_and(|h| self.returns.hooks[h].arm);
             for part in &item.parts {
                 let mut liveness: Option<weft_code::Liveness> = None;
                 for &point in &part.points {
+                    if returns_hooked
+                        && item.kind == PointKind::Exit
+                        && part.code.instruction_at(point).is_some_and(|i| {
+                            i.flow_control() == iced_x86::FlowControl::IndirectBranch
+                        })
+                    {
+                        continue;
+                    }
                     // Counting clobbers the flags (and rax, which a
                     // trampoline saves when it may be live): a short
                     // forward scan usually proves the flags dead, sparing

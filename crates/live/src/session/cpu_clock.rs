@@ -24,6 +24,9 @@ pub(super) struct CpuClock {
     conversion: Conversion,
     /// Where the target maps it, once it does.
     mapped: Option<u64>,
+    /// Where the target mapped it last: thread blocks keep the addresses
+    /// of their entries there, which weft still reads after detaching.
+    last_mapped: Option<u64>,
 }
 
 impl Session {
@@ -40,6 +43,7 @@ impl Session {
             fd,
             conversion,
             mapped: None,
+            last_mapped: None,
         });
         Ok(())
     }
@@ -93,6 +97,7 @@ impl Session {
         let at = at?.0;
         if let Some(clock) = &mut self.cpu_clock {
             clock.mapped = Some(at);
+            clock.last_mapped = Some(at);
         }
         self.shm
             .store_u64(self.layout.header.sync_offset + sync::CPU_CLOCK, at);
@@ -130,7 +135,13 @@ impl Session {
         timer: u64,
         cpu_now: impl Fn(u64) -> Option<u64>,
     ) -> Vec<ThreadReading> {
-        let base = self.cpu_clock_view().map_or(0, |v| v.thread(0));
+        // Calls still running when weft detached are read up to now, as
+        // wall timers are: the entries stay readable from weft's side.
+        let base = self
+            .cpu_clock
+            .as_ref()
+            .and_then(|c| c.last_mapped)
+            .map_or(0, |at| at + v::FIRST_THREAD * v::ENTRY_SIZE);
         let mut out = Vec::new();
         for slot in self.claimed_slots() {
             let block = self.layout.thread_block(slot);

@@ -88,6 +88,12 @@ impl Session {
                 continue;
             }
             redirect_chains_into(tracee, &groups, data.start.0, &header, &ranges)?;
+            // The per-thread CPU clock it mapped (version 8), read before
+            // the region goes.
+            let cpu_clock = tracee
+                .memory()
+                .read_u64(RemoteAddr(sync_page + sync::CPU_CLOCK))
+                .unwrap_or(0);
             for m in entries {
                 tracee.remote_munmap(m.start, m.end.0 - m.start.0)?;
                 freed += m.end.0 - m.start.0;
@@ -97,11 +103,6 @@ impl Session {
                 tracee.remote_munmap(RemoteAddr(stacks), len)?;
                 freed += len;
             }
-            // The per-thread CPU clock it mapped (version 8).
-            let cpu_clock = tracee
-                .memory()
-                .read_u64(RemoteAddr(sync_page + sync::CPU_CLOCK))
-                .unwrap_or(0);
             if header.version >= 8 && cpu_clock != 0 {
                 tracee.remote_munmap(RemoteAddr(cpu_clock), weft_abi::vclock::MAP_SIZE)?;
                 freed += weft_abi::vclock::MAP_SIZE;

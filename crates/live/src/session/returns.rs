@@ -51,7 +51,7 @@ pub(super) struct ReturnHook {
     /// The stub's first byte: the words with the exit routines' addresses.
     stub_word: u64,
     /// Whether its calls' return addresses are replaced (it tail-calls).
-    arm: bool,
+    pub(super) arm: bool,
     /// The probe at the function's entry that follows its calls.
     pub(super) entry_probe: Option<usize>,
     /// The exit probes run by its exit routines and guarded exits.
