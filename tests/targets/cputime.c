@@ -6,7 +6,8 @@
  *                 nothing else                               -> ticks_cpu_us (the loop)
  *   share(400)    two threads spin 400 ms of wall time each; run under
  *                 `taskset -c 0` they share one CPU          -> share_cpu_us_{0,1}
- * Arguments: calls of tick (100000). */
+ * Arguments: calls of tick (100000); with a second argument, `spin(1000)`
+ * over and over instead (1 s calls, for attaching mid-call). */
 #include "tally.h"
 #include <pthread.h>
 #include <time.h>
@@ -73,6 +74,8 @@ static void *sharer(void *arg)
 int main(int argc, char **argv)
 {
     int calls = arg_or(argc, argv, 1, 100000);
+    if (argc > 2)
+        for (;;) spin(1000);
     long c0 = now(CLOCK_THREAD_CPUTIME_ID);
     spin(150);
     long c1 = now(CLOCK_THREAD_CPUTIME_ID);

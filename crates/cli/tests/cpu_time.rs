@@ -178,3 +178,70 @@ fn an_unresolved_indirect_jump_inside_a_function_does_not_end_its_time() {
     let counts = read_counts(&m.json);
     assert_eq!(count_of(&counts, "run", "exit"), 1, "{counts:?}");
 }
+
+/// Calls still running when weft detaches count up to the detach (1 s
+/// calls, attached for 1.5 s), and a weft killed while it measured leaves
+/// its CPU clock mapped only until the next attach takes it out.
+#[test]
+fn running_calls_count_at_detach_and_a_killed_wefts_clock_is_taken_out() {
+    let target = build("cputime", &O2);
+    let mut child = KillOnDrop(
+        std::process::Command::new(&target)
+            .args(["1", "long"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id().to_string();
+    let json = scratch("cpu-time-detach").join("metrics.json");
+    let out = run(
+        weft()
+            .args([
+                "attach",
+                "-p",
+                &pid,
+                "--metric",
+                "cpu_time:fn=spin",
+                "--duration",
+                "1.5s",
+            ])
+            .args(["--format", "json", "--output"])
+            .arg(&json),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let rows = read_metrics(&json);
+    let value = metric_value(&rows, "cpu_time", "fn=spin");
+    assert!(value > 0.5, "cpu_time of 1 s calls over 1.5 s: {value} s");
+    // The call running at detach is not taken back: no bucket below 0,
+    // and the buckets add up to the value.
+    let buckets = histogram(&rows[0]);
+    assert!(buckets.iter().all(|&b| b >= -1e-9), "{buckets:?}");
+    let sum: f64 = buckets.iter().sum();
+    assert!((sum - value).abs() < 1e-6, "{buckets:?} against {value}");
+    // A weft killed while measuring.
+    let mut attached = attach(&pid, |c| c.args(["--metric", "cpu_time:fn=spin"]));
+    let maps = || std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    assert!(
+        maps().contains("bpf-map"),
+        "the clock is mapped while measuring"
+    );
+    let _ = attached.weft.0.kill();
+    let _ = attached.weft.0.wait();
+    let out = run(
+        weft().args([
+            "attach",
+            "-p",
+            &pid,
+            "--count",
+            "spin",
+            "--duration",
+            "0.2s",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(!maps().contains("bpf-map"), "{}", maps());
+    assert!(!maps().contains("weft"), "{}", maps());
+    let _ = child.0.kill();
+}
