@@ -44,6 +44,10 @@ pub fn attach(
         bail!("-p names a process twice: give each process once");
     }
     let report_out = output::open_report(args)?;
+    // Ctrl-C or SIGTERM from here on detaches (once every process is
+    // attached): a request that comes while weft attaches must not kill
+    // weft with its code in the processes.
+    signals::catch_stop_requests();
     let mut members: Vec<Member> = Vec::new();
     for &pid in pids {
         match attach_one(pid, max_overhead, args) {
@@ -63,7 +67,6 @@ pub fn attach(
             }
         }
     }
-    signals::catch_stop_requests();
     let deadline = duration.map(|d| Instant::now() + d);
     // Commands on standard input and the live view address one process.
     let single = members.len() == 1;
