@@ -34,6 +34,7 @@ struct entry {
  * running kernel's BTF. */
 struct sched_entity {
 	__u64 sum_exec_runtime;
+	__u64 prev_sum_exec_runtime;
 } __attribute__((preserve_access_index));
 
 struct task_struct {
@@ -92,16 +93,23 @@ int on_switch(__u64 *ctx)
 	WRITE_ONCE(c->seq, c->seq + 1);
 	if (p) {
 		/* The time it ran, as the kernel accounts it (steal and the
-		 * switch itself left out) when its switch-in was seen; else
-		 * (claimed while running) by the clock since the CPU's last
-		 * switch. */
+		 * switch itself left out), from its runtime at the switch-in:
+		 * noted here, or by the scheduler. */
 		__u64 sum = prev->se.sum_exec_runtime;
 		__u64 base = p->base;
-		__u64 ran = 0;
-		if (base != 0 && sum >= base)
+		__u64 wall = (in != 0 && now > in) ? now - in : 0;
+		__u64 ran = wall;
+		if (base != 0 && sum >= base) {
 			ran = sum - base;
-		else if (in != 0 && now > in)
-			ran = now - in;
+		} else {
+			/* Claimed while running: the fair class notes the
+			 * runtime at the task's switch-in in
+			 * prev_sum_exec_runtime (other classes leave it older:
+			 * more than the stretch, so the clock is used). */
+			__u64 since = prev->se.prev_sum_exec_runtime;
+			if (sum >= since && sum - since <= wall)
+				ran = sum - since;
+		}
 		WRITE_ONCE(p->ns, p->ns + ran);
 		WRITE_ONCE(p->base, 0);
 		WRITE_ONCE(p->cpu, 0);
