@@ -284,6 +284,19 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The calling thread's CPU time as the kernel accounts it
+/// (`CLOCK_THREAD_CPUTIME_ID`, a system call): what the clock agrees with,
+/// for checks.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 fn tsc() -> u64 {
     // SAFETY: rdtsc has no memory effects.
     unsafe { std::arch::x86_64::_rdtsc() }

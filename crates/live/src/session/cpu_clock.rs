@@ -142,34 +142,11 @@ impl Session {
             .as_ref()
             .and_then(|c| c.last_mapped)
             .map_or(0, |at| at + v::FIRST_THREAD * v::ENTRY_SIZE);
-        let mut out = Vec::new();
-        for slot in self.claimed_slots() {
-            let block = self.layout.thread_block(slot);
-            let at = block + threads::timer(timer);
+        self.readings_of(timer, |block| {
             let entry = self.shm.load_u64(block + threads::VCLOCK);
-            let now = (entry >= base && base != 0)
+            (entry >= base && base != 0)
                 .then(|| cpu_now((entry - base) / v::ENTRY_SIZE))
-                .flatten();
-            let reading = loop {
-                let seq = self.shm.load_u64(at + threads::TIMER_SEQ);
-                let count = self.shm.load_u64(at + threads::TIMER_COUNT);
-                let start = self.shm.load_u64(at + threads::TIMER_START);
-                let total = self.shm.load_u64(at + threads::TIMER_TOTAL);
-                if seq.is_multiple_of(2) && seq == self.shm.load_u64(at + threads::TIMER_SEQ) {
-                    let running = match now {
-                        Some(now) if count > 0 && now > start => now - start,
-                        _ => 0,
-                    };
-                    break (total + running, count > 0);
-                }
-                std::hint::spin_loop();
-            };
-            out.push(ThreadReading {
-                tid: self.shm.load_u64(block + threads::TID) as i32,
-                value: reading.0,
-                inside: reading.1,
-            });
-        }
-        out
+                .flatten()
+        })
     }
 }

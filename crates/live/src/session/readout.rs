@@ -127,18 +127,33 @@ impl Session {
     /// Every thread's reading of a wall timer, in TSC ticks, taken
     /// consistently (under each timer's sequence number) at `now` ticks.
     pub fn timer_readings(&self, timer: u64, now: u64) -> Vec<ThreadReading> {
+        self.readings_of(timer, |_| Some(now))
+    }
+
+    /// Every thread's reading of timer `timer`, a running one adding the
+    /// time since its start by its clock's reading now (`now_of`, given
+    /// the thread's block; `None`: the running part is unknown).
+    pub(super) fn readings_of(
+        &self,
+        timer: u64,
+        now_of: impl Fn(u64) -> Option<u64>,
+    ) -> Vec<ThreadReading> {
         let mut out = Vec::new();
         for slot in self.claimed_slots() {
             let block = self.layout.thread_block(slot);
             let at = block + threads::timer(timer);
+            let now = now_of(block);
             let reading = loop {
                 let seq = self.shm.load_u64(at + threads::TIMER_SEQ);
                 let count = self.shm.load_u64(at + threads::TIMER_COUNT);
                 let start = self.shm.load_u64(at + threads::TIMER_START);
                 let total = self.shm.load_u64(at + threads::TIMER_TOTAL);
                 if seq.is_multiple_of(2) && seq == self.shm.load_u64(at + threads::TIMER_SEQ) {
-                    let running = count > 0 && now > start;
-                    break (total + if running { now - start } else { 0 }, count > 0);
+                    let running = match now {
+                        Some(now) if count > 0 && now > start => now - start,
+                        _ => 0,
+                    };
+                    break (total + running, count > 0);
                 }
                 std::hint::spin_loop();
             };

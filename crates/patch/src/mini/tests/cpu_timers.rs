@@ -5,7 +5,7 @@
 
 use super::*;
 use std::time::{Duration, Instant};
-use weft_vclock::VirtualClock;
+use weft_vclock::{thread_cpu_ns, VirtualClock};
 
 fn loaded() -> Option<VirtualClock> {
     match VirtualClock::load() {
@@ -18,16 +18,6 @@ fn loaded() -> Option<VirtualClock> {
             None
         }
     }
-}
-
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn spin(d: Duration) {
