@@ -3,10 +3,13 @@
  *   go N T   start T new threads that call work() N times each; print "done TOTAL"
  *   spin T   start T background threads calling work() and leaf() until "stop"
  *   stop     stop the spinners, check every result, print "stopped OK|BAD ..."
+ *   fork N   fork a child that calls work() N times, prints "child done N" and
+ *            exits; print "forked PID" once it has
  *   quit     exit */
 #include "tally.h"
 #include <pthread.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 TALLY(work);
@@ -64,6 +67,17 @@ int main(void)
             nspin = 0;
             printf("stopped %s calls>0:%d bad=%lu\n", atomic_load(&spin_bad) ? "BAD" : "OK",
                    atomic_load(&spin_calls) > 0, (unsigned long)atomic_load(&spin_bad));
+        } else if (sscanf(line, "fork %d", &n) == 1) {
+            pid_t child = fork();
+            if (child == 0) {
+                unsigned long before = atomic_load(&tally_work);
+                long s = 0;
+                for (int i = 0; i < n; i++) s += work(i);
+                printf("child done %lu\n", atomic_load(&tally_work) - before + (s == 42));
+                _exit(0);
+            }
+            waitpid(child, 0, 0);
+            printf("forked %d\n", (int)child);
         } else if (strncmp(line, "quit", 4) == 0) {
             break;
         }

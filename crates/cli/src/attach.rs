@@ -2,24 +2,13 @@
 //! byte back and leave it running.
 
 use crate::requests::{Perturbation, Requests};
-use crate::run::{is_gone, report_load, report_pending, report_skipped};
+use crate::run::{is_gone, report_skipped};
+use crate::workload::{Member, Workload};
 use crate::{output, signals, ProbeArgs};
 use anyhow::{bail, Context, Result};
 use std::time::{Duration, Instant};
 use weft_live::Session;
 use weft_process::{ExitWatch, Tracee};
-
-/// One process weft is attached to.
-struct Member {
-    pid: i32,
-    command: String,
-    session: Session,
-    req: Requests,
-    perturbation: Perturbation,
-    watch: ExitWatch,
-    exec: crate::run::ExecNotice,
-    exited: bool,
-}
 
 /// Attaches to every process of `pids`, measures until `duration`,
 /// Ctrl-C or their exit, detaches. With several processes, each gets its
@@ -29,12 +18,19 @@ pub fn attach(
     pids: &[i32],
     duration: Option<Duration>,
     max_overhead: Option<f64>,
+    follow: bool,
     args: &ProbeArgs,
 ) -> Result<i32> {
     if pids.len() > 1 && !args.trace.is_empty() {
         bail!(
             "--trace records one process's events into one directory: attach to one process \
              at a time to trace it (counts and metrics take several)"
+        );
+    }
+    if follow && !args.trace.is_empty() {
+        bail!(
+            "--trace records one process's events: --follow works with counts and metrics \
+             (trace the process without --follow)"
         );
     }
     let mut unique = pids.to_vec();
@@ -48,13 +44,17 @@ pub fn attach(
     // attached): a request that comes while weft attaches must not kill
     // weft with its code in the processes.
     signals::catch_stop_requests();
-    let mut members: Vec<Member> = Vec::new();
+    let definitions = crate::requests::definitions(args)?;
+    let mut workload = Workload::new(follow, definitions);
+    if follow && !workload.following() {
+        bail!("--follow cannot follow new processes on this machine (see above)");
+    }
     for &pid in pids {
-        match attach_one(pid, max_overhead, args) {
-            Ok(m) => members.push(m),
+        match attach_one(&mut workload, pid, max_overhead, args) {
+            Ok(m) => workload.add(m)?,
             Err(e) => {
                 // Those already attached get their code back first.
-                for m in &mut members {
+                for m in &mut workload.members {
                     if let Err(r) = restore_target(m.pid, &mut m.session, args.verbose) {
                         say!("weft: {r:#}");
                     }
@@ -69,11 +69,12 @@ pub fn attach(
     }
     let deadline = duration.map(|d| Instant::now() + d);
     // Commands on standard input and the live view address one process.
-    let single = members.len() == 1;
+    let single = pids.len() == 1 && !follow;
     let control = single.then(crate::control::Control::start);
-    let mut view = single.then(|| crate::live_view::LiveView::new(pids[0], &members[0].req));
+    let mut view =
+        single.then(|| crate::live_view::LiveView::new(pids[0], &workload.members[0].req));
     loop {
-        if let (Some(view), [m]) = (&mut view, members.as_mut_slice()) {
+        if let (Some(view), [m]) = (&mut view, workload.members.as_mut_slice()) {
             view.tick(&m.req);
             while let Some(line) = control.as_ref().and_then(|c| c.next()) {
                 if let Err(e) = crate::control::handle(&line, m.pid, &mut m.session, &mut m.req) {
@@ -82,99 +83,67 @@ pub fn attach(
                 view.interrupted();
             }
         }
-        for m in members.iter_mut().filter(|m| !m.exited) {
-            m.exec.check();
-            if m.watch.wait(Duration::ZERO) {
-                m.exited = true;
-                if args.verbose {
-                    say!("weft: process {} ended (weft is not its parent, so cannot tell whether it exited or was killed)", m.pid);
-                }
+        for m in workload.live() {
+            if let Some(exec) = &mut m.exec {
+                exec.check();
             }
         }
-        let alive = members.iter().filter(|m| !m.exited).count();
+        let alive = workload.live().count();
         if alive == 0 || signals::stop_requested() || deadline.is_some_and(|d| Instant::now() >= d)
         {
             break;
         }
-        let mut step = Duration::MAX;
-        for m in members.iter_mut().filter(|m| !m.exited) {
-            step = step.min(m.req.tick(&m.session));
-        }
+        let mut step = workload
+            .live()
+            .map(|m| m.req.tick(&m.session))
+            .min()
+            .unwrap_or(Duration::from_millis(50));
         if let Some(d) = deadline {
             step = step.min(d.saturating_duration_since(Instant::now()));
         }
-        // Each live process waits for its library loads a share of the step.
-        let share = step / alive as u32;
-        for m in members.iter_mut().filter(|m| !m.exited) {
-            if m.session.load_pending(share) {
-                match m.session.handle_loads(&m.req.specs) {
-                    Ok(Some(report)) => {
-                        report_load(&report, args.verbose);
-                        m.req.describe_trace(&m.session)?;
-                    }
-                    Ok(None) => {}
-                    Err(e) if is_gone(&e) => m.exited = true,
-                    Err(e) => return Err(e.into()),
-                }
+        workload.serve(args, step)?;
+    }
+    // New processes are no longer followed; those stopped for weft were
+    // let go as they came.
+    workload.stop_following(args)?;
+    for m in workload.live() {
+        restore_target(m.pid, &mut m.session, args.verbose)?;
+    }
+    if args.verbose {
+        for m in &workload.members {
+            if m.done {
+                say!("weft: process {} ({}) ended (weft is not its parent, so cannot tell whether it exited or was killed)", m.pid, m.command);
             }
         }
     }
-    let mut parts = Vec::new();
-    let several = members.len() > 1;
-    for m in &mut members {
-        if !m.exited {
-            restore_target(m.pid, &mut m.session, args.verbose)?;
-        }
-        crate::run::report_never_loaded(&m.session, &m.req);
-        m.req.sampler.sample(&m.session);
+    for m in &mut workload.members {
         m.req.finish_tracing(&m.session)?;
-        m.perturbation
-            .report(&m.req, &m.session, several.then_some(m.pid));
-        parts.push(output::ProcessReport {
-            pid: m.pid,
-            command: m.command.clone(),
-            counts: m.session.counts(),
-            metrics: m.req.sampler.results(&m.session),
-            without_thread_slot: m.session.threads_without_slot(),
-        });
     }
-    let (counts, metrics, without_thread_slot) = if let [only] = parts.as_mut_slice() {
-        (
-            std::mem::take(&mut only.counts),
-            std::mem::take(&mut only.metrics),
-            only.without_thread_slot,
-        )
-    } else {
-        output::total(&parts)
-    };
-    output::write_report(
-        args,
-        report_out,
-        &output::Report {
-            counts: &counts,
-            metrics: &metrics,
-            without_thread_slot,
-            processes: if parts.len() > 1 { &parts } else { &[] },
-        },
-    )?;
+    let parts = workload.parts();
+    crate::workload::write_parts(args, report_out, parts)?;
     Ok(0)
 }
 
 /// Attaches to `pid` and puts the probes of `args` in place.
-fn attach_one(pid: i32, max_overhead: Option<f64>, args: &ProbeArgs) -> Result<Member> {
+fn attach_one(
+    workload: &mut Workload,
+    pid: i32,
+    max_overhead: Option<f64>,
+    args: &ProbeArgs,
+) -> Result<Member> {
     let definitions = crate::requests::definitions(args)?;
     let exe = weft_process::exe_path(pid)?;
     weft_image::Image::open(&weft_process::path_in_root(pid, &exe))
         .with_context(|| format!("process {pid} runs {}", exe.display()))?;
     let watch = ExitWatch::new(pid)?;
     let command = weft_process::command_name(pid).unwrap_or_default();
-    let mut session = crate::requests::session_for(pid, args)?;
+    let mut session = workload.session_for(pid, args)?;
     let events = crate::requests::events_dir(args)?;
     let mut req = Requests::build(args, &mut session, events, definitions)?;
     let mut perturbation = Perturbation::new(&req)?;
     perturbation.predict(&req, pid, max_overhead, args.verbose)?;
     let prepared = session.prepare(&req.specs)?;
-    report_pending(&prepared);
+    workload.note_prepared(&prepared, &req.specs);
     let started = Instant::now();
     let mut tracee = Tracee::attach(pid)?;
     let applied = session
@@ -218,9 +187,9 @@ fn attach_one(pid: i32, max_overhead: Option<f64>, args: &ProbeArgs) -> Result<M
         session,
         req,
         perturbation,
-        watch,
-        exec: crate::run::ExecNotice::new(pid),
-        exited: false,
+        watch: Some(watch),
+        done: false,
+        exec: (!workload.following()).then(|| crate::run::ExecNotice::new(pid)),
     })
 }
 

@@ -21,6 +21,7 @@ mod output;
 mod requests;
 mod run;
 mod signals;
+mod workload;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -205,6 +206,14 @@ pub struct ProbeArgs {
 struct RunArgs {
     #[command(flatten)]
     probes: ProbeArgs,
+    /// Measure the program weft starts only. By default weft follows the
+    /// whole workload: every process the program creates (fork, vfork,
+    /// clone) and every program they exec gets the same requests, and the
+    /// report has a part per process and image (pid and command) and their
+    /// total. Following needs BPF (root); without it weft says so and
+    /// measures the first process only.
+    #[arg(long)]
+    no_follow: bool,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -242,6 +251,12 @@ struct AttachArgs {
     /// program runs; it reports the observed perturbation at the end.)
     #[arg(long, value_name = "PCT", value_parser = parse_percent)]
     max_overhead: Option<f64>,
+    /// Also measure every process the attached ones create while weft is
+    /// attached (fork, vfork, clone) and every program they exec, each in
+    /// its own part of the report; detaching takes the probes out of all
+    /// of them. Needs BPF (root). Not with --trace.
+    #[arg(long)]
+    follow: bool,
     #[command(flatten)]
     probes: ProbeArgs,
 }
@@ -283,8 +298,10 @@ fn parse_percent(text: &str) -> std::result::Result<f64, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(a) => run::run(&a.probes, &a.command),
-        Command::Attach(a) => attach::attach(&a.pid, a.duration, a.max_overhead, &a.probes),
+        Command::Run(a) => run::run(&a.probes, !a.no_follow, &a.command),
+        Command::Attach(a) => {
+            attach::attach(&a.pid, a.duration, a.max_overhead, a.follow, &a.probes)
+        }
         Command::Inspect(a) => {
             signals::die_on_closed_output();
             inspect::inspect(&a).map(|_| 0)

@@ -164,6 +164,34 @@ impl Requests {
         Ok(req)
     }
 
+    /// The same requests for `pid`, a child the measured process forked,
+    /// whose session is a copy of this one's (same counters and timers),
+    /// with nothing sampled yet. Not while tracing: a traced workload is
+    /// not followed (see `crate::workload`).
+    pub fn for_child(&self, pid: i32) -> Requests {
+        Requests {
+            specs: self.specs.clone(),
+            sampler: self.sampler.for_child(pid),
+            costs: self.costs.clone(),
+            definitions: self.definitions.clone(),
+            next_tag: self.next_tag,
+            recorder: None,
+            semaphores: self.semaphores.clone(),
+            event_sites: self.event_sites.clone(),
+            tracing: false,
+            ticks_per_ns: self.ticks_per_ns,
+            ring_wait: None,
+            events_out: None,
+            flight: None,
+            start_tsc: self.start_tsc,
+            start_realtime_ns: self.start_realtime_ns,
+            monotonic: self.monotonic,
+            started: Instant::now(),
+            next_sample: Instant::now(),
+            cpu_clock_tried: self.cpu_clock_tried,
+        }
+    }
+
     /// Plans one more metric request (its probes tagged with a new id);
     /// returns the id and the probes to insert.
     pub fn add_metric(

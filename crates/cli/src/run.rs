@@ -2,6 +2,7 @@
 //! instruction, let it run untraced, report when it exits.
 
 use crate::requests::{Perturbation, Requests};
+use crate::workload::{Member, Workload};
 use crate::{output, signals, ProbeArgs};
 use anyhow::Result;
 use weft_live::{AddReport, Session};
@@ -60,35 +61,41 @@ pub fn report_load(report: &AddReport, verbose: bool) {
     report_skipped(report, verbose);
 }
 
-/// Runs `command` with the probes of `args`; returns the program's exit code.
-pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
-    let mut definitions = Some(crate::requests::definitions(args)?);
+/// Runs `command` with the probes of `args`; returns the program's exit
+/// code. With `follow`, every process the program starts and every
+/// program they exec is measured too, each in its own part of the report.
+pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
+    let definitions = crate::requests::definitions(args)?;
     let mut events = crate::requests::events_dir(args)?;
     let report_out = output::open_report(args)?;
+    let follow = follow && {
+        if !args.trace.is_empty() {
+            say!(
+                "weft: --trace records the process weft starts only: its children and the \
+                 programs it execs are not traced (give --no-follow to silence this)"
+            );
+        }
+        args.trace.is_empty()
+    };
+    let mut workload = Workload::new(follow, definitions.clone());
     let spec = LaunchSpec {
         program: command[0].clone(),
         args: command[1..].to_vec(),
     };
     let mut tracee = Tracee::launch(&spec)?;
     let pid = tracee.pid();
-    let mut session = crate::requests::session_for(pid, args)?;
-    let mut requests = None;
-    let setup = (|| -> Result<Option<i32>> {
+    let mut session = workload.session_for(pid, args)?;
+    let setup = (|| -> Result<Result<Requests, i32>> {
         let auxv = Auxv::read(pid)?;
         match tracee.run_to(RemoteAddr(auxv.entry))? {
             StopReason::Reached => {}
-            StopReason::Exited(code) => return Ok(Some(code)),
-            StopReason::Killed(sig) => return Ok(Some(128 + sig)),
+            StopReason::Exited(code) => return Ok(Err(code)),
+            StopReason::Killed(sig) => return Ok(Err(128 + sig)),
         }
         // After the loader: the libraries (and their USDT probes) are there.
-        let req = requests.insert(Requests::build(
-            args,
-            &mut session,
-            events.take(),
-            definitions.take().unwrap_or_default(),
-        )?);
+        let mut req = Requests::build(args, &mut session, events.take(), definitions)?;
         let prepared = session.prepare(&req.specs)?;
-        report_pending(&prepared);
+        workload.note_prepared(&prepared, &req.specs);
         let started = std::time::Instant::now();
         let report = session.apply(&mut tracee, prepared)?;
         req.sampler.live_from_now();
@@ -109,17 +116,22 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
             );
         }
         report_skipped(&report, args.verbose);
-        Ok(None)
+        Ok(Ok(req))
     })();
-    let code = match setup {
-        Ok(Some(code)) => code,
-        Ok(None) => {
-            // The program weft instrumented, read while it is still stopped.
-            let exec = ExecNotice::new(pid);
-            tracee.detach()?;
-            signals::forward_to_child(pid);
-            let req = requests.as_mut().expect("built before the program ran");
-            wait_serving_loads(pid, &mut session, req, args.verbose, exec)?
+    let req = match setup {
+        Ok(Ok(req)) => req,
+        Ok(Err(code)) => {
+            output::write_report(
+                args,
+                report_out,
+                &output::Report {
+                    counts: &session.counts(),
+                    metrics: &[],
+                    without_thread_slot: 0,
+                    processes: &[],
+                },
+            )?;
+            return Ok(code);
         }
         Err(e) => {
             // The program never ran its own code: do not leave it behind.
@@ -133,56 +145,81 @@ pub fn run(args: &ProbeArgs, command: &[String]) -> Result<i32> {
             return Err(e);
         }
     };
-    let metrics = match requests.as_mut() {
-        Some(req) => {
-            report_never_loaded(&session, req);
-            req.sampler.sample(&session);
-            req.finish_tracing(&session)?;
-            Perturbation::new(req)?.report(req, &session, None);
-            req.sampler.results(&session)
-        }
-        None => vec![],
-    };
-    output::write_report(
-        args,
-        report_out,
-        &output::Report {
-            counts: &session.counts(),
-            metrics: &metrics,
-            without_thread_slot: session.threads_without_slot(),
-            processes: &[],
-        },
-    )?;
+    let perturbation = Perturbation::new(&req)?;
+    workload.add(Member {
+        pid,
+        command: weft_process::command_name(pid).unwrap_or_default(),
+        session,
+        req,
+        perturbation,
+        watch: None,
+        done: false,
+        // The program weft instrumented, read while it is still stopped.
+        exec: (!workload.following()).then(|| ExecNotice::new(pid)),
+    })?;
+    tracee.detach()?;
+    signals::forward_to_child(pid);
+    let code = wait_for_workload(pid, &mut workload, args)?;
+    workload.stop_following(args)?;
+    for m in &mut workload.members {
+        m.req.finish_tracing(&m.session)?;
+    }
+    let parts = workload.parts();
+    let never_matched = workload.never_matched();
+    // A report of nothing at all is left out: the error says why.
+    if never_matched.is_none() || workload.matched_any() {
+        crate::workload::write_parts(args, report_out, parts)?;
+    }
+    if let Some(why) = never_matched {
+        anyhow::bail!(why);
+    }
     Ok(code)
 }
 
-/// Waits for the child to exit, instrumenting libraries it loads meanwhile.
-fn wait_serving_loads(
-    pid: i32,
-    session: &mut Session,
-    req: &mut Requests,
-    verbose: bool,
-    mut exec: ExecNotice,
-) -> Result<i32> {
+/// Serves the workload (library loads, new processes and images) until
+/// weft's child `pid` has exited and every other process of the workload
+/// has too; returns the child's exit code.
+fn wait_for_workload(pid: i32, workload: &mut Workload, args: &ProbeArgs) -> Result<i32> {
+    let mut code = None;
+    let mut exited_at = None;
+    let mut said_waiting = false;
     loop {
-        exec.check();
-        if child_has_exited(pid)? {
-            // Sample once more while the zombie's /proc entries (CPU times) remain.
-            req.sampler.sample(session);
-            return Ok(wait_child_exit(pid)?);
-        }
-        let step = req.tick(session);
-        if session.load_pending(step) {
-            match session.handle_loads(&req.specs) {
-                Ok(Some(report)) => {
-                    report_load(&report, verbose);
-                    req.describe_trace(session)?;
-                }
-                Ok(None) => {}
-                Err(e) if is_gone(&e) => return Ok(wait_child_exit(pid)?),
-                Err(e) => return Err(e.into()),
+        for m in workload.live() {
+            if let Some(exec) = &mut m.exec {
+                exec.check();
             }
         }
+        if code.is_none() && child_has_exited(pid)? {
+            // Sampled once more while the zombie's /proc entries (CPU times) remain.
+            for m in workload.live().filter(|m| m.pid == pid) {
+                m.finish();
+            }
+            code = Some(wait_child_exit(pid)?);
+            exited_at = Some(std::time::Instant::now());
+        }
+        let running = workload.live().count();
+        if let Some(code) = code {
+            if running == 0 || signals::stop_requested() {
+                return Ok(code);
+            }
+            // Said when they outlive it by a second (not for the last
+            // moments of processes ending with it).
+            let outlived = exited_at.is_some_and(|t| t.elapsed().as_secs() >= 1);
+            if outlived && !said_waiting {
+                said_waiting = true;
+                say!(
+                    "weft: process {pid} exited; waiting for the {running} other process(es) of \
+                     the workload (Ctrl-C stops waiting)"
+                );
+                signals::catch_stop_requests();
+            }
+        }
+        let step = workload
+            .live()
+            .map(|m| m.req.tick(&m.session))
+            .min()
+            .unwrap_or(std::time::Duration::from_millis(50));
+        workload.serve(args, step)?;
     }
 }
 

@@ -230,9 +230,10 @@ fn each_shape_reports_its_splice_method() {
     }
 }
 
-variant_test!(fork_child_shares_counters_and_exec_survives, |v| {
-    // The child of fork keeps the instrumentation: its calls add to the same
-    // counters (docs/splicing.md). After exec the new image runs untouched.
+variant_test!(without_following_a_fork_child_shares_counters, |v| {
+    // Not following (--no-follow), the child of fork keeps the
+    // instrumentation: its calls add to the same counters
+    // (docs/workloads.md). After exec the new image runs untouched.
     let bin = build("forkexec", v);
     let plain = run(
         std::process::Command::new(&bin).args(["500", "300"]),
@@ -240,7 +241,7 @@ variant_test!(fork_child_shares_counters_and_exec_survives, |v| {
     );
     let counted = count_run(
         &format!("forkexec-{}", v.name),
-        &["--count", "work"],
+        &["--no-follow", "--count", "work"],
         &bin,
         &["500", "300"],
         Duration::from_secs(30),
@@ -260,10 +261,11 @@ variant_test!(fork_child_shares_counters_and_exec_survives, |v| {
     assert_eq!(counted.count("work", "entry"), child_total, "{}", v.name);
 });
 
-/// A wrapper that execs the real program (as pyenv's shims do): weft says
-/// that it does not follow, and the program's exit code still comes back.
+/// A wrapper that execs the real program (as pyenv's shims do): followed,
+/// the program is measured after the exec; with --no-follow weft says
+/// that it does not follow. The program's exit code comes back either way.
 #[test]
-fn exec_of_the_program_itself_is_reported() {
+fn exec_of_the_program_itself_is_followed_or_reported() {
     let bin = build("basic", &O2);
     let dir = scratch("exec-notice");
     let shim = dir.join("shim");
@@ -271,7 +273,7 @@ fn exec_of_the_program_itself_is_reported() {
     std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let out = run(
         weft()
-            .args(["run", "--count", "libc.so.6:*"])
+            .args(["run", "--no-follow", "--count", "libc.so.6:*"])
             .arg("--")
             .arg(&shim),
         Duration::from_secs(30),
@@ -282,6 +284,19 @@ fn exec_of_the_program_itself_is_reported() {
         "{}",
         out.stderr
     );
+    let followed = count_run(
+        "exec-followed",
+        &["--count", "work"],
+        &shim,
+        &[],
+        Duration::from_secs(30),
+    );
+    assert_eq!(followed.out.status, 7, "{}", followed.out.stderr);
+    assert_eq!(
+        followed.count("work", "entry"),
+        tallies(&followed.out.stdout)["work"]
+    );
+    assert_eq!(followed.count("work", "entry"), 100);
 }
 
 #[test]

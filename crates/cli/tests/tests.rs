@@ -17,3 +17,4 @@ mod support;
 mod symlink_race;
 mod tail_calls;
 mod tracing;
+mod workloads;

@@ -165,7 +165,7 @@ fn symbol_sum(text: &str, symbol: &dyn Fn(&str) -> Option<u64>) -> Option<u64> {
 /// `PROVIDER:NAME@arg1/s,...` records those arguments as strings, at most
 /// `string_max` bytes of each.
 pub fn usdt_specs(
-    modules: &[Module],
+    modules: &[std::sync::Arc<Module>],
     request: &str,
     string_max: u16,
 ) -> Result<(Vec<PointSpec>, Vec<RemoteAddr>)> {

@@ -191,6 +191,58 @@ impl SharedMemory {
 }
 
 impl SharedMemory {
+    /// A new, empty file of the same size and kind (a memfd, or a /dev/shm
+    /// file owned by `uid:gid` when this one is such a file), mapped.
+    pub fn create_like(&self, uid: u32, gid: u32) -> Result<SharedMemory> {
+        if self.target_path.starts_with("/dev/shm/") {
+            SharedMemory::create_in_dev_shm(self.size(), uid, gid)
+        } else {
+            SharedMemory::create(self.size())
+        }
+    }
+
+    /// Copies the bytes `range` of `from` to the same offsets here, only
+    /// where `from` holds data: its holes (never written) are neither
+    /// read nor written, so the copy takes no memory for them.
+    pub fn copy_data_from(&self, from: &SharedMemory, range: std::ops::Range<u64>) -> Result<()> {
+        use rustix::fs::{seek, SeekFrom};
+        let end = range.end.min(from.size() as u64).min(self.size() as u64);
+        let mut at = range.start;
+        while at < end {
+            // The next data at or after `at`, and the hole that ends it.
+            let data = match seek(&from.file, SeekFrom::Data(at)) {
+                Ok(d) => d,
+                Err(rustix::io::Errno::NXIO) => return Ok(()),
+                Err(e) => {
+                    return Err(Error::Io {
+                        what: "finding the shared region's data (SEEK_DATA)".into(),
+                        source: e.into(),
+                    })
+                }
+            };
+            if data >= end {
+                return Ok(());
+            }
+            let hole = seek(&from.file, SeekFrom::Hole(data)).map_err(|e| Error::Io {
+                what: "finding the shared region's data (SEEK_HOLE)".into(),
+                source: e.into(),
+            })?;
+            let stop = hole.min(end);
+            // SAFETY: both ranges lie in their mappings (`end` is clamped
+            // to both sizes), which live as long as `self` and `from`; the
+            // two mappings are different files, so they do not overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    from.map.as_ptr().add(data as usize),
+                    self.map.as_mut_ptr().add(data as usize),
+                    (stop - data) as usize,
+                );
+            }
+            at = stop;
+        }
+        Ok(())
+    }
+
     /// Waits until the u32 at `offset` differs from `expected` or `timeout`
     /// passes (a shared futex: the target's threads wake it through their
     /// own mapping of the same file).
@@ -256,6 +308,25 @@ mod tests {
         // The path given to targets opens the same memory.
         let other = std::fs::read(shm.target_path()).unwrap();
         assert_eq!(&other[4096..4101], b"hello");
+    }
+
+    #[test]
+    fn a_copy_takes_the_data_and_leaves_the_holes() {
+        use std::os::unix::fs::MetadataExt;
+        let size = 64 << 20;
+        let from = SharedMemory::create(size).unwrap();
+        from.write(100, b"head");
+        from.write(40 << 20, b"far");
+        from.write((size - 3) as u64, b"end");
+        let to = from.create_like(0, 0).unwrap();
+        to.copy_data_from(&from, 0..(40 << 20) + 2).unwrap();
+        // Two pages' worth of memory, not 40 MiB of zeros.
+        let blocks = std::fs::metadata(to.target_path()).unwrap().blocks();
+        assert!(blocks * 512 <= 64 << 10, "{blocks} blocks");
+        assert_eq!(to.read(100, 4), b"head");
+        // Cut at the range's end.
+        assert_eq!(to.read(40 << 20, 3), b"fa\0");
+        assert_eq!(to.read((size - 3) as u64, 3), b"\0\0\0");
     }
 
     #[test]

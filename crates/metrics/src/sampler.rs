@@ -105,6 +105,27 @@ impl Sampler {
         }
     }
 
+    /// A sampler of the same metrics for `pid`, a child the sampled
+    /// process forked (whose session has the same counters and timers),
+    /// with nothing sampled yet: its time starts now.
+    pub fn for_child(&self, pid: i32) -> Sampler {
+        let mut child = Sampler::new(pid, self.ticks_per_ns, self.bucket_ns, self.buckets);
+        child.cpu_clock = self.cpu_clock.clone();
+        child.cpu_sampled_because = self.cpu_sampled_because.clone();
+        for e in &self.entries {
+            child.add(e.tag, e.request.clone(), e.plan.clone());
+            if let Some(c) = child.entries.last_mut() {
+                c.active = e.active;
+            }
+        }
+        child
+    }
+
+    /// The per-thread CPU clock CPU timers run on, if they do.
+    pub fn cpu_clock(&self) -> Option<&Arc<VirtualClock>> {
+        self.cpu_clock.as_ref()
+    }
+
     /// CPU timers read running ones on `clock`.
     pub fn use_cpu_clock(&mut self, clock: Arc<VirtualClock>) {
         self.cpu_clock = Some(clock);

@@ -12,7 +12,8 @@
 //! * Remote system calls ([`Tracee::remote_syscall`]) used to map patch
 //!   memory next to a module and to install signal handlers.
 //! * [`maps`]: `/proc/PID/maps` parsing, [`ExitWatch`]: a pidfd that tells
-//!   when a process has gone.
+//!   when a process has gone; [`wait_stopped`] and [`resume_stopped`] for a
+//!   process stopped by a signal (a new process of a followed workload).
 //!
 //! Design constraint: weft holds ptrace only while it changes the target
 //! ("patching episodes"). Between episodes the target runs untraced, so
@@ -98,15 +99,47 @@ pub fn thread_ids(pid: i32) -> Result<Vec<i32>> {
 
 /// Whether a process with this pid currently exists (and is not a zombie).
 pub fn is_alive(pid: i32) -> bool {
-    match std::fs::read_to_string(proc_path(pid, "stat")) {
-        Ok(stat) => {
-            // The state follows the parenthesised command name, which may itself contain ')'.
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.trim_start().chars().next());
-            !matches!(state, Some('Z') | Some('X') | None)
+    !matches!(state(pid), Some('Z') | Some('X') | None)
+}
+
+/// The state letter of `/proc/PID/stat` (`R`, `S`, `T` when stopped by a
+/// signal, `t` in a ptrace stop, `Z`...), `None` once it is gone.
+fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(proc_path(pid, "stat")).ok()?;
+    // The state follows the parenthesised command name, which may itself contain ')'.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Waits up to `limit` for process `pid` to be stopped by a signal (group
+/// stop). `Ok(false)` when it did not stop in time;
+/// [`Error::ProcessGone`] when it went away (or became a zombie).
+pub fn wait_stopped(pid: i32, limit: std::time::Duration) -> Result<bool> {
+    let deadline = std::time::Instant::now() + limit;
+    let mut nap = std::time::Duration::from_micros(20);
+    loop {
+        match state(pid) {
+            Some('T') => return Ok(true),
+            None | Some('Z') | Some('X') => return Err(Error::ProcessGone(pid)),
+            _ if std::time::Instant::now() >= deadline => return Ok(false),
+            _ => {}
         }
-        Err(_) => false,
+        std::thread::sleep(nap);
+        nap = (nap * 2).min(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Lets a process stopped by a signal run on (`SIGCONT`). It must have
+/// taken its stop already ([`wait_stopped`]): a `SIGCONT` cancels a
+/// `SIGSTOP` still pending, not one being delivered. A process that went
+/// away meanwhile is not an error.
+pub fn resume_stopped(pid: i32) -> Result<()> {
+    use nix::sys::signal::{kill, Signal};
+    match kill(nix::unistd::Pid::from_raw(pid), Signal::SIGCONT) {
+        Ok(()) | Err(nix::errno::Errno::ESRCH) => Ok(()),
+        Err(e) => Err(Error::Io {
+            what: format!("resuming process {pid} (SIGCONT)"),
+            source: e.into(),
+        }),
     }
 }
 

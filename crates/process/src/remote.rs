@@ -5,7 +5,11 @@ use crate::call_stub;
 use crate::sys::{self, Wait, WaitFlags};
 use crate::tracee::{StopReason, ThreadState};
 use crate::{Error, RemoteAddr, Result, Tracee};
-use weft_abi::{fcntl::AT_FDCWD, mman::MAP_FIXED_NOREPLACE, sigaction, syscall};
+use weft_abi::{
+    fcntl::AT_FDCWD,
+    mman::{MAP_FIXED, MAP_FIXED_NOREPLACE},
+    sigaction, syscall,
+};
 
 impl Tracee {
     /// `mmap` inside the target; `hint` is used with `MAP_FIXED_NOREPLACE`
@@ -36,6 +40,43 @@ impl Tracee {
             ],
         )?;
         Ok(RemoteAddr(addr))
+    }
+
+    /// `mmap` inside the target at exactly `addr`, replacing what is
+    /// mapped there (`MAP_FIXED`): for a forked child's own copy of
+    /// memory it shares with its parent.
+    pub fn remote_mmap_over(
+        &mut self,
+        addr: RemoteAddr,
+        len: u64,
+        prot: i32,
+        flags: i32,
+        fd: i32,
+        offset: u64,
+    ) -> Result<()> {
+        let at = self.remote_syscall(
+            "mmap",
+            syscall::MMAP.into(),
+            [
+                addr.0,
+                len,
+                prot as u64,
+                (flags | MAP_FIXED) as u64,
+                fd as i64 as u64,
+                offset,
+            ],
+        )?;
+        if at != addr.0 {
+            return Err(Error::RemoteSyscall {
+                pid: self.pid,
+                name: "mmap",
+                source: std::io::Error::other(format!(
+                    "mapped at {at:#x} instead of {:#x}",
+                    addr.0
+                )),
+            });
+        }
+        Ok(())
     }
 
     /// `munmap` inside the target.

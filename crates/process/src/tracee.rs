@@ -540,12 +540,20 @@ impl Tracee {
                     self.exit = Some(StopReason::Killed(signal));
                     return Err(Error::ProcessGone(self.pid));
                 }
-                Wait::Exited { tid, .. } | Wait::Signaled { tid, .. } => {
-                    self.threads.remove(&tid);
-                }
+                Wait::Exited { tid, code } => self.note_other_end(tid, code),
+                Wait::Signaled { tid, signal } => self.note_other_end(tid, 128 + signal),
             }
         }
         Ok(())
+    }
+
+    /// A thread of this process ended, or, since the wait takes any child,
+    /// another process weft started did (while this one is held in an
+    /// episode): its exit code is kept for [`wait_child_exit`].
+    fn note_other_end(&mut self, tid: i32, code: i32) {
+        if self.threads.remove(&tid).is_none() {
+            reaped().insert(tid, code);
+        }
     }
 
     /// Records a ptrace-stop of `tid`.
@@ -671,6 +679,9 @@ fn tracer_of(tid: i32) -> Option<i32> {
 /// Waits for a child started with [`Tracee::launch`] (and since detached)
 /// to end; returns the shell-style exit code (128 + signal when killed).
 pub fn wait_child_exit(pid: i32) -> Result<i32> {
+    if let Some(code) = reaped().remove(&pid) {
+        return Ok(code);
+    }
     loop {
         match sys::wait(pid, WaitFlags::Block).map_err(|e| Error::Io {
             what: "waitpid".into(),
@@ -687,10 +698,20 @@ pub fn wait_child_exit(pid: i32) -> Result<i32> {
 /// reaping it (`waitid` with `WNOWAIT`): its `/proc` entries stay readable
 /// until [`wait_child_exit`] reaps it.
 pub fn child_has_exited(pid: i32) -> Result<bool> {
+    if reaped().contains_key(&pid) {
+        return Ok(true);
+    }
     sys::has_exited(pid).map_err(|source| Error::Io {
         what: "waitid".into(),
         source,
     })
+}
+
+/// Children of weft that an episode's wait reaped (pid, shell-style exit
+/// code), kept until [`wait_child_exit`] asks for them.
+fn reaped() -> std::sync::MutexGuard<'static, BTreeMap<i32, i32>> {
+    static REAPED: std::sync::Mutex<BTreeMap<i32, i32>> = std::sync::Mutex::new(BTreeMap::new());
+    REAPED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

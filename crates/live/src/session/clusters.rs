@@ -98,12 +98,23 @@ impl Session {
     /// out what earlier wefts left behind (`leftovers.rs`).
     pub(super) fn adopt(&mut self, tracee: &mut Tracee) -> Result<()> {
         self.rewind_trapped_threads(tracee)?;
+        self.place_call_area(tracee);
+        if !self.looked_for_leftovers {
+            self.looked_for_leftovers = true;
+            self.reclaim_left_behind(tracee)?;
+        }
+        self.reclaim_sigtrap(tracee)
+    }
+
+    /// Has the tracee run its remote system calls in the slack after a
+    /// module's last code (see [`adopt`](Self::adopt)).
+    pub(super) fn place_call_area(&self, tracee: &mut Tracee) {
         let rank = |m: &Module| match m.name.as_str() {
             n if n.starts_with("ld-linux") => 0,
             n if n.starts_with("libc.so") => 1,
             _ => 2,
         };
-        let mut modules: Vec<&Module> = self.modules.iter().collect();
+        let mut modules: Vec<&Module> = self.modules.iter().map(|m| &**m).collect();
         modules.sort_by_key(|m| rank(m));
         if let Some((addr, original)) = modules.iter().find_map(|m| {
             let len = weft_process::CALL_STUB_LEN;
@@ -113,11 +124,6 @@ impl Session {
         }) {
             tracee.set_call_area(weft_process::CallArea { addr, original });
         }
-        if !self.looked_for_leftovers {
-            self.looked_for_leftovers = true;
-            self.reclaim_left_behind(tracee)?;
-        }
-        self.reclaim_sigtrap(tracee)
     }
 
     /// Places bytes in a cluster's code area; returns their target address.
@@ -171,27 +177,35 @@ impl Session {
                 fcntl::O_RDWR | fcntl::O_CLOEXEC,
             )?);
         }
-        let page = tracee.remote_mmap(
-            None,
-            mman::PAGE_SIZE,
-            mman::PROT_READ | mman::PROT_WRITE,
-            mman::MAP_PRIVATE | mman::MAP_ANONYMOUS,
-            -1,
-            0,
-        )?;
-        let opened = tracee
-            .memory()
-            .write(page, &path)
-            .map_err(Error::from)
-            .and_then(|_| {
-                tracee
-                    .remote_open(page, fcntl::O_RDWR | fcntl::O_CLOEXEC)
-                    .map_err(Error::from)
-            });
-        tracee.remote_munmap(page, mman::PAGE_SIZE)?;
-        opened
+        open_through_page(tracee, &path)
     }
+}
 
+/// Opens `path` (NUL-terminated) inside the target through a page of its
+/// own, mapped for the call; returns the target's fd.
+pub(super) fn open_through_page(tracee: &mut Tracee, path: &[u8]) -> Result<i32> {
+    let page = tracee.remote_mmap(
+        None,
+        mman::PAGE_SIZE,
+        mman::PROT_READ | mman::PROT_WRITE,
+        mman::MAP_PRIVATE | mman::MAP_ANONYMOUS,
+        -1,
+        0,
+    )?;
+    let opened = tracee
+        .memory()
+        .write(page, path)
+        .map_err(Error::from)
+        .and_then(|_| {
+            tracee
+                .remote_open(page, fcntl::O_RDWR | fcntl::O_CLOEXEC)
+                .map_err(Error::from)
+        });
+    tracee.remote_munmap(page, mman::PAGE_SIZE)?;
+    opened
+}
+
+impl Session {
     /// Unmaps weft's memory from the target unless a thread's pc, or a
     /// word near the top of its stack (a signal frame's saved pc), points
     /// into it.
@@ -370,7 +384,7 @@ impl Session {
         // glibc defines the two in ld.so (in the program itself when it
         // is static): looked up there first, since reading a module's
         // symbols takes a while and the process is stopped.
-        let mut modules: Vec<&crate::module::Module> = self.modules.iter().collect();
+        let mut modules: Vec<&crate::module::Module> = self.modules.iter().map(|m| &**m).collect();
         modules.sort_by_key(|m| !m.name.starts_with("ld-"));
         for m in modules {
             let (Some(offset), Some(size)) = (

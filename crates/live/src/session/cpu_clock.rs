@@ -29,6 +29,28 @@ pub(super) struct CpuClock {
     last_mapped: Option<u64>,
 }
 
+impl CpuClock {
+    /// Where thread entry `slot` is in the target's mapping, if it maps
+    /// the clock.
+    pub(super) fn entry_address(&self, slot: u64) -> Option<u64> {
+        Some(self.mapped? + (v::FIRST_THREAD + slot) * v::ENTRY_SIZE)
+    }
+
+    /// The clock as a forked child of the process knows it: the same
+    /// mapping (inherited), weft's descriptor duplicated.
+    pub(super) fn copy(&self) -> Result<CpuClock> {
+        Ok(CpuClock {
+            fd: self.fd.try_clone().map_err(|e| Error::Io {
+                what: "duplicating the CPU clock's descriptor".into(),
+                source: e,
+            })?,
+            conversion: self.conversion,
+            mapped: self.mapped,
+            last_mapped: self.last_mapped,
+        })
+    }
+}
+
 impl Session {
     /// Gives the session the per-thread CPU clock (its map's descriptor,
     /// duplicated, and its calibration): `cpu_time` is measured on it

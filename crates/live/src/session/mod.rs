@@ -27,10 +27,12 @@
 //! | `readout.rs` | resources of plans (`Allocate`), counters and timers read back | running |
 //! | `rings.rs` | the ring consumer: draining and decoding events | running |
 //! | `returns.rs` | exits at the return to the caller, past tail calls | stopped |
+//! | `fork.rs` | a forked child's own region and session | stopped |
 
 mod apply;
 mod clusters;
 mod cpu_clock;
+mod fork;
 mod journal;
 mod leftovers;
 mod loads;
@@ -71,7 +73,7 @@ const MAX_CLUSTERS: u64 = 16;
 /// Distance every byte of a cluster keeps from every byte of its modules.
 const REACH: u64 = (1 << 31) - (32 << 20);
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Probe {
     module: usize,
     display: String,
@@ -105,7 +107,7 @@ struct SitePoint {
     pending: bool,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Site {
     module: usize,
     choice: SpliceChoice,
@@ -140,7 +142,7 @@ enum Hook {
 }
 
 /// The resources handed to probe plans so far, each the next free index.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Given {
     counters: u64,
     timers: u64,
@@ -155,7 +157,7 @@ pub struct Session {
     pid: i32,
     shm: SharedMemory,
     layout: Layout,
-    modules: Vec<Module>,
+    modules: Vec<std::sync::Arc<Module>>,
     clusters: Vec<Cluster>,
     probes: Vec<Probe>,
     sites: Vec<Site>,
@@ -192,6 +194,9 @@ pub struct Session {
     returns: returns::Returns,
     /// The per-thread CPU clock, if CPU timers may be placed (`cpu_clock.rs`).
     cpu_clock: Option<cpu_clock::CpuClock>,
+    /// One process (or image) of a workload: a pattern that matches
+    /// nothing here may match in another, so it is no error.
+    part_of_workload: bool,
 }
 
 impl Session {
@@ -243,6 +248,7 @@ impl Session {
             looked_for_leftovers: false,
             returns: returns::Returns::default(),
             cpu_clock: None,
+            part_of_workload: false,
         })
     }
 
@@ -252,7 +258,7 @@ impl Session {
     }
 
     /// Modules known so far.
-    pub fn modules(&self) -> &[Module] {
+    pub fn modules(&self) -> &[std::sync::Arc<Module>] {
         &self.modules
     }
 
@@ -263,7 +269,8 @@ impl Session {
         let known: Vec<PathBuf> = self.modules.iter().map(|m| m.path.clone()).collect();
         let new = Module::discover(self.pid, &maps, &known)?;
         let n = new.len();
-        self.modules.extend(new);
+        self.modules
+            .extend(new.into_iter().map(std::sync::Arc::new));
         Ok(n)
     }
 
@@ -280,6 +287,13 @@ impl Session {
             self.write_journal();
         }
         Ok(())
+    }
+
+    /// Makes the session one process (or image) of a workload: a pattern
+    /// that matches nothing in it is listed in [`Prepared::unmatched`]
+    /// instead of being an error, since another process may have it.
+    pub fn part_of_workload(&mut self) {
+        self.part_of_workload = true;
     }
 
     /// Gives every point placed from now on an `int3` splice where it

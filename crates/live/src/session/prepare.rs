@@ -14,6 +14,11 @@ pub struct Prepared {
     /// What the user should know about how patterns resolved (an IFUNC
     /// whose implementation other names share).
     pub notes: Vec<String>,
+    /// Patterns that match nothing in this process, as the pattern and
+    /// the names near it here, when the session is one part of a workload
+    /// (see [`Session::part_of_workload`]); otherwise such a pattern is
+    /// the error [`Error::NoMatch`].
+    pub unmatched: Vec<(String, Vec<String>)>,
 }
 
 impl Prepared {
@@ -92,6 +97,7 @@ impl Session {
         let mut skipped = Vec::new();
         let mut pending = Vec::new();
         let mut notes = Vec::new();
+        let mut unmatched = Vec::new();
         let mut ifuncs: Vec<Option<Result<_, String>>> = vec![None; self.modules.len()];
         for spec in specs {
             let before = items.len() + skipped.len();
@@ -183,6 +189,14 @@ impl Session {
                     }
                     continue;
                 }
+                if self.part_of_workload {
+                    if let Error::NoMatch { pattern, near } = self.no_match(&spec.pattern) {
+                        if !unmatched.iter().any(|(p, _)| *p == pattern) {
+                            unmatched.push((pattern, near));
+                        }
+                    }
+                    continue;
+                }
                 return Err(self.no_match(&spec.pattern));
             }
             if let (PointKind::Instruction(offset), Some(s)) = (spec.kind, skipped.last()) {
@@ -209,6 +223,7 @@ impl Session {
             skipped,
             pending,
             notes,
+            unmatched,
         })
     }
 
@@ -217,6 +232,7 @@ impl Session {
             .modules
             .iter()
             .filter(|m| pattern.matches_module(&m.name))
+            .map(|m| &**m)
             .collect();
         let near = if modules.is_empty() {
             near_misses(

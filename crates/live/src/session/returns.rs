@@ -34,7 +34,7 @@ const UNWINDERS: [(&str, UnwindHook); 11] = [
 ];
 
 /// The session's return hooks.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Returns {
     pub(super) hooks: Vec<ReturnHook>,
     by_function: HashMap<(usize, FileAddr), usize>,
@@ -45,7 +45,7 @@ pub(super) struct Returns {
 }
 
 /// One function whose calls are followed to their return.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct ReturnHook {
     cluster: usize,
     /// The stub's first byte: the words with the exit routines' addresses.

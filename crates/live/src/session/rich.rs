@@ -14,7 +14,7 @@ use weft_plan::Allocate;
 use weft_patch::region::event_site::{ID as SITE_ID, RING_OF_THREAD as SITE_RING_OF_THREAD};
 
 /// The session's rich event sites: what was asked, what is enabled.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct RichSites {
     /// `--trace event:PROVIDER:NAME` requests (globs), also for libraries
     /// loaded later.

@@ -137,9 +137,13 @@ fn short_pairs(clock: &VirtualClock, source: crate::lanes::CpuSource) {
     let total = mem.read(block + t::timer(5) + t::TIMER_TOTAL) - base;
     eprintln!("{source:?}: timer {total} ns, the loop's CPU time {kernel} ns");
     // The loop's own CPU time holds the intervals and the little between
-    // them (the calls, half of each trampoline).
+    // them (the calls, half of each trampoline). An interval within one
+    // stretch on the CPU is TSC time, which counts what the hypervisor
+    // stole meanwhile (docs/cpu-clock.md): under load the timer may pass
+    // the kernel's clock by that much, within the 1 % weft promises.
+    let steal_allowance = (kernel / 100).max(1_000_000);
     assert!(
-        total <= kernel && total >= kernel - kernel / 20,
+        total <= kernel + steal_allowance && total >= kernel - kernel / 20,
         "{source:?}: timer {total} ns, the loop's CPU time {kernel} ns"
     );
 }

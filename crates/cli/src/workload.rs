@@ -1,0 +1,441 @@
+//! Whole workloads: every process weft measures, with the processes they
+//! create and the programs they exec, each image its own part of the
+//! report. `weft run` and `weft attach --follow` follow fork, vfork, clone
+//! of processes and exec through `weft_workload::Follower`, which stops a
+//! new process, or a new image, before its first instruction; weft then
+//! gives it its instrumentation and lets it go on (docs/workloads.md).
+
+use crate::requests::{Perturbation, Requests};
+use crate::run::{is_gone, report_load, report_pending, report_skipped};
+use crate::{output, ProbeArgs};
+use anyhow::Result;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use weft_live::{Prepared, Session};
+use weft_process::{Auxv, ExitWatch, RemoteAddr, StopReason, Tracee};
+use weft_workload::{Event, Follower};
+
+/// How long a new process may take to stop for weft.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+
+/// The longest weft waits for one process's library loads before it
+/// looks at the workload's events again, while following: a new process
+/// waits stopped until weft sees it.
+const FOLLOW_SLICE: Duration = Duration::from_millis(2);
+
+/// One image of one process: its session and requests.
+pub struct Member {
+    pub pid: i32,
+    pub command: String,
+    pub session: Session,
+    pub req: Requests,
+    pub perturbation: Perturbation,
+    /// Tells when the process is gone (`None` for weft's own child, which
+    /// weft waits for).
+    pub watch: Option<ExitWatch>,
+    /// Its process exited, or replaced this image (exec).
+    pub done: bool,
+    /// Says when the process runs exec, where the workload is not
+    /// followed.
+    pub exec: Option<crate::run::ExecNotice>,
+}
+
+impl Member {
+    /// This image is over: its last sample is taken now, while a zombie's
+    /// `/proc` entries remain.
+    pub fn finish(&mut self) {
+        if !self.done {
+            self.done = true;
+            self.req.sampler.sample(&self.session);
+        }
+    }
+}
+
+/// The processes weft measures, and the follower that tells of new ones.
+pub struct Workload {
+    pub members: Vec<Member>,
+    follower: Option<Follower>,
+    definitions: weft_metrics::Definitions,
+    /// Patterns that matched in some image.
+    matched: BTreeSet<String>,
+    /// Patterns that matched nothing in an image, with the names near
+    /// them in the images that lack them.
+    unmatched: BTreeMap<String, Vec<String>>,
+    /// Processes of the workload that share their parent's memory (vfork
+    /// children before they exec): their counts are their parent's.
+    sharing: BTreeSet<i32>,
+    /// No longer following: new images are let go uninstrumented.
+    stopping: bool,
+}
+
+impl Workload {
+    /// A workload of the processes to come, followed if `follow` and the
+    /// kernel lets weft load its follower (else weft says why, once).
+    pub fn new(follow: bool, definitions: weft_metrics::Definitions) -> Workload {
+        let follower = if follow {
+            match Follower::load() {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    say!(
+                        "weft: measuring one process only, not its children or the programs \
+                         it execs: {e}"
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Workload {
+            members: Vec::new(),
+            follower,
+            definitions,
+            matched: BTreeSet::new(),
+            unmatched: BTreeMap::new(),
+            sharing: BTreeSet::new(),
+            stopping: false,
+        }
+    }
+
+    /// Stops following: no process is stopped for weft from now on, and
+    /// those that were are let go (a forked child with its own copy of
+    /// weft's memory, so that taking the probes out of every live member
+    /// leaves none behind; a new image uninstrumented).
+    pub fn stop_following(&mut self, args: &ProbeArgs) -> Result<()> {
+        let Some(follower) = &mut self.follower else {
+            return Ok(());
+        };
+        follower.stop();
+        self.stopping = true;
+        self.handle_events(args)
+    }
+
+    /// Whether new processes and images are followed.
+    pub fn following(&self) -> bool {
+        self.follower.is_some()
+    }
+
+    /// Adds `pid` (already instrumented, as `member`) to the workload.
+    pub fn add(&mut self, member: Member) -> Result<()> {
+        if let Some(f) = &self.follower {
+            f.follow(member.pid)?;
+        }
+        self.members.push(member);
+        Ok(())
+    }
+
+    /// A session for `pid` as a part of this workload.
+    pub fn session_for(&self, pid: i32, args: &ProbeArgs) -> Result<Session> {
+        let mut session = crate::requests::session_for(pid, args)?;
+        if self.following() {
+            session.part_of_workload();
+        }
+        Ok(session)
+    }
+
+    /// Notes which patterns matched in an image, and says the notes of
+    /// its preparation.
+    pub fn note_prepared(&mut self, prepared: &Prepared, specs: &[weft_plan::PointSpec]) {
+        report_pending(prepared);
+        for s in specs {
+            let pattern = s.pattern.to_string();
+            let missed = prepared.unmatched.iter().any(|(p, _)| *p == pattern)
+                || prepared.pending.contains(&pattern);
+            if !missed {
+                self.matched.insert(pattern);
+            }
+        }
+        for (pattern, near) in &prepared.unmatched {
+            let kept = self.unmatched.entry(pattern.clone()).or_default();
+            for n in near {
+                if !kept.contains(n) {
+                    kept.push(n.clone());
+                }
+            }
+        }
+    }
+
+    /// Whether some pattern matched in some image.
+    pub fn matched_any(&self) -> bool {
+        !self.matched.is_empty()
+    }
+
+    /// The error for a pattern that matched in no image at all, with the
+    /// names nearest to it in any image.
+    pub fn never_matched(&self) -> Option<String> {
+        let (pattern, near) = self
+            .unmatched
+            .iter()
+            .find(|(p, _)| !self.matched.contains(*p))?;
+        let function = pattern
+            .rsplit_once(':')
+            .map_or(pattern.as_str(), |(_, f)| f);
+        let near = weft_image::near_misses(function, near.iter().map(String::as_str), 5);
+        let hint = if near.is_empty() {
+            String::new()
+        } else {
+            format!(" (did you mean: {}?)", near.join(", "))
+        };
+        Some(format!(
+            "pattern '{pattern}' matches no function in any program of the workload{hint}"
+        ))
+    }
+
+    /// The members whose image is still running.
+    pub fn live(&mut self) -> impl Iterator<Item = &mut Member> {
+        self.members.iter_mut().filter(|m| !m.done)
+    }
+
+    /// The live image of process `pid`.
+    fn live_member(&mut self, pid: i32) -> Option<&mut Member> {
+        self.members.iter_mut().find(|m| m.pid == pid && !m.done)
+    }
+
+    /// Serves the workload for up to `step`: new processes and images,
+    /// processes that ended, and every live image's library loads.
+    pub fn serve(&mut self, args: &ProbeArgs, step: Duration) -> Result<()> {
+        self.handle_events(args)?;
+        for m in self.members.iter_mut().filter(|m| !m.done) {
+            if m.watch.as_ref().is_some_and(|w| w.wait(Duration::ZERO)) {
+                m.finish();
+            }
+        }
+        let alive = self.members.iter().filter(|m| !m.done).count().max(1);
+        let mut share = step / alive as u32;
+        if self.following() {
+            share = share.min(FOLLOW_SLICE);
+        }
+        for m in self.members.iter_mut().filter(|m| !m.done) {
+            if m.session.load_pending(share) {
+                match m.session.handle_loads(&m.req.specs) {
+                    Ok(Some(report)) => {
+                        report_load(&report, args.verbose);
+                        m.req.describe_trace(&m.session)?;
+                    }
+                    Ok(None) => {}
+                    Err(e) if is_gone(&e) => m.finish(),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        if self.members.iter().all(|m| m.done) {
+            std::thread::sleep(share);
+        }
+        Ok(())
+    }
+
+    /// Handles the events the follower has queued.
+    fn handle_events(&mut self, args: &ProbeArgs) -> Result<()> {
+        loop {
+            let Some(follower) = &mut self.follower else {
+                return Ok(());
+            };
+            let Some(event) = follower.next(Duration::ZERO)? else {
+                return Ok(());
+            };
+            match event {
+                Event::Forked {
+                    parent,
+                    child,
+                    shares_memory,
+                    stopped,
+                } => self.forked(args, parent, child, shares_memory, stopped),
+                Event::Execed { pid, stopped } => self.execed(args, pid, stopped),
+                Event::Exited { pid } => {
+                    self.sharing.remove(&pid);
+                    if let Some(m) = self.live_member(pid) {
+                        m.finish();
+                    }
+                }
+            }
+        }
+    }
+
+    /// A process of the workload created another.
+    fn forked(&mut self, args: &ProbeArgs, parent: i32, child: i32, shares: bool, stopped: bool) {
+        if shares {
+            // Its calls before it execs are counted in its parent's memory.
+            self.sharing.insert(child);
+            return;
+        }
+        let outcome = match self.live_member(parent) {
+            Some(p) if stopped => own_session(p, child),
+            Some(_) => Err(anyhow::anyhow!(
+                "the kernel did not stop it for weft, so its calls are counted with its \
+                 parent's"
+            )),
+            // A vfork child that forked before exec: it has no instrumentation
+            // of its own to copy.
+            None => Ok(None),
+        };
+        match outcome {
+            Ok(Some(member)) => {
+                if args.verbose {
+                    say!("weft: process {parent} forked {child}; measuring it apart");
+                }
+                self.members.push(member);
+            }
+            Ok(None) => {}
+            Err(e) => say!("weft: process {child} (forked by {parent}): {e:#}"),
+        }
+        if stopped {
+            // Runs on, measured or not.
+            let _ = weft_process::resume_stopped(child);
+        }
+    }
+
+    /// A process of the workload replaced its image.
+    fn execed(&mut self, args: &ProbeArgs, pid: i32, stopped: bool) {
+        self.sharing.remove(&pid);
+        if let Some(m) = self.live_member(pid) {
+            m.finish();
+        }
+        if self.stopping {
+            if stopped {
+                let _ = weft_process::wait_stopped(pid, STOP_WAIT);
+                let _ = weft_process::resume_stopped(pid);
+            }
+            return;
+        }
+        if !stopped {
+            say!(
+                "weft: process {pid} ran exec, and the kernel did not stop it for weft: its \
+                 new program is not measured"
+            );
+            return;
+        }
+        match self.instrument_new_image(args, pid) {
+            Ok(Some(member)) => self.members.push(member),
+            Ok(None) => {}
+            Err(e) => say!("weft: process {pid} ran exec; its new program is not measured: {e:#}"),
+        }
+        let _ = weft_process::resume_stopped(pid);
+    }
+
+    /// Instruments the image `pid` has just exec'd, as `weft run` does the
+    /// program it starts: run to the program's entry (its libraries
+    /// loaded), then the probes. `None` when it ended meanwhile.
+    fn instrument_new_image(&mut self, args: &ProbeArgs, pid: i32) -> Result<Option<Member>> {
+        if !weft_process::wait_stopped(pid, STOP_WAIT)? {
+            anyhow::bail!("it did not stop for weft within {STOP_WAIT:?}");
+        }
+        let command = weft_process::command_name(pid).unwrap_or_default();
+        let mut tracee = Tracee::attach(pid)?;
+        let auxv = Auxv::read(pid)?;
+        match tracee.run_to(RemoteAddr(auxv.entry))? {
+            StopReason::Reached => {}
+            StopReason::Exited(_) | StopReason::Killed(_) => return Ok(None),
+        }
+        let mut session = self.session_for(pid, args)?;
+        let mut req = Requests::build(args, &mut session, None, self.definitions.clone())?;
+        let prepared = session.prepare(&req.specs)?;
+        self.note_prepared(&prepared, &req.specs);
+        let report = session.apply(&mut tracee, prepared)?;
+        req.sampler.live_from_now();
+        session.raise_semaphores(&tracee, &req.semaphores)?;
+        session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;
+        session.install_load_hook(&mut tracee)?;
+        tracee.detach()?;
+        if args.verbose {
+            say!(
+                "weft: process {pid} ran exec ({command}): {} probe(s) placed",
+                report.probes
+            );
+        }
+        report_skipped(&report, args.verbose);
+        let perturbation = Perturbation::new(&req)?;
+        Ok(Some(Member {
+            pid,
+            command,
+            session,
+            req,
+            perturbation,
+            watch: ExitWatch::new(pid).ok(),
+            done: false,
+            exec: None,
+        }))
+    }
+
+    /// The report's parts, one per image, after the last samples.
+    pub fn parts(&mut self) -> Vec<output::ProcessReport> {
+        let several = self.members.len() > 1;
+        let mut parts = Vec::new();
+        for m in &mut self.members {
+            crate::run::report_never_loaded(&m.session, &m.req);
+            if !m.done {
+                m.req.sampler.sample(&m.session);
+            }
+            m.perturbation
+                .report(&m.req, &m.session, several.then_some(m.pid));
+            parts.push(output::ProcessReport {
+                pid: m.pid,
+                command: m.command.clone(),
+                counts: m.session.counts(),
+                metrics: m.req.sampler.results(&m.session),
+                without_thread_slot: m.session.threads_without_slot(),
+            });
+        }
+        parts
+    }
+}
+
+/// Gives `child`, a fork of `parent`'s process stopped before its first
+/// instruction, a region and a session of its own. `None` when it ended
+/// meanwhile.
+fn own_session(parent: &Member, child: i32) -> Result<Option<Member>> {
+    match weft_process::wait_stopped(child, STOP_WAIT) {
+        Ok(true) => {}
+        Ok(false) => anyhow::bail!("it did not stop for weft within {STOP_WAIT:?}"),
+        Err(e) if e.is_gone() => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let mut tracee = Tracee::attach(child)?;
+    // The child's CPU clock counts from its first instruction.
+    let cpu_entry = parent
+        .req
+        .sampler
+        .cpu_clock()
+        .and_then(|c| c.claim(child as u32));
+    let session = parent.session.fork_child(&mut tracee, cpu_entry)?;
+    tracee.detach()?;
+    let req = parent.req.for_child(child);
+    let perturbation = Perturbation::new(&req)?;
+    Ok(Some(Member {
+        pid: child,
+        command: weft_process::command_name(child).unwrap_or_default(),
+        session,
+        req,
+        perturbation,
+        watch: ExitWatch::new(child).ok(),
+        done: false,
+        exec: None,
+    }))
+}
+
+/// Writes the report of `parts`: a single part as a plain report, several
+/// as one section each and their total.
+pub fn write_parts(
+    args: &ProbeArgs,
+    out: Option<std::fs::File>,
+    mut parts: Vec<output::ProcessReport>,
+) -> Result<()> {
+    let (counts, metrics, without_thread_slot) = if let [only] = parts.as_mut_slice() {
+        (
+            std::mem::take(&mut only.counts),
+            std::mem::take(&mut only.metrics),
+            only.without_thread_slot,
+        )
+    } else {
+        output::total(&parts)
+    };
+    output::write_report(
+        args,
+        out,
+        &output::Report {
+            counts: &counts,
+            metrics: &metrics,
+            without_thread_slot,
+            processes: if parts.len() > 1 { &parts } else { &[] },
+        },
+    )
+}

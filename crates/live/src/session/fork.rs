@@ -1,0 +1,165 @@
+//! A forked child's own session. After `fork` the child has a private copy
+//! of the program (with weft's splices in it) but shares weft's region
+//! with its parent, since the region is mapped shared: its counts would be
+//! added to the parent's. Before the child runs its first instruction,
+//! weft gives it a region of its own at the same addresses (trampolines
+//! reach their data RIP-relative): a new file with the parent's code, trap
+//! table, journal and sync page, counters zeroed, and the forking thread's
+//! block alone in the thread table, since the child's one thread is that
+//! thread's copy. The child's session is the parent's, with the new file.
+
+use super::*;
+use weft_abi::mman;
+use weft_patch::region::sync;
+use weft_plan::Primitive;
+
+impl Session {
+    /// The session of `tracee`, a child this session's process forked,
+    /// stopped before its first instruction; its copy of weft's memory is
+    /// replaced by one of its own (see the module's comment). `cpu_entry`
+    /// is the child's entry in the CPU clock, if weft claimed one for it
+    /// (`weft_vclock::VirtualClock::claim`): CPU timers running at the
+    /// fork then go on in the child from its first instruction.
+    pub fn fork_child(&self, tracee: &mut Tracee, cpu_entry: Option<u64>) -> Result<Session> {
+        let child = tracee.pid();
+        let (uid, gid) = weft_process::process_ids(child)?;
+        let shm = self.shm.create_like(uid, gid)?;
+        let header = &self.layout.header;
+        // Header; then, past the counters, the trap table, journal,
+        // scratch, sync page and the thread table's keys.
+        shm.copy_data_from(&self.shm, 0..header.counters_offset)?;
+        shm.copy_data_from(
+            &self.shm,
+            header.trap_offset..header.threads_offset + header.thread_slots * 8,
+        )?;
+        for c in &self.clusters {
+            shm.copy_data_from(&self.shm, c.code_offset..c.code_offset + c.used)?;
+        }
+        super::journal::stamp_owner(&shm, &self.layout, child);
+        shm.store_u64(header.sync_offset + sync::NO_SLOT, 0);
+        self.keep_forking_thread(&shm, tracee, cpu_entry)?;
+
+        let mut session = Session {
+            pid: child,
+            shm,
+            layout: self.layout,
+            modules: self.modules.clone(),
+            clusters: self.clusters.clone(),
+            probes: self.probes.clone(),
+            sites: self.sites.clone(),
+            site_at: self.site_at.clone(),
+            spans: self.spans.clone(),
+            probe_keys: self.probe_keys.clone(),
+            loads_acked: self.loads_acked,
+            given: self.given.clone(),
+            trap: self.trap,
+            clock_gettime: self.clock_gettime,
+            rich: self.rich.clone(),
+            semaphores: self.semaphores.clone(),
+            tid_offset: self.tid_offset,
+            cpu_source: self.cpu_source,
+            lane_literals: self.lane_literals.clone(),
+            force_int3: self.force_int3,
+            looked_for_leftovers: true,
+            returns: self.returns.clone(),
+            cpu_clock: match &self.cpu_clock {
+                Some(c) => Some(c.copy()?),
+                None => None,
+            },
+            part_of_workload: self.part_of_workload,
+        };
+        session.map_own_region(tracee)?;
+        Ok(session)
+    }
+
+    /// Writes into `shm` the block of the thread that forked (the one whose
+    /// thread pointer the child's thread has), if it has one, as the
+    /// child's: its tid, its CPU clock entry (`cpu_entry`, else none yet:
+    /// the thread claims one at its first CPU timer), timers with no time
+    /// yet. Timers running at the fork stay running, as the calls they
+    /// time continue in the child: a wall timer from its start in the
+    /// parent, a CPU timer from the child's first instruction (its entry
+    /// counts from zero).
+    fn keep_forking_thread(
+        &self,
+        shm: &SharedMemory,
+        tracee: &Tracee,
+        cpu_entry: Option<u64>,
+    ) -> Result<()> {
+        let header = &self.layout.header;
+        let pointer = tracee.registers(tracee.pid())?.fs_base;
+        let keys = header.threads_offset;
+        let mine = (0..header.thread_slots)
+            .find(|&slot| pointer != 0 && self.shm.load_u64(keys + slot * 8) == pointer);
+        for slot in 0..header.thread_slots {
+            let key = if Some(slot) == mine { pointer } else { 0 };
+            shm.store_u64(keys + slot * 8, key);
+        }
+        let Some(slot) = mine else {
+            return Ok(());
+        };
+        let block = self.layout.thread_block(slot);
+        shm.copy_data_from(&self.shm, block..block + threads::RING)?;
+        shm.store_u64(block + threads::TID, tracee.pid() as u64);
+        let entry = self
+            .cpu_clock
+            .as_ref()
+            .and_then(|c| c.entry_address(cpu_entry?));
+        shm.store_u64(block + threads::VCLOCK, entry.unwrap_or(0));
+        let cpu_timers = self.cpu_timers();
+        for t in 0..threads::TIMERS {
+            let at = block + threads::timer(t);
+            shm.store_u64(at + threads::TIMER_TOTAL, 0);
+            if cpu_timers.contains(&t) {
+                shm.store_u64(at + threads::TIMER_START, 0);
+            }
+        }
+        Ok(())
+    }
+
+    /// The timers the session's probes run on the CPU clock.
+    fn cpu_timers(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        for p in &self.probes {
+            if let Action::Program(program) = &p.action {
+                for g in program {
+                    if let Primitive::StartCpuTimer(t) | Primitive::StopCpuTimer(t) = g.primitive {
+                        out.push(t);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Maps this session's file over every cluster the child inherited.
+    fn map_own_region(&mut self, tracee: &mut Tracee) -> Result<()> {
+        self.place_call_area(tracee);
+        let mut path = self.shm.target_path().as_bytes().to_vec();
+        path.push(0);
+        let fd = clusters::open_through_page(tracee, &path)?;
+        let mapped = (|| -> Result<()> {
+            for c in self.clusters.iter().filter(|c| c.mapped) {
+                tracee.remote_mmap_over(
+                    RemoteAddr(c.data),
+                    self.layout.size,
+                    mman::PROT_READ | mman::PROT_WRITE,
+                    mman::MAP_SHARED,
+                    fd,
+                    0,
+                )?;
+                tracee.remote_mmap_over(
+                    RemoteAddr(c.code),
+                    CODE_AREA,
+                    mman::PROT_READ | mman::PROT_EXEC,
+                    mman::MAP_SHARED,
+                    fd,
+                    c.code_offset,
+                )?;
+            }
+            Ok(())
+        })();
+        tracee.remote_close(fd)?;
+        mapped
+    }
+}
