@@ -27,10 +27,10 @@ pub fn attach(
              at a time to trace it (counts and metrics take several)"
         );
     }
-    if follow && !args.trace.is_empty() {
+    if follow && args.ring_mode == crate::RingMode::Flight && !args.trace.is_empty() {
         bail!(
-            "--trace records one process's events: --follow works with counts and metrics \
-             (trace the process without --follow)"
+            "--ring-mode flight records one process: trace without --follow, or in discard \
+             or block mode"
         );
     }
     let mut unique = pids.to_vec();
@@ -120,7 +120,13 @@ pub fn attach(
         m.req.finish_tracing(&m.session)?;
     }
     let parts = workload.parts();
-    crate::workload::write_parts(args, report_out, parts)?;
+    let never_matched = workload.never_matched();
+    if never_matched.is_none() || workload.matched_any() {
+        crate::workload::write_parts(args, report_out, parts)?;
+    }
+    if let Some(why) = never_matched {
+        bail!(why);
+    }
     Ok(0)
 }
 
@@ -143,7 +149,7 @@ fn attach_one(
     let mut perturbation = Perturbation::new(&req)?;
     perturbation.predict(&req, pid, max_overhead, args.verbose)?;
     let prepared = session.prepare(&req.specs)?;
-    workload.note_prepared(&prepared, &req.specs);
+    workload.note_prepared(&prepared, &req);
     let started = Instant::now();
     let mut tracee = Tracee::attach(pid)?;
     let applied = session

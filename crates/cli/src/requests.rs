@@ -3,6 +3,8 @@
 
 use crate::ProbeArgs;
 use anyhow::{bail, Result};
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 use weft_live::Session;
 use weft_metrics::{perturbation, Costs, FunctionCost, MetricRequest, Sampler};
@@ -18,12 +20,19 @@ pub struct Requests {
     pub costs: Vec<FunctionCost>,
     definitions: weft_metrics::Definitions,
     next_tag: u64,
-    /// Drains the rings and writes the events (when tracing).
-    recorder: Option<weft_events::Recorder>,
+    /// Drains the rings and writes the events (when tracing); shared by
+    /// the requests of every process of a followed workload, which write
+    /// one trace.
+    recorder: Option<Rc<RefCell<weft_events::Recorder>>>,
     /// Semaphores of traced USDT probes (runtime addresses).
     pub semaphores: Vec<weft_process::RemoteAddr>,
     /// Rich event sites to enable (`--trace event:...`).
     pub event_sites: Vec<weft_live::EventSite>,
+    /// `usdt:` requests that matched a probe of this process.
+    pub matched_usdt: Vec<String>,
+    /// `usdt:` requests that matched none, with the message saying so (in
+    /// a workload, where another process may have the probe).
+    pub unmatched_usdt: Vec<(String, String)>,
     tracing: bool,
     ticks_per_ns: f64,
     /// Block mode: how far ahead of each drain writers may wait (TSC ticks).
@@ -63,14 +72,26 @@ impl Requests {
             specs.push(PointSpec::exits(p)?);
         }
         let mut semaphores = Vec::new();
+        let mut matched_usdt = Vec::new();
+        let mut unmatched_usdt = Vec::new();
         let mut event_sites = Vec::new();
         let mut waits_for_events = false;
         for t in &args.trace {
             if let Some(what) = t.strip_prefix("usdt:") {
                 session.refresh_modules()?;
-                let (s, sems) = weft_events::usdt_specs(session.modules(), what, args.string_max)?;
-                specs.extend(s);
-                semaphores.extend(sems);
+                match weft_events::usdt_specs(session.modules(), what, args.string_max) {
+                    Ok((s, sems)) => {
+                        specs.extend(s);
+                        semaphores.extend(sems);
+                        matched_usdt.push(t.clone());
+                    }
+                    // Another program of the workload may have the probe.
+                    Err(weft_events::Error::NoUsdtProbe(why)) if session.is_part_of_workload() => {
+                        unmatched_usdt.push((t.clone(), format!("bad trace request {why}")));
+                        waits_for_events = true;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             } else if let Some(what) = t.strip_prefix("event:") {
                 let (provider, name) = weft_events::event_request(what)?;
                 let sites = session.trace_event_sites(provider, name, args.string_max)?;
@@ -124,6 +145,8 @@ impl Requests {
             recorder: None,
             semaphores,
             event_sites,
+            matched_usdt,
+            unmatched_usdt,
             tracing: !args.trace.is_empty(),
             ticks_per_ns,
             ring_wait: (args.ring_mode == crate::RingMode::Block && !args.trace.is_empty())
@@ -149,7 +172,7 @@ impl Requests {
             crate::signals::catch_dump_requests();
         }
         if req.tracing {
-            req.recorder = Some(weft_events::Recorder::new(events));
+            req.recorder = Some(Rc::new(RefCell::new(weft_events::Recorder::new(events))));
         }
         req.hold_writers(session);
         for m in &args.metric {
@@ -165,9 +188,9 @@ impl Requests {
     }
 
     /// The same requests for `pid`, a child the measured process forked,
-    /// whose session is a copy of this one's (same counters and timers),
-    /// with nothing sampled yet. Not while tracing: a traced workload is
-    /// not followed (see `crate::workload`).
+    /// whose session is a copy of this one's (same counters, timers and
+    /// event ids), with nothing sampled yet; its events go to the same
+    /// trace.
     pub fn for_child(&self, pid: i32) -> Requests {
         Requests {
             specs: self.specs.clone(),
@@ -175,13 +198,15 @@ impl Requests {
             costs: self.costs.clone(),
             definitions: self.definitions.clone(),
             next_tag: self.next_tag,
-            recorder: None,
+            recorder: self.recorder.clone(),
             semaphores: self.semaphores.clone(),
             event_sites: self.event_sites.clone(),
-            tracing: false,
+            matched_usdt: self.matched_usdt.clone(),
+            unmatched_usdt: self.unmatched_usdt.clone(),
+            tracing: self.tracing,
             ticks_per_ns: self.ticks_per_ns,
-            ring_wait: None,
-            events_out: None,
+            ring_wait: self.ring_wait,
+            events_out: self.events_out.clone(),
             flight: None,
             start_tsc: self.start_tsc,
             start_realtime_ns: self.start_realtime_ns,
@@ -189,6 +214,14 @@ impl Requests {
             started: Instant::now(),
             next_sample: Instant::now(),
             cpu_clock_tried: self.cpu_clock_tried,
+        }
+    }
+
+    /// Writes this process's events into the trace of `other` (another
+    /// process of the same workload) instead of a trace of its own.
+    pub fn trace_into(&mut self, other: &Requests) {
+        if self.recorder.is_some() {
+            self.recorder = other.recorder.clone();
         }
     }
 
@@ -258,8 +291,8 @@ impl Requests {
             if crate::signals::take_dump_request() {
                 self.dump(session);
             }
-        } else if let Some(recorder) = &mut self.recorder {
-            let drained = recorder.drain(session);
+        } else if let Some(recorder) = &self.recorder {
+            let drained = recorder.borrow_mut().drain(session);
             self.hold_writers(session);
             // Rings a quarter full or more: drain again at once.
             busy = drained >= BUSY_DRAIN;
@@ -448,7 +481,7 @@ impl Requests {
     /// load added some.
     pub fn describe_trace(&self, session: &Session) -> Result<()> {
         if let Some(recorder) = &self.recorder {
-            recorder.describe(session, self.clock())?;
+            recorder.borrow_mut().describe(session, self.clock())?;
         }
         Ok(())
     }
@@ -456,10 +489,11 @@ impl Requests {
     /// Flight mode: writes what the rings hold now to the next DIR/dump-N.
     fn dump(&mut self, session: &Session) {
         let clock = self.clock();
-        let (Some(count), Some(base)) = (
-            &mut self.flight,
-            self.recorder.as_ref().and_then(|r| r.dir()),
-        ) else {
+        let (Some(count), Some(shared)) = (&mut self.flight, &self.recorder) else {
+            return;
+        };
+        let recorder = shared.borrow();
+        let Some(base) = recorder.dir() else {
             return;
         };
         *count += 1;
@@ -483,7 +517,7 @@ impl Requests {
     /// directory if asked, and says what was traced.
     pub fn finish_tracing(&mut self, session: &Session) -> Result<()> {
         let clock = self.clock();
-        let Some(mut recorder) = self.recorder.take() else {
+        let Some(shared) = self.recorder.take() else {
             return Ok(());
         };
         if self.ring_wait.is_some() {
@@ -491,13 +525,18 @@ impl Requests {
             session.set_ring_wait_until(0);
         }
         if self.flight.is_some() {
-            recorder.snapshot(session);
+            shared.borrow_mut().snapshot(session);
         } else {
-            recorder.drain(session);
+            shared.borrow_mut().drain(session);
         }
+        shared.borrow_mut().describe(session, clock)?;
+        // The requests of the workload's last process complete the trace.
+        let Ok(recorder) = Rc::try_unwrap(shared).map(RefCell::into_inner) else {
+            return Ok(());
+        };
         let events = recorder.events();
         let traced_for = self.started.elapsed().as_secs_f64();
-        let dropped = session.events_dropped();
+        let dropped = recorder.dropped();
         let lost = self.ring_mode().lost();
         if let Some(note) = crate::output::slot_note(session.threads_without_slot()) {
             say!("weft: {note}");

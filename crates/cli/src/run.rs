@@ -68,15 +68,14 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
     let definitions = crate::requests::definitions(args)?;
     let mut events = crate::requests::events_dir(args)?;
     let report_out = output::open_report(args)?;
-    let follow = follow && {
-        if !args.trace.is_empty() {
-            say!(
-                "weft: --trace records the process weft starts only: its children and the \
-                 programs it execs are not traced (give --no-follow to silence this)"
-            );
-        }
-        args.trace.is_empty()
-    };
+    let flight = args.ring_mode == crate::RingMode::Flight && !args.trace.is_empty();
+    if follow && flight {
+        say!(
+            "weft: --ring-mode flight records the process weft starts only: its children and \
+             the programs it execs are not followed (give --no-follow to silence this)"
+        );
+    }
+    let follow = follow && !flight;
     let mut workload = Workload::new(follow, definitions.clone());
     let spec = LaunchSpec {
         program: command[0].clone(),
@@ -95,7 +94,7 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
         // After the loader: the libraries (and their USDT probes) are there.
         let mut req = Requests::build(args, &mut session, events.take(), definitions)?;
         let prepared = session.prepare(&req.specs)?;
-        workload.note_prepared(&prepared, &req.specs);
+        workload.note_prepared(&prepared, &req);
         let started = std::time::Instant::now();
         let report = session.apply(&mut tracee, prepared)?;
         req.sampler.live_from_now();

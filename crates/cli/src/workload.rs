@@ -10,6 +10,8 @@ use crate::run::{is_gone, report_load, report_pending, report_skipped};
 use crate::{output, ProbeArgs};
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::AtomicU32;
+use std::sync::Arc;
 use std::time::Duration;
 use weft_live::{Prepared, Session};
 use weft_process::{Auxv, ExitWatch, RemoteAddr, StopReason, Tracee};
@@ -61,9 +63,15 @@ pub struct Workload {
     /// Patterns that matched nothing in an image, with the names near
     /// them in the images that lack them.
     unmatched: BTreeMap<String, Vec<String>>,
+    /// `usdt:` requests that matched no probe in an image, with the first
+    /// message saying so.
+    unmatched_usdt: BTreeMap<String, String>,
     /// Processes of the workload that share their parent's memory (vfork
     /// children before they exec): their counts are their parent's.
     sharing: BTreeSet<i32>,
+    /// The event ids of every session, shared so that the workload's one
+    /// trace never gives an id two meanings.
+    event_ids: Arc<AtomicU32>,
     /// No longer following: new images are let go uninstrumented.
     stopping: bool,
 }
@@ -92,7 +100,9 @@ impl Workload {
             definitions,
             matched: BTreeSet::new(),
             unmatched: BTreeMap::new(),
+            unmatched_usdt: BTreeMap::new(),
             sharing: BTreeSet::new(),
+            event_ids: Arc::default(),
             stopping: false,
         }
     }
@@ -129,14 +139,24 @@ impl Workload {
         let mut session = crate::requests::session_for(pid, args)?;
         if self.following() {
             session.part_of_workload();
+            if !args.trace.is_empty() {
+                session.share_event_ids(Arc::clone(&self.event_ids));
+            }
         }
         Ok(session)
     }
 
-    /// Notes which patterns matched in an image, and says the notes of
-    /// its preparation.
-    pub fn note_prepared(&mut self, prepared: &Prepared, specs: &[weft_plan::PointSpec]) {
+    /// Notes which patterns and `usdt:` requests matched in an image, and
+    /// says the notes of its preparation.
+    pub fn note_prepared(&mut self, prepared: &Prepared, req: &Requests) {
         report_pending(prepared);
+        self.matched.extend(req.matched_usdt.iter().cloned());
+        for (request, why) in &req.unmatched_usdt {
+            self.unmatched_usdt
+                .entry(request.clone())
+                .or_insert_with(|| why.clone());
+        }
+        let specs = &req.specs;
         for s in specs {
             let pattern = s.pattern.to_string();
             let missed = prepared.unmatched.iter().any(|(p, _)| *p == pattern)
@@ -163,6 +183,13 @@ impl Workload {
     /// The error for a pattern that matched in no image at all, with the
     /// names nearest to it in any image.
     pub fn never_matched(&self) -> Option<String> {
+        if let Some((_, why)) = self
+            .unmatched_usdt
+            .iter()
+            .find(|(r, _)| !self.matched.contains(*r))
+        {
+            return Some(format!("{why}, nor in any other program of the workload"));
+        }
         let (pattern, near) = self
             .unmatched
             .iter()
@@ -328,12 +355,17 @@ impl Workload {
         }
         let mut session = self.session_for(pid, args)?;
         let mut req = Requests::build(args, &mut session, None, self.definitions.clone())?;
+        if let Some(first) = self.members.first() {
+            // One trace for the whole workload.
+            req.trace_into(&first.req);
+        }
         let prepared = session.prepare(&req.specs)?;
-        self.note_prepared(&prepared, &req.specs);
+        self.note_prepared(&prepared, &req);
         let report = session.apply(&mut tracee, prepared)?;
         req.sampler.live_from_now();
         session.raise_semaphores(&tracee, &req.semaphores)?;
         session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;
+        req.describe_trace(&session)?;
         session.install_load_hook(&mut tracee)?;
         tracee.detach()?;
         if args.verbose {
@@ -399,6 +431,7 @@ fn own_session(parent: &Member, child: i32) -> Result<Option<Member>> {
     let session = parent.session.fork_child(&mut tracee, cpu_entry)?;
     tracee.detach()?;
     let req = parent.req.for_child(child);
+    req.describe_trace(&session)?;
     let perturbation = Perturbation::new(&req)?;
     Ok(Some(Member {
         pid: child,

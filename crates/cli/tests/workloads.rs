@@ -164,8 +164,14 @@ fn bpftrace_counts(function: &str, command: &str) -> Vec<(String, u64)> {
     let out = run(
         Command::new("bpftrace")
             .arg("-e")
+            // The workload only: the command bpftrace starts and its
+            // descendants, up to 4 generations (make, cc, collect2, ld).
             .arg(format!(
-                "uprobe:{libc}:{function} {{ @[pid, comm] = count(); }}"
+                "uprobe:{libc}:{function} /{}/ {{ @[pid, comm] = count(); }}",
+                (0..5)
+                    .map(|up| format!("curtask{}->tgid == cpid", "->real_parent".repeat(up)))
+                    .collect::<Vec<_>>()
+                    .join(" || ")
             ))
             .arg("-c")
             .arg(command),
@@ -310,4 +316,138 @@ fn attach_follow_measures_children_created_while_attached() {
     server.send("fork 10");
     assert_eq!(server.line(), "child done 10");
     server.send("quit");
+}
+
+/// `--trace` follows the workload into one trace: every event of the fork
+/// child is there with its pid, and babeltrace2 reads the same events.
+#[test]
+fn a_fork_child_traces_into_the_same_directory_with_its_pid() {
+    let bin = build("forkexec", &O2);
+    let dir = scratch("workload-trace");
+    let events = dir.join("events");
+    let out = run(
+        weft()
+            .args(["run", "--trace", "fn:work", "--events-out"])
+            .arg(&events)
+            .arg("--")
+            .arg(&bin)
+            .args(["50", "30"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let meta = read_json(&events.join("meta.json"));
+    let root = meta["pid"].as_i64().unwrap();
+    let threads = meta["threads"].as_object().expect("the threads' processes");
+    assert_eq!(threads.len(), 2, "{meta}");
+    let child = threads
+        .values()
+        .map(|p| p.as_i64().unwrap())
+        .find(|&p| p != root)
+        .expect("the child's thread");
+    let mut entries: BTreeMap<i64, u64> = BTreeMap::new();
+    let lines = std::fs::read_to_string(events.join("events.jsonl")).unwrap();
+    for line in lines.lines() {
+        let e: serde_json::Value = serde_json::from_str(line).unwrap();
+        let kind = &meta["events"][e["event"].as_u64().unwrap() as usize][2];
+        if kind == "entry" {
+            *entries.entry(e["pid"].as_i64().unwrap()).or_default() += 1;
+        }
+    }
+    assert_eq!(
+        entries,
+        BTreeMap::from([(root, 50), (child, 30)]),
+        "{lines}"
+    );
+    // weft events shows PID/TID; babeltrace2 reads all 160 events.
+    let shown = run(weft().arg("events").arg(&events), Duration::from_secs(30));
+    assert!(
+        shown.stdout.contains(&format!(" {child}/{child} ")),
+        "{}",
+        shown.stdout
+    );
+    if have("babeltrace2") {
+        let bt = run(
+            Command::new("babeltrace2").arg(events.join("ctf")),
+            Duration::from_secs(60),
+        );
+        assert_eq!(bt.status, 0, "{}", bt.stderr);
+        assert_eq!(bt.stdout.lines().count(), 160, "{}", bt.stdout);
+    } else {
+        skip("babeltrace2 missing (scripts/install-deps.sh installs it)");
+    }
+}
+
+/// A shell script that execs python3: its USDT function entries are traced
+/// after the exec, as bpftrace sees them for the same script.
+#[test]
+fn a_script_execing_python_is_traced_as_bpftrace_sees_it() {
+    let python = "/usr/bin/python3.11";
+    if !std::path::Path::new(python).exists() || !have("bpftrace") {
+        skip("Debian's python3.11 or bpftrace missing (scripts/install-deps.sh installs them)");
+        return;
+    }
+    let dir = scratch("workload-python");
+    // A lambda called from C (sorted): python 3.11 reports some of its
+    // frames (not the ones it runs inline); bpftrace says which.
+    std::fs::write(
+        dir.join("work.py"),
+        "for i in range(7):\n    sorted(range(3), key=lambda x: -x)\n",
+    )
+    .unwrap();
+    let script = dir.join("run.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nexec {python} {}\n",
+            dir.join("work.py").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    // bpftrace runs python itself: it raises the probes' semaphore in the
+    // process it starts, which a script's exec would replace.
+    let bt = run(
+        Command::new("bpftrace")
+            .arg("-e")
+            .arg(format!(
+                "usdt:{python}:python:function__entry {{ @[str(arg1)] = count(); }}"
+            ))
+            .arg("-c")
+            .arg(format!("{python} {}", dir.join("work.py").display())),
+        Duration::from_secs(120),
+    );
+    // Lines "@[FUNCTION]: N" (bpftrace numbers the arguments from 0,
+    // weft from 1: its arg2 is the function).
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for line in bt.stdout.lines() {
+        if let Some((function, n)) = line.strip_prefix("@[").and_then(|l| l.split_once("]: ")) {
+            *expected.entry(function.to_string()).or_default() += n.parse::<u64>().unwrap();
+        }
+    }
+    assert!(expected.contains_key("<lambda>"), "{}", bt.stdout);
+    let events = dir.join("events");
+    let out = run(
+        weft()
+            .args([
+                "run",
+                "--trace",
+                "usdt:python:function__entry@arg1/s,arg2/s",
+            ])
+            .arg("--events-out")
+            .arg(&events)
+            .arg("--")
+            .arg(&script),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let mut got: BTreeMap<String, u64> = BTreeMap::new();
+    for line in std::fs::read_to_string(events.join("events.jsonl"))
+        .unwrap()
+        .lines()
+    {
+        let e: serde_json::Value = serde_json::from_str(line).unwrap();
+        let function = e["strings"][1].as_str().unwrap().to_string();
+        *got.entry(function).or_default() += 1;
+    }
+    assert_eq!(got, expected);
 }

@@ -237,6 +237,7 @@ pub(crate) mod tests {
             strings: vec![0, 0, 0b10],
             binary: vec![],
             names: vec![],
+            threads: Default::default(),
         }
     }
 

@@ -9,6 +9,9 @@ pub enum Error {
     /// A `--trace` request does not parse.
     #[error("bad trace request {0}")]
     BadRequest(String),
+    /// A `usdt:` request matches no probe of the process's modules.
+    #[error("bad trace request {0}")]
+    NoUsdtProbe(String),
     /// Reading or writing an events directory failed.
     #[error("{what}: {source}")]
     Io {

@@ -10,6 +10,7 @@ use crate::{Meta, Result, TraceClock, TraceDir};
 use std::collections::BTreeMap;
 use std::io::Write;
 use weft_live::{RawRecords, Session};
+use weft_plan::EventInfo;
 
 /// One thread's stream file and the bytes of whole packets in it.
 #[derive(Debug)]
@@ -19,6 +20,10 @@ struct Stream {
 }
 
 /// Writes drained events to `DIR/ctf/stream_TID`, or only counts them.
+/// One recorder may take the rings of several sessions, the processes and
+/// images of a workload, whose event ids are shared (see
+/// `Session::share_event_ids`): it keeps what each id means and which
+/// process each thread is in.
 #[derive(Debug)]
 pub struct Recorder {
     dir: Option<TraceDir>,
@@ -26,6 +31,14 @@ pub struct Recorder {
     events: u64,
     /// The first write error; later drains still free the rings.
     failed: Option<crate::Error>,
+    /// The first session's process and clock.
+    first: Option<(i32, TraceClock)>,
+    /// What every event id of the sessions seen means.
+    known: BTreeMap<u32, EventInfo>,
+    /// Events each process's rings dropped.
+    dropped: BTreeMap<i32, u64>,
+    /// The process of each thread drained.
+    threads: BTreeMap<i32, i32>,
 }
 
 impl Recorder {
@@ -37,7 +50,41 @@ impl Recorder {
             streams: BTreeMap::new(),
             events: 0,
             failed: None,
+            first: None,
+            known: BTreeMap::new(),
+            dropped: BTreeMap::new(),
+            threads: BTreeMap::new(),
         }
+    }
+
+    /// Notes what `session`'s event ids mean and how many events it
+    /// dropped.
+    fn learn(&mut self, session: &Session, clock: TraceClock) {
+        self.first.get_or_insert((session.pid(), clock));
+        for (id, info) in session.events() {
+            self.known.entry(*id).or_insert_with(|| info.clone());
+        }
+        self.dropped.insert(session.pid(), session.events_dropped());
+    }
+
+    /// The meta of everything learned: a single process's trace as
+    /// before, a workload's with the threads' processes.
+    fn meta(&self, clock: TraceClock) -> Meta {
+        let (pid, clock) = self.first.unwrap_or((0, clock));
+        let several = self.dropped.len() > 1;
+        let empty = BTreeMap::new();
+        Meta::of_workload(
+            pid,
+            &self.known,
+            self.dropped.values().sum(),
+            if several { &self.threads } else { &empty },
+            clock,
+        )
+    }
+
+    /// Events dropped by every session's rings so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.values().sum()
     }
 
     /// The events directory, if writing one.
@@ -49,9 +96,10 @@ impl Recorder {
     /// `ctf/metadata`) now, so that the streams can be read even if weft
     /// never finishes; call it once tracing has started and whenever ids
     /// are added.
-    pub fn describe(&self, session: &Session, clock: TraceClock) -> Result<()> {
+    pub fn describe(&mut self, session: &Session, clock: TraceClock) -> Result<()> {
+        self.learn(session, clock);
         match &self.dir {
-            Some(dir) => crate::store::write_meta(dir, &Meta::of(session, clock)),
+            Some(dir) => crate::store::write_meta(dir, &self.meta(clock)),
             None => Ok(()),
         }
     }
@@ -64,18 +112,21 @@ impl Recorder {
     /// Drains every ring now; returns the number of events drained.
     pub fn drain(&mut self, session: &Session) -> u64 {
         let before = self.events;
-        session.drain_records(&mut |raw| self.take(raw));
+        let pid = session.pid();
+        session.drain_records(&mut |raw| self.take(pid, raw));
         self.events - before
     }
 
     /// Flight mode: records what the rings hold now, leaving them as they are.
     pub fn snapshot(&mut self, session: &Session) -> u64 {
         let before = self.events;
-        session.snapshot_records(&mut |raw| self.take(raw));
+        let pid = session.pid();
+        session.snapshot_records(&mut |raw| self.take(pid, raw));
         self.events - before
     }
 
-    fn take(&mut self, raw: RawRecords<'_>) {
+    fn take(&mut self, pid: i32, raw: RawRecords<'_>) {
+        self.threads.insert(raw.tid, pid);
         let (packet, count) = crate::ctf::packet(raw.tid, raw.dropped, raw.bytes);
         self.events += count;
         let Some(dir) = &self.dir else {
@@ -115,6 +166,7 @@ impl Recorder {
     /// `events.jsonl`, `trace.json`); returns its meta, or None when only
     /// counting.
     pub fn finish(mut self, session: &Session, clock: TraceClock) -> Result<Option<Meta>> {
+        self.learn(session, clock);
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
@@ -123,7 +175,7 @@ impl Recorder {
         };
         // The streams are unbuffered: every packet is written already.
         self.streams.clear();
-        let meta = Meta::of(session, clock);
+        let meta = self.meta(clock);
         crate::store::finish_dir(&dir, &meta)?;
         Ok(Some(meta))
     }

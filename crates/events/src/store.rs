@@ -8,10 +8,11 @@ use crate::trace_dir::is_stream;
 use crate::{ClockKind, RingMode, TraceDir};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use weft_live::{EventRecord, Session};
-use weft_plan::PointKind;
+use weft_plan::{EventInfo, PointKind};
 
 /// What is needed to read the events back.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -55,6 +56,10 @@ pub struct Meta {
     /// For each event id: its values' names, when its site gave them.
     #[serde(default)]
     pub names: Vec<Vec<String>>,
+    /// The process of each traced thread, in a trace of several processes
+    /// (a followed workload); absent when every thread is `pid`'s.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub threads: BTreeMap<i32, i32>,
 }
 
 impl Meta {
@@ -231,6 +236,9 @@ pub(crate) struct Line {
 #[derive(Serialize)]
 struct LineRef<'a> {
     tsc: u64,
+    /// The thread's process, in a trace of several processes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pid: Option<i32>,
     tid: i32,
     event: u32,
     args: &'a [u64],
@@ -258,19 +266,55 @@ pub struct TraceClock {
 impl Meta {
     /// What `session`'s event ids mean, and how it traced.
     pub fn of(session: &Session, clock: TraceClock) -> Meta {
+        let events: BTreeMap<u32, EventInfo> = session.events().iter().cloned().collect();
+        Meta::of_workload(
+            session.pid(),
+            &events,
+            session.events_dropped(),
+            &BTreeMap::new(),
+            clock,
+        )
+    }
+
+    /// What the event ids of a workload's sessions mean (`events`, by id:
+    /// they share their ids), the events `dropped` in all, and which
+    /// process each traced thread belongs to (`threads`); `pid` is the
+    /// process weft started or attached to first.
+    pub fn of_workload(
+        pid: i32,
+        events: &BTreeMap<u32, EventInfo>,
+        dropped: u64,
+        threads: &BTreeMap<i32, i32>,
+        clock: TraceClock,
+    ) -> Meta {
+        // Ids index the tables: one the sessions did not give (none, as
+        // they count up from 0 together) reads as an unknown function.
+        let count = events
+            .keys()
+            .next_back()
+            .map_or(0, |&last| last as usize + 1);
+        let unknown = EventInfo {
+            module: "?".into(),
+            function: "?".into(),
+            kind: PointKind::Entry,
+            args: 0,
+            strings: 0,
+            binary: 0,
+            names: vec![],
+        };
+        let info = |id: usize| events.get(&(id as u32)).unwrap_or(&unknown);
         Meta {
-            pid: session.pid(),
+            pid,
             ticks_per_ns: clock.ticks_per_ns,
             start_tsc: clock.start_tsc,
             start_realtime_ns: Some(clock.start_realtime_ns),
-            dropped: session.events_dropped(),
+            dropped,
             ring_mode: clock.ring_mode,
             clock: clock.clock,
             tsc_invariant: Some(weft_live::clock::tsc_is_invariant()),
-            events: session
-                .events()
-                .iter()
-                .map(|e| {
+            events: (0..count)
+                .map(|id| {
+                    let e = info(id);
                     let kind = match e.kind {
                         PointKind::Exit => "exit",
                         PointKind::Entry => "entry",
@@ -284,10 +328,17 @@ impl Meta {
                     )
                 })
                 .collect(),
-            strings: session.events().iter().map(|e| e.strings).collect(),
-            binary: session.events().iter().map(|e| e.binary).collect(),
-            names: session.events().iter().map(|e| e.names.clone()).collect(),
+            strings: (0..count).map(|id| info(id).strings).collect(),
+            binary: (0..count).map(|id| info(id).binary).collect(),
+            names: (0..count).map(|id| info(id).names.clone()).collect(),
+            threads: threads.clone(),
         }
+    }
+
+    /// The process of thread `tid`: from `threads` in a workload's trace,
+    /// else the traced process.
+    pub fn pid_of(&self, tid: i32) -> i32 {
+        self.threads.get(&tid).copied().unwrap_or(self.pid)
     }
 }
 
@@ -371,6 +422,7 @@ fn write_lines(
             for e in &events {
                 let line = LineRef {
                     tsc: e.tsc,
+                    pid: (!meta.threads.is_empty()).then(|| meta.pid_of(e.tid)),
                     tid: e.tid,
                     event: e.event,
                     args: &e.args,
@@ -505,7 +557,7 @@ impl<'f> ChromeWriter<'f> {
                 "{}.{:03},\"pid\":{},\"tid\":{},\"args\":",
                 ns / 1000,
                 ns % 1000,
-                meta.pid,
+                meta.pid_of(e.tid),
                 e.tid
             )?;
             serde_json::to_writer(&mut *out, &args)?;
@@ -562,7 +614,13 @@ impl<'m> TextLines<'m> {
         let ns = e.tsc.saturating_sub(meta.start_tsc) as f64 / meta.ticks_per_ns;
         let line = &mut self.line;
         line.clear();
-        let _ = write!(line, "{ns:>16.0} {:>7} {module}:{function} {kind} ", e.tid);
+        if meta.threads.is_empty() {
+            let _ = write!(line, "{ns:>16.0} {:>7} {module}:{function} {kind} ", e.tid);
+        } else {
+            // Several processes: PID/TID.
+            let thread = format!("{}/{}", meta.pid_of(e.tid), e.tid);
+            let _ = write!(line, "{ns:>16.0} {thread:>13} {module}:{function} {kind} ");
+        }
         if kind == "exit" {
             if let Some(r) = e.args.first() {
                 let _ = write!(line, "ret={}", *r as i64);

@@ -230,7 +230,7 @@ pub fn usdt_specs(
             0..=6 => modules.join(", "),
             n => format!("{}, and {} more", modules[..5].join(", "), n - 5),
         };
-        return Err(Error::BadRequest(format!(
+        return Err(Error::NoUsdtProbe(format!(
             "'usdt:{what}' matches no USDT probe in the loaded modules ({searched}){}",
             if hint.is_empty() {
                 String::new()

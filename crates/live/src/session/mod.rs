@@ -147,8 +147,11 @@ struct Given {
     counters: u64,
     timers: u64,
     thread_counters: u64,
-    /// Every event id's meaning, indexed by id.
-    events: Vec<EventInfo>,
+    /// Every event id given and its meaning, in the order given.
+    events: Vec<(u32, EventInfo)>,
+    /// Where event ids come from when sessions share them (a workload's
+    /// trace); else they number from 0.
+    shared_ids: Option<std::sync::Arc<std::sync::atomic::AtomicU32>>,
 }
 
 /// weft's instrumentation of one process.
@@ -294,6 +297,11 @@ impl Session {
     /// instead of being an error, since another process may have it.
     pub fn part_of_workload(&mut self) {
         self.part_of_workload = true;
+    }
+
+    /// Whether the session is one process (or image) of a workload.
+    pub fn is_part_of_workload(&self) -> bool {
+        self.part_of_workload
     }
 
     /// Gives every point placed from now on an `int3` splice where it

@@ -49,8 +49,12 @@ impl Allocate for Session {
                 what: "event rings (this session was created without them)",
             });
         }
-        self.given.events.push(info);
-        Ok(self.given.events.len() as u32 - 1)
+        let id = match &self.given.shared_ids {
+            Some(next) => next.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            None => self.given.events.len() as u32,
+        };
+        self.given.events.push((id, info));
+        Ok(id)
     }
 }
 

@@ -156,9 +156,7 @@ impl Session {
     /// Which values of event `id`'s records carry bytes: (strings and byte
     /// arrays, byte arrays).
     pub fn string_mask(&self, id: u32) -> (u16, u16) {
-        self.given
-            .events
-            .get(id as usize)
+        self.event_info(id)
             .map_or((0, 0), |e| (e.strings, e.binary))
     }
 
@@ -251,11 +249,25 @@ impl Session {
 
     /// The meaning of an event id, if the session gave it.
     pub fn event_info(&self, id: u32) -> Option<&EventInfo> {
-        self.given.events.get(id as usize)
+        self.given
+            .events
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, info)| info)
     }
 
-    /// Every event id's meaning, indexed by id.
-    pub fn events(&self) -> &[EventInfo] {
+    /// Every event id the session gave and its meaning, in the order
+    /// given: ids 0, 1, 2... unless the session shares its ids with
+    /// others (see [`share_event_ids`](Self::share_event_ids)).
+    pub fn events(&self) -> &[(u32, EventInfo)] {
         &self.given.events
+    }
+
+    /// Takes event ids from `next` (shared by every session of a
+    /// workload, so that the ids of one trace never collide) instead of
+    /// numbering this session's own from 0. Call it before any is given.
+    pub fn share_event_ids(&mut self, next: std::sync::Arc<std::sync::atomic::AtomicU32>) {
+        debug_assert!(self.given.events.is_empty());
+        self.given.shared_ids = Some(next);
     }
 }
