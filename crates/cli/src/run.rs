@@ -5,7 +5,7 @@ use crate::requests::{Perturbation, Requests};
 use crate::workload::{Member, Workload};
 use crate::{output, signals, ProbeArgs};
 use anyhow::Result;
-use weft_live::{AddReport, Session};
+use weft_live::AddReport;
 use weft_process::{
     child_has_exited, wait_child_exit, Auxv, LaunchSpec, RemoteAddr, StopReason, Tracee,
 };
@@ -29,21 +29,14 @@ pub fn report_skipped(report: &AddReport, verbose: bool) {
     }
 }
 
-/// Notes patterns that wait for their library to be loaded.
-pub fn report_pending(prepared: &weft_live::Prepared) {
-    for p in &prepared.pending {
+/// Notes patterns that wait for their library to be loaded, and what the
+/// user should know about how patterns resolved.
+pub fn report_pending(pending: &[String], notes: &[String]) {
+    for p in pending {
         say!("weft: '{p}' matches no loaded module yet; it will be instrumented when the library is loaded");
     }
-    for n in &prepared.notes {
+    for n in notes {
         say!("weft: note: {n}");
-    }
-}
-
-/// Says which module-qualified patterns were never instrumented because
-/// their library was never loaded (their rows read 0 for that reason).
-pub fn report_never_loaded(session: &Session, req: &Requests) {
-    for p in session.never_loaded(&req.specs) {
-        say!("weft: '{p}' was never instrumented: no module it names was loaded");
     }
 }
 
@@ -196,7 +189,7 @@ fn wait_for_workload(pid: i32, workload: &mut Workload, args: &ProbeArgs) -> Res
             code = Some(wait_child_exit(pid)?);
             exited_at = Some(std::time::Instant::now());
         }
-        let running = workload.live().count();
+        let running = workload.outstanding();
         if let Some(code) = code {
             if running == 0 || signals::stop_requested() {
                 return Ok(code);

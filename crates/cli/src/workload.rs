@@ -74,6 +74,8 @@ pub struct Workload {
     event_ids: Arc<AtomicU32>,
     /// No longer following: new images are let go uninstrumented.
     stopping: bool,
+    /// What was said already, not to repeat it for every image.
+    said: BTreeSet<String>,
 }
 
 impl Workload {
@@ -104,6 +106,7 @@ impl Workload {
             sharing: BTreeSet::new(),
             event_ids: Arc::default(),
             stopping: false,
+            said: BTreeSet::new(),
         }
     }
 
@@ -149,7 +152,16 @@ impl Workload {
     /// Notes which patterns and `usdt:` requests matched in an image, and
     /// says the notes of its preparation.
     pub fn note_prepared(&mut self, prepared: &Prepared, req: &Requests) {
-        report_pending(prepared);
+        // Each pending pattern and note once for the whole workload.
+        let pending: Vec<String> = (prepared.pending.iter())
+            .filter(|p| self.said.insert(format!("pending {p}")))
+            .cloned()
+            .collect();
+        let notes: Vec<String> = (prepared.notes.iter())
+            .filter(|n| self.said.insert(format!("note {n}")))
+            .cloned()
+            .collect();
+        report_pending(&pending, &notes);
         self.matched.extend(req.matched_usdt.iter().cloned());
         for (request, why) in &req.unmatched_usdt {
             self.unmatched_usdt
@@ -206,6 +218,20 @@ impl Workload {
         Some(format!(
             "pattern '{pattern}' matches no function in any program of the workload{hint}"
         ))
+    }
+
+    /// How many processes of the workload are still running: the live
+    /// images, and the processes the follower knows that have no part yet
+    /// (a child whose fork weft has not handled, a vfork child).
+    pub fn outstanding(&mut self) -> usize {
+        let live: BTreeSet<i32> = self.live().map(|m| m.pid).collect();
+        let others = self.follower.as_ref().map_or(0, |f| {
+            f.processes()
+                .into_iter()
+                .filter(|p| !live.contains(p) && weft_process::is_alive(*p))
+                .count()
+        });
+        live.len() + others
     }
 
     /// The members whose image is still running.
@@ -306,8 +332,9 @@ impl Workload {
             Err(e) => say!("weft: process {child} (forked by {parent}): {e:#}"),
         }
         if stopped {
+            weft_process::failpoint::kill_at_place("fork");
             // Runs on, measured or not.
-            let _ = weft_process::resume_stopped(child);
+            self.resume(child);
         }
     }
 
@@ -320,7 +347,7 @@ impl Workload {
         if self.stopping {
             if stopped {
                 let _ = weft_process::wait_stopped(pid, STOP_WAIT);
-                let _ = weft_process::resume_stopped(pid);
+                self.resume(pid);
             }
             return;
         }
@@ -336,7 +363,17 @@ impl Workload {
             Ok(None) => {}
             Err(e) => say!("weft: process {pid} ran exec; its new program is not measured: {e:#}"),
         }
+        self.resume(pid);
+    }
+
+    /// Lets a process stopped for weft run on.
+    fn resume(&self, pid: i32) {
+        // Resumed first, then no longer the watchdog's: a weft dying in
+        // between leaves it for the watchdog, which resumes it again.
         let _ = weft_process::resume_stopped(pid);
+        if let Some(f) = &self.follower {
+            f.released(pid);
+        }
     }
 
     /// Instruments the image `pid` has just exec'd, as `weft run` does the
@@ -391,9 +428,20 @@ impl Workload {
     /// The report's parts, one per image, after the last samples.
     pub fn parts(&mut self) -> Vec<output::ProcessReport> {
         let several = self.members.len() > 1;
+        // A library pattern is said once, if no image loaded its library.
+        let mut never: Option<BTreeSet<String>> = None;
+        for m in &self.members {
+            let here: BTreeSet<String> = m.session.never_loaded(&m.req.specs).into_iter().collect();
+            never = Some(match never {
+                Some(n) => n.intersection(&here).cloned().collect(),
+                None => here,
+            });
+        }
+        for p in never.unwrap_or_default() {
+            say!("weft: '{p}' was never instrumented: no module it names was loaded");
+        }
         let mut parts = Vec::new();
         for m in &mut self.members {
-            crate::run::report_never_loaded(&m.session, &m.req);
             if !m.done {
                 m.req.sampler.sample(&m.session);
             }

@@ -451,3 +451,27 @@ fn a_script_execing_python_is_traced_as_bpftrace_sees_it() {
     }
     assert_eq!(got, expected);
 }
+
+/// weft killed while it holds a forked child stopped: its watchdog lets
+/// the child go, so the workload finishes as it would have.
+#[test]
+fn weft_killed_while_it_holds_a_new_process_leaves_the_workload_running() {
+    let bin = build("forkexec", &O2);
+    let plain = run(
+        Command::new(&bin).args(["50", "30"]),
+        Duration::from_secs(30),
+    );
+    // Every holder of the pipe (the program, its child, the sh it execs)
+    // must end for `run` to see the end of its output: a child left
+    // stopped would make it time out.
+    let out = run(
+        weft()
+            .env("WEFT_KILL_AT", "fork")
+            .args(["run", "--count", "work", "--"])
+            .arg(&bin)
+            .args(["50", "30"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, 128 + 9, "weft was not killed: {}", out.stderr);
+    assert_eq!(out.stdout, plain.stdout);
+}

@@ -31,15 +31,34 @@ pub fn format_instruction(insn: &Instruction) -> String {
 /// direct jump, conditional jump and call targets, plus resolved
 /// jump-table targets. A splice must not cover one of these except at its
 /// first byte.
+///
+/// The set is kept at the addresses it was built with, shared, and read
+/// through an offset: [`BranchTargets::rebased`] gives the same targets
+/// for the module loaded elsewhere (another process, another load bias)
+/// without copying or decoding again.
 #[derive(Debug, Default, Clone)]
 pub struct BranchTargets {
-    targets: BTreeSet<u64>,
+    targets: std::sync::Arc<BTreeSet<u64>>,
+    /// Added to every stored address to give the addresses queried.
+    offset: u64,
 }
 
 impl BranchTargets {
     /// An empty set.
     pub fn new() -> BranchTargets {
         BranchTargets::default()
+    }
+
+    /// The same targets `offset` bytes further (sharing the set).
+    pub fn rebased(&self, offset: u64) -> BranchTargets {
+        BranchTargets {
+            targets: std::sync::Arc::clone(&self.targets),
+            offset: self.offset.wrapping_add(offset),
+        }
+    }
+
+    fn stored(&self, addr: u64) -> u64 {
+        addr.wrapping_sub(self.offset)
     }
 
     /// Adds the direct targets of a decoded run.
@@ -56,7 +75,7 @@ impl BranchTargets {
                         || i.is_loop()
                         || i.is_loopcc()) =>
                 {
-                    self.targets.insert(i.near_branch_target());
+                    self.insert(i.near_branch_target());
                 }
                 _ => {}
             }
@@ -65,17 +84,23 @@ impl BranchTargets {
 
     /// Adds one address.
     pub fn insert(&mut self, addr: u64) {
-        self.targets.insert(addr);
+        let at = self.stored(addr);
+        std::sync::Arc::make_mut(&mut self.targets).insert(at);
     }
 
     /// Whether any target lies in `(start, end)`, both exclusive.
     pub fn any_inside(&self, start: u64, end: u64) -> bool {
-        start + 1 < end && self.targets.range(start + 1..end).next().is_some()
+        start + 1 < end
+            && self
+                .targets
+                .range(self.stored(start) + 1..self.stored(end))
+                .next()
+                .is_some()
     }
 
     /// Whether `addr` is a target.
     pub fn contains(&self, addr: u64) -> bool {
-        self.targets.contains(&addr)
+        self.targets.contains(&self.stored(addr))
     }
 
     /// Number of distinct targets.
@@ -104,5 +129,23 @@ mod tests {
         assert!(t.any_inside(0x1000, 0x1004));
         assert!(!t.any_inside(0x1003, 0x1008));
         assert_eq!(format_instruction(&insns[0]), "jne     0x0000000000001003");
+    }
+
+    #[test]
+    fn rebased_targets_answer_at_the_new_addresses() {
+        let mut t = BranchTargets::new();
+        t.insert(0x1003);
+        let moved = t.rebased(0x7f00_0000_0000);
+        assert!(moved.contains(0x7f00_0000_1003));
+        assert!(!moved.contains(0x1003));
+        assert!(moved.any_inside(0x7f00_0000_1000, 0x7f00_0000_1004));
+        assert!(!moved.any_inside(0x7f00_0000_1003, 0x7f00_0000_1008));
+        // An insert through the moved view lands at its own address, and
+        // leaves the original alone.
+        let mut moved = moved;
+        moved.insert(0x7f00_0000_2000);
+        assert!(moved.contains(0x7f00_0000_2000));
+        assert!(!t.contains(0x2000));
+        assert_eq!((t.len(), moved.len()), (1, 2));
     }
 }

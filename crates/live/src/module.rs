@@ -12,7 +12,7 @@
 use crate::Result;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use weft_code::{BranchTargets, FunctionCode};
 use weft_image::{FileAddr, Function, Image};
 use weft_process::{MapEntry, RemoteAddr};
@@ -30,9 +30,13 @@ pub struct Module {
     pub lo: u64,
     /// One past the highest mapped address.
     pub hi: u64,
-    /// The file's contents, indexed.
-    pub image: Image,
+    /// The file's contents, indexed (shared by every process that maps
+    /// the same file, see [`opened`]).
+    pub image: Arc<Image>,
     targets: OnceLock<BranchTargets>,
+    /// The file's branch targets at its link-time addresses, shared like
+    /// the image.
+    file_targets: Arc<OnceLock<BranchTargets>>,
     padding: OnceLock<Vec<(u64, u64)>>,
 }
 
@@ -52,7 +56,7 @@ impl Module {
             if known.contains(&path) || !entries.iter().any(|m| m.exec) {
                 continue;
             }
-            let image = match Image::open(&weft_process::path_in_root(pid, &path)) {
+            let (image, file_targets) = match opened(&weft_process::path_in_root(pid, &path)) {
                 Ok(i) => i,
                 Err(weft_image::Error::NotElf { .. })
                 | Err(weft_image::Error::NotX86_64 { .. }) => continue,
@@ -82,6 +86,7 @@ impl Module {
                 hi,
                 image,
                 targets: OnceLock::new(),
+                file_targets,
                 padding: OnceLock::new(),
             });
         }
@@ -90,7 +95,7 @@ impl Module {
 
     /// A module read straight from a file, at its link-time addresses (bias 0).
     pub fn from_file(path: &std::path::Path) -> Result<Module> {
-        let image = Image::open(path)?;
+        let (image, file_targets) = opened(path)?;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -106,6 +111,7 @@ impl Module {
             hi: hi.map_or(0, FileAddr::get),
             image,
             targets: OnceLock::new(),
+            file_targets,
             padding: OnceLock::new(),
         })
     }
@@ -159,14 +165,17 @@ impl Module {
     /// (runtime addresses), computed once.
     pub fn branch_targets(&self) -> &BranchTargets {
         self.targets.get_or_init(|| {
-            let mut t = BranchTargets::new();
-            for f in self.image.functions() {
-                if let Some(bytes) = self.image.bytes_at(f.addr, f.size as usize) {
-                    let at = self.runtime(f.addr).get();
-                    t.add_instructions(&weft_code::decode_all(at, bytes));
+            // Decoded once per file, at link-time addresses.
+            let file = self.file_targets.get_or_init(|| {
+                let mut t = BranchTargets::new();
+                for f in self.image.functions() {
+                    if let Some(bytes) = self.image.bytes_at(f.addr, f.size as usize) {
+                        t.add_instructions(&weft_code::decode_all(f.addr.get(), bytes));
+                    }
                 }
-            }
-            t
+                t
+            });
+            file.rebased(self.bias)
         })
     }
 
@@ -239,6 +248,35 @@ impl Module {
         let len = (next - end).min(16) as usize;
         self.image.bytes_at(end, len).unwrap_or(&[])
     }
+}
+
+/// The image of the file at `path`, read and indexed once per weft for
+/// each version of each file (by device, inode, size and modification
+/// time), with its branch targets' shared slot: every process of a
+/// workload that maps the C library or runs the same compiler shares
+/// them.
+fn opened(
+    path: &std::path::Path,
+) -> std::result::Result<(Arc<Image>, Arc<OnceLock<BranchTargets>>), weft_image::Error> {
+    use std::os::unix::fs::MetadataExt;
+    type Cache = BTreeMap<(u64, u64, u64, i64, i64), (Arc<Image>, Arc<OnceLock<BranchTargets>>)>;
+    static CACHE: Mutex<Cache> = Mutex::new(BTreeMap::new());
+    let key = std::fs::metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()));
+    if let Some(k) = key {
+        let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((image, targets)) = cache.get(&k) {
+            return Ok((Arc::clone(image), Arc::clone(targets)));
+        }
+    }
+    let image = Arc::new(Image::open(path)?);
+    let targets: Arc<OnceLock<BranchTargets>> = Arc::default();
+    if let Some(k) = key {
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        cache.insert(k, (Arc::clone(&image), Arc::clone(&targets)));
+    }
+    Ok((image, targets))
 }
 
 #[cfg(test)]

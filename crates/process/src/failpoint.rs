@@ -36,3 +36,12 @@ pub fn step() {
         }
     }
 }
+
+/// Kills weft with SIGKILL here if `WEFT_KILL_AT` names this place (a
+/// test switch, like `WEFT_KILL_AT_STEP`, for moments that are no change
+/// to a target: `fork` is weft holding a new child stopped).
+pub fn kill_at_place(place: &str) {
+    if std::env::var("WEFT_KILL_AT").is_ok_and(|p| p == place) {
+        let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
+    }
+}

@@ -119,6 +119,9 @@ pub fn wait_stopped(pid: i32, limit: std::time::Duration) -> Result<bool> {
     loop {
         match state(pid) {
             Some('T') => return Ok(true),
+            // In a ptrace stop: another tool (strace -f, gdb) traces it
+            // and holds its signals.
+            Some('t') => return Err(Error::AlreadyTraced(pid)),
             None | Some('Z') | Some('X') => return Err(Error::ProcessGone(pid)),
             _ if std::time::Instant::now() >= deadline => return Ok(false),
             _ => {}

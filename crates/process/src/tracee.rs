@@ -365,9 +365,8 @@ impl Tracee {
                     self.exit = Some(StopReason::Killed(signal));
                     return Ok(StopReason::Killed(signal));
                 }
-                Wait::Exited { tid, .. } | Wait::Signaled { tid, .. } => {
-                    self.threads.remove(&tid);
-                }
+                Wait::Exited { tid, code } => self.note_other_end(tid, code),
+                Wait::Signaled { tid, signal } => self.note_other_end(tid, 128 + signal),
                 Wait::Nothing => {}
             }
         };

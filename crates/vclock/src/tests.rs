@@ -27,11 +27,34 @@ fn gettid() -> u32 {
 /// (the clock's, the kernel's) CPU ns of the calling thread over `work`.
 fn measure(clock: &VirtualClock, work: impl FnOnce()) -> (u64, u64) {
     let slot = clock.claim(gettid()).expect("a free entry");
+    let steal = steal_ns();
     let (v0, k0) = (clock.read_own(slot), thread_cpu_ns());
     work();
     let (v1, k1) = (clock.read_own(slot), thread_cpu_ns());
-    eprintln!("clock {} ns, kernel {} ns", v1 - v0, k1 - k0);
+    let stolen = steal_ns() - steal;
+    eprintln!(
+        "clock {} ns, kernel {} ns, {stolen} ns stolen",
+        v1 - v0,
+        k1 - k0
+    );
+    STOLEN.fetch_max(stolen, std::sync::atomic::Ordering::Relaxed);
     (v1 - v0, k1 - k0)
+}
+
+/// The most the machine's CPUs had stolen during one `measure`.
+static STOLEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Time the hypervisor stole from this machine's CPUs so far (the `steal`
+/// column of `/proc/stat`, in 10 ms ticks), in nanoseconds.
+fn steal_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: u64 = stat
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(8))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    ticks * 10_000_000
 }
 
 /// Spins until the thread has used `d` of CPU (however loaded the machine).
@@ -50,8 +73,14 @@ fn spin_wall(d: Duration) {
     }
 }
 
+/// Within 1 % or 1 ms of the kernel. A read within one stretch on the CPU
+/// is TSC time, which counts what the hypervisor stole meanwhile and the
+/// kernel does not (docs/cpu-clock.md): above the kernel, by at most the
+/// machine's steal time during the measurement, is allowed too.
 fn close(ours: u64, kernel: u64) -> bool {
-    ours.abs_diff(kernel) <= (kernel / 100).max(1_000_000)
+    let tolerance = (kernel / 100).max(1_000_000);
+    let stolen = STOLEN.load(std::sync::atomic::Ordering::Relaxed);
+    ours <= kernel + tolerance + stolen && kernel <= ours + tolerance
 }
 
 #[test]

@@ -23,11 +23,13 @@
 use libbpf_rs::{MapCore, MapFlags};
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::os::fd::{AsFd, AsRawFd};
 use std::rc::Rc;
 use std::time::Duration;
 
 #[cfg(test)]
 mod tests;
+mod watchdog;
 
 /// The BPF object compiled by `build.rs`.
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/follow.bpf.o"));
@@ -133,6 +135,9 @@ impl Event {
 /// must have been resumed).
 pub struct Follower {
     ring: libbpf_rs::RingBuffer<'static>,
+    /// Resumes the processes stopped for weft if weft dies; told to go
+    /// quietly when the follower is dropped.
+    _watchdog: watchdog::Watchdog,
     queue: Rc<RefCell<VecDeque<Event>>>,
     links: Vec<libbpf_rs::Link>,
     object: libbpf_rs::Object,
@@ -181,8 +186,22 @@ impl Follower {
         let ring = builder
             .build()
             .map_err(unavailable("reading the event ring"))?;
+        let held = object
+            .maps()
+            .find(|m| m.name() == "held")
+            .ok_or_else(|| Error::Unavailable {
+                step: "finding the map of stopped processes",
+                reason: "the BPF object has no map `held`".into(),
+            })?
+            .as_fd()
+            .as_raw_fd();
+        let watchdog = watchdog::Watchdog::start(held).map_err(|e| Error::Map {
+            what: "starting the watchdog that resumes stopped processes if weft dies",
+            reason: e.to_string(),
+        })?;
         Ok(Follower {
             ring,
+            _watchdog: watchdog,
             queue,
             links,
             object,
@@ -209,6 +228,26 @@ impl Follower {
             what: "adding a process to the workload",
             reason: e.to_string(),
         })
+    }
+
+    /// Notes that weft has resumed process `pid`, which the program
+    /// stopped (see `weft_process::resume_stopped`): the watchdog no
+    /// longer needs to.
+    pub fn released(&self, pid: i32) {
+        if let Some(map) = self.object.maps().find(|m| m.name() == "held") {
+            let _ = map.delete(&(pid as u32).to_ne_bytes());
+        }
+    }
+
+    /// The processes of the workload that have not exited (the map the
+    /// program keeps, which drops a process when its main thread exits).
+    pub fn processes(&self) -> Vec<i32> {
+        let Some(map) = self.object.maps().find(|m| m.name() == "followed") else {
+            return vec![];
+        };
+        map.keys()
+            .filter_map(|k| Some(i32::from_ne_bytes(k.get(..4)?.try_into().ok()?)))
+            .collect()
     }
 
     /// Stops following: the programs are detached, so no process is

@@ -52,6 +52,15 @@ struct {
 	__uint(max_entries, 65536);
 } followed SEC(".maps");
 
+/* Processes this program stopped and weft has not resumed yet: weft's
+ * watchdog resumes them if weft dies (crates/workload/src/watchdog.rs). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 65536);
+} held SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
@@ -84,6 +93,8 @@ int on_fork(unsigned long long *ctx)
 		flags |= SHARES_MEMORY;
 	else if (bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0))
 		flags |= NOT_STOPPED;
+	else
+		bpf_map_update_elem(&held, &ctgid, &one, BPF_ANY);
 	emit(KIND_FORK, ctgid, ptgid, flags);
 	return 0;
 }
@@ -92,12 +103,14 @@ SEC("tp_btf/sched_process_exec")
 int on_exec(unsigned long long *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
-	__u32 tgid = task->tgid, flags = 0;
+	__u32 tgid = task->tgid, flags = 0, one = 1;
 
 	if (!bpf_map_lookup_elem(&followed, &tgid))
 		return 0;
 	if (bpf_send_signal(SIGSTOP))
 		flags |= NOT_STOPPED;
+	else
+		bpf_map_update_elem(&held, &tgid, &one, BPF_ANY);
 	emit(KIND_EXEC, tgid, 0, flags);
 	return 0;
 }
@@ -111,6 +124,7 @@ int on_exit(unsigned long long *ctx)
 	if (task->pid != tgid || !bpf_map_lookup_elem(&followed, &tgid))
 		return 0;
 	bpf_map_delete_elem(&followed, &tgid);
+	bpf_map_delete_elem(&held, &tgid);
 	emit(KIND_EXIT, tgid, 0, 0);
 	return 0;
 }
