@@ -358,7 +358,8 @@ fn a_fork_child_traces_into_the_same_directory_with_its_pid() {
         BTreeMap::from([(root, 50), (child, 30)]),
         "{lines}"
     );
-    // weft events shows PID/TID; babeltrace2 reads all 160 events.
+    // weft events shows PID/TID; babeltrace2 reads all 160 events, each
+    // with its pid.
     let shown = run(weft().arg("events").arg(&events), Duration::from_secs(30));
     assert!(
         shown.stdout.contains(&format!(" {child}/{child} ")),
@@ -372,6 +373,10 @@ fn a_fork_child_traces_into_the_same_directory_with_its_pid() {
         );
         assert_eq!(bt.status, 0, "{}", bt.stderr);
         assert_eq!(bt.stdout.lines().count(), 160, "{}", bt.stdout);
+        // The packet context gives each event its process.
+        let of_child = format!("pid = {child} }}");
+        let child_events = bt.stdout.lines().filter(|l| l.contains(&of_child)).count();
+        assert_eq!(child_events, 60, "{}", bt.stdout);
     } else {
         skip("babeltrace2 missing (scripts/install-deps.sh installs it)");
     }

@@ -36,11 +36,18 @@ pub(crate) struct PacketHeader {
     pub packet_size: U64,
     pub events_discarded: U64,
     pub tid: I64,
+    /// The thread's process (from packet format 2).
+    pub pid: I64,
 }
 
 /// Bytes of a packet's header and context, before its records.
 pub const PACKET_HEADER: usize = std::mem::size_of::<PacketHeader>();
-const _: () = assert!(PACKET_HEADER == 8 + 6 * 8);
+const _: () = assert!(PACKET_HEADER == 8 + 7 * 8);
+/// Bytes of the header of packet format 1 (no pid), which older weft
+/// versions wrote; readers take both.
+pub const PACKET_HEADER_V1: usize = PACKET_HEADER - 8;
+/// The packet format weft writes: 2 has the pid after the tid.
+pub const PACKET_FORMAT: u32 = 2;
 
 /// A TSDL identifier for a value name: letters, digits and `_`.
 fn identifier(name: &str) -> String {
@@ -116,14 +123,19 @@ pub fn metadata(meta: &Meta) -> String {
             crate::ClockKind::Tsc => "time-stamp counter",
         },
     );
-    m.push_str(
-        "stream {\n\tid = 0;\n\
-         \tpacket.context := struct {\n\t\ttsc_t timestamp_begin;\n\t\ttsc_t timestamp_end;\n\
+    let pid_field = if meta.format >= 2 {
+        "\t\tint64_t pid;\n"
+    } else {
+        ""
+    };
+    m.push_str(&format!(
+        "stream {{\n\tid = 0;\n\
+         \tpacket.context := struct {{\n\t\ttsc_t timestamp_begin;\n\t\ttsc_t timestamp_end;\n\
          \t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t events_discarded;\n\
-         \t\tint64_t tid;\n\t};\n\
-         \tevent.header := struct {\n\t\ttsc_t timestamp;\n\t\tuint32_t id;\n\t};\n\
-         \tevent.context := struct {\n\t\tuint16_t values;\n\t\tuint16_t text_bytes;\n\t};\n};\n\n",
-    );
+         \t\tint64_t tid;\n{pid_field}\t}};\n\
+         \tevent.header := struct {{\n\t\ttsc_t timestamp;\n\t\tuint32_t id;\n\t}};\n\
+         \tevent.context := struct {{\n\t\tuint16_t values;\n\t\tuint16_t text_bytes;\n\t}};\n}};\n\n",
+    ));
     for (id, (module, function, kind, nargs)) in meta.events.iter().enumerate() {
         let mut fields = String::new();
         if kind == "exit" {
@@ -192,10 +204,11 @@ fn span(records: &[u8]) -> (u64, u64, u64) {
     (first.unwrap_or(0), last, count)
 }
 
-/// A packet holding `records` (laid out as in a ring) of thread `tid`,
+/// A packet holding `records` (laid out as in a ring) of thread `tid` of
+/// process `pid`,
 /// with the thread's count of dropped events so far; and how many events
 /// it holds.
-pub fn packet(tid: i32, dropped: u64, records: &[u8]) -> (Vec<u8>, u64) {
+pub fn packet(pid: i32, tid: i32, dropped: u64, records: &[u8]) -> (Vec<u8>, u64) {
     let (begin, end, count) = span(records);
     let bits = ((PACKET_HEADER + records.len()) * 8) as u64;
     let header = PacketHeader {
@@ -207,6 +220,7 @@ pub fn packet(tid: i32, dropped: u64, records: &[u8]) -> (Vec<u8>, u64) {
         packet_size: bits.into(),
         events_discarded: dropped.into(),
         tid: i64::from(tid).into(),
+        pid: i64::from(pid).into(),
     };
     let mut p = Vec::with_capacity(PACKET_HEADER + records.len());
     p.extend_from_slice(header.as_bytes());
@@ -238,6 +252,7 @@ pub(crate) mod tests {
             binary: vec![],
             names: vec![],
             threads: Default::default(),
+            format: PACKET_FORMAT,
         }
     }
 
@@ -296,13 +311,13 @@ pub(crate) mod tests {
 
     #[test]
     fn packet_header_layout_is_the_declared_one() {
-        let (p, count) = packet(-2, 3, &[]);
+        let (p, count) = packet(9, -2, 3, &[]);
         assert_eq!(count, 0);
         let mut expected = Vec::new();
         expected.extend_from_slice(&MAGIC.to_le_bytes());
         expected.extend_from_slice(&0u32.to_le_bytes());
         let bits = (PACKET_HEADER * 8) as u64;
-        for word in [0, 0, bits, bits, 3, -2i64 as u64] {
+        for word in [0, 0, bits, bits, 3, -2i64 as u64, 9] {
             expected.extend_from_slice(&word.to_le_bytes());
         }
         assert_eq!(p, expected);

@@ -127,7 +127,7 @@ impl Recorder {
 
     fn take(&mut self, pid: i32, raw: RawRecords<'_>) {
         self.threads.insert(raw.tid, pid);
-        let (packet, count) = crate::ctf::packet(raw.tid, raw.dropped, raw.bytes);
+        let (packet, count) = crate::ctf::packet(pid, raw.tid, raw.dropped, raw.bytes);
         self.events += count;
         let Some(dir) = &self.dir else {
             return;

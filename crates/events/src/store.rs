@@ -60,6 +60,14 @@ pub struct Meta {
     /// (a followed workload); absent when every thread is `pid`'s.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub threads: BTreeMap<i32, i32>,
+    /// The streams' packet format: 2 has each packet's pid after its tid
+    /// (absent in directories from older weft versions: 1).
+    #[serde(default = "format_1")]
+    pub format: u32,
+}
+
+fn format_1() -> u32 {
+    1
 }
 
 impl Meta {
@@ -332,6 +340,7 @@ impl Meta {
             binary: (0..count).map(|id| info(id).binary).collect(),
             names: (0..count).map(|id| info(id).names.clone()).collect(),
             threads: threads.clone(),
+            format: crate::ctf::PACKET_FORMAT,
         }
     }
 

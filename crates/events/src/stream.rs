@@ -7,7 +7,7 @@
 //! never a packet read past its bytes. `weft events --repair` cuts streams
 //! back to their last whole packet so that babeltrace2 reads them.
 
-use crate::ctf::{PacketHeader, MAGIC, PACKET_HEADER};
+use crate::ctf::{PacketHeader, MAGIC, PACKET_HEADER, PACKET_HEADER_V1};
 use crate::files::{io, SafeDir, TEMP_PREFIX};
 use crate::trace_dir::is_stream;
 use crate::{Error, Result};
@@ -51,7 +51,8 @@ fn fill(input: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(got)
 }
 
-/// Checks a whole packet header; returns the bytes of records after it.
+/// Checks the part of a packet header every weft version writes (up to
+/// the thread id); returns the packet's size in bytes.
 fn check_header(h: &PacketHeader) -> std::result::Result<u64, String> {
     let (packet, content) = (h.packet_size.get(), h.content_size.get());
     if h.stream_id.get() != 0 {
@@ -65,13 +66,12 @@ fn check_header(h: &PacketHeader) -> std::result::Result<u64, String> {
             "packet content size ({content} bits) differs from its size ({packet} bits)"
         ));
     }
-    if packet % 8 != 0 || packet / 8 < PACKET_HEADER as u64 {
+    if packet % 8 != 0 || packet / 8 < PACKET_HEADER_V1 as u64 {
         return Err(format!(
             "packet size ({packet} bits) is not whole bytes of at least its header"
         ));
     }
-    let records = packet / 8 - PACKET_HEADER as u64;
-    if records > MAX_RECORDS {
+    if packet / 8 - PACKET_HEADER_V1 as u64 > MAX_RECORDS {
         return Err(format!(
             "packet size ({packet} bits) is larger than any weft packet"
         ));
@@ -82,7 +82,7 @@ fn check_header(h: &PacketHeader) -> std::result::Result<u64, String> {
             h.tid.get()
         ));
     }
-    Ok(records)
+    Ok(packet / 8)
 }
 
 /// Checks that the records of a packet tile it exactly, each with at most
@@ -173,7 +173,7 @@ pub(crate) fn next_packet(
     };
     let failed = io(format!("reading {}", stream.display()));
     let mut header = PacketHeader::new_zeroed();
-    let got = fill(input, header.as_mut_bytes()).map_err(&failed)?;
+    let got = fill(input, &mut header.as_mut_bytes()[..PACKET_HEADER_V1]).map_err(&failed)?;
     if got == 0 {
         return Ok(Next::End(StreamEnd::Whole));
     }
@@ -183,13 +183,13 @@ pub(crate) fn next_packet(
             header.magic.get()
         )));
     }
-    if got < PACKET_HEADER {
+    if got < PACKET_HEADER_V1 {
         return Ok(Next::End(StreamEnd::CutShort {
             offset,
             bytes: got as u64,
         }));
     }
-    let size = check_header(&header).map_err(corrupt)?;
+    let packet = check_header(&header).map_err(corrupt)?;
     let tid = header.tid.get() as i32;
     if let Some(owner) = thread_of(stream).filter(|&owner| owner != tid) {
         return Err(corrupt(format!(
@@ -198,6 +198,27 @@ pub(crate) fn next_packet(
         )));
     }
     records.clear();
+    // The word after the thread id: the process id in packets since the
+    // pid was added (below PID_MAX_LIMIT, 2^22), else, in an older weft's
+    // packet, the first record's timestamp (never that small), which then
+    // starts the records.
+    let mut header_len = PACKET_HEADER_V1;
+    if packet >= PACKET_HEADER as u64 {
+        let more = fill(input, &mut header.as_mut_bytes()[PACKET_HEADER_V1..]).map_err(&failed)?;
+        if more < PACKET_HEADER - PACKET_HEADER_V1 {
+            return Ok(Next::End(StreamEnd::CutShort {
+                offset,
+                bytes: (PACKET_HEADER_V1 + more) as u64,
+            }));
+        }
+        let word = header.pid.get();
+        if (0..PID_LIMIT).contains(&word) {
+            header_len = PACKET_HEADER;
+        } else {
+            records.extend_from_slice(header.pid.as_bytes());
+        }
+    }
+    let size = packet - header_len as u64 - records.len() as u64;
     let read = (&mut *input)
         .take(size)
         .read_to_end(records)
@@ -205,18 +226,18 @@ pub(crate) fn next_packet(
     if (read as u64) < size {
         return Ok(Next::End(StreamEnd::CutShort {
             offset,
-            bytes: (PACKET_HEADER + read) as u64,
+            bytes: (packet - size) + read as u64,
         }));
     }
     check_records(records, ids).map_err(|(at, why)| {
-        let at = offset + (PACKET_HEADER + at) as u64;
+        let at = offset + (header_len + at) as u64;
         corrupt(format!("the record at byte {at} {why}"))
     })?;
-    Ok(Next::Packet {
-        tid,
-        size: PACKET_HEADER as u64 + size,
-    })
+    Ok(Next::Packet { tid, size: packet })
 }
+
+/// Process ids are below this (the kernel's `PID_MAX_LIMIT`).
+const PID_LIMIT: i64 = 1 << 22;
 
 /// What [`packets`] passes each packet to: its offset in the stream, its
 /// thread and its records.
@@ -337,13 +358,18 @@ mod tests {
 
     /// Two records as a ring holds them: f(5, -1) and g(9, "hello").
     fn records() -> Vec<u8> {
+        records_at(0)
+    }
+
+    /// [`records`] with timestamps `base` later.
+    fn records_at(base: u64) -> Vec<u8> {
         let mut records = Vec::new();
-        records.extend_from_slice(&100u64.to_le_bytes());
+        records.extend_from_slice(&(base + 100).to_le_bytes());
         records.extend_from_slice(&0u32.to_le_bytes());
         records.extend_from_slice(&2u32.to_le_bytes());
         records.extend_from_slice(&5u64.to_le_bytes());
         records.extend_from_slice(&(-1i64).to_le_bytes());
-        records.extend_from_slice(&200u64.to_le_bytes());
+        records.extend_from_slice(&(base + 200).to_le_bytes());
         records.extend_from_slice(&2u32.to_le_bytes());
         records.extend_from_slice(&(2u32 | 8 << 16).to_le_bytes());
         records.extend_from_slice(&9u64.to_le_bytes());
@@ -359,9 +385,40 @@ mod tests {
 
     /// A stream of three packets of [`records`] of thread `tid`.
     fn stream_of(tid: i32) -> Vec<u8> {
-        let (p, count) = crate::ctf::packet(tid, 3, &records());
+        let (p, count) = crate::ctf::packet(7, tid, 3, &records());
         assert_eq!(count, 2);
         [p.clone(), p.clone(), p].concat()
+    }
+
+    /// `packet` as an older weft wrote it: no pid after the tid.
+    fn format_1(packet: &[u8]) -> Vec<u8> {
+        let mut old = [&packet[..PACKET_HEADER_V1], &packet[PACKET_HEADER..]].concat();
+        let bits = (old.len() * 8) as u64;
+        // content_size and packet_size, after magic, stream id and the two timestamps.
+        old[24..32].copy_from_slice(&bits.to_le_bytes());
+        old[32..40].copy_from_slice(&bits.to_le_bytes());
+        old
+    }
+
+    #[test]
+    fn packets_of_an_older_weft_without_a_pid_read_the_same() {
+        // Timestamps as a TSC reads them, a second or more after boot (a
+        // timestamp below 2^22 would read as a pid).
+        let (p, _) = crate::ctf::packet(7, 42, 3, &records_at(1 << 40));
+        let (empty, _) = crate::ctf::packet(7, 42, 3, &[]);
+        let new = [p.clone(), empty.clone(), p.clone()].concat();
+        let old = [format_1(&p), format_1(&empty), format_1(&p)].concat();
+        let (from_new, end_new) = read(&new);
+        let (from_old, end_old) = read(&old);
+        assert!(matches!(end_new, Ok(StreamEnd::Whole)));
+        assert!(matches!(end_old, Ok(StreamEnd::Whole)), "{end_old:?}");
+        assert_eq!(from_new.len(), 4);
+        assert_eq!(from_old, from_new);
+        // An old stream cut inside its last packet ends there.
+        let cut = &old[..old.len() - 3];
+        let (got, end) = read(cut);
+        assert_eq!(got.len(), 2);
+        assert!(matches!(end, Ok(StreamEnd::CutShort { .. })), "{end:?}");
     }
 
     /// The events read from `bytes` and how the stream ended.

@@ -84,10 +84,31 @@ pub fn vdso_clock_gettime(pid: i32) -> crate::Result<u64> {
 
 /// TSC ticks per nanosecond, measured over `over`.
 pub fn calibrate(over: Duration) -> f64 {
-    let (t0, c0) = (Instant::now(), tsc());
+    let origin = Instant::now();
+    let (t0, c0) = paired(origin);
     std::thread::sleep(over);
-    let (t1, c1) = (Instant::now(), tsc());
-    (c1 - c0) as f64 / (t1 - t0).as_nanos().max(1) as f64
+    let (t1, c1) = paired(origin);
+    (c1 - c0) as f64 / (t1 - t0).max(1.0)
+}
+
+/// A TSC reading and the nanoseconds since `origin` at the same moment:
+/// of a few tries, the one whose clock reads around it are closest, so
+/// that a preemption between the reads (which, on a loaded machine, can
+/// last milliseconds and skew a 20 ms calibration by percents) is not
+/// taken.
+fn paired(origin: Instant) -> (f64, u64) {
+    let mut best = (f64::MAX, 0.0, 0);
+    for _ in 0..16 {
+        let before = origin.elapsed();
+        let c = tsc();
+        let after = origin.elapsed();
+        let gap = (after - before).as_nanos() as f64;
+        if gap < best.0 {
+            let middle = (before.as_nanos() + after.as_nanos()) as f64 / 2.0;
+            best = (gap, middle, c);
+        }
+    }
+    (best.1, best.2)
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ struct Packet {
     events: usize,
 }
 
-/// The packets of a CTF stream as weft writes it (56 bytes of header and
+/// The packets of a CTF stream as weft writes it (64 bytes of header and
 /// context, `packet_size` in bits at byte 32; records of 16 bytes, 8 per
 /// value and their text, the shape word at byte 12).
 fn packets(stream: &[u8]) -> Vec<Packet> {
@@ -51,7 +51,7 @@ fn packets(stream: &[u8]) -> Vec<Packet> {
     let mut at = 0;
     while at < stream.len() {
         let len = (word(at + 32) / 8) as usize;
-        let (mut record, mut events) = (at + 56, 0);
+        let (mut record, mut events) = (at + 64, 0);
         while record < at + len {
             let shape = word(record + 8) >> 32;
             record += 16 + 8 * (shape & 0xffff) as usize + (shape >> 16) as usize;
@@ -99,7 +99,7 @@ fn a_stream_cut_inside_its_last_packet_keeps_every_packet_before() {
     let last = *packets.last().unwrap();
     // One thread: time order is stream order.
     let kept: Vec<&str> = full.lines().take(100_000 - last.events).collect();
-    for cut in [1, 30, 56, 56 + 20, last.len - 1] {
+    for cut in [1, 30, 56, 64, 64 + 20, last.len - 1] {
         std::fs::write(&stream, &whole[..last.at + cut]).unwrap();
         let out = weft_events(&[], &traced.events);
         assert_eq!(out.status, 0, "cut {cut}: {}", out.stderr);

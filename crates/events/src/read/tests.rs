@@ -123,7 +123,7 @@ fn write_trace(dir: &Path, streams: &[(i32, Vec<Vec<u8>>)], finished: bool) -> V
     for (tid, packets) in streams {
         let mut bytes = Vec::new();
         for records in packets {
-            bytes.extend_from_slice(&crate::ctf::packet(*tid, 0, records).0);
+            bytes.extend_from_slice(&crate::ctf::packet(7, *tid, 0, records).0);
         }
         std::fs::write(dir.join(format!("ctf/stream_{tid}")), bytes).unwrap();
     }
