@@ -51,7 +51,7 @@ pub fn attach(
     }
     for &pid in pids {
         match attach_one(&mut workload, pid, max_overhead, args) {
-            Ok(m) => workload.add(m)?,
+            Ok(m) => workload.add(m),
             Err(e) => {
                 // Those already attached get their code back first.
                 for m in &mut workload.members {
@@ -106,8 +106,16 @@ pub fn attach(
     // New processes are no longer followed; those stopped for weft were
     // let go as they came.
     workload.stop_following(args)?;
+    // Every process gets its code back, even if one of them refuses.
+    let mut refused = None;
     for m in workload.live() {
-        restore_target(m.pid, &mut m.session, args.verbose)?;
+        if let Err(e) = restore_target(m.pid, &mut m.session, args.verbose) {
+            say!("weft: {e:#}");
+            refused.get_or_insert(e);
+        }
+    }
+    if let Some(e) = refused {
+        return Err(e);
     }
     if args.verbose {
         for m in &workload.members {
@@ -170,6 +178,8 @@ fn attach_one(
     session.raise_semaphores(&tracee, &req.semaphores)?;
     session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;
     req.describe_trace(&session)?;
+    // Followed while still held: a fork right after the detach is caught.
+    workload.follow(pid)?;
     tracee.detach()?;
     req.sampler.live_from_now();
     let stopped = started.elapsed();

@@ -297,6 +297,7 @@ fn parse_percent(text: &str) -> std::result::Result<f64, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    weft_process::raise_open_file_limit();
     let result = match cli.command {
         Command::Run(a) => run::run(&a.probes, !a.no_follow, &a.command),
         Command::Attach(a) => {

@@ -148,7 +148,8 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
         done: false,
         // The program weft instrumented, read while it is still stopped.
         exec: (!workload.following()).then(|| ExecNotice::new(pid)),
-    })?;
+    });
+    workload.follow(pid)?;
     tracee.detach()?;
     signals::forward_to_child(pid);
     let code = wait_for_workload(pid, &mut workload, args)?;

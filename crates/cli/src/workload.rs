@@ -49,6 +49,8 @@ impl Member {
         if !self.done {
             self.done = true;
             self.req.sampler.sample(&self.session);
+            // Its pidfd is no longer needed (a long build has many images).
+            self.watch = None;
         }
     }
 }
@@ -83,7 +85,12 @@ impl Workload {
     /// kernel lets weft load its follower (else weft says why, once).
     pub fn new(follow: bool, definitions: weft_metrics::Definitions) -> Workload {
         let follower = if follow {
-            match Follower::load() {
+            match nested_pid_namespace().map_or_else(Follower::load, |why| {
+                Err(weft_workload::Error::Unavailable {
+                    step: "following processes",
+                    reason: why,
+                })
+            }) {
                 Ok(f) => Some(f),
                 Err(e) => {
                     say!(
@@ -128,13 +135,20 @@ impl Workload {
         self.follower.is_some()
     }
 
-    /// Adds `pid` (already instrumented, as `member`) to the workload.
-    pub fn add(&mut self, member: Member) -> Result<()> {
+    /// Follows process `pid` from now on: its children and its execs.
+    /// Call it while weft still holds the process, so that no fork falls
+    /// between its instrumentation and its following.
+    pub fn follow(&self, pid: i32) -> Result<()> {
         if let Some(f) = &self.follower {
-            f.follow(member.pid)?;
+            f.follow(pid)?;
         }
-        self.members.push(member);
         Ok(())
+    }
+
+    /// Adds `pid` (already instrumented and followed, as `member`) to the
+    /// workload.
+    pub fn add(&mut self, member: Member) {
+        self.members.push(member);
     }
 
     /// A session for `pid` as a part of this workload.
@@ -258,8 +272,15 @@ impl Workload {
         if self.following() {
             share = share.min(FOLLOW_SLICE);
         }
-        for m in self.members.iter_mut().filter(|m| !m.done) {
-            if m.session.load_pending(share) {
+        for i in 0..self.members.len() {
+            if self.members[i].done || !self.members[i].session.load_pending(share) {
+                continue;
+            }
+            // A fork before this load is given its region first: its
+            // copy of the session must not claim a library it never mapped.
+            self.handle_events(args)?;
+            let m = &mut self.members[i];
+            if !m.done {
                 match m.session.handle_loads(&m.req.specs) {
                     Ok(Some(report)) => {
                         report_load(&report, args.verbose);
@@ -289,10 +310,11 @@ impl Workload {
             match event {
                 Event::Forked {
                     parent,
+                    thread,
                     child,
                     shares_memory,
                     stopped,
-                } => self.forked(args, parent, child, shares_memory, stopped),
+                } => self.forked(args, (parent, thread), child, shares_memory, stopped),
                 Event::Execed { pid, stopped } => self.execed(args, pid, stopped),
                 Event::Exited { pid } => {
                     self.sharing.remove(&pid);
@@ -305,14 +327,21 @@ impl Workload {
     }
 
     /// A process of the workload created another.
-    fn forked(&mut self, args: &ProbeArgs, parent: i32, child: i32, shares: bool, stopped: bool) {
+    fn forked(
+        &mut self,
+        args: &ProbeArgs,
+        (parent, thread): (i32, i32),
+        child: i32,
+        shares: bool,
+        stopped: bool,
+    ) {
         if shares {
             // Its calls before it execs are counted in its parent's memory.
             self.sharing.insert(child);
             return;
         }
         let outcome = match self.live_member(parent) {
-            Some(p) if stopped => own_session(p, child),
+            Some(p) if stopped => own_session(p, thread, child),
             Some(_) => Err(anyhow::anyhow!(
                 "the kernel did not stop it for weft, so its calls are counted with its \
                  parent's"
@@ -462,7 +491,7 @@ impl Workload {
 /// Gives `child`, a fork of `parent`'s process stopped before its first
 /// instruction, a region and a session of its own. `None` when it ended
 /// meanwhile.
-fn own_session(parent: &Member, child: i32) -> Result<Option<Member>> {
+fn own_session(parent: &Member, thread: i32, child: i32) -> Result<Option<Member>> {
     match weft_process::wait_stopped(child, STOP_WAIT) {
         Ok(true) => {}
         Ok(false) => anyhow::bail!("it did not stop for weft within {STOP_WAIT:?}"),
@@ -476,7 +505,7 @@ fn own_session(parent: &Member, child: i32) -> Result<Option<Member>> {
         .sampler
         .cpu_clock()
         .and_then(|c| c.claim(child as u32));
-    let session = parent.session.fork_child(&mut tracee, cpu_entry)?;
+    let session = parent.session.fork_child(&mut tracee, thread, cpu_entry)?;
     tracee.detach()?;
     let req = parent.req.for_child(child);
     req.describe_trace(&session)?;
@@ -519,4 +548,12 @@ pub fn write_parts(
             processes: if parts.len() > 1 { &parts } else { &[] },
         },
     )
+}
+
+/// Why weft cannot follow from its pid namespace, if it cannot: the
+/// follower compares the kernel's pids, which a nested namespace (a
+/// container) numbers otherwise.
+fn nested_pid_namespace() -> Option<String> {
+    weft_process::in_nested_pid_namespace()
+        .then(|| "weft runs in a nested pid namespace (a container)".to_string())
 }

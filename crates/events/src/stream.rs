@@ -71,7 +71,8 @@ fn check_header(h: &PacketHeader) -> std::result::Result<u64, String> {
             "packet size ({packet} bits) is not whole bytes of at least its header"
         ));
     }
-    if packet / 8 - PACKET_HEADER_V1 as u64 > MAX_RECORDS {
+    // The records, and the pid of format 2.
+    if packet / 8 - PACKET_HEADER_V1 as u64 > MAX_RECORDS + 8 {
         return Err(format!(
             "packet size ({packet} bits) is larger than any weft packet"
         ));

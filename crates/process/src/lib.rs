@@ -180,6 +180,32 @@ pub fn pid_namespace(pid: i32) -> Option<u64> {
         .map(|m| m.ino())
 }
 
+/// Raises weft's soft limit of open files to its hard limit: following a
+/// workload keeps a few descriptors per process (its region, a pidfd)
+/// and a build may start hundreds. A program weft starts gets the limit
+/// weft had ([`Tracee::launch`] puts it back).
+pub fn raise_open_file_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if let (Some(current), true) = (limit.current, limit.current < limit.maximum) {
+        tracee::ORIGINAL_OPEN_FILES.store(current, std::sync::atomic::Ordering::Relaxed);
+        limit.current = limit.maximum;
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
+}
+
+/// Whether weft itself runs in a pid namespace below the initial one (a
+/// container): `NSpid` in `/proc/self/status` then lists more than one pid.
+pub fn in_nested_pid_namespace() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let pids = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+            Some(pids.split_whitespace().count() > 1)
+        })
+        .unwrap_or(false)
+}
+
 /// Effective user and group ids of a process (from `/proc/PID/status`).
 pub fn process_ids(pid: i32) -> Result<(u32, u32)> {
     let status = std::fs::read_to_string(proc_path(pid, "status"))

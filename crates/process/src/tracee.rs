@@ -153,6 +153,22 @@ impl Tracee {
                 // SAFETY: no handler function is installed, only the
                 // kernel's default action; sigaction is async-signal-safe.
                 let _ = unsafe { signal::signal(Signal::SIGPIPE, signal::SigHandler::SigDfl) };
+                // The open-file limit weft had before raising its own.
+                let files = ORIGINAL_OPEN_FILES.load(std::sync::atomic::Ordering::Relaxed);
+                if files != 0 {
+                    let mut limit = libc::rlimit {
+                        rlim_cur: 0,
+                        rlim_max: 0,
+                    };
+                    // SAFETY: getrlimit and setrlimit are async-signal-safe
+                    // system calls on a local struct.
+                    unsafe {
+                        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                            limit.rlim_cur = files;
+                            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+                        }
+                    }
+                }
                 // The child stops itself so the parent can seize it, then execs.
                 let _ = signal::raise(Signal::SIGSTOP);
                 // SAFETY: a NUL-terminated program name and a null-terminated
@@ -705,6 +721,11 @@ pub fn child_has_exited(pid: i32) -> Result<bool> {
         source,
     })
 }
+
+/// weft's soft limit of open files before `raise_open_file_limit` (0: not
+/// raised), which a launched program gets back.
+pub(crate) static ORIGINAL_OPEN_FILES: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
 
 /// Children of weft that an episode's wait reaped (pid, shell-style exit
 /// code), kept until [`wait_child_exit`] asks for them.

@@ -79,6 +79,8 @@ pub enum Event {
     Forked {
         /// The creating process (its tgid).
         parent: i32,
+        /// The thread that forked: the child's one thread is its copy.
+        thread: i32,
         /// The new process.
         child: i32,
         /// The child shares its parent's memory (vfork, `CLONE_VM`): it
@@ -105,7 +107,7 @@ pub enum Event {
 
 impl Event {
     /// Decodes one record of the program's ring (`struct event`: kind,
-    /// pid, parent, flags, u32 each).
+    /// pid, parent, flags, thread, padding, u32 each).
     fn parse(bytes: &[u8]) -> Option<Event> {
         let word = |i: usize| -> Option<u32> {
             Some(u32::from_ne_bytes(
@@ -116,6 +118,7 @@ impl Event {
         match kind {
             KIND_FORK => Some(Event::Forked {
                 parent,
+                thread: word(4)? as i32,
                 child: pid,
                 shares_memory: flags & SHARES_MEMORY != 0,
                 stopped: flags & (SHARES_MEMORY | NOT_STOPPED) == 0,
@@ -141,6 +144,24 @@ pub struct Follower {
     queue: Rc<RefCell<VecDeque<Event>>>,
     links: Vec<libbpf_rs::Link>,
     object: libbpf_rs::Object,
+}
+
+impl Drop for Follower {
+    /// Detaches the programs, then lets go every process still stopped
+    /// for weft (weft ends with an error, or a program run raced the
+    /// detach), before the watchdog is told to go quietly.
+    fn drop(&mut self) {
+        self.links.clear();
+        if let Some(held) = self.object.maps().find(|m| m.name() == "held") {
+            for key in held.keys() {
+                if let Some(pid) = key.get(..4).and_then(|k| k.try_into().ok()) {
+                    // SAFETY: kill has no memory arguments; a process gone
+                    // meanwhile makes it fail with ESRCH.
+                    unsafe { libc::kill(i32::from_ne_bytes(pid), libc::SIGCONT) };
+                }
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Follower {

@@ -87,10 +87,11 @@ fn a_fork_and_an_exec_stop_the_process_until_it_is_resumed() {
     let sub = match first {
         Event::Forked {
             parent,
+            thread,
             child,
             shares_memory: false,
             stopped: true,
-        } if parent == sh => child,
+        } if parent == sh && thread == sh => child,
         other => panic!("expected the shell's fork, got {other:?}"),
     };
     assert!(
@@ -109,6 +110,7 @@ fn a_fork_and_an_exec_stop_the_process_until_it_is_resumed() {
             child,
             shares_memory,
             stopped,
+            ..
         } => (parent, child, shares_memory, stopped),
         other => panic!("expected the subshell's fork, got {other:?}"),
     };

@@ -89,6 +89,11 @@ fn watch(read: RawFd, write: RawFd, map: RawFd) -> ! {
             libc::dup2(devnull, fd);
         }
         libc::syscall(libc::SYS_close_range, MAP_FD + 1, u32::MAX, 0);
+        // weft's signal handlers are weft's code: the watchdog takes the
+        // default actions.
+        for sig in 1..32 {
+            libc::signal(sig, libc::SIG_DFL);
+        }
         libc::setsid();
         libc::prctl(libc::PR_SET_NAME, c"weft-watchdog".as_ptr());
         let mut byte = 0u8;

@@ -20,7 +20,13 @@ impl Session {
     /// is the child's entry in the CPU clock, if weft claimed one for it
     /// (`weft_vclock::VirtualClock::claim`): CPU timers running at the
     /// fork then go on in the child from its first instruction.
-    pub fn fork_child(&self, tracee: &mut Tracee, cpu_entry: Option<u64>) -> Result<Session> {
+    /// `thread` is the parent's thread that forked.
+    pub fn fork_child(
+        &self,
+        tracee: &mut Tracee,
+        thread: i32,
+        cpu_entry: Option<u64>,
+    ) -> Result<Session> {
         let child = tracee.pid();
         let (uid, gid) = weft_process::process_ids(child)?;
         let shm = self.shm.create_like(uid, gid)?;
@@ -37,7 +43,7 @@ impl Session {
         }
         super::journal::stamp_owner(&shm, &self.layout, child);
         shm.store_u64(header.sync_offset + sync::NO_SLOT, 0);
-        self.keep_forking_thread(&shm, tracee, cpu_entry)?;
+        self.keep_forking_thread(&shm, tracee, thread, cpu_entry)?;
 
         let mut session = Session {
             pid: child,
@@ -79,20 +85,38 @@ impl Session {
     /// yet. Timers running at the fork stay running, as the calls they
     /// time continue in the child: a wall timer from its start in the
     /// parent, a CPU timer from the child's first instruction (its entry
-    /// counts from zero).
+    /// counts from zero). The block is read when weft handles the fork,
+    /// while the parent runs on: a timer the parent started or stopped in
+    /// between is taken as it is then.
     fn keep_forking_thread(
         &self,
         shm: &SharedMemory,
         tracee: &Tracee,
+        thread: i32,
         cpu_entry: Option<u64>,
     ) -> Result<()> {
         let header = &self.layout.header;
         let pointer = tracee.registers(tracee.pid())?.fs_base;
         let keys = header.threads_offset;
-        let mine = (0..header.thread_slots)
-            .find(|&slot| pointer != 0 && self.shm.load_u64(keys + slot * 8) == pointer);
+        // The slot of that thread pointer and that thread: a finished
+        // thread's slot may have the same pointer (glibc reuses thread
+        // control blocks).
+        let mine = (0..header.thread_slots).find(|&slot| {
+            pointer != 0
+                && self.shm.load_u64(keys + slot * 8) == pointer
+                && self
+                    .shm
+                    .load_u64(self.layout.thread_block(slot) + threads::TID)
+                    == thread as u64
+        });
+        // The others are the parent's threads': retired, not free, so that
+        // probing from the child's thread pointer still reaches its slot.
         for slot in 0..header.thread_slots {
-            let key = if Some(slot) == mine { pointer } else { 0 };
+            let key = match self.shm.load_u64(keys + slot * 8) {
+                _ if Some(slot) == mine => pointer,
+                threads::FREE => threads::FREE,
+                _ => threads::RETIRED,
+            };
             shm.store_u64(keys + slot * 8, key);
         }
         let Some(slot) = mine else {
@@ -109,6 +133,10 @@ impl Session {
         let cpu_timers = self.cpu_timers();
         for t in 0..threads::TIMERS {
             let at = block + threads::timer(t);
+            // Copied while the parent runs on: one it was updating reads
+            // as settled in the child.
+            let seq = shm.load_u64(at + threads::TIMER_SEQ);
+            shm.store_u64(at + threads::TIMER_SEQ, seq + seq % 2);
             shm.store_u64(at + threads::TIMER_TOTAL, 0);
             if cpu_timers.contains(&t) {
                 shm.store_u64(at + threads::TIMER_START, 0);

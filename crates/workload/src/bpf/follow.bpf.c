@@ -27,10 +27,19 @@ struct mm_struct;
 
 /* Only the fields read here; libbpf relocates their offsets against the
  * running kernel's BTF. */
+typedef struct {
+	int counter;
+} atomic_t;
+
+struct signal_struct {
+	atomic_t live; /* threads of the group not yet exiting */
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
 	struct mm_struct *mm;
+	struct signal_struct *signal;
 } __attribute__((preserve_access_index));
 
 enum pid_type { PIDTYPE_PID, PIDTYPE_TGID, PIDTYPE_PGID, PIDTYPE_SID, PIDTYPE_MAX };
@@ -43,6 +52,8 @@ struct event {
 	__u32 pid;    /* the new process, the exec'ing one, the one that exited */
 	__u32 parent; /* fork: the creating process */
 	__u32 flags;
+	__u32 thread; /* fork: the thread that forked (the child's one thread is its copy) */
+	__u32 pad;
 };
 
 struct {
@@ -66,16 +77,20 @@ struct {
 	__uint(max_entries, 1 << 20);
 } events SEC(".maps");
 
-static __always_inline void emit(__u32 kind, __u32 pid, __u32 parent, __u32 flags)
+/* A ring entry is reserved before a process is stopped: a process is
+ * never stopped without weft being told. */
+static __always_inline struct event *reserve(__u32 kind, __u32 pid)
 {
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e)
-		return;
+		return 0;
 	e->kind = kind;
 	e->pid = pid;
-	e->parent = parent;
-	e->flags = flags;
-	bpf_ringbuf_submit(e, 0);
+	e->parent = 0;
+	e->flags = 0;
+	e->thread = 0;
+	e->pad = 0;
+	return e;
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -84,18 +99,24 @@ int on_fork(unsigned long long *ctx)
 	struct task_struct *parent = (struct task_struct *)ctx[0];
 	struct task_struct *child = (struct task_struct *)ctx[1];
 	__u32 ptgid = parent->tgid, ctgid = child->tgid;
-	__u32 one = 1, flags = 0;
+	__u32 one = 1;
+	struct event *e;
 
 	if (ctgid == ptgid || !bpf_map_lookup_elem(&followed, &ptgid))
 		return 0; /* a thread, or not the workload's */
 	bpf_map_update_elem(&followed, &ctgid, &one, BPF_ANY);
+	e = reserve(KIND_FORK, ctgid);
+	if (!e)
+		return 0; /* the ring is full: the child runs on, in its parent's counts */
+	e->parent = ptgid;
+	e->thread = parent->pid;
 	if (child->mm == parent->mm)
-		flags |= SHARES_MEMORY;
+		e->flags |= SHARES_MEMORY;
 	else if (bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0))
-		flags |= NOT_STOPPED;
+		e->flags |= NOT_STOPPED;
 	else
 		bpf_map_update_elem(&held, &ctgid, &one, BPF_ANY);
-	emit(KIND_FORK, ctgid, ptgid, flags);
+	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
 
@@ -103,29 +124,39 @@ SEC("tp_btf/sched_process_exec")
 int on_exec(unsigned long long *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
-	__u32 tgid = task->tgid, flags = 0, one = 1;
+	__u32 tgid = task->tgid, one = 1;
+	struct event *e;
 
 	if (!bpf_map_lookup_elem(&followed, &tgid))
 		return 0;
+	e = reserve(KIND_EXEC, tgid);
+	if (!e)
+		return 0;
 	if (bpf_send_signal(SIGSTOP))
-		flags |= NOT_STOPPED;
+		e->flags |= NOT_STOPPED;
 	else
 		bpf_map_update_elem(&held, &tgid, &one, BPF_ANY);
-	emit(KIND_EXEC, tgid, 0, flags);
+	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
 
+/* The process leaves the workload when its last thread exits (a main
+ * thread that exits first, or one an exec in another thread replaces,
+ * does not end it). */
 SEC("tp_btf/sched_process_exit")
 int on_exit(unsigned long long *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
 	__u32 tgid = task->tgid;
+	struct event *e;
 
-	if (task->pid != tgid || !bpf_map_lookup_elem(&followed, &tgid))
+	if (task->signal->live.counter != 0 || !bpf_map_lookup_elem(&followed, &tgid))
 		return 0;
 	bpf_map_delete_elem(&followed, &tgid);
 	bpf_map_delete_elem(&held, &tgid);
-	emit(KIND_EXIT, tgid, 0, 0);
+	e = reserve(KIND_EXIT, tgid);
+	if (e)
+		bpf_ringbuf_submit(e, 0);
 	return 0;
 }
 
