@@ -1,0 +1,13 @@
+//! Abstract execution, after qpt (Larus and Ball; the multi-tasking paper
+//! in `shared/papers/abstract-execution-multitasking-1994.txt`): a traced
+//! function records only *witnesses*, small numbers written on a few of
+//! its control-flow edges, and its whole path is regenerated offline from
+//! them and its CFG.
+//!
+//! This crate is the planning, with no process and no machine code:
+//!
+//! * [`witness`]: which edges of a function's CFG carry witnesses
+//!   ([`witness::place`]), and the regeneration of a path from the
+//!   witnesses it wrote ([`witness::Plan::regenerate`]).
+
+pub mod witness;

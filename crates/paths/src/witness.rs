@@ -1,0 +1,302 @@
+//! Witness placement (Section 2.2 of the multi-tasking paper) and path
+//! regeneration for one function.
+//!
+//! A function is a CFG of blocks with one entry and a virtual `EXIT`
+//! vertex that every returning block has an edge to. A *predicate* is a
+//! block with two or more outgoing edges. The plan puts a witness, a
+//! number, on some edges; a run of the function writes the numbers of the
+//! edges it takes, in order. At each predicate, the next witness then
+//! tells which edge was taken, if the sets of witnesses that can come next
+//! along each outgoing edge are disjoint.
+//!
+//! [`place`] chooses the edges:
+//!
+//! 1. **Blocking witnesses.** Every outgoing edge of a predicate from
+//!    which a path without another predicate reaches a call block or
+//!    `EXIT` gets a witness. Otherwise the callee's witnesses, or the
+//!    caller's after the return, could be read as this function's
+//!    (Section 2.2.3).
+//! 2. **A maximum-weight spanning tree** of the remaining edges, taken as
+//!    undirected and grown with Kruskal's algorithm from the imaginary
+//!    edge `EXIT -> entry`, which can carry no witness. Edges are weighed
+//!    by an estimate of how often they run: loops iterate 10 times, and a
+//!    block's runs split evenly among its outgoing edges.
+//! 3. **A witness on every edge left out of the tree.** With no cycle and
+//!    no diamond among the edges without witnesses, the witness sets at
+//!    each predicate are disjoint (Section 2.2.2).
+//!
+//! Witnesses are numbered 1, 2, ... within the function, and fit a byte
+//! when it needs at most 255 ([`Plan::witness_width`]).
+
+use std::collections::BTreeSet;
+
+/// One edge of a CFG: from block `from` to block `to` (or [`Cfg::exit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Edge {
+    /// The block the edge leaves.
+    pub from: usize,
+    /// The block it enters, or `EXIT`.
+    pub to: usize,
+}
+
+/// A function's control-flow graph, as planning needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cfg {
+    /// Blocks `0..blocks`; the vertex `blocks` is `EXIT`.
+    pub blocks: usize,
+    /// The entry block.
+    pub entry: usize,
+    /// Every edge, those to `EXIT` included (one per returning block).
+    /// Two edges may join the same blocks (a conditional branch whose
+    /// both ways lead to one block).
+    pub edges: Vec<Edge>,
+    /// Blocks that call another function.
+    pub calls: BTreeSet<usize>,
+}
+
+impl Cfg {
+    /// The `EXIT` vertex.
+    pub fn exit(&self) -> usize {
+        self.blocks
+    }
+
+    /// Indexes of the edges leaving `block`, in the order given.
+    pub fn out_edges(&self, block: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.edges.len()).filter(move |&i| self.edges[i].from == block)
+    }
+
+    /// Whether `block` has two or more outgoing edges.
+    pub fn is_predicate(&self, block: usize) -> bool {
+        self.out_edges(block).nth(1).is_some()
+    }
+}
+
+/// Where a function's witnesses go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// For each edge of the CFG (same index), its witness number, or
+    /// `None` if it writes none.
+    pub witness: Vec<Option<u32>>,
+    /// The edges that got their witness as blocking witnesses (a subset
+    /// of those with a witness).
+    pub blocking: BTreeSet<usize>,
+}
+
+impl Plan {
+    /// The edges that write a witness.
+    pub fn instrumented(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.witness.len()).filter(|&i| self.witness[i].is_some())
+    }
+
+    /// Bytes per witness: 1 when the function needs at most 255.
+    pub fn witness_width(&self) -> usize {
+        if self.instrumented().count() <= 255 {
+            1
+        } else {
+            4
+        }
+    }
+
+    /// The path of one run of the function, as the edges it took, from
+    /// the witnesses it wrote; `None` if they do not fit the CFG (another
+    /// function's, or cut short).
+    pub fn regenerate(&self, cfg: &Cfg, witnesses: &[u32]) -> Option<Vec<usize>> {
+        let mut path = Vec::new();
+        let mut at = cfg.entry;
+        let mut next = 0;
+        let limit = witnesses.len() * (cfg.edges.len() + 1) + cfg.edges.len() + 1;
+        while at != cfg.exit() {
+            let outs: Vec<usize> = cfg.out_edges(at).collect();
+            let upcoming = witnesses.get(next).copied();
+            let taken = match outs.as_slice() {
+                [] => return None,
+                [only] => *only,
+                _ => *outs
+                    .iter()
+                    .find(|&&e| self.may_come_next(cfg, e).contains(&upcoming))?,
+            };
+            if let Some(w) = self.witness[taken] {
+                if upcoming != Some(w) {
+                    return None;
+                }
+                next += 1;
+            }
+            path.push(taken);
+            at = cfg.edges[taken].to;
+            if path.len() > limit {
+                return None;
+            }
+        }
+        (next == witnesses.len()).then_some(path)
+    }
+
+    /// The witnesses that can be the next one written once edge `e` is
+    /// taken: its own if it has one, else those of the first edges with a
+    /// witness reachable through edges without; `None` stands for the end
+    /// of the run (`EXIT` reached with no witness on the way).
+    pub fn may_come_next(&self, cfg: &Cfg, e: usize) -> BTreeSet<Option<u32>> {
+        let mut out = BTreeSet::new();
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![e];
+        while let Some(e) = stack.pop() {
+            if !seen.insert(e) {
+                continue;
+            }
+            if let Some(w) = self.witness[e] {
+                out.insert(Some(w));
+                continue;
+            }
+            let to = cfg.edges[e].to;
+            if to == cfg.exit() {
+                out.insert(None);
+                continue;
+            }
+            stack.extend(cfg.out_edges(to));
+        }
+        out
+    }
+}
+
+/// The estimated number of times each edge runs per call: loops iterate
+/// 10 times and a block's runs split evenly among its outgoing edges.
+pub fn weights(cfg: &Cfg) -> Vec<f64> {
+    let depth = loop_depths(cfg);
+    cfg.edges
+        .iter()
+        .map(|e| {
+            let outs = cfg.out_edges(e.from).count().max(1) as f64;
+            10f64.powi(depth[e.from] as i32) / outs
+        })
+        .collect()
+}
+
+/// How many loops each block is in: the natural loops of the back edges
+/// a depth-first walk from the entry finds.
+fn loop_depths(cfg: &Cfg) -> Vec<u32> {
+    let n = cfg.blocks;
+    let mut depth = vec![0u32; n + 1];
+    // Iterative depth-first walk: back edges go to a block on the stack.
+    let mut state = vec![0u8; n + 1]; // 0 new, 1 on the stack, 2 done
+    let mut back = Vec::new();
+    let mut stack: Vec<(usize, Vec<usize>)> = Vec::new();
+    if cfg.entry < n {
+        state[cfg.entry] = 1;
+        stack.push((cfg.entry, cfg.out_edges(cfg.entry).collect()));
+    }
+    while let Some((block, pending)) = stack.last_mut() {
+        let block = *block;
+        match pending.pop() {
+            Some(e) => {
+                let to = cfg.edges[e].to;
+                if to >= n {
+                    continue;
+                }
+                match state[to] {
+                    0 => {
+                        state[to] = 1;
+                        let outs = cfg.out_edges(to).collect();
+                        stack.push((to, outs));
+                    }
+                    1 => back.push((block, to)),
+                    _ => {}
+                }
+            }
+            None => {
+                state[block] = 2;
+                stack.pop();
+            }
+        }
+    }
+    for (tail, head) in back {
+        // The loop: the head and every block that reaches the tail
+        // without going through the head.
+        let mut body = BTreeSet::from([head]);
+        let mut work = vec![tail];
+        while let Some(b) = work.pop() {
+            if body.insert(b) {
+                work.extend(cfg.edges.iter().filter(|e| e.to == b).map(|e| e.from));
+            }
+        }
+        for b in body {
+            depth[b] += 1;
+        }
+    }
+    depth
+}
+
+/// Places the witnesses of `cfg` (see the module's comment).
+pub fn place(cfg: &Cfg) -> Plan {
+    let exit = cfg.exit();
+    let mut instrumented = vec![false; cfg.edges.len()];
+    // 1. Blocking witnesses: a predicate's edge that reaches a call block
+    // or EXIT through blocks that are no predicates.
+    let mut blocking = BTreeSet::new();
+    for p in (0..cfg.blocks).filter(|&b| cfg.is_predicate(b)) {
+        for e in cfg.out_edges(p) {
+            if reaches_call_or_exit(cfg, cfg.edges[e].to) {
+                instrumented[e] = true;
+                blocking.insert(e);
+            }
+        }
+    }
+    // 2. A maximum spanning tree of the others, from EXIT -> entry.
+    let weight = weights(cfg);
+    let mut sets: Vec<usize> = (0..=exit).collect();
+    fn find(sets: &mut [usize], mut x: usize) -> usize {
+        while sets[x] != x {
+            sets[x] = sets[sets[x]];
+            x = sets[x];
+        }
+        x
+    }
+    let (a, b) = (find(&mut sets, exit), find(&mut sets, cfg.entry));
+    sets[a] = b;
+    let mut order: Vec<usize> = (0..cfg.edges.len()).filter(|&e| !instrumented[e]).collect();
+    // Heaviest first; ties in the CFG's order, so the plan is the same
+    // every time.
+    order.sort_by(|&x, &y| weight[y].total_cmp(&weight[x]).then(x.cmp(&y)));
+    let mut in_tree = vec![false; cfg.edges.len()];
+    for e in order {
+        let (a, b) = (
+            find(&mut sets, cfg.edges[e].from),
+            find(&mut sets, cfg.edges[e].to),
+        );
+        if a != b {
+            sets[a] = b;
+            in_tree[e] = true;
+        }
+    }
+    // 3. A witness on every edge outside the tree.
+    let mut next = 0;
+    let witness = (0..cfg.edges.len())
+        .map(|e| {
+            (!in_tree[e]).then(|| {
+                next += 1;
+                next
+            })
+        })
+        .collect();
+    Plan { witness, blocking }
+}
+
+/// Whether a path from `block` through blocks that are no predicates
+/// (including `block`) reaches a call block or `EXIT`.
+fn reaches_call_or_exit(cfg: &Cfg, block: usize) -> bool {
+    let mut at = block;
+    let mut seen = BTreeSet::new();
+    loop {
+        if at == cfg.exit() || cfg.calls.contains(&at) {
+            return true;
+        }
+        if cfg.is_predicate(at) || !seen.insert(at) {
+            return false;
+        }
+        match cfg.out_edges(at).next() {
+            Some(e) => at = cfg.edges[e].to,
+            None => return false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

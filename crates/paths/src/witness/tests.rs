@@ -1,0 +1,164 @@
+//! Placement against the paper's example, and regeneration against
+//! random walks of random CFGs: every walk comes back exactly from the
+//! witnesses it wrote.
+
+use super::*;
+use proptest::prelude::*;
+
+fn edge(from: usize, to: usize) -> Edge {
+    Edge { from, to }
+}
+
+/// The paper's `zero` (Figure 6): blocks 0, 1 and 2, `EXIT` 3; 0 returns
+/// early or goes on through 1 to the loop 2.
+fn zero() -> Cfg {
+    Cfg {
+        blocks: 3,
+        entry: 0,
+        edges: vec![edge(0, 1), edge(0, 3), edge(1, 2), edge(2, 2), edge(2, 3)],
+        calls: BTreeSet::new(),
+    }
+}
+
+#[test]
+fn zero_gets_its_three_edges() {
+    let cfg = zero();
+    let plan = place(&cfg);
+    let instrumented: Vec<Edge> = plan.instrumented().map(|e| cfg.edges[e]).collect();
+    // 0 -> EXIT and 2 -> EXIT block (a predicate reaching EXIT), and the
+    // loop edge 2 -> 2 closes a cycle of the spanning tree.
+    assert_eq!(instrumented, [edge(0, 3), edge(2, 2), edge(2, 3)]);
+    let blocking: Vec<Edge> = plan.blocking.iter().map(|&e| cfg.edges[e]).collect();
+    assert_eq!(blocking, [edge(0, 3), edge(2, 3)]);
+    assert_eq!(plan.witness_width(), 1);
+    // Three trips around the loop, then out: the loop's witness three
+    // times, then the exit's.
+    let (w_loop, w_exit) = (plan.witness[3].unwrap(), plan.witness[4].unwrap());
+    let path = plan
+        .regenerate(&cfg, &[w_loop, w_loop, w_loop, w_exit])
+        .unwrap();
+    assert_eq!(path, [0, 2, 3, 3, 3, 4]);
+    // The early return.
+    let early = plan.witness[1].unwrap();
+    assert_eq!(plan.regenerate(&cfg, &[early]).unwrap(), [1]);
+    // Witnesses that fit no path.
+    assert_eq!(plan.regenerate(&cfg, &[w_loop]), None);
+    assert_eq!(plan.regenerate(&cfg, &[early, early]), None);
+}
+
+#[test]
+fn a_predicate_that_reaches_a_call_is_blocked() {
+    // 0 branches to 1 (a call, then 3) or 2 (then 3); 3 returns.
+    let cfg = Cfg {
+        blocks: 4,
+        entry: 0,
+        edges: vec![edge(0, 1), edge(0, 2), edge(1, 3), edge(2, 3), edge(3, 4)],
+        calls: BTreeSet::from([1]),
+    };
+    let plan = place(&cfg);
+    let blocking: Vec<Edge> = plan.blocking.iter().map(|&e| cfg.edges[e]).collect();
+    // 0 -> 1 reaches the call; 0 -> 2 reaches EXIT through 2 and 3.
+    assert_eq!(blocking, [edge(0, 1), edge(0, 2)]);
+}
+
+#[test]
+fn loops_weigh_ten_times_their_entry() {
+    let w = weights(&zero());
+    // 0 splits in two; 1 runs once per call; 2 runs ten times and splits.
+    assert_eq!(w, [0.5, 0.5, 1.0, 5.0, 5.0]);
+}
+
+/// A random CFG of `targets.len()` blocks: block `b` has one or two
+/// edges, to the blocks (or `EXIT`) `targets[b]` chooses; the last block
+/// returns, so that `EXIT` is an edge's target.
+fn cfg_of(targets: &[(u8, Option<u8>)]) -> Cfg {
+    let n = targets.len();
+    let mut edges = Vec::new();
+    for (b, &(first, second)) in targets.iter().enumerate() {
+        if b == n - 1 {
+            edges.push(edge(b, n));
+            continue;
+        }
+        edges.push(edge(b, first as usize % (n + 1)));
+        if let Some(s) = second {
+            edges.push(edge(b, s as usize % (n + 1)));
+        }
+    }
+    Cfg {
+        blocks: n,
+        entry: 0,
+        edges,
+        calls: BTreeSet::new(),
+    }
+}
+
+/// A walk from the entry, choosing each predicate's edge from `choices`;
+/// `None` if it has not reached `EXIT` after 200 edges.
+fn walk(cfg: &Cfg, choices: &[u8]) -> Option<Vec<usize>> {
+    let mut at = cfg.entry;
+    let mut path = Vec::new();
+    for step in 0..200 {
+        if at == cfg.exit() {
+            return Some(path);
+        }
+        let outs: Vec<usize> = cfg.out_edges(at).collect();
+        let e = outs[choices.get(step).copied().unwrap_or(0) as usize % outs.len()];
+        path.push(e);
+        at = cfg.edges[e].to;
+    }
+    (at == cfg.exit()).then_some(path)
+}
+
+proptest! {
+    #[test]
+    fn random_walks_regenerate_exactly(
+        targets in prop::collection::vec((any::<u8>(), prop::option::of(any::<u8>())), 2..14),
+        choices in prop::collection::vec(any::<u8>(), 0..200),
+    ) {
+        let cfg = cfg_of(&targets);
+        let plan = place(&cfg);
+        if let Some(path) = walk(&cfg, &choices) {
+            let witnesses: Vec<u32> = path.iter().filter_map(|&e| plan.witness[e]).collect();
+            prop_assert_eq!(plan.regenerate(&cfg, &witnesses), Some(path));
+        }
+        // Every predicate's edges have disjoint witness sets.
+        for p in (0..cfg.blocks).filter(|&b| cfg.is_predicate(b)) {
+            let outs: Vec<usize> = cfg.out_edges(p).collect();
+            for (i, &a) in outs.iter().enumerate() {
+                for &b in &outs[i + 1..] {
+                    let (sa, sb) = (plan.may_come_next(&cfg, a), plan.may_come_next(&cfg, b));
+                    prop_assert!(sa.is_disjoint(&sb), "{:?} {:?} at {}", sa, sb, p);
+                }
+            }
+        }
+    }
+}
+
+/// The property above is not vacuous: many random walks do end, and each
+/// comes back exactly (a fixed sequence of CFGs and walks).
+#[test]
+fn many_random_walks_end_and_regenerate() {
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) as u8
+    };
+    let mut ended = 0;
+    for _ in 0..1000 {
+        let n = 2 + next() as usize % 12;
+        let targets: Vec<(u8, Option<u8>)> = (0..n)
+            .map(|_| (next(), (next() % 2 == 0).then(&mut next)))
+            .collect();
+        let cfg = cfg_of(&targets);
+        let plan = place(&cfg);
+        let choices: Vec<u8> = (0..200).map(|_| next()).collect();
+        if let Some(path) = walk(&cfg, &choices) {
+            let witnesses: Vec<u32> = path.iter().filter_map(|&e| plan.witness[e]).collect();
+            assert_eq!(plan.regenerate(&cfg, &witnesses), Some(path));
+            ended += 1;
+        }
+    }
+    assert!(ended > 300, "only {ended} of 1000 walks ended");
+}
