@@ -124,17 +124,7 @@ pub fn attach(
             }
         }
     }
-    for m in &mut workload.members {
-        m.req.finish_tracing(&m.session)?;
-    }
-    let parts = workload.parts();
-    let never_matched = workload.never_matched();
-    if never_matched.is_none() || workload.matched_any() {
-        crate::workload::write_parts(args, report_out, parts)?;
-    }
-    if let Some(why) = never_matched {
-        bail!(why);
-    }
+    workload.finish(args, report_out)?;
     Ok(0)
 }
 

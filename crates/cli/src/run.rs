@@ -154,18 +154,7 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
     signals::forward_to_child(pid);
     let code = wait_for_workload(pid, &mut workload, args)?;
     workload.stop_following(args)?;
-    for m in &mut workload.members {
-        m.req.finish_tracing(&m.session)?;
-    }
-    let parts = workload.parts();
-    let never_matched = workload.never_matched();
-    // A report of nothing at all is left out: the error says why.
-    if never_matched.is_none() || workload.matched_any() {
-        crate::workload::write_parts(args, report_out, parts)?;
-    }
-    if let Some(why) = never_matched {
-        anyhow::bail!(why);
-    }
+    workload.finish(args, report_out)?;
     Ok(code)
 }
 

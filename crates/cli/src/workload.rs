@@ -454,6 +454,24 @@ impl Workload {
         }))
     }
 
+    /// Completes the trace, writes the report and says a pattern that no
+    /// program of the workload had, as the error of the run. A report of
+    /// nothing at all is left out: the error says why.
+    pub fn finish(&mut self, args: &ProbeArgs, out: Option<std::fs::File>) -> Result<()> {
+        for m in &mut self.members {
+            m.req.finish_tracing(&m.session)?;
+        }
+        let parts = self.parts();
+        let never_matched = self.never_matched();
+        if never_matched.is_none() || self.matched_any() {
+            write_parts(args, out, parts)?;
+        }
+        match never_matched {
+            Some(why) => Err(anyhow::anyhow!(why)),
+            None => Ok(()),
+        }
+    }
+
     /// The report's parts, one per image, after the last samples.
     pub fn parts(&mut self) -> Vec<output::ProcessReport> {
         let several = self.members.len() > 1;
