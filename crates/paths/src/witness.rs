@@ -55,6 +55,46 @@ pub struct Cfg {
 }
 
 impl Cfg {
+    /// The CFG of a decoded function: its basic blocks, an edge per
+    /// successor, and an edge to `EXIT` from each block that leaves the
+    /// function (`ret`, a tail call, an unresolved indirect jump). A
+    /// resolved jump table is an edge per target. Blocks holding a call
+    /// are call blocks. A block that traps has no successor.
+    pub fn from_code(code: &weft_code::FunctionCode) -> Cfg {
+        use weft_code::BlockEnd;
+        let blocks = code.blocks();
+        let exit = blocks.len();
+        let mut edges = Vec::new();
+        let mut calls = BTreeSet::new();
+        for (i, b) in blocks.iter().enumerate() {
+            edges.extend(b.succs.iter().map(|&s| Edge { from: i, to: s }));
+            if matches!(
+                b.kind,
+                BlockEnd::Return | BlockEnd::TailCall | BlockEnd::IndirectJump
+            ) {
+                edges.push(Edge { from: i, to: exit });
+            }
+            let insns = &code.instructions()[b.first..b.last];
+            if insns.iter().any(|i| {
+                matches!(
+                    i.flow_control(),
+                    iced_x86::FlowControl::Call | iced_x86::FlowControl::IndirectCall
+                )
+            }) {
+                calls.insert(i);
+            }
+        }
+        Cfg {
+            blocks: exit,
+            entry: blocks
+                .iter()
+                .position(|b| b.start == code.start())
+                .unwrap_or(0),
+            edges,
+            calls,
+        }
+    }
+
     /// The `EXIT` vertex.
     pub fn exit(&self) -> usize {
         self.blocks

@@ -102,6 +102,9 @@ fn walk(cfg: &Cfg, choices: &[u8]) -> Option<Vec<usize>> {
             return Some(path);
         }
         let outs: Vec<usize> = cfg.out_edges(at).collect();
+        if outs.is_empty() {
+            return None; // a trap: the run ends here
+        }
         let e = outs[choices.get(step).copied().unwrap_or(0) as usize % outs.len()];
         path.push(e);
         at = cfg.edges[e].to;
@@ -161,4 +164,66 @@ fn many_random_walks_end_and_regenerate() {
         }
     }
     assert!(ended > 300, "only {ended} of 1000 walks ended");
+}
+
+/// Every function of a real program, Debian's gzip: each plan leaves the
+/// witness sets of every predicate disjoint, and a walk of each function
+/// (the first edge at every predicate, then the second) regenerates.
+#[test]
+fn every_function_of_gzip_gets_a_plan_that_regenerates() {
+    let path = std::path::Path::new("/usr/bin/gzip");
+    let image = match weft_image::Image::open(path) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("SKIPPED: {e}");
+            assert!(
+                std::env::var_os("WEFT_CI").is_none_or(|v| v.is_empty()),
+                "WEFT_CI is set, so a skip is a failure: gzip missing ({e})"
+            );
+            return;
+        }
+    };
+    let (mut planned, mut walked, mut edges, mut witnesses) = (0, 0, 0, 0);
+    for f in image.functions() {
+        let Some(bytes) = image.bytes_at(f.addr, f.size as usize) else {
+            continue;
+        };
+        let data = |addr: u64, len: usize| {
+            image
+                .bytes_at(weft_image::FileAddr(addr), len)
+                .map(<[u8]>::to_vec)
+        };
+        let code = weft_code::FunctionCode::analyze(f.addr.get(), bytes, &data);
+        let cfg = Cfg::from_code(&code);
+        if cfg.blocks == 0 {
+            continue;
+        }
+        let plan = place(&cfg);
+        planned += 1;
+        edges += cfg.edges.len();
+        witnesses += plan.instrumented().count();
+        for p in (0..cfg.blocks).filter(|&b| cfg.is_predicate(b)) {
+            let outs: Vec<usize> = cfg.out_edges(p).collect();
+            for (i, &a) in outs.iter().enumerate() {
+                for &b in &outs[i + 1..] {
+                    let (sa, sb) = (plan.may_come_next(&cfg, a), plan.may_come_next(&cfg, b));
+                    assert!(sa.is_disjoint(&sb), "{}: {sa:?} {sb:?}", f.name);
+                }
+            }
+        }
+        for choice in [0u8, 1] {
+            if let Some(path) = walk(&cfg, &[choice; 200]) {
+                let w: Vec<u32> = path.iter().filter_map(|&e| plan.witness[e]).collect();
+                assert_eq!(plan.regenerate(&cfg, &w), Some(path), "{}", f.name);
+                walked += 1;
+            }
+        }
+    }
+    eprintln!("{planned} functions, {walked} walks, {witnesses} witnesses on {edges} edges");
+    assert!(
+        planned > 100 && walked > planned,
+        "{planned} planned, {walked} walked"
+    );
+    // Fewer edges than not carry a witness.
+    assert!(witnesses < edges, "{witnesses} of {edges}");
 }
