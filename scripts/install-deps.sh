@@ -6,7 +6,7 @@
 # absent.
 set -euo pipefail
 need=()
-for pkg in gcc g++ libc6-dev libc6-dbg bpftrace clang libelf-dev zlib1g-dev pkg-config make gdb python3 sqlite3 binutils bc chromium babeltrace2 systemtap-sdt-dev postgresql; do
+for pkg in gcc g++ libc6-dev libc6-dbg bpftrace clang libelf-dev zlib1g-dev pkg-config make gdb python3 sqlite3 binutils bc chromium babeltrace2 systemtap-sdt-dev postgresql qemu-user; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then

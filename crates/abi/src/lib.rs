@@ -67,6 +67,8 @@ pub mod signal {
     pub const SIGTRAP: i32 = 5;
     /// `SIGKILL`.
     pub const SIGKILL: i32 = 9;
+    /// `SIGSEGV`: a bad memory access (and weft's witness buffers' guard pages).
+    pub const SIGSEGV: i32 = 11;
     /// `SIGUSR2`.
     pub const SIGUSR2: i32 = 12;
     /// `SIGPIPE`.
@@ -159,6 +161,8 @@ pub mod clock {
 pub mod mman {
     /// The page size: the unit of mappings and protections.
     pub const PAGE_SIZE: u64 = 4096;
+    /// `PROT_NONE`: no access.
+    pub const PROT_NONE: i32 = 0;
     /// `PROT_READ`.
     pub const PROT_READ: i32 = 0x1;
     /// `PROT_WRITE`.

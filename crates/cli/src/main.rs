@@ -18,6 +18,8 @@ mod html;
 mod inspect;
 mod live_view;
 mod output;
+mod paths;
+mod regen;
 mod requests;
 mod run;
 mod signals;
@@ -67,6 +69,10 @@ enum Command {
     /// Measure what each instrumentation primitive costs on this machine
     /// and store it for predicting perturbation.
     Calibrate,
+    /// Regenerate what a --paths trace recorded: per thread, every stretch
+    /// of code run, one a line as MODULE+0xVADDR (the ELF virtual address
+    /// objdump and nm show), or every instruction with --insns.
+    Regen(regen::RegenArgs),
 }
 
 /// What a thread does when its event ring is full (`--ring-mode`).
@@ -172,6 +178,26 @@ pub struct ProbeArgs {
     /// files 0600.
     #[arg(long, value_name = "DIR")]
     pub events_out: Option<PathBuf>,
+    /// Record the paths of functions (abstract execution): `all` (every
+    /// function of the program's file), `fn:PATTERN` (`fn:work`,
+    /// `fn:libz.so.1:inflate*`), or a module name (every function in
+    /// it). Each traced function runs from a copy that writes a few
+    /// witnesses per call; `weft regen DIR` rebuilds every block and
+    /// instruction the program ran. Repeatable; needs --paths-out.
+    #[arg(long = "paths", value_name = "WHAT")]
+    pub paths: Vec<String>,
+    /// Where --paths writes its trace (paths.json and buffers.zst): a new
+    /// or empty directory, or an earlier paths trace (replaced).
+    #[arg(long, value_name = "DIR")]
+    pub paths_out: Option<PathBuf>,
+    /// Bytes of each witness buffer of --paths (a thread fills one, then
+    /// weft's fault handler hands it another): `4K` to `64M`.
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_paths_buffer)]
+    pub paths_buffer_size: u64,
+    /// Witness buffers per process for --paths (1 to 50).
+    #[arg(long, value_name = "N", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub paths_buffers: u32,
     /// Replace an earlier weft trace in --events-out DIR: weft removes its
     /// own files there (meta.json, events.jsonl, trace.json, ctf/, dump-N/)
     /// first. A directory holding anything else is refused all the same.
@@ -263,6 +289,25 @@ struct AttachArgs {
 
 /// `256K`, `1M`, `65536`: a size in bytes, a power of two.
 fn parse_size(text: &str) -> std::result::Result<u64, String> {
+    let bytes = parse_bytes(text)?;
+    let range = weft_live::ring::MIN_DATA..=weft_live::ring::MAX_DATA;
+    if !bytes.is_power_of_two() || !range.contains(&bytes) {
+        return Err(format!("'{text}': a power of two from 64K to 64M"));
+    }
+    Ok(bytes)
+}
+
+/// A witness buffer's size: whole pages from 4K to 64M.
+fn parse_paths_buffer(text: &str) -> std::result::Result<u64, String> {
+    let bytes = parse_bytes(text)?;
+    if bytes % 4096 != 0 || !(4096..=64 << 20).contains(&bytes) {
+        return Err(format!("'{text}': whole 4K pages, from 4K to 64M"));
+    }
+    Ok(bytes)
+}
+
+/// `256K`, `1M`, `65536`: a size in bytes.
+fn parse_bytes(text: &str) -> std::result::Result<u64, String> {
     let (digits, unit) = text.split_at(
         text.find(|c: char| !c.is_ascii_digit())
             .unwrap_or(text.len()),
@@ -278,10 +323,6 @@ fn parse_size(text: &str) -> std::result::Result<u64, String> {
         .ok()
         .and_then(|n| n.checked_mul(scale))
         .ok_or_else(|| format!("'{text}': write a size such as 256K, 1M or 16M"))?;
-    let range = weft_live::ring::MIN_DATA..=weft_live::ring::MAX_DATA;
-    if !bytes.is_power_of_two() || !range.contains(&bytes) {
-        return Err(format!("'{text}': a power of two from 64K to 64M"));
-    }
     Ok(bytes)
 }
 
@@ -313,6 +354,10 @@ fn main() -> ExitCode {
             print_events(&dir, repair)
         }
         Command::Report(a) => html::report(&a.input, &a.html).map(|_| 0),
+        Command::Regen(a) => {
+            signals::die_on_closed_output();
+            regen::regen(&a).map(|_| 0)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

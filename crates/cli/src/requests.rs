@@ -51,6 +51,9 @@ pub struct Requests {
     /// Whether loading the per-thread CPU clock was tried (at the first
     /// `cpu_time` request).
     cpu_clock_tried: bool,
+    /// `--paths`: the functions whose paths are recorded, and the trace;
+    /// shared by the requests of every process of the workload.
+    pub paths: Option<Rc<RefCell<crate::paths::PathsRun>>>,
 }
 
 impl Requests {
@@ -109,6 +112,10 @@ impl Requests {
                 )?);
             }
         }
+        let paths = crate::paths::PathsRun::new(args)?;
+        if let Some(p) = &paths {
+            specs.extend(p.specs(session)?);
+        }
         // Measured once per weft: every process of a workload runs on the
         // same clock.
         static TICKS_PER_NS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
@@ -163,6 +170,7 @@ impl Requests {
             started: Instant::now(),
             next_sample: Instant::now(),
             cpu_clock_tried: false,
+            paths: paths.map(|p| Rc::new(RefCell::new(p))),
         };
         if args.ring_mode == crate::RingMode::Flight && req.tracing {
             if events.is_none() {
@@ -218,6 +226,7 @@ impl Requests {
             started: Instant::now(),
             next_sample: Instant::now(),
             cpu_clock_tried: self.cpu_clock_tried,
+            paths: self.paths.clone(),
         }
     }
 
@@ -291,6 +300,9 @@ impl Requests {
     /// until the next sample is due.
     pub fn tick(&mut self, session: &Session) -> Duration {
         let mut busy = false;
+        if let Some(paths) = &self.paths {
+            paths.borrow_mut().drain();
+        }
         if self.flight.is_some() {
             if crate::signals::take_dump_request() {
                 self.dump(session);
@@ -304,7 +316,7 @@ impl Requests {
         // A ring holds a few thousand events: drain often while tracing.
         let most = if busy {
             Duration::ZERO
-        } else if self.tracing && self.flight.is_none() {
+        } else if (self.tracing && self.flight.is_none()) || self.paths.is_some() {
             Duration::from_millis(1)
         } else if self.flight.is_some() {
             // Only to notice SIGUSR2 soon.
@@ -520,6 +532,12 @@ impl Requests {
     /// At the end: drains the rings once more, completes the events
     /// directory if asked, and says what was traced.
     pub fn finish_tracing(&mut self, session: &Session) -> Result<()> {
+        // The requests of the workload's last process end the paths trace.
+        if let Some(paths) = self.paths.take() {
+            if let Ok(cell) = Rc::try_unwrap(paths) {
+                say!("{}", cell.into_inner().finish(self.ticks_per_ns)?);
+            }
+        }
         let clock = self.clock();
         let Some(shared) = self.recorder.take() else {
             return Ok(());

@@ -5,7 +5,7 @@ use crate::requests::{Perturbation, Requests};
 use crate::workload::{Member, Workload};
 use crate::{output, signals, ProbeArgs};
 use anyhow::Result;
-use weft_live::AddReport;
+use weft_live::{AddReport, Session};
 use weft_process::{
     child_has_exited, wait_child_exit, Auxv, LaunchSpec, RemoteAddr, StopReason, Tracee,
 };
@@ -68,7 +68,13 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
              the programs it execs are not followed (give --no-follow to silence this)"
         );
     }
-    let follow = follow && !flight;
+    if follow && !args.paths.is_empty() {
+        say!(
+            "weft: --paths records the process weft starts only: its children and the programs \
+             it execs are not traced yet (give --no-follow to silence this)"
+        );
+    }
+    let follow = follow && !flight && args.paths.is_empty();
     let mut workload = Workload::new(follow, definitions.clone());
     let spec = LaunchSpec {
         program: command[0].clone(),
@@ -85,11 +91,26 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
             StopReason::Killed(sig) => return Ok(Err(128 + sig)),
         }
         // After the loader: the libraries (and their USDT probes) are there.
+        if !args.paths.is_empty() {
+            match run_to_main_if_static(&mut session, &mut tracee)? {
+                StopReason::Reached => {}
+                StopReason::Exited(code) => return Ok(Err(code)),
+                StopReason::Killed(sig) => return Ok(Err(128 + sig)),
+            }
+        }
         let mut req = Requests::build(args, &mut session, events.take(), definitions)?;
         let prepared = session.prepare(&req.specs)?;
         workload.note_prepared(&prepared, &req);
         let started = std::time::Instant::now();
+        if let Some(paths) = &req.paths {
+            paths
+                .borrow_mut()
+                .prepare_process(&mut session, &mut tracee)?;
+        }
         let report = session.apply(&mut tracee, prepared)?;
+        if let Some(paths) = &req.paths {
+            paths.borrow().after_apply(&session);
+        }
         req.sampler.live_from_now();
         session.raise_semaphores(&tracee, &req.semaphores)?;
         session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;
@@ -156,6 +177,23 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
     workload.stop_following(args)?;
     workload.finish(args, report_out)?;
     Ok(code)
+}
+
+/// A static program sets up its thread pointer itself, after its entry:
+/// code traced with `--paths` before that has no thread control block
+/// for its witness cursor. Such a program runs on to `main` first (its
+/// start-up code is then not traced).
+fn run_to_main_if_static(session: &mut Session, tracee: &mut Tracee) -> Result<StopReason> {
+    session.refresh_modules()?;
+    let modules = session.modules();
+    let dynamic = modules.iter().any(|m| m.name.starts_with("ld-linux"));
+    let main = modules
+        .first()
+        .and_then(|m| m.image.symbol_address("main").map(|a| m.runtime(a)));
+    match (dynamic, main) {
+        (false, Some(main)) => Ok(tracee.run_to(main)?),
+        _ => Ok(StopReason::Reached),
+    }
 }
 
 /// Serves the workload (library loads, new processes and images) until

@@ -11,6 +11,7 @@ mod inspecting;
 mod killed;
 mod loading;
 mod metrics;
+mod paths;
 mod real_programs;
 mod signals;
 mod support;

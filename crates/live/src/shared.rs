@@ -279,6 +279,19 @@ impl SharedMemory {
     pub fn store_u32(&self, offset: u64, value: u32) {
         self.atomic_u32(offset).store(value, Ordering::SeqCst)
     }
+
+    /// Atomically replaces the u32 at `offset` by `new` if it is
+    /// `current`; whether it was.
+    pub fn compare_exchange_u32(&self, offset: u64, current: u32, new: u32) -> bool {
+        self.atomic_u32(offset)
+            .compare_exchange(current, new, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    /// Atomically adds to the u32 at `offset`.
+    pub fn add_u32(&self, offset: u64, value: u32) {
+        self.atomic_u32(offset).fetch_add(value, Ordering::SeqCst);
+    }
 }
 
 impl Drop for SharedMemory {

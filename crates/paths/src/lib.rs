@@ -10,4 +10,11 @@
 //!   ([`witness::place`]), and the regeneration of a path from the
 //!   witnesses it wrote ([`witness::Plan::regenerate`]).
 
+pub mod handler;
+pub mod instrument;
+pub mod pool;
+pub mod rebuild;
+pub mod record;
+pub mod regen;
+pub mod trace_dir;
 pub mod witness;

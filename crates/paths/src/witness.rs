@@ -57,7 +57,8 @@ pub struct Cfg {
 impl Cfg {
     /// The CFG of a decoded function: its basic blocks, an edge per
     /// successor, and an edge to `EXIT` from each block that leaves the
-    /// function (`ret`, a tail call, an unresolved indirect jump). A
+    /// function (`ret`, a tail call, a conditional jump out of the
+    /// function, an unresolved indirect jump). A
     /// resolved jump table is an edge per target. Blocks holding a call
     /// are call blocks. A block that traps has no successor.
     pub fn from_code(code: &weft_code::FunctionCode) -> Cfg {
@@ -68,10 +69,15 @@ impl Cfg {
         let mut calls = BTreeSet::new();
         for (i, b) in blocks.iter().enumerate() {
             edges.extend(b.succs.iter().map(|&s| Edge { from: i, to: s }));
-            if matches!(
-                b.kind,
-                BlockEnd::Return | BlockEnd::TailCall | BlockEnd::IndirectJump
-            ) {
+            let tail = &code.instructions()[b.last - 1];
+            let leaves_conditionally = b.kind == BlockEnd::CondJump
+                && !blocks.iter().any(|t| t.start == tail.near_branch_target());
+            if leaves_conditionally
+                || matches!(
+                    b.kind,
+                    BlockEnd::Return | BlockEnd::TailCall | BlockEnd::IndirectJump
+                )
+            {
                 edges.push(Edge { from: i, to: exit });
             }
             let insns = &code.instructions()[b.first..b.last];

@@ -16,6 +16,10 @@ pub enum Action {
     /// A program chosen for each point the pattern resolves to, while the
     /// plan is applied (an event id of its own for every traced function).
     Expand(Arc<dyn Expand>),
+    /// The function laid out again by the instrument and entered through
+    /// a jump at its entry (abstract execution's traced copies). The
+    /// point is the function's entry.
+    Rebuild(Arc<dyn Rebuild>),
 }
 
 impl fmt::Debug for Action {
@@ -24,6 +28,7 @@ impl fmt::Debug for Action {
             Action::Count => f.write_str("Count"),
             Action::Program(p) => f.debug_tuple("Program").field(p).finish(),
             Action::Expand(e) => f.debug_tuple("Expand").field(e).finish(),
+            Action::Rebuild(r) => f.debug_tuple("Rebuild").field(r).finish(),
         }
     }
 }
@@ -34,6 +39,7 @@ impl PartialEq for Action {
             (Action::Count, Action::Count) => true,
             (Action::Program(a), Action::Program(b)) => a == b,
             (Action::Expand(a), Action::Expand(b)) => Arc::ptr_eq(a, b),
+            (Action::Rebuild(a), Action::Rebuild(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
@@ -61,4 +67,43 @@ pub trait Expand: fmt::Debug + Send + Sync {
         at: &Resolved<'_>,
         alloc: &mut dyn Allocate,
     ) -> Result<Vec<Guarded>, Exhausted>;
+}
+
+/// A function to lay out again, as the applier hands it to a [`Rebuild`].
+#[derive(Debug, Clone, Copy)]
+pub struct Rebuilding<'a> {
+    /// Module file name.
+    pub module: &'a str,
+    /// The module's file.
+    pub path: &'a std::path::Path,
+    /// The function's name, as the pattern matched it.
+    pub function: &'a str,
+    /// Its code, at the addresses where it runs.
+    pub code: &'a weft_code::FunctionCode,
+    /// Runtime address minus ELF virtual address, for the module.
+    pub bias: u64,
+    /// Addresses inside the function that code elsewhere jumps to (no
+    /// jump may be written over them).
+    pub entered_from_outside: &'a [u64],
+    /// Where the new layout is placed (within reach of the function).
+    pub at: u64,
+}
+
+/// A function laid out again: its bytes, and the 5-byte jumps to write
+/// into the original.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RebuiltCode {
+    /// The bytes to place at [`Rebuilding::at`].
+    pub bytes: Vec<u8>,
+    /// (original address, target): the function's entry first, then any
+    /// other place where execution re-enters the function (return
+    /// addresses of calls made from the copy).
+    pub jumps: Vec<(u64, u64)>,
+}
+
+/// Lays out a function again (see [`Action::Rebuild`]). Called by the
+/// applier once per matched function, in the order applied.
+pub trait Rebuild: fmt::Debug + Send + Sync {
+    /// The new layout, or why the function cannot have one.
+    fn rebuild(&self, f: &Rebuilding<'_>) -> Result<RebuiltCode, String>;
 }

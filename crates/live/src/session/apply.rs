@@ -48,6 +48,11 @@ impl Session {
             self.cpu_source = Some(self.find_cpu_source(tracee));
         }
         self.ensure_cpu_clock(tracee)?;
+        let (rebuilds, items): (Vec<_>, Vec<_>) = prepared
+            .items
+            .into_iter()
+            .partition(|i| matches!(i.action, Action::Rebuild(_)));
+        let prepared = Prepared { items, ..prepared };
         let mut report = AddReport {
             skipped: prepared.skipped,
             ..AddReport::default()
@@ -134,6 +139,7 @@ impl Session {
         }
         self.write_sites(tracee, dirty, &mut report)?;
         self.install_sigaction_hook(tracee)?;
+        self.apply_rebuilds(tracee, rebuilds, &mut report)?;
         Ok(report)
     }
 
@@ -154,8 +160,9 @@ impl Session {
             other => other.clone(),
         };
         let counter = match action {
-            // Expanded into a program just above.
-            Action::Program(_) | Action::Expand(_) => None,
+            // Expanded into a program just above; rebuilt functions are
+            // applied apart (`rebuilt.rs`).
+            Action::Program(_) | Action::Expand(_) | Action::Rebuild(_) => None,
             Action::Count => {
                 let key = (item.module, item.function_addr, item.kind);
                 if let Some(&counter) = self.probe_keys.get(&key) {

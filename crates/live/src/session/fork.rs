@@ -73,6 +73,7 @@ impl Session {
                 None => None,
             },
             part_of_workload: self.part_of_workload,
+            rebuilt_at: self.rebuilt_at.clone(),
         };
         session.map_own_region(tracee)?;
         Ok(session)

@@ -39,6 +39,7 @@ mod loads;
 mod place;
 mod prepare;
 mod readout;
+mod rebuilt;
 mod remove;
 mod report;
 mod returns;
@@ -200,6 +201,8 @@ pub struct Session {
     /// One process (or image) of a workload: a pattern that matches
     /// nothing here may match in another, so it is no error.
     part_of_workload: bool,
+    /// Functions running from copies an instrument laid out, by start.
+    rebuilt_at: BTreeMap<u64, rebuilt::RebuiltFunction>,
 }
 
 impl Session {
@@ -252,6 +255,7 @@ impl Session {
             returns: returns::Returns::default(),
             cpu_clock: None,
             part_of_workload: false,
+            rebuilt_at: BTreeMap::new(),
         })
     }
 

@@ -26,6 +26,7 @@ impl Session {
                 Err(_) => {}
             }
         }
+        self.restore_rebuilt(tracee)?;
         let mut text = TextBatch::new(self.pid)?;
         let mut splices = Vec::new();
         let mut taken = Vec::new();

@@ -126,6 +126,8 @@ pub enum SkipReason {
         /// Whether the int3 was forced rather than the only fit.
         forced: bool,
     },
+    /// The instrument could not lay the function out again (why).
+    Rebuild(String),
 }
 
 impl fmt::Display for SkipReason {
@@ -181,6 +183,7 @@ impl fmt::Display for SkipReason {
                     "only an int3 fits here"
                 }
             ),
+            SkipReason::Rebuild(why) => write!(f, "not traced: {why}"),
         }
     }
 }

@@ -326,8 +326,9 @@ impl Session {
                 ),
             }],
             (Action::Program(program), _) => self.resolve_program(program, &cluster),
-            // Expansions are stored as programs; counts always have a counter.
-            (Action::Count, None) | (Action::Expand(_), _) => Vec::new(),
+            // Expansions are stored as programs; counts always have a
+            // counter; rebuilt functions have no probe.
+            (Action::Count, None) | (Action::Expand(_), _) | (Action::Rebuild(_), _) => Vec::new(),
         })
     }
 
@@ -411,8 +412,9 @@ impl Session {
                     Snippet::call_mini(mini)
                 })
             }
-            // Expansions are stored as programs; counts always have a counter.
-            (Action::Count, None) | (Action::Expand(_), _) => None,
+            // Expansions are stored as programs; counts always have a
+            // counter; rebuilt functions have no probe.
+            (Action::Count, None) | (Action::Expand(_), _) | (Action::Rebuild(_), _) => None,
         })
     }
 }

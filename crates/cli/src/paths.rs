@@ -1,0 +1,254 @@
+//! `--paths`: abstract execution in a run. The traced functions are laid
+//! out again with witness stores (`weft_paths`); each process gets a pool
+//! of buffers with guard pages and weft's fault handler; weft drains full
+//! buffers while the program runs and writes them to `--paths-out DIR`.
+
+use crate::ProbeArgs;
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+use std::sync::Arc;
+use weft_live::{Session, SharedMemory};
+use weft_paths::instrument::PathsInstrument;
+use weft_paths::pool::{self, Pool};
+use weft_paths::trace_dir::{Chunk, Meta, TraceWriter};
+use weft_plan::{Action, PointSpec};
+use weft_process::Tracee;
+
+/// One process's pool: the file and where the process maps it.
+struct ProcessPool {
+    pid: i32,
+    command: String,
+    file: SharedMemory,
+}
+
+/// The paths traced in a run and the trace being written.
+pub struct PathsRun {
+    instrument: Arc<PathsInstrument>,
+    layout: Pool,
+    pools: Vec<ProcessPool>,
+    writer: Option<TraceWriter>,
+    dir: PathBuf,
+    patterns: Vec<String>,
+    /// Why writing the trace stopped (a full disk), if it did.
+    stopped: Option<String>,
+}
+
+impl PathsRun {
+    /// The run's `--paths` requests, or `None` without any.
+    pub fn new(args: &ProbeArgs) -> Result<Option<PathsRun>> {
+        if args.paths.is_empty() {
+            return Ok(None);
+        }
+        let Some(dir) = args.paths_out.clone() else {
+            bail!("--paths records into a directory: give --paths-out DIR");
+        };
+        let writer = TraceWriter::create(&dir)?;
+        Ok(Some(PathsRun {
+            instrument: Arc::new(PathsInstrument::new()),
+            layout: Pool::new(args.paths_buffers as u64, args.paths_buffer_size),
+            pools: Vec::new(),
+            writer: Some(writer),
+            dir,
+            patterns: args.paths.clone(),
+            stopped: None,
+        }))
+    }
+
+    /// The probe plan: every matched function laid out again.
+    /// `all` is every function of the program's own file, `fn:PATTERN` a
+    /// function pattern, and anything else a module (every function in
+    /// it).
+    pub fn specs(&self, session: &mut Session) -> Result<Vec<PointSpec>> {
+        session.refresh_modules()?;
+        let main = session
+            .modules()
+            .first()
+            .map(|m| m.name.clone())
+            .unwrap_or_default();
+        let mut specs = Vec::new();
+        for p in &self.patterns {
+            let pattern = if p == "all" {
+                format!("{main}:*")
+            } else if let Some(f) = p.strip_prefix("fn:") {
+                f.to_string()
+            } else {
+                format!("{p}:*")
+            };
+            let action = Action::Rebuild(self.instrument.clone());
+            specs.push(PointSpec::parse(&pattern)?.with_action(action));
+        }
+        Ok(specs)
+    }
+
+    /// Gives the stopped process `pid` its pool and weft's fault handler,
+    /// before the traced functions are applied.
+    pub fn prepare_process(&mut self, session: &mut Session, tracee: &mut Tracee) -> Result<()> {
+        let layout = self.layout;
+        let file =
+            SharedMemory::create(layout.size() as usize).context("creating the witness buffers")?;
+        file.write(0, &layout.header_bytes());
+        let guards: Vec<u64> = (0..=layout.buffers).map(|k| layout.guard(k)).collect();
+        let at = session.map_into_process(tracee, &file, &guards)?;
+        let mut made = None;
+        session.place_instrument_code(tracee, |here| {
+            let h =
+                weft_paths::handler::handler_code(here, at, layout).map_err(|e| e.to_string())?;
+            let bytes = h.bytes.clone();
+            made = Some(h);
+            Ok(bytes)
+        })?;
+        let handler = made.context("the fault handler was not generated")?;
+        file.write(pool::NEW_ACTION, &handler.kernel_action());
+        session.set_signal_action(
+            tracee,
+            weft_abi::signal::SIGSEGV,
+            at + pool::NEW_ACTION,
+            at + pool::OLD_ACTION,
+        )?;
+        self.pools.push(ProcessPool {
+            pid: session.pid(),
+            command: weft_process::command_name(session.pid()).unwrap_or_default(),
+            file,
+        });
+        Ok(())
+    }
+
+    /// After an apply: the handler learns where the traced copies are.
+    pub fn after_apply(&self, session: &Session) {
+        let Some(p) = self.pools.iter().rev().find(|p| p.pid == session.pid()) else {
+            return;
+        };
+        let areas = session.code_areas();
+        let n = areas.len().min(pool::MAX_RANGES as usize);
+        for (i, (lo, hi)) in areas.iter().take(n).enumerate() {
+            p.file.store_u64(pool::RANGES + 16 * i as u64, *lo);
+            p.file.store_u64(pool::RANGES + 16 * i as u64 + 8, *hi);
+        }
+        p.file.store_u32(pool::RANGE_COUNT, n as u32);
+    }
+
+    /// Writes every full buffer to the trace and gives it back. If the
+    /// trace cannot be written (a full disk), it stops there: the threads
+    /// are told weft is gone (they write on over their own buffers, and
+    /// the program runs on), and what was written is kept.
+    pub fn drain(&mut self) {
+        if self.stopped.is_some() {
+            return;
+        }
+        if let Err(e) = self.try_drain() {
+            say!("weft: {e:#}; the paths trace stops here (what was written is kept)");
+            self.stopped = Some(format!("{e:#}"));
+            for p in &self.pools {
+                p.file.store_u32(pool::GONE, 1);
+                p.file.futex_wake(pool::FREED);
+            }
+        }
+    }
+
+    fn try_drain(&mut self) -> Result<()> {
+        let layout = self.layout;
+        let Some(writer) = self.writer.as_mut() else {
+            return Ok(());
+        };
+        for p in &self.pools {
+            let mut freed = false;
+            for k in 0..layout.buffers {
+                let d = layout.desc(k);
+                if !p
+                    .file
+                    .compare_exchange_u32(d + pool::STATE, pool::FULL, pool::DRAINING)
+                {
+                    continue;
+                }
+                let len = p.file.load_u64(d + pool::LEN).min(layout.buffer_size);
+                let chunk = chunk_of(&p.file, layout, k, len as usize);
+                writer.chunk(&chunk)?;
+                p.file.write(layout.buffer(k), &vec![0u8; len as usize]);
+                p.file.store_u32(d + pool::STATE, pool::FREE);
+                freed = true;
+            }
+            if freed {
+                p.file.add_u32(pool::FREED, 1);
+                p.file.futex_wake(pool::FREED);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the trace: full buffers, then what each thread had written
+    /// into the buffer it held, and `paths.json`. Returns a line for the
+    /// user.
+    pub fn finish(&mut self, ticks_per_ns: f64) -> Result<String> {
+        self.drain();
+        let layout = self.layout;
+        let Some(mut writer) = self.writer.take() else {
+            return Ok(String::new());
+        };
+        let mut lost = 0;
+        for p in &self.pools {
+            p.file.store_u32(pool::GONE, 1);
+            p.file.futex_wake(pool::FREED);
+            for k in 0..layout.buffers {
+                let d = layout.desc(k);
+                if self.stopped.is_some() || p.file.load_u32(d + pool::STATE) != pool::OWNED {
+                    continue;
+                }
+                let whole = p.file.read(layout.buffer(k), layout.buffer_size as usize);
+                let used = records_end(&whole);
+                let mut chunk = chunk_of(&p.file, layout, k, used);
+                chunk.tsc_end = 0;
+                writer.chunk(&chunk)?;
+            }
+            lost += p.file.load_u64(pool::LOST);
+        }
+        let functions = self.instrument.functions();
+        let (bytes, chunks) = (writer.bytes, writer.chunks);
+        let meta = Meta {
+            format: weft_paths::trace_dir::FORMAT.into(),
+            version: weft_paths::trace_dir::VERSION,
+            functions,
+            processes: self
+                .pools
+                .iter()
+                .map(|p| (p.pid, p.command.clone()))
+                .collect(),
+            lost,
+            ticks_per_ns,
+        };
+        let traced = meta.functions.len();
+        writer.finish(&meta)?;
+        let mut line = format!(
+            "weft: paths of {traced} function(s): {bytes} bytes of witnesses in {chunks} buffer(s), \
+             written to {}",
+            self.dir.display()
+        );
+        if lost > 0 {
+            line.push_str(&format!(
+                "; {lost} bytes lost (weft did not free buffers in time)"
+            ));
+        }
+        Ok(line)
+    }
+}
+
+/// Buffer `k` of a pool as a chunk of `len` bytes.
+fn chunk_of(file: &SharedMemory, layout: Pool, k: u64, len: usize) -> Chunk {
+    let d = layout.desc(k);
+    Chunk {
+        pid: file.load_u32(d + pool::PID),
+        tid: file.load_u32(d + pool::TID),
+        seq: file.load_u64(d + pool::DESC_SEQ),
+        tsc_start: file.load_u64(d + pool::TSC_START),
+        tsc_end: file.load_u64(d + pool::TSC_END),
+        bytes: file.read(layout.buffer(k), len),
+    }
+}
+
+/// Where the records of a buffer end: the first record that starts with 0.
+fn records_end(bytes: &[u8]) -> usize {
+    let mut at = 0;
+    while let Ok(Some((_, n))) = weft_paths::record::read(bytes, at) {
+        at += n;
+    }
+    at
+}

@@ -1,0 +1,315 @@
+//! Abstract execution (`--paths`, `weft regen`): the instructions weft
+//! regenerates from a run's witnesses equal, one for one and in order,
+//! those QEMU's user-mode emulator executes for the same program and
+//! input (`qemu-x86_64 -singlestep -d exec,nochain`: one log line per
+//! instruction), restricted to the functions weft traced.
+
+use crate::support::*;
+use std::collections::{BTreeSet, HashSet};
+use std::path::Path;
+use std::time::Duration;
+
+/// The instruction addresses (ELF virtual addresses) of the traced
+/// functions, read from the trace's table; with `only`, of those
+/// functions only.
+fn traced_instructions(trace: &Path, only: Option<&[&str]>) -> HashSet<u64> {
+    let meta = read_json(&trace.join("paths.json"));
+    let mut out = HashSet::new();
+    for f in meta["functions"].as_array().unwrap() {
+        let name = f["name"].as_str().unwrap();
+        if only.is_some_and(|names| !names.contains(&name)) {
+            continue;
+        }
+        for b in f["blocks"].as_array().unwrap() {
+            let start = b["start"].as_u64().unwrap();
+            for o in b["insns"].as_array().unwrap() {
+                out.insert(start + o.as_u64().unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Lowest virtual address of an executable segment of `elf`.
+fn text_vaddr(elf: &Path) -> u64 {
+    let out = std::process::Command::new("readelf")
+        .arg("-lW")
+        .arg(elf)
+        .output()
+        .expect("readelf runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .map(str::split_whitespace)
+        .filter_map(|mut w| {
+            let words: Vec<&str> = w.by_ref().collect();
+            (words.first() == Some(&"LOAD") && words[words.len() - 2].contains('E'))
+                .then(|| hex(words[2]).unwrap())
+        })
+        .min()
+        .expect("an executable segment")
+}
+
+/// The instructions QEMU ran of `keep`, in order, from the first
+/// instruction at `from` on (if given).
+fn qemu_instructions(
+    program: &Path,
+    args: &[&str],
+    keep: &HashSet<u64>,
+    from: Option<u64>,
+    dir: &Path,
+) -> Vec<u64> {
+    let log = dir.join("qemu.log");
+    let out = run(
+        std::process::Command::new("qemu-x86_64")
+            .args(["-singlestep", "-d", "exec,nochain,page", "-D"])
+            .arg(&log)
+            .arg(program)
+            .args(args),
+        Duration::from_secs(300),
+    );
+    assert_eq!(out.status, 0, "qemu: {}", out.stderr);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let start_code = text
+        .lines()
+        .find_map(|l| l.strip_prefix("start_code"))
+        .and_then(|v| hex(v.trim()))
+        .expect("qemu -d page prints start_code");
+    let bias = start_code - text_vaddr(program);
+    let mut started = from.is_none();
+    let mut pcs = Vec::new();
+    for l in text.lines().filter(|l| l.starts_with("Trace ")) {
+        // Trace 0: 0x7f.. [00000000/0000004000001149/...]
+        let Some(pc) = l
+            .split('/')
+            .nth(1)
+            .and_then(|p| u64::from_str_radix(p, 16).ok())
+        else {
+            continue;
+        };
+        let pc = pc - bias;
+        started |= Some(pc) == from;
+        if started && keep.contains(&pc) {
+            pcs.push(pc);
+        }
+    }
+    let _ = std::fs::remove_file(&log);
+    pcs
+}
+
+/// `weft regen DIR --insns`, as addresses.
+fn regenerated(trace: &Path) -> Vec<u64> {
+    let out = run(
+        weft().arg("regen").arg("--insns").arg(trace),
+        Duration::from_secs(300),
+    );
+    assert_eq!(out.status, 0, "weft regen: {}", out.stderr);
+    out.stdout
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| hex(l.rsplit('+').next().unwrap()).unwrap())
+        .collect()
+}
+
+/// Asserts two instruction traces are equal, showing where they part.
+fn assert_same_trace(qemu: &[u64], weft: &[u64], context: &str) {
+    if qemu == weft {
+        return;
+    }
+    let at = qemu
+        .iter()
+        .zip(weft)
+        .position(|(a, b)| a != b)
+        .unwrap_or(qemu.len().min(weft.len()));
+    let show = |t: &[u64]| {
+        t[at.saturating_sub(4)..(at + 4).min(t.len())]
+            .iter()
+            .map(|a| format!("{a:#x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    panic!(
+        "{context}: regenerated {} instructions, QEMU ran {}; first difference at {at}:\n qemu: {}\n weft: {}",
+        weft.len(),
+        qemu.len(),
+        show(qemu),
+        show(weft)
+    );
+}
+
+fn have_qemu() -> bool {
+    if have("qemu-x86_64") {
+        return true;
+    }
+    skip("qemu-x86_64 is not installed (apt-get install qemu-user)");
+    false
+}
+
+/// Functions of `tests/targets/paths.c`.
+const OWN: &[&str] = &[
+    "classify", "fib", "by_cmp", "twice", "thrice", "work", "main",
+];
+
+variant_test!(regenerates_what_qemu_ran, |v| {
+    if !have_qemu() {
+        return;
+    }
+    let target = build("paths", v);
+    let dir = scratch(&format!("paths-qemu-{}", v.name));
+    let trace = dir.join("trace");
+    let plain = run(
+        std::process::Command::new(&target).arg("300"),
+        Duration::from_secs(30),
+    );
+    let out = run(
+        weft()
+            .args(["run", "--no-follow", "--paths", "all", "--paths-out"])
+            .arg(&trace)
+            .arg("--")
+            .arg(&target)
+            .arg("300"),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert_eq!(out.stdout, plain.stdout, "the traced program's output");
+    // A static program is traced from main (its start-up code sets up the
+    // thread pointer); its libc's IFUNCs choose by the CPU, and QEMU's is
+    // not this one, so only the target's own functions are compared.
+    let static_build = v.name.contains("static");
+    let only = static_build.then_some(OWN);
+    let keep = traced_instructions(&trace, only);
+    for f in OWN {
+        let meta = read_json(&trace.join("paths.json"));
+        assert!(
+            meta["functions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g["name"] == *f),
+            "{f} traced"
+        );
+    }
+    let weft_trace: Vec<u64> = regenerated(&trace)
+        .into_iter()
+        .filter(|a| keep.contains(a))
+        .collect();
+    let main = read_json(&trace.join("paths.json"))["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "main")
+        .and_then(|g| g["vaddr"].as_u64());
+    let qemu = qemu_instructions(
+        &target,
+        &["300"],
+        &keep,
+        main.filter(|_| static_build),
+        &dir,
+    );
+    assert!(
+        qemu.len() > 10_000,
+        "qemu ran {} traced instructions",
+        qemu.len()
+    );
+    assert_same_trace(&qemu, &weft_trace, v.name);
+});
+
+#[test]
+fn four_kib_buffers_lose_nothing() {
+    if !have_qemu() {
+        return;
+    }
+    let target = build("paths", &O2);
+    let dir = scratch("paths-tiny-buffers");
+    let trace = dir.join("trace");
+    let out = run(
+        weft()
+            .args([
+                "run",
+                "--no-follow",
+                "--paths",
+                "all",
+                "--paths-buffer-size",
+                "4K",
+                "--paths-buffers",
+                "2",
+                "--paths-out",
+            ])
+            .arg(&trace)
+            .arg("--")
+            .arg(&target)
+            .arg("3000"),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    let chunks: u64 = out
+        .stderr
+        .split(" in ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no buffer count in {}", out.stderr));
+    assert!(
+        chunks >= 5,
+        "4 KiB buffers filled and handed over: {chunks}"
+    );
+    assert!(!out.stderr.contains("lost"), "{}", out.stderr);
+    let keep = traced_instructions(&trace, None);
+    let qemu = qemu_instructions(&target, &["3000"], &keep, None, &dir);
+    assert_same_trace(&qemu, &regenerated(&trace), "4 KiB buffers");
+}
+
+#[test]
+fn gzip_regenerates_what_qemu_ran() {
+    if !have_qemu() {
+        return;
+    }
+    let gzip = Path::new("/usr/bin/gzip");
+    let dir = scratch("paths-gzip");
+    let input = dir.join("input.txt");
+    let text: String = (0..3000)
+        .map(|i| format!("line {i} of some text {}\n", i * 7919 % 1000))
+        .collect();
+    std::fs::write(&input, text).unwrap();
+    let trace = dir.join("trace");
+    let input_arg = input.to_str().unwrap();
+    let args = ["-n", "-k", "-f", input_arg];
+    let out = run(
+        weft()
+            .args(["run", "--no-follow", "--paths", "all", "--paths-out"])
+            .arg(&trace)
+            .arg("--")
+            .arg(gzip)
+            .args(args),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    let plain = std::process::Command::new(gzip)
+        .args(["-n", "-c", input_arg])
+        .output()
+        .unwrap();
+    let traced = std::fs::read(dir.join("input.txt.gz")).unwrap();
+    assert!(
+        traced == plain.stdout,
+        "gzip's output under --paths differs"
+    );
+    let keep = traced_instructions(&trace, None);
+    let names: BTreeSet<String> = read_json(&trace.join("paths.json"))["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        names.len() > 50,
+        "most of gzip's functions traced: {names:?}"
+    );
+    // The same run again under QEMU: from the same start (no .gz yet).
+    std::fs::remove_file(dir.join("input.txt.gz")).unwrap();
+    let qemu = qemu_instructions(gzip, &args, &keep, None, &dir);
+    assert!(
+        qemu.len() > 100_000,
+        "qemu ran {} traced instructions",
+        qemu.len()
+    );
+    assert_same_trace(&qemu, &regenerated(&trace), "gzip");
+}

@@ -1,0 +1,236 @@
+//! Functions an instrument lays out again (`Action::Rebuild`): the copy is
+//! placed in the code area of the function's cluster, and 5-byte jumps
+//! written into the original send its entry (and its calls' return
+//! addresses) into the copy. Also the generic means such an instrument
+//! needs in the process: a file of its own mapped with guard pages, code
+//! of its own, and a signal action.
+
+use super::apply::SiteError;
+use super::prepare::PreparedProbe;
+use super::*;
+use weft_abi::mman;
+use weft_plan::{Rebuilding, RebuiltCode};
+
+/// A function running from its copy, and what its jumps replaced.
+#[derive(Debug, Clone)]
+pub(super) struct RebuiltFunction {
+    /// (original address, the five bytes the jump replaced).
+    pub(super) replaced: Vec<(u64, [u8; 5])>,
+}
+
+impl Session {
+    /// Lays out the prepared `Rebuild` items again and writes their jumps.
+    /// A function a thread is stopped inside, or whose bytes in memory are
+    /// not the file's, is passed over (in `report.skipped`).
+    pub(super) fn apply_rebuilds(
+        &mut self,
+        tracee: &mut Tracee,
+        items: Vec<PreparedProbe>,
+        report: &mut AddReport,
+    ) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let pcs: Vec<u64> = tracee.thread_pcs()?.iter().map(|(_, a)| a.0).collect();
+        let mut text = TextBatch::new(self.pid)?;
+        for item in items {
+            let Action::Rebuild(rebuild) = &item.action else {
+                continue;
+            };
+            let Some(part) = item.parts.first() else {
+                continue;
+            };
+            let code = &part.code;
+            let module = self.modules[item.module].clone();
+            let skip = |why: String| SkippedPoint {
+                module: module.name.clone(),
+                function: item.display.clone(),
+                why: SkipReason::Rebuild(why),
+            };
+            if self.rebuilt_at.contains_key(&code.start()) {
+                continue;
+            }
+            if let Some(pc) = pcs.iter().find(|&&pc| pc > code.start() && pc < code.end()) {
+                report.skipped.push(skip(format!(
+                    "a thread is inside it (at {pc:#x}); weft traces a function from a call \
+                     made after it is in place"
+                )));
+                continue;
+            }
+            let ci = self.ensure_cluster(tracee, item.module)?;
+            let at = {
+                let c = &self.clusters[ci];
+                c.code + c.used
+            };
+            let internal = code.internal_targets();
+            let targets = module.branch_targets();
+            let outside: Vec<u64> = (code.start() + 1..code.end())
+                .filter(|&a| targets.contains(a) && !internal.contains(&a))
+                .collect();
+            let built = match rebuild.rebuild(&Rebuilding {
+                module: &module.name,
+                path: &module.path,
+                function: &item.display,
+                code,
+                bias: module.bias,
+                entered_from_outside: &outside,
+                at,
+            }) {
+                Ok(b) => b,
+                Err(why) => {
+                    report.skipped.push(skip(why));
+                    continue;
+                }
+            };
+            match self.write_rebuilt(tracee, &mut text, &module, ci, at, &built) {
+                Ok(replaced) => {
+                    self.rebuilt_at
+                        .insert(code.start(), RebuiltFunction { replaced });
+                    report.probes += 1;
+                    report.jumps += built.jumps.len();
+                }
+                Err(SiteError::Skip(why)) => report.skipped.push(SkippedPoint {
+                    module: module.name.clone(),
+                    function: item.display.clone(),
+                    why,
+                }),
+                Err(SiteError::Fatal(e)) => return Err(e),
+            }
+        }
+        text.flush(tracee.memory())?;
+        Ok(())
+    }
+
+    /// Places a copy at `at` (the next free byte of cluster `ci`) and
+    /// writes its jumps; returns what they replaced.
+    fn write_rebuilt(
+        &mut self,
+        tracee: &mut Tracee,
+        text: &mut TextBatch,
+        module: &Module,
+        ci: usize,
+        at: u64,
+        built: &RebuiltCode,
+    ) -> Result<Vec<(u64, [u8; 5])>, SiteError> {
+        let mut writes = Vec::with_capacity(built.jumps.len());
+        for &(addr, target) in &built.jumps {
+            let rel = target.wrapping_sub(addr + 5) as i64;
+            if i32::try_from(rel).is_err() {
+                return Err(SiteError::Skip(SkipReason::OutOfReach(target)));
+            }
+            let old = text
+                .read(tracee.memory(), addr, 5)
+                .map_err(SiteError::Fatal)?;
+            if module.bytes_at_runtime(RemoteAddr(addr), 5) != Some(old.as_slice()) {
+                return Err(SiteError::Skip(SkipReason::CodeChanged));
+            }
+            let mut jump = [0xe9u8, 0, 0, 0, 0];
+            jump[1..].copy_from_slice(&(rel as i32).to_le_bytes());
+            let mut was = [0u8; 5];
+            was.copy_from_slice(&old);
+            writes.push((addr, was, jump));
+        }
+        let placed = self
+            .alloc_code(ci, &built.bytes)
+            .map_err(SiteError::Fatal)?;
+        debug_assert_eq!(placed, at);
+        let mut replaced = Vec::with_capacity(writes.len());
+        for (addr, was, jump) in writes {
+            text.write(tracee.memory(), addr, &jump)
+                .map_err(SiteError::Fatal)?;
+            replaced.push((addr, was));
+        }
+        Ok(replaced)
+    }
+
+    /// Puts back the bytes of every rebuilt function's jumps.
+    pub(super) fn restore_rebuilt(&mut self, tracee: &mut Tracee) -> Result<()> {
+        if self.rebuilt_at.is_empty() {
+            return Ok(());
+        }
+        let mut text = TextBatch::new(self.pid)?;
+        for f in std::mem::take(&mut self.rebuilt_at).into_values() {
+            for (addr, was) in f.replaced {
+                text.write(tracee.memory(), addr, &was)?;
+            }
+        }
+        text.flush(tracee.memory())?;
+        Ok(())
+    }
+
+    /// Whether some function runs from a copy an instrument laid out.
+    pub fn has_rebuilt(&self) -> bool {
+        !self.rebuilt_at.is_empty()
+    }
+
+    /// Maps `file` (a [`SharedMemory`] of the instrument's) into the
+    /// process, read-write and shared, and makes the pages at each offset
+    /// of `guards` inaccessible there. Returns where it is mapped.
+    pub fn map_into_process(
+        &mut self,
+        tracee: &mut Tracee,
+        file: &SharedMemory,
+        guards: &[u64],
+    ) -> Result<u64> {
+        let mut path = file.target_path().as_bytes().to_vec();
+        path.push(0);
+        let fd = super::clusters::open_through_page(tracee, &path)?;
+        let addr = tracee.remote_mmap(
+            None,
+            file.size() as u64,
+            mman::PROT_READ | mman::PROT_WRITE,
+            mman::MAP_SHARED,
+            fd,
+            0,
+        )?;
+        tracee.remote_close(fd)?;
+        for &g in guards {
+            tracee.remote_syscall(
+                "mprotect",
+                weft_abi::syscall::MPROTECT.into(),
+                [addr.0 + g, mman::PAGE_SIZE, mman::PROT_NONE as u64, 0, 0, 0],
+            )?;
+        }
+        Ok(addr.0)
+    }
+
+    /// Places code an instrument generates for the address it gets (a
+    /// signal handler, say) in the first cluster's code area; returns the
+    /// address.
+    pub fn place_instrument_code(
+        &mut self,
+        tracee: &mut Tracee,
+        generate: impl FnOnce(u64) -> std::result::Result<Vec<u8>, String>,
+    ) -> Result<u64> {
+        let ci = self.ensure_cluster(tracee, 0)?;
+        let at = {
+            let c = &self.clusters[ci];
+            c.code + c.used
+        };
+        let bytes = generate(at).map_err(|why| Error::Generate { why })?;
+        self.alloc_code(ci, &bytes)
+    }
+
+    /// Sets the process's action for `sig` to the kernel `sigaction` at
+    /// `new` (in memory the process maps), saving the old one at `old`.
+    pub fn set_signal_action(
+        &mut self,
+        tracee: &mut Tracee,
+        sig: i32,
+        new: u64,
+        old: u64,
+    ) -> Result<()> {
+        tracee.remote_sigaction(sig, RemoteAddr(new), RemoteAddr(old))?;
+        Ok(())
+    }
+
+    /// Runtime ranges of weft's code areas in the process (where traced
+    /// copies and trampolines run).
+    pub fn code_areas(&self) -> Vec<(u64, u64)> {
+        self.clusters
+            .iter()
+            .filter(|c| c.mapped)
+            .map(|c| (c.code, c.code + CODE_AREA))
+            .collect()
+    }
+}

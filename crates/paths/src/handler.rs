@@ -1,0 +1,293 @@
+//! The SIGSEGV handler that runs in the traced process when a witness
+//! store reaches the end of its thread's buffer (the guard page) or the
+//! thread has no buffer yet (its cursor is 0).
+//!
+//! It recognises the store by its pc (inside weft's traced copies, whose
+//! ranges weft keeps in the pool's header) and its
+//! encoding (`[REX.B] C6|C7 /0` with a plain `[reg]` operand), and finds
+//! the cursor register in the signal frame. It marks the full buffer's
+//! descriptor (length, TSC) FULL, claims a FREE buffer with `lock
+//! cmpxchg`, fills in its descriptor (tid, pid, sequence number, TSC), and
+//! points the register at it; returning re-executes the store there. With
+//! no free buffer it sleeps on the pool's `FREED` futex word, 50 ms at a
+//! time; after 10 s, or once weft has said it is gone, the thread writes
+//! into its old buffer again (or the discard buffer), and the bytes
+//! dropped are counted in `LOST`.
+//!
+//! Any other fault goes to the action the program had: its handler is
+//! called with the same arguments, or the default action is restored and
+//! the faulting instruction runs again (and kills the process as it would
+//! have).
+
+use crate::pool::{self, Pool};
+use iced_x86::code_asm::*;
+use iced_x86::{BlockEncoderOptions, IcedError};
+
+/// `ucontext_t.uc_mcontext.gregs` (x86-64).
+const GREGS: i32 = 40;
+/// `gregs[REG_RIP]`.
+const GREG_RIP: i32 = GREGS + 16 * 8;
+/// Waits of 50 ms before a thread gives up on a free buffer (10 s).
+const TRIES: u32 = 200;
+const SYS_RT_SIGACTION: u32 = 13;
+const SYS_RT_SIGRETURN: u32 = 15;
+const SYS_GETPID: u32 = 39;
+const SYS_GETTID: u32 = 186;
+const SYS_FUTEX: u32 = 202;
+const SIGSEGV: u32 = 11;
+
+/// The handler's code and entry points.
+#[derive(Debug, Clone)]
+pub struct HandlerCode {
+    /// Bytes to place at the address given.
+    pub bytes: Vec<u8>,
+    /// `sa_handler`.
+    pub handler: u64,
+    /// `sa_restorer` (`rt_sigreturn`).
+    pub restorer: u64,
+}
+
+impl HandlerCode {
+    /// The kernel `struct sigaction` installing the handler: `SA_SIGINFO`,
+    /// on the alternate stack if the thread has one, not deferring itself
+    /// (it never faults), with its restorer; no signal blocked.
+    pub fn kernel_action(&self) -> [u8; 32] {
+        const SA_SIGINFO: u64 = 0x4;
+        const SA_ONSTACK: u64 = 0x0800_0000;
+        const SA_RESTORER: u64 = 0x0400_0000;
+        const SA_NODEFER: u64 = 0x4000_0000;
+        let flags = SA_SIGINFO | SA_ONSTACK | SA_RESTORER | SA_NODEFER;
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&self.handler.to_le_bytes());
+        b[8..16].copy_from_slice(&flags.to_le_bytes());
+        b[16..24].copy_from_slice(&self.restorer.to_le_bytes());
+        b
+    }
+}
+
+/// Generates the handler at `at` for the pool mapped at `pool_at` in the
+/// process, taking faults of code in the pool's `RANGES` (the traced
+/// copies) as its own.
+pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, IcedError> {
+    let mut a = CodeAssembler::new(64)?;
+    let mut not_ours = a.create_label();
+    let mut no_rex = a.create_label();
+    let mut opcode_ok = a.create_label();
+    let mut fresh = a.create_label();
+    let mut claim_again = a.create_label();
+    let mut scan = a.create_label();
+    let mut got = a.create_label();
+    let mut give_up = a.create_label();
+    let mut use_discard = a.create_label();
+    let mut default = a.create_label();
+    let mut was_discard = a.create_label();
+    let mut restorer = a.create_label();
+    let mut gregs_of = a.create_label();
+    let mut next_range = a.create_label();
+    let mut skip_range = a.create_label();
+    let mut in_range = a.create_label();
+    let descs = pool_at + pool::DESCS;
+    let first_buffer = pool_at + layout.header_size();
+    let stride = layout.stride();
+    let n = layout.buffers;
+    // rdi = signal, rsi = siginfo, rdx = ucontext. Until the fault is
+    // known to be a store of weft's, rdi, rsi and rdx stay as they came.
+    a.mov(r8, qword_ptr(rdx + GREG_RIP))?;
+    a.mov(r9, pool_at)?;
+    a.mov(ecx, dword_ptr(r9 + pool::RANGE_COUNT))?;
+    a.lea(r9, qword_ptr(r9 + pool::RANGES))?;
+    a.set_label(&mut next_range)?;
+    a.test(ecx, ecx)?;
+    a.jz(not_ours)?;
+    a.sub(ecx, 1)?;
+    a.cmp(r8, qword_ptr(r9))?;
+    a.jb(skip_range)?;
+    a.cmp(r8, qword_ptr(r9 + 8))?;
+    a.jb(in_range)?;
+    a.set_label(&mut skip_range)?;
+    a.add(r9, 16)?;
+    a.jmp(next_range)?;
+    a.set_label(&mut in_range)?;
+    a.xor(r9d, r9d)?;
+    a.movzx(eax, byte_ptr(r8))?;
+    a.cmp(al, 0x41)?;
+    a.jne(no_rex)?;
+    a.mov(r9d, 8)?;
+    a.add(r8, 1)?;
+    a.movzx(eax, byte_ptr(r8))?;
+    a.set_label(&mut no_rex)?;
+    a.cmp(al, 0xC6)?;
+    a.je(opcode_ok)?;
+    a.cmp(al, 0xC7)?;
+    a.jne(not_ours)?;
+    a.set_label(&mut opcode_ok)?;
+    a.movzx(ecx, byte_ptr(r8 + 1))?;
+    a.test(cl, 0xF8)?; // mod 00, reg /0: `[rm]`
+    a.jnz(not_ours)?;
+    a.and(ecx, 7)?;
+    a.cmp(ecx, 4)?; // SIB
+    a.je(not_ours)?;
+    a.cmp(ecx, 5)?; // RIP-relative
+    a.je(not_ours)?;
+    a.add(ecx, r9d)?;
+    a.lea(rax, ptr(gregs_of))?;
+    a.movzx(ecx, byte_ptr(rax + rcx))?;
+    // Committed: r13 = the register's slot in the frame, r14 = the pool,
+    // rbx = the full buffer's descriptor (0 if none). The frame restores
+    // every register on return, so any may be used.
+    a.lea(r13, qword_ptr(rdx + rcx * 8 + GREGS))?;
+    a.mov(r14, pool_at)?;
+    a.mov(rax, qword_ptr(r13))?;
+    a.mov(rcx, first_buffer)?;
+    a.sub(rax, rcx)?;
+    a.jb(fresh)?;
+    a.xor(edx, edx)?;
+    a.mov(rcx, stride)?;
+    a.div(rcx)?; // rax = buffer, rdx = bytes used
+    a.cmp(rax, n as i32)?;
+    a.je(was_discard)?;
+    a.ja(fresh)?;
+    a.mov(rbx, rax)?;
+    a.shl(rbx, 6)?;
+    a.mov(rcx, descs)?;
+    a.add(rbx, rcx)?;
+    a.mov(qword_ptr(rbx + pool::LEN), rdx)?;
+    a.rdtsc()?;
+    a.shl(rdx, 32)?;
+    a.or(rax, rdx)?;
+    a.mov(qword_ptr(rbx + pool::TSC_END), rax)?;
+    a.mov(dword_ptr(rbx + pool::STATE), pool::FULL)?;
+    a.mov(r12d, TRIES)?;
+    a.jmp(claim_again)?;
+    a.set_label(&mut was_discard)?;
+    a.lock().add(qword_ptr(r14 + pool::LOST), rdx)?;
+    a.set_label(&mut fresh)?;
+    a.xor(ebx, ebx)?;
+    a.mov(r12d, TRIES)?;
+    a.set_label(&mut claim_again)?;
+    a.mov(ebp, dword_ptr(r14 + pool::FREED))?;
+    a.mov(rdi, descs)?;
+    a.xor(r15d, r15d)?;
+    a.set_label(&mut scan)?;
+    a.xor(eax, eax)?;
+    a.mov(esi, pool::OWNED)?;
+    a.lock().cmpxchg(dword_ptr(rdi + pool::STATE), esi)?;
+    a.je(got)?;
+    a.add(rdi, pool::DESC as i32)?;
+    a.add(r15d, 1)?;
+    a.cmp(r15d, n as u32)?;
+    a.jb(scan)?;
+    a.cmp(dword_ptr(r14 + pool::GONE), 0)?;
+    a.jne(give_up)?;
+    a.sub(r12d, 1)?;
+    a.jz(give_up)?;
+    a.mov(eax, SYS_FUTEX)?;
+    a.lea(rdi, qword_ptr(r14 + pool::FREED))?;
+    a.xor(esi, esi)?; // FUTEX_WAIT, shared
+    a.mov(edx, ebp)?;
+    a.lea(r10, qword_ptr(r14 + pool::WAIT))?;
+    a.xor(r8d, r8d)?;
+    a.xor(r9d, r9d)?;
+    a.syscall()?;
+    a.jmp(claim_again)?;
+
+    a.set_label(&mut got)?;
+    // rdi = the new buffer's descriptor, r15 = its index.
+    a.mov(rbp, rdi)?;
+    a.mov(eax, SYS_GETTID)?;
+    a.syscall()?;
+    a.mov(dword_ptr(rbp + pool::TID), eax)?;
+    a.mov(eax, SYS_GETPID)?;
+    a.syscall()?;
+    a.mov(dword_ptr(rbp + pool::PID), eax)?;
+    a.mov(eax, 1)?;
+    a.lock().xadd(qword_ptr(r14 + pool::SEQ), rax)?;
+    a.mov(qword_ptr(rbp + pool::DESC_SEQ), rax)?;
+    a.rdtsc()?;
+    a.shl(rdx, 32)?;
+    a.or(rax, rdx)?;
+    a.mov(qword_ptr(rbp + pool::TSC_START), rax)?;
+    a.mov(qword_ptr(rbp + pool::LEN), 0)?;
+    a.mov(rax, stride)?;
+    a.imul_2(rax, r15)?;
+    a.mov(rcx, first_buffer)?;
+    a.add(rax, rcx)?;
+    a.mov(qword_ptr(r13), rax)?;
+    a.ret()?;
+
+    a.set_label(&mut give_up)?;
+    // Take the full buffer back unless weft is reading it: its bytes are
+    // lost, and it is zeroed for the thread to write on.
+    a.test(rbx, rbx)?;
+    a.jz(use_discard)?;
+    a.mov(eax, pool::FULL)?;
+    a.mov(ecx, pool::OWNED)?;
+    a.lock().cmpxchg(dword_ptr(rbx + pool::STATE), ecx)?;
+    a.jne(use_discard)?;
+    a.mov(rcx, qword_ptr(rbx + pool::LEN))?;
+    a.lock().add(qword_ptr(r14 + pool::LOST), rcx)?;
+    a.mov(rax, rbx)?;
+    a.mov(rdx, descs)?;
+    a.sub(rax, rdx)?;
+    a.shr(rax, 6)?;
+    a.mov(rdx, stride)?;
+    a.imul_2(rax, rdx)?;
+    a.mov(rdx, first_buffer)?;
+    a.add(rax, rdx)?;
+    a.mov(r8, rax)?;
+    a.mov(rdi, rax)?;
+    a.xor(eax, eax)?;
+    a.rep().stosb()?;
+    a.mov(qword_ptr(rbx + pool::LEN), 0)?;
+    a.mov(qword_ptr(r13), r8)?;
+    a.ret()?;
+    a.set_label(&mut use_discard)?;
+    a.mov(rax, first_buffer + n * stride)?;
+    a.mov(qword_ptr(r13), rax)?;
+    a.ret()?;
+
+    a.set_label(&mut not_ours)?;
+    a.mov(r8, pool_at)?;
+    a.mov(rax, qword_ptr(r8 + pool::OLD_ACTION))?;
+    a.cmp(rax, 1)?; // SIG_IGN: a fault cannot be ignored
+    a.jbe(default)?;
+    a.jmp(rax)?;
+    a.set_label(&mut default)?;
+    a.mov(eax, SYS_RT_SIGACTION)?;
+    a.mov(edi, SIGSEGV)?;
+    a.lea(rsi, qword_ptr(r8 + pool::OLD_ACTION))?;
+    a.xor(edx, edx)?;
+    a.mov(r10d, 8)?;
+    a.syscall()?;
+    a.ret()?;
+
+    a.set_label(&mut restorer)?;
+    a.mov(eax, SYS_RT_SIGRETURN)?;
+    a.syscall()?;
+    // Index of each register (x86 encoding order) in `gregs`.
+    a.set_label(&mut gregs_of)?;
+    a.db(&[13, 14, 12, 11, 15, 10, 9, 8, 0, 1, 2, 3, 4, 5, 6, 7])?;
+    let r = a.assemble_options(at, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)?;
+    let restorer = r.label_ip(&restorer)?;
+    Ok(HandlerCode {
+        bytes: r.inner.code_buffer,
+        handler: at,
+        restorer,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handler_assembles_with_its_restorer_inside() {
+        let layout = Pool::new(8, 4096);
+        let h = handler_code(0x7000_0000, 0x6000_0000, layout).unwrap();
+        assert_eq!(h.handler, 0x7000_0000);
+        assert!(h.restorer > h.handler && h.restorer < h.handler + h.bytes.len() as u64);
+        let at = (h.restorer - h.handler) as usize;
+        // mov eax, 15; syscall
+        assert_eq!(&h.bytes[at..at + 7], &[0xb8, 15, 0, 0, 0, 0x0f, 0x05]);
+    }
+}

@@ -1,0 +1,500 @@
+//! A traced function laid out again with its witness stores.
+//!
+//! The copy keeps every instruction of the original, in order, re-encoded
+//! for its new address, and adds the stores of the [`record`] stream:
+//!
+//! * at the copy's start, the function's entry record (branches back to
+//!   the first instruction skip it);
+//! * on each edge the plan gives a witness: before the block's last jump,
+//!   `ret` or tail call; after a conditional jump for its fall-through
+//!   edge; in a stub at the copy's end for its taken edge; at the end of a
+//!   block that falls through;
+//! * after each call, the record that the call returned.
+//!
+//! A store is four instructions that keep the flags and every live
+//! register: `mov r, fs:[CURSOR]; mov [r], value; lea r, [r+len];
+//! mov fs:[CURSOR], r`, with `r` a register liveness proves dead there
+//! (or `rax`, saved below the red zone, where none is). The thread's
+//! cursor lives in its TCB (see [`CURSOR`]). A full buffer ends in a guard
+//! page: the store faults, and weft's handler hands the thread a new buffer
+//! by changing `r` (see `handler.rs`).
+//!
+//! Calls push the *original* return address and jump to the callee, so
+//! that unwinders, `backtrace()` and debuggers see the original caller;
+//! the original return address then holds a jump back into the copy
+//! ([`Rebuilt::returns`]). Where that jump cannot be written (a return
+//! address within five bytes of another spliced address, or of the
+//! function's end), the copy makes a real call, returning into the copy.
+
+use crate::record::{Record, MAX_FUNCTION, MAX_WITNESS};
+use crate::witness::{Cfg, Plan};
+use iced_x86::code_asm::{registers::gpr64, *};
+use iced_x86::{
+    BlockEncoder, BlockEncoderOptions, Code, FlowControl, Instruction, InstructionBlock,
+    MemoryOperand, Register,
+};
+use weft_code::{BlockEnd, FunctionCode, RegSet};
+
+/// Offset in the thread control block (`fs:`) of the thread's witness
+/// cursor: glibc's `unused_vgetcpu_cache[1]` in `tcbhead_t`, which no
+/// glibc since 2.14 reads or writes. Zero until the thread's first store
+/// faults and weft's handler gives it a buffer.
+pub const CURSOR: u64 = 0x40;
+
+/// Registers a store may use: every GPR but `rsp`, `rbp`, `r12` and
+/// `r13`, whose `[r]` forms need another encoding (the fault handler
+/// decodes the store's register from a plain ModRM byte).
+const CURSOR_REGS: [Register; 12] = [
+    Register::RAX,
+    Register::RCX,
+    Register::RDX,
+    Register::RBX,
+    Register::RSI,
+    Register::RDI,
+    Register::R8,
+    Register::R9,
+    Register::R10,
+    Register::R11,
+    Register::R14,
+    Register::R15,
+];
+
+/// Why a function is not rebuilt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Shorter than the five bytes of the jump at its entry.
+    #[error("shorter than the 5-byte jump at its entry")]
+    TooShort,
+    /// A `switch` through a jump table (table translation is to come).
+    #[error("jumps through a table at {0:#x}")]
+    JumpTable(u64),
+    /// An indirect jump weft could not resolve.
+    #[error("jumps indirectly at {0:#x} to where weft cannot tell")]
+    IndirectJump(u64),
+    /// An instruction that cannot be moved.
+    #[error("the instruction at {0:#x} cannot be moved ({1})")]
+    NotRelocatable(u64, &'static str),
+    /// More witnesses than a record can number.
+    #[error("needs {0} witnesses, more than {MAX_WITNESS}")]
+    TooManyWitnesses(u32),
+    /// The function id does not fit its record.
+    #[error("function id {0} above {MAX_FUNCTION}")]
+    TooManyFunctions(u32),
+    /// Code elsewhere jumps into its first five bytes.
+    #[error("other code jumps to {0:#x}, inside the 5 bytes of its entry's jump")]
+    EnteredInside(u64),
+    /// The encoder refused the copy.
+    #[error("cannot encode the copy: {0}")]
+    Encode(String),
+}
+
+/// A function's traced copy.
+#[derive(Debug, Clone)]
+pub struct Rebuilt {
+    /// Where the copy is placed.
+    pub addr: u64,
+    /// The bytes to place at `addr`: return-address literals, then code.
+    pub bytes: Vec<u8>,
+    /// Where the function's entry jumps to.
+    pub entry: u64,
+    /// For each call whose original return address gets a jump into the
+    /// copy: (original return address, where in the copy it continues).
+    pub returns: Vec<(u64, u64)>,
+    /// Whether some store had no dead register and saves `rax`.
+    pub saves_state: bool,
+}
+
+impl Rebuilt {
+    /// Every original address that gets a 5-byte jump, with its target:
+    /// the entry, then the return addresses.
+    pub fn splices(&self, function: u64) -> Vec<(u64, u64)> {
+        std::iter::once((function, self.entry))
+            .chain(self.returns.iter().copied())
+            .collect()
+    }
+}
+
+/// Branch targets inside the copy that are not original instructions
+/// (stubs, continuations) get addresses from here: far from any code.
+const FAKE_IP: u64 = 0xffff_f000_0000_0000;
+
+/// Lays out `code` again at `at` with the stores of `plan` (made for
+/// `cfg`, [`Cfg::from_code`] of `code`), the function being number `id`.
+pub fn rebuild(
+    code: &FunctionCode,
+    cfg: &Cfg,
+    plan: &Plan,
+    id: u32,
+    at: u64,
+    entered_from_outside: &[u64],
+) -> Result<Rebuilt, Refusal> {
+    if id > MAX_FUNCTION {
+        return Err(Refusal::TooManyFunctions(id));
+    }
+    if code.end() < code.start() + 5 {
+        return Err(Refusal::TooShort);
+    }
+    let covered = |a: u64| {
+        entered_from_outside
+            .iter()
+            .find(|&&t| t > a && t < a + 5)
+            .copied()
+    };
+    if let Some(t) = covered(code.start()) {
+        return Err(Refusal::EnteredInside(t));
+    }
+    let most = plan.witness.iter().flatten().copied().max().unwrap_or(0);
+    if most > MAX_WITNESS {
+        return Err(Refusal::TooManyWitnesses(most));
+    }
+    for b in code.blocks() {
+        let tail = &code.instructions()[b.last - 1];
+        match b.kind {
+            BlockEnd::Switch => return Err(Refusal::JumpTable(tail.ip())),
+            BlockEnd::IndirectJump => return Err(Refusal::IndirectJump(tail.ip())),
+            _ => {}
+        }
+    }
+    for i in code.instructions() {
+        if is_call(i) {
+            continue;
+        }
+        if let Some(why) = weft_patch_free_can_move(i) {
+            return Err(Refusal::NotRelocatable(i.ip(), why));
+        }
+    }
+    let spliced_returns = spliceable_returns(code, &covered);
+    let liveness = code.liveness();
+    let live_before = |a: u64| liveness.live_before(a).unwrap_or(RegSet::ALL);
+    let live_after = |a: u64| liveness.live_after(a).unwrap_or(RegSet::ALL);
+    let slots = spliced_returns.len() as u64;
+    let code_at = at + 8 * slots;
+    let mut b = Builder {
+        out: Vec::new(),
+        stubs: Vec::new(),
+        next_fake: FAKE_IP,
+        saves_state: false,
+        pending_fake: None,
+        own_entry: None,
+    };
+    let first = code.instructions()[0];
+    // The entry record gets an address of its own: calls of the function
+    // from inside it (recursion) go there, while branches to the first
+    // instruction (loops) skip it.
+    let entry_label = b.fake();
+    b.pending_fake = Some(entry_label);
+    b.store(Record::Entered(id), live_before(first.ip()))?;
+    b.own_entry = Some((code.start(), entry_label));
+    let exit = cfg.exit();
+    let witness_of = |from: usize, to: usize| -> Option<u32> {
+        cfg.out_edges(from)
+            .find(|&e| cfg.edges[e].to == to)
+            .and_then(|e| plan.witness[e])
+    };
+    let block_at = |addr: u64| code.blocks().iter().position(|b| b.start == addr);
+    let mut continuations: Vec<(u64, u64)> = Vec::new();
+    for (bi, blk) in code.blocks().iter().enumerate() {
+        let insns = &code.instructions()[blk.first..blk.last];
+        let (tail, body) = insns.split_last().expect("a block has an instruction");
+        for i in body {
+            b.instruction(i, &spliced_returns, at, &mut continuations)?;
+            if is_call(i) {
+                b.store(Record::Returned, live_after(i.ip()))?;
+            }
+        }
+        match blk.kind {
+            BlockEnd::Jump | BlockEnd::TailCall | BlockEnd::Return => {
+                let to = blk.succs.first().copied().unwrap_or(exit);
+                if let Some(w) = witness_of(bi, to) {
+                    b.store(Record::Witness(w), live_before(tail.ip()))?;
+                }
+                b.instruction(tail, &spliced_returns, at, &mut continuations)?;
+            }
+            BlockEnd::CondJump => {
+                let next = (blk.last < code.instructions().len())
+                    .then(|| code.instructions()[blk.last].ip());
+                let target = tail.near_branch_target();
+                let taken = block_at(target).unwrap_or(exit);
+                let fall = next.and_then(block_at);
+                let mut jcc = *tail;
+                if Some(taken) != fall {
+                    if let Some(w) = witness_of(bi, taken) {
+                        let live = if taken == exit {
+                            RegSet::ALL
+                        } else {
+                            live_before(target)
+                        };
+                        let stub = b.stub(Record::Witness(w), live, target)?;
+                        jcc.set_near_branch64(stub);
+                    }
+                }
+                b.out.push(jcc);
+                if let (Some(f), Some(n)) = (fall, next) {
+                    if let Some(w) = witness_of(bi, f) {
+                        b.store(Record::Witness(w), live_before(n))?;
+                    }
+                }
+            }
+            BlockEnd::FallThrough => {
+                b.instruction(tail, &spliced_returns, at, &mut continuations)?;
+                if is_call(tail) {
+                    b.store(Record::Returned, live_after(tail.ip()))?;
+                }
+                if let Some(&to) = blk.succs.first() {
+                    if let Some(w) = witness_of(bi, to) {
+                        b.store(Record::Witness(w), live_before(code.blocks()[to].start))?;
+                    }
+                }
+            }
+            BlockEnd::Trap | BlockEnd::End => {
+                b.instruction(tail, &spliced_returns, at, &mut continuations)?;
+                if is_call(tail) {
+                    b.store(Record::Returned, live_after(tail.ip()))?;
+                }
+            }
+            BlockEnd::Switch | BlockEnd::IndirectJump => unreachable!("refused above"),
+        }
+    }
+    let mut all = std::mem::take(&mut b.out);
+    for stub in std::mem::take(&mut b.stubs) {
+        all.extend(stub);
+    }
+    let r = BlockEncoder::encode(
+        64,
+        InstructionBlock::new(&all, code_at),
+        BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
+    )
+    .map_err(|e| Refusal::Encode(e.to_string()))?;
+    let mut bytes = Vec::with_capacity(8 * slots as usize + r.code_buffer.len());
+    for &ret in &spliced_returns {
+        bytes.extend_from_slice(&ret.to_le_bytes());
+    }
+    bytes.extend_from_slice(&r.code_buffer);
+    let offset_of_fake = |fake: u64| -> Option<u64> {
+        let k = all.iter().position(|i| i.ip() == fake)?;
+        let off = r.new_instruction_offsets[k];
+        (off != u32::MAX).then(|| code_at + off as u64)
+    };
+    let mut returns = Vec::new();
+    for (ret, fake) in continuations {
+        let addr = offset_of_fake(fake).ok_or(Refusal::Encode(format!(
+            "the continuation of the call returning to {ret:#x} was not placed"
+        )))?;
+        returns.push((ret, addr));
+    }
+    Ok(Rebuilt {
+        addr: at,
+        bytes,
+        entry: code_at,
+        returns,
+        saves_state: b.saves_state,
+    })
+}
+
+fn is_call(i: &Instruction) -> bool {
+    matches!(
+        i.flow_control(),
+        FlowControl::Call | FlowControl::IndirectCall
+    )
+}
+
+/// Why `i` cannot be moved: a read of its own bytes, or undecodable.
+fn weft_patch_free_can_move(i: &Instruction) -> Option<&'static str> {
+    if i.is_invalid() {
+        return Some("undecodable");
+    }
+    if i.is_ip_rel_memory_operand()
+        && i.ip_rel_memory_address() >= i.ip()
+        && i.ip_rel_memory_address() < i.next_ip()
+    {
+        return Some("reads its own bytes");
+    }
+    None
+}
+
+/// The return addresses of calls that can hold a 5-byte jump: inside the
+/// function, at least five bytes before its end, and overlapping neither
+/// the entry's jump nor another chosen return address's. Calls that never
+/// return (the last instruction of the function) are left out.
+fn spliceable_returns(code: &FunctionCode, covered: &dyn Fn(u64) -> Option<u64>) -> Vec<u64> {
+    let mut taken_until = code.start() + 5;
+    let mut chosen = Vec::new();
+    for i in code.instructions() {
+        if !is_call(i) || !call_form_movable(i) {
+            continue;
+        }
+        let ret = i.next_ip();
+        if ret >= taken_until
+            && ret + 5 <= code.end()
+            && code.index_of(ret).is_some()
+            && covered(ret).is_none()
+        {
+            chosen.push(ret);
+            taken_until = ret + 5;
+        }
+    }
+    chosen
+}
+
+/// Whether a call can become `push [literal]; jmp target`: a direct call,
+/// or an indirect one whose operand does not depend on `rsp`.
+fn call_form_movable(i: &Instruction) -> bool {
+    match i.code() {
+        Code::Call_rel32_64 => true,
+        Code::Call_rm64 => {
+            let mem = (0..i.op_count()).any(|k| i.op_kind(k) == iced_x86::OpKind::Memory);
+            !(mem
+                && (i.memory_base().full_register() == Register::RSP
+                    || i.memory_index().full_register() == Register::RSP))
+        }
+        _ => false,
+    }
+}
+
+struct Builder {
+    out: Vec<Instruction>,
+    stubs: Vec<Vec<Instruction>>,
+    next_fake: u64,
+    saves_state: bool,
+    /// The address the next store's first instruction takes (a call's
+    /// continuation), instead of none.
+    pending_fake: Option<u64>,
+    /// (the function's start, the fake address of the copy's entry record).
+    own_entry: Option<(u64, u64)>,
+}
+
+impl Builder {
+    fn fake(&mut self) -> u64 {
+        self.next_fake += 1;
+        self.next_fake
+    }
+
+    /// An original instruction, re-encoded where it lands; a call whose
+    /// return address is spliced becomes `push [literal]; jmp target`,
+    /// and its continuation gets a fake address, noted in `conts`.
+    fn instruction(
+        &mut self,
+        i: &Instruction,
+        spliced: &[u64],
+        at: u64,
+        conts: &mut Vec<(u64, u64)>,
+    ) -> Result<(), Refusal> {
+        let mut i = *i;
+        if let Some((start, label)) = self.own_entry {
+            if i.code() == Code::Call_rel32_64 && i.near_branch_target() == start {
+                i.set_near_branch64(label);
+            }
+        }
+        let i = &i;
+        if is_call(i) {
+            if let Ok(slot) = spliced.binary_search(&i.next_ip()) {
+                let literal = at + 8 * slot as u64;
+                let mut push = Instruction::with1(
+                    Code::Push_rm64,
+                    MemoryOperand::with_base_displ(Register::RIP, literal as i64),
+                )
+                .map_err(enc)?;
+                push.set_ip(i.ip());
+                let mut jmp = *i;
+                jmp.set_code(if i.code() == Code::Call_rel32_64 {
+                    Code::Jmp_rel32_64
+                } else {
+                    Code::Jmp_rm64
+                });
+                jmp.set_ip(0);
+                self.out.push(push);
+                self.out.push(jmp);
+                let fake = self.fake();
+                conts.push((i.next_ip(), fake));
+                self.pending_fake = Some(fake);
+                return Ok(());
+            }
+        }
+        self.out.push(*i);
+        Ok(())
+    }
+}
+
+impl Builder {
+    /// The store of `record` where `live` may be live, appended.
+    fn store(&mut self, record: Record, live: RegSet) -> Result<(), Refusal> {
+        let mut seq = self.store_sequence(record, live)?;
+        if let Some(fake) = self.pending_fake.take() {
+            seq[0].set_ip(fake);
+        }
+        self.out.extend(seq);
+        Ok(())
+    }
+
+    /// A stub at the copy's end: the store of `record`, then a jump to
+    /// `target`. Returns the stub's (fake) address.
+    fn stub(&mut self, record: Record, live: RegSet, target: u64) -> Result<u64, Refusal> {
+        let mut seq = self.store_sequence(record, live)?;
+        let fake = self.fake();
+        seq[0].set_ip(fake);
+        seq.push(Instruction::with_branch(Code::Jmp_rel32_64, target).map_err(enc)?);
+        self.stubs.push(seq);
+        Ok(fake)
+    }
+
+    fn store_sequence(
+        &mut self,
+        record: Record,
+        live: RegSet,
+    ) -> Result<Vec<Instruction>, Refusal> {
+        let dead = CURSOR_REGS.iter().copied().find(|&r| !live.contains(r));
+        let (reg, save) = match dead {
+            Some(r) => (r, false),
+            None => (Register::RAX, true),
+        };
+        self.saves_state |= save;
+        let r = asm_reg(reg);
+        let mut a = CodeAssembler::new(64).map_err(enc)?;
+        let red_zone = crate::rebuild::RED_ZONE;
+        if save {
+            a.lea(rsp, qword_ptr(rsp - red_zone)).map_err(enc)?;
+            a.push(rax).map_err(enc)?;
+        }
+        a.mov(r, qword_ptr(CURSOR).fs()).map_err(enc)?;
+        if record.store_width() == 1 {
+            a.mov(byte_ptr(r), record.value()).map_err(enc)?;
+        } else {
+            a.mov(dword_ptr(r), record.value()).map_err(enc)?;
+        }
+        a.lea(r, qword_ptr(r + record.len())).map_err(enc)?;
+        a.mov(qword_ptr(CURSOR).fs(), r).map_err(enc)?;
+        if save {
+            a.pop(rax).map_err(enc)?;
+            a.lea(rsp, qword_ptr(rsp + red_zone)).map_err(enc)?;
+        }
+        let mut seq = a.take_instructions();
+        for i in seq.iter_mut() {
+            i.set_ip(0);
+        }
+        Ok(seq)
+    }
+}
+
+/// Bytes below `rsp` that leaf functions may use (the System V red zone).
+const RED_ZONE: i32 = 128;
+
+fn asm_reg(reg: Register) -> AsmRegister64 {
+    match reg {
+        Register::RAX => gpr64::rax,
+        Register::RCX => gpr64::rcx,
+        Register::RDX => gpr64::rdx,
+        Register::RBX => gpr64::rbx,
+        Register::RSI => gpr64::rsi,
+        Register::RDI => gpr64::rdi,
+        Register::R8 => gpr64::r8,
+        Register::R9 => gpr64::r9,
+        Register::R10 => gpr64::r10,
+        Register::R11 => gpr64::r11,
+        Register::R14 => gpr64::r14,
+        _ => gpr64::r15,
+    }
+}
+
+fn enc(e: iced_x86::IcedError) -> Refusal {
+    Refusal::Encode(e.to_string())
+}

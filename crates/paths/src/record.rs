@@ -1,0 +1,142 @@
+//! The witness stream: the records a traced thread writes, one after
+//! another, into its buffer.
+//!
+//! Every record starts with a byte that says what it is, and no record
+//! starts with 0, so a buffer that was zero when the thread got it ends
+//! where the first record starting with 0 would be.
+//!
+//! | first byte | record | bytes |
+//! |---|---|---|
+//! | `1..=0xFC` | a witness number of the current function | 1 |
+//! | `0xFD` | a call made by the current function returned | 1 |
+//! | `0xFE` | a witness number above `0xFC`: `u16` follows (little-endian) | 3 |
+//! | `0xFF` | a traced function was entered: its id, `u24`, follows | 4 |
+
+/// Witness numbers up to this one are one byte.
+pub const MAX_BYTE_WITNESS: u32 = 0xFC;
+/// The record of a call returning to its (traced) caller.
+pub const RETURNED: u8 = 0xFD;
+/// The first byte of a wide witness.
+pub const WIDE: u8 = 0xFE;
+/// The first byte of a function's entry.
+pub const ENTERED: u8 = 0xFF;
+/// Largest witness number a function may have.
+pub const MAX_WITNESS: u32 = 0xFFFF;
+/// Largest function id.
+pub const MAX_FUNCTION: u32 = 0xFF_FFFF;
+
+/// A record as written: the value a store writes (little-endian, as
+/// wide as [`Record::store_width`]) and how far the cursor moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Record {
+    /// A witness number, `1..=MAX_WITNESS`.
+    Witness(u32),
+    /// A call returned.
+    Returned,
+    /// Function `id` was entered.
+    Entered(u32),
+}
+
+impl Record {
+    /// The value stored: one store of [`Record::store_width`] bytes.
+    pub fn value(self) -> u32 {
+        match self {
+            Record::Witness(w) if w <= MAX_BYTE_WITNESS => w,
+            Record::Witness(w) => WIDE as u32 | (w << 8),
+            Record::Returned => RETURNED as u32,
+            Record::Entered(id) => ENTERED as u32 | (id << 8),
+        }
+    }
+
+    /// Bytes the store writes: 1, or 4 (a record of 3 or 4 bytes; a
+    /// 3-byte record's fourth byte is 0 and is overwritten by the next).
+    pub fn store_width(self) -> u32 {
+        match self {
+            Record::Witness(w) if w <= MAX_BYTE_WITNESS => 1,
+            Record::Returned => 1,
+            _ => 4,
+        }
+    }
+
+    /// Bytes the record occupies (the cursor's step).
+    pub fn len(self) -> u32 {
+        match self {
+            Record::Witness(w) if w <= MAX_BYTE_WITNESS => 1,
+            Record::Returned => 1,
+            Record::Witness(_) => 3,
+            Record::Entered(_) => 4,
+        }
+    }
+
+    /// Never empty; here for clippy's `len_without_is_empty`.
+    pub fn is_empty(self) -> bool {
+        false
+    }
+}
+
+/// Why bytes are not a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bad {
+    /// The stream ends inside a record.
+    Truncated,
+}
+
+/// Reads the record at `at`: `None` at the end of the stream (no bytes
+/// left, or a 0 byte), otherwise the record and its length.
+pub fn read(bytes: &[u8], at: usize) -> Result<Option<(Record, usize)>, Bad> {
+    let Some(&first) = bytes.get(at) else {
+        return Ok(None);
+    };
+    let take = |n: usize| bytes.get(at + 1..at + 1 + n).ok_or(Bad::Truncated);
+    Ok(Some(match first {
+        0 => return Ok(None),
+        RETURNED => (Record::Returned, 1),
+        WIDE => {
+            let b = take(2)?;
+            (Record::Witness(u16::from_le_bytes([b[0], b[1]]) as u32), 3)
+        }
+        ENTERED => {
+            let b = take(3)?;
+            (
+                Record::Entered(u32::from_le_bytes([b[0], b[1], b[2], 0])),
+                4,
+            )
+        }
+        w => (Record::Witness(w as u32), 1),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_read_back_as_written() {
+        let records = [
+            Record::Witness(1),
+            Record::Witness(0xFC),
+            Record::Witness(0xFD),
+            Record::Witness(0xFFFF),
+            Record::Returned,
+            Record::Entered(0),
+            Record::Entered(MAX_FUNCTION),
+        ];
+        let mut bytes = vec![0u8; 64];
+        let mut at = 0usize;
+        for r in records {
+            let v = r.value().to_le_bytes();
+            bytes[at..at + r.store_width() as usize]
+                .copy_from_slice(&v[..r.store_width() as usize]);
+            at += r.len() as usize;
+        }
+        let mut back = Vec::new();
+        let mut at = 0;
+        while let Some((r, n)) = read(&bytes, at).unwrap() {
+            back.push(r);
+            at += n;
+        }
+        assert_eq!(back, records);
+        assert_eq!(read(&[WIDE, 1], 0), Err(Bad::Truncated));
+        assert_eq!(read(&[ENTERED, 1, 2], 0), Err(Bad::Truncated));
+    }
+}

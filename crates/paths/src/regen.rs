@@ -1,0 +1,282 @@
+//! Regeneration: a thread's witness stream walked through the CFGs of the
+//! traced functions, giving back every stretch of code it ran.
+//!
+//! A frame per traced call is kept on a stack. Within a frame the walk
+//! follows the CFG: a block with one way out takes it (reading its
+//! witness, if it has one); a block with several reads ahead the next
+//! witness and takes the edge along which it can come next (the plan made
+//! those sets disjoint), consuming it if it is the edge's own. At a call,
+//! the records that follow belong to it until the call's `RETURNED`
+//! record: an `ENTERED` record opens the frame of a traced function it
+//! reached (the callee, or a callback of an untraced one). `EXIT` closes
+//! the frame. A stream that starts inside a call (a forked child) is read
+//! from its first `ENTERED` record at the top.
+//!
+//! Each stretch is a [`Segment`]: instructions of one block from its start
+//! or from just after a call, up to its end or a call.
+
+use crate::instrument::FunctionInfo;
+use crate::record::{self, Record};
+use std::collections::HashMap;
+
+/// Instructions run without a break: `block`'s instructions
+/// `first..last` (indexes into [`crate::instrument::BlockInfo::insns`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// The function (index into the table).
+    pub function: u32,
+    /// The block.
+    pub block: u32,
+    /// First instruction.
+    pub first: u32,
+    /// One past the last.
+    pub last: u32,
+}
+
+/// Why a stream cannot be regenerated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("at byte {offset} of the thread's stream: {what}")]
+pub struct RegenError {
+    /// Offset in the thread's stream (its buffers, in order).
+    pub offset: usize,
+    /// What was wrong.
+    pub what: String,
+}
+
+/// A function ready for walking: its out-edges per block, and for blocks
+/// with several, which edge each witness that can come next belongs to.
+struct Walkable {
+    outs: Vec<Vec<(usize, u32)>>,
+    decide: Vec<HashMap<u32, (usize, u32)>>,
+    exit: usize,
+}
+
+/// The traced functions, prepared for regeneration.
+pub struct Program<'a> {
+    functions: &'a [FunctionInfo],
+    walk: Vec<Walkable>,
+}
+
+impl<'a> Program<'a> {
+    /// Prepares the functions of a trace's table (ids are indexes).
+    pub fn new(functions: &'a [FunctionInfo]) -> Program<'a> {
+        let walk = functions.iter().map(walkable).collect();
+        Program { functions, walk }
+    }
+
+    /// The function table.
+    pub fn functions(&self) -> &'a [FunctionInfo] {
+        self.functions
+    }
+
+    /// Walks `stream`, calling `out` for every segment in the order run.
+    /// Returns the number of records skipped before the first `ENTERED`
+    /// (a stream that began inside a call).
+    pub fn regenerate(
+        &self,
+        stream: &[u8],
+        mut out: impl FnMut(Segment),
+    ) -> Result<usize, RegenError> {
+        let mut r = Reader {
+            bytes: stream,
+            at: 0,
+        };
+        let mut stack: Vec<Frame> = Vec::new();
+        let mut skipped = 0usize;
+        loop {
+            let Some(top) = stack.last_mut() else {
+                match r.next()? {
+                    None => return Ok(skipped),
+                    Some(Record::Entered(id)) => {
+                        stack.push(self.enter(id, r.at)?);
+                        continue;
+                    }
+                    Some(_) => {
+                        skipped += 1;
+                        continue;
+                    }
+                }
+            };
+            let f = &self.functions[top.function as usize];
+            let w = &self.walk[top.function as usize];
+            if top.in_call {
+                match r.next()? {
+                    None => return Ok(skipped),
+                    Some(Record::Returned) => top.in_call = false,
+                    Some(Record::Entered(id)) => {
+                        let frame = self.enter(id, r.at)?;
+                        stack.push(frame);
+                        continue;
+                    }
+                    Some(Record::Witness(x)) => {
+                        return Err(r.error(format!(
+                            "witness {x} where a call made by {} should return",
+                            f.name
+                        )))
+                    }
+                }
+            }
+            let block = &f.blocks[top.block];
+            let end = block.insns.len() as u32;
+            let call = block
+                .calls
+                .iter()
+                .copied()
+                .find(|&c| c >= top.insn)
+                .map(|c| c + 1);
+            let last = call.unwrap_or(end);
+            if top.insn < last {
+                out(Segment {
+                    function: top.function,
+                    block: top.block as u32,
+                    first: top.insn,
+                    last,
+                });
+            }
+            if call.is_some() {
+                top.insn = last;
+                top.in_call = true;
+                continue;
+            }
+            // The block ends: which way?
+            let outs = &w.outs[top.block];
+            let (to, witness) = match outs.as_slice() {
+                [] => {
+                    return Err(r.error(format!(
+                        "{} left block {:#x}, which has no way out",
+                        f.name, block.start
+                    )))
+                }
+                [only] => *only,
+                _ => {
+                    let upcoming = r.peek()?;
+                    match upcoming {
+                        Some(Record::Witness(x)) => match w.decide[top.block].get(&x) {
+                            Some(&edge) => edge,
+                            None => {
+                                return Err(r.error(format!(
+                                    "witness {x} cannot follow block {:#x} of {}",
+                                    block.start, f.name
+                                )))
+                            }
+                        },
+                        None => return Ok(skipped),
+                        Some(other) => {
+                            return Err(r.error(format!(
+                                "{other:?} where {} decides at block {:#x}",
+                                f.name, block.start
+                            )))
+                        }
+                    }
+                }
+            };
+            if witness != 0 {
+                match r.next()? {
+                    Some(Record::Witness(x)) if x == witness => {}
+                    None => return Ok(skipped),
+                    other => {
+                        return Err(r.error(format!(
+                            "{other:?} where {} writes witness {witness} after block {:#x}",
+                            f.name, block.start
+                        )))
+                    }
+                }
+            }
+            if to == w.exit {
+                stack.pop();
+            } else {
+                top.block = to;
+                top.insn = 0;
+            }
+        }
+    }
+
+    fn enter(&self, id: u32, at: usize) -> Result<Frame, RegenError> {
+        let f = self.functions.get(id as usize).ok_or(RegenError {
+            offset: at,
+            what: format!(
+                "function {id} entered, but the trace has {}",
+                self.functions.len()
+            ),
+        })?;
+        Ok(Frame {
+            function: id,
+            block: f.entry,
+            insn: 0,
+            in_call: false,
+        })
+    }
+}
+
+struct Frame {
+    function: u32,
+    block: usize,
+    insn: u32,
+    in_call: bool,
+}
+
+struct Reader<'b> {
+    bytes: &'b [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn peek(&self) -> Result<Option<Record>, RegenError> {
+        record::read(self.bytes, self.at)
+            .map(|r| r.map(|(rec, _)| rec))
+            .map_err(|_| self.error("the stream ends inside a record".into()))
+    }
+
+    fn next(&mut self) -> Result<Option<Record>, RegenError> {
+        match record::read(self.bytes, self.at) {
+            Ok(Some((rec, n))) => {
+                self.at += n;
+                Ok(Some(rec))
+            }
+            Ok(None) => Ok(None),
+            Err(_) => Err(self.error("the stream ends inside a record".into())),
+        }
+    }
+
+    fn error(&self, what: String) -> RegenError {
+        RegenError {
+            offset: self.at,
+            what,
+        }
+    }
+}
+
+fn walkable(f: &FunctionInfo) -> Walkable {
+    let cfg = f.cfg();
+    let plan = crate::witness::Plan {
+        witness: f
+            .edges
+            .iter()
+            .map(|&(_, _, w)| (w != 0).then_some(w))
+            .collect(),
+        blocking: Default::default(),
+    };
+    let n = f.blocks.len();
+    let mut outs = vec![Vec::new(); n];
+    let mut decide = vec![HashMap::new(); n];
+    for (e, &(from, to, w)) in f.edges.iter().enumerate() {
+        outs[from].push((to, w));
+        let _ = e;
+    }
+    for (b, d) in decide.iter_mut().enumerate() {
+        if outs[b].len() < 2 {
+            continue;
+        }
+        for e in cfg.out_edges(b) {
+            let (_, to, w) = f.edges[e];
+            for x in plan.may_come_next(&cfg, e).into_iter().flatten() {
+                d.insert(x, (to, w));
+            }
+        }
+    }
+    Walkable {
+        outs,
+        decide,
+        exit: n,
+    }
+}

@@ -1,0 +1,252 @@
+//! A paths trace on disk (`--paths-out DIR`):
+//!
+//! * `DIR/paths.json`: `{"format": "weft-paths", "version": 1, ...}` with
+//!   the function table ([`FunctionInfo`]), the processes, and the bytes
+//!   lost; written when tracing ends.
+//! * `DIR/buffers.zst`: one zstd stream of chunks, each a buffer a thread
+//!   filled (or the last one it had), in the order weft took them: a
+//!   40-byte header (`pid` u32, `tid` u32, `seq` u64, `tsc_start` u64,
+//!   `tsc_end` u64, `len` u32, `flags` u32, little-endian), then `len`
+//!   bytes of records (see [`crate::record`]).
+//!
+//! A thread's stream is its chunks in `seq` order, end to end.
+
+use crate::instrument::FunctionInfo;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// `format` of `paths.json`.
+pub const FORMAT: &str = "weft-paths";
+/// `version` of `paths.json` this weft writes and reads.
+pub const VERSION: u32 = 1;
+/// Bytes of a chunk's header.
+pub const CHUNK_HEADER: usize = 40;
+
+/// `paths.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Meta {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// [`VERSION`].
+    pub version: u32,
+    /// The traced functions; an `ENTERED` record's id is an index.
+    pub functions: Vec<FunctionInfo>,
+    /// Processes traced, with their command names.
+    pub processes: Vec<(i32, String)>,
+    /// Bytes of records dropped because no buffer was free in time.
+    pub lost: u64,
+    /// TSC ticks per nanosecond.
+    pub ticks_per_ns: f64,
+}
+
+/// One buffer's worth of a thread's records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    /// Process.
+    pub pid: u32,
+    /// Thread.
+    pub tid: u32,
+    /// Handover number, increasing over the whole process.
+    pub seq: u64,
+    /// TSC when the thread got the buffer.
+    pub tsc_start: u64,
+    /// TSC when it filled it (0 for the last, partly filled one).
+    pub tsc_end: u64,
+    /// The records.
+    pub bytes: Vec<u8>,
+}
+
+/// Why a trace directory cannot be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// The directory exists and holds something else.
+    #[error("{0} exists and is not a weft paths trace (no paths.json); give a new directory")]
+    NotATrace(PathBuf),
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `paths.json` is not one this weft reads.
+    #[error("{path}: {why}")]
+    BadMeta {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// `buffers.zst` ends inside a chunk or does not decompress.
+    #[error("{path}: {why} at byte {offset} of the decompressed stream; {kept} chunk(s) before it are read")]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+        /// Where.
+        offset: u64,
+        /// Whole chunks before it.
+        kept: usize,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TraceError + '_ {
+    move |source| TraceError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Writes a trace as weft drains buffers.
+pub struct TraceWriter {
+    dir: PathBuf,
+    buffers: zstd::stream::write::Encoder<'static, std::fs::File>,
+    /// Bytes of records written.
+    pub bytes: u64,
+    /// Chunks written.
+    pub chunks: u64,
+}
+
+impl TraceWriter {
+    /// Creates `dir` (or reuses an earlier trace there, replacing it).
+    pub fn create(dir: &Path) -> Result<TraceWriter, TraceError> {
+        if dir.exists() {
+            let empty = std::fs::read_dir(dir).map_err(io(dir))?.next().is_none();
+            if !empty && !dir.join("paths.json").exists() && !dir.join("buffers.zst").exists() {
+                return Err(TraceError::NotATrace(dir.to_path_buf()));
+            }
+            let _ = std::fs::remove_file(dir.join("paths.json"));
+        }
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let path = dir.join("buffers.zst");
+        let file = std::fs::File::create(&path).map_err(io(&path))?;
+        let buffers = zstd::stream::write::Encoder::new(file, 3).map_err(io(&path))?;
+        Ok(TraceWriter {
+            dir: dir.to_path_buf(),
+            buffers,
+            bytes: 0,
+            chunks: 0,
+        })
+    }
+
+    /// Appends a chunk.
+    pub fn chunk(&mut self, c: &Chunk) -> Result<(), TraceError> {
+        let mut h = [0u8; CHUNK_HEADER];
+        h[0..4].copy_from_slice(&c.pid.to_le_bytes());
+        h[4..8].copy_from_slice(&c.tid.to_le_bytes());
+        h[8..16].copy_from_slice(&c.seq.to_le_bytes());
+        h[16..24].copy_from_slice(&c.tsc_start.to_le_bytes());
+        h[24..32].copy_from_slice(&c.tsc_end.to_le_bytes());
+        h[32..36].copy_from_slice(&(c.bytes.len() as u32).to_le_bytes());
+        let path = self.dir.join("buffers.zst");
+        self.buffers.write_all(&h).map_err(io(&path))?;
+        self.buffers.write_all(&c.bytes).map_err(io(&path))?;
+        self.bytes += c.bytes.len() as u64;
+        self.chunks += 1;
+        Ok(())
+    }
+
+    /// Ends the stream and writes `paths.json`.
+    pub fn finish(self, meta: &Meta) -> Result<(), TraceError> {
+        let path = self.dir.join("buffers.zst");
+        self.buffers.finish().map_err(io(&path))?;
+        let path = self.dir.join("paths.json");
+        let text = serde_json::to_string(meta).map_err(|e| TraceError::BadMeta {
+            path: path.clone(),
+            why: e.to_string(),
+        })?;
+        std::fs::write(&path, text).map_err(io(&path))
+    }
+}
+
+/// A trace read back: its table and every thread's stream.
+pub struct Trace {
+    /// `paths.json`.
+    pub meta: Meta,
+    /// Per (pid, tid): the chunks in `seq` order.
+    pub threads: BTreeMap<(u32, u32), Vec<Chunk>>,
+}
+
+impl Trace {
+    /// Reads `dir`. A `buffers.zst` cut short (weft killed, disk full)
+    /// is an error that says where.
+    pub fn read(dir: &Path) -> Result<Trace, TraceError> {
+        let path = dir.join("paths.json");
+        if !path.exists() {
+            return Err(TraceError::NotATrace(dir.to_path_buf()));
+        }
+        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+        let meta: Meta = serde_json::from_str(&text).map_err(|e| TraceError::BadMeta {
+            path: path.clone(),
+            why: format!("not a paths table ({e})"),
+        })?;
+        if meta.format != FORMAT || meta.version != VERSION {
+            return Err(TraceError::BadMeta {
+                path,
+                why: format!(
+                    "format {} version {}; this weft reads {FORMAT} version {VERSION}",
+                    meta.format, meta.version
+                ),
+            });
+        }
+        let path = dir.join("buffers.zst");
+        let file = std::fs::File::open(&path).map_err(io(&path))?;
+        let mut raw = Vec::new();
+        let decoded =
+            zstd::stream::read::Decoder::new(file).and_then(|mut d| d.read_to_end(&mut raw));
+        let mut threads: BTreeMap<(u32, u32), Vec<Chunk>> = BTreeMap::new();
+        let mut at = 0usize;
+        let mut kept = 0usize;
+        let truncated = |why: &str, at: usize, kept: usize| TraceError::Truncated {
+            path: path.clone(),
+            why: why.to_string(),
+            offset: at as u64,
+            kept,
+        };
+        while at < raw.len() {
+            let Some(h) = raw.get(at..at + CHUNK_HEADER) else {
+                return Err(truncated("a chunk header is cut short", at, kept));
+            };
+            let u32_at = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().expect("4 bytes"));
+            let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().expect("8 bytes"));
+            let len = u32_at(32) as usize;
+            let Some(bytes) = raw.get(at + CHUNK_HEADER..at + CHUNK_HEADER + len) else {
+                return Err(truncated("a chunk's records are cut short", at, kept));
+            };
+            let c = Chunk {
+                pid: u32_at(0),
+                tid: u32_at(4),
+                seq: u64_at(8),
+                tsc_start: u64_at(16),
+                tsc_end: u64_at(24),
+                bytes: bytes.to_vec(),
+            };
+            threads.entry((c.pid, c.tid)).or_default().push(c);
+            at += CHUNK_HEADER + len;
+            kept += 1;
+        }
+        if let Err(e) = decoded {
+            return Err(truncated(
+                &format!("the zstd stream is damaged ({e})"),
+                at,
+                kept,
+            ));
+        }
+        for chunks in threads.values_mut() {
+            chunks.sort_by_key(|c| c.seq);
+        }
+        Ok(Trace { meta, threads })
+    }
+
+    /// A thread's stream: its chunks end to end.
+    pub fn stream(&self, thread: (u32, u32)) -> Vec<u8> {
+        self.threads
+            .get(&thread)
+            .map(|cs| cs.iter().flat_map(|c| c.bytes.iter().copied()).collect())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,45 @@
+/* Control flow for abstract execution: loops, recursion, calls through
+ * pointers, a callback from libc (qsort), early returns. Prints a tally
+ * the tests check against. */
+#include <stdio.h>
+#include <stdlib.h>
+
+static long tally;
+
+__attribute__((noinline)) int classify(int x) {
+    if (x % 15 == 0) return 3;
+    if (x % 5 == 0) return 2;
+    if (x % 3 == 0) return 1;
+    return 0;
+}
+
+__attribute__((noinline)) long fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+
+__attribute__((noinline)) int by_cmp(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+__attribute__((noinline)) long twice(long v) { tally++; return 2 * v; }
+__attribute__((noinline)) long thrice(long v) { tally++; return 3 * v; }
+
+__attribute__((noinline)) long work(int n) {
+    long (*ops[2])(long) = {twice, thrice};
+    long s = 0;
+    for (int i = 0; i < n; i++) {
+        s += classify(i);
+        s = ops[i & 1](s) % 1000003;
+        if (s > 500000 && i % 7 == 0) continue;
+    }
+    return s;
+}
+
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 100;
+    int v[64];
+    for (int i = 0; i < 64; i++) v[i] = (i * 37) % 64;
+    qsort(v, 64, sizeof v[0], by_cmp);
+    long r = work(n) + fib(15) + v[10];
+    printf("result %ld tally %ld\n", r, tally);
+    return 0;
+}
