@@ -1,4 +1,4 @@
-/* Control flow for abstract execution: loops, recursion, calls through
+/* Control flow for abstract execution: loops, recursion, a switch, calls through
  * pointers, a callback from libc (qsort), early returns. Prints a tally
  * the tests check against. */
 #include <stdio.h>
@@ -23,12 +23,29 @@ __attribute__((noinline)) int by_cmp(const void *a, const void *b) {
 __attribute__((noinline)) long twice(long v) { tally++; return 2 * v; }
 __attribute__((noinline)) long thrice(long v) { tally++; return 3 * v; }
 
+/* A dense switch: a jump table at -O2. */
+__attribute__((noinline)) long dispatch(int op, long v) {
+    switch (op) {
+    case 0: return v + 1;
+    case 1: return v * 3;
+    case 2: return v - 7;
+    case 3: return v ^ 0x55;
+    case 4: return v << 1;
+    case 5: return v >> 1;
+    case 6: return v % 13;
+    case 7: return -v;
+    default: return v;
+    }
+}
+
 __attribute__((noinline)) long work(int n) {
     long (*ops[2])(long) = {twice, thrice};
     long s = 0;
     for (int i = 0; i < n; i++) {
         s += classify(i);
         s = ops[i & 1](s) % 1000003;
+        s = dispatch(i % 9, s) % 1000003;
+        if (s < 0) s = -s;
         if (s > 500000 && i % 7 == 0) continue;
     }
     return s;

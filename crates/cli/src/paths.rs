@@ -77,6 +77,35 @@ impl PathsRun {
             let action = Action::Rebuild(self.instrument.clone());
             specs.push(PointSpec::parse(&pattern)?.with_action(action));
         }
+        // Every new thread starts there: its copy gives the thread a clean
+        // cursor (glibc reuses exited threads' TCBs).
+        let thread_start = weft_paths::instrument::THREAD_START;
+        let named = |name: &str| {
+            session
+                .modules()
+                .iter()
+                .any(|m| m.image.function_named(name).is_some())
+        };
+        // A forked child gets a cursor of its own (glibc 2.34 and later).
+        let fork = weft_paths::instrument::FORK;
+        if named(fork) {
+            let pattern = format!("*:{fork}");
+            specs.push(
+                PointSpec::parse(&pattern)?.with_action(Action::Rebuild(self.instrument.clone())),
+            );
+        }
+        if named(thread_start) {
+            let start = format!("*:{thread_start}");
+            specs.push(
+                PointSpec::parse(&start)?.with_action(Action::Rebuild(self.instrument.clone())),
+            );
+        } else {
+            say!(
+                "weft: the C library's {thread_start} is not named here (install its debug \
+                 symbols: libc6-dbg); a thread that reuses the memory of one that exited may \
+                 mix its witnesses with the old thread's"
+            );
+        }
         Ok(specs)
     }
 
@@ -98,6 +127,7 @@ impl PathsRun {
             Ok(bytes)
         })?;
         let handler = made.context("the fault handler was not generated")?;
+        self.instrument.set_claim(handler.claim);
         file.write(pool::NEW_ACTION, &handler.kernel_action());
         session.set_signal_action(
             tracee,

@@ -111,7 +111,15 @@ fn regenerated(trace: &Path) -> Vec<u64> {
 }
 
 /// Asserts two instruction traces are equal, showing where they part.
+/// QEMU single-steps a `rep`-prefixed instruction once per iteration, so
+/// runs of one address count once on both sides.
 fn assert_same_trace(qemu: &[u64], weft: &[u64], context: &str) {
+    let once = |t: &[u64]| {
+        let mut t = t.to_vec();
+        t.dedup();
+        t
+    };
+    let (qemu, weft) = (&once(qemu)[..], &once(weft)[..]);
     if qemu == weft {
         return;
     }
@@ -313,3 +321,103 @@ fn gzip_regenerates_what_qemu_ran() {
     );
     assert_same_trace(&qemu, &regenerated(&trace), "gzip");
 }
+
+#[test]
+fn sqlite3_regenerates_what_qemu_ran() {
+    if !have_qemu() {
+        return;
+    }
+    let sqlite3 = Path::new("/usr/bin/sqlite3");
+    let dir = scratch("paths-sqlite3");
+    let script = dir.join("script.sql");
+    std::fs::write(
+        &script,
+        "create table t(a integer primary key, b text, c real);\n\
+         with recursive n(i) as (select 1 union all select i+1 from n where i < 500)\n\
+           insert into t select i, 'row' || i, i * 1.5 from n;\n\
+         create index tb on t(b);\n\
+         select count(*), sum(c), max(b) from t where a % 7 = 3;\n\
+         select b from t where b like 'row4%' order by c desc limit 3;\n",
+    )
+    .unwrap();
+    let read = format!(".read {}", script.display());
+    let args = [":memory:", read.as_str()];
+    let trace = dir.join("trace");
+    let out = run(
+        weft()
+            .args(["run", "--no-follow", "--paths", "all", "--paths-out"])
+            .arg(&trace)
+            .arg("--")
+            .arg(sqlite3)
+            .args(args),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert_eq!(out.stdout, "72|27162.0|row94\nrow499\nrow498\nrow497\n");
+    // The shell's own functions, called back from the library for each row.
+    let keep = traced_instructions(&trace, None);
+    let qemu = qemu_instructions(sqlite3, &args, &keep, None, &dir);
+    assert!(
+        qemu.len() > 5_000,
+        "qemu ran {} traced instructions",
+        qemu.len()
+    );
+    assert_same_trace(&qemu, &regenerated(&trace), "sqlite3");
+}
+
+variant_test!(
+    each_thread_regenerates_its_own_calls,
+    [o0_pie, o2_pie, o2_static],
+    |v| {
+        let target = build("paths_threads", v);
+        let dir = scratch(&format!("paths-threads-{}", v.name));
+        let trace = dir.join("trace");
+        let out = run(
+            weft()
+                .args(["run", "--no-follow", "--paths", "all", "--paths-out"])
+                .arg(&trace)
+                .arg("--")
+                .arg(&target),
+            Duration::from_secs(120),
+        );
+        assert_eq!(out.status, 0, "weft: {}", out.stderr);
+        // The target's own tally: "TID CALLS" per thread, six threads in two
+        // waves (the second reusing the first's stacks and TCBs).
+        let tally: std::collections::BTreeMap<String, u64> = out
+            .stdout
+            .lines()
+            .map(|l| {
+                let (tid, n) = l.split_once(' ').unwrap();
+                (tid.to_string(), n.parse().unwrap())
+            })
+            .collect();
+        assert_eq!(tally.len(), 6, "{}", out.stdout);
+        let meta = read_json(&trace.join("paths.json"));
+        let step = meta["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == "step")
+            .expect("step traced");
+        let entry = format!(
+            "{}+{:#x}",
+            step["module"].as_str().unwrap(),
+            step["vaddr"].as_u64().unwrap()
+        );
+        let regen = run(weft().arg("regen").arg(&trace), Duration::from_secs(120));
+        assert_eq!(regen.status, 0, "weft regen: {}", regen.stderr);
+        let mut calls: std::collections::BTreeMap<String, u64> = Default::default();
+        let mut thread = String::new();
+        for line in regen.stdout.lines() {
+            if let Some(rest) = line.strip_prefix("# thread ") {
+                thread = rest.split_whitespace().next().unwrap().to_string();
+            } else if line == entry {
+                *calls.entry(thread.clone()).or_default() += 1;
+            }
+        }
+        assert_eq!(
+            calls, tally,
+            "step's calls per thread, regenerated vs the target's tally"
+        );
+    }
+);

@@ -2,10 +2,18 @@
 //! be read before being written, at each instruction of a function.
 //!
 //! A classic backward data-flow problem over the CFG, with the System V
-//! x86-64 ABI at the function's edges: a call reads the argument registers
-//! and clobbers the caller-saved ones and the flags; a return reads the
-//! return and callee-saved registers; a tail call does both. Results are
-//! conservative: "live" means "may be live".
+//! x86-64 ABI at the function's edges, as far as optimised code keeps it:
+//! a call reads the argument registers and clobbers the flags; a return
+//! reads the return and callee-saved registers; a tail call does both.
+//!
+//! GCC's interprocedural register allocation (`-fipa-ra`, on at -O2)
+//! lets a caller keep a value in a caller-saved register across a call
+//! when it knows the callee leaves that register alone. So a call is not
+//! taken to clobber the caller-saved registers (a value the function keeps
+//! in one across a call stays live), and a return or tail call also reads
+//! every caller-saved register the function's own instructions never
+//! write (its caller may hold a value there). Results are conservative:
+//! "live" means "may be live".
 
 use crate::cfg::{BlockEnd, FunctionCode};
 use crate::regs::{RegSet, STATUS_FLAGS};
@@ -45,8 +53,18 @@ impl Liveness {
     pub(crate) fn compute(f: &FunctionCode) -> Liveness {
         let insns = f.instructions();
         let mut factory = InstructionInfoFactory::new();
-        let effects: Vec<(RegSet, RegSet)> =
+        let mut effects: Vec<(RegSet, RegSet)> =
             insns.iter().map(|i| effects(i, f, &mut factory)).collect();
+        // What a caller may find unchanged after this function returns.
+        let written = effects
+            .iter()
+            .fold(RegSet::EMPTY, |all, &(_, defs)| all | defs);
+        let kept = CALLER_SAVED - written;
+        for (i, e) in insns.iter().zip(effects.iter_mut()) {
+            if leaves(i, f) {
+                e.0 = e.0 | kept;
+            }
+        }
         let blocks = f.blocks();
         let n = blocks.len();
         let mut live_in = vec![RegSet::EMPTY; n];
@@ -149,6 +167,19 @@ pub fn flags_dead_by_scan(f: &FunctionCode, point: u64, flags: RegSet) -> Option
     None
 }
 
+/// Whether `i` leaves the function for its caller: a return or a tail call.
+fn leaves(i: &Instruction, f: &FunctionCode) -> bool {
+    match i.flow_control() {
+        FlowControl::Return => true,
+        FlowControl::UnconditionalBranch => {
+            let t = i.near_branch_target();
+            !(t >= f.start() && t < f.end())
+        }
+        FlowControl::IndirectBranch => !f.jump_tables().iter().any(|t| t.jump == i.ip()),
+        _ => false,
+    }
+}
+
 /// (uses, defs) of one instruction in its function.
 fn effects(
     i: &Instruction,
@@ -159,7 +190,7 @@ fn effects(
     match i.flow_control() {
         FlowControl::Call | FlowControl::IndirectCall => {
             uses = uses | ARGS;
-            defs = (defs | CALLER_SAVED | RegSet(STATUS_FLAGS)) - RegSet::of(Register::RSP);
+            defs = (defs | RegSet(STATUS_FLAGS)) - RegSet::of(Register::RSP);
         }
         FlowControl::Return => {
             uses = uses | RETURN_VALUE | CALLEE_SAVED;
@@ -242,10 +273,32 @@ mod tests {
         let at_cmp = l.live_before(0).unwrap();
         assert!(!at_cmp.flags_live(STATUS_FLAGS), "{at_cmp}");
         let at_ret = l.live_before(6).unwrap();
-        assert!(at_ret.contains(Register::RAX) && !at_ret.contains(Register::RSI));
+        assert!(at_ret.contains(Register::RAX));
+        // The function never writes rsi or rcx: a caller compiled with
+        // -fipa-ra may keep values there across the call.
+        assert!(at_ret.contains(Register::RSI) && at_ret.contains(Register::RCX));
         // After `mov eax, edi` rax is written, so it is dead before it.
         let at_mov = l.live_before(4).unwrap();
-        assert!(!at_mov.contains(Register::RAX) && !at_mov.contains(Register::RCX));
+        assert!(!at_mov.contains(Register::RAX) && at_mov.contains(Register::RCX));
+    }
+
+    #[test]
+    fn values_kept_across_a_call_stay_live() {
+        // A loop of GCC -O2 with -fipa-ra, its counter in rcx across the call:
+        // 0: 48 89 cf        mov rdi,rcx
+        // 3: 48 83 c1 01     add rcx,1
+        // 7: e8 00 00 00 00  call 0xc
+        // c: 48 39 cb        cmp rbx,rcx
+        // f: 75 ef           jne 0
+        // 11: c3             ret
+        let code = [
+            0x48, 0x89, 0xcf, 0x48, 0x83, 0xc1, 0x01, 0xe8, 0x00, 0x00, 0x00, 0x00, 0x48, 0x39,
+            0xcb, 0x75, 0xef, 0xc3,
+        ];
+        let f = FunctionCode::analyze(0, &code, &NoData);
+        let l = f.liveness();
+        assert!(l.live_before(7).unwrap().contains(Register::RCX));
+        assert!(l.live_after(7).unwrap().contains(Register::RCX));
     }
 
     #[test]

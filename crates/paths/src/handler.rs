@@ -45,6 +45,11 @@ pub struct HandlerCode {
     pub handler: u64,
     /// `sa_restorer` (`rt_sigreturn`).
     pub restorer: u64,
+    /// A routine that claims a free buffer for the calling thread without
+    /// a fault (for a new thread, which starts with every signal blocked):
+    /// returns its address in `rax` (the discard buffer's if none is
+    /// free); clobbers rax, rcx, rdx, rsi, rdi, r8-r11 and the flags.
+    pub claim: u64,
 }
 
 impl HandlerCode {
@@ -86,6 +91,9 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     let mut next_range = a.create_label();
     let mut skip_range = a.create_label();
     let mut in_range = a.create_label();
+    let mut claim = a.create_label();
+    let mut claim_scan = a.create_label();
+    let mut claim_got = a.create_label();
     let descs = pool_at + pool::DESCS;
     let first_buffer = pool_at + layout.header_size();
     let stride = layout.stride();
@@ -261,6 +269,44 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.syscall()?;
     a.ret()?;
 
+    // The claim routine: the same claim as above, with no wait.
+    a.set_label(&mut claim)?;
+    a.mov(r8, pool_at)?;
+    a.mov(rdi, descs)?;
+    a.xor(r9d, r9d)?;
+    a.set_label(&mut claim_scan)?;
+    a.xor(eax, eax)?;
+    a.mov(esi, pool::OWNED)?;
+    a.lock().cmpxchg(dword_ptr(rdi + pool::STATE), esi)?;
+    a.je(claim_got)?;
+    a.add(rdi, pool::DESC as i32)?;
+    a.add(r9d, 1)?;
+    a.cmp(r9d, n as u32)?;
+    a.jb(claim_scan)?;
+    a.mov(rax, first_buffer + n * stride)?;
+    a.ret()?;
+    a.set_label(&mut claim_got)?;
+    a.mov(r10, rdi)?;
+    a.mov(eax, SYS_GETTID)?;
+    a.syscall()?;
+    a.mov(dword_ptr(r10 + pool::TID), eax)?;
+    a.mov(eax, SYS_GETPID)?;
+    a.syscall()?;
+    a.mov(dword_ptr(r10 + pool::PID), eax)?;
+    a.mov(eax, 1)?;
+    a.lock().xadd(qword_ptr(r8 + pool::SEQ), rax)?;
+    a.mov(qword_ptr(r10 + pool::DESC_SEQ), rax)?;
+    a.rdtsc()?;
+    a.shl(rdx, 32)?;
+    a.or(rax, rdx)?;
+    a.mov(qword_ptr(r10 + pool::TSC_START), rax)?;
+    a.mov(qword_ptr(r10 + pool::LEN), 0)?;
+    a.mov(rax, stride)?;
+    a.imul_2(rax, r9)?;
+    a.mov(rcx, first_buffer)?;
+    a.add(rax, rcx)?;
+    a.ret()?;
+
     a.set_label(&mut restorer)?;
     a.mov(eax, SYS_RT_SIGRETURN)?;
     a.syscall()?;
@@ -269,10 +315,12 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.db(&[13, 14, 12, 11, 15, 10, 9, 8, 0, 1, 2, 3, 4, 5, 6, 7])?;
     let r = a.assemble_options(at, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)?;
     let restorer = r.label_ip(&restorer)?;
+    let claim = r.label_ip(&claim)?;
     Ok(HandlerCode {
         bytes: r.inner.code_buffer,
         handler: at,
         restorer,
+        claim,
     })
 }
 

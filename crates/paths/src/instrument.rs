@@ -3,7 +3,7 @@
 //! function table that regeneration reads (ELF virtual addresses, blocks,
 //! instructions, edges and their witnesses).
 
-use crate::rebuild::rebuild;
+use crate::rebuild::{rebuild, Role};
 use crate::witness::{place, Cfg};
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
@@ -63,17 +63,52 @@ impl FunctionInfo {
     }
 }
 
+/// glibc's function that every new thread runs first (named from its
+/// debug symbols): always laid out again, its copy clearing the thread's
+/// cursor and recording nothing.
+pub const THREAD_START: &str = "start_thread";
+
+/// glibc's `_Fork` (2.34 and later): always laid out again, its copy
+/// clearing the child's cursor after the system call.
+pub const FORK: &str = "_Fork";
+
+/// Functions never traced: they run code in a new thread (before its
+/// thread start) or in a child sharing the parent's memory and TCB.
+const NEVER: &[&str] = &[
+    "clone",
+    "__clone",
+    "clone3",
+    "__clone3",
+    "__clone_internal",
+    "__clone3_internal",
+    "__clone_internal_fallback",
+    "vfork",
+    "__vfork",
+    "__spawni_child",
+];
+
 /// Traces functions by laying them out again; one per weft run, shared by
 /// the sessions of every process it traces.
 #[derive(Debug, Default)]
 pub struct PathsInstrument {
     functions: Mutex<Vec<FunctionInfo>>,
+    /// The claim routine of the process being applied to (see
+    /// [`PathsInstrument::set_claim`]).
+    claim: Mutex<u64>,
 }
 
 impl PathsInstrument {
     /// An instrument with no function traced yet.
     pub fn new() -> PathsInstrument {
         PathsInstrument::default()
+    }
+
+    /// Where the process about to be applied to has its claim routine
+    /// (`handler::HandlerCode::claim`), for its copy of the thread start.
+    pub fn set_claim(&self, claim: u64) {
+        if let Ok(mut c) = self.claim.lock() {
+            *c = claim;
+        }
     }
 
     /// Every function traced so far.
@@ -99,8 +134,32 @@ impl Rebuild for PathsInstrument {
         {
             return Err("traced already under another name".into());
         }
+        let role = match f.function {
+            THREAD_START => {
+                let claim = self.claim.lock().map(|c| *c).unwrap_or(0);
+                if claim == 0 {
+                    return Err("weft's buffer claim is not in this process".into());
+                }
+                Role::ThreadStart { claim }
+            }
+            FORK => Role::Fork,
+            _ if starts_a_frame_chain(code) => {
+                return Err(
+                    "it is the first code of a new thread or process (it clears rbp to \
+                     end the frame chain), which runs before weft can give it a buffer"
+                        .into(),
+                )
+            }
+            name if NEVER.contains(&name) => {
+                return Err(
+                    "it runs code in a new thread or process before weft can give it a buffer"
+                        .into(),
+                )
+            }
+            _ => Role::Traced,
+        };
         let id = functions.len() as u32;
-        let built = rebuild(code, &cfg, &plan, id, f.at, f.entered_from_outside)
+        let built = rebuild(code, &cfg, &plan, id, f.at, f.entered_from_outside, role)
             .map_err(|e| e.to_string())?;
         let blocks = code
             .blocks()
@@ -124,6 +183,13 @@ impl Rebuild for PathsInstrument {
                 }
             })
             .collect();
+        if role != Role::Traced {
+            // It records nothing, so it needs no place in the table.
+            return Ok(RebuiltCode {
+                jumps: built.splices(code.start()),
+                bytes: built.bytes,
+            });
+        }
         functions.push(FunctionInfo {
             id,
             module: f.module.to_string(),
@@ -144,4 +210,17 @@ impl Rebuild for PathsInstrument {
             bytes: built.bytes,
         })
     }
+}
+
+/// Whether the function starts with `xor ebp, ebp`: the ABI's mark of a
+/// thread's or process's outermost frame (`_start`, the child side of
+/// glibc's `clone`), code that runs before the thread has a buffer.
+fn starts_a_frame_chain(code: &weft_code::FunctionCode) -> bool {
+    code.instructions().first().is_some_and(|i| {
+        matches!(
+            i.code(),
+            iced_x86::Code::Xor_r32_rm32 | iced_x86::Code::Xor_rm32_r32
+        ) && i.op0_register() == iced_x86::Register::EBP
+            && i.op1_register() == iced_x86::Register::EBP
+    })
 }

@@ -26,9 +26,10 @@
 //! address within five bytes of another spliced address, or of the
 //! function's end), the copy makes a real call, returning into the copy.
 
+mod emit;
+
 use crate::record::{Record, MAX_FUNCTION, MAX_WITNESS};
 use crate::witness::{Cfg, Plan};
-use iced_x86::code_asm::{registers::gpr64, *};
 use iced_x86::{
     BlockEncoder, BlockEncoderOptions, Code, FlowControl, Instruction, InstructionBlock,
     MemoryOperand, Register,
@@ -58,6 +59,26 @@ const CURSOR_REGS: [Register; 12] = [
     Register::R14,
     Register::R15,
 ];
+
+/// What a copy is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// It records its path.
+    Traced,
+    /// The C library's thread start, which every new thread runs first,
+    /// with every signal blocked (a store that faulted there would kill
+    /// the process): the copy records nothing and first calls the claim
+    /// routine at `claim` (`handler.rs`) to give the thread a buffer
+    /// (its TCB may be an exited thread's, cursor and all).
+    ThreadStart {
+        /// The claim routine's address.
+        claim: u64,
+    },
+    /// The C library's `_Fork`: the copy records nothing, and after its
+    /// system call the child's cursor is cleared (the child shares the
+    /// pool; its first store faults and claims a buffer of its own).
+    Fork,
+}
 
 /// Why a function is not rebuilt.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -120,6 +141,9 @@ const FAKE_IP: u64 = 0xffff_f000_0000_0000;
 
 /// Lays out `code` again at `at` with the stores of `plan` (made for
 /// `cfg`, [`Cfg::from_code`] of `code`), the function being number `id`.
+/// No jump may cover an address in `entered_from_outside`. `role` says
+/// whether the copy records its path, or is one of the C library's
+/// functions that weft lays out again for threads and forks.
 pub fn rebuild(
     code: &FunctionCode,
     cfg: &Cfg,
@@ -127,6 +151,7 @@ pub fn rebuild(
     id: u32,
     at: u64,
     entered_from_outside: &[u64],
+    role: Role,
 ) -> Result<Rebuilt, Refusal> {
     if id > MAX_FUNCTION {
         return Err(Refusal::TooManyFunctions(id));
@@ -150,7 +175,9 @@ pub fn rebuild(
     for b in code.blocks() {
         let tail = &code.instructions()[b.last - 1];
         match b.kind {
-            BlockEnd::Switch => return Err(Refusal::JumpTable(tail.ip())),
+            BlockEnd::Switch if !switch_form_supported(tail) => {
+                return Err(Refusal::JumpTable(tail.ip()))
+            }
             BlockEnd::IndirectJump => return Err(Refusal::IndirectJump(tail.ip())),
             _ => {}
         }
@@ -167,15 +194,17 @@ pub fn rebuild(
     let liveness = code.liveness();
     let live_before = |a: u64| liveness.live_before(a).unwrap_or(RegSet::ALL);
     let live_after = |a: u64| liveness.live_after(a).unwrap_or(RegSet::ALL);
-    let slots = spliced_returns.len() as u64;
-    let code_at = at + 8 * slots;
     let mut b = Builder {
+        at,
+        literals: Vec::new(),
         out: Vec::new(),
         stubs: Vec::new(),
         next_fake: FAKE_IP,
         saves_state: false,
         pending_fake: None,
         own_entry: None,
+        silent: role != Role::Traced,
+        fork_child_reset: role == Role::Fork,
     };
     let first = code.instructions()[0];
     // The entry record gets an address of its own: calls of the function
@@ -183,6 +212,12 @@ pub fn rebuild(
     // instruction (loops) skip it.
     let entry_label = b.fake();
     b.pending_fake = Some(entry_label);
+    if let Role::ThreadStart { claim } = role {
+        // A new thread may have a TCB an exited thread used, cursor and
+        // all. It gets a buffer of its own here, without a fault: it runs
+        // with every signal blocked until the C library unblocks them.
+        b.claim_buffer(claim)?;
+    }
     b.store(Record::Entered(id), live_before(first.ip()))?;
     b.own_entry = Some((code.start(), entry_label));
     let exit = cfg.exit();
@@ -197,7 +232,7 @@ pub fn rebuild(
         let insns = &code.instructions()[blk.first..blk.last];
         let (tail, body) = insns.split_last().expect("a block has an instruction");
         for i in body {
-            b.instruction(i, &spliced_returns, at, &mut continuations)?;
+            b.instruction(i, &spliced_returns, &mut continuations)?;
             if is_call(i) {
                 b.store(Record::Returned, live_after(i.ip()))?;
             }
@@ -208,7 +243,7 @@ pub fn rebuild(
                 if let Some(w) = witness_of(bi, to) {
                     b.store(Record::Witness(w), live_before(tail.ip()))?;
                 }
-                b.instruction(tail, &spliced_returns, at, &mut continuations)?;
+                b.instruction(tail, &spliced_returns, &mut continuations)?;
             }
             BlockEnd::CondJump => {
                 let next = (blk.last < code.instructions().len())
@@ -236,7 +271,7 @@ pub fn rebuild(
                 }
             }
             BlockEnd::FallThrough => {
-                b.instruction(tail, &spliced_returns, at, &mut continuations)?;
+                b.instruction(tail, &spliced_returns, &mut continuations)?;
                 if is_call(tail) {
                     b.store(Record::Returned, live_after(tail.ip()))?;
                 }
@@ -247,14 +282,28 @@ pub fn rebuild(
                 }
             }
             BlockEnd::Trap | BlockEnd::End => {
-                b.instruction(tail, &spliced_returns, at, &mut continuations)?;
+                b.instruction(tail, &spliced_returns, &mut continuations)?;
                 if is_call(tail) {
                     b.store(Record::Returned, live_after(tail.ip()))?;
                 }
             }
-            BlockEnd::Switch | BlockEnd::IndirectJump => unreachable!("refused above"),
+            BlockEnd::Switch => {
+                let table = code
+                    .jump_tables()
+                    .iter()
+                    .find(|t| t.jump == tail.ip())
+                    .ok_or(Refusal::JumpTable(tail.ip()))?;
+                let cases: Vec<(u64, Option<u32>)> = table
+                    .targets
+                    .iter()
+                    .map(|&t| (t, block_at(t).and_then(|to| witness_of(bi, to))))
+                    .collect();
+                b.switch(tail, &cases, live_before(tail.ip()))?;
+            }
+            BlockEnd::IndirectJump => unreachable!("refused above"),
         }
     }
+    let code_at = at + 8 * b.literals.len() as u64;
     let mut all = std::mem::take(&mut b.out);
     for stub in std::mem::take(&mut b.stubs) {
         all.extend(stub);
@@ -265,9 +314,9 @@ pub fn rebuild(
         BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
     )
     .map_err(|e| Refusal::Encode(e.to_string()))?;
-    let mut bytes = Vec::with_capacity(8 * slots as usize + r.code_buffer.len());
-    for &ret in &spliced_returns {
-        bytes.extend_from_slice(&ret.to_le_bytes());
+    let mut bytes = Vec::with_capacity(8 * b.literals.len() + r.code_buffer.len());
+    for &literal in &b.literals {
+        bytes.extend_from_slice(&literal.to_le_bytes());
     }
     bytes.extend_from_slice(&r.code_buffer);
     let offset_of_fake = |fake: u64| -> Option<u64> {
@@ -289,6 +338,19 @@ pub fn rebuild(
         returns,
         saves_state: b.saves_state,
     })
+}
+
+/// Whether a `switch`'s indirect jump has a form the copy can dispatch:
+/// `jmp reg`, or `jmp [mem]` not addressed through `rsp`.
+fn switch_form_supported(jmp: &Instruction) -> bool {
+    match jmp.op0_kind() {
+        iced_x86::OpKind::Register => jmp.op0_register() != Register::RSP,
+        iced_x86::OpKind::Memory => {
+            jmp.memory_base().full_register() != Register::RSP
+                && jmp.memory_index().full_register() != Register::RSP
+        }
+        _ => false,
+    }
 }
 
 fn is_call(i: &Instruction) -> bool {
@@ -351,7 +413,10 @@ fn call_form_movable(i: &Instruction) -> bool {
     }
 }
 
-struct Builder {
+pub(crate) struct Builder {
+    /// Where the copy starts: its 8-byte literals, then its code.
+    at: u64,
+    literals: Vec<u64>,
     out: Vec<Instruction>,
     stubs: Vec<Vec<Instruction>>,
     next_fake: u64,
@@ -361,12 +426,22 @@ struct Builder {
     pending_fake: Option<u64>,
     /// (the function's start, the fake address of the copy's entry record).
     own_entry: Option<(u64, u64)>,
+    /// Stores nothing (see [`Role`]).
+    silent: bool,
+    /// After each `syscall`, clears the cursor where it returned 0 (a child).
+    fork_child_reset: bool,
 }
 
 impl Builder {
     fn fake(&mut self) -> u64 {
         self.next_fake += 1;
         self.next_fake
+    }
+
+    /// The address of a new 8-byte literal holding `value`.
+    fn literal(&mut self, value: u64) -> u64 {
+        self.literals.push(value);
+        self.at + 8 * (self.literals.len() as u64 - 1)
     }
 
     /// An original instruction, re-encoded where it lands; a call whose
@@ -376,7 +451,6 @@ impl Builder {
         &mut self,
         i: &Instruction,
         spliced: &[u64],
-        at: u64,
         conts: &mut Vec<(u64, u64)>,
     ) -> Result<(), Refusal> {
         let mut i = *i;
@@ -386,115 +460,37 @@ impl Builder {
             }
         }
         let i = &i;
-        if is_call(i) {
-            if let Ok(slot) = spliced.binary_search(&i.next_ip()) {
-                let literal = at + 8 * slot as u64;
-                let mut push = Instruction::with1(
-                    Code::Push_rm64,
-                    MemoryOperand::with_base_displ(Register::RIP, literal as i64),
-                )
-                .map_err(enc)?;
-                push.set_ip(i.ip());
-                let mut jmp = *i;
-                jmp.set_code(if i.code() == Code::Call_rel32_64 {
-                    Code::Jmp_rel32_64
-                } else {
-                    Code::Jmp_rm64
-                });
-                jmp.set_ip(0);
-                self.out.push(push);
-                self.out.push(jmp);
-                let fake = self.fake();
-                conts.push((i.next_ip(), fake));
-                self.pending_fake = Some(fake);
-                return Ok(());
-            }
+        if self.fork_child_reset && i.code() == Code::Syscall {
+            self.out.push(*i);
+            return self.clear_cursor_in_child();
+        }
+        if is_call(i) && spliced.binary_search(&i.next_ip()).is_ok() {
+            let literal = self.literal(i.next_ip());
+            let mut push = Instruction::with1(
+                Code::Push_rm64,
+                MemoryOperand::with_base_displ(Register::RIP, literal as i64),
+            )
+            .map_err(enc)?;
+            push.set_ip(i.ip());
+            let mut jmp = *i;
+            jmp.set_code(if i.code() == Code::Call_rel32_64 {
+                Code::Jmp_rel32_64
+            } else {
+                Code::Jmp_rm64
+            });
+            jmp.set_ip(0);
+            self.out.push(push);
+            self.out.push(jmp);
+            let fake = self.fake();
+            conts.push((i.next_ip(), fake));
+            self.pending_fake = Some(fake);
+            return Ok(());
         }
         self.out.push(*i);
         Ok(())
     }
 }
 
-impl Builder {
-    /// The store of `record` where `live` may be live, appended.
-    fn store(&mut self, record: Record, live: RegSet) -> Result<(), Refusal> {
-        let mut seq = self.store_sequence(record, live)?;
-        if let Some(fake) = self.pending_fake.take() {
-            seq[0].set_ip(fake);
-        }
-        self.out.extend(seq);
-        Ok(())
-    }
-
-    /// A stub at the copy's end: the store of `record`, then a jump to
-    /// `target`. Returns the stub's (fake) address.
-    fn stub(&mut self, record: Record, live: RegSet, target: u64) -> Result<u64, Refusal> {
-        let mut seq = self.store_sequence(record, live)?;
-        let fake = self.fake();
-        seq[0].set_ip(fake);
-        seq.push(Instruction::with_branch(Code::Jmp_rel32_64, target).map_err(enc)?);
-        self.stubs.push(seq);
-        Ok(fake)
-    }
-
-    fn store_sequence(
-        &mut self,
-        record: Record,
-        live: RegSet,
-    ) -> Result<Vec<Instruction>, Refusal> {
-        let dead = CURSOR_REGS.iter().copied().find(|&r| !live.contains(r));
-        let (reg, save) = match dead {
-            Some(r) => (r, false),
-            None => (Register::RAX, true),
-        };
-        self.saves_state |= save;
-        let r = asm_reg(reg);
-        let mut a = CodeAssembler::new(64).map_err(enc)?;
-        let red_zone = crate::rebuild::RED_ZONE;
-        if save {
-            a.lea(rsp, qword_ptr(rsp - red_zone)).map_err(enc)?;
-            a.push(rax).map_err(enc)?;
-        }
-        a.mov(r, qword_ptr(CURSOR).fs()).map_err(enc)?;
-        if record.store_width() == 1 {
-            a.mov(byte_ptr(r), record.value()).map_err(enc)?;
-        } else {
-            a.mov(dword_ptr(r), record.value()).map_err(enc)?;
-        }
-        a.lea(r, qword_ptr(r + record.len())).map_err(enc)?;
-        a.mov(qword_ptr(CURSOR).fs(), r).map_err(enc)?;
-        if save {
-            a.pop(rax).map_err(enc)?;
-            a.lea(rsp, qword_ptr(rsp + red_zone)).map_err(enc)?;
-        }
-        let mut seq = a.take_instructions();
-        for i in seq.iter_mut() {
-            i.set_ip(0);
-        }
-        Ok(seq)
-    }
-}
-
-/// Bytes below `rsp` that leaf functions may use (the System V red zone).
-const RED_ZONE: i32 = 128;
-
-fn asm_reg(reg: Register) -> AsmRegister64 {
-    match reg {
-        Register::RAX => gpr64::rax,
-        Register::RCX => gpr64::rcx,
-        Register::RDX => gpr64::rdx,
-        Register::RBX => gpr64::rbx,
-        Register::RSI => gpr64::rsi,
-        Register::RDI => gpr64::rdi,
-        Register::R8 => gpr64::r8,
-        Register::R9 => gpr64::r9,
-        Register::R10 => gpr64::r10,
-        Register::R11 => gpr64::r11,
-        Register::R14 => gpr64::r14,
-        _ => gpr64::r15,
-    }
-}
-
-fn enc(e: iced_x86::IcedError) -> Refusal {
+pub(crate) fn enc(e: iced_x86::IcedError) -> Refusal {
     Refusal::Encode(e.to_string())
 }

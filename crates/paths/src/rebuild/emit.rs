@@ -1,0 +1,319 @@
+//! The code a copy adds: witness stores, and the dispatch that replaces
+//! a `switch`'s indirect jump.
+
+use super::{enc, Builder, Refusal, CURSOR, CURSOR_REGS};
+use crate::record::Record;
+use iced_x86::code_asm::{registers::gpr64, *};
+use iced_x86::{Code, Instruction, MemoryOperand, OpKind, Register};
+use weft_code::{RegSet, STATUS_FLAGS};
+
+impl Builder {
+    /// The store of `record` where `live` may be live, appended.
+    pub(super) fn store(&mut self, record: Record, live: RegSet) -> Result<(), Refusal> {
+        if self.silent {
+            // Nothing to store; a pending address still needs an instruction.
+            if let Some(fake) = self.pending_fake.take() {
+                let mut nop = Instruction::with(Code::Nopd);
+                nop.set_ip(fake);
+                self.out.push(nop);
+            }
+            return Ok(());
+        }
+        let mut seq = self.store_sequence(record, live)?;
+        if let Some(fake) = self.pending_fake.take() {
+            seq[0].set_ip(fake);
+        }
+        self.out.extend(seq);
+        Ok(())
+    }
+
+    /// Calls the claim routine at `claim` (see `handler.rs`) and makes the
+    /// buffer it returns the thread's cursor, keeping every register and
+    /// the flags; takes the pending address if any.
+    pub(super) fn claim_buffer(&mut self, claim: u64) -> Result<(), Refusal> {
+        let literal = self.literal(claim);
+        let saved = [rax, rcx, rdx, rsi, rdi, r8, r9, r10, r11];
+        let mut before = CodeAssembler::new(64).map_err(enc)?;
+        let mut after = CodeAssembler::new(64).map_err(enc)?;
+        (|| -> Result<(), iced_x86::IcedError> {
+            before.lea(rsp, qword_ptr(rsp - RED_ZONE))?;
+            for &r in &saved {
+                before.push(r)?;
+            }
+            before.pushfq()?;
+            after.mov(qword_ptr(CURSOR).fs(), rax)?;
+            after.popfq()?;
+            for &r in saved.iter().rev() {
+                after.pop(r)?;
+            }
+            after.lea(rsp, qword_ptr(rsp + RED_ZONE))
+        })()
+        .map_err(enc)?;
+        // The routine's address is a literal of the copy, read RIP-relative.
+        let call = Instruction::with1(
+            Code::Call_rm64,
+            MemoryOperand::with_base_displ(Register::RIP, literal as i64),
+        )
+        .map_err(enc)?;
+        let mut seq = before.take_instructions();
+        seq.push(call);
+        seq.extend(after.take_instructions());
+        for i in seq.iter_mut() {
+            i.set_ip(0);
+        }
+        seq[0].set_ip(self.pending_fake.take().unwrap_or(0));
+        self.out.extend(seq);
+        Ok(())
+    }
+
+    /// After a fork's system call: where it returned 0 (the child), the
+    /// cursor is cleared; registers and flags are kept.
+    pub(super) fn clear_cursor_in_child(&mut self) -> Result<(), Refusal> {
+        let done = self.fake();
+        let mut a = CodeAssembler::new(64).map_err(enc)?;
+        (|| -> Result<(), iced_x86::IcedError> {
+            a.lea(rsp, qword_ptr(rsp - RED_ZONE))?;
+            a.pushfq()?;
+            a.test(rax, rax)?;
+            Ok(())
+        })()
+        .map_err(enc)?;
+        let mut seq = a.take_instructions();
+        seq.push(Instruction::with_branch(Code::Jne_rel32_64, done).map_err(enc)?);
+        let mut b = CodeAssembler::new(64).map_err(enc)?;
+        b.mov(qword_ptr(CURSOR).fs(), 0).map_err(enc)?;
+        seq.extend(b.take_instructions());
+        let mut c = CodeAssembler::new(64).map_err(enc)?;
+        (|| -> Result<(), iced_x86::IcedError> {
+            c.popfq()?;
+            c.lea(rsp, qword_ptr(rsp + RED_ZONE))
+        })()
+        .map_err(enc)?;
+        let mut tail = c.take_instructions();
+        for i in seq.iter_mut().chain(tail.iter_mut()) {
+            if i.code() != Code::Jne_rel32_64 {
+                i.set_ip(0);
+            }
+        }
+        tail[0].set_ip(done);
+        self.out.extend(seq);
+        self.out.extend(tail);
+        Ok(())
+    }
+
+    /// A stub at the copy's end: the store of `record`, then a jump to
+    /// `target`. Returns the stub's (fake) address.
+    pub(super) fn stub(
+        &mut self,
+        record: Record,
+        live: RegSet,
+        target: u64,
+    ) -> Result<u64, Refusal> {
+        if self.silent {
+            return Ok(target);
+        }
+        let mut seq = self.store_sequence(record, live)?;
+        let fake = self.fake();
+        seq[0].set_ip(fake);
+        seq.push(Instruction::with_branch(Code::Jmp_rel32_64, target).map_err(enc)?);
+        self.stubs.push(seq);
+        Ok(fake)
+    }
+
+    fn store_sequence(
+        &mut self,
+        record: Record,
+        live: RegSet,
+    ) -> Result<Vec<Instruction>, Refusal> {
+        let dead = CURSOR_REGS.iter().copied().find(|&r| !live.contains(r));
+        let (reg, save) = match dead {
+            Some(r) => (r, false),
+            None => (Register::RAX, true),
+        };
+        self.saves_state |= save;
+        let r = asm_reg(reg);
+        let mut a = CodeAssembler::new(64).map_err(enc)?;
+        let red_zone = RED_ZONE;
+        if save {
+            a.lea(rsp, qword_ptr(rsp - red_zone)).map_err(enc)?;
+            a.push(rax).map_err(enc)?;
+        }
+        a.mov(r, qword_ptr(CURSOR).fs()).map_err(enc)?;
+        if record.store_width() == 1 {
+            a.mov(byte_ptr(r), record.value()).map_err(enc)?;
+        } else {
+            a.mov(dword_ptr(r), record.value()).map_err(enc)?;
+        }
+        a.lea(r, qword_ptr(r + record.len())).map_err(enc)?;
+        a.mov(qword_ptr(CURSOR).fs(), r).map_err(enc)?;
+        if save {
+            a.pop(rax).map_err(enc)?;
+            a.lea(rsp, qword_ptr(rsp + red_zone)).map_err(enc)?;
+        }
+        let mut seq = a.take_instructions();
+        for i in seq.iter_mut() {
+            i.set_ip(0);
+        }
+        Ok(seq)
+    }
+}
+
+/// Bytes below `rsp` that leaf functions may use (the System V red zone).
+const RED_ZONE: i32 = 128;
+
+fn asm_reg(reg: Register) -> AsmRegister64 {
+    match reg {
+        Register::RAX => gpr64::rax,
+        Register::RCX => gpr64::rcx,
+        Register::RDX => gpr64::rdx,
+        Register::RBX => gpr64::rbx,
+        Register::RSI => gpr64::rsi,
+        Register::RDI => gpr64::rdi,
+        Register::R8 => gpr64::r8,
+        Register::R9 => gpr64::r9,
+        Register::R10 => gpr64::r10,
+        Register::R11 => gpr64::r11,
+        Register::R14 => gpr64::r14,
+        _ => gpr64::r15,
+    }
+}
+
+impl Builder {
+    /// Replaces a `switch`'s indirect jump (`jmp reg`, or `jmp [table+i*8]`)
+    /// by a binary search over its targets (the original addresses, kept
+    /// as literals) leading to stubs that write the taken edge's witness
+    /// and jump to the target's copy. A target outside the table goes to
+    /// the original jump (and runs untraced). `cases` are the targets and
+    /// the witness of the edge to each; `live` what is live before the
+    /// jump.
+    pub(super) fn switch(
+        &mut self,
+        jmp: &Instruction,
+        cases: &[(u64, Option<u32>)],
+        live: RegSet,
+    ) -> Result<(), Refusal> {
+        let flags = live.flags_live(STATUS_FLAGS);
+        let memory = jmp.op0_kind() == OpKind::Memory;
+        let (reg, push_scratch) = if memory {
+            match CURSOR_REGS.iter().copied().find(|&r| !live.contains(r)) {
+                Some(r) => (r, false),
+                None => (Register::RAX, true),
+            }
+        } else {
+            (jmp.op0_register(), false)
+        };
+        let below = flags || push_scratch;
+        self.saves_state |= below;
+        let mut pre = Vec::new();
+        if below {
+            pre.push(lea_rsp(-RED_ZONE)?);
+        }
+        if push_scratch {
+            pre.push(Instruction::with1(Code::Push_r64, Register::RAX).map_err(enc)?);
+        }
+        if flags {
+            pre.push(Instruction::with(Code::Pushfq));
+        }
+        if memory {
+            let mem = MemoryOperand::new(
+                jmp.memory_base(),
+                jmp.memory_index(),
+                jmp.memory_index_scale(),
+                jmp.memory_displacement64() as i64,
+                jmp.memory_displ_size(),
+                false,
+                jmp.segment_prefix(),
+            );
+            pre.push(Instruction::with2(Code::Mov_r64_rm64, reg, mem).map_err(enc)?);
+        }
+        let mut restore = Vec::new();
+        if flags {
+            restore.push(Instruction::with(Code::Popfq));
+        }
+        if push_scratch {
+            restore.push(Instruction::with1(Code::Pop_r64, Register::RAX).map_err(enc)?);
+        }
+        if below {
+            restore.push(lea_rsp(RED_ZONE)?);
+        }
+        let mut sorted: Vec<(u64, Option<u32>)> = cases.to_vec();
+        sorted.sort_unstable_by_key(|c| c.0);
+        let mut arms = Vec::with_capacity(sorted.len());
+        for &(target, witness) in &sorted {
+            let literal = self.literal(target);
+            let label = self.fake();
+            let mut stub = restore.clone();
+            if let (Some(w), false) = (witness, self.silent) {
+                stub.extend(self.store_sequence(Record::Witness(w), live)?);
+            }
+            stub.push(Instruction::with_branch(Code::Jmp_rel32_64, target).map_err(enc)?);
+            stub[0].set_ip(label);
+            self.stubs.push(stub);
+            arms.push((literal, label));
+        }
+        let fallback = self.fake();
+        let mut tail = restore;
+        let mut original = *jmp;
+        original.set_ip(0);
+        tail.push(original);
+        tail[0].set_ip(fallback);
+        self.stubs.push(tail);
+        for i in pre.iter_mut() {
+            i.set_ip(0);
+        }
+        self.out.extend(pre);
+        let mut chain = Vec::new();
+        self.search(&mut chain, reg, &arms, fallback)?;
+        self.out.extend(chain);
+        Ok(())
+    }
+
+    /// Compares `reg` with the arms' literals (sorted by value) in a binary
+    /// search; equal goes to the arm's label, none to `fallback`.
+    fn search(
+        &mut self,
+        seq: &mut Vec<Instruction>,
+        reg: Register,
+        arms: &[(u64, u64)],
+        fallback: u64,
+    ) -> Result<(), Refusal> {
+        let cmp = |literal: u64| {
+            Instruction::with2(
+                Code::Cmp_r64_rm64,
+                reg,
+                MemoryOperand::with_base_displ(Register::RIP, literal as i64),
+            )
+            .map_err(enc)
+        };
+        let branch = |code: Code, to: u64| Instruction::with_branch(code, to).map_err(enc);
+        if arms.len() <= 3 {
+            for &(literal, label) in arms {
+                seq.push(cmp(literal)?);
+                seq.push(branch(Code::Je_rel32_64, label)?);
+            }
+            seq.push(branch(Code::Jmp_rel32_64, fallback)?);
+            return Ok(());
+        }
+        let mid = arms.len() / 2;
+        let (literal, label) = arms[mid];
+        let left = self.fake();
+        seq.push(cmp(literal)?);
+        seq.push(branch(Code::Je_rel32_64, label)?);
+        seq.push(branch(Code::Jb_rel32_64, left)?);
+        self.search(seq, reg, &arms[mid + 1..], fallback)?;
+        let first_left = seq.len();
+        self.search(seq, reg, &arms[..mid], fallback)?;
+        seq[first_left].set_ip(left);
+        Ok(())
+    }
+}
+
+/// `lea rsp, [rsp + by]`: moves the stack pointer without touching flags.
+fn lea_rsp(by: i32) -> Result<Instruction, Refusal> {
+    Instruction::with2(
+        Code::Lea_r64_m,
+        Register::RSP,
+        MemoryOperand::with_base_displ(Register::RSP, by as i64),
+    )
+    .map_err(enc)
+}
