@@ -7,8 +7,10 @@
 #   bash bench/run.sh splice     # instrumentation speed on real programs
 #   bash bench/run.sh primitives # Paradyn's Figure 9: cost of each primitive
 #   bash bench/run.sh events     # per-event cost: weft trace vs LTTng-UST vs bpftrace
+#   bash bench/run.sh paths      # abstract execution: slowdown and bytes per block vs QEMU, lackey
 #
-# Needs: gcc, bpftrace, uftrace, python3 (apt-get install -y bpftrace uftrace).
+# Needs: gcc, bpftrace, uftrace, python3 (apt-get install -y bpftrace uftrace),
+# and for paths qemu-user and valgrind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -207,11 +209,75 @@ events() {
     done
 }
 
+
+# Wall seconds of a command (its output discarded).
+seconds() {
+    local t0 t1
+    t0=$(date +%s.%N)
+    "$@" >/dev/null 2>&1 || true
+    t1=$(date +%s.%N)
+    echo "$t1 - $t0" | bc -l
+}
+
+paths() {
+    echo "## abstract execution (--paths): slowdown and witness bytes per block"
+    echo "# each row against the baseline of the same program and input in this run;"
+    echo "# blocks = stretches of code weft regenerates (a block, split at calls)"
+    local input=$out/paths-input.txt
+    seq 1 1500000 > "$input"
+    cat > "$out/paths.sql" <<'SQL'
+create table t(a integer primary key, b text, c real);
+with recursive n(i) as (select 1 union all select i+1 from n where i < 200000)
+  insert into t select i, 'row' || i, i * 1.5 from n;
+create index tb on t(b);
+select count(*), sum(c), max(b) from t where a % 7 = 3;
+SQL
+    printf '%-34s %-24s %9s %8s %12s %12s
+' program tool seconds ratio "bytes/block" "blocks"
+    bench_paths() {
+        local name=$1; shift
+        local paths_args=$1; shift
+        local base weft line bytes blocks regen_s
+        base=$(for _ in $(seq "$REPS"); do seconds "$@"; done | median)
+        printf '%-34s %-24s %9.3f %8.2f %12s %12s\n' "$name" baseline "$base" 1 - -
+        weft=$(for _ in $(seq "$REPS"); do
+            rm -rf "$out/paths-trace"
+            # shellcheck disable=SC2086
+            seconds "$WEFT" run --no-follow $paths_args --paths-out "$out/paths-trace" -- "$@"
+        done | median)
+        rm -rf "$out/paths-trace"
+        # shellcheck disable=SC2086
+        line=$("$WEFT" run --no-follow $paths_args --paths-out "$out/paths-trace" -- "$@" 2>&1 >/dev/null | grep 'bytes of witnesses')
+        bytes=$(echo "$line" | grep -o '[0-9]* bytes of witnesses' | awk '{print $1}')
+        local t0 t1
+        t0=$(date +%s.%N)
+        blocks=$("$WEFT" regen "$out/paths-trace" | grep -vc '^#')
+        t1=$(date +%s.%N)
+        regen_s=$(echo "$t1 - $t0" | bc -l)
+        printf '%-34s %-24s %9.3f %8.2f %12.3f %12s\n' "$name" "weft --paths" "$weft" "$(echo "$weft / $base" | bc -l)" "$(echo "$bytes / $blocks" | bc -l)" "$blocks"
+        printf '%-34s %-24s %9.3f %8s %12s %12s\n' "$name" "weft regen (to a pipe)" "$regen_s" - - "$(echo "$blocks / $regen_s / 1000000" | bc -l | xargs printf '%.1f M/s')"
+        if command -v qemu-x86_64 >/dev/null; then
+            local q
+            q=$(seconds qemu-x86_64 -d exec,nochain -D /dev/null "$@")
+            printf '%-34s %-24s %9.3f %8.2f %12s %12s\n' "$name" "qemu -d exec,nochain" "$q" "$(echo "$q / $base" | bc -l)" - -
+        fi
+        if command -v valgrind >/dev/null; then
+            local v
+            v=$(seconds valgrind --tool=lackey --trace-mem=yes --log-file=/dev/null "$@")
+            printf '%-34s %-24s %9.3f %8.2f %12s %12s\n' "$name" "valgrind lackey trace-mem" "$v" "$(echo "$v / $base" | bc -l)" - -
+        fi
+    }
+    bench_paths "gzip -c (10 MB of numbers)" "--paths all" /usr/bin/gzip -c "$input"
+    bench_paths "sqlite3 (libsqlite3 traced)" "--paths all --paths libsqlite3" /usr/bin/sqlite3 :memory: ".read $out/paths.sql"
+    bench_paths "tar -c /usr/share/doc (I/O)" "--paths all" /usr/bin/tar -cf /dev/null /usr/share/doc
+}
+
 case "$what" in
     percall) percall ;;
     splice) splice ;;
     primitives) primitives ;;
     events) events ;;
-    all) percall; echo; splice; echo; primitives; echo; events ;;
-    *) echo "usage: bash bench/run.sh [all|percall|splice|primitives|events]" >&2; exit 2 ;;
+    paths) paths ;;
+    all) percall; echo; splice; echo; primitives; echo; events; echo; paths ;;
+    *) echo "usage: bash bench/run.sh [all|percall|splice|primitives|events|paths]" >&2; exit 2 ;;
 esac

@@ -144,15 +144,29 @@ fn attach_one(
     let mut session = workload.session_for(pid, args)?;
     let events = crate::requests::events_dir(args)?;
     let mut req = Requests::build(args, &mut session, events, definitions)?;
+    // Every process attached to writes into one paths trace.
+    if let Some(first) = workload.members.first() {
+        if req.paths.is_some() {
+            req.trace_into(&first.req);
+        }
+    }
     let mut perturbation = Perturbation::new(&req)?;
     perturbation.predict(&req, pid, max_overhead, args.verbose)?;
     let prepared = session.prepare(&req.specs)?;
     workload.note_prepared(&prepared, &req);
     let started = Instant::now();
     let mut tracee = Tracee::attach(pid)?;
+    if let Some(paths) = &req.paths {
+        paths
+            .borrow_mut()
+            .prepare_process(&mut session, &mut tracee)?;
+    }
     let applied = session
         .apply(&mut tracee, prepared)
         .and_then(|r| session.install_load_hook(&mut tracee).map(|_| r));
+    if let Some(paths) = &req.paths {
+        paths.borrow().after_apply(&session);
+    }
     let report = match applied {
         Ok(r) => r,
         Err(e) => {

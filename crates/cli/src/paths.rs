@@ -12,7 +12,7 @@ use weft_paths::instrument::PathsInstrument;
 use weft_paths::pool::{self, Pool};
 use weft_paths::trace_dir::{Chunk, Meta, TraceWriter};
 use weft_plan::{Action, PointSpec};
-use weft_process::Tracee;
+use weft_process::{ProcessMemory, Tracee};
 
 /// One process's pool: the file and where the process maps it.
 struct ProcessPool {
@@ -42,12 +42,12 @@ impl PathsRun {
         let Some(dir) = args.paths_out.clone() else {
             bail!("--paths records into a directory: give --paths-out DIR");
         };
-        let writer = TraceWriter::create(&dir)?;
+        weft_paths::trace_dir::check_dir(&dir)?;
         Ok(Some(PathsRun {
             instrument: Arc::new(PathsInstrument::new()),
             layout: Pool::new(args.paths_buffers as u64, args.paths_buffer_size),
             pools: Vec::new(),
-            writer: Some(writer),
+            writer: None,
             dir,
             patterns: args.paths.clone(),
             stopped: None,
@@ -60,9 +60,16 @@ impl PathsRun {
     /// it).
     pub fn specs(&self, session: &mut Session) -> Result<Vec<PointSpec>> {
         session.refresh_modules()?;
+        // The program's own file: the module mapped from /proc/PID/exe.
+        let exe = weft_process::exe_path(session.pid())
+            .ok()
+            .map(|p| weft_process::path_in_root(session.pid(), &p))
+            .and_then(|p| std::fs::canonicalize(p).ok());
         let main = session
             .modules()
-            .first()
+            .iter()
+            .find(|m| std::fs::canonicalize(&m.path).ok() == exe)
+            .or_else(|| session.modules().first())
             .map(|m| m.name.clone())
             .unwrap_or_default();
         let mut specs = Vec::new();
@@ -112,21 +119,33 @@ impl PathsRun {
     /// Gives the stopped process `pid` its pool and weft's fault handler,
     /// before the traced functions are applied.
     pub fn prepare_process(&mut self, session: &mut Session, tracee: &mut Tracee) -> Result<()> {
+        if self.writer.is_none() && self.pools.is_empty() {
+            self.writer = Some(TraceWriter::create(&self.dir)?);
+        }
         let layout = self.layout;
+        // Threads start with no buffer (an earlier weft may have left a
+        // cursor into its own pool).
+        for tid in tracee.threads() {
+            let tcb = tracee.registers(tid)?.fs_base;
+            if tcb != 0 {
+                tracee.memory().write(
+                    weft_process::RemoteAddr(tcb + weft_paths::rebuild::CURSOR),
+                    &0u64.to_le_bytes(),
+                )?;
+            }
+        }
         let file =
             SharedMemory::create(layout.size() as usize).context("creating the witness buffers")?;
         file.write(0, &layout.header_bytes());
         let guards: Vec<u64> = (0..=layout.buffers).map(|k| layout.guard(k)).collect();
-        let at = session.map_into_process(tracee, &file, &guards)?;
-        let mut made = None;
-        session.place_instrument_code(tracee, |here| {
-            let h =
-                weft_paths::handler::handler_code(here, at, layout).map_err(|e| e.to_string())?;
-            let bytes = h.bytes.clone();
-            made = Some(h);
-            Ok(bytes)
-        })?;
-        let handler = made.context("the fault handler was not generated")?;
+        let at =
+            session.map_into_process(tracee, &file, &guards, (layout.code(), pool::CODE_SIZE))?;
+        let handler = weft_paths::handler::handler_code(at + layout.code(), at, layout)
+            .map_err(|e| anyhow::anyhow!("generating the fault handler: {e}"))?;
+        if handler.bytes.len() as u64 > pool::CODE_SIZE {
+            bail!("the fault handler does not fit its pages");
+        }
+        file.write(layout.code(), &handler.bytes);
         self.instrument.set_claim(handler.claim);
         file.write(pool::NEW_ACTION, &handler.kernel_action());
         session.set_signal_action(

@@ -236,6 +236,9 @@ impl Requests {
         if self.recorder.is_some() {
             self.recorder = other.recorder.clone();
         }
+        if self.paths.is_some() {
+            self.paths = other.paths.clone();
+        }
     }
 
     /// Plans one more metric request (its probes tagged with a new id);

@@ -421,3 +421,52 @@ variant_test!(
         );
     }
 );
+
+#[test]
+fn attach_traces_a_running_process_and_puts_its_code_back() {
+    let target = build("paths_loop", &O2);
+    let dir = scratch("paths-attach");
+    let trace = dir.join("trace");
+    let mut child = std::process::Command::new(&target).spawn().unwrap();
+    let pid = child.id().to_string();
+    std::thread::sleep(Duration::from_millis(200));
+    let before = maps_and_text(&pid);
+    let out = run(
+        weft()
+            .args([
+                "attach",
+                "-p",
+                &pid,
+                "--duration",
+                "1s",
+                "--paths",
+                "all",
+                "--paths-out",
+            ])
+            .arg(&trace),
+        Duration::from_secs(60),
+    );
+    let alive = child.try_wait().unwrap().is_none();
+    let after = maps_and_text(&pid);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert!(alive, "the process runs on after weft detaches");
+    assert_same_code(&before, &after, "after attach --paths");
+    let meta = read_json(&trace.join("paths.json"));
+    let step = meta["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "step")
+        .expect("step traced");
+    let entry = format!("paths_loop-O2-pie+{:#x}", step["vaddr"].as_u64().unwrap());
+    let regen = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
+    assert_eq!(regen.status, 0, "weft regen: {}", regen.stderr);
+    let calls = regen.stdout.lines().filter(|l| *l == entry).count();
+    // About 100 calls per millisecond's sleep: a second gives thousands.
+    assert!(
+        calls > 1000,
+        "step's calls regenerated over a 1 s attach: {calls}"
+    );
+}

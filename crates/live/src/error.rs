@@ -53,12 +53,6 @@ pub enum Error {
         /// The module.
         module: String,
     },
-    /// An instrument could not generate its code.
-    #[error("cannot generate an instrument's code: {why}")]
-    Generate {
-        /// Why.
-        why: String,
-    },
     /// The shared region is full.
     #[error("the shared region is full ({what})")]
     Full {

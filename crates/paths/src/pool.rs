@@ -8,6 +8,8 @@
 //! + stride()           buffer 1, guard page
 //! ...                  buffer `buffers` is the discard buffer: where a
 //!                      thread writes when weft is gone; never read
+//! code()               the fault handler and the claim routine (mapped
+//!                      read-execute)
 //! ```
 //!
 //! A descriptor's state moves FREE → OWNED (the fault handler gives the
@@ -69,6 +71,8 @@ pub const DRAINING: u32 = 3;
 
 /// Page size of x86-64.
 pub const PAGE: u64 = 4096;
+/// Bytes of the code pages.
+pub const CODE_SIZE: u64 = 2 * PAGE;
 
 /// Sizes of a pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,9 +118,17 @@ impl Pool {
         DESCS + k * DESC
     }
 
+    /// Offset of the code pages (the fault handler and the claim
+    /// routine), after the discard buffer's guard. They live in the pool,
+    /// which stays mapped after weft detaches, so the handler outlives any
+    /// copy a thread may still be running.
+    pub fn code(&self) -> u64 {
+        self.buffer(self.buffers + 1)
+    }
+
     /// Bytes of the whole file.
     pub fn size(&self) -> u64 {
-        self.buffer(self.buffers + 1)
+        self.code() + CODE_SIZE
     }
 
     /// The header's initial bytes: magic, and the wait of 50 ms.
@@ -142,7 +154,8 @@ mod tests {
             assert_eq!(p.guard(k) + PAGE, p.buffer(k + 1));
             assert_eq!(p.buffer(k) % PAGE, 0);
         }
-        assert_eq!(p.size(), p.guard(55) + PAGE);
+        assert_eq!(p.code(), p.guard(55) + PAGE);
+        assert_eq!(p.size(), p.code() + CODE_SIZE);
         assert_eq!(Pool::new(56, 4096).header_size(), 2 * PAGE);
         const { assert!(NEW_ACTION + 32 <= WAIT && WAIT + 16 <= RANGE_COUNT) };
         const { assert!(RANGES + 16 * MAX_RANGES <= DESCS) };

@@ -101,6 +101,19 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TraceError + '_ {
     }
 }
 
+/// Refuses `dir` if it exists and holds something other than a paths
+/// trace (an empty directory, or an earlier trace, is fine).
+pub fn check_dir(dir: &Path) -> Result<(), TraceError> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let empty = std::fs::read_dir(dir).map_err(io(dir))?.next().is_none();
+    if !empty && !dir.join("paths.json").exists() && !dir.join("buffers.zst").exists() {
+        return Err(TraceError::NotATrace(dir.to_path_buf()));
+    }
+    Ok(())
+}
+
 /// Writes a trace as weft drains buffers.
 pub struct TraceWriter {
     dir: PathBuf,
@@ -114,13 +127,8 @@ pub struct TraceWriter {
 impl TraceWriter {
     /// Creates `dir` (or reuses an earlier trace there, replacing it).
     pub fn create(dir: &Path) -> Result<TraceWriter, TraceError> {
-        if dir.exists() {
-            let empty = std::fs::read_dir(dir).map_err(io(dir))?.next().is_none();
-            if !empty && !dir.join("paths.json").exists() && !dir.join("buffers.zst").exists() {
-                return Err(TraceError::NotATrace(dir.to_path_buf()));
-            }
-            let _ = std::fs::remove_file(dir.join("paths.json"));
-        }
+        check_dir(dir)?;
+        let _ = std::fs::remove_file(dir.join("paths.json"));
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let path = dir.join("buffers.zst");
         let file = std::fs::File::create(&path).map_err(io(&path))?;

@@ -164,13 +164,16 @@ impl Session {
     }
 
     /// Maps `file` (a [`SharedMemory`] of the instrument's) into the
-    /// process, read-write and shared, and makes the pages at each offset
-    /// of `guards` inaccessible there. Returns where it is mapped.
+    /// process, read-write and shared; makes the pages at each offset of
+    /// `guards` inaccessible there, and the range `code` (offset, length)
+    /// read-execute. Returns where it is mapped. weft leaves it mapped
+    /// when it detaches.
     pub fn map_into_process(
         &mut self,
         tracee: &mut Tracee,
         file: &SharedMemory,
         guards: &[u64],
+        code: (u64, u64),
     ) -> Result<u64> {
         let mut path = file.target_path().as_bytes().to_vec();
         path.push(0);
@@ -191,24 +194,19 @@ impl Session {
                 [addr.0 + g, mman::PAGE_SIZE, mman::PROT_NONE as u64, 0, 0, 0],
             )?;
         }
+        tracee.remote_syscall(
+            "mprotect",
+            weft_abi::syscall::MPROTECT.into(),
+            [
+                addr.0 + code.0,
+                code.1,
+                (mman::PROT_READ | mman::PROT_EXEC) as u64,
+                0,
+                0,
+                0,
+            ],
+        )?;
         Ok(addr.0)
-    }
-
-    /// Places code an instrument generates for the address it gets (a
-    /// signal handler, say) in the first cluster's code area; returns the
-    /// address.
-    pub fn place_instrument_code(
-        &mut self,
-        tracee: &mut Tracee,
-        generate: impl FnOnce(u64) -> std::result::Result<Vec<u8>, String>,
-    ) -> Result<u64> {
-        let ci = self.ensure_cluster(tracee, 0)?;
-        let at = {
-            let c = &self.clusters[ci];
-            c.code + c.used
-        };
-        let bytes = generate(at).map_err(|why| Error::Generate { why })?;
-        self.alloc_code(ci, &bytes)
     }
 
     /// Sets the process's action for `sig` to the kernel `sigaction` at
