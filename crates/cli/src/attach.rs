@@ -33,6 +33,12 @@ pub fn attach(
              or block mode"
         );
     }
+    if follow && !args.paths.is_empty() {
+        bail!(
+            "--paths does not follow new processes yet: attach without --follow (a child a \
+             traced process forks is traced all the same, in buffers of its own)"
+        );
+    }
     let mut unique = pids.to_vec();
     unique.sort_unstable();
     unique.dedup();
@@ -144,12 +150,6 @@ fn attach_one(
     let mut session = workload.session_for(pid, args)?;
     let events = crate::requests::events_dir(args)?;
     let mut req = Requests::build(args, &mut session, events, definitions)?;
-    // Every process attached to writes into one paths trace.
-    if let Some(first) = workload.members.first() {
-        if req.paths.is_some() {
-            req.trace_into(&first.req);
-        }
-    }
     let mut perturbation = Perturbation::new(&req)?;
     perturbation.predict(&req, pid, max_overhead, args.verbose)?;
     let prepared = session.prepare(&req.specs)?;
@@ -164,9 +164,6 @@ fn attach_one(
     let applied = session
         .apply(&mut tracee, prepared)
         .and_then(|r| session.install_load_hook(&mut tracee).map(|_| r));
-    if let Some(paths) = &req.paths {
-        paths.borrow().after_apply(&session);
-    }
     let report = match applied {
         Ok(r) => r,
         Err(e) => {

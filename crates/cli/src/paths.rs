@@ -5,7 +5,9 @@
 
 use crate::ProbeArgs;
 use anyhow::{bail, Context, Result};
+use std::cell::RefCell;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::Arc;
 use weft_live::{Session, SharedMemory};
 use weft_paths::instrument::PathsInstrument;
@@ -31,11 +33,32 @@ pub struct PathsRun {
     patterns: Vec<String>,
     /// Why writing the trace stopped (a full disk), if it did.
     stopped: Option<String>,
+    /// When buffers of threads that are gone were last looked for.
+    reclaimed: std::time::Instant,
 }
 
 impl PathsRun {
-    /// The run's `--paths` requests, or `None` without any.
-    pub fn new(args: &ProbeArgs) -> Result<Option<PathsRun>> {
+    /// The run's `--paths` requests, or `None` without any: one for the
+    /// whole weft run, shared by the requests of every process it traces
+    /// (one function table, one trace).
+    pub fn shared(args: &ProbeArgs) -> Result<Option<Rc<RefCell<PathsRun>>>> {
+        thread_local! {
+            // Weak: the requests holding it last finish the trace.
+            static CURRENT: RefCell<std::rc::Weak<RefCell<PathsRun>>> =
+                const { RefCell::new(std::rc::Weak::new()) };
+        }
+        if let Some(current) = CURRENT.with(|c| c.borrow().upgrade()) {
+            return Ok(Some(current));
+        }
+        let Some(run) = PathsRun::new(args)? else {
+            return Ok(None);
+        };
+        let run = Rc::new(RefCell::new(run));
+        CURRENT.with(|c| *c.borrow_mut() = Rc::downgrade(&run));
+        Ok(Some(run))
+    }
+
+    fn new(args: &ProbeArgs) -> Result<Option<PathsRun>> {
         if args.paths.is_empty() {
             return Ok(None);
         }
@@ -51,6 +74,7 @@ impl PathsRun {
             dir,
             patterns: args.paths.clone(),
             stopped: None,
+            reclaimed: std::time::Instant::now(),
         }))
     }
 
@@ -162,20 +186,6 @@ impl PathsRun {
         Ok(())
     }
 
-    /// After an apply: the handler learns where the traced copies are.
-    pub fn after_apply(&self, session: &Session) {
-        let Some(p) = self.pools.iter().rev().find(|p| p.pid == session.pid()) else {
-            return;
-        };
-        let areas = session.code_areas();
-        let n = areas.len().min(pool::MAX_RANGES as usize);
-        for (i, (lo, hi)) in areas.iter().take(n).enumerate() {
-            p.file.store_u64(pool::RANGES + 16 * i as u64, *lo);
-            p.file.store_u64(pool::RANGES + 16 * i as u64 + 8, *hi);
-        }
-        p.file.store_u32(pool::RANGE_COUNT, n as u32);
-    }
-
     /// Writes every full buffer to the trace and gives it back. If the
     /// trace cannot be written (a full disk), it stops there: the threads
     /// are told weft is gone (they write on over their own buffers, and
@@ -196,6 +206,10 @@ impl PathsRun {
 
     fn try_drain(&mut self) -> Result<()> {
         let layout = self.layout;
+        let reclaim = self.reclaimed.elapsed() >= std::time::Duration::from_millis(100);
+        if reclaim {
+            self.reclaimed = std::time::Instant::now();
+        }
         let Some(writer) = self.writer.as_mut() else {
             return Ok(());
         };
@@ -213,6 +227,36 @@ impl PathsRun {
                 let chunk = chunk_of(&p.file, layout, k, len as usize);
                 writer.chunk(&chunk)?;
                 p.file.write(layout.buffer(k), &vec![0u8; len as usize]);
+                p.file.store_u32(d + pool::STATE, pool::FREE);
+                freed = true;
+            }
+            // Buffers of threads that exited, and of forked children that
+            // exited or exec'd (they no longer map the pool), go back too.
+            for k in (0..layout.buffers).filter(|_| reclaim) {
+                let d = layout.desc(k);
+                let (pid, tid) = (
+                    p.file.load_u32(d + pool::PID),
+                    p.file.load_u32(d + pool::TID),
+                );
+                if p.file.load_u32(d + pool::STATE) != pool::OWNED || pid == 0 || tid == 0 {
+                    continue;
+                }
+                let (pid, tid) = (pid as i32, tid as i32);
+                let held = weft_process::thread_is_alive(pid, tid)
+                    && (pid == p.pid || weft_process::maps_inode(pid, p.file.inode()));
+                if held
+                    || !p
+                        .file
+                        .compare_exchange_u32(d + pool::STATE, pool::OWNED, pool::DRAINING)
+                {
+                    continue;
+                }
+                let whole = p.file.read(layout.buffer(k), layout.buffer_size as usize);
+                let used = records_end(&whole);
+                let mut chunk = chunk_of(&p.file, layout, k, used);
+                chunk.tsc_end = 0;
+                writer.chunk(&chunk)?;
+                p.file.write(layout.buffer(k), &vec![0u8; used]);
                 p.file.store_u32(d + pool::STATE, pool::FREE);
                 freed = true;
             }

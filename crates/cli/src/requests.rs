@@ -112,9 +112,9 @@ impl Requests {
                 )?);
             }
         }
-        let paths = crate::paths::PathsRun::new(args)?;
+        let paths = crate::paths::PathsRun::shared(args)?;
         if let Some(p) = &paths {
-            specs.extend(p.specs(session)?);
+            specs.extend(p.borrow().specs(session)?);
         }
         // Measured once per weft: every process of a workload runs on the
         // same clock.
@@ -170,7 +170,7 @@ impl Requests {
             started: Instant::now(),
             next_sample: Instant::now(),
             cpu_clock_tried: false,
-            paths: paths.map(|p| Rc::new(RefCell::new(p))),
+            paths,
         };
         if args.ring_mode == crate::RingMode::Flight && req.tracing {
             if events.is_none() {

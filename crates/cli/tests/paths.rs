@@ -470,3 +470,99 @@ fn attach_traces_a_running_process_and_puts_its_code_back() {
         "step's calls regenerated over a 1 s attach: {calls}"
     );
 }
+
+#[test]
+fn damaged_traces_and_wrong_directories_are_refused_clearly() {
+    let target = build("paths", &O2);
+    let dir = scratch("paths-damaged");
+    // A directory holding something else is not written into.
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "mine").unwrap();
+    let out = run(
+        weft()
+            .args(["run", "--no-follow", "--paths", "all", "--paths-out"])
+            .arg(&other)
+            .arg("--")
+            .arg(&target),
+        Duration::from_secs(60),
+    );
+    assert_clear_error(
+        &out,
+        1,
+        "is not a weft paths trace",
+        "--paths-out over another directory",
+    );
+    assert!(other.join("notes.txt").exists());
+    let trace = dir.join("trace");
+    let out = run(
+        weft()
+            .args(["run", "--no-follow", "--paths", "all", "--paths-out"])
+            .arg(&trace)
+            .arg("--")
+            .arg(&target)
+            .arg("2000"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    // A stream cut short: the message names the byte where it ends.
+    let zst = trace.join("buffers.zst");
+    let whole = std::fs::read(&zst).unwrap();
+    std::fs::write(&zst, &whole[..whole.len() / 2]).unwrap();
+    let out = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
+    assert_clear_error(&out, 1, "at byte", "a truncated buffers.zst");
+    // A stream whose records do not fit the table: refused at an offset.
+    std::fs::write(&zst, &whole).unwrap();
+    let raw = zstd_roundtrip_corrupt(&whole);
+    std::fs::write(&zst, raw).unwrap();
+    let out = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
+    assert_clear_error(&out, 1, "at byte", "records that do not fit the table");
+    // A table with an index out of range.
+    std::fs::write(&zst, &whole).unwrap();
+    let meta = std::fs::read_to_string(trace.join("paths.json")).unwrap();
+    std::fs::write(
+        trace.join("paths.json"),
+        meta.replacen("\"entry\":0", "\"entry\":9999", 1),
+    )
+    .unwrap();
+    let out = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
+    assert_clear_error(&out, 1, "no entry block", "a damaged paths.json");
+    std::fs::write(trace.join("paths.json"), "{").unwrap();
+    let out = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
+    assert_clear_error(&out, 1, "not a paths table", "paths.json cut short");
+}
+
+/// The trace's chunks with one record byte in the middle of the first
+/// chunk changed to a witness number no function has, compressed again.
+fn zstd_roundtrip_corrupt(compressed: &[u8]) -> Vec<u8> {
+    let mut raw = Vec::new();
+    let mut d = std::process::Command::new("zstd")
+        .args(["-dc"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("zstd runs");
+    {
+        use std::io::Write;
+        d.stdin.take().unwrap().write_all(compressed).unwrap();
+    }
+    use std::io::Read;
+    d.stdout.take().unwrap().read_to_end(&mut raw).unwrap();
+    d.wait().unwrap();
+    // After the 40-byte chunk header and a few records: a witness 0xFC.
+    raw[40 + 16] = 0xFC;
+    let mut c = std::process::Command::new("zstd")
+        .args(["-c"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("zstd runs");
+    {
+        use std::io::Write;
+        c.stdin.take().unwrap().write_all(&raw).unwrap();
+    }
+    let mut out = Vec::new();
+    c.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    c.wait().unwrap();
+    out
+}

@@ -171,7 +171,7 @@ pub fn flags_dead_by_scan(f: &FunctionCode, point: u64, flags: RegSet) -> Option
 fn leaves(i: &Instruction, f: &FunctionCode) -> bool {
     match i.flow_control() {
         FlowControl::Return => true,
-        FlowControl::UnconditionalBranch => {
+        FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch => {
             let t = i.near_branch_target();
             !(t >= f.start() && t < f.end())
         }
@@ -195,7 +195,9 @@ fn effects(
         FlowControl::Return => {
             uses = uses | RETURN_VALUE | CALLEE_SAVED;
         }
-        FlowControl::UnconditionalBranch => {
+        // A jump out of the function, taken always or on a condition, is
+        // a tail call.
+        FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch => {
             let t = i.near_branch_target();
             if !(t >= f.start() && t < f.end()) {
                 uses = uses | ARGS | CALLEE_SAVED;

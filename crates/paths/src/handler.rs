@@ -2,10 +2,10 @@
 //! store reaches the end of its thread's buffer (the guard page) or the
 //! thread has no buffer yet (its cursor is 0).
 //!
-//! It recognises the store by its pc (inside weft's traced copies, whose
-//! ranges weft keeps in the pool's header) and its
-//! encoding (`[REX.B] C6|C7 /0` with a plain `[reg]` operand), and finds
-//! the cursor register in the signal frame. It marks the full buffer's
+//! It recognises a store by its code: the load of the cursor from the TCB
+//! right before it (no other code reads that word) and its own encoding
+//! (`[REX.B] C6|C7 /0` with a plain `[reg]` operand); it finds the cursor
+//! register in the signal frame. It marks the full buffer's
 //! descriptor (length, TSC) FULL, claims a FREE buffer with `lock
 //! cmpxchg`, fills in its descriptor (tid, pid, sequence number, TSC), and
 //! points the register at it; returning re-executes the store there. With
@@ -20,6 +20,7 @@
 //! have).
 
 use crate::pool::{self, Pool};
+use crate::rebuild::CURSOR;
 use iced_x86::code_asm::*;
 use iced_x86::{BlockEncoderOptions, IcedError};
 
@@ -34,6 +35,9 @@ const SYS_RT_SIGRETURN: u32 = 15;
 const SYS_GETPID: u32 = 39;
 const SYS_GETTID: u32 = 186;
 const SYS_FUTEX: u32 = 202;
+const SYS_TGKILL: u32 = 234;
+/// `siginfo_t.si_code`.
+const SI_CODE: i32 = 8;
 const SIGSEGV: u32 = 11;
 
 /// The handler's code and entry points.
@@ -71,8 +75,7 @@ impl HandlerCode {
 }
 
 /// Generates the handler at `at` for the pool mapped at `pool_at` in the
-/// process, taking faults of code in the pool's `RANGES` (the traced
-/// copies) as its own.
+/// process.
 pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, IcedError> {
     let mut a = CodeAssembler::new(64)?;
     let mut not_ours = a.create_label();
@@ -88,9 +91,9 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     let mut was_discard = a.create_label();
     let mut restorer = a.create_label();
     let mut gregs_of = a.create_label();
-    let mut next_range = a.create_label();
-    let mut skip_range = a.create_label();
-    let mut in_range = a.create_label();
+    let mut try_movabs = a.create_label();
+    let mut after_load = a.create_label();
+    let mut reraise = a.create_label();
     let mut claim = a.create_label();
     let mut claim_scan = a.create_label();
     let mut claim_got = a.create_label();
@@ -100,22 +103,33 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     let n = layout.buffers;
     // rdi = signal, rsi = siginfo, rdx = ucontext. Until the fault is
     // known to be a store of weft's, rdi, rsi and rdx stay as they came.
+    // Only a fault the kernel raised (si_code > 0) can be a store's; one
+    // sent with kill or tgkill goes to the program's action.
+    a.cmp(dword_ptr(rsi + SI_CODE), 0)?;
+    a.jle(not_ours)?;
     a.mov(r8, qword_ptr(rdx + GREG_RIP))?;
-    a.mov(r9, pool_at)?;
-    a.mov(ecx, dword_ptr(r9 + pool::RANGE_COUNT))?;
-    a.lea(r9, qword_ptr(r9 + pool::RANGES))?;
-    a.set_label(&mut next_range)?;
-    a.test(ecx, ecx)?;
-    a.jz(not_ours)?;
-    a.sub(ecx, 1)?;
-    a.cmp(r8, qword_ptr(r9))?;
-    a.jb(skip_range)?;
-    a.cmp(r8, qword_ptr(r9 + 8))?;
-    a.jb(in_range)?;
-    a.set_label(&mut skip_range)?;
-    a.add(r9, 16)?;
-    a.jmp(next_range)?;
-    a.set_label(&mut in_range)?;
+    // A witness store comes right after the load of the cursor:
+    // `mov r, fs:[0x40]` (64 REX.W 8B /r 25 40000000) or, for rax,
+    // `movabs rax, fs:[0x40]` (64 48 A1 and the 8-byte address 0x40).
+    // No other code reads that word of glibc's TCB.
+    a.cmp(dword_ptr(r8 - 4), CURSOR as i32)?;
+    a.jne(try_movabs)?;
+    a.cmp(byte_ptr(r8 - 5), 0x25)?;
+    a.jne(not_ours)?;
+    a.cmp(byte_ptr(r8 - 7), 0x8B)?;
+    a.jne(not_ours)?;
+    a.cmp(byte_ptr(r8 - 9), 0x64)?;
+    a.jne(not_ours)?;
+    a.jmp(after_load)?;
+    a.set_label(&mut try_movabs)?;
+    a.mov(rax, CURSOR)?;
+    a.cmp(qword_ptr(r8 - 8), rax)?;
+    a.jne(not_ours)?;
+    a.cmp(byte_ptr(r8 - 9), 0xA1)?;
+    a.jne(not_ours)?;
+    a.cmp(word_ptr(r8 - 11), 0x4864)?;
+    a.jne(not_ours)?;
+    a.set_label(&mut after_load)?;
     a.xor(r9d, r9d)?;
     a.movzx(eax, byte_ptr(r8))?;
     a.cmp(al, 0x41)?;
@@ -261,11 +275,28 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.jbe(default)?;
     a.jmp(rax)?;
     a.set_label(&mut default)?;
+    a.mov(r12d, dword_ptr(rsi + SI_CODE))?;
     a.mov(eax, SYS_RT_SIGACTION)?;
     a.mov(edi, SIGSEGV)?;
     a.lea(rsi, qword_ptr(r8 + pool::OLD_ACTION))?;
     a.xor(edx, edx)?;
     a.mov(r10d, 8)?;
+    a.syscall()?;
+    // A fault runs again on return and takes the default action; a signal
+    // that was sent is sent again.
+    a.test(r12d, r12d)?;
+    a.jle(reraise)?;
+    a.ret()?;
+    a.set_label(&mut reraise)?;
+    a.mov(eax, SYS_GETPID)?;
+    a.syscall()?;
+    a.mov(r13d, eax)?;
+    a.mov(eax, SYS_GETTID)?;
+    a.syscall()?;
+    a.mov(esi, eax)?;
+    a.mov(edi, r13d)?;
+    a.mov(edx, SIGSEGV)?;
+    a.mov(eax, SYS_TGKILL)?;
     a.syscall()?;
     a.ret()?;
 

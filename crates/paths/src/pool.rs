@@ -34,13 +34,6 @@ pub const OLD_ACTION: u64 = 64;
 pub const NEW_ACTION: u64 = 96;
 /// Header: the `timespec` a thread waits for a free buffer at a time.
 pub const WAIT: u64 = 128;
-/// Header: how many ranges of traced code follow (`u32`).
-pub const RANGE_COUNT: u64 = 152;
-/// Header: up to [`MAX_RANGES`] (start, end) pairs of `u64`: where the
-/// traced copies are (the handler takes faults there as its own).
-pub const RANGES: u64 = 160;
-/// Most ranges of traced code.
-pub const MAX_RANGES: u64 = 16;
 /// Descriptors start here.
 pub const DESCS: u64 = 512;
 /// Bytes per descriptor.
@@ -157,7 +150,6 @@ mod tests {
         assert_eq!(p.code(), p.guard(55) + PAGE);
         assert_eq!(p.size(), p.code() + CODE_SIZE);
         assert_eq!(Pool::new(56, 4096).header_size(), 2 * PAGE);
-        const { assert!(NEW_ACTION + 32 <= WAIT && WAIT + 16 <= RANGE_COUNT) };
-        const { assert!(RANGES + 16 * MAX_RANGES <= DESCS) };
+        const { assert!(NEW_ACTION + 32 <= WAIT && WAIT + 16 <= DESCS) };
     }
 }

@@ -226,9 +226,18 @@ pub fn rebuild(
             .find(|&e| cfg.edges[e].to == to)
             .and_then(|e| plan.witness[e])
     };
+    // A block's edges to EXIT in order: a conditional jump out of the
+    // function first, then falling off the function's end (Cfg::from_code).
+    let exit_witnesses = |from: usize| -> Vec<Option<u32>> {
+        cfg.out_edges(from)
+            .filter(|&e| cfg.edges[e].to == exit)
+            .map(|e| plan.witness[e])
+            .collect()
+    };
     let block_at = |addr: u64| code.blocks().iter().position(|b| b.start == addr);
     let mut continuations: Vec<(u64, u64)> = Vec::new();
     for (bi, blk) in code.blocks().iter().enumerate() {
+        let first_out = b.out.len();
         let insns = &code.instructions()[blk.first..blk.last];
         let (tail, body) = insns.split_last().expect("a block has an instruction");
         for i in body {
@@ -237,6 +246,15 @@ pub fn rebuild(
                 b.store(Record::Returned, live_after(i.ip()))?;
             }
         }
+        // Falling off the function's end into the code after it.
+        let falls_off = blk.last == code.instructions().len()
+            && matches!(
+                tail.flow_control(),
+                FlowControl::Next
+                    | FlowControl::Call
+                    | FlowControl::IndirectCall
+                    | FlowControl::ConditionalBranch
+            );
         match blk.kind {
             BlockEnd::Jump | BlockEnd::TailCall | BlockEnd::Return => {
                 let to = blk.succs.first().copied().unwrap_or(exit);
@@ -246,14 +264,30 @@ pub fn rebuild(
                 b.instruction(tail, &spliced_returns, &mut continuations)?;
             }
             BlockEnd::CondJump => {
-                let next = (blk.last < code.instructions().len())
-                    .then(|| code.instructions()[blk.last].ip());
+                let next = (!falls_off).then(|| tail.next_ip());
                 let target = tail.near_branch_target();
                 let taken = block_at(target).unwrap_or(exit);
-                let fall = next.and_then(block_at);
+                let fall = next.and_then(block_at).unwrap_or(exit);
+                let exits = exit_witnesses(bi);
+                let taken_w = if taken == exit {
+                    exits.first().copied().flatten()
+                } else {
+                    witness_of(bi, taken)
+                };
+                let fall_w = if fall == exit {
+                    exits.last().copied().flatten()
+                } else {
+                    witness_of(bi, fall)
+                };
                 let mut jcc = *tail;
-                if Some(taken) != fall {
-                    if let Some(w) = witness_of(bi, taken) {
+                if taken == fall && taken != exit {
+                    // One edge either way: its witness before the jump.
+                    if let Some(w) = taken_w {
+                        b.store(Record::Witness(w), live_before(tail.ip()))?;
+                    }
+                    b.out.push(jcc);
+                } else {
+                    if let Some(w) = taken_w {
                         let live = if taken == exit {
                             RegSet::ALL
                         } else {
@@ -262,15 +296,17 @@ pub fn rebuild(
                         let stub = b.stub(Record::Witness(w), live, target)?;
                         jcc.set_near_branch64(stub);
                     }
-                }
-                b.out.push(jcc);
-                if let (Some(f), Some(n)) = (fall, next) {
-                    if let Some(w) = witness_of(bi, f) {
-                        b.store(Record::Witness(w), live_before(n))?;
+                    b.out.push(jcc);
+                    if let Some(w) = fall_w {
+                        let live = next.map_or(RegSet::ALL, live_before);
+                        b.store(Record::Witness(w), live)?;
                     }
                 }
+                if falls_off {
+                    b.jump_to(tail.next_ip())?;
+                }
             }
-            BlockEnd::FallThrough => {
+            BlockEnd::FallThrough | BlockEnd::Trap | BlockEnd::End => {
                 b.instruction(tail, &spliced_returns, &mut continuations)?;
                 if is_call(tail) {
                     b.store(Record::Returned, live_after(tail.ip()))?;
@@ -279,12 +315,11 @@ pub fn rebuild(
                     if let Some(w) = witness_of(bi, to) {
                         b.store(Record::Witness(w), live_before(code.blocks()[to].start))?;
                     }
-                }
-            }
-            BlockEnd::Trap | BlockEnd::End => {
-                b.instruction(tail, &spliced_returns, &mut continuations)?;
-                if is_call(tail) {
-                    b.store(Record::Returned, live_after(tail.ip()))?;
+                } else if falls_off {
+                    if let Some(w) = exit_witnesses(bi).last().copied().flatten() {
+                        b.store(Record::Witness(w), RegSet::ALL)?;
+                    }
+                    b.jump_to(tail.next_ip())?;
                 }
             }
             BlockEnd::Switch => {
@@ -302,6 +337,9 @@ pub fn rebuild(
             }
             BlockEnd::IndirectJump => unreachable!("refused above"),
         }
+        // Branches to the block must reach its first instruction, store
+        // included (a block that is one `jmp` with a witness before it).
+        b.label_block(first_out, blk.start);
     }
     let code_at = at + 8 * b.literals.len() as u64;
     let mut all = std::mem::take(&mut b.out);

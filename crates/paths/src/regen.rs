@@ -83,7 +83,21 @@ impl<'a> Program<'a> {
         };
         let mut stack: Vec<Frame> = Vec::new();
         let mut skipped = 0usize;
+        // Segments since the last record read: a walk that goes on without
+        // reading (edges without witnesses in a cycle) is a damaged table.
+        let mut unread = 0u64;
+        let mut last_at = 0usize;
         loop {
+            if r.at != last_at {
+                last_at = r.at;
+                unread = 0;
+            }
+            unread += 1;
+            if unread > 100_000_000 {
+                return Err(r.error(
+                    "regeneration goes round without reading a witness (a damaged table)".into(),
+                ));
+            }
             let Some(top) = stack.last_mut() else {
                 match r.next()? {
                     None => return Ok(skipped),

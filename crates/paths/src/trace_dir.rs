@@ -192,6 +192,14 @@ impl Trace {
             path: path.clone(),
             why: format!("not a paths table ({e})"),
         })?;
+        if let Some(why) = meta
+            .functions
+            .iter()
+            .enumerate()
+            .find_map(|(i, f)| damaged(i, f))
+        {
+            return Err(TraceError::BadMeta { path, why });
+        }
         if meta.format != FORMAT || meta.version != VERSION {
             return Err(TraceError::BadMeta {
                 path,
@@ -257,4 +265,27 @@ impl Trace {
             .map(|cs| cs.iter().flat_map(|c| c.bytes.iter().copied()).collect())
             .unwrap_or_default()
     }
+}
+
+/// What is wrong with entry `i` of the function table, if anything: an
+/// index out of range would make regeneration fail without saying why.
+fn damaged(i: usize, f: &FunctionInfo) -> Option<String> {
+    let n = f.blocks.len();
+    let bad = |what: &str| Some(format!("function {i} ({}) in the table: {what}", f.name));
+    if f.id as usize != i {
+        return bad("its id is not its place in the table");
+    }
+    if n == 0 || f.entry >= n {
+        return bad("no entry block");
+    }
+    if f.edges.iter().any(|&(from, to, _)| from >= n || to > n) {
+        return bad("an edge names a block it does not have");
+    }
+    if f.blocks
+        .iter()
+        .any(|b| b.insns.is_empty() || b.calls.iter().any(|&c| c as usize >= b.insns.len()))
+    {
+        return bad("a block with no instruction, or a call past its end");
+    }
+    None
 }

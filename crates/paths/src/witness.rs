@@ -58,7 +58,7 @@ impl Cfg {
     /// The CFG of a decoded function: its basic blocks, an edge per
     /// successor, and an edge to `EXIT` from each block that leaves the
     /// function (`ret`, a tail call, a conditional jump out of the
-    /// function, an unresolved indirect jump). A
+    /// function, an unresolved indirect jump, running off its end). A
     /// resolved jump table is an edge per target. Blocks holding a call
     /// are call blocks. A block that traps has no successor.
     pub fn from_code(code: &weft_code::FunctionCode) -> Cfg {
@@ -78,6 +78,19 @@ impl Cfg {
                     BlockEnd::Return | BlockEnd::TailCall | BlockEnd::IndirectJump
                 )
             {
+                edges.push(Edge { from: i, to: exit });
+            }
+            // The last block may run off the function's end into the code
+            // after it (a `__memmove_chk` falling into `__memmove`).
+            let falls_off = b.last == code.instructions().len()
+                && matches!(
+                    tail.flow_control(),
+                    iced_x86::FlowControl::Next
+                        | iced_x86::FlowControl::Call
+                        | iced_x86::FlowControl::IndirectCall
+                        | iced_x86::FlowControl::ConditionalBranch
+                );
+            if falls_off {
                 edges.push(Edge { from: i, to: exit });
             }
             let insns = &code.instructions()[b.first..b.last];

@@ -97,6 +97,31 @@ pub fn thread_ids(pid: i32) -> Result<Vec<i32>> {
     Ok(tids)
 }
 
+/// Whether thread `tid` of process `pid` still exists (and is not a zombie).
+pub fn thread_is_alive(pid: i32, tid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next())
+        })
+        .is_some_and(|state| !matches!(state, 'Z' | 'X'))
+}
+
+/// Whether process `pid` maps a file with inode number `inode` (a shared
+/// memory file it inherited, which an `exec` drops).
+pub fn maps_inode(pid: i32, inode: u64) -> bool {
+    let Ok(maps) = std::fs::read_to_string(proc_path(pid, "maps")) else {
+        return false;
+    };
+    maps.lines().any(|l| {
+        l.split_whitespace()
+            .nth(4)
+            .and_then(|i| i.parse::<u64>().ok())
+            == Some(inode)
+    })
+}
+
 /// Whether a process with this pid currently exists (and is not a zombie).
 pub fn is_alive(pid: i32) -> bool {
     !matches!(state(pid), Some('Z') | Some('X') | None)

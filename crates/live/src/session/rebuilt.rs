@@ -221,14 +221,4 @@ impl Session {
         tracee.remote_sigaction(sig, RemoteAddr(new), RemoteAddr(old))?;
         Ok(())
     }
-
-    /// Runtime ranges of weft's code areas in the process (where traced
-    /// copies and trampolines run).
-    pub fn code_areas(&self) -> Vec<(u64, u64)> {
-        self.clusters
-            .iter()
-            .filter(|c| c.mapped)
-            .map(|c| (c.code, c.code + CODE_AREA))
-            .collect()
-    }
 }

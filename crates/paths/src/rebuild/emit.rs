@@ -101,6 +101,27 @@ impl Builder {
         Ok(())
     }
 
+    /// `jmp to` (an address outside the copy).
+    pub(super) fn jump_to(&mut self, to: u64) -> Result<(), Refusal> {
+        let mut j = Instruction::with_branch(Code::Jmp_rel32_64, to).map_err(enc)?;
+        j.set_ip(self.pending_fake.take().unwrap_or(0));
+        self.out.push(j);
+        Ok(())
+    }
+
+    /// Makes `out[first]` carry the block's address `start` (the address
+    /// branches to the block go to), taking it from the instruction that
+    /// had it.
+    pub(super) fn label_block(&mut self, first: usize, start: u64) {
+        if first >= self.out.len() || self.out[first].ip() == start {
+            return;
+        }
+        if let Some(i) = self.out[first..].iter_mut().find(|i| i.ip() == start) {
+            i.set_ip(0);
+        }
+        self.out[first].set_ip(start);
+    }
+
     /// A stub at the copy's end: the store of `record`, then a jump to
     /// `target`. Returns the stub's (fake) address.
     pub(super) fn stub(
