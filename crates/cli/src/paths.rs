@@ -161,6 +161,9 @@ impl PathsRun {
         let file =
             SharedMemory::create(layout.size() as usize).context("creating the witness buffers")?;
         file.write(0, &layout.header_bytes());
+        if weft_process::same_pid_namespace(session.pid()) {
+            file.store_u32(pool::OWNER, std::process::id());
+        }
         let guards: Vec<u64> = (0..=layout.buffers).map(|k| layout.guard(k)).collect();
         let at =
             session.map_into_process(tracee, &file, &guards, (layout.code(), pool::CODE_SIZE))?;
@@ -263,6 +266,10 @@ impl PathsRun {
             if freed {
                 p.file.add_u32(pool::FREED, 1);
                 p.file.futex_wake(pool::FREED);
+            }
+            // A thread that waited too long said weft was gone: it is not.
+            if p.file.load_u32(pool::GONE) != 0 {
+                p.file.store_u32(pool::GONE, 0);
             }
         }
         Ok(())

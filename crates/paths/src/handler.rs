@@ -10,7 +10,9 @@
 //! cmpxchg`, fills in its descriptor (tid, pid, sequence number, TSC), and
 //! points the register at it; returning re-executes the store there. With
 //! no free buffer it sleeps on the pool's `FREED` futex word, 50 ms at a
-//! time; after 10 s, or once weft has said it is gone, the thread writes
+//! time; after 2 s (then every thread stops waiting, until weft, if
+//! alive, drains again), once weft has said it is gone, or once weft's
+//! process is gone (killed), the thread writes
 //! into its old buffer again (or the discard buffer), and the bytes
 //! dropped are counted in `LOST`.
 //!
@@ -28,14 +30,16 @@ use iced_x86::{BlockEncoderOptions, IcedError};
 const GREGS: i32 = 40;
 /// `gregs[REG_RIP]`.
 const GREG_RIP: i32 = GREGS + 16 * 8;
-/// Waits of 50 ms before a thread gives up on a free buffer (10 s).
-const TRIES: u32 = 200;
+/// Waits of 50 ms before a thread gives up on a free buffer (2 s).
+const TRIES: u32 = 40;
 const SYS_RT_SIGACTION: u32 = 13;
 const SYS_RT_SIGRETURN: u32 = 15;
 const SYS_GETPID: u32 = 39;
 const SYS_GETTID: u32 = 186;
 const SYS_FUTEX: u32 = 202;
 const SYS_TGKILL: u32 = 234;
+const SYS_KILL: u32 = 62;
+const ESRCH: i32 = 3;
 /// `siginfo_t.si_code`.
 const SI_CODE: i32 = 8;
 const SIGSEGV: u32 = 11;
@@ -91,6 +95,7 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     let mut was_discard = a.create_label();
     let mut restorer = a.create_label();
     let mut gregs_of = a.create_label();
+    let mut wait = a.create_label();
     let mut try_movabs = a.create_label();
     let mut after_load = a.create_label();
     let mut reraise = a.create_label();
@@ -203,6 +208,18 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.jne(give_up)?;
     a.sub(r12d, 1)?;
     a.jz(give_up)?;
+    // weft killed: no buffer will come (kill(owner, 0) says ESRCH).
+    a.mov(edi, dword_ptr(r14 + pool::OWNER))?;
+    a.test(edi, edi)?;
+    a.jz(wait)?;
+    a.mov(eax, SYS_KILL)?;
+    a.xor(esi, esi)?;
+    a.syscall()?;
+    a.cmp(rax, -ESRCH)?;
+    a.jne(wait)?;
+    a.mov(dword_ptr(r14 + pool::GONE), 1)?;
+    a.jmp(give_up)?;
+    a.set_label(&mut wait)?;
     a.mov(eax, SYS_FUTEX)?;
     a.lea(rdi, qword_ptr(r14 + pool::FREED))?;
     a.xor(esi, esi)?; // FUTEX_WAIT, shared
@@ -238,6 +255,9 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.ret()?;
 
     a.set_label(&mut give_up)?;
+    // No buffer came: weft is gone or stuck. Say so to every thread (they
+    // stop waiting) until weft, if alive, clears it at its next drain.
+    a.mov(dword_ptr(r14 + pool::GONE), 1)?;
     // Take the full buffer back unless weft is reading it: its bytes are
     // lost, and it is zeroed for the thread to write on.
     a.test(rbx, rbx)?;

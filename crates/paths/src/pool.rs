@@ -28,6 +28,10 @@ pub const FREED: u64 = 16;
 pub const GONE: u64 = 20;
 /// Header: bytes of witnesses dropped because no buffer came (`u64`).
 pub const LOST: u64 = 24;
+/// Header: weft's pid as the process sees it, or 0 when weft cannot tell
+/// (another pid namespace): a thread waiting for a buffer stops waiting
+/// once that process is gone (`u32`).
+pub const OWNER: u64 = 32;
 /// Header: the kernel `sigaction` that weft's handler replaced.
 pub const OLD_ACTION: u64 = 64;
 /// Header: weft's handler's kernel `sigaction`.
@@ -150,6 +154,7 @@ mod tests {
         assert_eq!(p.code(), p.guard(55) + PAGE);
         assert_eq!(p.size(), p.code() + CODE_SIZE);
         assert_eq!(Pool::new(56, 4096).header_size(), 2 * PAGE);
+        const { assert!(LOST + 8 <= OWNER && OWNER + 4 <= OLD_ACTION) };
         const { assert!(NEW_ACTION + 32 <= WAIT && WAIT + 16 <= DESCS) };
     }
 }

@@ -231,6 +231,14 @@ pub fn in_nested_pid_namespace() -> bool {
         .unwrap_or(false)
 }
 
+/// Whether process `pid` is in weft's own pid namespace (so that weft's
+/// pid means weft to it).
+pub fn same_pid_namespace(pid: i32) -> bool {
+    let ns = |p: std::path::PathBuf| std::fs::read_link(p).ok();
+    let theirs = ns(proc_path(pid, "ns/pid"));
+    theirs.is_some() && theirs == ns("/proc/self/ns/pid".into())
+}
+
 /// Effective user and group ids of a process (from `/proc/PID/status`).
 pub fn process_ids(pid: i32) -> Result<(u32, u32)> {
     let status = std::fs::read_to_string(proc_path(pid, "status"))
