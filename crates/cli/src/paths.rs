@@ -254,11 +254,7 @@ impl PathsRun {
                 {
                     continue;
                 }
-                let whole = p.file.read(layout.buffer(k), layout.buffer_size as usize);
-                let used = records_end(&whole);
-                let mut chunk = chunk_of(&p.file, layout, k, used);
-                chunk.tsc_end = 0;
-                writer.chunk(&chunk)?;
+                let used = write_held(writer, &p.file, layout, k)?;
                 p.file.write(layout.buffer(k), &vec![0u8; used]);
                 p.file.store_u32(d + pool::STATE, pool::FREE);
                 freed = true;
@@ -293,11 +289,7 @@ impl PathsRun {
                 if self.stopped.is_some() || p.file.load_u32(d + pool::STATE) != pool::OWNED {
                     continue;
                 }
-                let whole = p.file.read(layout.buffer(k), layout.buffer_size as usize);
-                let used = records_end(&whole);
-                let mut chunk = chunk_of(&p.file, layout, k, used);
-                chunk.tsc_end = 0;
-                writer.chunk(&chunk)?;
+                write_held(&mut writer, &p.file, layout, k)?;
             }
             lost += p.file.load_u64(pool::LOST);
         }
@@ -342,6 +334,22 @@ fn chunk_of(file: &SharedMemory, layout: Pool, k: u64, len: usize) -> Chunk {
         tsc_end: file.load_u64(d + pool::TSC_END),
         bytes: file.read(layout.buffer(k), len),
     }
+}
+
+/// Writes what a thread wrote into buffer `k`, which it still holds (or
+/// held when it ended), as a chunk; returns the bytes used.
+fn write_held(
+    writer: &mut TraceWriter,
+    file: &SharedMemory,
+    layout: Pool,
+    k: u64,
+) -> Result<usize> {
+    let whole = file.read(layout.buffer(k), layout.buffer_size as usize);
+    let used = records_end(&whole);
+    let mut chunk = chunk_of(file, layout, k, used);
+    chunk.tsc_end = 0;
+    writer.chunk(&chunk)?;
+    Ok(used)
 }
 
 /// Where the records of a buffer end: the first record that starts with 0.

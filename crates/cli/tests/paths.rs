@@ -144,6 +144,21 @@ fn assert_same_trace(qemu: &[u64], weft: &[u64], context: &str) {
     );
 }
 
+/// `weft run --no-follow --paths all [EXTRA...] --paths-out TRACE -- PROGRAM ARGS...`.
+fn paths_run(trace: &Path, extra: &[&str], program: &Path, args: &[&str]) -> Finished {
+    run(
+        weft()
+            .args(["run", "--no-follow", "--paths", "all"])
+            .args(extra)
+            .arg("--paths-out")
+            .arg(trace)
+            .arg("--")
+            .arg(program)
+            .args(args),
+        Duration::from_secs(120),
+    )
+}
+
 fn have_qemu() -> bool {
     if have("qemu-x86_64") {
         return true;
@@ -168,15 +183,7 @@ variant_test!(regenerates_what_qemu_ran, |v| {
         std::process::Command::new(&target).arg("300"),
         Duration::from_secs(30),
     );
-    let out = run(
-        weft()
-            .args(["run", "--no-follow", "--paths", "all", "--paths-out"])
-            .arg(&trace)
-            .arg("--")
-            .arg(&target)
-            .arg("300"),
-        Duration::from_secs(120),
-    );
+    let out = paths_run(&trace, &[], &target, &["300"]);
     assert_eq!(out.status, 0, "weft: {}", out.stderr);
     assert_eq!(out.stdout, plain.stdout, "the traced program's output");
     // A static program is traced from main (its start-up code sets up the
@@ -229,25 +236,8 @@ fn four_kib_buffers_lose_nothing() {
     let target = build("paths", &O2);
     let dir = scratch("paths-tiny-buffers");
     let trace = dir.join("trace");
-    let out = run(
-        weft()
-            .args([
-                "run",
-                "--no-follow",
-                "--paths",
-                "all",
-                "--paths-buffer-size",
-                "4K",
-                "--paths-buffers",
-                "2",
-                "--paths-out",
-            ])
-            .arg(&trace)
-            .arg("--")
-            .arg(&target)
-            .arg("3000"),
-        Duration::from_secs(120),
-    );
+    let tiny = ["--paths-buffer-size", "4K", "--paths-buffers", "2"];
+    let out = paths_run(&trace, &tiny, &target, &["3000"]);
     assert_eq!(out.status, 0, "weft: {}", out.stderr);
     let chunks: u64 = out
         .stderr
@@ -281,15 +271,7 @@ fn gzip_regenerates_what_qemu_ran() {
     let trace = dir.join("trace");
     let input_arg = input.to_str().unwrap();
     let args = ["-n", "-k", "-f", input_arg];
-    let out = run(
-        weft()
-            .args(["run", "--no-follow", "--paths", "all", "--paths-out"])
-            .arg(&trace)
-            .arg("--")
-            .arg(gzip)
-            .args(args),
-        Duration::from_secs(120),
-    );
+    let out = paths_run(&trace, &[], gzip, &args);
     assert_eq!(out.status, 0, "weft: {}", out.stderr);
     let plain = std::process::Command::new(gzip)
         .args(["-n", "-c", input_arg])
@@ -343,15 +325,7 @@ fn sqlite3_regenerates_what_qemu_ran() {
     let read = format!(".read {}", script.display());
     let args = [":memory:", read.as_str()];
     let trace = dir.join("trace");
-    let out = run(
-        weft()
-            .args(["run", "--no-follow", "--paths", "all", "--paths-out"])
-            .arg(&trace)
-            .arg("--")
-            .arg(sqlite3)
-            .args(args),
-        Duration::from_secs(120),
-    );
+    let out = paths_run(&trace, &[], sqlite3, &args);
     assert_eq!(out.status, 0, "weft: {}", out.stderr);
     assert_eq!(out.stdout, "72|27162.0|row94\nrow499\nrow498\nrow497\n");
     // The shell's own functions, called back from the library for each row.
@@ -372,14 +346,7 @@ variant_test!(
         let target = build("paths_threads", v);
         let dir = scratch(&format!("paths-threads-{}", v.name));
         let trace = dir.join("trace");
-        let out = run(
-            weft()
-                .args(["run", "--no-follow", "--paths", "all", "--paths-out"])
-                .arg(&trace)
-                .arg("--")
-                .arg(&target),
-            Duration::from_secs(120),
-        );
+        let out = paths_run(&trace, &[], &target, &[]);
         assert_eq!(out.status, 0, "weft: {}", out.stderr);
         // The target's own tally: "TID CALLS" per thread, six threads in two
         // waves (the second reusing the first's stacks and TCBs).
@@ -479,14 +446,7 @@ fn damaged_traces_and_wrong_directories_are_refused_clearly() {
     let other = dir.join("other");
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(other.join("notes.txt"), "mine").unwrap();
-    let out = run(
-        weft()
-            .args(["run", "--no-follow", "--paths", "all", "--paths-out"])
-            .arg(&other)
-            .arg("--")
-            .arg(&target),
-        Duration::from_secs(60),
-    );
+    let out = paths_run(&other, &[], &target, &[]);
     assert_clear_error(
         &out,
         1,
@@ -495,15 +455,7 @@ fn damaged_traces_and_wrong_directories_are_refused_clearly() {
     );
     assert!(other.join("notes.txt").exists());
     let trace = dir.join("trace");
-    let out = run(
-        weft()
-            .args(["run", "--no-follow", "--paths", "all", "--paths-out"])
-            .arg(&trace)
-            .arg("--")
-            .arg(&target)
-            .arg("2000"),
-        Duration::from_secs(60),
-    );
+    let out = paths_run(&trace, &[], &target, &["2000"]);
     assert_eq!(out.status, 0, "weft: {}", out.stderr);
     // A stream cut short: the message names the byte where it ends.
     let zst = trace.join("buffers.zst");
