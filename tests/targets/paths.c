@@ -5,8 +5,12 @@
 #include <stdlib.h>
 
 static long tally;
+/* classify's own address, taken inside classify (a RIP-relative lea into
+ * the function itself): under --paths it must still be the original's. */
+static void *volatile seen;
 
 __attribute__((noinline)) int classify(int x) {
+    if (x == 4) seen = (void *)classify;
     if (x % 15 == 0) return 3;
     if (x % 5 == 0) return 2;
     if (x % 3 == 0) return 1;
@@ -57,6 +61,6 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 64; i++) v[i] = (i * 37) % 64;
     qsort(v, 64, sizeof v[0], by_cmp);
     long r = work(n) + fib(15) + v[10];
-    printf("result %ld tally %ld\n", r, tally);
+    printf("result %ld tally %ld self %d\n", r, tally, seen == (void *)classify);
     return 0;
 }

@@ -205,6 +205,7 @@ pub fn rebuild(
         own_entry: None,
         silent: role != Role::Traced,
         fork_child_reset: role == Role::Fork,
+        range: code.start()..code.end(),
     };
     let first = code.instructions()[0];
     // The entry record gets an address of its own: calls of the function
@@ -468,6 +469,8 @@ pub(crate) struct Builder {
     silent: bool,
     /// After each `syscall`, clears the cursor where it returned 0 (a child).
     fork_child_reset: bool,
+    /// The original function's addresses.
+    range: std::ops::Range<u64>,
 }
 
 impl Builder {
@@ -496,6 +499,22 @@ impl Builder {
             if i.code() == Code::Call_rel32_64 && i.near_branch_target() == start {
                 i.set_near_branch64(label);
             }
+        }
+        // The function's own address taken RIP-relative (`lea r, [f]`): the
+        // encoder would point it at the copy, so the constant is written.
+        if i.is_ip_rel_memory_operand() && self.range.contains(&i.ip_rel_memory_address()) {
+            if i.code() != Code::Lea_r64_m {
+                return Err(Refusal::NotRelocatable(i.ip(), "reads its own code"));
+            }
+            let mut mov = Instruction::with2(
+                Code::Mov_r64_imm64,
+                i.op0_register(),
+                i.ip_rel_memory_address(),
+            )
+            .map_err(enc)?;
+            mov.set_ip(i.ip());
+            self.out.push(mov);
+            return Ok(());
         }
         let i = &i;
         if self.fork_child_reset && i.code() == Code::Syscall {
