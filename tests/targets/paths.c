@@ -1,8 +1,12 @@
 /* Control flow for abstract execution: loops, recursion, a switch, calls through
- * pointers, a callback from libc (qsort), early returns. Prints a tally
- * the tests check against. */
+ * pointers, a callback from libc (qsort), early returns, longjmp out of
+ * recursion, signal handlers (one of them leaving by siglongjmp). Prints a
+ * tally the tests check against. */
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static long tally;
 /* classify's own address, taken inside classify (a RIP-relative lea into
@@ -55,12 +59,58 @@ __attribute__((noinline)) long work(int n) {
     return s;
 }
 
+static jmp_buf escape;
+
+/* Recurses `depth` frames, then longjmps out of all of them. */
+__attribute__((noinline)) void dive(int depth) {
+    if (depth == 0) longjmp(escape, depth + 1);
+    dive(depth - 1);
+    tally += 1000;
+}
+
+__attribute__((noinline)) int bail_out(int depth) {
+    if (setjmp(escape)) return 1;
+    dive(depth);
+    return 0;
+}
+
+static volatile sig_atomic_t signals;
+static sigjmp_buf out_of_handler;
+
+__attribute__((noinline)) void on_signal(int sig) {
+    if (sig == SIGUSR1) signals++;
+    else signals += 10;
+}
+
+__attribute__((noinline)) void on_signal_leave(int sig) {
+    (void)sig;
+    signals += 100;
+    siglongjmp(out_of_handler, 1);
+}
+
+__attribute__((noinline)) int handlers(void) {
+    signal(SIGUSR1, on_signal);
+    signal(SIGUSR2, on_signal);
+    raise(SIGUSR1);
+    kill(getpid(), SIGUSR2);
+    signal(SIGUSR1, on_signal_leave);
+    if (sigsetjmp(out_of_handler, 1) == 0) {
+        raise(SIGUSR1);
+        signals += 1000;
+    }
+    return signals;
+}
+
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 100;
     int v[64];
     for (int i = 0; i < 64; i++) v[i] = (i * 37) % 64;
     qsort(v, 64, sizeof v[0], by_cmp);
     long r = work(n) + fib(15) + v[10];
-    printf("result %ld tally %ld self %d\n", r, tally, seen == (void *)classify);
+    int jumps = 0;
+    for (int d = 0; d < 4; d++) jumps += bail_out(d);
+    int sig = handlers();
+    printf("result %ld tally %ld self %d jumps %d signals %d\n", r, tally,
+           seen == (void *)classify, jumps, sig);
     return 0;
 }

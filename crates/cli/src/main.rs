@@ -198,6 +198,12 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "N", default_value_t = 16,
           value_parser = clap::value_parser!(u32).range(1..=50))]
     pub paths_buffers: u32,
+    /// With --paths: every block the traced functions run also writes a
+    /// record (the expensive way), and at the end weft checks that
+    /// regeneration from the witnesses gives the same blocks, reporting
+    /// the first difference (`weft regen` checks such a trace again).
+    #[arg(long)]
+    pub validate: bool,
     /// Replace an earlier weft trace in --events-out DIR: weft removes its
     /// own files there (meta.json, events.jsonl, trace.json, ctf/, dump-N/)
     /// first. A directory holding anything else is refused all the same.

@@ -35,6 +35,8 @@ pub struct PathsRun {
     stopped: Option<String>,
     /// When buffers of threads that are gone were last looked for.
     reclaimed: std::time::Instant,
+    /// Every block also records itself, checked at the end.
+    validate: bool,
 }
 
 impl PathsRun {
@@ -60,6 +62,9 @@ impl PathsRun {
 
     fn new(args: &ProbeArgs) -> Result<Option<PathsRun>> {
         if args.paths.is_empty() {
+            if args.validate {
+                bail!("--validate checks a --paths trace: give --paths WHAT and --paths-out DIR");
+            }
             return Ok(None);
         }
         let Some(dir) = args.paths_out.clone() else {
@@ -67,7 +72,7 @@ impl PathsRun {
         };
         weft_paths::trace_dir::check_dir(&dir)?;
         Ok(Some(PathsRun {
-            instrument: Arc::new(PathsInstrument::new()),
+            instrument: Arc::new(PathsInstrument::new(args.validate)),
             layout: Pool::new(args.paths_buffers as u64, args.paths_buffer_size),
             pools: Vec::new(),
             writer: None,
@@ -75,6 +80,7 @@ impl PathsRun {
             patterns: args.paths.clone(),
             stopped: None,
             reclaimed: std::time::Instant::now(),
+            validate: args.validate,
         }))
     }
 
@@ -306,6 +312,7 @@ impl PathsRun {
                 .collect(),
             lost,
             ticks_per_ns,
+            validate: self.validate,
         };
         let traced = meta.functions.len();
         writer.finish(&meta)?;
@@ -319,8 +326,33 @@ impl PathsRun {
                 "; {lost} bytes lost (weft did not free buffers in time)"
             ));
         }
+        if self.validate {
+            line.push_str(&format!("\nweft: {}", validate(&self.dir)?));
+        }
         Ok(line)
     }
+}
+
+/// Regenerates every thread of the trace in `dir` and compares it with
+/// the blocks it recorded: the outcome, in a line.
+fn validate(dir: &std::path::Path) -> Result<String> {
+    let trace = weft_paths::trace_dir::Trace::read(dir)?;
+    let program = weft_paths::regen::Program::new(&trace.meta.functions, true);
+    let mut checked = 0u64;
+    for &(pid, tid) in trace.threads.keys() {
+        match program.regenerate(&trace.stream((pid, tid)), |_| {}) {
+            Ok(s) => checked += s.checked,
+            Err(e) => {
+                return Ok(format!(
+                    "validation FAILED in thread {tid} of process {pid}, {e}"
+                ))
+            }
+        }
+    }
+    Ok(format!(
+        "validated: regeneration gives the {checked} block(s) the {} thread(s) recorded",
+        trace.threads.len()
+    ))
 }
 
 /// Buffer `k` of a pool as a chunk of `len` bytes.

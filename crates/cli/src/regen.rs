@@ -25,7 +25,7 @@ pub struct RegenArgs {
 /// Prints each thread's regenerated code, thread by thread.
 pub fn regen(a: &RegenArgs) -> Result<()> {
     let trace = Trace::read(&a.dir)?;
-    let program = Program::new(&trace.meta.functions);
+    let program = Program::new(&trace.meta.functions, trace.meta.validate);
     let sink: Box<dyn Write> = match &a.output {
         Some(path) => Box::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
@@ -34,6 +34,7 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
     };
     let mut out = std::io::BufWriter::with_capacity(1 << 16, sink);
     let functions = program.functions();
+    let mut checked = 0u64;
     for &(pid, tid) in trace.threads.keys() {
         let command = trace
             .meta
@@ -44,7 +45,7 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
         writeln!(out, "# thread {tid} of process {pid} ({command})")?;
         let stream = trace.stream((pid, tid));
         let mut failed: Option<std::io::Error> = None;
-        let skipped = program
+        let summary = program
             .regenerate(&stream, |s| {
                 if failed.is_some() {
                     return;
@@ -69,13 +70,21 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
         if let Some(e) = failed {
             return Err(e.into());
         }
-        if skipped > 0 {
+        if summary.skipped > 0 {
             say!(
-                "weft: thread {tid} of process {pid}: its first {skipped} record(s) came before \
-                 its first traced call and were passed over"
+                "weft: thread {tid} of process {pid}: its first {} record(s) came before \
+                 its first traced call and were passed over",
+                summary.skipped
             );
         }
+        checked += summary.checked;
     }
     out.flush()?;
+    if trace.meta.validate {
+        say!(
+            "weft: validated: {checked} block(s) regenerated equal the blocks the threads \
+             recorded"
+        );
+    }
     Ok(())
 }

@@ -169,7 +169,18 @@ fn have_qemu() -> bool {
 
 /// Functions of `tests/targets/paths.c`.
 const OWN: &[&str] = &[
-    "classify", "fib", "by_cmp", "twice", "thrice", "work", "main",
+    "classify",
+    "fib",
+    "by_cmp",
+    "twice",
+    "thrice",
+    "work",
+    "main",
+    "dive",
+    "bail_out",
+    "on_signal",
+    "on_signal_leave",
+    "handlers",
 ];
 
 variant_test!(regenerates_what_qemu_ran, |v| {
@@ -346,8 +357,16 @@ variant_test!(
         let target = build("paths_threads", v);
         let dir = scratch(&format!("paths-threads-{}", v.name));
         let trace = dir.join("trace");
-        let out = paths_run(&trace, &[], &target, &[]);
+        let out = paths_run(&trace, &["--validate"], &target, &[]);
         assert_eq!(out.status, 0, "weft: {}", out.stderr);
+        // Every thread's blocks, as the threads recorded them one by one,
+        // equal their regeneration from the witnesses.
+        assert!(
+            out.stderr.contains("validated: regeneration gives the")
+                && out.stderr.contains(" block(s) the 7 thread(s) recorded"),
+            "{}",
+            out.stderr
+        );
         // The target's own tally: "TID CALLS" per thread, six threads in two
         // waves (the second reusing the first's stacks and TCBs).
         let tally: std::collections::BTreeMap<String, u64> = out
@@ -484,8 +503,52 @@ fn damaged_traces_and_wrong_directories_are_refused_clearly() {
     assert_clear_error(&out, 1, "not a paths table", "paths.json cut short");
 }
 
+#[test]
+fn validate_reports_the_first_difference() {
+    let target = build("paths", &O2);
+    let dir = scratch("paths-validate");
+    let trace = dir.join("trace");
+    let out = paths_run(&trace, &["--validate"], &target, &["500"]);
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert!(
+        out.stderr.contains("validated: regeneration gives the"),
+        "{}",
+        out.stderr
+    );
+    let regen = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
+    assert_eq!(regen.status, 0, "{}", regen.stderr);
+    assert!(regen.stderr.contains("validated:"), "{}", regen.stderr);
+    // A table that sends regeneration the wrong way: two out-edges of one
+    // of classify's branches swap their witnesses. The blocks the thread
+    // recorded show where regeneration first goes wrong.
+    let path = trace.join("paths.json");
+    let mut meta = read_json(&path);
+    let classify = meta["functions"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|f| f["name"] == "classify")
+        .expect("classify traced");
+    let edges = classify["edges"].as_array_mut().unwrap();
+    let (a, b) = (0..edges.len())
+        .flat_map(|i| (i + 1..edges.len()).map(move |j| (i, j)))
+        .find(|&(i, j)| {
+            edges[i][0] == edges[j][0]
+                && edges[i][2].as_u64() != Some(0)
+                && edges[j][2].as_u64() != Some(0)
+        })
+        .expect("a branch of classify with a witness on each way out");
+    let (wa, wb) = (edges[a][2].clone(), edges[b][2].clone());
+    edges[a][2] = wb;
+    edges[b][2] = wa;
+    std::fs::write(&path, meta.to_string()).unwrap();
+    let out = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
+    assert_clear_error(&out, 1, "first difference after", "a table that misleads");
+}
+
 /// The trace's chunks with one record byte in the middle of the first
-/// chunk changed to a witness number no function has, compressed again.
+/// chunk changed to a witness number no function has (0xFA), compressed
+/// again.
 fn zstd_roundtrip_corrupt(compressed: &[u8]) -> Vec<u8> {
     let mut raw = Vec::new();
     let mut d = std::process::Command::new("zstd")
@@ -501,8 +564,8 @@ fn zstd_roundtrip_corrupt(compressed: &[u8]) -> Vec<u8> {
     use std::io::Read;
     d.stdout.take().unwrap().read_to_end(&mut raw).unwrap();
     d.wait().unwrap();
-    // After the 40-byte chunk header and a few records: a witness 0xFC.
-    raw[40 + 16] = 0xFC;
+    // After the 40-byte chunk header and a few records: a witness 0xFA.
+    raw[40 + 16] = 0xFA;
     let mut c = std::process::Command::new("zstd")
         .args(["-c"])
         .stdin(std::process::Stdio::piped())

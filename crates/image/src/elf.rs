@@ -98,7 +98,7 @@ pub enum ImageKind {
 #[derive(Debug)]
 pub struct Image {
     path: PathBuf,
-    data: Vec<u8>,
+    pub(crate) data: Vec<u8>,
     kind: ImageKind,
     interp: Option<String>,
     segments: Vec<Segment>,
@@ -106,6 +106,8 @@ pub struct Image {
     entry: FileAddr,
     usdt: Vec<crate::UsdtProbe>,
     event_sites: Vec<crate::EventSiteInfo>,
+    /// GOT slot → imported symbol (`imports.rs`), read when first asked.
+    pub(crate) import_slots: std::sync::OnceLock<std::collections::HashMap<u64, String>>,
 }
 
 impl Image {
@@ -208,6 +210,7 @@ impl Image {
             entry,
             usdt,
             event_sites,
+            import_slots: std::sync::OnceLock::new(),
         })
     }
 
@@ -517,8 +520,28 @@ fn collect_functions(
         .filter(|s| matches!(s.name(), Ok(".plt" | ".plt.got" | ".plt.sec")))
         .map(|s| (s.address(), s.address().saturating_add(s.size())))
         .collect();
+    // Functions the symbols name: an FDE that starts inside one, or just
+    // before one (glibc's signal trampoline `__restore_rt` has its FDE
+    // start a byte early, so unwinders find it from a return address
+    // minus one), is not a function of its own.
+    let named: Vec<(u64, u64)> = by_addr.iter().map(|(a, e)| (a.get(), e.size)).collect();
+    let inside_named = |start: u64, len: u64| {
+        let k = named.partition_point(|&(a, _)| a <= start);
+        let within = k > 0 && {
+            let (a, size) = named[k - 1];
+            a < start && start < a.saturating_add(size)
+        };
+        let covers = named
+            .get(k)
+            .is_some_and(|&(a, _)| a < start.saturating_add(len));
+        within || covers
+    };
     for (start, len) in eh_frame_ranges(file) {
-        if !in_code(start) || len == 0 || plt.iter().any(|&(a, b)| (a..b).contains(&start.0)) {
+        if !in_code(start)
+            || len == 0
+            || plt.iter().any(|&(a, b)| (a..b).contains(&start.0))
+            || (!by_addr.contains_key(&start) && inside_named(start.get(), len))
+        {
             continue;
         }
         let e = by_addr.entry(start).or_insert(Entry {
@@ -578,7 +601,7 @@ fn collect_functions(
     out
 }
 
-/// (start, length) of every FDE in `.eh_frame`.
+/// (start, length) of every FDE in `.eh_frame` but signal trampolines.
 fn eh_frame_ranges(file: &object::File<'_>) -> Vec<(FileAddr, u64)> {
     use gimli::UnwindSection;
     let Some(section) = file.section_by_name(".eh_frame") else {
@@ -602,7 +625,12 @@ fn eh_frame_ranges(file: &object::File<'_>) -> Vec<(FileAddr, u64)> {
             if let Ok(fde) =
                 partial.parse(|section, bases, offset| section.cie_from_offset(bases, offset))
             {
-                out.push((FileAddr(fde.initial_address()), fde.len()));
+                // A signal trampoline (`__restore_rt`) is entered by the
+                // kernel's return address only, and unwinders know it by
+                // its bytes: never a function to instrument.
+                if !fde.is_signal_trampoline() {
+                    out.push((FileAddr(fde.initial_address()), fde.len()));
+                }
             }
         }
     }
@@ -717,6 +745,7 @@ mod tests {
             entry: FileAddr(0),
             usdt: vec![],
             event_sites: vec![],
+            import_slots: Default::default(),
         };
         assert_eq!(
             img.load_bias(0x5555_0000_1000, 0x1000),

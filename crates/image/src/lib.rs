@@ -17,6 +17,7 @@ mod demangle;
 mod elf;
 mod error;
 mod event_sites;
+mod imports;
 mod pattern;
 mod usdt;
 

@@ -3,7 +3,7 @@
 //! function table that regeneration reads (ELF virtual addresses, blocks,
 //! instructions, edges and their witnesses).
 
-use crate::rebuild::{rebuild, Role};
+use crate::rebuild::{rebuild, Layout, Role};
 use crate::witness::{place, Cfg};
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
@@ -39,6 +39,22 @@ pub struct FunctionInfo {
     pub entry: usize,
     /// Edges: (from, to, witness or 0).
     pub edges: Vec<(usize, usize, u32)>,
+    /// Its calls that may return more than once (`setjmp`), whose
+    /// returns write a resume record.
+    #[serde(default)]
+    pub resumes: Vec<ResumePlace>,
+}
+
+/// A call whose returns write [`crate::record::Record::Resumed`]: a
+/// `longjmp` comes back there, past the frames it skips.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumePlace {
+    /// The id in the records (unique in the trace).
+    pub id: u32,
+    /// The block of the call.
+    pub block: usize,
+    /// The call's index in the block's instructions.
+    pub insn: u32,
 }
 
 impl FunctionInfo {
@@ -87,20 +103,52 @@ const NEVER: &[&str] = &[
     "__spawni_child",
 ];
 
+/// Functions never traced for what reads their bytes: the signal return
+/// trampoline, which unwinders and debuggers recognise by its code (and
+/// whose `rt_sigreturn` never returns).
+const NEVER_MOVED: &[&str] = &["__restore_rt", "__restore"];
+
+/// Functions that may return more than once: a `longjmp` (or
+/// `setcontext`) comes back to their return address, or a `vfork` child
+/// shares its parent's memory and cursor until it execs.
+const RETURNS_TWICE: &[&str] = &[
+    "setjmp",
+    "_setjmp",
+    "__setjmp",
+    "sigsetjmp",
+    "__sigsetjmp",
+    "getcontext",
+    "vfork",
+    "__vfork",
+];
+
 /// Traces functions by laying them out again; one per weft run, shared by
 /// the sessions of every process it traces.
 #[derive(Debug, Default)]
 pub struct PathsInstrument {
-    functions: Mutex<Vec<FunctionInfo>>,
+    table: Mutex<Table>,
     /// The claim routine of the process being applied to (see
     /// [`PathsInstrument::set_claim`]).
     claim: Mutex<u64>,
+    /// Every block also writes a record (`--validate`).
+    validate: bool,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    functions: Vec<FunctionInfo>,
+    /// Resume place ids given out.
+    resumes: u32,
 }
 
 impl PathsInstrument {
-    /// An instrument with no function traced yet.
-    pub fn new() -> PathsInstrument {
-        PathsInstrument::default()
+    /// An instrument with no function traced yet; with `validate`, every
+    /// block also records itself (the expensive way, for checking).
+    pub fn new(validate: bool) -> PathsInstrument {
+        PathsInstrument {
+            validate,
+            ..PathsInstrument::default()
+        }
     }
 
     /// Where the process about to be applied to has its claim routine
@@ -113,7 +161,10 @@ impl PathsInstrument {
 
     /// Every function traced so far.
     pub fn functions(&self) -> Vec<FunctionInfo> {
-        self.functions.lock().map(|f| f.clone()).unwrap_or_default()
+        self.table
+            .lock()
+            .map(|t| t.functions.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -122,10 +173,14 @@ impl Rebuild for PathsInstrument {
         let code = f.code;
         let cfg = Cfg::from_code(code);
         let plan = place(&cfg);
-        let mut functions = self
-            .functions
+        let mut table = self
+            .table
             .lock()
             .map_err(|_| "the function table is poisoned".to_string())?;
+        let Table {
+            functions,
+            resumes: next_resume,
+        } = &mut *table;
         // The same code reached under two names (an alias) is one function.
         let vaddr = code.start() - f.bias;
         if functions
@@ -150,6 +205,13 @@ impl Rebuild for PathsInstrument {
                         .into(),
                 )
             }
+            name if NEVER_MOVED.contains(&name) => {
+                return Err(
+                    "it is the signal return trampoline, which unwinders and debuggers \
+                            recognise by its bytes"
+                        .into(),
+                )
+            }
             name if NEVER.contains(&name) => {
                 return Err(
                     "it runs code in a new thread or process before weft can give it a buffer"
@@ -159,8 +221,22 @@ impl Rebuild for PathsInstrument {
             _ => Role::Traced,
         };
         let id = functions.len() as u32;
-        let built = rebuild(code, &cfg, &plan, id, f.at, f.entered_from_outside, role)
-            .map_err(|e| e.to_string())?;
+        let twice: Vec<(u64, u32)> = code
+            .instructions()
+            .iter()
+            .filter(|i| called_name(f, i).is_some_and(|n| RETURNS_TWICE.contains(&n.as_str())))
+            .enumerate()
+            .map(|(k, i)| (i.ip(), *next_resume + k as u32))
+            .collect();
+        let layout = Layout {
+            id,
+            at: f.at,
+            entered_from_outside: f.entered_from_outside,
+            role,
+            validate: self.validate,
+            resumes: &twice,
+        };
+        let built = rebuild(code, &cfg, &plan, &layout).map_err(|e| e.to_string())?;
         let blocks = code
             .blocks()
             .iter()
@@ -181,6 +257,20 @@ impl Rebuild for PathsInstrument {
                         .map(|(k, _)| k as u32)
                         .collect(),
                 }
+            })
+            .collect();
+        let resumes = twice
+            .iter()
+            .filter_map(|&(ip, id)| {
+                let block = code.blocks().iter().position(|b| {
+                    let insns = &code.instructions()[b.first..b.last];
+                    insns.iter().any(|i| i.ip() == ip)
+                })?;
+                let b = &code.blocks()[block];
+                let insn = code.instructions()[b.first..b.last]
+                    .iter()
+                    .position(|i| i.ip() == ip)? as u32;
+                Some(ResumePlace { id, block, insn })
             })
             .collect();
         if role != Role::Traced {
@@ -204,12 +294,46 @@ impl Rebuild for PathsInstrument {
                 .zip(&plan.witness)
                 .map(|(e, w)| (e.from, e.to, w.unwrap_or(0)))
                 .collect(),
+            resumes,
         });
+        *next_resume += twice.len() as u32;
         Ok(RebuiltCode {
             jumps: built.splices(code.start()),
             bytes: built.bytes,
         })
     }
+}
+
+/// The name of the function a call instruction reaches, where the module
+/// tells: a function of its own, or an import through the PLT or GOT.
+fn called_name(f: &Rebuilding<'_>, call: &iced_x86::Instruction) -> Option<String> {
+    use iced_x86::{Code, FlowControl};
+    if !matches!(
+        call.flow_control(),
+        FlowControl::Call | FlowControl::IndirectCall
+    ) {
+        return None;
+    }
+    let vaddr = |runtime: u64| weft_image::FileAddr(runtime.wrapping_sub(f.bias));
+    if call.code() == Code::Call_rel32_64 {
+        let target = vaddr(call.near_branch_target());
+        if let Some(name) = f.image.imported_name(target) {
+            return Some(name.to_string());
+        }
+        let g = f.image.function_at(target).filter(|g| g.addr == target)?;
+        return std::iter::once(&g.name)
+            .chain(&g.aliases)
+            .find(|n| RETURNS_TWICE.contains(&n.as_str()))
+            .or(Some(&g.name))
+            .cloned();
+    }
+    if call.is_ip_rel_memory_operand() {
+        return f
+            .image
+            .imported_name(vaddr(call.ip_rel_memory_address()))
+            .map(str::to_string);
+    }
+    None
 }
 
 /// Whether the function starts with `xor ebp, ebp`: the ABI's mark of a

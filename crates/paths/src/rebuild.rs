@@ -139,20 +139,41 @@ impl Rebuilt {
 /// (stubs, continuations) get addresses from here: far from any code.
 const FAKE_IP: u64 = 0xffff_f000_0000_0000;
 
-/// Lays out `code` again at `at` with the stores of `plan` (made for
-/// `cfg`, [`Cfg::from_code`] of `code`), the function being number `id`.
-/// No jump may cover an address in `entered_from_outside`. `role` says
-/// whether the copy records its path, or is one of the C library's
-/// functions that weft lays out again for threads and forks.
+/// Where and how a copy is laid out.
+#[derive(Debug, Clone)]
+pub struct Layout<'a> {
+    /// The function's number in the entry records.
+    pub id: u32,
+    /// Where the copy is placed.
+    pub at: u64,
+    /// Addresses no jump may cover (code elsewhere jumps there).
+    pub entered_from_outside: &'a [u64],
+    /// Whether the copy records its path, or is one of the C library's
+    /// functions that weft lays out again for threads and forks.
+    pub role: Role,
+    /// Also record every block (`--validate`).
+    pub validate: bool,
+    /// Calls that may return more than once (`setjmp`): (the call's
+    /// address, the resume place id its returns record).
+    pub resumes: &'a [(u64, u32)],
+}
+
+/// Lays out `code` again with the stores of `plan` (made for `cfg`,
+/// [`Cfg::from_code`] of `code`), as `layout` says.
 pub fn rebuild(
     code: &FunctionCode,
     cfg: &Cfg,
     plan: &Plan,
-    id: u32,
-    at: u64,
-    entered_from_outside: &[u64],
-    role: Role,
+    layout: &Layout<'_>,
 ) -> Result<Rebuilt, Refusal> {
+    let Layout {
+        id,
+        at,
+        entered_from_outside,
+        role,
+        validate,
+        resumes,
+    } = *layout;
     if id > MAX_FUNCTION {
         return Err(Refusal::TooManyFunctions(id));
     }
@@ -237,14 +258,25 @@ pub fn rebuild(
     };
     let block_at = |addr: u64| code.blocks().iter().position(|b| b.start == addr);
     let mut continuations: Vec<(u64, u64)> = Vec::new();
+    // What a call's return records: that it returned, or, for a call
+    // that may return again later (`setjmp`), where its frame resumed.
+    let returned = |call: &Instruction| -> Record {
+        resumes
+            .iter()
+            .find(|&&(ip, _)| ip == call.ip())
+            .map_or(Record::Returned, |&(_, place)| Record::Resumed(place))
+    };
     for (bi, blk) in code.blocks().iter().enumerate() {
         let first_out = b.out.len();
+        if validate {
+            b.store(Record::Block(bi as u32), live_before(blk.start))?;
+        }
         let insns = &code.instructions()[blk.first..blk.last];
         let (tail, body) = insns.split_last().expect("a block has an instruction");
         for i in body {
             b.instruction(i, &spliced_returns, &mut continuations)?;
             if is_call(i) {
-                b.store(Record::Returned, live_after(i.ip()))?;
+                b.store(returned(i), live_after(i.ip()))?;
             }
         }
         // Falling off the function's end into the code after it.
@@ -310,7 +342,7 @@ pub fn rebuild(
             BlockEnd::FallThrough | BlockEnd::Trap | BlockEnd::End => {
                 b.instruction(tail, &spliced_returns, &mut continuations)?;
                 if is_call(tail) {
-                    b.store(Record::Returned, live_after(tail.ip()))?;
+                    b.store(returned(tail), live_after(tail.ip()))?;
                 }
                 if let Some(&to) = blk.succs.first() {
                     if let Some(w) = witness_of(bi, to) {

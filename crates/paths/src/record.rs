@@ -7,13 +7,25 @@
 //!
 //! | first byte | record | bytes |
 //! |---|---|---|
-//! | `1..=0xFC` | a witness number of the current function | 1 |
+//! | `1..=0xFA` | a witness number of the current function | 1 |
+//! | `0xFB` | (`--validate`) a block starts: its index in its function, `u24` | 4 |
+//! | `0xFC` | a frame resumed at a known place: the place's id, `u24` | 4 |
 //! | `0xFD` | a call made by the current function returned | 1 |
-//! | `0xFE` | a witness number above `0xFC`: `u16` follows (little-endian) | 3 |
+//! | `0xFE` | a witness number above `0xFA`: `u16` follows (little-endian) | 3 |
 //! | `0xFF` | a traced function was entered: its id, `u24`, follows | 4 |
+//!
+//! Multi-byte numbers are little-endian. A *resume place* is where control
+//! comes back into a frame without a plain return: the second and later
+//! returns of a `setjmp` (a `longjmp` that may skip frames), and a C++
+//! landing pad the unwinder jumps to. Their ids index the trace's table
+//! of them.
 
 /// Witness numbers up to this one are one byte.
-pub const MAX_BYTE_WITNESS: u32 = 0xFC;
+pub const MAX_BYTE_WITNESS: u32 = 0xFA;
+/// The first byte of a block's record (`--validate`).
+pub const BLOCK: u8 = 0xFB;
+/// The first byte of a resumption.
+pub const RESUMED: u8 = 0xFC;
 /// The record of a call returning to its (traced) caller.
 pub const RETURNED: u8 = 0xFD;
 /// The first byte of a wide witness.
@@ -22,7 +34,7 @@ pub const WIDE: u8 = 0xFE;
 pub const ENTERED: u8 = 0xFF;
 /// Largest witness number a function may have.
 pub const MAX_WITNESS: u32 = 0xFFFF;
-/// Largest function id.
+/// Largest function id (and block index, and resume place id).
 pub const MAX_FUNCTION: u32 = 0xFF_FFFF;
 
 /// A record as written: the value a store writes (little-endian, as
@@ -35,6 +47,10 @@ pub enum Record {
     Returned,
     /// Function `id` was entered.
     Entered(u32),
+    /// Block `index` of the current function starts (`--validate`).
+    Block(u32),
+    /// A frame resumed at the resume place `id`.
+    Resumed(u32),
 }
 
 impl Record {
@@ -45,6 +61,8 @@ impl Record {
             Record::Witness(w) => WIDE as u32 | (w << 8),
             Record::Returned => RETURNED as u32,
             Record::Entered(id) => ENTERED as u32 | (id << 8),
+            Record::Block(index) => BLOCK as u32 | (index << 8),
+            Record::Resumed(id) => RESUMED as u32 | (id << 8),
         }
     }
 
@@ -64,7 +82,7 @@ impl Record {
             Record::Witness(w) if w <= MAX_BYTE_WITNESS => 1,
             Record::Returned => 1,
             Record::Witness(_) => 3,
-            Record::Entered(_) => 4,
+            Record::Entered(_) | Record::Block(_) | Record::Resumed(_) => 4,
         }
     }
 
@@ -95,12 +113,15 @@ pub fn read(bytes: &[u8], at: usize) -> Result<Option<(Record, usize)>, Bad> {
             let b = take(2)?;
             (Record::Witness(u16::from_le_bytes([b[0], b[1]]) as u32), 3)
         }
-        ENTERED => {
+        ENTERED | BLOCK | RESUMED => {
             let b = take(3)?;
-            (
-                Record::Entered(u32::from_le_bytes([b[0], b[1], b[2], 0])),
-                4,
-            )
+            let n = u32::from_le_bytes([b[0], b[1], b[2], 0]);
+            let r = match first {
+                ENTERED => Record::Entered(n),
+                BLOCK => Record::Block(n),
+                _ => Record::Resumed(n),
+            };
+            (r, 4)
         }
         w => (Record::Witness(w as u32), 1),
     }))
@@ -114,8 +135,10 @@ mod tests {
     fn records_read_back_as_written() {
         let records = [
             Record::Witness(1),
-            Record::Witness(0xFC),
-            Record::Witness(0xFD),
+            Record::Witness(MAX_BYTE_WITNESS),
+            Record::Witness(MAX_BYTE_WITNESS + 1),
+            Record::Block(7),
+            Record::Resumed(MAX_FUNCTION),
             Record::Witness(0xFFFF),
             Record::Returned,
             Record::Entered(0),

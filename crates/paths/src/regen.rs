@@ -10,7 +10,14 @@
 //! record: an `ENTERED` record opens the frame of a traced function it
 //! reached (the callee, or a callback of an untraced one). `EXIT` closes
 //! the frame. A stream that starts inside a call (a forked child) is read
-//! from its first `ENTERED` record at the top.
+//! from its first `ENTERED` record at the top. A `RESUMED` record (a
+//! `setjmp` returning, perhaps through a `longjmp` that skipped frames)
+//! drops the frames above the innermost one of its function and goes on
+//! after its call.
+//!
+//! A trace recorded with `--validate` also holds a record per block run:
+//! each block regeneration reaches is checked against it, and the first
+//! difference is the error.
 //!
 //! Each stretch is a [`Segment`]: instructions of one block from its start
 //! or from just after a call, up to its end or a call.
@@ -55,13 +62,36 @@ struct Walkable {
 pub struct Program<'a> {
     functions: &'a [FunctionInfo],
     walk: Vec<Walkable>,
+    /// Resume place id → (function, block, index of the call).
+    resumes: HashMap<u32, (u32, usize, u32)>,
+    validate: bool,
+}
+
+/// What a regenerated stream held besides its code.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Records before the first `ENTERED` (a stream that began inside a
+    /// call), passed over.
+    pub skipped: usize,
+    /// Blocks checked against their own records (`--validate`).
+    pub checked: u64,
 }
 
 impl<'a> Program<'a> {
-    /// Prepares the functions of a trace's table (ids are indexes).
-    pub fn new(functions: &'a [FunctionInfo]) -> Program<'a> {
+    /// Prepares the functions of a trace's table (ids are indexes); with
+    /// `validate`, the streams hold a record per block, checked.
+    pub fn new(functions: &'a [FunctionInfo], validate: bool) -> Program<'a> {
         let walk = functions.iter().map(walkable).collect();
-        Program { functions, walk }
+        let resumes = functions
+            .iter()
+            .flat_map(|f| f.resumes.iter().map(|r| (r.id, (f.id, r.block, r.insn))))
+            .collect();
+        Program {
+            functions,
+            walk,
+            resumes,
+            validate,
+        }
     }
 
     /// The function table.
@@ -70,19 +100,19 @@ impl<'a> Program<'a> {
     }
 
     /// Walks `stream`, calling `out` for every segment in the order run.
-    /// Returns the number of records skipped before the first `ENTERED`
-    /// (a stream that began inside a call).
     pub fn regenerate(
         &self,
         stream: &[u8],
         mut out: impl FnMut(Segment),
-    ) -> Result<usize, RegenError> {
+    ) -> Result<Summary, RegenError> {
         let mut r = Reader {
             bytes: stream,
             at: 0,
         };
         let mut stack: Vec<Frame> = Vec::new();
         let mut skipped = 0usize;
+        let mut checked = 0u64;
+        let done = |skipped, checked| Ok(Summary { skipped, checked });
         // Segments since the last record read: a walk that goes on without
         // reading (edges without witnesses in a cycle) is a damaged table.
         let mut unread = 0u64;
@@ -100,9 +130,13 @@ impl<'a> Program<'a> {
             }
             let Some(top) = stack.last_mut() else {
                 match r.next()? {
-                    None => return Ok(skipped),
+                    None => return done(skipped, checked),
                     Some(Record::Entered(id)) => {
                         stack.push(self.enter(id, r.at)?);
+                        continue;
+                    }
+                    Some(Record::Resumed(id)) => {
+                        self.resume(&mut stack, id, &r)?;
                         continue;
                     }
                     Some(_) => {
@@ -115,16 +149,20 @@ impl<'a> Program<'a> {
             let w = &self.walk[top.function as usize];
             if top.in_call {
                 match r.next()? {
-                    None => return Ok(skipped),
+                    None => return done(skipped, checked),
                     Some(Record::Returned) => top.in_call = false,
                     Some(Record::Entered(id)) => {
                         let frame = self.enter(id, r.at)?;
                         stack.push(frame);
                         continue;
                     }
-                    Some(Record::Witness(x)) => {
+                    Some(Record::Resumed(id)) => {
+                        self.resume(&mut stack, id, &r)?;
+                        continue;
+                    }
+                    Some(other) => {
                         return Err(r.error(format!(
-                            "witness {x} where a call made by {} should return",
+                            "{other:?} where a call made by {} should return",
                             f.name
                         )))
                     }
@@ -139,6 +177,34 @@ impl<'a> Program<'a> {
                 .find(|&c| c >= top.insn)
                 .map(|c| c + 1);
             let last = call.unwrap_or(end);
+            if self.validate && top.insn == 0 {
+                match r.next()? {
+                    Some(Record::Block(b)) if b as usize == top.block => checked += 1,
+                    Some(Record::Entered(id)) => {
+                        stack.push(self.signal_handler(id, &r)?);
+                        continue;
+                    }
+                    None => return done(skipped, checked),
+                    Some(Record::Block(b)) => {
+                        let ran = f
+                            .blocks
+                            .get(b as usize)
+                            .map_or(format!("block {b}"), |x| format!("{:#x}", x.start));
+                        return Err(r.error(format!(
+                            "first difference after {checked} blocks: the thread ran {ran} of \
+                             {}, regeneration gives {:#x}",
+                            f.name, block.start
+                        )));
+                    }
+                    Some(other) => {
+                        return Err(r.error(format!(
+                            "first difference after {checked} blocks: the thread recorded \
+                             {other:?} where regeneration enters {:#x} of {}",
+                            block.start, f.name
+                        )))
+                    }
+                }
+            }
             if top.insn < last {
                 out(Segment {
                     function: top.function,
@@ -147,8 +213,8 @@ impl<'a> Program<'a> {
                     last,
                 });
             }
+            top.insn = last;
             if call.is_some() {
-                top.insn = last;
                 top.in_call = true;
                 continue;
             }
@@ -163,7 +229,7 @@ impl<'a> Program<'a> {
                 }
                 [only] => *only,
                 _ => {
-                    let upcoming = r.peek()?;
+                    let upcoming = r.peek_past_blocks()?;
                     match upcoming {
                         Some(Record::Witness(x)) => match w.decide[top.block].get(&x) {
                             Some(&edge) => edge,
@@ -174,7 +240,35 @@ impl<'a> Program<'a> {
                                 )))
                             }
                         },
-                        None => return Ok(skipped),
+                        Some(Record::Resumed(id)) => {
+                            // A signal handler's longjmp, out of this frame
+                            // (block records before it are the handler's).
+                            while !matches!(r.next()?, Some(Record::Resumed(_)) | None) {}
+                            self.resume(&mut stack, id, &r)?;
+                            continue;
+                        }
+                        Some(Record::Entered(id)) => match r.peek_raw()? {
+                            // (--validate) The frame went on along an edge
+                            // without a witness before a signal came.
+                            Some(Record::Block(b)) => {
+                                match outs.iter().find(|&&(to, w)| to == b as usize && w == 0) {
+                                    Some(&edge) => edge,
+                                    None => {
+                                        return Err(r.error(format!(
+                                            "first difference after {checked} blocks: the \
+                                             thread ran block {b} of {} after {:#x}",
+                                            f.name, block.start
+                                        )))
+                                    }
+                                }
+                            }
+                            _ => {
+                                r.next()?;
+                                stack.push(self.signal_handler(id, &r)?);
+                                continue;
+                            }
+                        },
+                        None => return done(skipped, checked),
                         Some(other) => {
                             return Err(r.error(format!(
                                 "{other:?} where {} decides at block {:#x}",
@@ -187,7 +281,11 @@ impl<'a> Program<'a> {
             if witness != 0 {
                 match r.next()? {
                     Some(Record::Witness(x)) if x == witness => {}
-                    None => return Ok(skipped),
+                    Some(Record::Entered(id)) => {
+                        stack.push(self.signal_handler(id, &r)?);
+                        continue;
+                    }
+                    None => return done(skipped, checked),
                     other => {
                         return Err(r.error(format!(
                             "{other:?} where {} writes witness {witness} after block {:#x}",
@@ -203,6 +301,43 @@ impl<'a> Program<'a> {
                 top.insn = 0;
             }
         }
+    }
+
+    /// Resume place `id` came back: the frames above the innermost one of
+    /// its function are gone (a `longjmp` skipped them), and that frame
+    /// goes on after its call. With no such frame (its call came before
+    /// the stream began), one starts there.
+    fn resume(&self, stack: &mut Vec<Frame>, id: u32, r: &Reader<'_>) -> Result<(), RegenError> {
+        let &(function, block, insn) = self.resumes.get(&id).ok_or_else(|| {
+            r.error(format!(
+                "resume place {id} is not in the trace's table ({} places)",
+                self.resumes.len()
+            ))
+        })?;
+        match stack.iter().rposition(|f| f.function == function) {
+            Some(k) => stack.truncate(k + 1),
+            None => stack.push(Frame {
+                function,
+                block,
+                insn: 0,
+                in_call: false,
+            }),
+        }
+        let top = stack.last_mut().expect("a frame was kept or pushed");
+        top.block = block;
+        top.insn = insn + 1;
+        top.in_call = false;
+        Ok(())
+    }
+
+    /// A traced function entered while the frame below was not in a call:
+    /// a signal handler the kernel ran. The frame below goes on where its
+    /// walk stood when the entry was read: the block the signal came in
+    /// (with `--validate`), or up to a few blocks later where the frame
+    /// next reads a record (its blocks in between carry no record that
+    /// would say).
+    fn signal_handler(&self, id: u32, r: &Reader<'_>) -> Result<Frame, RegenError> {
+        self.enter(id, r.at)
     }
 
     fn enter(&self, id: u32, at: usize) -> Result<Frame, RegenError> {
@@ -235,10 +370,29 @@ struct Reader<'b> {
 }
 
 impl Reader<'_> {
-    fn peek(&self) -> Result<Option<Record>, RegenError> {
+    /// The next record, blocks' included.
+    fn peek_raw(&self) -> Result<Option<Record>, RegenError> {
         record::read(self.bytes, self.at)
             .map(|r| r.map(|(rec, _)| rec))
             .map_err(|_| self.error("the stream ends inside a record".into()))
+    }
+
+    /// The next record that is not a block's (`--validate`): blocks along
+    /// an edge without a witness come before the witness that decides.
+    fn peek_past_blocks(&self) -> Result<Option<Record>, RegenError> {
+        let mut at = self.at;
+        loop {
+            match record::read(self.bytes, at) {
+                Ok(Some((Record::Block(_), n))) => at += n,
+                Ok(r) => return Ok(r.map(|(rec, _)| rec)),
+                Err(_) => {
+                    return Err(RegenError {
+                        offset: at,
+                        what: "the stream ends inside a record".into(),
+                    })
+                }
+            }
+        }
     }
 
     fn next(&mut self) -> Result<Option<Record>, RegenError> {

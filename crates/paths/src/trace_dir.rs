@@ -1,6 +1,6 @@
 //! A paths trace on disk (`--paths-out DIR`):
 //!
-//! * `DIR/paths.json`: `{"format": "weft-paths", "version": 1, ...}` with
+//! * `DIR/paths.json`: `{"format": "weft-paths", "version": 2, ...}` with
 //!   the function table ([`FunctionInfo`]), the processes, and the bytes
 //!   lost; written when tracing ends.
 //! * `DIR/buffers.zst`: one zstd stream of chunks, each a buffer a thread
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 /// `format` of `paths.json`.
 pub const FORMAT: &str = "weft-paths";
 /// `version` of `paths.json` this weft writes and reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Bytes of a chunk's header.
 pub const CHUNK_HEADER: usize = 40;
 
@@ -39,6 +39,9 @@ pub struct Meta {
     pub lost: u64,
     /// TSC ticks per nanosecond.
     pub ticks_per_ns: f64,
+    /// Every block also wrote a record (`--validate`).
+    #[serde(default)]
+    pub validate: bool,
 }
 
 /// One buffer's worth of a thread's records.
@@ -286,6 +289,13 @@ fn damaged(i: usize, f: &FunctionInfo) -> Option<String> {
         .any(|b| b.insns.is_empty() || b.calls.iter().any(|&c| c as usize >= b.insns.len()))
     {
         return bad("a block with no instruction, or a call past its end");
+    }
+    if f.resumes.iter().any(|r| {
+        f.blocks
+            .get(r.block)
+            .is_none_or(|b| !b.calls.contains(&r.insn))
+    }) {
+        return bad("a resume place that is not one of its calls");
     }
     None
 }

@@ -25,8 +25,9 @@
 //!    no diamond among the edges without witnesses, the witness sets at
 //!    each predicate are disjoint (Section 2.2.2).
 //!
-//! Witnesses are numbered 1, 2, ... within the function, and fit a byte
-//! when it needs at most 255 ([`Plan::witness_width`]).
+//! Witnesses are numbered 1, 2, ... within the function; a record holds
+//! the first [`crate::record::MAX_BYTE_WITNESS`] in a byte, the others in
+//! three ([`Plan::witness_width`]).
 
 use std::collections::BTreeSet;
 
@@ -147,12 +148,12 @@ impl Plan {
         (0..self.witness.len()).filter(|&i| self.witness[i].is_some())
     }
 
-    /// Bytes per witness: 1 when the function needs at most 255.
+    /// Bytes of the widest witness record the function writes.
     pub fn witness_width(&self) -> usize {
-        if self.instrumented().count() <= 255 {
+        if self.instrumented().count() <= crate::record::MAX_BYTE_WITNESS as usize {
             1
         } else {
-            4
+            3
         }
     }
 

@@ -87,6 +87,9 @@ pub struct Rebuilding<'a> {
     pub entered_from_outside: &'a [u64],
     /// Where the new layout is placed (within reach of the function).
     pub at: u64,
+    /// The module's file, for what the code reaches (functions, PLT
+    /// stubs and GOT slots, at ELF virtual addresses: runtime minus `bias`).
+    pub image: &'a weft_image::Image,
 }
 
 /// A function laid out again: its bytes, and the 5-byte jumps to write

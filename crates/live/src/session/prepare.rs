@@ -139,7 +139,10 @@ impl Session {
                     let target = if f.ifunc {
                         match ifunc_implementation(self.pid, module, f, &mut ifuncs[mi]) {
                             Ok((g, shared)) => {
-                                if !shared.is_empty() {
+                                // Laid out again, code reached under two names
+                                // is one copy: no count to share.
+                                let counts = !matches!(spec.action, Action::Rebuild(_));
+                                if !shared.is_empty() && counts {
                                     notes.push(format!(
                                         "{}:{} runs the same code as {}: its count includes \
                                          their calls",

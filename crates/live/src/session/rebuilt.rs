@@ -75,6 +75,7 @@ impl Session {
                 bias: module.bias,
                 entered_from_outside: &outside,
                 at,
+                image: &module.image,
             }) {
                 Ok(b) => b,
                 Err(why) => {
