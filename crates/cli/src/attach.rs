@@ -33,12 +33,6 @@ pub fn attach(
              or block mode"
         );
     }
-    if follow && !args.paths.is_empty() {
-        bail!(
-            "--paths does not follow new processes yet: attach without --follow (a child a \
-             traced process forks is traced all the same, in buffers of its own)"
-        );
-    }
     let mut unique = pids.to_vec();
     unique.sort_unstable();
     unique.dedup();

@@ -167,6 +167,12 @@ impl PathsRun {
         let file =
             SharedMemory::create(layout.size() as usize).context("creating the witness buffers")?;
         file.write(0, &layout.header_bytes());
+        // Handovers are numbered on from every earlier pool: a process that
+        // execs writes its new image's buffers after its old one's.
+        file.store_u64(
+            pool::SEQ,
+            (self.pools.len() as u64) << weft_paths::trace_dir::IMAGE_SHIFT,
+        );
         if weft_process::same_pid_namespace(session.pid()) {
             file.store_u32(pool::OWNER, std::process::id());
         }
@@ -179,7 +185,7 @@ impl PathsRun {
             bail!("the fault handler does not fit its pages");
         }
         file.write(layout.code(), &handler.bytes);
-        self.instrument.set_claim(handler.claim);
+        self.instrument.begin_image(session.pid(), handler.claim);
         file.write(pool::NEW_ACTION, &handler.kernel_action());
         session.set_signal_action(
             tracee,
@@ -339,8 +345,9 @@ fn validate(dir: &std::path::Path) -> Result<String> {
     let trace = weft_paths::trace_dir::Trace::read(dir)?;
     let program = weft_paths::regen::Program::new(&trace.meta.functions, true);
     let mut checked = 0u64;
-    for &(pid, tid) in trace.threads.keys() {
-        match program.regenerate(&trace.stream((pid, tid)), |_| {}) {
+    for &key in trace.threads.keys() {
+        let (pid, tid, _) = key;
+        match program.regenerate(&trace.stream(key), |_| {}) {
             Ok(s) => checked += s.checked,
             Err(e) => {
                 return Ok(format!(
@@ -350,7 +357,7 @@ fn validate(dir: &std::path::Path) -> Result<String> {
         }
     }
     Ok(format!(
-        "validated: regeneration gives the {checked} block(s) the {} thread(s) recorded",
+        "validated: regeneration gives the {checked} block(s) the {} thread stream(s) recorded",
         trace.threads.len()
     ))
 }

@@ -35,15 +35,10 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, sink);
     let functions = program.functions();
     let mut checked = 0u64;
-    for &(pid, tid) in trace.threads.keys() {
-        let command = trace
-            .meta
-            .processes
-            .iter()
-            .find(|(p, _)| *p as u32 == pid)
-            .map_or("", |(_, c)| c.as_str());
+    for &(pid, tid, image) in trace.threads.keys() {
+        let command = trace.command(image);
         writeln!(out, "# thread {tid} of process {pid} ({command})")?;
-        let stream = trace.stream((pid, tid));
+        let stream = trace.stream((pid, tid, image));
         let mut failed: Option<std::io::Error> = None;
         let summary = program
             .regenerate(&stream, |s| {

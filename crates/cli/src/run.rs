@@ -68,13 +68,7 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
              the programs it execs are not followed (give --no-follow to silence this)"
         );
     }
-    if follow && !args.paths.is_empty() {
-        say!(
-            "weft: --paths records the process weft starts only: its children and the programs \
-             it execs are not traced yet (give --no-follow to silence this)"
-        );
-    }
-    let follow = follow && !flight && args.paths.is_empty();
+    let follow = follow && !flight;
     let mut workload = Workload::new(follow, definitions.clone());
     let spec = LaunchSpec {
         program: command[0].clone(),
@@ -180,7 +174,7 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
 /// code traced with `--paths` before that has no thread control block
 /// for its witness cursor. Such a program runs on to `main` first (its
 /// start-up code is then not traced).
-fn run_to_main_if_static(session: &mut Session, tracee: &mut Tracee) -> Result<StopReason> {
+pub fn run_to_main_if_static(session: &mut Session, tracee: &mut Tracee) -> Result<StopReason> {
     session.refresh_modules()?;
     let modules = session.modules();
     let dynamic = modules.iter().any(|m| m.name.starts_with("ld-linux"));

@@ -420,6 +420,13 @@ impl Workload {
             StopReason::Exited(_) | StopReason::Killed(_) => return Ok(None),
         }
         let mut session = self.session_for(pid, args)?;
+        if !args.paths.is_empty() {
+            // A static program's start-up code runs before it has a TCB.
+            match crate::run::run_to_main_if_static(&mut session, &mut tracee)? {
+                StopReason::Reached => {}
+                StopReason::Exited(_) | StopReason::Killed(_) => return Ok(None),
+            }
+        }
         let mut req = Requests::build(args, &mut session, None, self.definitions.clone())?;
         if let Some(first) = self.members.first() {
             // One trace for the whole workload.
@@ -427,6 +434,11 @@ impl Workload {
         }
         let prepared = session.prepare(&req.specs)?;
         self.note_prepared(&prepared, &req);
+        if let Some(paths) = &req.paths {
+            paths
+                .borrow_mut()
+                .prepare_process(&mut session, &mut tracee)?;
+        }
         let report = session.apply(&mut tracee, prepared)?;
         req.sampler.live_from_now();
         session.raise_semaphores(&tracee, &req.semaphores)?;

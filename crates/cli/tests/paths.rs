@@ -68,7 +68,19 @@ fn qemu_instructions(
         Duration::from_secs(300),
     );
     assert_eq!(out.status, 0, "qemu: {}", out.stderr);
-    let text = std::fs::read_to_string(&log).unwrap();
+    qemu_log_instructions(&log, program, keep, from)
+}
+
+/// The instructions of `keep` in a QEMU log of `program`
+/// (`-d exec,nochain,page`), in order, from the first at `from` on (if
+/// given); the log is removed.
+fn qemu_log_instructions(
+    log: &Path,
+    program: &Path,
+    keep: &HashSet<u64>,
+    from: Option<u64>,
+) -> Vec<u64> {
+    let text = std::fs::read_to_string(log).unwrap();
     let start_code = text
         .lines()
         .find_map(|l| l.strip_prefix("start_code"))
@@ -92,7 +104,7 @@ fn qemu_instructions(
             pcs.push(pc);
         }
     }
-    let _ = std::fs::remove_file(&log);
+    let _ = std::fs::remove_file(log);
     pcs
 }
 
@@ -315,6 +327,130 @@ fn gzip_regenerates_what_qemu_ran() {
     assert_same_trace(&qemu, &regenerated(&trace), "gzip");
 }
 
+/// `weft regen --insns` of a workload: per process image's command, the
+/// instructions of its own module (named `module`), stream by stream.
+fn regenerated_by_command(trace: &Path) -> Vec<(String, Vec<(String, u64)>)> {
+    let out = run(
+        weft().arg("regen").arg("--insns").arg(trace),
+        Duration::from_secs(300),
+    );
+    assert_eq!(out.status, 0, "weft regen: {}", out.stderr);
+    let mut streams: Vec<(String, Vec<(String, u64)>)> = Vec::new();
+    for l in out.stdout.lines() {
+        if let Some(rest) = l.strip_prefix("# thread ") {
+            let command = rest.rsplit('(').next().unwrap().trim_end_matches(')');
+            streams.push((command.to_string(), Vec::new()));
+        } else if let Some((module, at)) = l.rsplit_once('+') {
+            let last = streams.last_mut().expect("a stream header first");
+            last.1.push((module.to_string(), hex(at).unwrap()));
+        }
+    }
+    streams
+}
+
+/// The instruction addresses of the traced functions of `module`.
+fn traced_instructions_of(trace: &Path, module: &str) -> HashSet<u64> {
+    let meta = read_json(&trace.join("paths.json"));
+    let mut out = HashSet::new();
+    for f in meta["functions"].as_array().unwrap() {
+        if f["module"] != module {
+            continue;
+        }
+        for b in f["blocks"].as_array().unwrap() {
+            let start = b["start"].as_u64().unwrap();
+            for o in b["insns"].as_array().unwrap() {
+                out.insert(start + o.as_u64().unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_pipeline_is_traced_process_by_process() {
+    if !have_qemu() {
+        return;
+    }
+    let dir = scratch("paths-pipeline");
+    let input = dir.join("input.txt");
+    let text: String = (0..2000)
+        .map(|i| format!("line {i} of a pipeline {}\n", i * 7919 % 1000))
+        .collect();
+    std::fs::write(&input, text).unwrap();
+    let trace = dir.join("trace");
+    let pipeline = format!("gzip -n -c {} | wc -c", input.display());
+    let plain = run(
+        std::process::Command::new("/bin/sh").args(["-c", &pipeline]),
+        Duration::from_secs(30),
+    );
+    // The whole workload (weft follows by default), with tiny buffers and
+    // a record per block.
+    let out = run(
+        weft()
+            .args(["run", "--paths", "all", "--validate"])
+            .args(["--paths-buffer-size", "4K", "--paths-buffers", "4"])
+            .arg("--paths-out")
+            .arg(&trace)
+            .args(["--", "/bin/sh", "-c", &pipeline]),
+        Duration::from_secs(300),
+    );
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert_eq!(out.stdout, plain.stdout, "the pipeline's output");
+    assert!(!out.stderr.contains("lost"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("validated: regeneration gives the"),
+        "{}",
+        out.stderr
+    );
+    let streams = regenerated_by_command(&trace);
+    let commands: BTreeSet<&str> = streams.iter().map(|(c, _)| c.as_str()).collect();
+    for c in ["sh", "gzip", "wc"] {
+        assert!(commands.contains(c), "{c} in the trace: {commands:?}");
+    }
+    let own = |command: &str, module: &str| -> Vec<u64> {
+        let (_, insns) = streams
+            .iter()
+            .find(|(c, _)| c == command)
+            .expect("the command's stream");
+        insns
+            .iter()
+            .filter(|(m, _)| m == module)
+            .map(|&(_, a)| a)
+            .collect()
+    };
+    // The same pipeline, each program under QEMU with the argv[0] the
+    // shell gives it.
+    let input_arg = input.to_str().unwrap();
+    let (gzip_log, wc_log) = (dir.join("gzip.log"), dir.join("wc.log"));
+    let qemu = |log: &Path, name: &str| {
+        format!(
+            "qemu-x86_64 -singlestep -d exec,nochain,page -D {} -0 {name} /usr/bin/{name}",
+            log.display()
+        )
+    };
+    let under_qemu = format!(
+        "{} -n -c {input_arg} | {} -c",
+        qemu(&gzip_log, "gzip"),
+        qemu(&wc_log, "wc")
+    );
+    let q = run(
+        std::process::Command::new("/bin/sh").args(["-c", &under_qemu]),
+        Duration::from_secs(300),
+    );
+    assert_eq!(
+        q.stdout, plain.stdout,
+        "the pipeline under qemu: {}",
+        q.stderr
+    );
+    for (name, log, least) in [("gzip", &gzip_log, 50_000), ("wc", &wc_log, 100)] {
+        let program = Path::new("/usr/bin").join(name);
+        let keep = traced_instructions_of(&trace, name);
+        let qemu = qemu_log_instructions(log, &program, &keep, None);
+        assert!(qemu.len() > least, "qemu ran {} of {name}", qemu.len());
+        assert_same_trace(&qemu, &own(name, name), &format!("{name} in the pipeline"));
+    }
+}
+
 #[test]
 fn sqlite3_regenerates_what_qemu_ran() {
     if !have_qemu() {
@@ -363,7 +499,9 @@ variant_test!(
         // equal their regeneration from the witnesses.
         assert!(
             out.stderr.contains("validated: regeneration gives the")
-                && out.stderr.contains(" block(s) the 7 thread(s) recorded"),
+                && out
+                    .stderr
+                    .contains(" block(s) the 7 thread stream(s) recorded"),
             "{}",
             out.stderr
         );

@@ -6,6 +6,7 @@
 use crate::rebuild::{rebuild, Layout, Role};
 use crate::witness::{place, Cfg};
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use weft_plan::{Rebuild, Rebuilding, RebuiltCode};
 
@@ -109,8 +110,10 @@ const NEVER: &[&str] = &[
 const NEVER_MOVED: &[&str] = &["__restore_rt", "__restore"];
 
 /// Functions that may return more than once: a `longjmp` (or
-/// `setcontext`) comes back to their return address, or a `vfork` child
-/// shares its parent's memory and cursor until it execs.
+/// `setcontext`) comes back to their return address, a `vfork` child
+/// shares its parent's memory and cursor until it execs, and a forked
+/// child's stream starts with its return (so its regeneration starts in
+/// the frame that called `fork`).
 const RETURNS_TWICE: &[&str] = &[
     "setjmp",
     "_setjmp",
@@ -120,6 +123,10 @@ const RETURNS_TWICE: &[&str] = &[
     "getcontext",
     "vfork",
     "__vfork",
+    "fork",
+    "__fork",
+    "__libc_fork",
+    "_Fork",
 ];
 
 /// Traces functions by laying them out again; one per weft run, shared by
@@ -127,9 +134,8 @@ const RETURNS_TWICE: &[&str] = &[
 #[derive(Debug, Default)]
 pub struct PathsInstrument {
     table: Mutex<Table>,
-    /// The claim routine of the process being applied to (see
-    /// [`PathsInstrument::set_claim`]).
-    claim: Mutex<u64>,
+    /// Each process's claim routine (see [`PathsInstrument::begin_image`]).
+    claims: Mutex<HashMap<i32, u64>>,
     /// Every block also writes a record (`--validate`).
     validate: bool,
 }
@@ -139,6 +145,11 @@ struct Table {
     functions: Vec<FunctionInfo>,
     /// Resume place ids given out.
     resumes: u32,
+    /// (module path, ELF virtual address) → function id: every process
+    /// running the same file traces its functions under the same ids.
+    by_place: HashMap<(String, u64), u32>,
+    /// (process, function id) laid out in the process's current image.
+    applied: HashSet<(i32, u32)>,
 }
 
 impl PathsInstrument {
@@ -151,11 +162,15 @@ impl PathsInstrument {
         }
     }
 
-    /// Where the process about to be applied to has its claim routine
-    /// (`handler::HandlerCode::claim`), for its copy of the thread start.
-    pub fn set_claim(&self, claim: u64) {
-        if let Ok(mut c) = self.claim.lock() {
-            *c = claim;
+    /// Process `pid` has a new image (a start, or an exec) with its claim
+    /// routine at `claim` (`handler::HandlerCode::claim`), for its copy of
+    /// the thread start; nothing of its earlier image is laid out any more.
+    pub fn begin_image(&self, pid: i32, claim: u64) {
+        if let Ok(mut c) = self.claims.lock() {
+            c.insert(pid, claim);
+        }
+        if let Ok(mut t) = self.table.lock() {
+            t.applied.retain(|&(p, _)| p != pid);
         }
     }
 
@@ -180,18 +195,25 @@ impl Rebuild for PathsInstrument {
         let Table {
             functions,
             resumes: next_resume,
+            by_place,
+            applied,
         } = &mut *table;
-        // The same code reached under two names (an alias) is one function.
+        // The same code reached under two names (an alias) is one function;
+        // the same file in another process is the same function again.
         let vaddr = code.start() - f.bias;
-        if functions
-            .iter()
-            .any(|g| g.vaddr == vaddr && g.path == f.path.to_string_lossy())
-        {
+        let place = (f.path.to_string_lossy().into_owned(), vaddr);
+        let known = by_place.get(&place).copied();
+        if known.is_some_and(|id| applied.contains(&(f.pid, id))) {
             return Err("traced already under another name".into());
         }
         let role = match f.function {
             THREAD_START => {
-                let claim = self.claim.lock().map(|c| *c).unwrap_or(0);
+                let claim = self
+                    .claims
+                    .lock()
+                    .ok()
+                    .and_then(|c| c.get(&f.pid).copied())
+                    .unwrap_or(0);
                 if claim == 0 {
                     return Err("weft's buffer claim is not in this process".into());
                 }
@@ -220,13 +242,27 @@ impl Rebuild for PathsInstrument {
             }
             _ => Role::Traced,
         };
-        let id = functions.len() as u32;
+        let id = known.unwrap_or(functions.len() as u32);
+        // Resume places keep their ids in every process (same code, same
+        // calls, in order).
+        let earlier: Vec<u32> = known
+            .map(|id| {
+                functions[id as usize]
+                    .resumes
+                    .iter()
+                    .map(|r| r.id)
+                    .collect()
+            })
+            .unwrap_or_default();
         let twice: Vec<(u64, u32)> = code
             .instructions()
             .iter()
             .filter(|i| called_name(f, i).is_some_and(|n| RETURNS_TWICE.contains(&n.as_str())))
             .enumerate()
-            .map(|(k, i)| (i.ip(), *next_resume + k as u32))
+            .map(|(k, i)| {
+                let place = earlier.get(k).copied().unwrap_or(*next_resume + k as u32);
+                (i.ip(), place)
+            })
             .collect();
         let layout = Layout {
             id,
@@ -273,8 +309,12 @@ impl Rebuild for PathsInstrument {
                 Some(ResumePlace { id, block, insn })
             })
             .collect();
-        if role != Role::Traced {
-            // It records nothing, so it needs no place in the table.
+        if role == Role::Traced {
+            applied.insert((f.pid, id));
+        }
+        if role != Role::Traced || known.is_some() {
+            // It records nothing, so it needs no place in the table; or it
+            // has one already.
             return Ok(RebuiltCode {
                 jumps: built.splices(code.start()),
                 bytes: built.bytes,
@@ -297,6 +337,7 @@ impl Rebuild for PathsInstrument {
             resumes,
         });
         *next_resume += twice.len() as u32;
+        by_place.insert(place, id);
         Ok(RebuiltCode {
             jumps: built.splices(code.start()),
             bytes: built.bytes,

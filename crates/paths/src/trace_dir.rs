@@ -33,7 +33,8 @@ pub struct Meta {
     pub version: u32,
     /// The traced functions; an `ENTERED` record's id is an index.
     pub functions: Vec<FunctionInfo>,
-    /// Processes traced, with their command names.
+    /// Process images traced, with their command names, in the order they
+    /// were (a process that execs has one per image).
     pub processes: Vec<(i32, String)>,
     /// Bytes of records dropped because no buffer was free in time.
     pub lost: u64,
@@ -51,7 +52,8 @@ pub struct Chunk {
     pub pid: u32,
     /// Thread.
     pub tid: u32,
-    /// Handover number, increasing over the whole process.
+    /// Handover number, increasing over the whole process; its bits from
+    /// 40 up number the pool, one per process image (see [`Chunk::image`]).
     pub seq: u64,
     /// TSC when the thread got the buffer.
     pub tsc_start: u64,
@@ -60,6 +62,21 @@ pub struct Chunk {
     /// The records.
     pub bytes: Vec<u8>,
 }
+
+/// Bits of a handover number below the pool's number.
+pub const IMAGE_SHIFT: u32 = 40;
+
+impl Chunk {
+    /// The process image (an index into [`Meta::processes`]) whose pool the
+    /// buffer was in: a forked child writes into its parent's pool until it
+    /// execs, then into its new image's.
+    pub fn image(&self) -> u32 {
+        (self.seq >> IMAGE_SHIFT) as u32
+    }
+}
+
+/// A thread's stream in one process image: (pid, tid, image).
+pub type StreamKey = (u32, u32, u32);
 
 /// Why a trace directory cannot be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -178,8 +195,8 @@ impl TraceWriter {
 pub struct Trace {
     /// `paths.json`.
     pub meta: Meta,
-    /// Per (pid, tid): the chunks in `seq` order.
-    pub threads: BTreeMap<(u32, u32), Vec<Chunk>>,
+    /// Per thread and process image: the chunks in `seq` order.
+    pub threads: BTreeMap<StreamKey, Vec<Chunk>>,
 }
 
 impl Trace {
@@ -217,7 +234,7 @@ impl Trace {
         let mut raw = Vec::new();
         let decoded =
             zstd::stream::read::Decoder::new(file).and_then(|mut d| d.read_to_end(&mut raw));
-        let mut threads: BTreeMap<(u32, u32), Vec<Chunk>> = BTreeMap::new();
+        let mut threads: BTreeMap<StreamKey, Vec<Chunk>> = BTreeMap::new();
         let mut at = 0usize;
         let mut kept = 0usize;
         let truncated = |why: &str, at: usize, kept: usize| TraceError::Truncated {
@@ -244,7 +261,10 @@ impl Trace {
                 tsc_end: u64_at(24),
                 bytes: bytes.to_vec(),
             };
-            threads.entry((c.pid, c.tid)).or_default().push(c);
+            threads
+                .entry((c.pid, c.tid, c.image()))
+                .or_default()
+                .push(c);
             at += CHUNK_HEADER + len;
             kept += 1;
         }
@@ -261,8 +281,16 @@ impl Trace {
         Ok(Trace { meta, threads })
     }
 
-    /// A thread's stream: its chunks end to end.
-    pub fn stream(&self, thread: (u32, u32)) -> Vec<u8> {
+    /// The command name of process image `image`.
+    pub fn command(&self, image: u32) -> &str {
+        self.meta
+            .processes
+            .get(image as usize)
+            .map_or("", |(_, c)| c.as_str())
+    }
+
+    /// A thread's stream in an image: its chunks end to end.
+    pub fn stream(&self, thread: StreamKey) -> Vec<u8> {
         self.threads
             .get(&thread)
             .map(|cs| cs.iter().flat_map(|c| c.bytes.iter().copied()).collect())

@@ -90,6 +90,8 @@ pub struct Rebuilding<'a> {
     /// The module's file, for what the code reaches (functions, PLT
     /// stubs and GOT slots, at ELF virtual addresses: runtime minus `bias`).
     pub image: &'a weft_image::Image,
+    /// The process it is laid out in.
+    pub pid: i32,
 }
 
 /// A function laid out again: its bytes, and the 5-byte jumps to write

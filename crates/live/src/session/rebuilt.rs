@@ -76,6 +76,7 @@ impl Session {
                 entered_from_outside: &outside,
                 at,
                 image: &module.image,
+                pid: self.pid,
             }) {
                 Ok(b) => b,
                 Err(why) => {
