@@ -319,6 +319,7 @@ impl PathsRun {
             lost,
             ticks_per_ns,
             validate: self.validate,
+            loads: self.instrument.images(),
         };
         let traced = meta.functions.len();
         writer.finish(&meta)?;

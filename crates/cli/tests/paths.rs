@@ -719,3 +719,90 @@ fn zstd_roundtrip_corrupt(compressed: &[u8]) -> Vec<u8> {
     c.wait().unwrap();
     out
 }
+
+#[test]
+fn din_and_binary_forms_give_the_addresses_the_program_ran() {
+    if !have_qemu() {
+        return;
+    }
+    let target = build("paths_din", &O2);
+    let dir = scratch("paths-din");
+    let trace = dir.join("trace");
+    let out = paths_run(&trace, &[], &target, &["200"]);
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    // The program's own word for where `work` runs.
+    let printed = out
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("work at "))
+        .and_then(hex)
+        .unwrap_or_else(|| panic!("the target prints work's address: {}", out.stderr));
+    let meta = read_json(&trace.join("paths.json"));
+    let work = meta["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "work")
+        .and_then(|f| f["vaddr"].as_u64())
+        .expect("work traced");
+    let bias = printed - work;
+    let din = run(
+        weft().arg("regen").arg("--din").arg(&trace),
+        Duration::from_secs(60),
+    );
+    assert_eq!(din.status, 0, "weft regen --din: {}", din.stderr);
+    let fetched: Vec<u64> = din
+        .stdout
+        .lines()
+        .map(|l| {
+            let a = l
+                .strip_prefix("2 ")
+                .unwrap_or_else(|| panic!("a din instruction fetch: {l:?}"));
+            u64::from_str_radix(a, 16).unwrap()
+        })
+        .collect();
+    assert_eq!(
+        fetched.iter().filter(|&&a| a == printed).count(),
+        200,
+        "work's first instruction fetched once per call, at the address it printed"
+    );
+    let vaddrs: Vec<u64> = fetched.iter().map(|a| a - bias).collect();
+    let keep = traced_instructions(&trace, None);
+    let qemu = qemu_instructions(&target, &["200"], &keep, None, &dir);
+    assert_same_trace(&qemu, &vaddrs, "--din less the program's own load bias");
+    // The binary form: the same instructions, module index << 48 | vaddr.
+    let file = dir.join("insns.bin");
+    let bin = run(
+        weft()
+            .args(["regen", "--binary", "--insns", "-o"])
+            .arg(&file)
+            .arg(&trace),
+        Duration::from_secs(60),
+    );
+    assert_eq!(bin.status, 0, "weft regen --binary: {}", bin.stderr);
+    let bytes = std::fs::read(&file).unwrap();
+    assert_eq!(&bytes[..8], b"WEFTBLK1");
+    let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap());
+    let mut at = 12;
+    let mut modules = Vec::new();
+    for _ in 0..u32_at(8) {
+        let n = u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+        modules.push(String::from_utf8(bytes[at + 2..at + 2 + n].to_vec()).unwrap());
+        at += 2 + n;
+    }
+    assert_eq!(bytes[at], 1, "a stream header");
+    let command_len = u32_at(at + 13) as usize;
+    at += 17 + command_len;
+    let mut decoded = Vec::new();
+    loop {
+        let e = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+        at += 8;
+        if e == u64::MAX {
+            break;
+        }
+        assert!(modules[(e >> 48) as usize].starts_with("paths_din"));
+        decoded.push(e & 0xffff_ffff_ffff);
+    }
+    assert_eq!(at, bytes.len(), "one thread, one stream");
+    assert_same_trace(&qemu, &decoded, "--binary --insns");
+}

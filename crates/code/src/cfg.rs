@@ -55,6 +55,10 @@ pub struct FunctionCode {
     insns: Vec<Instruction>,
     blocks: Vec<Block>,
     jump_tables: Vec<JumpTable>,
+    /// Targets outside the function that its jumps reach without leaving
+    /// it: other parts of the same function (a `.cold` part), where every
+    /// register may be read (see [`FunctionCode::set_other_parts`]).
+    other_parts: BTreeSet<u64>,
 }
 
 impl FunctionCode {
@@ -158,7 +162,23 @@ impl FunctionCode {
             insns,
             blocks,
             jump_tables,
+            other_parts: BTreeSet::new(),
         }
+    }
+
+    /// Says which targets of the function's jumps out of its range are
+    /// other parts of the same function (a `.cold` part its compiler split
+    /// off, entered by jumps, that goes on with every register as the jump
+    /// left it), not tail calls. Liveness then keeps every register live
+    /// at those jumps.
+    pub fn set_other_parts(&mut self, targets: BTreeSet<u64>) {
+        self.other_parts = targets;
+    }
+
+    /// Whether a jump to `target`, outside the function, goes on in another
+    /// part of it (see [`FunctionCode::set_other_parts`]).
+    pub fn is_other_part(&self, target: u64) -> bool {
+        self.other_parts.contains(&target)
     }
 
     /// First address.

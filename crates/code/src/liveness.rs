@@ -12,8 +12,10 @@
 //! taken to clobber the caller-saved registers (a value the function keeps
 //! in one across a call stays live), and a return or tail call also reads
 //! every caller-saved register the function's own instructions never
-//! write (its caller may hold a value there). Results are conservative:
-//! "live" means "may be live".
+//! write (its caller may hold a value there). A jump into another part of
+//! the same function (a `.cold` part, [`FunctionCode::set_other_parts`])
+//! reads every register. Results are conservative: "live" means "may be
+//! live".
 
 use crate::cfg::{BlockEnd, FunctionCode};
 use crate::regs::{RegSet, STATUS_FLAGS};
@@ -173,7 +175,8 @@ fn leaves(i: &Instruction, f: &FunctionCode) -> bool {
         FlowControl::Return => true,
         FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch => {
             let t = i.near_branch_target();
-            !(t >= f.start() && t < f.end())
+            let inside = t >= f.start() && t < f.end();
+            !inside && !f.is_other_part(t)
         }
         FlowControl::IndirectBranch => !f.jump_tables().iter().any(|t| t.jump == i.ip()),
         _ => false,
@@ -196,10 +199,13 @@ fn effects(
             uses = uses | RETURN_VALUE | CALLEE_SAVED;
         }
         // A jump out of the function, taken always or on a condition, is
-        // a tail call.
+        // a tail call; or it goes on in another part of the function,
+        // which may read anything.
         FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch => {
             let t = i.near_branch_target();
-            if !(t >= f.start() && t < f.end()) {
+            if f.is_other_part(t) {
+                uses = RegSet::ALL;
+            } else if !(t >= f.start() && t < f.end()) {
                 uses = uses | ARGS | CALLEE_SAVED;
             }
         }
@@ -301,6 +307,22 @@ mod tests {
         let l = f.liveness();
         assert!(l.live_before(7).unwrap().contains(Register::RCX));
         assert!(l.live_after(7).unwrap().contains(Register::RCX));
+    }
+
+    #[test]
+    fn a_jump_into_another_part_keeps_every_register() {
+        // A hot part handing a value in r10 to its .cold part (python3.11):
+        // 0: 4c 8b 57 08     mov r10,[rdi+8]
+        // 4: e9 f7 0f 00 00  jmp 0x1000
+        let code = [0x4c, 0x8b, 0x57, 0x08, 0xe9, 0xf7, 0x0f, 0x00, 0x00];
+        let mut f = FunctionCode::analyze(0, &code, &NoData);
+        let r10 = Register::R10;
+        let tail_call = f.liveness().live_before(4).unwrap();
+        assert!(!tail_call.contains(r10), "a tail call reads no r10: {tail_call}");
+        f.set_other_parts([0x1000].into_iter().collect());
+        let part = f.liveness().live_before(4).unwrap();
+        assert!(part.contains(r10), "the other part may read r10: {part}");
+        assert!(part.contains(Register::RAX), "{part}");
     }
 
     #[test]

@@ -230,11 +230,38 @@ impl Module {
             self.bytes_at_runtime(RemoteAddr(addr), len)
                 .map(|b| b.to_vec())
         };
-        Some(FunctionCode::analyze(
-            self.runtime(f.addr).get(),
-            bytes,
-            &data,
-        ))
+        let mut code = FunctionCode::analyze(self.runtime(f.addr).get(), bytes, &data);
+        let parts = self.other_parts_reached(&code);
+        code.set_other_parts(parts);
+        Some(code)
+    }
+
+    /// Targets of `code`'s jumps out of its range that are not the entry of
+    /// a function its symbols name: a `.cold` part of the same function
+    /// (named, or an unnamed FDE of a stripped file), or code reached in
+    /// the middle. A tail call to an unnamed function is counted among
+    /// them: every register is kept live there, which is only slower.
+    fn other_parts_reached(&self, code: &FunctionCode) -> std::collections::BTreeSet<u64> {
+        code.instructions()
+            .iter()
+            .filter(|i| {
+                matches!(
+                    i.flow_control(),
+                    iced_x86::FlowControl::UnconditionalBranch
+                        | iced_x86::FlowControl::ConditionalBranch
+                )
+            })
+            .map(|i| i.near_branch_target())
+            .filter(|&t| t < code.start() || t >= code.end())
+            .filter(|&t| {
+                let vaddr = FileAddr(t.wrapping_sub(self.bias));
+                !self.image.function_at(vaddr).is_some_and(|g| {
+                    g.addr == vaddr
+                        && g.source != weft_image::FunctionSource::EhFrame
+                        && !crate::session::is_split_part(&g.name)
+                })
+            })
+            .collect()
     }
 
     /// Up to 16 bytes after a function, before the next one starts: padding

@@ -150,6 +150,20 @@ struct Table {
     by_place: HashMap<(String, u64), u32>,
     /// (process, function id) laid out in the process's current image.
     applied: HashSet<(i32, u32)>,
+    /// Per process image, in the order they began: where each traced
+    /// module was loaded.
+    images: Vec<ImageLoads>,
+    /// Each process's current image (an index into `images`).
+    current: HashMap<i32, usize>,
+}
+
+/// Where one process image has its traced modules.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageLoads {
+    /// The process.
+    pub pid: i32,
+    /// (module path, load bias: runtime address minus ELF virtual address).
+    pub modules: Vec<(String, u64)>,
 }
 
 impl PathsInstrument {
@@ -171,7 +185,22 @@ impl PathsInstrument {
         }
         if let Ok(mut t) = self.table.lock() {
             t.applied.retain(|&(p, _)| p != pid);
+            let index = t.images.len();
+            t.images.push(ImageLoads {
+                pid,
+                modules: Vec::new(),
+            });
+            t.current.insert(pid, index);
         }
+    }
+
+    /// Per process image, in the order they began: where its traced
+    /// modules were loaded.
+    pub fn images(&self) -> Vec<ImageLoads> {
+        self.table
+            .lock()
+            .map(|t| t.images.clone())
+            .unwrap_or_default()
     }
 
     /// Every function traced so far.
@@ -197,7 +226,15 @@ impl Rebuild for PathsInstrument {
             resumes: next_resume,
             by_place,
             applied,
+            images,
+            current,
         } = &mut *table;
+        if let Some(image) = current.get(&f.pid).and_then(|&i| images.get_mut(i)) {
+            let path = f.path.to_string_lossy();
+            if !image.modules.iter().any(|(p, _)| *p == path) {
+                image.modules.push((path.into_owned(), f.bias));
+            }
+        }
         // The same code reached under two names (an alias) is one function;
         // the same file in another process is the same function again.
         let vaddr = code.start() - f.bias;
@@ -268,6 +305,7 @@ impl Rebuild for PathsInstrument {
             id,
             at: f.at,
             entered_from_outside: f.entered_from_outside,
+            branch_targets: f.branch_targets,
             role,
             validate: self.validate,
             resumes: &twice,

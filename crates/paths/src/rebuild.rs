@@ -148,6 +148,10 @@ pub struct Layout<'a> {
     pub at: u64,
     /// Addresses no jump may cover (code elsewhere jumps there).
     pub entered_from_outside: &'a [u64],
+    /// Addresses no jump at a return address may cover: every branch
+    /// target inside the function (one may be reached from inside and
+    /// outside both).
+    pub branch_targets: &'a [u64],
     /// Whether the copy records its path, or is one of the C library's
     /// functions that weft lays out again for threads and forks.
     pub role: Role,
@@ -170,6 +174,7 @@ pub fn rebuild(
         id,
         at,
         entered_from_outside,
+        branch_targets,
         role,
         validate,
         resumes,
@@ -211,7 +216,13 @@ pub fn rebuild(
             return Err(Refusal::NotRelocatable(i.ip(), why));
         }
     }
-    let spliced_returns = spliceable_returns(code, &covered);
+    let target_covered = |a: u64| {
+        branch_targets
+            .iter()
+            .find(|&&t| t > a && t < a + 5)
+            .copied()
+    };
+    let spliced_returns = spliceable_returns(code, &target_covered);
     let liveness = code.liveness();
     let live_before = |a: u64| liveness.live_before(a).unwrap_or(RegSet::ALL);
     let live_after = |a: u64| liveness.live_after(a).unwrap_or(RegSet::ALL);

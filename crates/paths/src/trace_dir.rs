@@ -11,7 +11,7 @@
 //!
 //! A thread's stream is its chunks in `seq` order, end to end.
 
-use crate::instrument::FunctionInfo;
+use crate::instrument::{FunctionInfo, ImageLoads};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -43,6 +43,10 @@ pub struct Meta {
     /// Every block also wrote a record (`--validate`).
     #[serde(default)]
     pub validate: bool,
+    /// Per process image (as `processes`): where its traced modules were
+    /// loaded, for runtime addresses.
+    #[serde(default)]
+    pub loads: Vec<ImageLoads>,
 }
 
 /// One buffer's worth of a thread's records.

@@ -85,6 +85,11 @@ pub struct Rebuilding<'a> {
     /// Addresses inside the function that code elsewhere jumps to (no
     /// jump may be written over them).
     pub entered_from_outside: &'a [u64],
+    /// Every address inside the function (past its first byte) that some
+    /// branch of the module targets, from inside or outside: no jump may
+    /// be written over one at a return address (a target reached from both
+    /// sides counts as internal in `entered_from_outside`).
+    pub branch_targets: &'a [u64],
     /// Where the new layout is placed (within reach of the function).
     pub at: u64,
     /// The module's file, for what the code reaches (functions, PLT

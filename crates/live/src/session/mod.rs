@@ -48,6 +48,7 @@ mod rings;
 mod stacks;
 mod traps;
 
+pub(crate) use prepare::is_split_part;
 pub use prepare::Prepared;
 pub use report::{AddReport, Count, PointInfo, SkipReason, SkippedPoint, ThreadReading};
 pub use rings::{decode_records, EventRecord, RawRecords};

@@ -61,7 +61,7 @@ pub(super) struct Part {
 /// Whether a symbol names a part the compiler split off a function
 /// (`f.cold`, `f.part.0.cold`, `f.cold.12`): code entered by jumps from its
 /// function, never called, whose returns are that function's.
-pub(super) fn is_split_part(name: &str) -> bool {
+pub(crate) fn is_split_part(name: &str) -> bool {
     name.ends_with(".cold") || name.contains(".cold.")
 }
 

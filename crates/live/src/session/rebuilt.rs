@@ -64,8 +64,13 @@ impl Session {
             };
             let internal = code.internal_targets();
             let targets = module.branch_targets();
-            let outside: Vec<u64> = (code.start() + 1..code.end())
-                .filter(|&a| targets.contains(a) && !internal.contains(&a))
+            let inside: Vec<u64> = (code.start() + 1..code.end())
+                .filter(|&a| targets.contains(a))
+                .collect();
+            let outside: Vec<u64> = inside
+                .iter()
+                .copied()
+                .filter(|a| !internal.contains(a))
                 .collect();
             let built = match rebuild.rebuild(&Rebuilding {
                 module: &module.name,
@@ -74,6 +79,7 @@ impl Session {
                 code,
                 bias: module.bias,
                 entered_from_outside: &outside,
+                branch_targets: &inside,
                 at,
                 image: &module.image,
                 pid: self.pid,
@@ -84,6 +90,16 @@ impl Session {
                     continue;
                 }
             };
+            let c = &self.clusters[ci];
+            if (c.used + built.bytes.len() as u64).next_multiple_of(16) > CODE_AREA {
+                // Traced what fits; the rest of the module runs as it is.
+                report.skipped.push(skip(format!(
+                    "weft's code area near {} is full ({} MiB of laid-out functions)",
+                    module.name,
+                    CODE_AREA >> 20
+                )));
+                continue;
+            }
             match self.write_rebuilt(tracee, &mut text, &module, ci, at, &built) {
                 Ok(replaced) => {
                     self.rebuilt_at
