@@ -74,88 +74,7 @@ impl FunctionCode {
                 }
             }
         }
-        let index: BTreeMap<u64, usize> =
-            insns.iter().enumerate().map(|(k, i)| (i.ip(), k)).collect();
-        let inside = |a: u64| a >= start && a < end && index.contains_key(&a);
-        let mut leaders: BTreeSet<usize> = BTreeSet::new();
-        if !insns.is_empty() {
-            leaders.insert(0);
-        }
-        for (k, i) in insns.iter().enumerate() {
-            let ends_block = !matches!(
-                i.flow_control(),
-                FlowControl::Next | FlowControl::Call | FlowControl::IndirectCall
-            );
-            if ends_block && k + 1 < insns.len() {
-                leaders.insert(k + 1);
-            }
-            if is_direct_branch(i) && inside(i.near_branch_target()) {
-                leaders.insert(index[&i.near_branch_target()]);
-            }
-        }
-        for t in &jump_tables {
-            for a in &t.targets {
-                if let Some(&k) = index.get(a) {
-                    leaders.insert(k);
-                }
-            }
-        }
-        let leaders: Vec<usize> = leaders.into_iter().collect();
-        let block_of: BTreeMap<usize, usize> =
-            leaders.iter().enumerate().map(|(b, &k)| (k, b)).collect();
-        let mut blocks = Vec::with_capacity(leaders.len());
-        for (b, &first) in leaders.iter().enumerate() {
-            let last = leaders.get(b + 1).copied().unwrap_or(insns.len());
-            let tail = &insns[last - 1];
-            let mut succs = Vec::new();
-            let next_block = (last < insns.len()).then(|| block_of[&last]);
-            let target_block = |a: u64| index.get(&a).and_then(|k| block_of.get(k)).copied();
-            let kind = match tail.flow_control() {
-                FlowControl::Next | FlowControl::Call | FlowControl::IndirectCall => {
-                    succs.extend(next_block);
-                    if next_block.is_some() {
-                        BlockEnd::FallThrough
-                    } else {
-                        BlockEnd::End
-                    }
-                }
-                FlowControl::ConditionalBranch => {
-                    succs.extend(next_block);
-                    if is_direct_branch(tail) {
-                        succs.extend(target_block(tail.near_branch_target()));
-                    }
-                    BlockEnd::CondJump
-                }
-                FlowControl::UnconditionalBranch => match target_block(tail.near_branch_target()) {
-                    Some(t) if inside(tail.near_branch_target()) => {
-                        succs.push(t);
-                        BlockEnd::Jump
-                    }
-                    _ => BlockEnd::TailCall,
-                },
-                FlowControl::IndirectBranch => {
-                    match jump_tables.iter().find(|t| t.jump == tail.ip()) {
-                        Some(t) => {
-                            succs.extend(t.targets.iter().filter_map(|&a| target_block(a)));
-                            BlockEnd::Switch
-                        }
-                        None => BlockEnd::IndirectJump,
-                    }
-                }
-                FlowControl::Return => BlockEnd::Return,
-                _ => BlockEnd::Trap,
-            };
-            succs.sort_unstable();
-            succs.dedup();
-            blocks.push(Block {
-                start: insns[first].ip(),
-                end: tail.next_ip(),
-                first,
-                last,
-                succs,
-                kind,
-            });
-        }
+        let blocks = partition(start, end, &insns, &jump_tables, &BTreeSet::new());
         FunctionCode {
             start,
             end,
@@ -173,6 +92,25 @@ impl FunctionCode {
     /// at those jumps.
     pub fn set_other_parts(&mut self, targets: BTreeSet<u64>) {
         self.other_parts = targets;
+    }
+
+    /// Starts a block at each of `entries` that is an instruction of the
+    /// function (places code outside jumps to: the way back from a `.cold`
+    /// part), besides the places the function's own code starts one.
+    pub fn add_entries(&mut self, entries: &[u64]) {
+        let entries: BTreeSet<u64> = entries.iter().copied().collect();
+        self.blocks = partition(
+            self.start,
+            self.end,
+            &self.insns,
+            &self.jump_tables,
+            &entries,
+        );
+    }
+
+    /// The targets [`FunctionCode::set_other_parts`] named.
+    pub fn other_parts(&self) -> impl Iterator<Item = u64> + '_ {
+        self.other_parts.iter().copied()
     }
 
     /// Whether a jump to `target`, outside the function, goes on in another
@@ -281,6 +219,104 @@ impl FunctionCode {
         s.push_str("}\n");
         s
     }
+}
+
+/// Splits `insns` into basic blocks: a block starts at the function's
+/// start, after every instruction that does not fall through (calls do),
+/// at every branch or jump-table target inside, and at each of `entries`
+/// (places code outside jumps to).
+fn partition(
+    start: u64,
+    end: u64,
+    insns: &[Instruction],
+    jump_tables: &[JumpTable],
+    entries: &BTreeSet<u64>,
+) -> Vec<Block> {
+    let index: BTreeMap<u64, usize> = insns.iter().enumerate().map(|(k, i)| (i.ip(), k)).collect();
+    let inside = |a: u64| a >= start && a < end && index.contains_key(&a);
+    let mut leaders: BTreeSet<usize> = BTreeSet::new();
+    if !insns.is_empty() {
+        leaders.insert(0);
+    }
+    for a in entries {
+        if let Some(&k) = index.get(a) {
+            leaders.insert(k);
+        }
+    }
+    for (k, i) in insns.iter().enumerate() {
+        let ends_block = !matches!(
+            i.flow_control(),
+            FlowControl::Next | FlowControl::Call | FlowControl::IndirectCall
+        );
+        if ends_block && k + 1 < insns.len() {
+            leaders.insert(k + 1);
+        }
+        if is_direct_branch(i) && inside(i.near_branch_target()) {
+            leaders.insert(index[&i.near_branch_target()]);
+        }
+    }
+    for t in jump_tables {
+        for a in &t.targets {
+            if let Some(&k) = index.get(a) {
+                leaders.insert(k);
+            }
+        }
+    }
+    let leaders: Vec<usize> = leaders.into_iter().collect();
+    let block_of: BTreeMap<usize, usize> =
+        leaders.iter().enumerate().map(|(b, &k)| (k, b)).collect();
+    let mut blocks = Vec::with_capacity(leaders.len());
+    for (b, &first) in leaders.iter().enumerate() {
+        let last = leaders.get(b + 1).copied().unwrap_or(insns.len());
+        let tail = &insns[last - 1];
+        let mut succs = Vec::new();
+        let next_block = (last < insns.len()).then(|| block_of[&last]);
+        let target_block = |a: u64| index.get(&a).and_then(|k| block_of.get(k)).copied();
+        let kind = match tail.flow_control() {
+            FlowControl::Next | FlowControl::Call | FlowControl::IndirectCall => {
+                succs.extend(next_block);
+                if next_block.is_some() {
+                    BlockEnd::FallThrough
+                } else {
+                    BlockEnd::End
+                }
+            }
+            FlowControl::ConditionalBranch => {
+                succs.extend(next_block);
+                if is_direct_branch(tail) {
+                    succs.extend(target_block(tail.near_branch_target()));
+                }
+                BlockEnd::CondJump
+            }
+            FlowControl::UnconditionalBranch => match target_block(tail.near_branch_target()) {
+                Some(t) if inside(tail.near_branch_target()) => {
+                    succs.push(t);
+                    BlockEnd::Jump
+                }
+                _ => BlockEnd::TailCall,
+            },
+            FlowControl::IndirectBranch => match jump_tables.iter().find(|t| t.jump == tail.ip()) {
+                Some(t) => {
+                    succs.extend(t.targets.iter().filter_map(|&a| target_block(a)));
+                    BlockEnd::Switch
+                }
+                None => BlockEnd::IndirectJump,
+            },
+            FlowControl::Return => BlockEnd::Return,
+            _ => BlockEnd::Trap,
+        };
+        succs.sort_unstable();
+        succs.dedup();
+        blocks.push(Block {
+            start: insns[first].ip(),
+            end: tail.next_ip(),
+            first,
+            last,
+            succs,
+            kind,
+        });
+    }
+    blocks
 }
 
 fn escape(s: &str) -> String {

@@ -318,7 +318,10 @@ mod tests {
         let mut f = FunctionCode::analyze(0, &code, &NoData);
         let r10 = Register::R10;
         let tail_call = f.liveness().live_before(4).unwrap();
-        assert!(!tail_call.contains(r10), "a tail call reads no r10: {tail_call}");
+        assert!(
+            !tail_call.contains(r10),
+            "a tail call reads no r10: {tail_call}"
+        );
         f.set_other_parts([0x1000].into_iter().collect());
         let part = f.liveness().live_before(4).unwrap();
         assert!(part.contains(r10), "the other part may read r10: {part}");

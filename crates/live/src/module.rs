@@ -233,7 +233,46 @@ impl Module {
         let mut code = FunctionCode::analyze(self.runtime(f.addr).get(), bytes, &data);
         let parts = self.other_parts_reached(&code);
         code.set_other_parts(parts);
+        // The ways back from those parts start blocks of their own.
+        let back = self.jumps_back_from_other_parts(&code);
+        if !back.is_empty() {
+            code.add_entries(&back);
+        }
         Some(code)
+    }
+
+    /// Addresses inside `code` that the code of its other parts (the
+    /// functions holding the targets of [`FunctionCode::set_other_parts`])
+    /// jumps to.
+    pub fn jumps_back_from_other_parts(&self, code: &FunctionCode) -> Vec<u64> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut back = Vec::new();
+        for t in code.other_parts() {
+            let Some(part) = self.image.function_at(FileAddr(t.wrapping_sub(self.bias))) else {
+                continue;
+            };
+            if !seen.insert(part.addr) {
+                continue;
+            }
+            let Some(bytes) = self.image.bytes_at(part.addr, part.size as usize) else {
+                continue;
+            };
+            let at = self.runtime(part.addr).get();
+            back.extend(
+                weft_code::decode_all(at, bytes)
+                    .iter()
+                    .filter(|i| {
+                        matches!(
+                            i.flow_control(),
+                            iced_x86::FlowControl::UnconditionalBranch
+                                | iced_x86::FlowControl::ConditionalBranch
+                        )
+                    })
+                    .map(|i| i.near_branch_target())
+                    .filter(|&a| a > code.start() && a < code.end()),
+            );
+        }
+        back
     }
 
     /// Targets of `code`'s jumps out of its range that are not the entry of

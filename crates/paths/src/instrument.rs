@@ -3,7 +3,7 @@
 //! function table that regeneration reads (ELF virtual addresses, blocks,
 //! instructions, edges and their witnesses).
 
-use crate::rebuild::{rebuild, Layout, Role};
+use crate::rebuild::{rebuild, reentry_points, Layout, Role};
 use crate::witness::{place, Cfg};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -41,9 +41,15 @@ pub struct FunctionInfo {
     /// Edges: (from, to, witness or 0).
     pub edges: Vec<(usize, usize, u32)>,
     /// Its calls that may return more than once (`setjmp`), whose
-    /// returns write a resume record.
+    /// returns write a resume record, and the blocks code outside jumps
+    /// back into (its other parts), which write one too.
     #[serde(default)]
     pub resumes: Vec<ResumePlace>,
+    /// Blocks whose jump out of the function goes on in another part of it
+    /// (a `.cold` part): the frame stays, and the part comes back through a
+    /// resume place or returns for it.
+    #[serde(default)]
+    pub part_exits: Vec<usize>,
 }
 
 /// A call whose returns write [`crate::record::Record::Resumed`]: a
@@ -56,6 +62,10 @@ pub struct ResumePlace {
     pub block: usize,
     /// The call's index in the block's instructions.
     pub insn: u32,
+    /// The place is the block's start (a jump back in from outside), not
+    /// the return of a call.
+    #[serde(default)]
+    pub block_start: bool,
 }
 
 impl FunctionInfo {
@@ -301,6 +311,24 @@ impl Rebuild for PathsInstrument {
                 (i.ip(), place)
             })
             .collect();
+        // Jumps back in from other parts of the function: resume places too,
+        // numbered after its calls'.
+        let reentries: Vec<(u64, u32)> = if role == Role::Traced {
+            let first = *next_resume + twice.len() as u32;
+            reentry_points(code, f.entered_from_outside, f.branch_targets)
+                .into_iter()
+                .enumerate()
+                .map(|(k, a)| {
+                    let place = earlier
+                        .get(twice.len() + k)
+                        .copied()
+                        .unwrap_or(first + k as u32);
+                    (a, place)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let layout = Layout {
             id,
             at: f.at,
@@ -309,6 +337,7 @@ impl Rebuild for PathsInstrument {
             role,
             validate: self.validate,
             resumes: &twice,
+            reentries: &reentries,
         };
         let built = rebuild(code, &cfg, &plan, &layout).map_err(|e| e.to_string())?;
         let blocks = code
@@ -344,8 +373,36 @@ impl Rebuild for PathsInstrument {
                 let insn = code.instructions()[b.first..b.last]
                     .iter()
                     .position(|i| i.ip() == ip)? as u32;
-                Some(ResumePlace { id, block, insn })
+                Some(ResumePlace {
+                    id,
+                    block,
+                    insn,
+                    block_start: false,
+                })
             })
+            .chain(reentries.iter().filter_map(|&(a, id)| {
+                let block = code.blocks().iter().position(|b| b.start == a)?;
+                Some(ResumePlace {
+                    id,
+                    block,
+                    insn: 0,
+                    block_start: true,
+                })
+            }))
+            .collect();
+        let part_exits = code
+            .blocks()
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| {
+                let tail = &code.instructions()[b.last - 1];
+                matches!(
+                    tail.flow_control(),
+                    iced_x86::FlowControl::UnconditionalBranch
+                        | iced_x86::FlowControl::ConditionalBranch
+                ) && code.is_other_part(tail.near_branch_target())
+            })
+            .map(|(k, _)| k)
             .collect();
         if role == Role::Traced {
             applied.insert((f.pid, id));
@@ -373,8 +430,9 @@ impl Rebuild for PathsInstrument {
                 .map(|(e, w)| (e.from, e.to, w.unwrap_or(0)))
                 .collect(),
             resumes,
+            part_exits,
         });
-        *next_resume += twice.len() as u32;
+        *next_resume += (twice.len() + reentries.len()) as u32;
         by_place.insert(place, id);
         Ok(RebuiltCode {
             jumps: built.splices(code.start()),

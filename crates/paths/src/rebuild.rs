@@ -119,7 +119,8 @@ pub struct Rebuilt {
     /// Where the function's entry jumps to.
     pub entry: u64,
     /// For each call whose original return address gets a jump into the
-    /// copy: (original return address, where in the copy it continues).
+    /// copy, and each re-entry: (original address, where in the copy it
+    /// continues).
     pub returns: Vec<(u64, u64)>,
     /// Whether some store had no dead register and saves `rax`.
     pub saves_state: bool,
@@ -160,6 +161,9 @@ pub struct Layout<'a> {
     /// Calls that may return more than once (`setjmp`): (the call's
     /// address, the resume place id its returns record).
     pub resumes: &'a [(u64, u32)],
+    /// Places code outside jumps back into the function, from
+    /// [`reentry_points`]: (address, the resume place id recorded there).
+    pub reentries: &'a [(u64, u32)],
 }
 
 /// Lays out `code` again with the stores of `plan` (made for `cfg`,
@@ -178,6 +182,7 @@ pub fn rebuild(
         role,
         validate,
         resumes,
+        reentries,
     } = *layout;
     if id > MAX_FUNCTION {
         return Err(Refusal::TooManyFunctions(id));
@@ -222,7 +227,7 @@ pub fn rebuild(
             .find(|&&t| t > a && t < a + 5)
             .copied()
     };
-    let spliced_returns = spliceable_returns(code, &target_covered);
+    let spliced_returns = spliceable_returns(code, &target_covered, entered_from_outside);
     let liveness = code.liveness();
     let live_before = |a: u64| liveness.live_before(a).unwrap_or(RegSet::ALL);
     let live_after = |a: u64| liveness.live_after(a).unwrap_or(RegSet::ALL);
@@ -385,6 +390,12 @@ pub fn rebuild(
         // included (a block that is one `jmp` with a witness before it).
         b.label_block(first_out, blk.start);
     }
+    // Jumps back in from outside (another part of the function): the
+    // resume record, then the block.
+    for &(addr, place) in reentries {
+        let stub = b.stub(Record::Resumed(place), live_before(addr), addr)?;
+        continuations.push((addr, stub));
+    }
     let code_at = at + 8 * b.literals.len() as u64;
     let mut all = std::mem::take(&mut b.out);
     for stub in std::mem::take(&mut b.stubs) {
@@ -457,10 +468,15 @@ fn weft_patch_free_can_move(i: &Instruction) -> Option<&'static str> {
 }
 
 /// The return addresses of calls that can hold a 5-byte jump: inside the
-/// function, at least five bytes before its end, and overlapping neither
-/// the entry's jump nor another chosen return address's. Calls that never
-/// return (the last instruction of the function) are left out.
-fn spliceable_returns(code: &FunctionCode, covered: &dyn Fn(u64) -> Option<u64>) -> Vec<u64> {
+/// function, at least five bytes before its end, not reached by jumps from
+/// outside (those are re-entries, see [`reentry_points`]), and overlapping
+/// neither the entry's jump nor another chosen return address's. Calls
+/// that never return (the last instruction of the function) are left out.
+fn spliceable_returns(
+    code: &FunctionCode,
+    covered: &dyn Fn(u64) -> Option<u64>,
+    outside: &[u64],
+) -> Vec<u64> {
     let mut taken_until = code.start() + 5;
     let mut chosen = Vec::new();
     for i in code.instructions() {
@@ -472,9 +488,51 @@ fn spliceable_returns(code: &FunctionCode, covered: &dyn Fn(u64) -> Option<u64>)
             && ret + 5 <= code.end()
             && code.index_of(ret).is_some()
             && covered(ret).is_none()
+            && !outside.contains(&ret)
         {
             chosen.push(ret);
             taken_until = ret + 5;
+        }
+    }
+    chosen
+}
+
+/// The places where code outside the function jumps into it (a `.cold`
+/// part coming back into its hot part) that can hold a 5-byte jump into
+/// the copy: block starts at least five bytes past the entry and before
+/// the end, whose jump covers no branch target, no call's return address
+/// and no return address the copy splices. Deterministic in the code, so
+/// every process running it gets the same places.
+pub fn reentry_points(
+    code: &FunctionCode,
+    entered_from_outside: &[u64],
+    branch_targets: &[u64],
+) -> Vec<u64> {
+    let inside = |a: u64, t: u64| t > a && t < a + 5;
+    let covered = |a: u64| branch_targets.iter().find(|&&t| inside(a, t)).copied();
+    let returns = spliceable_returns(code, &covered, entered_from_outside);
+    let mut taken: Vec<u64> = returns;
+    taken.push(code.start());
+    let calls_return: Vec<u64> = code
+        .instructions()
+        .iter()
+        .filter(|i| is_call(i))
+        .map(|i| i.next_ip())
+        .collect();
+    let mut chosen = Vec::new();
+    let mut outside = entered_from_outside.to_vec();
+    outside.sort_unstable();
+    outside.dedup();
+    for a in outside {
+        let fits = a >= code.start() + 5
+            && a + 5 <= code.end()
+            && code.blocks().iter().any(|b| b.start == a)
+            && covered(a).is_none()
+            && !calls_return.iter().any(|&r| inside(a, r))
+            && !taken.iter().any(|&t| t < a + 5 && a < t + 5);
+        if fits {
+            chosen.push(a);
+            taken.push(a);
         }
     }
     chosen

@@ -56,14 +56,19 @@ struct Walkable {
     outs: Vec<Vec<(usize, u32)>>,
     decide: Vec<HashMap<u32, (usize, u32)>>,
     exit: usize,
+    /// Blocks whose way to `EXIT` is a jump into another part of the
+    /// function.
+    part_exit: Vec<bool>,
 }
 
 /// The traced functions, prepared for regeneration.
 pub struct Program<'a> {
     functions: &'a [FunctionInfo],
     walk: Vec<Walkable>,
-    /// Resume place id → (function, block, index of the call).
+    /// Resume place id → (function, block, first instruction to run).
     resumes: HashMap<u32, (u32, usize, u32)>,
+    /// The resume places that are ways back in from another part.
+    reentries: std::collections::HashSet<u32>,
     validate: bool,
 }
 
@@ -84,12 +89,22 @@ impl<'a> Program<'a> {
         let walk = functions.iter().map(walkable).collect();
         let resumes = functions
             .iter()
-            .flat_map(|f| f.resumes.iter().map(|r| (r.id, (f.id, r.block, r.insn))))
+            .flat_map(|f| {
+                f.resumes.iter().map(|r| {
+                    let first = if r.block_start { 0 } else { r.insn + 1 };
+                    (r.id, (f.id, r.block, first))
+                })
+            })
+            .collect();
+        let reentries = functions
+            .iter()
+            .flat_map(|f| f.resumes.iter().filter(|r| r.block_start).map(|r| r.id))
             .collect();
         Program {
             functions,
             walk,
             resumes,
+            reentries,
             validate,
         }
     }
@@ -147,6 +162,31 @@ impl<'a> Program<'a> {
             };
             let f = &self.functions[top.function as usize];
             let w = &self.walk[top.function as usize];
+            if top.in_part {
+                match r.peek_raw()? {
+                    None => return done(skipped, checked),
+                    Some(Record::Resumed(id)) => {
+                        r.next()?;
+                        self.resume(&mut stack, id, &r)?;
+                    }
+                    Some(Record::Entered(id)) => {
+                        r.next()?;
+                        let frame = self.enter(id, r.at)?;
+                        stack.push(frame);
+                    }
+                    // The other part returned for the function: the caller's.
+                    Some(Record::Returned) => {
+                        stack.pop();
+                    }
+                    Some(other) => {
+                        return Err(r.error(format!(
+                            "{other:?} after {} jumped into another part of itself",
+                            f.name
+                        )))
+                    }
+                }
+                continue;
+            }
             if top.in_call {
                 match r.next()? {
                     None => return done(skipped, checked),
@@ -294,7 +334,9 @@ impl<'a> Program<'a> {
                     }
                 }
             }
-            if to == w.exit {
+            if to == w.exit && w.part_exit[top.block] {
+                top.in_part = true;
+            } else if to == w.exit {
                 stack.pop();
             } else {
                 top.block = to;
@@ -305,8 +347,11 @@ impl<'a> Program<'a> {
 
     /// Resume place `id` came back: the frames above the innermost one of
     /// its function are gone (a `longjmp` skipped them), and that frame
-    /// goes on after its call. With no such frame (its call came before
-    /// the stream began), one starts there.
+    /// goes on after its call. A way back from another part goes on in
+    /// the frame that jumped there (the parts between it and the top left
+    /// for other parts too). With no such frame (its call came before the
+    /// stream began, or the part was entered in its middle), one starts
+    /// there.
     fn resume(&self, stack: &mut Vec<Frame>, id: u32, r: &Reader<'_>) -> Result<(), RegenError> {
         let &(function, block, insn) = self.resumes.get(&id).ok_or_else(|| {
             r.error(format!(
@@ -314,19 +359,34 @@ impl<'a> Program<'a> {
                 self.resumes.len()
             ))
         })?;
-        match stack.iter().rposition(|f| f.function == function) {
+        let reentry = self.reentries.contains(&id);
+        let found = if reentry {
+            // A way back from another part: into the frame that jumped
+            // there, among those at the top that left for other parts.
+            stack
+                .iter()
+                .rev()
+                .take_while(|f| f.in_part)
+                .position(|f| f.function == function)
+                .map(|k| stack.len() - 1 - k)
+        } else {
+            stack.iter().rposition(|f| f.function == function)
+        };
+        match found {
             Some(k) => stack.truncate(k + 1),
             None => stack.push(Frame {
                 function,
                 block,
                 insn: 0,
                 in_call: false,
+                in_part: false,
             }),
         }
         let top = stack.last_mut().expect("a frame was kept or pushed");
         top.block = block;
-        top.insn = insn + 1;
+        top.insn = insn;
         top.in_call = false;
+        top.in_part = false;
         Ok(())
     }
 
@@ -353,6 +413,7 @@ impl<'a> Program<'a> {
             block: f.entry,
             insn: 0,
             in_call: false,
+            in_part: false,
         })
     }
 }
@@ -362,6 +423,9 @@ struct Frame {
     block: usize,
     insn: u32,
     in_call: bool,
+    /// It jumped into another part of itself: what comes next is that
+    /// part's (a traced part's entry, a resume place, or its return).
+    in_part: bool,
 }
 
 struct Reader<'b> {
@@ -442,9 +506,14 @@ fn walkable(f: &FunctionInfo) -> Walkable {
             }
         }
     }
+    let mut part_exit = vec![false; n];
+    for &b in &f.part_exits {
+        part_exit[b] = true;
+    }
     Walkable {
         outs,
         decide,
         exit: n,
+        part_exit,
     }
 }

@@ -325,9 +325,12 @@ fn damaged(i: usize, f: &FunctionInfo) -> Option<String> {
     if f.resumes.iter().any(|r| {
         f.blocks
             .get(r.block)
-            .is_none_or(|b| !b.calls.contains(&r.insn))
+            .is_none_or(|b| !r.block_start && !b.calls.contains(&r.insn))
     }) {
-        return bad("a resume place that is not one of its calls");
+        return bad("a resume place that is not one of its calls or blocks");
+    }
+    if f.part_exits.iter().any(|&b| b >= n) {
+        return bad("a jump into another part from a block it does not have");
     }
     None
 }

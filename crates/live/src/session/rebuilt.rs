@@ -67,11 +67,18 @@ impl Session {
             let inside: Vec<u64> = (code.start() + 1..code.end())
                 .filter(|&a| targets.contains(a))
                 .collect();
-            let outside: Vec<u64> = inside
+            // Reached from outside: targets no jump of the function makes,
+            // and those its other parts (a `.cold` part) jump back to,
+            // which the function may jump to as well.
+            let mut outside: Vec<u64> = inside
                 .iter()
                 .copied()
                 .filter(|a| !internal.contains(a))
                 .collect();
+            outside.extend(module.jumps_back_from_other_parts(code));
+            // (`Module::function_code` starts a block at each of them.)
+            outside.sort_unstable();
+            outside.dedup();
             let built = match rebuild.rebuild(&Rebuilding {
                 module: &module.name,
                 path: &module.path,
