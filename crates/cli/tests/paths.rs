@@ -806,3 +806,72 @@ fn din_and_binary_forms_give_the_addresses_the_program_ran() {
     assert_eq!(at, bytes.len(), "one thread, one stream");
     assert_same_trace(&qemu, &decoded, "--binary --insns");
 }
+
+#[test]
+fn python3_regenerates_through_its_split_functions() {
+    // Debian's python3.11 is built with its cold code split off: jumps
+    // and switch cases into `.cold` parts and back, thousands of them.
+    let python = Path::new("/usr/bin/python3");
+    if !python.exists() {
+        skip("Debian's python3 is not installed (apt-get install python3)");
+        return;
+    }
+    let dir = scratch("paths-python3");
+    let script = dir.join("work.py");
+    std::fs::write(
+        &script,
+        "d = {}\nfor i in range(3000):\n    d[i % 37] = d.get(i % 37, 0) + i * i\n\
+         print(sum(d.values()), len(d), sorted(d)[:3])\n",
+    )
+    .unwrap();
+    let args = ["-S", "-E"];
+    let plain = run(
+        std::process::Command::new(python)
+            .args(args)
+            .arg(&script)
+            .env("PYTHONHASHSEED", "0"),
+        Duration::from_secs(30),
+    );
+    let trace = dir.join("trace");
+    let out = run(
+        weft()
+            .args([
+                "run",
+                "--no-follow",
+                "--paths",
+                "all",
+                "--validate",
+                "--paths-out",
+            ])
+            .arg(&trace)
+            .arg("--")
+            .arg(python)
+            .args(args)
+            .arg(&script)
+            .env("PYTHONHASHSEED", "0"),
+        Duration::from_secs(300),
+    );
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert_eq!(out.stdout, plain.stdout, "python's output under --paths");
+    // Every block python ran in its traced functions, as it recorded them
+    // one by one, equals their regeneration from the witnesses.
+    let validated = out
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("weft: validated: regeneration gives the "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no validation line: {}", out.stderr));
+    assert!(validated > 1_000_000, "{validated} blocks validated");
+    let meta = read_json(&trace.join("paths.json"));
+    let functions = meta["functions"].as_array().unwrap();
+    let resumes: usize = functions
+        .iter()
+        .map(|f| f["resumes"].as_array().map_or(0, |r| r.len()))
+        .sum();
+    assert!(
+        functions.len() > 3000 && resumes > 1000,
+        "{} functions, {resumes} ways back from other parts",
+        functions.len()
+    );
+}

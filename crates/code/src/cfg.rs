@@ -398,5 +398,31 @@ mod tests {
         assert_eq!(f.jump_tables()[0].targets, vec![0x15, 0x1b, 0x1c]);
         assert!(f.internal_targets().contains(&0x1b));
         assert!(!f.has_unresolved_indirect_jump());
+        assert!(f.jump_tables()[0].outside.is_empty());
+    }
+
+    #[test]
+    fn a_switch_with_cases_in_a_cold_part() {
+        // The table of `pic_jump_table` with case 1 sent to 0x900, outside
+        // the function (a `.cold` part, as GCC splits python3.11's).
+        let mut code = vec![
+            0x83, 0xff, 0x02, 0x77, 0x17, 0x48, 0x8d, 0x15, 0x14, 0, 0, 0, 0x48, 0x63, 0x04, 0xba,
+            0x48, 0x01, 0xd0, 0xff, 0xe0, 0xb8, 1, 0, 0, 0, 0xc3, 0xc3, 0x31, 0xc0, 0xc3, 0xcc,
+        ];
+        let table: Vec<u8> = [0x15i32 - 0x20, 0x900 - 0x20, 0x1c - 0x20]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let image: Vec<u8> = code.iter().chain(table.iter()).copied().collect();
+        code.truncate(0x20);
+        let data =
+            move |a: u64, n: usize| image.get(a as usize..a as usize + n).map(|s| s.to_vec());
+        let mut f = FunctionCode::analyze(0, &code, &data);
+        let t = &f.jump_tables()[0];
+        assert_eq!((t.targets.clone(), t.outside.clone()), (vec![0x15, 0x1c], vec![0x900]));
+        // Every register is live at the dispatch: the cold case may read any.
+        f.set_other_parts([0x900].into_iter().collect());
+        let live = f.liveness().live_before(0x13).unwrap();
+        assert!(live.contains(iced_x86::Register::R10), "{live}");
     }
 }

@@ -9,6 +9,8 @@
 //!
 //! The table size comes from the bounds check (`cmp rI,N; ja default`);
 //! without one, entries are read while they point inside the function.
+//! A bounded table may send some cases outside the function: into a part
+//! the compiler split off (`.cold`), kept in [`JumpTable::outside`].
 
 use crate::DataSource;
 use iced_x86::{Code, ConditionCode, Instruction, OpKind, Register};
@@ -20,8 +22,11 @@ pub struct JumpTable {
     pub jump: u64,
     /// Address of the table.
     pub table: u64,
-    /// The distinct targets in table order.
+    /// The distinct targets inside the function, in table order.
     pub targets: Vec<u64>,
+    /// The distinct targets outside it (another part of the function), in
+    /// table order.
+    pub outside: Vec<u64>,
 }
 
 const MAX_ENTRIES: usize = 4096;
@@ -54,6 +59,7 @@ pub(crate) fn resolve(
         Kind::Absolute => 8,
     };
     let mut targets = Vec::new();
+    let mut outside = Vec::new();
     for i in 0..count {
         let Some(bytes) = data.read(table + (i * entry_size) as u64, entry_size) else {
             break;
@@ -65,23 +71,27 @@ pub(crate) fn resolve(
             Kind::Absolute => u64::from_le_bytes(bytes[..8].try_into().ok()?),
         };
         if target < lo || target >= hi {
-            if bound.is_some() {
-                // A bounded table pointing outside the function: not a table we understand.
-                return None;
+            if bound.is_none() {
+                break;
             }
-            break;
+            // A case in another part of the function.
+            if !outside.contains(&target) {
+                outside.push(target);
+            }
+            continue;
         }
         if !targets.contains(&target) {
             targets.push(target);
         }
     }
-    if targets.is_empty() {
+    if targets.is_empty() && outside.is_empty() {
         return None;
     }
     Some(JumpTable {
         jump: jmp.ip(),
         table,
         targets,
+        outside,
     })
 }
 

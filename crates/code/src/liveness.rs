@@ -209,7 +209,14 @@ fn effects(
                 uses = uses | ARGS | CALLEE_SAVED;
             }
         }
-        FlowControl::IndirectBranch if !f.jump_tables().iter().any(|t| t.jump == i.ip()) => {
+        // A jump through no table we know, or through one with cases in
+        // another part of the function, may be followed by anything.
+        FlowControl::IndirectBranch
+            if !f
+                .jump_tables()
+                .iter()
+                .any(|t| t.jump == i.ip() && t.outside.is_empty()) =>
+        {
             uses = RegSet::ALL;
         }
         _ => {}

@@ -243,7 +243,7 @@ impl Module {
 
     /// Addresses inside `code` that the code of its other parts (the
     /// functions holding the targets of [`FunctionCode::set_other_parts`])
-    /// jumps to.
+    /// jumps to, directly or through a jump table.
     pub fn jumps_back_from_other_parts(&self, code: &FunctionCode) -> Vec<u64> {
         let mut seen = std::collections::BTreeSet::new();
         let mut back = Vec::new();
@@ -257,18 +257,30 @@ impl Module {
             let Some(bytes) = self.image.bytes_at(part.addr, part.size as usize) else {
                 continue;
             };
-            let at = self.runtime(part.addr).get();
+            let data = |addr: u64, len: usize| {
+                self.bytes_at_runtime(RemoteAddr(addr), len)
+                    .map(|b| b.to_vec())
+            };
+            let other = FunctionCode::analyze(self.runtime(part.addr).get(), bytes, &data);
+            let direct = other
+                .instructions()
+                .iter()
+                .filter(|i| {
+                    matches!(
+                        i.flow_control(),
+                        iced_x86::FlowControl::UnconditionalBranch
+                            | iced_x86::FlowControl::ConditionalBranch
+                    )
+                })
+                .map(|i| i.near_branch_target());
+            // A switch of the other part may have cases here.
+            let cases = other
+                .jump_tables()
+                .iter()
+                .flat_map(|t| t.targets.iter().chain(&t.outside).copied());
             back.extend(
-                weft_code::decode_all(at, bytes)
-                    .iter()
-                    .filter(|i| {
-                        matches!(
-                            i.flow_control(),
-                            iced_x86::FlowControl::UnconditionalBranch
-                                | iced_x86::FlowControl::ConditionalBranch
-                        )
-                    })
-                    .map(|i| i.near_branch_target())
+                direct
+                    .chain(cases)
                     .filter(|&a| a > code.start() && a < code.end()),
             );
         }
@@ -291,6 +303,11 @@ impl Module {
                 )
             })
             .map(|i| i.near_branch_target())
+            .chain(
+                code.jump_tables()
+                    .iter()
+                    .flat_map(|t| t.outside.iter().copied()),
+            )
             .filter(|&t| t < code.start() || t >= code.end())
             .filter(|&t| {
                 let vaddr = FileAddr(t.wrapping_sub(self.bias));

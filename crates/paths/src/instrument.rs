@@ -340,6 +340,14 @@ impl Rebuild for PathsInstrument {
             reentries: &reentries,
         };
         let built = rebuild(code, &cfg, &plan, &layout).map_err(|e| e.to_string())?;
+        if built.bytes.len() as u64 > f.room {
+            return Err(format!(
+                "weft's code area near {} is full ({} bytes left, the copy takes {})",
+                f.module,
+                f.room,
+                built.bytes.len()
+            ));
+        }
         let blocks = code
             .blocks()
             .iter()
@@ -396,11 +404,16 @@ impl Rebuild for PathsInstrument {
             .enumerate()
             .filter(|(_, b)| {
                 let tail = &code.instructions()[b.last - 1];
-                matches!(
+                let jumps_out = matches!(
                     tail.flow_control(),
                     iced_x86::FlowControl::UnconditionalBranch
                         | iced_x86::FlowControl::ConditionalBranch
-                ) && code.is_other_part(tail.near_branch_target())
+                ) && code.is_other_part(tail.near_branch_target());
+                let switches_out = code
+                    .jump_tables()
+                    .iter()
+                    .any(|t| t.jump == tail.ip() && !t.outside.is_empty());
+                jumps_out || switches_out
             })
             .map(|(k, _)| k)
             .collect();

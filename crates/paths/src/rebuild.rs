@@ -377,10 +377,13 @@ pub fn rebuild(
                     .iter()
                     .find(|t| t.jump == tail.ip())
                     .ok_or(Refusal::JumpTable(tail.ip()))?;
+                // Cases in another part of the function take the edge to EXIT.
+                let out_witness = exit_witnesses(bi).first().copied().flatten();
                 let cases: Vec<(u64, Option<u32>)> = table
                     .targets
                     .iter()
                     .map(|&t| (t, block_at(t).and_then(|to| witness_of(bi, to))))
+                    .chain(table.outside.iter().map(|&t| (t, out_witness)))
                     .collect();
                 b.switch(tail, &cases, live_before(tail.ip()))?;
             }

@@ -73,7 +73,14 @@ impl Cfg {
             let tail = &code.instructions()[b.last - 1];
             let leaves_conditionally = b.kind == BlockEnd::CondJump
                 && !blocks.iter().any(|t| t.start == tail.near_branch_target());
+            // A switch with cases in another part of the function.
+            let switches_out = b.kind == BlockEnd::Switch
+                && code
+                    .jump_tables()
+                    .iter()
+                    .any(|t| t.jump == tail.ip() && !t.outside.is_empty());
             if leaves_conditionally
+                || switches_out
                 || matches!(
                     b.kind,
                     BlockEnd::Return | BlockEnd::TailCall | BlockEnd::IndirectJump

@@ -97,6 +97,9 @@ pub struct Rebuilding<'a> {
     pub image: &'a weft_image::Image,
     /// The process it is laid out in.
     pub pid: i32,
+    /// Bytes left at `at` for the new layout: a [`Rebuild`] whose bytes
+    /// would not fit says so (and keeps no trace of the function).
+    pub room: u64,
 }
 
 /// A function laid out again: its bytes, and the 5-byte jumps to write

@@ -90,6 +90,7 @@ impl Session {
                 at,
                 image: &module.image,
                 pid: self.pid,
+                room: CODE_AREA.saturating_sub(self.clusters[ci].used),
             }) {
                 Ok(b) => b,
                 Err(why) => {
