@@ -419,7 +419,10 @@ mod tests {
             move |a: u64, n: usize| image.get(a as usize..a as usize + n).map(|s| s.to_vec());
         let mut f = FunctionCode::analyze(0, &code, &data);
         let t = &f.jump_tables()[0];
-        assert_eq!((t.targets.clone(), t.outside.clone()), (vec![0x15, 0x1c], vec![0x900]));
+        assert_eq!(
+            (t.targets.clone(), t.outside.clone()),
+            (vec![0x15, 0x1c], vec![0x900])
+        );
         // Every register is live at the dispatch: the cold case may read any.
         f.set_other_parts([0x900].into_iter().collect());
         let live = f.liveness().live_before(0x13).unwrap();
