@@ -875,3 +875,37 @@ fn python3_regenerates_through_its_split_functions() {
         functions.len()
     );
 }
+
+variant_test!(
+    cpp_exceptions_regenerate_what_qemu_ran,
+    [o0_pie, o2_pie],
+    |v| {
+        if !have_qemu() {
+            return;
+        }
+        // A throw from deep recursion, a destructor on the way, a catch
+        // further up: the unwinder finds the original callers (the copies
+        // push original return addresses) and enters landing pads, which
+        // write resume records.
+        let target = build("paths_throw", v);
+        let dir = scratch(&format!("paths-throw-{}", v.name));
+        let trace = dir.join("trace");
+        let plain = run(
+            std::process::Command::new(&target).arg("40"),
+            Duration::from_secs(30),
+        );
+        assert_eq!(plain.stdout, "sum -40 tally 40\n");
+        let out = paths_run(&trace, &["--validate"], &target, &["40"]);
+        assert_eq!(out.status, 0, "weft: {}", out.stderr);
+        assert_eq!(out.stdout, plain.stdout, "the program under --paths");
+        assert!(out.stderr.contains("validated:"), "{}", out.stderr);
+        let keep = traced_instructions(&trace, None);
+        let qemu = qemu_instructions(&target, &["40"], &keep, None, &dir);
+        assert!(
+            qemu.len() > 1_000,
+            "qemu ran {} traced instructions",
+            qemu.len()
+        );
+        assert_same_trace(&qemu, &regenerated(&trace), v.name);
+    }
+);

@@ -103,6 +103,11 @@ impl BranchTargets {
         self.targets.contains(&self.stored(addr))
     }
 
+    /// The targets, in order.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.targets.iter().map(|&t| t.wrapping_add(self.offset))
+    }
+
     /// Number of distinct targets.
     pub fn len(&self) -> usize {
         self.targets.len()

@@ -108,6 +108,10 @@ pub struct Image {
     event_sites: Vec<crate::EventSiteInfo>,
     /// GOT slot → imported symbol (`imports.rs`), read when first asked.
     pub(crate) import_slots: std::sync::OnceLock<std::collections::HashMap<u64, String>>,
+    /// Landing pads (`landing_pads.rs`), read when first asked.
+    pub(crate) landing_pads: std::sync::OnceLock<Vec<crate::LandingPad>>,
+    /// FDE starts that are parts of another function's frame.
+    pub(crate) frame_parts: std::sync::OnceLock<Vec<u64>>,
 }
 
 impl Image {
@@ -211,6 +215,8 @@ impl Image {
             usdt,
             event_sites,
             import_slots: std::sync::OnceLock::new(),
+            landing_pads: std::sync::OnceLock::new(),
+            frame_parts: std::sync::OnceLock::new(),
         })
     }
 
@@ -746,6 +752,8 @@ mod tests {
             usdt: vec![],
             event_sites: vec![],
             import_slots: Default::default(),
+            landing_pads: Default::default(),
+            frame_parts: Default::default(),
         };
         assert_eq!(
             img.load_bias(0x5555_0000_1000, 0x1000),

@@ -18,6 +18,7 @@ mod elf;
 mod error;
 mod event_sites;
 mod imports;
+mod landing_pads;
 mod pattern;
 mod usdt;
 
@@ -26,5 +27,6 @@ pub use demangle::demangle;
 pub use elf::{Function, FunctionSource, Image, ImageKind, Segment};
 pub use error::{Error, Result};
 pub use event_sites::{EventSiteInfo, EVENT_SITES, SITE_MAGIC, SITE_SIZE};
+pub use landing_pads::LandingPad;
 pub use pattern::{glob_match, near_misses, Pattern};
 pub use usdt::{parse_notes, UsdtProbe};

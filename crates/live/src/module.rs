@@ -34,9 +34,10 @@ pub struct Module {
     /// the same file, see [`opened`]).
     pub image: Arc<Image>,
     targets: OnceLock<BranchTargets>,
+    foreign: OnceLock<BranchTargets>,
     /// The file's branch targets at its link-time addresses, shared like
     /// the image.
-    file_targets: Arc<OnceLock<BranchTargets>>,
+    file_targets: Arc<OnceLock<FileTargets>>,
     padding: OnceLock<Vec<(u64, u64)>>,
 }
 
@@ -86,6 +87,7 @@ impl Module {
                 hi,
                 image,
                 targets: OnceLock::new(),
+                foreign: OnceLock::new(),
                 file_targets,
                 padding: OnceLock::new(),
             });
@@ -111,6 +113,7 @@ impl Module {
             hi: hi.map_or(0, FileAddr::get),
             image,
             targets: OnceLock::new(),
+            foreign: OnceLock::new(),
             file_targets,
             padding: OnceLock::new(),
         })
@@ -164,18 +167,36 @@ impl Module {
     /// Every direct branch and call target of the module's functions
     /// (runtime addresses), computed once.
     pub fn branch_targets(&self) -> &BranchTargets {
-        self.targets.get_or_init(|| {
-            // Decoded once per file, at link-time addresses.
-            let file = self.file_targets.get_or_init(|| {
-                let mut t = BranchTargets::new();
-                for f in self.image.functions() {
-                    if let Some(bytes) = self.image.bytes_at(f.addr, f.size as usize) {
-                        t.add_instructions(&weft_code::decode_all(f.addr.get(), bytes));
+        self.targets
+            .get_or_init(|| self.file_targets().all.rebased(self.bias))
+    }
+
+    /// The targets of branches made from outside the function holding
+    /// them (another function's tail call, a `.cold` part coming back):
+    /// places reached without going through the function's own code.
+    pub fn foreign_targets(&self) -> &BranchTargets {
+        self.foreign
+            .get_or_init(|| self.file_targets().foreign.rebased(self.bias))
+    }
+
+    /// Decoded once per file, at link-time addresses.
+    fn file_targets(&self) -> &FileTargets {
+        self.file_targets.get_or_init(|| {
+            let mut all = BranchTargets::new();
+            let mut foreign = BranchTargets::new();
+            for f in self.image.functions() {
+                if let Some(bytes) = self.image.bytes_at(f.addr, f.size as usize) {
+                    let insns = weft_code::decode_all(f.addr.get(), bytes);
+                    all.add_instructions(&insns);
+                    let (lo, hi) = (f.addr.get(), f.addr.get() + f.size);
+                    let mut outside = BranchTargets::new();
+                    outside.add_instructions(&insns);
+                    for t in outside.iter().filter(|&t| t < lo || t >= hi) {
+                        foreign.insert(t);
                     }
                 }
-                t
-            });
-            file.rebased(self.bias)
+            }
+            FileTargets { all, foreign }
         })
     }
 
@@ -233,12 +254,25 @@ impl Module {
         let mut code = FunctionCode::analyze(self.runtime(f.addr).get(), bytes, &data);
         let parts = self.other_parts_reached(&code);
         code.set_other_parts(parts);
-        // The ways back from those parts start blocks of their own.
-        let back = self.jumps_back_from_other_parts(&code);
-        if !back.is_empty() {
-            code.add_entries(&back);
+        // The ways back from those parts, and the landing pads the unwinder
+        // jumps to, start blocks of their own.
+        let mut entries = self.jumps_back_from_other_parts(&code);
+        entries.extend(self.landing_pads_in(&code).iter().map(|&(pad, _)| pad));
+        if !entries.is_empty() {
+            code.add_entries(&entries);
         }
         Some(code)
+    }
+
+    /// The C++ landing pads inside `code`, in runtime addresses: (pad,
+    /// start of the function whose call sites lead there).
+    pub fn landing_pads_in(&self, code: &FunctionCode) -> Vec<(u64, u64)> {
+        let vaddr = |a: u64| FileAddr(a.wrapping_sub(self.bias));
+        self.image
+            .landing_pads_in(vaddr(code.start()), vaddr(code.end()))
+            .iter()
+            .map(|p| (self.runtime(p.pad).get(), self.runtime(p.owner).get()))
+            .collect()
     }
 
     /// Addresses inside `code` that the code of its other parts (the
@@ -288,10 +322,9 @@ impl Module {
     }
 
     /// Targets of `code`'s jumps out of its range that are not the entry of
-    /// a function its symbols name: a `.cold` part of the same function
-    /// (named, or an unnamed FDE of a stripped file), or code reached in
-    /// the middle. A tail call to an unnamed function is counted among
-    /// them: every register is kept live there, which is only slower.
+    /// a function: a `.cold` part of the same function (named so, or an
+    /// FDE whose first row keeps the frame of the function it was split
+    /// from), or code reached in the middle.
     fn other_parts_reached(&self, code: &FunctionCode) -> std::collections::BTreeSet<u64> {
         code.instructions()
             .iter()
@@ -313,7 +346,7 @@ impl Module {
                 let vaddr = FileAddr(t.wrapping_sub(self.bias));
                 !self.image.function_at(vaddr).is_some_and(|g| {
                     g.addr == vaddr
-                        && g.source != weft_image::FunctionSource::EhFrame
+                        && !self.image.is_frame_part(vaddr)
                         && !crate::session::is_split_part(&g.name)
                 })
             })
@@ -333,6 +366,14 @@ impl Module {
     }
 }
 
+/// A file's branch targets at link-time addresses: all of them, and those
+/// of branches made from outside the function holding the target.
+#[derive(Debug, Default)]
+struct FileTargets {
+    all: BranchTargets,
+    foreign: BranchTargets,
+}
+
 /// The image of the file at `path`, read and indexed once per weft for
 /// each version of each file (by device, inode, size and modification
 /// time), with its branch targets' shared slot: every process of a
@@ -340,9 +381,9 @@ impl Module {
 /// them.
 fn opened(
     path: &std::path::Path,
-) -> std::result::Result<(Arc<Image>, Arc<OnceLock<BranchTargets>>), weft_image::Error> {
+) -> std::result::Result<(Arc<Image>, Arc<OnceLock<FileTargets>>), weft_image::Error> {
     use std::os::unix::fs::MetadataExt;
-    type Cache = BTreeMap<(u64, u64, u64, i64, i64), (Arc<Image>, Arc<OnceLock<BranchTargets>>)>;
+    type Cache = BTreeMap<(u64, u64, u64, i64, i64), (Arc<Image>, Arc<OnceLock<FileTargets>>)>;
     static CACHE: Mutex<Cache> = Mutex::new(BTreeMap::new());
     let key = std::fs::metadata(path)
         .ok()
@@ -354,7 +395,7 @@ fn opened(
         }
     }
     let image = Arc::new(Image::open(path)?);
-    let targets: Arc<OnceLock<BranchTargets>> = Arc::default();
+    let targets: Arc<OnceLock<FileTargets>> = Arc::default();
     if let Some(k) = key {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         cache.insert(k, (Arc::clone(&image), Arc::clone(&targets)));

@@ -3,7 +3,7 @@
 //! function table that regeneration reads (ELF virtual addresses, blocks,
 //! instructions, edges and their witnesses).
 
-use crate::rebuild::{rebuild, reentry_points, Layout, Role};
+use crate::rebuild::{rebuild, splices, Layout, Role};
 use crate::witness::{place, Cfg};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -66,6 +66,11 @@ pub struct ResumePlace {
     /// the return of a call.
     #[serde(default)]
     pub block_start: bool,
+    /// For a C++ landing pad: the ELF virtual address of the function
+    /// whose frame catches there (its call site led to the pad), in the
+    /// same module.
+    #[serde(default)]
+    pub unwound_to: Option<u64>,
 }
 
 impl FunctionInfo {
@@ -137,6 +142,29 @@ const RETURNS_TWICE: &[&str] = &[
     "__fork",
     "__libc_fork",
     "_Fork",
+];
+
+/// Functions that never return to their caller: a call to one pushes the
+/// original return address (for the unwinder) and needs no way back.
+const NO_RETURN: &[&str] = &[
+    "__cxa_throw",
+    "__cxa_rethrow",
+    "_Unwind_Resume",
+    "__cxa_bad_cast",
+    "__cxa_bad_typeid",
+    "__cxa_throw_bad_array_new_length",
+    "abort",
+    "exit",
+    "_exit",
+    "_Exit",
+    "__stack_chk_fail",
+    "__assert_fail",
+    "__fortify_fail",
+    "longjmp",
+    "_longjmp",
+    "siglongjmp",
+    "__longjmp_chk",
+    "pthread_exit",
 ];
 
 /// Traces functions by laying them out again; one per weft run, shared by
@@ -301,10 +329,22 @@ impl Rebuild for PathsInstrument {
                     .collect()
             })
             .unwrap_or_default();
+        // Landing pads are entered from outside too (by the unwinder).
+        let mut entered: Vec<u64> = f.entered_from_outside.to_vec();
+        entered.extend(f.landing_pads.iter().map(|&(pad, _)| pad));
+        entered.sort_unstable();
+        entered.dedup();
+        // A return address another part also jumps to is a resume place:
+        // the frame found there is the innermost one of the function either
+        // way.
         let twice: Vec<(u64, u32)> = code
             .instructions()
             .iter()
-            .filter(|i| called_name(f, i).is_some_and(|n| RETURNS_TWICE.contains(&n.as_str())))
+            .filter(|i| {
+                called_name(f, i).is_some_and(|n| RETURNS_TWICE.contains(&n.as_str()))
+                    || (i.is_call_near() || i.is_call_near_indirect())
+                        && entered.binary_search(&i.next_ip()).is_ok()
+            })
             .enumerate()
             .map(|(k, i)| {
                 let place = earlier.get(k).copied().unwrap_or(*next_resume + k as u32);
@@ -315,7 +355,8 @@ impl Rebuild for PathsInstrument {
         // numbered after its calls'.
         let reentries: Vec<(u64, u32)> = if role == Role::Traced {
             let first = *next_resume + twice.len() as u32;
-            reentry_points(code, f.entered_from_outside, f.branch_targets)
+            splices(code, &entered, f.branch_targets)
+                .reentries
                 .into_iter()
                 .enumerate()
                 .map(|(k, a)| {
@@ -329,15 +370,22 @@ impl Rebuild for PathsInstrument {
         } else {
             Vec::new()
         };
+        let no_return: Vec<u64> = code
+            .instructions()
+            .iter()
+            .filter(|i| called_name(f, i).is_some_and(|n| NO_RETURN.contains(&n.as_str())))
+            .map(|i| i.ip())
+            .collect();
         let layout = Layout {
             id,
             at: f.at,
-            entered_from_outside: f.entered_from_outside,
+            entered_from_outside: &entered,
             branch_targets: f.branch_targets,
             role,
             validate: self.validate,
             resumes: &twice,
             reentries: &reentries,
+            no_return: &no_return,
         };
         let built = rebuild(code, &cfg, &plan, &layout).map_err(|e| e.to_string())?;
         if built.bytes.len() as u64 > f.room {
@@ -386,15 +434,22 @@ impl Rebuild for PathsInstrument {
                     block,
                     insn,
                     block_start: false,
+                    unwound_to: None,
                 })
             })
             .chain(reentries.iter().filter_map(|&(a, id)| {
                 let block = code.blocks().iter().position(|b| b.start == a)?;
+                let unwound_to = f
+                    .landing_pads
+                    .iter()
+                    .find(|&&(pad, _)| pad == a)
+                    .map(|&(_, owner)| owner.wrapping_sub(f.bias));
                 Some(ResumePlace {
                     id,
                     block,
                     insn: 0,
                     block_start: true,
+                    unwound_to,
                 })
             }))
             .collect();

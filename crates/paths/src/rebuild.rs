@@ -158,12 +158,17 @@ pub struct Layout<'a> {
     pub role: Role,
     /// Also record every block (`--validate`).
     pub validate: bool,
-    /// Calls that may return more than once (`setjmp`): (the call's
-    /// address, the resume place id its returns record).
+    /// Calls that may return more than once (`setjmp`), and calls whose
+    /// return address code outside jumps to as well: (the call's address,
+    /// the resume place id its returns record).
     pub resumes: &'a [(u64, u32)],
     /// Places code outside jumps back into the function, from
     /// [`reentry_points`]: (address, the resume place id recorded there).
     pub reentries: &'a [(u64, u32)],
+    /// Calls to functions that never return (`__cxa_throw`, `abort`):
+    /// they push the original return address like a spliced call (the
+    /// unwinder and debuggers look it up), with nothing to come back to.
+    pub no_return: &'a [u64],
 }
 
 /// Lays out `code` again with the stores of `plan` (made for `cfg`,
@@ -183,6 +188,7 @@ pub fn rebuild(
         validate,
         resumes,
         reentries,
+        no_return,
     } = *layout;
     if id > MAX_FUNCTION {
         return Err(Refusal::TooManyFunctions(id));
@@ -221,13 +227,7 @@ pub fn rebuild(
             return Err(Refusal::NotRelocatable(i.ip(), why));
         }
     }
-    let target_covered = |a: u64| {
-        branch_targets
-            .iter()
-            .find(|&&t| t > a && t < a + 5)
-            .copied()
-    };
-    let spliced_returns = spliceable_returns(code, &target_covered, entered_from_outside);
+    let spliced_returns = splices(code, entered_from_outside, branch_targets).returns;
     let liveness = code.liveness();
     let live_before = |a: u64| liveness.live_before(a).unwrap_or(RegSet::ALL);
     let live_after = |a: u64| liveness.live_after(a).unwrap_or(RegSet::ALL);
@@ -241,6 +241,17 @@ pub fn rebuild(
         pending_fake: None,
         own_entry: None,
         silent: role != Role::Traced,
+        // The last instruction of the function never returns either.
+        no_return: no_return
+            .iter()
+            .copied()
+            .chain(
+                code.instructions()
+                    .last()
+                    .filter(|i| is_call(i))
+                    .map(|i| i.ip()),
+            )
+            .collect(),
         fork_child_reset: role == Role::Fork,
         range: code.start()..code.end(),
     };
@@ -471,15 +482,12 @@ fn weft_patch_free_can_move(i: &Instruction) -> Option<&'static str> {
 }
 
 /// The return addresses of calls that can hold a 5-byte jump: inside the
-/// function, at least five bytes before its end, not reached by jumps from
-/// outside (those are re-entries, see [`reentry_points`]), and overlapping
-/// neither the entry's jump nor another chosen return address's. Calls
-/// that never return (the last instruction of the function) are left out.
-fn spliceable_returns(
-    code: &FunctionCode,
-    covered: &dyn Fn(u64) -> Option<u64>,
-    outside: &[u64],
-) -> Vec<u64> {
+/// function, at least five bytes before its end, and overlapping neither
+/// the entry's jump nor another chosen return address's. Calls that never
+/// return (the last instruction of the function) are left out. (A return
+/// address code outside also jumps to writes a resume record: see
+/// [`Layout::resumes`].)
+fn spliceable_returns(code: &FunctionCode, covered: &dyn Fn(u64) -> Option<u64>) -> Vec<u64> {
     let mut taken_until = code.start() + 5;
     let mut chosen = Vec::new();
     for i in code.instructions() {
@@ -491,7 +499,6 @@ fn spliceable_returns(
             && ret + 5 <= code.end()
             && code.index_of(ret).is_some()
             && covered(ret).is_none()
-            && !outside.contains(&ret)
         {
             chosen.push(ret);
             taken_until = ret + 5;
@@ -500,21 +507,48 @@ fn spliceable_returns(
     chosen
 }
 
-/// The places where code outside the function jumps into it (a `.cold`
-/// part coming back into its hot part) that can hold a 5-byte jump into
-/// the copy: block starts at least five bytes past the entry and before
-/// the end, whose jump covers no branch target, no call's return address
-/// and no return address the copy splices. Deterministic in the code, so
-/// every process running it gets the same places.
-pub fn reentry_points(
+/// Where a copy puts 5-byte jumps into itself besides the entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Splices {
+    /// Return addresses of calls (see [`spliceable_returns`]).
+    pub returns: Vec<u64>,
+    /// Places code outside jumps in (see [`splices`]).
+    pub reentries: Vec<u64>,
+}
+
+/// The return addresses and re-entries a copy splices. A jump must not
+/// cover an address code can reach in the original: one reached from
+/// outside always; one the function's own branches reach only while some
+/// original code may run, that is, unless every place code outside
+/// enters by (`entered_from_outside`: other functions' branches, other
+/// parts coming back, landing pads, return addresses on stacks) gets a
+/// jump into the copy itself. Deterministic in the code, so every process
+/// running it gets the same.
+pub fn splices(
     code: &FunctionCode,
     entered_from_outside: &[u64],
     branch_targets: &[u64],
-) -> Vec<u64> {
+) -> Splices {
+    let tight = splices_avoiding(code, entered_from_outside, entered_from_outside);
+    let sealed = entered_from_outside
+        .iter()
+        .all(|a| tight.reentries.contains(a) || tight.returns.contains(a) || *a == code.start());
+    if sealed {
+        return tight;
+    }
+    let mut all = branch_targets.to_vec();
+    all.extend_from_slice(entered_from_outside);
+    splices_avoiding(code, entered_from_outside, &all)
+}
+
+/// [`Splices`] whose jumps cover none of `avoid`: re-entries at block
+/// starts at least five bytes past the entry and before the end, covering
+/// no call's return address and no return address the copy splices.
+fn splices_avoiding(code: &FunctionCode, entered_from_outside: &[u64], avoid: &[u64]) -> Splices {
     let inside = |a: u64, t: u64| t > a && t < a + 5;
-    let covered = |a: u64| branch_targets.iter().find(|&&t| inside(a, t)).copied();
-    let returns = spliceable_returns(code, &covered, entered_from_outside);
-    let mut taken: Vec<u64> = returns;
+    let covered = |a: u64| avoid.iter().find(|&&t| inside(a, t)).copied();
+    let returns = spliceable_returns(code, &covered);
+    let mut taken: Vec<u64> = returns.clone();
     taken.push(code.start());
     let calls_return: Vec<u64> = code
         .instructions()
@@ -538,7 +572,10 @@ pub fn reentry_points(
             taken.push(a);
         }
     }
-    chosen
+    Splices {
+        returns,
+        reentries: chosen,
+    }
 }
 
 /// Whether a call can become `push [literal]; jmp target`: a direct call,
@@ -571,6 +608,8 @@ pub(crate) struct Builder {
     own_entry: Option<(u64, u64)>,
     /// Stores nothing (see [`Role`]).
     silent: bool,
+    /// Calls that never return (see [`Layout::no_return`]).
+    no_return: Vec<u64>,
     /// After each `syscall`, clears the cursor where it returned 0 (a child).
     fork_child_reset: bool,
     /// The original function's addresses.
@@ -625,7 +664,9 @@ impl Builder {
             self.out.push(*i);
             return self.clear_cursor_in_child();
         }
-        if is_call(i) && spliced.binary_search(&i.next_ip()).is_ok() {
+        let spliced_return = spliced.binary_search(&i.next_ip()).is_ok();
+        let never_returns = call_form_movable(i) && self.no_return.contains(&i.ip());
+        if is_call(i) && (spliced_return || never_returns) {
             let literal = self.literal(i.next_ip());
             let mut push = Instruction::with1(
                 Code::Push_rm64,
@@ -642,9 +683,11 @@ impl Builder {
             jmp.set_ip(0);
             self.out.push(push);
             self.out.push(jmp);
-            let fake = self.fake();
-            conts.push((i.next_ip(), fake));
-            self.pending_fake = Some(fake);
+            if spliced_return {
+                let fake = self.fake();
+                conts.push((i.next_ip(), fake));
+                self.pending_fake = Some(fake);
+            }
             return Ok(());
         }
         self.out.push(*i);

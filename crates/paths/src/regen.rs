@@ -78,6 +78,8 @@ pub struct Program<'a> {
     resumes: HashMap<u32, (u32, usize, u32)>,
     /// The resume places that are ways back in from another part.
     reentries: std::collections::HashSet<u32>,
+    /// Landing pads: resume place → the function whose frame catches.
+    landing_pads: HashMap<u32, u32>,
     validate: bool,
 }
 
@@ -109,11 +111,27 @@ impl<'a> Program<'a> {
             .iter()
             .flat_map(|f| f.resumes.iter().filter(|r| r.block_start).map(|r| r.id))
             .collect();
+        let by_place: HashMap<(&str, u64), u32> = functions
+            .iter()
+            .map(|f| ((f.path.as_str(), f.vaddr), f.id))
+            .collect();
+        let landing_pads = functions
+            .iter()
+            .flat_map(|f| {
+                let by_place = &by_place;
+                f.resumes.iter().filter_map(move |r| {
+                    let owner = r.unwound_to?;
+                    let id = by_place.get(&(f.path.as_str(), owner)).copied();
+                    Some((r.id, id.unwrap_or(f.id)))
+                })
+            })
+            .collect();
         Program {
             functions,
             walk,
             resumes,
             reentries,
+            landing_pads,
             validate,
         }
     }
@@ -180,7 +198,10 @@ impl<'a> Program<'a> {
                     }
                     Some(Record::Entered(id)) => {
                         r.next()?;
-                        let frame = self.enter(id, r.at)?;
+                        // The part itself, or a tail call it makes: its
+                        // return is the function's.
+                        let mut frame = self.enter(id, r.at)?;
+                        frame.returns_for_below = true;
                         stack.push(frame);
                     }
                     // The other part returned for the function: the caller's.
@@ -346,7 +367,14 @@ impl<'a> Program<'a> {
             if to == w.exit && w.part_exit[top.block] {
                 top.in_part = true;
             } else if to == w.exit {
-                stack.pop();
+                // A frame run on behalf of a function that jumped into
+                // another part returns for it too.
+                while let Some(done) = stack.pop() {
+                    let below_left = stack.last().is_some_and(|b| b.in_part);
+                    if !(done.returns_for_below && below_left) {
+                        break;
+                    }
+                }
             } else {
                 top.block = to;
                 top.insn = 0;
@@ -368,6 +396,29 @@ impl<'a> Program<'a> {
                 self.resumes.len()
             ))
         })?;
+        // A landing pad: the unwinder dropped the frames above the one that
+        // catches (whose function may be another part than the pad's).
+        if let Some(&owner) = self.landing_pads.get(&id) {
+            if let Some(k) = stack.iter().rposition(|f| f.function == owner) {
+                stack.truncate(k + 1);
+                let top = &mut stack[k];
+                if owner == function {
+                    (top.block, top.insn, top.in_call, top.in_part) = (block, insn, false, false);
+                    return Ok(());
+                }
+                (top.in_call, top.in_part) = (false, true);
+            }
+            let below_left = stack.last().is_some_and(|f| f.in_part);
+            stack.push(Frame {
+                function,
+                block,
+                insn,
+                in_call: false,
+                in_part: false,
+                returns_for_below: below_left,
+            });
+            return Ok(());
+        }
         let reentry = self.reentries.contains(&id);
         let found = if reentry {
             // A way back from another part: into the frame that jumped
@@ -381,6 +432,7 @@ impl<'a> Program<'a> {
         } else {
             stack.iter().rposition(|f| f.function == function)
         };
+        let below_left = stack.last().is_some_and(|f| f.in_part);
         match found {
             Some(k) => stack.truncate(k + 1),
             None => stack.push(Frame {
@@ -389,6 +441,7 @@ impl<'a> Program<'a> {
                 insn: 0,
                 in_call: false,
                 in_part: false,
+                returns_for_below: below_left,
             }),
         }
         let top = stack.last_mut().expect("a frame was kept or pushed");
@@ -423,6 +476,7 @@ impl<'a> Program<'a> {
             insn: 0,
             in_call: false,
             in_part: false,
+            returns_for_below: false,
         })
     }
 }
@@ -435,6 +489,9 @@ struct Frame {
     /// It jumped into another part of itself: what comes next is that
     /// part's (a traced part's entry, a resume place, or its return).
     in_part: bool,
+    /// It runs for the frame below, which jumped into another part (it is
+    /// that part, or a tail call from it): its return is that frame's.
+    returns_for_below: bool,
 }
 
 struct Reader<'b> {

@@ -90,6 +90,9 @@ pub struct Rebuilding<'a> {
     /// be written over one at a return address (a target reached from both
     /// sides counts as internal in `entered_from_outside`).
     pub branch_targets: &'a [u64],
+    /// C++ landing pads inside the function (the unwinder jumps there):
+    /// (pad, entry of the function whose call sites lead to it).
+    pub landing_pads: &'a [(u64, u64)],
     /// Where the new layout is placed (within reach of the function).
     pub at: u64,
     /// The module's file, for what the code reaches (functions, PLT

@@ -32,6 +32,9 @@ impl Session {
             return Ok(());
         }
         let pcs: Vec<u64> = tracee.thread_pcs()?.iter().map(|(_, a)| a.0).collect();
+        // Return addresses on the threads' stacks (attach): places the
+        // original code is entered by, like branches from outside.
+        let words = super::stacks::stack_words(tracee, self.pid, 1 << 20)?;
         let mut text = TextBatch::new(self.pid)?;
         for item in items {
             let Action::Rebuild(rebuild) = &item.action else {
@@ -68,14 +71,18 @@ impl Session {
                 .filter(|&a| targets.contains(a))
                 .collect();
             // Reached from outside: targets no jump of the function makes,
-            // and those its other parts (a `.cold` part) jump back to,
-            // which the function may jump to as well.
+            // those other functions' branches reach (maybe as well as its
+            // own), and those its other parts (a `.cold` part) jump back to.
+            let foreign = module.foreign_targets();
             let mut outside: Vec<u64> = inside
                 .iter()
                 .copied()
-                .filter(|a| !internal.contains(a))
+                .filter(|&a| !internal.contains(&a) || foreign.contains(a))
                 .collect();
             outside.extend(module.jumps_back_from_other_parts(code));
+            let lo = words.partition_point(|&w| w <= code.start());
+            let hi = words.partition_point(|&w| w < code.end());
+            outside.extend_from_slice(&words[lo..hi]);
             // (`Module::function_code` starts a block at each of them.)
             outside.sort_unstable();
             outside.dedup();
@@ -87,6 +94,7 @@ impl Session {
                 bias: module.bias,
                 entered_from_outside: &outside,
                 branch_targets: &inside,
+                landing_pads: &module.landing_pads_in(code),
                 at,
                 image: &module.image,
                 pid: self.pid,
