@@ -257,6 +257,21 @@ SQL
         regen_s=$(echo "$t1 - $t0" | bc -l)
         printf '%-34s %-24s %9.3f %8.2f %12.3f %12s\n' "$name" "weft --paths" "$weft" "$(echo "$weft / $base" | bc -l)" "$(echo "$bytes / $blocks" | bc -l)" "$blocks"
         printf '%-34s %-24s %9.3f %8s %12s %12s\n' "$name" "weft regen (to a pipe)" "$regen_s" - - "$(echo "$blocks / $regen_s / 1000000" | bc -l | xargs printf '%.1f M/s')"
+        t0=$(date +%s.%N)
+        "$WEFT" regen --binary -o /dev/null "$out/paths-trace" 2>/dev/null
+        t1=$(date +%s.%N)
+        regen_s=$(echo "$t1 - $t0" | bc -l)
+        printf '%-34s %-24s %9.3f %8s %12s %12s\n' "$name" "weft regen --binary" "$regen_s" - - "$(echo "$blocks / $regen_s / 1000000" | bc -l | xargs printf '%.1f M/s')"
+        # weft's own record per block (--validate), once.
+        rm -rf "$out/paths-trace"
+        local vs vline vbytes
+        # shellcheck disable=SC2086
+        vs=$(seconds "$WEFT" run --no-follow $paths_args --validate --paths-out "$out/paths-trace" -- "$@")
+        rm -rf "$out/paths-trace"
+        # shellcheck disable=SC2086
+        vline=$("$WEFT" run --no-follow $paths_args --validate --paths-out "$out/paths-trace" -- "$@" 2>&1 >/dev/null | grep 'bytes of witnesses')
+        vbytes=$(echo "$vline" | grep -o '[0-9]* bytes of witnesses' | awk '{print $1}')
+        printf '%-34s %-24s %9.3f %8.2f %12.3f %12s\n' "$name" "weft --validate" "$vs" "$(echo "$vs / $base" | bc -l)" "$(echo "$vbytes / $blocks" | bc -l)" -
         # Peers run once, cut off after PEER_LIMIT seconds (">" marks a cut run).
         peer() {
             local label=$1; shift
@@ -275,6 +290,9 @@ SQL
     bench_paths "gzip -c (10 MB of numbers)" "--paths all" /usr/bin/gzip -c "$input"
     bench_paths "sqlite3 (libsqlite3 traced)" "--paths all --paths libsqlite3" /usr/bin/sqlite3 :memory: ".read $out/paths.sql"
     bench_paths "tar -c /usr/share/doc (I/O)" "--paths all" /usr/bin/tar -cf /dev/null /usr/share/doc
+    bench_paths "python3 (dict loop, split functions)" "--paths all" /usr/bin/python3 -S -E -c 'd={}
+for i in range(200000): d[i%97]=d.get(i%97,0)+i
+print(len(d))'
 }
 
 case "$what" in

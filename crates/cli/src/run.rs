@@ -167,6 +167,14 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
     let code = wait_for_workload(pid, &mut workload, args)?;
     workload.stop_following(args)?;
     workload.finish(args, report_out)?;
+    if !args.paths.is_empty() && code == 128 + weft_abi::signal::SIGSEGV {
+        say!(
+            "weft: the program died of SIGSEGV. If it installs a SIGSEGV handler of its own \
+             (GNU grep and diff, zstd, ...) or runs traced code with every signal blocked \
+             (worker threads of xz), --paths cannot trace it yet: weft's buffer handover is \
+             a SIGSEGV (docs/paths.md); trace other functions with --paths fn:PATTERN"
+        );
+    }
     Ok(code)
 }
 

@@ -611,9 +611,44 @@ fn damaged_traces_and_wrong_directories_are_refused_clearly() {
         "--paths-out over another directory",
     );
     assert!(other.join("notes.txt").exists());
+    // A paths.json weft did not write is not replaced, and a link is not
+    // followed.
+    let foreign = dir.join("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("paths.json"), "{\"mine\": 1}").unwrap();
+    let out = paths_run(&foreign, &[], &target, &[]);
+    assert_clear_error(&out, 1, "is not a weft paths trace", "a foreign paths.json");
+    assert_eq!(
+        std::fs::read_to_string(foreign.join("paths.json")).unwrap(),
+        "{\"mine\": 1}"
+    );
+    let link = dir.join("link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&other, &link).unwrap();
+    let out = paths_run(&link, &[], &target, &[]);
+    assert_clear_error(&out, 1, "is a symbolic link", "--paths-out through a link");
+    // Witnesses without their table: a run that did not finish.
+    let unfinished = dir.join("unfinished");
+    std::fs::create_dir_all(&unfinished).unwrap();
+    std::fs::write(unfinished.join("buffers.zst"), b"").unwrap();
+    let out = run(
+        weft().arg("regen").arg(&unfinished),
+        Duration::from_secs(60),
+    );
+    assert_clear_error(&out, 1, "did not finish", "a trace without paths.json");
     let trace = dir.join("trace");
     let out = paths_run(&trace, &[], &target, &["2000"]);
     assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    // Weft's user's only.
+    use std::os::unix::fs::PermissionsExt;
+    for p in [
+        trace.clone(),
+        trace.join("paths.json"),
+        trace.join("buffers.zst"),
+    ] {
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert!(mode & 0o077 == 0, "{} is {mode:o}", p.display());
+    }
     // A stream cut short: the message names the byte where it ends.
     let zst = trace.join("buffers.zst");
     let whole = std::fs::read(&zst).unwrap();

@@ -63,7 +63,9 @@ pub struct HandlerCode {
 impl HandlerCode {
     /// The kernel `struct sigaction` installing the handler: `SA_SIGINFO`,
     /// on the alternate stack if the thread has one, not deferring itself
-    /// (it never faults), with its restorer; no signal blocked.
+    /// (it never faults), with its restorer; every other signal blocked
+    /// while it runs, so that no handler of the program (traced code,
+    /// perhaps with SIGSEGV blocked) runs while a thread waits for a buffer.
     pub fn kernel_action(&self) -> [u8; 32] {
         const SA_SIGINFO: u64 = 0x4;
         const SA_ONSTACK: u64 = 0x0800_0000;
@@ -74,6 +76,10 @@ impl HandlerCode {
         b[0..8].copy_from_slice(&self.handler.to_le_bytes());
         b[8..16].copy_from_slice(&flags.to_le_bytes());
         b[16..24].copy_from_slice(&self.restorer.to_le_bytes());
+        // Bit n-1 for signal n; SIGSEGV and SIGBUS stay deliverable (the
+        // kernel cannot hold a fault back), SIGKILL and SIGSTOP always are.
+        let keep = [11u64, 7, 9, 19].iter().fold(0u64, |m, s| m | 1 << (s - 1));
+        b[24..32].copy_from_slice(&(!keep).to_le_bytes());
         b
     }
 }

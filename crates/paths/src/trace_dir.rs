@@ -86,8 +86,17 @@ pub type StreamKey = (u32, u32, u32);
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     /// The directory exists and holds something else.
-    #[error("{0} exists and is not a weft paths trace (no paths.json); give a new directory")]
+    #[error("{0} exists and is not a weft paths trace; give a new or empty directory, or an earlier trace")]
     NotATrace(PathBuf),
+    /// `--paths-out` names a symbolic link or a file that is not a directory.
+    #[error("{0} is a symbolic link or not a directory; give a directory")]
+    NotADirectory(PathBuf),
+    /// `regen` was given a directory with no trace in it.
+    #[error("{0} holds no paths trace (no paths.json); `weft run --paths WHAT --paths-out DIR` writes one")]
+    NoTrace(PathBuf),
+    /// The run that wrote the directory did not finish it.
+    #[error("{0} holds witnesses but no paths.json: the weft that wrote it did not finish (it was killed?), and the witnesses cannot be read without the table")]
+    Unfinished(PathBuf),
     /// A file could not be read or written.
     #[error("{path}: {source}")]
     Io {
@@ -125,17 +134,55 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TraceError + '_ {
     }
 }
 
-/// Refuses `dir` if it exists and holds something other than a paths
-/// trace (an empty directory, or an earlier trace, is fine).
+/// Refuses `dir` if it exists and is not a directory weft may write: a
+/// symbolic link, a file, or a directory holding anything but an earlier
+/// paths trace (`paths.json` that says it is one, `buffers.zst`). A new
+/// or empty directory is fine.
 pub fn check_dir(dir: &Path) -> Result<(), TraceError> {
-    if !dir.exists() {
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
         return Ok(());
+    };
+    if !meta.is_dir() {
+        return Err(TraceError::NotADirectory(dir.to_path_buf()));
     }
-    let empty = std::fs::read_dir(dir).map_err(io(dir))?.next().is_none();
-    if !empty && !dir.join("paths.json").exists() && !dir.join("buffers.zst").exists() {
-        return Err(TraceError::NotATrace(dir.to_path_buf()));
+    for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+        let entry = entry.map_err(io(dir))?;
+        let name = entry.file_name();
+        let weft_file = name == "buffers.zst" || name == "paths.json";
+        if !weft_file || !entry.file_type().map_err(io(dir))?.is_file() {
+            return Err(TraceError::NotATrace(dir.to_path_buf()));
+        }
+    }
+    let table = dir.join("paths.json");
+    if table.exists() {
+        let mut head = vec![0u8; 256];
+        let n = std::fs::File::open(&table)
+            .and_then(|mut f| f.read(&mut head))
+            .map_err(io(&table))?;
+        let text = String::from_utf8_lossy(&head[..n]);
+        if !text.contains(&format!("\"format\":\"{FORMAT}\"")) {
+            return Err(TraceError::NotATrace(dir.to_path_buf()));
+        }
     }
     Ok(())
+}
+
+/// A file of a trace directory, created for weft's user only.
+fn create_private(path: &Path) -> Result<std::fs::File, TraceError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc_o_nofollow())
+        .open(path)
+        .map_err(io(path))
+}
+
+/// `O_NOFOLLOW`: a file of the trace is never written through a link.
+const fn libc_o_nofollow() -> i32 {
+    0o400000
 }
 
 /// Writes a trace as weft drains buffers.
@@ -153,9 +200,16 @@ impl TraceWriter {
     pub fn create(dir: &Path) -> Result<TraceWriter, TraceError> {
         check_dir(dir)?;
         let _ = std::fs::remove_file(dir.join("paths.json"));
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        if !dir.exists() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(io(dir))?;
+        }
         let path = dir.join("buffers.zst");
-        let file = std::fs::File::create(&path).map_err(io(&path))?;
+        let file = create_private(&path)?;
         let buffers = zstd::stream::write::Encoder::new(file, 3).map_err(io(&path))?;
         Ok(TraceWriter {
             dir: dir.to_path_buf(),
@@ -191,7 +245,9 @@ impl TraceWriter {
             path: path.clone(),
             why: e.to_string(),
         })?;
-        std::fs::write(&path, text).map_err(io(&path))
+        create_private(&path)?
+            .write_all(text.as_bytes())
+            .map_err(io(&path))
     }
 }
 
@@ -209,7 +265,16 @@ impl Trace {
     pub fn read(dir: &Path) -> Result<Trace, TraceError> {
         let path = dir.join("paths.json");
         if !path.exists() {
-            return Err(TraceError::NotATrace(dir.to_path_buf()));
+            if !dir.is_dir() {
+                return Err(TraceError::Io {
+                    path: dir.to_path_buf(),
+                    source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+                });
+            }
+            if dir.join("buffers.zst").exists() {
+                return Err(TraceError::Unfinished(dir.to_path_buf()));
+            }
+            return Err(TraceError::NoTrace(dir.to_path_buf()));
         }
         let text = std::fs::read_to_string(&path).map_err(io(&path))?;
         let meta: Meta = serde_json::from_str(&text).map_err(|e| TraceError::BadMeta {
