@@ -1,0 +1,272 @@
+//! Threads, processes and attaching: per-thread tallies, a pipeline
+//! followed through fork and exec, a running process, python3's split
+//! functions.
+
+use super::*;
+use crate::support::*;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+#[test]
+fn a_pipeline_is_traced_process_by_process() {
+    if !have_qemu() {
+        return;
+    }
+    let dir = scratch("paths-pipeline");
+    let input = dir.join("input.txt");
+    let text: String = (0..2000)
+        .map(|i| format!("line {i} of a pipeline {}\n", i * 7919 % 1000))
+        .collect();
+    std::fs::write(&input, text).unwrap();
+    let trace = dir.join("trace");
+    let pipeline = format!("gzip -n -c {} | wc -c", input.display());
+    let plain = run(
+        std::process::Command::new("/bin/sh").args(["-c", &pipeline]),
+        Duration::from_secs(30),
+    );
+    // The whole workload (weft follows by default), with tiny buffers and
+    // a record per block.
+    let out = run(
+        weft()
+            .args(["run", "--paths", "all", "--validate"])
+            .args(["--paths-buffer-size", "4K", "--paths-buffers", "4"])
+            .arg("--paths-out")
+            .arg(&trace)
+            .args(["--", "/bin/sh", "-c", &pipeline]),
+        Duration::from_secs(300),
+    );
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert_eq!(out.stdout, plain.stdout, "the pipeline's output");
+    assert!(!out.stderr.contains("lost"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("validated: regeneration gives the"),
+        "{}",
+        out.stderr
+    );
+    let streams = regenerated_by_command(&trace);
+    let commands: BTreeSet<&str> = streams.iter().map(|(c, _)| c.as_str()).collect();
+    for c in ["sh", "gzip", "wc"] {
+        assert!(commands.contains(c), "{c} in the trace: {commands:?}");
+    }
+    let own = |command: &str, module: &str| -> Vec<u64> {
+        let (_, insns) = streams
+            .iter()
+            .find(|(c, _)| c == command)
+            .expect("the command's stream");
+        insns
+            .iter()
+            .filter(|(m, _)| m == module)
+            .map(|&(_, a)| a)
+            .collect()
+    };
+    // The same pipeline, each program under QEMU with the argv[0] the
+    // shell gives it.
+    let input_arg = input.to_str().unwrap();
+    let (gzip_log, wc_log) = (dir.join("gzip.log"), dir.join("wc.log"));
+    let qemu = |log: &Path, name: &str| {
+        format!(
+            "qemu-x86_64 -singlestep -d exec,nochain,page -D {} -0 {name} /usr/bin/{name}",
+            log.display()
+        )
+    };
+    let under_qemu = format!(
+        "{} -n -c {input_arg} | {} -c",
+        qemu(&gzip_log, "gzip"),
+        qemu(&wc_log, "wc")
+    );
+    let q = run(
+        std::process::Command::new("/bin/sh").args(["-c", &under_qemu]),
+        Duration::from_secs(300),
+    );
+    assert_eq!(
+        q.stdout, plain.stdout,
+        "the pipeline under qemu: {}",
+        q.stderr
+    );
+    for (name, log, least) in [("gzip", &gzip_log, 50_000), ("wc", &wc_log, 100)] {
+        let program = Path::new("/usr/bin").join(name);
+        let keep = traced_instructions_of(&trace, name);
+        let qemu = qemu_log_instructions(log, &program, &keep, None);
+        assert!(qemu.len() > least, "qemu ran {} of {name}", qemu.len());
+        assert_same_trace(&qemu, &own(name, name), &format!("{name} in the pipeline"));
+    }
+}
+
+variant_test!(
+    each_thread_regenerates_its_own_calls,
+    [o0_pie, o2_pie, o2_static],
+    |v| {
+        let target = build("paths_threads", v);
+        let dir = scratch(&format!("paths-threads-{}", v.name));
+        let trace = dir.join("trace");
+        let out = paths_run(&trace, &["--validate"], &target, &[]);
+        assert_eq!(out.status, 0, "weft: {}", out.stderr);
+        // Every thread's blocks, as the threads recorded them one by one,
+        // equal their regeneration from the witnesses.
+        assert!(
+            out.stderr.contains("validated: regeneration gives the")
+                && out
+                    .stderr
+                    .contains(" block(s) the 7 thread stream(s) recorded"),
+            "{}",
+            out.stderr
+        );
+        // The target's own tally: "TID CALLS" per thread, six threads in two
+        // waves (the second reusing the first's stacks and TCBs).
+        let tally: std::collections::BTreeMap<String, u64> = out
+            .stdout
+            .lines()
+            .map(|l| {
+                let (tid, n) = l.split_once(' ').unwrap();
+                (tid.to_string(), n.parse().unwrap())
+            })
+            .collect();
+        assert_eq!(tally.len(), 6, "{}", out.stdout);
+        let meta = read_json(&trace.join("paths.json"));
+        let step = meta["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == "step")
+            .expect("step traced");
+        let entry = format!(
+            "{}+{:#x}",
+            step["module"].as_str().unwrap(),
+            step["vaddr"].as_u64().unwrap()
+        );
+        let regen = run(weft().arg("regen").arg(&trace), Duration::from_secs(120));
+        assert_eq!(regen.status, 0, "weft regen: {}", regen.stderr);
+        let mut calls: std::collections::BTreeMap<String, u64> = Default::default();
+        let mut thread = String::new();
+        for line in regen.stdout.lines() {
+            if let Some(rest) = line.strip_prefix("# thread ") {
+                thread = rest.split_whitespace().next().unwrap().to_string();
+            } else if line == entry {
+                *calls.entry(thread.clone()).or_default() += 1;
+            }
+        }
+        assert_eq!(
+            calls, tally,
+            "step's calls per thread, regenerated vs the target's tally"
+        );
+    }
+);
+
+#[test]
+fn attach_traces_a_running_process_and_puts_its_code_back() {
+    let target = build("paths_loop", &O2);
+    let dir = scratch("paths-attach");
+    let trace = dir.join("trace");
+    let mut child = std::process::Command::new(&target).spawn().unwrap();
+    let pid = child.id().to_string();
+    std::thread::sleep(Duration::from_millis(200));
+    let before = maps_and_text(&pid);
+    let out = run(
+        weft()
+            .args([
+                "attach",
+                "-p",
+                &pid,
+                "--duration",
+                "1s",
+                "--paths",
+                "all",
+                "--paths-out",
+            ])
+            .arg(&trace),
+        Duration::from_secs(60),
+    );
+    let alive = child.try_wait().unwrap().is_none();
+    let after = maps_and_text(&pid);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert!(alive, "the process runs on after weft detaches");
+    assert_same_code(&before, &after, "after attach --paths");
+    let meta = read_json(&trace.join("paths.json"));
+    let step = meta["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "step")
+        .expect("step traced");
+    let entry = format!("paths_loop-O2-pie+{:#x}", step["vaddr"].as_u64().unwrap());
+    let regen = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
+    assert_eq!(regen.status, 0, "weft regen: {}", regen.stderr);
+    let calls = regen.stdout.lines().filter(|l| *l == entry).count();
+    // About 100 calls per millisecond's sleep: a second gives thousands.
+    assert!(
+        calls > 1000,
+        "step's calls regenerated over a 1 s attach: {calls}"
+    );
+}
+
+#[test]
+fn python3_regenerates_through_its_split_functions() {
+    // Debian's python3.11 is built with its cold code split off: jumps
+    // and switch cases into `.cold` parts and back, thousands of them.
+    let python = Path::new("/usr/bin/python3");
+    if !python.exists() {
+        skip("Debian's python3 is not installed (apt-get install python3)");
+        return;
+    }
+    let dir = scratch("paths-python3");
+    let script = dir.join("work.py");
+    std::fs::write(
+        &script,
+        "d = {}\nfor i in range(3000):\n    d[i % 37] = d.get(i % 37, 0) + i * i\n\
+         print(sum(d.values()), len(d), sorted(d)[:3])\n",
+    )
+    .unwrap();
+    let args = ["-S", "-E"];
+    let plain = run(
+        std::process::Command::new(python)
+            .args(args)
+            .arg(&script)
+            .env("PYTHONHASHSEED", "0"),
+        Duration::from_secs(30),
+    );
+    let trace = dir.join("trace");
+    let out = run(
+        weft()
+            .args([
+                "run",
+                "--no-follow",
+                "--paths",
+                "all",
+                "--validate",
+                "--paths-out",
+            ])
+            .arg(&trace)
+            .arg("--")
+            .arg(python)
+            .args(args)
+            .arg(&script)
+            .env("PYTHONHASHSEED", "0"),
+        Duration::from_secs(300),
+    );
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert_eq!(out.stdout, plain.stdout, "python's output under --paths");
+    // Every block python ran in its traced functions, as it recorded them
+    // one by one, equals their regeneration from the witnesses.
+    let validated = out
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("weft: validated: regeneration gives the "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no validation line: {}", out.stderr));
+    assert!(validated > 1_000_000, "{validated} blocks validated");
+    let meta = read_json(&trace.join("paths.json"));
+    let functions = meta["functions"].as_array().unwrap();
+    let resumes: usize = functions
+        .iter()
+        .map(|f| f["resumes"].as_array().map_or(0, |r| r.len()))
+        .sum();
+    assert!(
+        functions.len() > 3000 && resumes > 1000,
+        "{} functions, {resumes} ways back from other parts",
+        functions.len()
+    );
+}
