@@ -39,9 +39,11 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Start a program under weft and count calls until it exits.
+    /// Start a program (and, by default, every process it creates) under
+    /// weft: count, time, trace events or record paths until it exits.
     Run(RunArgs),
-    /// Attach to a running process, count calls for a while, detach.
+    /// Attach to running processes, count, time, trace or record paths
+    /// for a while, detach.
     Attach(AttachArgs),
     /// Show functions, disassembly, CFGs and liveness of a binary or process.
     Inspect(inspect::InspectArgs),
@@ -69,9 +71,12 @@ enum Command {
     /// Measure what each instrumentation primitive costs on this machine
     /// and store it for predicting perturbation.
     Calibrate,
-    /// Regenerate what a --paths trace recorded: per thread, every stretch
-    /// of code run, one a line as MODULE+0xVADDR (the ELF virtual address
-    /// objdump and nm show), or every instruction with --insns.
+    /// Regenerate what a --paths trace recorded: per thread and process
+    /// image, every stretch of code run, one a line as MODULE+0xVADDR (the
+    /// ELF virtual address objdump and nm show), every instruction with
+    /// --insns, Dinero IV input with --din, or a binary form. A trace made
+    /// with --validate is checked again; a damaged trace exits 1 with the
+    /// byte where regeneration lost its place.
     Regen(regen::RegenArgs),
 }
 

@@ -9,7 +9,15 @@ use std::time::Duration;
 /// (subcommand, option) for every `--option` on a line after `weft SUB`,
 /// up to the end of the command (a `|`, `;`, `#` comment, or `--` alone).
 fn options_used(text: &str) -> BTreeSet<(String, String)> {
-    const SUBCOMMANDS: [&str; 6] = ["run", "attach", "inspect", "report", "events", "calibrate"];
+    const SUBCOMMANDS: [&str; 7] = [
+        "run",
+        "attach",
+        "inspect",
+        "report",
+        "events",
+        "calibrate",
+        "regen",
+    ];
     let mut used = BTreeSet::new();
     for line in text.lines() {
         let words: Vec<&str> = line
