@@ -367,6 +367,24 @@ mod tests {
         assert_eq!(f.exits(), vec![0x100]);
     }
 
+    /// The switch of `pic_jump_table` with its three table entries
+    /// pointing at `targets` (entries are offsets from the table at 0x20).
+    fn switch_with_table(targets: [i32; 3]) -> FunctionCode {
+        let code = vec![
+            0x83, 0xff, 0x02, 0x77, 0x17, 0x48, 0x8d, 0x15, 0x14, 0, 0, 0, 0x48, 0x63, 0x04, 0xba,
+            0x48, 0x01, 0xd0, 0xff, 0xe0, 0xb8, 1, 0, 0, 0, 0xc3, 0xc3, 0x31, 0xc0, 0xc3, 0xcc,
+        ];
+        assert_eq!(code.len(), 0x20);
+        let image: Vec<u8> = code
+            .iter()
+            .copied()
+            .chain(targets.iter().flat_map(|t| (t - 0x20).to_le_bytes()))
+            .collect();
+        let data =
+            move |a: u64, n: usize| image.get(a as usize..a as usize + n).map(|s| s.to_vec());
+        FunctionCode::analyze(0, &code, &data)
+    }
+
     #[test]
     fn pic_jump_table() {
         // 0x00: cmp edi,2            83 ff 02
@@ -380,20 +398,7 @@ mod tests {
         // 0x1c: xor eax,eax; ret     31 c0 c3            (case 2 / default at 0x1c)
         // 0x1f: pad                  cc
         // 0x20: table: 0x15-0x20, 0x1b-0x20, 0x1c-0x20
-        let mut code = vec![
-            0x83, 0xff, 0x02, 0x77, 0x17, 0x48, 0x8d, 0x15, 0x14, 0, 0, 0, 0x48, 0x63, 0x04, 0xba,
-            0x48, 0x01, 0xd0, 0xff, 0xe0, 0xb8, 1, 0, 0, 0, 0xc3, 0xc3, 0x31, 0xc0, 0xc3, 0xcc,
-        ];
-        assert_eq!(code.len(), 0x20);
-        let table: Vec<u8> = [0x15i32 - 0x20, 0x1b - 0x20, 0x1c - 0x20]
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
-        let image: Vec<u8> = code.iter().chain(table.iter()).copied().collect();
-        code.truncate(0x20);
-        let data =
-            move |a: u64, n: usize| image.get(a as usize..a as usize + n).map(|s| s.to_vec());
-        let f = FunctionCode::analyze(0, &code, &data);
+        let f = switch_with_table([0x15, 0x1b, 0x1c]);
         assert_eq!(f.jump_tables().len(), 1, "{:?}", f.blocks());
         assert_eq!(f.jump_tables()[0].targets, vec![0x15, 0x1b, 0x1c]);
         assert!(f.internal_targets().contains(&0x1b));
@@ -405,19 +410,7 @@ mod tests {
     fn a_switch_with_cases_in_a_cold_part() {
         // The table of `pic_jump_table` with case 1 sent to 0x900, outside
         // the function (a `.cold` part, as GCC splits python3.11's).
-        let mut code = vec![
-            0x83, 0xff, 0x02, 0x77, 0x17, 0x48, 0x8d, 0x15, 0x14, 0, 0, 0, 0x48, 0x63, 0x04, 0xba,
-            0x48, 0x01, 0xd0, 0xff, 0xe0, 0xb8, 1, 0, 0, 0, 0xc3, 0xc3, 0x31, 0xc0, 0xc3, 0xcc,
-        ];
-        let table: Vec<u8> = [0x15i32 - 0x20, 0x900 - 0x20, 0x1c - 0x20]
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
-        let image: Vec<u8> = code.iter().chain(table.iter()).copied().collect();
-        code.truncate(0x20);
-        let data =
-            move |a: u64, n: usize| image.get(a as usize..a as usize + n).map(|s| s.to_vec());
-        let mut f = FunctionCode::analyze(0, &code, &data);
+        let mut f = switch_with_table([0x15, 0x900, 0x1c]);
         let t = &f.jump_tables()[0];
         assert_eq!(
             (t.targets.clone(), t.outside.clone()),

@@ -190,6 +190,15 @@ impl Reader<'_> {
     }
 
     fn uleb(&mut self) -> Option<u64> {
+        self.leb(false)
+    }
+
+    fn sleb(&mut self) -> Option<i64> {
+        self.leb(true).map(|v| v as i64)
+    }
+
+    /// A LEB128 number, sign-extended if `signed`.
+    fn leb(&mut self, signed: bool) -> Option<u64> {
         let mut value = 0u64;
         let mut shift = 0;
         loop {
@@ -199,23 +208,8 @@ impl Reader<'_> {
             }
             shift += 7;
             if b & 0x80 == 0 {
-                return Some(value);
-            }
-        }
-    }
-
-    fn sleb(&mut self) -> Option<i64> {
-        let mut value = 0i64;
-        let mut shift = 0;
-        loop {
-            let b = self.u8()?;
-            if shift < 64 {
-                value |= ((b & 0x7f) as i64) << shift;
-            }
-            shift += 7;
-            if b & 0x80 == 0 {
-                if shift < 64 && b & 0x40 != 0 {
-                    value |= -1i64 << shift;
+                if signed && shift < 64 && b & 0x40 != 0 {
+                    value |= u64::MAX << shift;
                 }
                 return Some(value);
             }

@@ -17,13 +17,24 @@ use std::time::Duration;
 /// functions, read from the trace's table; with `only`, of those
 /// functions only.
 fn traced_instructions(trace: &Path, only: Option<&[&str]>) -> HashSet<u64> {
+    instructions_of_functions(trace, |f| {
+        only.is_none_or(|names| names.contains(&f["name"].as_str().unwrap()))
+    })
+}
+
+/// The instruction addresses of the table's functions that `keep` accepts.
+fn instructions_of_functions(
+    trace: &Path,
+    keep: impl Fn(&serde_json::Value) -> bool,
+) -> HashSet<u64> {
     let meta = read_json(&trace.join("paths.json"));
     let mut out = HashSet::new();
-    for f in meta["functions"].as_array().unwrap() {
-        let name = f["name"].as_str().unwrap();
-        if only.is_some_and(|names| !names.contains(&name)) {
-            continue;
-        }
+    for f in meta["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| keep(f))
+    {
         for b in f["blocks"].as_array().unwrap() {
             let start = b["start"].as_u64().unwrap();
             for o in b["insns"].as_array().unwrap() {
@@ -206,18 +217,5 @@ fn regenerated_by_command(trace: &Path) -> Vec<(String, Vec<(String, u64)>)> {
 
 /// The instruction addresses of the traced functions of `module`.
 fn traced_instructions_of(trace: &Path, module: &str) -> HashSet<u64> {
-    let meta = read_json(&trace.join("paths.json"));
-    let mut out = HashSet::new();
-    for f in meta["functions"].as_array().unwrap() {
-        if f["module"] != module {
-            continue;
-        }
-        for b in f["blocks"].as_array().unwrap() {
-            let start = b["start"].as_u64().unwrap();
-            for o in b["insns"].as_array().unwrap() {
-                out.insert(start + o.as_u64().unwrap());
-            }
-        }
-    }
-    out
+    instructions_of_functions(trace, |f| f["module"] == module)
 }
