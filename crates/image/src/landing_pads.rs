@@ -52,16 +52,22 @@ impl Image {
     }
 }
 
-fn read_pads(file: &object::File<'_>) -> Vec<LandingPad> {
+/// Calls `each` with every FDE of the file's `.eh_frame`, and the section
+/// and bases to unwind with.
+fn each_fde(
+    file: &object::File<'_>,
+    mut each: impl FnMut(
+        &gimli::EhFrame<gimli::EndianSlice<'_, gimli::LittleEndian>>,
+        &gimli::BaseAddresses,
+        &gimli::FrameDescriptionEntry<gimli::EndianSlice<'_, gimli::LittleEndian>>,
+    ),
+) {
     use gimli::UnwindSection;
-    let (Some(eh), Some(table)) = (
-        file.section_by_name(".eh_frame"),
-        file.section_by_name(".gcc_except_table"),
-    ) else {
-        return Vec::new();
+    let Some(eh) = file.section_by_name(".eh_frame") else {
+        return;
     };
-    let (Ok(data), Ok(lsdas)) = (eh.data(), table.data()) else {
-        return Vec::new();
+    let Ok(data) = eh.data() else {
+        return;
     };
     let eh_frame = gimli::EhFrame::new(data, gimli::LittleEndian);
     let mut bases = gimli::BaseAddresses::default().set_eh_frame(eh.address());
@@ -71,24 +77,34 @@ fn read_pads(file: &object::File<'_>) -> Vec<LandingPad> {
     if let Some(got) = file.section_by_name(".got") {
         bases = bases.set_got(got.address());
     }
-    let mut pads = Vec::new();
     let mut entries = eh_frame.entries(&bases);
     while let Ok(Some(entry)) = entries.next() {
-        let gimli::CieOrFde::Fde(partial) = entry else {
-            continue;
-        };
-        let Ok(fde) = partial.parse(|s, b, o| s.cie_from_offset(b, o)) else {
-            continue;
-        };
+        if let gimli::CieOrFde::Fde(partial) = entry {
+            if let Ok(fde) = partial.parse(|s, b, o| s.cie_from_offset(b, o)) {
+                each(&eh_frame, &bases, &fde);
+            }
+        }
+    }
+}
+
+fn read_pads(file: &object::File<'_>) -> Vec<LandingPad> {
+    let Some(table) = file.section_by_name(".gcc_except_table") else {
+        return Vec::new();
+    };
+    let Ok(lsdas) = table.data() else {
+        return Vec::new();
+    };
+    let mut pads = Vec::new();
+    each_fde(file, |_, _, fde| {
         let Some(gimli::Pointer::Direct(lsda)) = fde.lsda() else {
-            continue;
+            return;
         };
         let Some(at) = lsda.checked_sub(table.address()) else {
-            continue;
+            return;
         };
         let start = fde.initial_address();
         let Some(bytes) = lsdas.get(at as usize..) else {
-            continue;
+            return;
         };
         for pad in call_site_pads(bytes, start, table.address() + at).unwrap_or_default() {
             pads.push(LandingPad {
@@ -96,40 +112,18 @@ fn read_pads(file: &object::File<'_>) -> Vec<LandingPad> {
                 owner: FileAddr(start),
             });
         }
-    }
+    });
     pads
 }
 
 /// Starts of the FDEs whose first row's CFA is not `rsp+8`, sorted.
 fn read_frame_parts(file: &object::File<'_>) -> Vec<u64> {
-    use gimli::UnwindSection;
-    let Some(eh) = file.section_by_name(".eh_frame") else {
-        return Vec::new();
-    };
-    let Ok(data) = eh.data() else {
-        return Vec::new();
-    };
-    let eh_frame = gimli::EhFrame::new(data, gimli::LittleEndian);
-    let mut bases = gimli::BaseAddresses::default().set_eh_frame(eh.address());
-    if let Some(text) = file.section_by_name(".text") {
-        bases = bases.set_text(text.address());
-    }
-    if let Some(got) = file.section_by_name(".got") {
-        bases = bases.set_got(got.address());
-    }
     let mut ctx = gimli::UnwindContext::new();
     let mut parts = Vec::new();
-    let mut entries = eh_frame.entries(&bases);
-    while let Ok(Some(entry)) = entries.next() {
-        let gimli::CieOrFde::Fde(partial) = entry else {
-            continue;
-        };
-        let Ok(fde) = partial.parse(|s, b, o| s.cie_from_offset(b, o)) else {
-            continue;
-        };
+    each_fde(file, |eh_frame, bases, fde| {
         let start = fde.initial_address();
-        let Ok(row) = fde.unwind_info_for_address(&eh_frame, &bases, &mut ctx, start) else {
-            continue;
+        let Ok(row) = fde.unwind_info_for_address(eh_frame, bases, &mut ctx, start) else {
+            return;
         };
         // DWARF register 7 is rsp.
         let entry_like = matches!(
@@ -140,7 +134,7 @@ fn read_frame_parts(file: &object::File<'_>) -> Vec<u64> {
         if !entry_like {
             parts.push(start);
         }
-    }
+    });
     parts.sort_unstable();
     parts
 }
