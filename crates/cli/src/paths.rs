@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use weft_live::{Session, SharedMemory};
-use weft_paths::instrument::PathsInstrument;
+use weft_paths::instrument::{ImageCode, PathsInstrument};
 use weft_paths::pool::{self, Pool};
 use weft_paths::trace_dir::{Chunk, Meta, TraceWriter};
 use weft_plan::{Action, PointSpec};
@@ -131,6 +131,16 @@ impl PathsRun {
                 PointSpec::parse(&pattern)?.with_action(Action::Rebuild(self.instrument.clone())),
             );
         }
+        // A thread that blocks every signal still takes its handovers.
+        if let Some(mask) = weft_paths::instrument::SIGNAL_MASK
+            .iter()
+            .find(|name| named(name))
+        {
+            let pattern = format!("*:{mask}");
+            specs.push(
+                PointSpec::parse(&pattern)?.with_action(Action::Rebuild(self.instrument.clone())),
+            );
+        }
         if named(thread_start) {
             let start = format!("*:{thread_start}");
             specs.push(
@@ -177,22 +187,45 @@ impl PathsRun {
             file.store_u32(pool::OWNER, std::process::id());
         }
         let guards: Vec<u64> = (0..=layout.buffers).map(|k| layout.guard(k)).collect();
-        let at =
-            session.map_into_process(tracee, &file, &guards, (layout.code(), pool::CODE_SIZE))?;
+        let at = session.map_into_process(
+            tracee,
+            &file,
+            &guards,
+            (layout.code(), pool::CODE_SIZE),
+            (layout.own(), pool::PAGE),
+        )?;
         let handler = weft_paths::handler::handler_code(at + layout.code(), at, layout)
             .map_err(|e| anyhow::anyhow!("generating the fault handler: {e}"))?;
         if handler.bytes.len() as u64 > pool::CODE_SIZE {
             bail!("the fault handler does not fit its pages");
         }
         file.write(layout.code(), &handler.bytes);
-        self.instrument.begin_image(session.pid(), handler.claim);
+        self.instrument.begin_image(
+            session.pid(),
+            ImageCode {
+                claim: handler.claim,
+                process: at + layout.program_process(),
+            },
+        );
         file.write(pool::NEW_ACTION, &handler.kernel_action());
         session.set_signal_action(
             tracee,
             weft_abi::signal::SIGSEGV,
             at + pool::NEW_ACTION,
-            at + pool::OLD_ACTION,
+            at + layout.program_action(),
         )?;
+        // The program's own SIGSEGV handlers go behind weft's (the
+        // `sigaction` hook), in this process and in each child it forks
+        // (the copy of `_Fork` writes the child's pid).
+        tracee.memory().write(
+            weft_process::RemoteAddr(at + layout.program_process()),
+            &(session.pid() as u64).to_le_bytes(),
+        )?;
+        session.keep_signal_action(weft_live::KeptAction {
+            signal: weft_abi::signal::SIGSEGV,
+            action: at + layout.program_action(),
+            process: at + layout.program_process(),
+        });
         self.pools.push(ProcessPool {
             pid: session.pid(),
             command: weft_process::command_name(session.pid()).unwrap_or_default(),

@@ -38,3 +38,4 @@ pub use session::{
 };
 pub use shared::SharedMemory;
 pub use weft_patch::region::ring;
+pub use weft_patch::sigaction_hook::Kept as KeptAction;

@@ -324,7 +324,8 @@ impl Module {
     /// Targets of `code`'s jumps out of its range that are not the entry of
     /// a function: a `.cold` part of the same function (named so, or an
     /// FDE whose first row keeps the frame of the function it was split
-    /// from), or code reached in the middle.
+    /// from), or code reached in the middle. A PLT stub is the entry of the
+    /// function it imports (a tail call through the PLT).
     fn other_parts_reached(&self, code: &FunctionCode) -> std::collections::BTreeSet<u64> {
         code.instructions()
             .iter()
@@ -344,11 +345,12 @@ impl Module {
             .filter(|&t| t < code.start() || t >= code.end())
             .filter(|&t| {
                 let vaddr = FileAddr(t.wrapping_sub(self.bias));
-                !self.image.function_at(vaddr).is_some_and(|g| {
+                let entry = self.image.function_at(vaddr).is_some_and(|g| {
                     g.addr == vaddr
                         && !self.image.is_frame_part(vaddr)
                         && !crate::session::is_split_part(&g.name)
-                })
+                });
+                !entry && self.image.imported_name(vaddr).is_none()
             })
             .collect()
     }

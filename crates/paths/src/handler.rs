@@ -16,10 +16,14 @@
 //! into its old buffer again (or the discard buffer), and the bytes
 //! dropped are counted in `LOST`.
 //!
-//! Any other fault goes to the action the program had: its handler is
+//! Any other fault goes to the action the program has: its handler is
 //! called with the same arguments, or the default action is restored and
 //! the faulting instruction runs again (and kills the process as it would
-//! have).
+//! have). The program's action is kept in the process's own page of the
+//! pool ([`Pool::program_action`]): the one weft's replaced, then any the
+//! program set since through the C library's `sigaction`, which weft's
+//! hook answers for SIGSEGV without changing the kernel's action
+//! (`weft_patch::sigaction_hook`).
 
 use crate::pool::{self, Pool};
 use crate::rebuild::CURSOR;
@@ -43,6 +47,7 @@ const ESRCH: i32 = 3;
 /// `siginfo_t.si_code`.
 const SI_CODE: i32 = 8;
 const SIGSEGV: u32 = 11;
+const SA_RESETHAND: u32 = 0x8000_0000;
 
 /// The handler's code and entry points.
 #[derive(Debug, Clone)]
@@ -108,6 +113,7 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     let mut claim = a.create_label();
     let mut claim_scan = a.create_label();
     let mut claim_got = a.create_label();
+    let mut run_program_handler = a.create_label();
     let descs = pool_at + pool::DESCS;
     let first_buffer = pool_at + layout.header_size();
     let stride = layout.stride();
@@ -295,16 +301,21 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.ret()?;
 
     a.set_label(&mut not_ours)?;
-    a.mov(r8, pool_at)?;
-    a.mov(rax, qword_ptr(r8 + pool::OLD_ACTION))?;
+    a.mov(r8, pool_at + layout.program_action())?;
+    a.mov(rax, qword_ptr(r8))?;
     a.cmp(rax, 1)?; // SIG_IGN: a fault cannot be ignored
     a.jbe(default)?;
+    // SA_RESETHAND: the program's handler runs once, then the default.
+    a.test(dword_ptr(r8 + 8), SA_RESETHAND as i32)?;
+    a.jz(run_program_handler)?;
+    a.mov(qword_ptr(r8), 0)?;
+    a.set_label(&mut run_program_handler)?;
     a.jmp(rax)?;
     a.set_label(&mut default)?;
     a.mov(r12d, dword_ptr(rsi + SI_CODE))?;
     a.mov(eax, SYS_RT_SIGACTION)?;
     a.mov(edi, SIGSEGV)?;
-    a.lea(rsi, qword_ptr(r8 + pool::OLD_ACTION))?;
+    a.mov(rsi, r8)?;
     a.xor(edx, edx)?;
     a.mov(r10d, 8)?;
     a.syscall()?;

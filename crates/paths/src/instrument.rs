@@ -104,6 +104,10 @@ pub const THREAD_START: &str = "start_thread";
 /// clearing the child's cursor after the system call.
 pub const FORK: &str = "_Fork";
 
+/// glibc's `pthread_sigmask`, which `sigprocmask` calls: always laid out
+/// again, its copy keeping SIGSEGV unblocked (see `Role::SignalMask`).
+pub const SIGNAL_MASK: &[&str] = &["pthread_sigmask", "__pthread_sigmask"];
+
 /// Functions never traced: they run code in a new thread (before its
 /// thread start) or in a child sharing the parent's memory and TCB.
 const NEVER: &[&str] = &[
@@ -172,8 +176,8 @@ const NO_RETURN: &[&str] = &[
 #[derive(Debug, Default)]
 pub struct PathsInstrument {
     table: Mutex<Table>,
-    /// Each process's claim routine (see [`PathsInstrument::begin_image`]).
-    claims: Mutex<HashMap<i32, u64>>,
+    /// Each process's image (see [`PathsInstrument::begin_image`]).
+    image_code: Mutex<HashMap<i32, ImageCode>>,
     /// Every block also writes a record (`--validate`).
     validate: bool,
 }
@@ -195,6 +199,18 @@ struct Table {
     current: HashMap<i32, usize>,
 }
 
+/// What the copies of the C library's functions in one process image call
+/// and write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageCode {
+    /// The claim routine (`handler::HandlerCode::claim`), for the copy of
+    /// the thread start.
+    pub claim: u64,
+    /// Where the pid of the process whose SIGSEGV action the pool's own
+    /// page keeps lies (`Pool::program_process`), for the copy of `_Fork`.
+    pub process: u64,
+}
+
 /// Where one process image has its traced modules.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImageLoads {
@@ -214,12 +230,12 @@ impl PathsInstrument {
         }
     }
 
-    /// Process `pid` has a new image (a start, or an exec) with its claim
-    /// routine at `claim` (`handler::HandlerCode::claim`), for its copy of
-    /// the thread start; nothing of its earlier image is laid out any more.
-    pub fn begin_image(&self, pid: i32, claim: u64) {
-        if let Ok(mut c) = self.claims.lock() {
-            c.insert(pid, claim);
+    /// Process `pid` has a new image (a start, or an exec) with its pool's
+    /// code and pages at `code`; nothing of its earlier image is laid out
+    /// any more.
+    pub fn begin_image(&self, pid: i32, code: ImageCode) {
+        if let Ok(mut c) = self.image_code.lock() {
+            c.insert(pid, code);
         }
         if let Ok(mut t) = self.table.lock() {
             t.applied.retain(|&(p, _)| p != pid);
@@ -282,19 +298,24 @@ impl Rebuild for PathsInstrument {
             return Err("traced already under another name".into());
         }
         let role = match f.function {
-            THREAD_START => {
-                let claim = self
-                    .claims
+            THREAD_START | FORK => {
+                let Some(image) = self
+                    .image_code
                     .lock()
                     .ok()
                     .and_then(|c| c.get(&f.pid).copied())
-                    .unwrap_or(0);
-                if claim == 0 {
-                    return Err("weft's buffer claim is not in this process".into());
+                else {
+                    return Err("weft's buffer pool is not in this process".into());
+                };
+                if f.function == FORK {
+                    Role::Fork {
+                        process: image.process,
+                    }
+                } else {
+                    Role::ThreadStart { claim: image.claim }
                 }
-                Role::ThreadStart { claim }
             }
-            FORK => Role::Fork,
+            name if SIGNAL_MASK.contains(&name) => Role::SignalMask,
             _ if starts_a_frame_chain(code) => {
                 return Err(
                     "it is the first code of a new thread or process (it clears rbp to \

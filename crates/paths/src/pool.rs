@@ -10,6 +10,8 @@
 //!                      thread writes when weft is gone; never read
 //! code()               the fault handler and the claim routine (mapped
 //!                      read-execute)
+//! own()                a page each process maps privately (copied on
+//!                      fork): the SIGSEGV action the program asked for
 //! ```
 //!
 //! A descriptor's state moves FREE → OWNED (the fault handler gives the
@@ -32,8 +34,6 @@ pub const LOST: u64 = 24;
 /// (another pid namespace): a thread waiting for a buffer stops waiting
 /// once that process is gone (`u32`).
 pub const OWNER: u64 = 32;
-/// Header: the kernel `sigaction` that weft's handler replaced.
-pub const OLD_ACTION: u64 = 64;
 /// Header: weft's handler's kernel `sigaction`.
 pub const NEW_ACTION: u64 = 96;
 /// Header: the `timespec` a thread waits for a free buffer at a time.
@@ -123,9 +123,30 @@ impl Pool {
         self.buffer(self.buffers + 1)
     }
 
+    /// Offset of the page each process maps privately, after the code:
+    /// it holds the kernel `sigaction` for SIGSEGV that the program has
+    /// (the one weft's handler replaced, then any the program set since),
+    /// which a forked child inherits as the kernel's action, and no other
+    /// process sees.
+    pub fn own(&self) -> u64 {
+        self.code() + CODE_SIZE
+    }
+
+    /// Offset of the program's own SIGSEGV action (in [`Pool::own`]).
+    pub fn program_action(&self) -> u64 {
+        self.own()
+    }
+
+    /// Offset of the pid (u64) of the process whose action
+    /// [`Pool::program_action`] is: a process that shares the page with
+    /// another (a `vfork` child) sets its own actions in the kernel.
+    pub fn program_process(&self) -> u64 {
+        self.own() + 32
+    }
+
     /// Bytes of the whole file.
     pub fn size(&self) -> u64 {
-        self.code() + CODE_SIZE
+        self.own() + PAGE
     }
 
     /// The header's initial bytes: magic, and the wait of 50 ms.
@@ -152,9 +173,10 @@ mod tests {
             assert_eq!(p.buffer(k) % PAGE, 0);
         }
         assert_eq!(p.code(), p.guard(55) + PAGE);
-        assert_eq!(p.size(), p.code() + CODE_SIZE);
         assert_eq!(Pool::new(56, 4096).header_size(), 2 * PAGE);
-        const { assert!(LOST + 8 <= OWNER && OWNER + 4 <= OLD_ACTION) };
+        assert_eq!(p.own(), p.code() + CODE_SIZE);
+        assert_eq!(p.size(), p.own() + PAGE);
+        const { assert!(LOST + 8 <= OWNER && OWNER + 4 <= NEW_ACTION) };
         const { assert!(NEW_ACTION + 32 <= WAIT && WAIT + 16 <= DESCS) };
     }
 }

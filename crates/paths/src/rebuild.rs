@@ -76,8 +76,19 @@ pub enum Role {
     },
     /// The C library's `_Fork`: the copy records nothing, and after its
     /// system call the child's cursor is cleared (the child shares the
-    /// pool; its first store faults and claims a buffer of its own).
-    Fork,
+    /// pool; its first store faults and claims a buffer of its own) and
+    /// the child's pid written at `process` (the pool's
+    /// `program_process`: the child's own copy of that page).
+    Fork {
+        /// Where the child writes its pid.
+        process: u64,
+    },
+    /// The C library's `pthread_sigmask` (which `sigprocmask` calls): the
+    /// copy records nothing, and after its system call, a mask that
+    /// blocked SIGSEGV is changed to let it through (a thread that
+    /// faults with SIGSEGV blocked is killed, and a buffer handover is a
+    /// fault).
+    SignalMask,
 }
 
 /// Why a function is not rebuilt.
@@ -252,7 +263,11 @@ pub fn rebuild(
                     .map(|i| i.ip()),
             )
             .collect(),
-        fork_child_reset: role == Role::Fork,
+        after_syscall: match role {
+            Role::Fork { process } => AfterSyscall::ForkChild { process },
+            Role::SignalMask => AfterSyscall::UnblockFaults,
+            _ => AfterSyscall::Nothing,
+        },
         range: code.start()..code.end(),
     };
     let first = code.instructions()[0];
@@ -593,6 +608,18 @@ fn call_form_movable(i: &Instruction) -> bool {
     }
 }
 
+/// What a copy adds after each `syscall` instruction (see [`Role`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterSyscall {
+    Nothing,
+    /// In a forked child (`rax` 0): clear the cursor, write the pid.
+    ForkChild {
+        process: u64,
+    },
+    /// After `rt_sigprocmask` blocked SIGSEGV: unblock it.
+    UnblockFaults,
+}
+
 pub(crate) struct Builder {
     /// Where the copy starts: its 8-byte literals, then its code.
     at: u64,
@@ -610,8 +637,8 @@ pub(crate) struct Builder {
     silent: bool,
     /// Calls that never return (see [`Layout::no_return`]).
     no_return: Vec<u64>,
-    /// After each `syscall`, clears the cursor where it returned 0 (a child).
-    fork_child_reset: bool,
+    /// What follows each `syscall`.
+    after_syscall: AfterSyscall,
     /// The original function's addresses.
     range: std::ops::Range<u64>,
 }
@@ -660,9 +687,18 @@ impl Builder {
             return Ok(());
         }
         let i = &i;
-        if self.fork_child_reset && i.code() == Code::Syscall {
-            self.out.push(*i);
-            return self.clear_cursor_in_child();
+        if i.code() == Code::Syscall {
+            match self.after_syscall {
+                AfterSyscall::Nothing => {}
+                AfterSyscall::ForkChild { process } => {
+                    self.out.push(*i);
+                    return self.clear_cursor_in_child(process);
+                }
+                AfterSyscall::UnblockFaults => {
+                    self.out.push(*i);
+                    return self.unblock_faults();
+                }
+            }
         }
         let spliced_return = spliced.binary_search(&i.next_ip()).is_ok();
         let never_returns = call_form_movable(i) && self.no_return.contains(&i.ip());

@@ -6,6 +6,7 @@
 
 mod errors;
 mod programs;
+mod signals;
 mod workloads;
 
 use crate::support::*;
@@ -218,4 +219,33 @@ fn regenerated_by_command(trace: &Path) -> Vec<(String, Vec<(String, u64)>)> {
 /// The instruction addresses of the traced functions of `module`.
 fn traced_instructions_of(trace: &Path, module: &str) -> HashSet<u64> {
     instructions_of_functions(trace, |f| f["module"] == module)
+}
+
+/// Per thread (its tid, as `weft regen` heads its stream), how many times
+/// the regenerated trace enters the traced function `name`.
+fn regenerated_calls(trace: &Path, name: &str) -> std::collections::BTreeMap<String, u64> {
+    let meta = read_json(&trace.join("paths.json"));
+    let function = meta["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == name)
+        .unwrap_or_else(|| panic!("{name} traced"));
+    let entry = format!(
+        "{}+{:#x}",
+        function["module"].as_str().unwrap(),
+        function["vaddr"].as_u64().unwrap()
+    );
+    let regen = run(weft().arg("regen").arg(trace), Duration::from_secs(120));
+    assert_eq!(regen.status, 0, "weft regen: {}", regen.stderr);
+    let mut calls = std::collections::BTreeMap::new();
+    let mut thread = String::new();
+    for line in regen.stdout.lines() {
+        if let Some(rest) = line.strip_prefix("# thread ") {
+            thread = rest.split_whitespace().next().unwrap().to_string();
+        } else if line == entry {
+            *calls.entry(thread.clone()).or_default() += 1;
+        }
+    }
+    calls
 }

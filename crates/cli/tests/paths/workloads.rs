@@ -123,29 +123,7 @@ variant_test!(
             })
             .collect();
         assert_eq!(tally.len(), 6, "{}", out.stdout);
-        let meta = read_json(&trace.join("paths.json"));
-        let step = meta["functions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["name"] == "step")
-            .expect("step traced");
-        let entry = format!(
-            "{}+{:#x}",
-            step["module"].as_str().unwrap(),
-            step["vaddr"].as_u64().unwrap()
-        );
-        let regen = run(weft().arg("regen").arg(&trace), Duration::from_secs(120));
-        assert_eq!(regen.status, 0, "weft regen: {}", regen.stderr);
-        let mut calls: std::collections::BTreeMap<String, u64> = Default::default();
-        let mut thread = String::new();
-        for line in regen.stdout.lines() {
-            if let Some(rest) = line.strip_prefix("# thread ") {
-                thread = rest.split_whitespace().next().unwrap().to_string();
-            } else if line == entry {
-                *calls.entry(thread.clone()).or_default() += 1;
-            }
-        }
+        let calls = regenerated_calls(&trace, "step");
         assert_eq!(
             calls, tally,
             "step's calls per thread, regenerated vs the target's tally"

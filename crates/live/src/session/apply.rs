@@ -392,8 +392,15 @@ impl Session {
                     weft_patch::load_hook::hook_code(hook_at, sync, tramp.entry)
                 }
                 Hook::Sigaction { restore_rt } => {
-                    let table = cluster.data + self.layout.header.trap_offset;
-                    weft_patch::sigaction_hook::hook_code(hook_at, table, restore_rt, tramp.entry)
+                    let kept = self.kept_signal_actions(cluster.data);
+                    let unmasked = kept.iter().fold(0u64, |m, k| m | 1 << (k.signal - 1));
+                    weft_patch::sigaction_hook::hook_code(
+                        hook_at,
+                        &kept,
+                        unmasked,
+                        restore_rt,
+                        tramp.entry,
+                    )
                 }
                 Hook::Unwind(kind) => weft_patch::mini::returns::unwind_hook(
                     hook_at,

@@ -59,6 +59,7 @@ impl Session {
             loads_acked: self.loads_acked,
             given: self.given.clone(),
             trap: self.trap,
+            kept_actions: self.kept_actions.clone(),
             clock_gettime: self.clock_gettime,
             rich: self.rich.clone(),
             semaphores: self.semaphores.clone(),

@@ -176,6 +176,9 @@ pub struct Session {
     /// What the plans' `Allocate` calls were given.
     given: Given,
     trap: Option<TrapHandler>,
+    /// Signals whose actions an instrument keeps in the process's memory
+    /// behind a handler of its own (see [`Session::keep_signal_action`]).
+    kept_actions: Vec<weft_patch::sigaction_hook::Kept>,
     /// Event timestamps: 0 for the TSC, else the target's vDSO clock_gettime.
     clock_gettime: u64,
     /// Rich event sites asked for and enabled.
@@ -245,6 +248,7 @@ impl Session {
             loads_acked: 0,
             given: Given::default(),
             trap: None,
+            kept_actions: Vec::new(),
             clock_gettime: 0,
             rich: rich::RichSites::default(),
             tid_offset: None,

@@ -199,15 +199,18 @@ impl Session {
 
     /// Maps `file` (a [`SharedMemory`] of the instrument's) into the
     /// process, read-write and shared; makes the pages at each offset of
-    /// `guards` inaccessible there, and the range `code` (offset, length)
-    /// read-execute. Returns where it is mapped. weft leaves it mapped
-    /// when it detaches.
+    /// `guards` inaccessible there, the range `code` (offset, length)
+    /// read-execute, and the range `own` (offset, length) memory of the
+    /// process's own (private and anonymous: zero, copied on fork, seen by
+    /// no other process). Returns where it is mapped. weft leaves it
+    /// mapped when it detaches.
     pub fn map_into_process(
         &mut self,
         tracee: &mut Tracee,
         file: &SharedMemory,
         guards: &[u64],
         code: (u64, u64),
+        own: (u64, u64),
     ) -> Result<u64> {
         let mut path = file.target_path().as_bytes().to_vec();
         path.push(0);
@@ -239,6 +242,14 @@ impl Session {
                 0,
                 0,
             ],
+        )?;
+        tracee.remote_mmap_over(
+            RemoteAddr(addr.0 + own.0),
+            own.1,
+            mman::PROT_READ | mman::PROT_WRITE,
+            mman::MAP_PRIVATE | mman::MAP_ANONYMOUS,
+            -1,
+            0,
         )?;
         Ok(addr.0)
     }

@@ -61,7 +61,7 @@ impl Session {
             .sites
             .iter()
             .any(|s| s.active && matches!(s.hook, Some(Hook::Sigaction { .. })));
-        if hooked || !self.trap.is_some_and(|t| t.installed) {
+        if hooked || (!self.trap.is_some_and(|t| t.installed) && self.kept_actions.is_empty()) {
             return Ok(());
         }
         let mut candidates: Vec<usize> = (0..self.modules.len())
@@ -85,6 +85,36 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// Keeps the program's action for `kept.signal` at `kept.action` (a
+    /// kernel `struct sigaction` in the process's memory, where the
+    /// instrument's handler finds it) while process `kept.process` names
+    /// lives: the `sigaction` hook answers the program's calls for that
+    /// signal from there, and keeps the signal out of every other action's
+    /// mask. Call it before the plans are applied (the hook is spliced with
+    /// the first of them).
+    pub fn keep_signal_action(&mut self, kept: weft_patch::sigaction_hook::Kept) {
+        self.kept_actions.retain(|k| k.signal != kept.signal);
+        self.kept_actions.push(kept);
+    }
+
+    /// The actions the `sigaction` hook keeps: SIGTRAP's in the trap table
+    /// of the cluster whose data is at `data` while weft's handler is
+    /// installed, and the instruments'.
+    pub(super) fn kept_signal_actions(&self, data: u64) -> Vec<weft_patch::sigaction_hook::Kept> {
+        let table = data + self.layout.header.trap_offset;
+        let trap = self
+            .trap
+            .filter(|t| t.installed)
+            .map(|_| weft_patch::sigaction_hook::Kept {
+                signal: SIGTRAP,
+                action: table + trap_table::OLD_ACTION,
+                process: table + trap_table::PROCESS,
+            });
+        trap.into_iter()
+            .chain(self.kept_actions.iter().copied())
+            .collect()
     }
 
     /// If the SIGTRAP action is no longer weft's handler (the program set

@@ -7,6 +7,12 @@ use iced_x86::code_asm::{registers::gpr64, *};
 use iced_x86::{Code, Instruction, MemoryOperand, OpKind, Register};
 use weft_code::{RegSet, STATUS_FLAGS};
 
+const SYS_RT_SIGPROCMASK: u32 = 14;
+const SYS_GETPID: u32 = 39;
+const SIGSEGV: u32 = 11;
+/// `how` of `rt_sigprocmask`: take out of the blocked set.
+const SIG_UNBLOCK: u32 = 1;
+
 impl Builder {
     /// The store of `record` where `live` may be live, appended.
     pub(super) fn store(&mut self, record: Record, live: RegSet) -> Result<(), Refusal> {
@@ -66,34 +72,97 @@ impl Builder {
         Ok(())
     }
 
-    /// After a fork's system call: where it returned 0 (the child), the
-    /// cursor is cleared; registers and flags are kept.
-    pub(super) fn clear_cursor_in_child(&mut self) -> Result<(), Refusal> {
-        let done = self.fake();
-        let mut a = CodeAssembler::new(64).map_err(enc)?;
+    /// After `_Fork`'s system call: in the child (`rax` 0), clears the
+    /// cursor and writes the child's pid at `process`, keeping every
+    /// register and the flags.
+    pub(super) fn clear_cursor_in_child(&mut self, process: u64) -> Result<(), Refusal> {
+        let mut child = CodeAssembler::new(64).map_err(enc)?;
+        let mut body = CodeAssembler::new(64).map_err(enc)?;
         (|| -> Result<(), iced_x86::IcedError> {
-            a.lea(rsp, qword_ptr(rsp - RED_ZONE))?;
-            a.pushfq()?;
-            a.test(rax, rax)?;
+            child.test(rax, rax)?;
+            body.mov(qword_ptr(CURSOR).fs(), 0)?;
+            body.push(rcx)?;
+            body.push(r11)?;
+            body.mov(eax, SYS_GETPID)?;
+            body.syscall()?;
+            body.mov(rcx, process)?;
+            body.mov(qword_ptr(rcx), rax)?;
+            body.pop(r11)?;
+            body.pop(rcx)?;
+            body.xor(eax, eax)
+        })()
+        .map_err(enc)?;
+        self.guarded(vec![(child, Code::Jne_rel32_64)], body)
+    }
+
+    /// After `rt_sigprocmask(how, set, old)`: if it succeeded and `set`
+    /// blocked SIGSEGV (`how` not `SIG_UNBLOCK`), unblocks SIGSEGV with a
+    /// second call; keeps every register and the flags.
+    pub(super) fn unblock_faults(&mut self) -> Result<(), Refusal> {
+        let segv = SIGSEGV - 1;
+        let mut ok = CodeAssembler::new(64).map_err(enc)?;
+        let mut blocks = CodeAssembler::new(64).map_err(enc)?;
+        let mut has_set = CodeAssembler::new(64).map_err(enc)?;
+        let mut holds_segv = CodeAssembler::new(64).map_err(enc)?;
+        let mut body = CodeAssembler::new(64).map_err(enc)?;
+        (|| -> Result<(), iced_x86::IcedError> {
+            ok.test(rax, rax)?;
+            blocks.cmp(edi, SIG_UNBLOCK)?;
+            has_set.test(rsi, rsi)?;
+            holds_segv.test(byte_ptr(rsi + (segv / 8) as i32), 1 << (segv % 8))?;
+            for r in [rax, rcx, rdx, rsi, rdi, r10, r11] {
+                body.push(r)?;
+            }
+            body.push(1i32 << segv)?;
+            body.mov(eax, SYS_RT_SIGPROCMASK)?;
+            body.mov(edi, SIG_UNBLOCK)?;
+            body.mov(rsi, rsp)?;
+            body.xor(edx, edx)?;
+            body.mov(r10d, 8)?;
+            body.syscall()?;
+            body.pop(rax)?;
+            for r in [r11, r10, rdi, rsi, rdx, rcx, rax] {
+                body.pop(r)?;
+            }
             Ok(())
         })()
         .map_err(enc)?;
-        let mut seq = a.take_instructions();
-        seq.push(Instruction::with_branch(Code::Jne_rel32_64, done).map_err(enc)?);
-        let mut b = CodeAssembler::new(64).map_err(enc)?;
-        b.mov(qword_ptr(CURSOR).fs(), 0).map_err(enc)?;
-        seq.extend(b.take_instructions());
-        let mut c = CodeAssembler::new(64).map_err(enc)?;
+        let conditions = vec![
+            (ok, Code::Jne_rel32_64),
+            (blocks, Code::Je_rel32_64),
+            (has_set, Code::Je_rel32_64),
+            (holds_segv, Code::Je_rel32_64),
+        ];
+        self.guarded(conditions, body)
+    }
+
+    /// Appends `body`, run only if no condition's jump (each its code
+    /// followed by a jump of the code given) is taken, with the red zone
+    /// and the flags kept around it.
+    fn guarded(
+        &mut self,
+        conditions: Vec<(CodeAssembler, Code)>,
+        mut body: CodeAssembler,
+    ) -> Result<(), Refusal> {
+        let done = self.fake();
+        let mut head = CodeAssembler::new(64).map_err(enc)?;
+        let mut tail = CodeAssembler::new(64).map_err(enc)?;
         (|| -> Result<(), iced_x86::IcedError> {
-            c.popfq()?;
-            c.lea(rsp, qword_ptr(rsp + RED_ZONE))
+            head.lea(rsp, qword_ptr(rsp - RED_ZONE))?;
+            head.pushfq()?;
+            tail.popfq()?;
+            tail.lea(rsp, qword_ptr(rsp + RED_ZONE))
         })()
         .map_err(enc)?;
-        let mut tail = c.take_instructions();
+        let mut seq = head.take_instructions();
+        for (mut c, jump) in conditions {
+            seq.extend(c.take_instructions());
+            seq.push(Instruction::with_branch(jump, done).map_err(enc)?);
+        }
+        seq.extend(body.take_instructions());
+        let mut tail = tail.take_instructions();
         for i in seq.iter_mut().chain(tail.iter_mut()) {
-            if i.code() != Code::Jne_rel32_64 {
-                i.set_ip(0);
-            }
+            i.set_ip(0);
         }
         tail[0].set_ip(done);
         self.out.extend(seq);
