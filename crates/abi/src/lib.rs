@@ -57,6 +57,7 @@ pub mod syscall {
     pub const PIDFD_GETFD: u32 = 438;
 }
 
+pub mod schedule;
 pub mod vclock;
 
 /// Signal numbers (`arch/x86/include/uapi/asm/signal.h`).

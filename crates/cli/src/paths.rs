@@ -12,9 +12,10 @@ use std::sync::Arc;
 use weft_live::{Session, SharedMemory};
 use weft_paths::instrument::{ImageCode, PathsInstrument};
 use weft_paths::pool::{self, Pool};
-use weft_paths::trace_dir::{Chunk, Meta, TraceWriter};
+use weft_paths::trace_dir::{Chunk, Meta, ScheduleInfo, TraceWriter};
 use weft_plan::{Action, PointSpec};
 use weft_process::{ProcessMemory, Tracee};
+use weft_schedule::PoolAt;
 
 /// One process's pool: the file and where the process maps it.
 struct ProcessPool {
@@ -37,6 +38,10 @@ pub struct PathsRun {
     reclaimed: std::time::Instant,
     /// Every block also records itself, checked at the end.
     validate: bool,
+    /// When each thread ran (BPF), if it could be loaded; with where each
+    /// process's buffers lie.
+    schedule: Option<weft_schedule::Recorder>,
+    pools_at: std::collections::HashMap<i32, PoolAt>,
 }
 
 impl PathsRun {
@@ -81,7 +86,38 @@ impl PathsRun {
             stopped: None,
             reclaimed: std::time::Instant::now(),
             validate: args.validate,
+            schedule: match weft_schedule::Recorder::load() {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    say!("weft: the trace has no schedule (weft regen --interleave needs it): {e}");
+                    None
+                }
+            },
+            pools_at: std::collections::HashMap::new(),
         }))
+    }
+
+    /// Process `parent` created `child`, which runs on in the parent's
+    /// memory or a copy of it: its threads use the same pool there.
+    pub fn forked(&mut self, parent: i32, child: i32) {
+        if let (Some(recorder), Some(&at)) = (&self.schedule, self.pools_at.get(&parent)) {
+            self.pools_at.insert(child, at);
+            if let Err(e) = recorder.trace(child, at) {
+                say!("weft: process {child} is not in the schedule: {e}");
+            }
+        }
+    }
+
+    /// Writes the schedule's records read since the last time.
+    fn take_schedule(&mut self) -> Result<()> {
+        let (Some(recorder), Some(writer)) = (self.schedule.as_mut(), self.writer.as_mut()) else {
+            return Ok(());
+        };
+        let records = recorder.take(std::time::Duration::ZERO)?;
+        if !records.is_empty() {
+            writer.schedule(&records)?;
+        }
+        Ok(())
     }
 
     /// The probe plan: every matched function laid out again.
@@ -207,6 +243,21 @@ impl PathsRun {
                 process: at + layout.program_process(),
             },
         );
+        if let Some(recorder) = &self.schedule {
+            let at = PoolAt {
+                first_buffer: at + layout.buffer(0),
+                stride: layout.stride(),
+                descriptors: at + layout.desc(0),
+                buffers: layout.buffers,
+            };
+            self.pools_at.insert(session.pid(), at);
+            if let Err(e) = recorder.trace(session.pid(), at) {
+                say!(
+                    "weft: process {} is not in the schedule: {e}",
+                    session.pid()
+                );
+            }
+        }
         file.write(pool::NEW_ACTION, &handler.kernel_action());
         session.set_signal_action(
             tracee,
@@ -253,6 +304,7 @@ impl PathsRun {
     }
 
     fn try_drain(&mut self) -> Result<()> {
+        self.take_schedule()?;
         let layout = self.layout;
         let reclaim = self.reclaimed.elapsed() >= std::time::Duration::from_millis(100);
         if reclaim {
@@ -338,6 +390,17 @@ impl PathsRun {
             }
             lost += p.file.load_u64(pool::LOST);
         }
+        let schedule = match self.schedule.as_mut() {
+            Some(recorder) if self.stopped.is_none() => {
+                let records = recorder.take(std::time::Duration::ZERO)?;
+                writer.schedule(&records)?;
+                Some(ScheduleInfo {
+                    records: writer.schedule_records,
+                    dropped: recorder.dropped(),
+                })
+            }
+            _ => None,
+        };
         let functions = self.instrument.functions();
         let (bytes, chunks) = (writer.bytes, writer.chunks);
         let meta = Meta {
@@ -353,6 +416,7 @@ impl PathsRun {
             ticks_per_ns,
             validate: self.validate,
             loads: self.instrument.images(),
+            schedule,
         };
         let traced = meta.functions.len();
         writer.finish(&meta)?;

@@ -1,15 +1,17 @@
 //! `weft regen DIR`: the code a `--paths` trace's threads ran, rebuilt
 //! from their witnesses (see `weft_paths::regen`), as text, as Dinero IV
 //! input (`--din`) or in a compact binary form (`--binary`, described in
-//! docs/paths.md).
+//! docs/paths.md); thread after thread, or interleaved in time by the
+//! trace's schedule (`--interleave`).
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
 use weft_paths::instrument::FunctionInfo;
-use weft_paths::regen::{Program, Segment};
-use weft_paths::trace_dir::Trace;
+use weft_paths::regen::{Program, RegenError, Segment, Summary};
+use weft_paths::trace_dir::{StreamKey, Trace};
 
 /// `weft regen`.
 #[derive(Args, Debug)]
@@ -33,19 +35,35 @@ pub struct RegenArgs {
     /// with --insns): module index << 48 | ELF virtual address.
     #[arg(long)]
     pub binary: bool,
+    /// One stream for all threads and processes, in the order they ran:
+    /// each thread's code is cut where the trace's schedule saw it switched
+    /// out or in or enter or leave a system call, and the pieces come in
+    /// time order, each headed with its thread and time.
+    #[arg(long)]
+    pub interleave: bool,
 }
 
 /// Magic of the binary form.
 const BINARY_MAGIC: &[u8; 8] = b"WEFTBLK1";
 /// Ends a stream in the binary form.
 const BINARY_END: u64 = u64::MAX;
+/// Segments a regenerating thread hands over at a time (`--interleave`).
+const BATCH: usize = 4096;
 
-/// Prints each thread's regenerated code, thread by thread.
+/// Prints each thread's regenerated code, thread by thread, or
+/// interleaved in time.
 pub fn regen(a: &RegenArgs) -> Result<()> {
     let trace = Trace::read(&a.dir)?;
     let program = Program::new(&trace.meta.functions, trace.meta.validate);
     if a.binary && a.output.is_none() {
         bail!("--binary writes bytes: give -o FILE");
+    }
+    if a.interleave && trace.meta.schedule.is_none() {
+        bail!(
+            "{} has no schedule (BPF could not record one when it was traced): \
+             --interleave needs it; without --interleave the threads come one after another",
+            a.dir.display()
+        );
     }
     let sink: Box<dyn Write> = match &a.output {
         Some(path) => Box::new(
@@ -53,82 +71,35 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
         ),
         None => Box::new(std::io::stdout().lock()),
     };
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, sink);
-    let functions = program.functions();
-    // The binary form numbers modules by name.
-    let mut modules: Vec<&str> = functions.iter().map(|f| f.module.as_str()).collect();
-    modules.sort_unstable();
-    modules.dedup();
-    let module_of: Vec<u64> = functions
-        .iter()
-        .map(|f| modules.binary_search(&f.module.as_str()).unwrap_or(0) as u64)
-        .collect();
-    if a.binary {
-        out.write_all(BINARY_MAGIC)?;
-        out.write_all(&(modules.len() as u32).to_le_bytes())?;
-        for m in &modules {
-            out.write_all(&(m.len() as u16).to_le_bytes())?;
-            out.write_all(m.as_bytes())?;
-        }
-    }
-    let mut checked = 0u64;
-    for &(pid, tid, image) in trace.threads.keys() {
-        let command = trace.command(image);
-        let biases = if a.din {
-            image_biases(&trace, image, functions)?
-        } else {
-            Vec::new()
-        };
-        if a.binary {
-            out.write_all(&[1u8])?;
-            for v in [pid, tid, image, command.len() as u32] {
-                out.write_all(&v.to_le_bytes())?;
-            }
-            out.write_all(command.as_bytes())?;
-        } else if !a.din {
-            writeln!(out, "# thread {tid} of process {pid} ({command})")?;
-        }
-        let stream = trace.stream((pid, tid, image));
-        let mut failed: Option<std::io::Error> = None;
-        let mut write = |s: Segment| -> std::io::Result<()> {
-            let f = &functions[s.function as usize];
-            let b = &f.blocks[s.block as usize];
-            let last = if a.insns || a.din {
-                s.last
-            } else {
-                s.first + 1
-            };
-            for k in s.first..last {
-                let at = b.start + b.insns[k as usize] as u64;
-                if a.din {
-                    writeln!(out, "2 {:x}", at.wrapping_add(biases[s.function as usize]))?;
-                } else if a.binary {
-                    let entry = module_of[s.function as usize] << 48 | at;
-                    out.write_all(&entry.to_le_bytes())?;
-                } else {
-                    writeln!(out, "{}+{at:#x}", f.module)?;
-                }
-            }
-            Ok(())
-        };
-        let summary = program
-            .regenerate(&stream, |s| {
+    let mut out = Output::new(a, &trace, program.functions(), sink)?;
+    let summaries = if a.interleave {
+        interleaved(&trace, &program, &mut out)?
+    } else {
+        let mut summaries = Vec::new();
+        for &key in trace.threads.keys() {
+            out.header(key, None)?;
+            let mut failed: Option<std::io::Error> = None;
+            let summary = program.regenerate(&trace.stream(key), |s| {
                 if failed.is_none() {
-                    failed = write(s).err();
+                    failed = out.segment(key.2, s).err();
                 }
-            })
-            .with_context(|| {
-                format!(
-                    "regenerating thread {tid} of process {pid} from {}",
-                    a.dir.display()
-                )
-            })?;
-        if let Some(e) = failed {
-            return Err(e.into());
+            });
+            if let Some(e) = failed {
+                return Err(e.into());
+            }
+            summaries.push((key, summary));
         }
-        if a.binary {
-            out.write_all(&BINARY_END.to_le_bytes())?;
-        }
+        summaries
+    };
+    out.finish()?;
+    let mut checked = 0u64;
+    for ((pid, tid, _), summary) in summaries {
+        let summary = summary.with_context(|| {
+            format!(
+                "regenerating thread {tid} of process {pid} from {}",
+                a.dir.display()
+            )
+        })?;
         if summary.skipped > 0 {
             say!(
                 "weft: thread {tid} of process {pid}: its first {} record(s) came before \
@@ -138,11 +109,22 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
         }
         checked += summary.checked;
     }
-    out.flush()?;
-    if a.din && trace.threads.len() > 1 {
+    if a.din && !a.interleave && trace.threads.len() > 1 {
         say!(
-            "weft: {} thread streams, written one after another",
+            "weft: {} thread streams, written one after another (--interleave orders them \
+             in time)",
             trace.threads.len()
+        );
+    }
+    if let Some(s) = trace
+        .meta
+        .schedule
+        .filter(|s| a.interleave && s.dropped > 0)
+    {
+        say!(
+            "weft: {} schedule record(s) were dropped while tracing (weft read the kernel's \
+             ring too late): the order is coarser there",
+            s.dropped
         );
     }
     if trace.meta.validate {
@@ -152,6 +134,194 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+type Summaries = Vec<(StreamKey, Result<Summary, RegenError>)>;
+
+/// Writes the pieces of every stream in time order (`--interleave`): each
+/// stream is regenerated by a thread of its own, which hands its segments
+/// over with the stream offset each was decided at.
+fn interleaved(trace: &Trace, program: &Program, out: &mut Output) -> Result<Summaries> {
+    let pieces = weft_paths::interleave::pieces(trace);
+    let keys: Vec<StreamKey> = trace.threads.keys().copied().collect();
+    let streams: Vec<Vec<u8>> = keys.iter().map(|&k| trace.stream(k)).collect();
+    let origin = trace.schedule.first().map_or(0, |e| e.ns);
+    std::thread::scope(|scope| -> Result<Summaries> {
+        let mut feeds = HashMap::new();
+        let mut workers = Vec::new();
+        for (&key, stream) in keys.iter().zip(&streams) {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(Segment, usize)>>(2);
+            workers.push((
+                key,
+                scope.spawn(move || {
+                    let mut batch = Vec::with_capacity(BATCH);
+                    let summary = program.regenerate_at(stream, |s, at| {
+                        batch.push((s, at));
+                        if batch.len() == BATCH {
+                            let _ =
+                                tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+                        }
+                    });
+                    let _ = tx.send(batch);
+                    summary
+                }),
+            ));
+            feeds.insert(key, (rx, VecDeque::<(Segment, usize)>::new()));
+        }
+        let mut current = None;
+        for p in &pieces {
+            let Some((rx, pending)) = feeds.get_mut(&p.stream) else {
+                continue;
+            };
+            while pending.back().is_none_or(|&(_, at)| at <= p.to) {
+                match rx.recv() {
+                    Ok(batch) => pending.extend(batch),
+                    Err(_) => break,
+                }
+            }
+            while let Some(&(s, at)) = pending.front() {
+                if at > p.to {
+                    break;
+                }
+                if current != Some(p.stream) {
+                    out.header(p.stream, Some(p.ns.saturating_sub(origin)))?;
+                    current = Some(p.stream);
+                }
+                out.segment(p.stream.2, s)?;
+                pending.pop_front();
+            }
+        }
+        drop(feeds);
+        Ok(workers
+            .into_iter()
+            .map(|(key, w)| {
+                let summary = w.join().unwrap_or_else(|_| {
+                    Err(RegenError {
+                        offset: 0,
+                        what: "regeneration stopped".into(),
+                    })
+                });
+                (key, summary)
+            })
+            .collect())
+    })
+}
+
+/// Where the regenerated code goes, in the form asked for.
+struct Output<'a> {
+    out: std::io::BufWriter<Box<dyn Write>>,
+    a: &'a RegenArgs,
+    trace: &'a Trace,
+    functions: &'a [FunctionInfo],
+    /// Per function, its module's index (the binary form).
+    module_of: Vec<u64>,
+    /// Per process image, its load biases (`--din`).
+    biases: HashMap<u32, Vec<u64>>,
+    /// A binary stream is open.
+    open: bool,
+}
+
+impl<'a> Output<'a> {
+    fn new(
+        a: &'a RegenArgs,
+        trace: &'a Trace,
+        functions: &'a [FunctionInfo],
+        sink: Box<dyn Write>,
+    ) -> Result<Output<'a>> {
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, sink);
+        // The binary form numbers modules by name.
+        let mut modules: Vec<&str> = functions.iter().map(|f| f.module.as_str()).collect();
+        modules.sort_unstable();
+        modules.dedup();
+        let module_of = functions
+            .iter()
+            .map(|f| modules.binary_search(&f.module.as_str()).unwrap_or(0) as u64)
+            .collect();
+        if a.binary {
+            out.write_all(BINARY_MAGIC)?;
+            out.write_all(&(modules.len() as u32).to_le_bytes())?;
+            for m in &modules {
+                out.write_all(&(m.len() as u16).to_le_bytes())?;
+                out.write_all(m.as_bytes())?;
+            }
+        }
+        let mut biases = HashMap::new();
+        if a.din {
+            for &(_, _, image) in trace.threads.keys() {
+                if let std::collections::hash_map::Entry::Vacant(v) = biases.entry(image) {
+                    v.insert(image_biases(trace, image, functions)?);
+                }
+            }
+        }
+        Ok(Output {
+            out,
+            a,
+            trace,
+            functions,
+            module_of,
+            biases,
+            open: false,
+        })
+    }
+
+    /// Starts (a piece of, `at` ns into the schedule) a thread's stream.
+    fn header(&mut self, (pid, tid, image): StreamKey, at: Option<u64>) -> std::io::Result<()> {
+        let command = self.trace.command(image);
+        if self.a.binary {
+            self.end()?;
+            self.out.write_all(&[1u8])?;
+            for v in [pid, tid, image, command.len() as u32] {
+                self.out.write_all(&v.to_le_bytes())?;
+            }
+            self.out.write_all(command.as_bytes())?;
+            self.open = true;
+        } else if !self.a.din {
+            write!(self.out, "# thread {tid} of process {pid} ({command})")?;
+            if let Some(ns) = at {
+                write!(self.out, " at {:.6} ms", ns as f64 / 1e6)?;
+            }
+            writeln!(self.out)?;
+        }
+        Ok(())
+    }
+
+    /// A segment run by a thread of process image `image`.
+    fn segment(&mut self, image: u32, s: Segment) -> std::io::Result<()> {
+        let f = &self.functions[s.function as usize];
+        let b = &f.blocks[s.block as usize];
+        let every = self.a.insns || self.a.din;
+        let last = if every { s.last } else { s.first + 1 };
+        for k in s.first..last {
+            let at = b.start + b.insns[k as usize] as u64;
+            if self.a.din {
+                let bias = self
+                    .biases
+                    .get(&image)
+                    .map_or(0, |b| b[s.function as usize]);
+                writeln!(self.out, "2 {:x}", at.wrapping_add(bias))?;
+            } else if self.a.binary {
+                let entry = self.module_of[s.function as usize] << 48 | at;
+                self.out.write_all(&entry.to_le_bytes())?;
+            } else {
+                writeln!(self.out, "{}+{at:#x}", f.module)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the binary stream that is open.
+    fn end(&mut self) -> std::io::Result<()> {
+        if self.open {
+            self.out.write_all(&BINARY_END.to_le_bytes())?;
+            self.open = false;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.end()?;
+        self.out.flush()
+    }
 }
 
 /// Per function of the table, its module's load bias in process image

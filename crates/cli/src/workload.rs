@@ -335,6 +335,9 @@ impl Workload {
         shares: bool,
         stopped: bool,
     ) {
+        if let Some(paths) = self.live_member(parent).and_then(|p| p.req.paths.clone()) {
+            paths.borrow_mut().forked(parent, child);
+        }
         if shares {
             // Its calls before it execs are counted in its parent's memory.
             self.sharing.insert(child);

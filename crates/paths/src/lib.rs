@@ -8,10 +8,13 @@
 //!
 //! * [`witness`]: which edges of a function's CFG carry witnesses
 //!   ([`witness::place`]), and the regeneration of a path from the
-//!   witnesses it wrote ([`witness::Plan::regenerate`]).
+//!   witnesses it wrote ([`witness::Plan::regenerate`]);
+//! * [`regen`]: a thread's whole stream regenerated, and [`interleave`]:
+//!   the threads' streams cut and ordered by the schedule.
 
 pub mod handler;
 pub mod instrument;
+pub mod interleave;
 pub mod pool;
 pub mod rebuild;
 pub mod record;

@@ -147,6 +147,18 @@ impl<'a> Program<'a> {
         stream: &[u8],
         mut out: impl FnMut(Segment),
     ) -> Result<Summary, RegenError> {
+        self.regenerate_at(stream, |s, _| out(s))
+    }
+
+    /// [`Program::regenerate`], giving `out` with each segment the bytes
+    /// of the stream read before it: the records up to there decided it,
+    /// so it ran after the last of them was written (and, as far as a
+    /// cut of the stream can tell, before the next one).
+    pub fn regenerate_at(
+        &self,
+        stream: &[u8],
+        mut out: impl FnMut(Segment, usize),
+    ) -> Result<Summary, RegenError> {
         let mut r = Reader {
             bytes: stream,
             at: 0,
@@ -276,12 +288,15 @@ impl<'a> Program<'a> {
                 }
             }
             if top.insn < last {
-                out(Segment {
-                    function: top.function,
-                    block: top.block as u32,
-                    first: top.insn,
-                    last,
-                });
+                out(
+                    Segment {
+                        function: top.function,
+                        block: top.block as u32,
+                        first: top.insn,
+                        last,
+                    },
+                    r.at,
+                );
             }
             top.insn = last;
             if call.is_some() {

@@ -9,6 +9,10 @@
 //!   `tsc_end` u64, `len` u32, `flags` u32, little-endian), then `len`
 //!   bytes of records (see [`crate::record`]).
 //!
+//! * `DIR/schedule.zst` (when BPF could record it): one zstd stream of
+//!   [`weft_abi::schedule`] records, when each thread ran and entered and
+//!   left system calls, and where its stream was then.
+//!
 //! A thread's stream is its chunks in `seq` order, end to end.
 
 use crate::instrument::{FunctionInfo, ImageLoads};
@@ -47,6 +51,18 @@ pub struct Meta {
     /// loaded, for runtime addresses.
     #[serde(default)]
     pub loads: Vec<ImageLoads>,
+    /// The schedule stream, if there is one.
+    #[serde(default)]
+    pub schedule: Option<ScheduleInfo>,
+}
+
+/// What `schedule.zst` holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleInfo {
+    /// Records written.
+    pub records: u64,
+    /// Records the kernel's ring had no room for (weft read it too late).
+    pub dropped: u64,
 }
 
 /// One buffer's worth of a thread's records.
@@ -189,6 +205,9 @@ const fn libc_o_nofollow() -> i32 {
 pub struct TraceWriter {
     dir: PathBuf,
     buffers: zstd::stream::write::Encoder<'static, std::fs::File>,
+    schedule: Option<zstd::stream::write::Encoder<'static, std::fs::File>>,
+    /// Schedule records written.
+    pub schedule_records: u64,
     /// Bytes of records written.
     pub bytes: u64,
     /// Chunks written.
@@ -214,9 +233,26 @@ impl TraceWriter {
         Ok(TraceWriter {
             dir: dir.to_path_buf(),
             buffers,
+            schedule: None,
+            schedule_records: 0,
             bytes: 0,
             chunks: 0,
         })
+    }
+
+    /// Appends schedule records (whole ones, [`weft_abi::schedule::SIZE`]
+    /// bytes each) to `schedule.zst`, which the first call creates.
+    pub fn schedule(&mut self, records: &[u8]) -> Result<(), TraceError> {
+        let path = self.dir.join("schedule.zst");
+        if self.schedule.is_none() {
+            let file = create_private(&path)?;
+            self.schedule = Some(zstd::stream::write::Encoder::new(file, 3).map_err(io(&path))?);
+        }
+        if let Some(out) = self.schedule.as_mut() {
+            out.write_all(records).map_err(io(&path))?;
+        }
+        self.schedule_records += (records.len() / weft_abi::schedule::SIZE) as u64;
+        Ok(())
     }
 
     /// Appends a chunk.
@@ -240,6 +276,10 @@ impl TraceWriter {
     pub fn finish(self, meta: &Meta) -> Result<(), TraceError> {
         let path = self.dir.join("buffers.zst");
         self.buffers.finish().map_err(io(&path))?;
+        if let Some(schedule) = self.schedule {
+            let path = self.dir.join("schedule.zst");
+            schedule.finish().map_err(io(&path))?;
+        }
         let path = self.dir.join("paths.json");
         let text = serde_json::to_string(meta).map_err(|e| TraceError::BadMeta {
             path: path.clone(),
@@ -257,6 +297,8 @@ pub struct Trace {
     pub meta: Meta,
     /// Per thread and process image: the chunks in `seq` order.
     pub threads: BTreeMap<StreamKey, Vec<Chunk>>,
+    /// The schedule, in time order (empty without one).
+    pub schedule: Vec<weft_abi::schedule::Event>,
 }
 
 impl Trace {
@@ -347,7 +389,16 @@ impl Trace {
         for chunks in threads.values_mut() {
             chunks.sort_by_key(|c| c.seq);
         }
-        Ok(Trace { meta, threads })
+        let schedule = if meta.schedule.is_some() {
+            read_schedule(&dir.join("schedule.zst"))?
+        } else {
+            Vec::new()
+        };
+        Ok(Trace {
+            meta,
+            threads,
+            schedule,
+        })
     }
 
     /// The command name of process image `image`.
@@ -365,6 +416,40 @@ impl Trace {
             .map(|cs| cs.iter().flat_map(|c| c.bytes.iter().copied()).collect())
             .unwrap_or_default()
     }
+}
+
+/// The records of `schedule.zst`, in time order.
+fn read_schedule(path: &Path) -> Result<Vec<weft_abi::schedule::Event>, TraceError> {
+    use weft_abi::schedule::{Event, SIZE};
+    let file = std::fs::File::open(path).map_err(io(path))?;
+    let mut raw = Vec::new();
+    let decoded = zstd::stream::read::Decoder::new(file).and_then(|mut d| d.read_to_end(&mut raw));
+    let truncated = |why: String, at: usize| TraceError::Truncated {
+        path: path.to_path_buf(),
+        why,
+        offset: at as u64,
+        kept: at / SIZE,
+    };
+    if let Err(e) = decoded {
+        return Err(truncated(
+            format!("the zstd stream is damaged ({e})"),
+            raw.len(),
+        ));
+    }
+    if raw.len() % SIZE != 0 {
+        return Err(truncated(
+            "a record is cut short".into(),
+            raw.len() / SIZE * SIZE,
+        ));
+    }
+    let mut events = Vec::with_capacity(raw.len() / SIZE);
+    for (i, r) in raw.chunks_exact(SIZE).enumerate() {
+        let e = Event::parse(r)
+            .ok_or_else(|| truncated("a record of an unknown kind".into(), i * SIZE))?;
+        events.push(e);
+    }
+    events.sort_by_key(|e| e.ns);
+    Ok(events)
 }
 
 /// What is wrong with entry `i` of the function table, if anything: an

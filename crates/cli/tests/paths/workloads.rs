@@ -248,3 +248,73 @@ fn python3_regenerates_through_its_split_functions() {
         functions.len()
     );
 }
+
+/// A process and its child, then two threads, take turns through pipes:
+/// each side's call can only run once the other's has written. Per
+/// thread, `weft regen` gives all of one side, then all of the other;
+/// `--interleave` must give the calls in the turns the program took.
+#[test]
+fn interleave_follows_the_turns_the_program_took() {
+    let target = build("paths_pingpong", &O2);
+    let dir = scratch("paths-interleave");
+    let trace = dir.join("trace");
+    let out = run(
+        weft()
+            .args(["run", "--paths", "all", "--paths-out"])
+            .arg(&trace)
+            .arg("--")
+            .arg(&target)
+            .arg("40"),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert_eq!(out.stdout, "40 rounds with a process, 40 with a thread\n");
+    assert!(!out.stderr.contains("no schedule"), "{}", out.stderr);
+    let meta = read_json(&trace.join("paths.json"));
+    let entry = |name: &str| -> String {
+        let f = meta["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("{name} traced"));
+        format!(
+            "{}+{:#x}",
+            f["module"].as_str().unwrap(),
+            f["vaddr"].as_u64().unwrap()
+        )
+    };
+    let (ping, pong) = (entry("ping"), entry("pong"));
+    let turns = |args: &[&str]| -> (String, Vec<String>) {
+        let regen = run(
+            weft().arg("regen").args(args).arg(&trace),
+            Duration::from_secs(120),
+        );
+        assert_eq!(regen.status, 0, "weft regen: {}", regen.stderr);
+        let calls = regen
+            .stdout
+            .lines()
+            .filter_map(|l| {
+                (l == ping)
+                    .then_some('i')
+                    .or_else(|| (l == pong).then_some('o'))
+            })
+            .collect();
+        let mut lines: Vec<String> = regen
+            .stdout
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(String::from)
+            .collect();
+        lines.sort_unstable();
+        (calls, lines)
+    };
+    let (apart, apart_lines) = turns(&[]);
+    let (together, together_lines) = turns(&["--interleave"]);
+    assert_eq!(apart.len(), 160, "{apart}");
+    assert_eq!(together, "io".repeat(80), "the turns, interleaved");
+    assert_eq!(
+        together_lines, apart_lines,
+        "the same code, in another order"
+    );
+}
