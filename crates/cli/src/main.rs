@@ -209,6 +209,11 @@ pub struct ProbeArgs {
     /// the first difference (`weft regen` checks such a trace again).
     #[arg(long)]
     pub validate: bool,
+    /// With --paths: the traced functions also record the register values
+    /// their load and store addresses need (8 bytes each, where a value
+    /// cannot be computed from the path), for `weft regen --data`.
+    #[arg(long = "data")]
+    pub paths_data: bool,
     /// Replace an earlier weft trace in --events-out DIR: weft removes its
     /// own files there (meta.json, events.jsonl, trace.json, ctf/, dump-N/)
     /// first. A directory holding anything else is refused all the same.

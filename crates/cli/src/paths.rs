@@ -67,8 +67,11 @@ impl PathsRun {
 
     fn new(args: &ProbeArgs) -> Result<Option<PathsRun>> {
         if args.paths.is_empty() {
-            if args.validate {
-                bail!("--validate checks a --paths trace: give --paths WHAT and --paths-out DIR");
+            if args.validate || args.paths_data {
+                bail!(
+                    "--validate and --data go with a --paths trace: give --paths WHAT and \
+                     --paths-out DIR"
+                );
             }
             return Ok(None);
         }
@@ -77,7 +80,7 @@ impl PathsRun {
         };
         weft_paths::trace_dir::check_dir(&dir)?;
         Ok(Some(PathsRun {
-            instrument: Arc::new(PathsInstrument::new(args.validate)),
+            instrument: Arc::new(PathsInstrument::new(args.validate, args.paths_data)),
             layout: Pool::new(args.paths_buffers as u64, args.paths_buffer_size),
             pools: Vec::new(),
             writer: None,

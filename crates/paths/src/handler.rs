@@ -4,8 +4,9 @@
 //!
 //! It recognises a store by its code: the load of the cursor from the TCB
 //! right before it (no other code reads that word) and its own encoding
-//! (`[REX.B] C6|C7 /0` with a plain `[reg]` operand); it finds the cursor
-//! register in the signal frame. It marks the full buffer's
+//! (`[REX.B] C6|C7 /0` with a plain `[reg]` operand, or a register's value
+//! `REX.W 89 /r` with `[reg+1]`); it finds the cursor register in the
+//! signal frame. It marks the full buffer's
 //! descriptor (length, TSC) FULL, claims a FREE buffer with `lock
 //! cmpxchg`, fills in its descriptor (tid, pid, sequence number, TSC), and
 //! points the register at it; returning re-executes the store there. With
@@ -114,6 +115,8 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     let mut claim_scan = a.create_label();
     let mut claim_got = a.create_label();
     let mut run_program_handler = a.create_label();
+    let mut not_value = a.create_label();
+    let mut register_known = a.create_label();
     let descs = pool_at + pool::DESCS;
     let first_buffer = pool_at + layout.header_size();
     let stride = layout.stride();
@@ -149,6 +152,28 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.set_label(&mut after_load)?;
     a.xor(r9d, r9d)?;
     a.movzx(eax, byte_ptr(r8))?;
+    // A register's value (`--data`): `REX.W 89 /r` with `[r+1]`.
+    a.mov(ecx, eax)?;
+    a.and(ecx, 0xF8)?;
+    a.cmp(ecx, 0x48)?;
+    a.jne(not_value)?;
+    a.cmp(byte_ptr(r8 + 1), 0x89)?;
+    a.jne(not_ours)?;
+    a.cmp(byte_ptr(r8 + 3), 1)?; // disp8 1
+    a.jne(not_ours)?;
+    a.movzx(ecx, byte_ptr(r8 + 2))?;
+    a.mov(r10d, ecx)?;
+    a.and(r10d, 0xC0)?;
+    a.cmp(r10d, 0x40)?; // mod 01: `[rm+disp8]`
+    a.jne(not_ours)?;
+    a.and(ecx, 7)?;
+    a.cmp(ecx, 4)?; // SIB
+    a.je(not_ours)?;
+    a.test(al, 1)?; // REX.B
+    a.jz(register_known)?;
+    a.add(ecx, 8)?;
+    a.jmp(register_known)?;
+    a.set_label(&mut not_value)?;
     a.cmp(al, 0x41)?;
     a.jne(no_rex)?;
     a.mov(r9d, 8)?;
@@ -169,6 +194,7 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.cmp(ecx, 5)?; // RIP-relative
     a.je(not_ours)?;
     a.add(ecx, r9d)?;
+    a.set_label(&mut register_known)?;
     a.lea(rax, ptr(gregs_of))?;
     a.movzx(ecx, byte_ptr(rax + rcx))?;
     // Committed: r13 = the register's slot in the frame, r14 = the pool,

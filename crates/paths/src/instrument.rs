@@ -3,6 +3,7 @@
 //! function table that regeneration reads (ELF virtual addresses, blocks,
 //! instructions, edges and their witnesses).
 
+use crate::data::DataPlan;
 use crate::rebuild::{rebuild, splices, Layout, Role};
 use crate::witness::{place, Cfg};
 use serde::{Deserialize, Serialize};
@@ -50,6 +51,10 @@ pub struct FunctionInfo {
     /// resume place or returns for it.
     #[serde(default)]
     pub part_exits: Vec<usize>,
+    /// With `--data`: how its copy records registers and how its accesses'
+    /// addresses are computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<crate::data::DataPlan>,
 }
 
 /// A call whose returns write [`crate::record::Record::Resumed`]: a
@@ -180,6 +185,8 @@ pub struct PathsInstrument {
     image_code: Mutex<HashMap<i32, ImageCode>>,
     /// Every block also writes a record (`--validate`).
     validate: bool,
+    /// Registers are recorded for data addresses (`--data`).
+    data: bool,
 }
 
 #[derive(Debug, Default)]
@@ -222,10 +229,12 @@ pub struct ImageLoads {
 
 impl PathsInstrument {
     /// An instrument with no function traced yet; with `validate`, every
-    /// block also records itself (the expensive way, for checking).
-    pub fn new(validate: bool) -> PathsInstrument {
+    /// block also records itself (the expensive way, for checking); with
+    /// `data`, the copies record the register values data addresses need.
+    pub fn new(validate: bool, data: bool) -> PathsInstrument {
         PathsInstrument {
             validate,
+            data,
             ..PathsInstrument::default()
         }
     }
@@ -397,7 +406,9 @@ impl Rebuild for PathsInstrument {
             .filter(|i| called_name(f, i).is_some_and(|n| NO_RETURN.contains(&n.as_str())))
             .map(|i| i.ip())
             .collect();
+        let data = (self.data && role == Role::Traced).then(|| DataPlan::new(code, f.bias));
         let layout = Layout {
+            data: data.as_ref(),
             id,
             at: f.at,
             entered_from_outside: &entered,
@@ -520,6 +531,7 @@ impl Rebuild for PathsInstrument {
                 .collect(),
             resumes,
             part_exits,
+            data,
         });
         *next_resume += (twice.len() + reentries.len()) as u32;
         by_place.insert(place, id);

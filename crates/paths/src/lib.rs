@@ -12,6 +12,7 @@
 //! * [`regen`]: a thread's whole stream regenerated, and [`interleave`]:
 //!   the threads' streams cut and ordered by the schedule.
 
+pub mod data;
 pub mod handler;
 pub mod instrument;
 pub mod interleave;

@@ -154,6 +154,9 @@ const FAKE_IP: u64 = 0xffff_f000_0000_0000;
 /// Where and how a copy is laid out.
 #[derive(Debug, Clone)]
 pub struct Layout<'a> {
+    /// With `--data`: the registers to record (at the entry, after
+    /// instructions, after calls return).
+    pub data: Option<&'a crate::data::DataPlan>,
     /// The function's number in the entry records.
     pub id: u32,
     /// Where the copy is placed.
@@ -191,6 +194,7 @@ pub fn rebuild(
     layout: &Layout<'_>,
 ) -> Result<Rebuilt, Refusal> {
     let Layout {
+        data,
         id,
         at,
         entered_from_outside,
@@ -283,6 +287,16 @@ pub fn rebuild(
         b.claim_buffer(claim)?;
     }
     b.store(Record::Entered(id), live_before(first.ip()))?;
+    if let Some(d) = data {
+        for &g in &d.entry {
+            b.store_value(g, live_before(first.ip()))?;
+        }
+    }
+    // The registers recorded after instruction `k` of block `bi`.
+    let values_after = |bi: usize, k: usize| -> &[u8] {
+        data.and_then(|d| d.after.get(bi)?.get(k))
+            .map_or(&[], Vec::as_slice)
+    };
     b.own_entry = Some((code.start(), entry_label));
     let exit = cfg.exit();
     let witness_of = |from: usize, to: usize| -> Option<u32> {
@@ -315,10 +329,13 @@ pub fn rebuild(
         }
         let insns = &code.instructions()[blk.first..blk.last];
         let (tail, body) = insns.split_last().expect("a block has an instruction");
-        for i in body {
+        for (k, i) in body.iter().enumerate() {
             b.instruction(i, &spliced_returns, &mut continuations)?;
             if is_call(i) {
                 b.store(returned(i), live_after(i.ip()))?;
+            }
+            for &g in values_after(bi, k) {
+                b.store_value(g, live_after(i.ip()))?;
             }
         }
         // Falling off the function's end into the code after it.
@@ -385,6 +402,9 @@ pub fn rebuild(
                 b.instruction(tail, &spliced_returns, &mut continuations)?;
                 if is_call(tail) {
                     b.store(returned(tail), live_after(tail.ip()))?;
+                }
+                for &g in values_after(bi, body.len()) {
+                    b.store_value(g, live_after(tail.ip()))?;
                 }
                 if let Some(&to) = blk.succs.first() {
                     if let Some(w) = witness_of(bi, to) {

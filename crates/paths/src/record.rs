@@ -7,11 +7,12 @@
 //!
 //! | first byte | record | bytes |
 //! |---|---|---|
-//! | `1..=0xFA` | a witness number of the current function | 1 |
+//! | `1..=0xF9` | a witness number of the current function | 1 |
+//! | `0xFA` | (`--data`) a register's value, `u64` | 9 |
 //! | `0xFB` | (`--validate`) a block starts: its index in its function, `u24` | 4 |
 //! | `0xFC` | a frame resumed at a known place: the place's id, `u24` | 4 |
 //! | `0xFD` | a call made by the current function returned | 1 |
-//! | `0xFE` | a witness number above `0xFA`: `u16` follows (little-endian) | 3 |
+//! | `0xFE` | a witness number above `0xF9`: `u16` follows (little-endian) | 3 |
 //! | `0xFF` | a traced function was entered: its id, `u24`, follows | 4 |
 //!
 //! Multi-byte numbers are little-endian. A *resume place* is where control
@@ -21,7 +22,9 @@
 //! of them.
 
 /// Witness numbers up to this one are one byte.
-pub const MAX_BYTE_WITNESS: u32 = 0xFA;
+pub const MAX_BYTE_WITNESS: u32 = 0xF9;
+/// The first byte of a register's value (`--data`).
+pub const VALUE: u8 = 0xFA;
 /// The first byte of a block's record (`--validate`).
 pub const BLOCK: u8 = 0xFB;
 /// The first byte of a resumption.
@@ -51,6 +54,9 @@ pub enum Record {
     Block(u32),
     /// A frame resumed at the resume place `id`.
     Resumed(u32),
+    /// A register's value (`--data`): its 8 bytes are stored apart from
+    /// the tag, first (see `rebuild::emit`).
+    Value(u64),
 }
 
 impl Record {
@@ -63,6 +69,7 @@ impl Record {
             Record::Entered(id) => ENTERED as u32 | (id << 8),
             Record::Block(index) => BLOCK as u32 | (index << 8),
             Record::Resumed(id) => RESUMED as u32 | (id << 8),
+            Record::Value(_) => VALUE as u32,
         }
     }
 
@@ -71,7 +78,7 @@ impl Record {
     pub fn store_width(self) -> u32 {
         match self {
             Record::Witness(w) if w <= MAX_BYTE_WITNESS => 1,
-            Record::Returned => 1,
+            Record::Returned | Record::Value(_) => 1,
             _ => 4,
         }
     }
@@ -83,6 +90,7 @@ impl Record {
             Record::Returned => 1,
             Record::Witness(_) => 3,
             Record::Entered(_) | Record::Block(_) | Record::Resumed(_) => 4,
+            Record::Value(_) => 9,
         }
     }
 
@@ -109,6 +117,13 @@ pub fn read(bytes: &[u8], at: usize) -> Result<Option<(Record, usize)>, Bad> {
     Ok(Some(match first {
         0 => return Ok(None),
         RETURNED => (Record::Returned, 1),
+        VALUE => {
+            let b = take(8)?;
+            (
+                Record::Value(u64::from_le_bytes(b.try_into().expect("8 bytes"))),
+                9,
+            )
+        }
         WIDE => {
             let b = take(2)?;
             (Record::Witness(u16::from_le_bytes([b[0], b[1]]) as u32), 3)
@@ -159,6 +174,13 @@ mod tests {
             at += n;
         }
         assert_eq!(back, records);
+        let mut value = vec![VALUE];
+        value.extend(0x0123_4567_89ab_cdefu64.to_le_bytes());
+        assert_eq!(
+            read(&value, 0),
+            Ok(Some((Record::Value(0x0123_4567_89ab_cdef), 9)))
+        );
+        assert_eq!(read(&value[..8], 0), Err(Bad::Truncated));
         assert_eq!(read(&[WIDE, 1], 0), Err(Bad::Truncated));
         assert_eq!(read(&[ENTERED, 1, 2], 0), Err(Bad::Truncated));
     }

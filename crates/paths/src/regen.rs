@@ -22,6 +22,7 @@
 //! Each stretch is a [`Segment`]: instructions of one block from its start
 //! or from just after a call, up to its end or a call.
 
+use crate::data::{self, Access, Regs};
 use crate::instrument::FunctionInfo;
 use crate::record::{self, Record};
 use std::collections::HashMap;
@@ -157,7 +158,30 @@ impl<'a> Program<'a> {
     pub fn regenerate_at(
         &self,
         stream: &[u8],
+        out: impl FnMut(Segment, usize),
+    ) -> Result<Summary, RegenError> {
+        self.walk(stream, out, None::<(&[u64], fn(Access))>)
+    }
+
+    /// [`Program::regenerate_at`] with data addresses (`--data`): `data`
+    /// gets every access, before the segment holding its instruction;
+    /// `biases` are the load biases of the functions' modules (by id) in
+    /// the stream's process image.
+    pub fn regenerate_data(
+        &self,
+        stream: &[u8],
+        biases: &[u64],
+        out: impl FnMut(Segment, usize),
+        data: impl FnMut(Access),
+    ) -> Result<Summary, RegenError> {
+        self.walk(stream, out, Some((biases, data)))
+    }
+
+    fn walk<D: FnMut(Access)>(
+        &self,
+        stream: &[u8],
         mut out: impl FnMut(Segment, usize),
+        mut data: Option<(&[u64], D)>,
     ) -> Result<Summary, RegenError> {
         let mut r = Reader {
             bytes: stream,
@@ -186,7 +210,7 @@ impl<'a> Program<'a> {
                 match r.next()? {
                     None => return done(skipped, checked),
                     Some(Record::Entered(id)) => {
-                        stack.push(self.enter(id, r.at)?);
+                        stack.push(self.enter(id, &mut r)?);
                         continue;
                     }
                     Some(Record::Resumed(id)) => {
@@ -212,7 +236,7 @@ impl<'a> Program<'a> {
                         r.next()?;
                         // The part itself, or a tail call it makes: its
                         // return is the function's.
-                        let mut frame = self.enter(id, r.at)?;
+                        let mut frame = self.enter(id, &mut r)?;
                         frame.returns_for_below = true;
                         stack.push(frame);
                     }
@@ -234,7 +258,7 @@ impl<'a> Program<'a> {
                     None => return done(skipped, checked),
                     Some(Record::Returned) => top.in_call = false,
                     Some(Record::Entered(id)) => {
-                        let frame = self.enter(id, r.at)?;
+                        let frame = self.enter(id, &mut r)?;
                         stack.push(frame);
                         continue;
                     }
@@ -263,7 +287,7 @@ impl<'a> Program<'a> {
                 match r.next()? {
                     Some(Record::Block(b)) if b as usize == top.block => checked += 1,
                     Some(Record::Entered(id)) => {
-                        stack.push(self.signal_handler(id, &r)?);
+                        stack.push(self.signal_handler(id, &mut r)?);
                         continue;
                     }
                     None => return done(skipped, checked),
@@ -288,6 +312,7 @@ impl<'a> Program<'a> {
                 }
             }
             if top.insn < last {
+                self.data_of_segment(top, (top.insn, last), &mut r, &mut data)?;
                 out(
                     Segment {
                         function: top.function,
@@ -349,7 +374,7 @@ impl<'a> Program<'a> {
                             }
                             _ => {
                                 r.next()?;
-                                stack.push(self.signal_handler(id, &r)?);
+                                stack.push(self.signal_handler(id, &mut r)?);
                                 continue;
                             }
                         },
@@ -367,7 +392,7 @@ impl<'a> Program<'a> {
                 match r.next()? {
                     Some(Record::Witness(x)) if x == witness => {}
                     Some(Record::Entered(id)) => {
-                        stack.push(self.signal_handler(id, &r)?);
+                        stack.push(self.signal_handler(id, &mut r)?);
                         continue;
                     }
                     None => return done(skipped, checked),
@@ -419,6 +444,7 @@ impl<'a> Program<'a> {
                 let top = &mut stack[k];
                 if owner == function {
                     (top.block, top.insn, top.in_call, top.in_part) = (block, insn, false, false);
+                    top.regs = self.unknown_regs(function);
                     return Ok(());
                 }
                 (top.in_call, top.in_part) = (false, true);
@@ -431,6 +457,7 @@ impl<'a> Program<'a> {
                 in_call: false,
                 in_part: false,
                 returns_for_below: below_left,
+                regs: self.unknown_regs(function),
             });
             return Ok(());
         }
@@ -457,6 +484,7 @@ impl<'a> Program<'a> {
                 in_call: false,
                 in_part: false,
                 returns_for_below: below_left,
+                regs: None,
             }),
         }
         let top = stack.last_mut().expect("a frame was kept or pushed");
@@ -464,7 +492,16 @@ impl<'a> Program<'a> {
         top.insn = insn;
         top.in_call = false;
         top.in_part = false;
+        // Nothing says what its registers hold after a longjmp or a jump
+        // back in, until they are recorded again.
+        top.regs = self.unknown_regs(function);
         Ok(())
+    }
+
+    /// A register file with nothing known, for a function with a data plan.
+    fn unknown_regs(&self, function: u32) -> Option<Box<Regs>> {
+        let f = self.functions.get(function as usize)?;
+        f.data.as_ref().map(|_| Box::new([None; 16]))
     }
 
     /// A traced function entered while the frame below was not in a call:
@@ -473,18 +510,30 @@ impl<'a> Program<'a> {
     /// (with `--validate`), or up to a few blocks later where the frame
     /// next reads a record (its blocks in between carry no record that
     /// would say).
-    fn signal_handler(&self, id: u32, r: &Reader<'_>) -> Result<Frame, RegenError> {
-        self.enter(id, r.at)
+    fn signal_handler(&self, id: u32, r: &mut Reader<'_>) -> Result<Frame, RegenError> {
+        self.enter(id, r)
     }
 
-    fn enter(&self, id: u32, at: usize) -> Result<Frame, RegenError> {
+    /// The frame of function `id`, entered: with `--data`, the registers
+    /// its entry recorded (read from `r`).
+    fn enter(&self, id: u32, r: &mut Reader<'_>) -> Result<Frame, RegenError> {
         let f = self.functions.get(id as usize).ok_or_else(|| RegenError {
-            offset: at,
+            offset: r.at,
             what: format!(
                 "function {id} entered, but the trace has {}",
                 self.functions.len()
             ),
         })?;
+        let regs = match &f.data {
+            Some(plan) => {
+                let mut regs = Box::new([None; 16]);
+                for &g in &plan.entry {
+                    regs[g as usize & 15] = Some(r.value()?);
+                }
+                Some(regs)
+            }
+            None => None,
+        };
         Ok(Frame {
             function: id,
             block: f.entry,
@@ -492,7 +541,60 @@ impl<'a> Program<'a> {
             in_call: false,
             in_part: false,
             returns_for_below: false,
+            regs,
         })
+    }
+
+    /// With `--data`, the segment `first..last` of block `block` that
+    /// `frame` runs: reads the registers recorded after its instructions
+    /// (and after the call just before it), and with `data` runs its ops,
+    /// giving `data` every access.
+    fn data_of_segment<D: FnMut(Access)>(
+        &self,
+        frame: &mut Frame,
+        (first, last): (u32, u32),
+        r: &mut Reader<'_>,
+        data: &mut Option<(&[u64], D)>,
+    ) -> Result<(), RegenError> {
+        let f = &self.functions[frame.function as usize];
+        let (Some(plan), Some(regs)) = (&f.data, frame.regs.as_mut()) else {
+            return Ok(());
+        };
+        let b = frame.block;
+        let calls = &f.blocks[b].calls;
+        let mut read = |k: u32, regs: &mut Regs| -> Result<(), RegenError> {
+            if let Some(after) = plan.after.get(b).and_then(|a| a.get(k as usize)) {
+                for &g in after {
+                    regs[g as usize & 15] = Some(r.value()?);
+                }
+            }
+            Ok(())
+        };
+        if first > 0 && calls.contains(&(first - 1)) {
+            read(first - 1, regs)?;
+        }
+        for k in first..last {
+            if let Some((biases, out)) = data.as_mut() {
+                let bias = biases.get(frame.function as usize).copied().unwrap_or(0);
+                let ops = plan.ops.get(b).and_then(|o| o.get(k as usize));
+                for op in ops.into_iter() {
+                    data::run(op, regs, bias, |kind, size, addr| {
+                        out(Access {
+                            function: frame.function,
+                            block: b as u32,
+                            insn: k,
+                            kind,
+                            size,
+                            addr,
+                        })
+                    });
+                }
+            }
+            if !calls.contains(&k) {
+                read(k, regs)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -507,6 +609,8 @@ struct Frame {
     /// It runs for the frame below, which jumped into another part (it is
     /// that part, or a tail call from it): its return is that frame's.
     returns_for_below: bool,
+    /// With `--data`: what regeneration knows of its registers.
+    regs: Option<Box<Regs>>,
 }
 
 struct Reader<'b> {
@@ -522,13 +626,14 @@ impl Reader<'_> {
             .map_err(|_| self.error("the stream ends inside a record".into()))
     }
 
-    /// The next record that is not a block's (`--validate`): blocks along
-    /// an edge without a witness come before the witness that decides.
+    /// The next record that is not a block's (`--validate`) or a
+    /// register's value (`--data`): those of the blocks along an edge
+    /// without a witness come before the witness that decides.
     fn peek_past_blocks(&self) -> Result<Option<Record>, RegenError> {
         let mut at = self.at;
         loop {
             match record::read(self.bytes, at) {
-                Ok(Some((Record::Block(_), n))) => at += n,
+                Ok(Some((Record::Block(_) | Record::Value(_), n))) => at += n,
                 Ok(r) => return Ok(r.map(|(rec, _)| rec)),
                 Err(_) => {
                     return Err(RegenError {
@@ -548,6 +653,14 @@ impl Reader<'_> {
             }
             Ok(None) => Ok(None),
             Err(_) => Err(self.error("the stream ends inside a record".into())),
+        }
+    }
+
+    /// A register's value (`--data`), which the plan says comes next.
+    fn value(&mut self) -> Result<u64, RegenError> {
+        match self.next()? {
+            Some(Record::Value(v)) => Ok(v),
+            other => Err(self.error(format!("{other:?} where a register's value was recorded"))),
         }
     }
 

@@ -130,7 +130,7 @@ fn validate_reports_the_first_difference() {
 }
 
 /// The trace's chunks with one record byte in the middle of the first
-/// chunk changed to a witness number no function has (0xFA), compressed
+/// chunk changed to a witness number no function has (0xF9), compressed
 /// again.
 fn zstd_roundtrip_corrupt(compressed: &[u8]) -> Vec<u8> {
     let mut raw = Vec::new();
@@ -147,8 +147,8 @@ fn zstd_roundtrip_corrupt(compressed: &[u8]) -> Vec<u8> {
     use std::io::Read;
     d.stdout.take().unwrap().read_to_end(&mut raw).unwrap();
     d.wait().unwrap();
-    // After the 40-byte chunk header and a few records: a witness 0xFA.
-    raw[40 + 16] = 0xFA;
+    // After the 40-byte chunk header and a few records: a witness 0xF9.
+    raw[40 + 16] = 0xF9;
     let mut c = std::process::Command::new("zstd")
         .args(["-c"])
         .stdin(std::process::Stdio::piped())

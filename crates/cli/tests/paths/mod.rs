@@ -4,6 +4,7 @@
 //! input (`qemu-x86_64 -singlestep -d exec,nochain`: one log line per
 //! instruction), restricted to the functions weft traced.
 
+mod data;
 mod errors;
 mod programs;
 mod signals;

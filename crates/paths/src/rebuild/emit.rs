@@ -248,6 +248,93 @@ impl Builder {
     }
 }
 
+impl Builder {
+    /// Appends the store of register `g`'s value (`--data`): its 8 bytes
+    /// at the cursor's byte 1, then the tag at byte 0, so that only the
+    /// first store can reach the guard page (the fault handler knows its
+    /// form: `mov [r+1], reg` right after the cursor's load), and a
+    /// buffer holds no tag without its value. Registers and flags are
+    /// kept; `rsp` is stored as it was before the sequence.
+    pub(super) fn store_value(&mut self, g: u8, live: RegSet) -> Result<(), Refusal> {
+        if self.silent {
+            return self.store(Record::Value(0), live);
+        }
+        let value = gpr64_of(g);
+        let dead = CURSOR_REGS
+            .iter()
+            .copied()
+            .find(|&r| !live.contains(r) && asm_reg(r) != value);
+        let (reg, save) = match dead {
+            Some(r) => (r, false),
+            None if g == 0 => (Register::RCX, true),
+            None => (Register::RAX, true),
+        };
+        self.saves_state |= save;
+        let r = asm_reg(reg);
+        // With a register saved, rsp is 136 bytes (144 with the flags)
+        // below what the program had.
+        let fix_rsp = save && value == gpr64::rsp;
+        let mut a = CodeAssembler::new(64).map_err(enc)?;
+        (|| -> Result<(), iced_x86::IcedError> {
+            if save {
+                a.lea(rsp, qword_ptr(rsp - RED_ZONE))?;
+                a.push(r)?;
+                if fix_rsp {
+                    a.pushfq()?;
+                }
+            }
+            a.mov(r, qword_ptr(CURSOR).fs())?;
+            a.mov(qword_ptr(r + 1), value)?;
+            if fix_rsp {
+                a.add(qword_ptr(r + 1), RED_ZONE + 16)?;
+            }
+            a.mov(byte_ptr(r), crate::record::VALUE as u32)?;
+            a.lea(r, qword_ptr(r + 9))?;
+            a.mov(qword_ptr(CURSOR).fs(), r)?;
+            if save {
+                if fix_rsp {
+                    a.popfq()?;
+                }
+                a.pop(r)?;
+                a.lea(rsp, qword_ptr(rsp + RED_ZONE))?;
+            }
+            Ok(())
+        })()
+        .map_err(enc)?;
+        let mut seq = a.take_instructions();
+        for i in seq.iter_mut() {
+            i.set_ip(0);
+        }
+        if let Some(fake) = self.pending_fake.take() {
+            seq[0].set_ip(fake);
+        }
+        self.out.extend(seq);
+        Ok(())
+    }
+}
+
+/// The 64-bit register numbered `g` as x86 encodes it.
+fn gpr64_of(g: u8) -> AsmRegister64 {
+    [
+        gpr64::rax,
+        gpr64::rcx,
+        gpr64::rdx,
+        gpr64::rbx,
+        gpr64::rsp,
+        gpr64::rbp,
+        gpr64::rsi,
+        gpr64::rdi,
+        gpr64::r8,
+        gpr64::r9,
+        gpr64::r10,
+        gpr64::r11,
+        gpr64::r12,
+        gpr64::r13,
+        gpr64::r14,
+        gpr64::r15,
+    ][g as usize & 15]
+}
+
 /// Bytes below `rsp` that leaf functions may use (the System V red zone).
 const RED_ZONE: i32 = 128;
 
