@@ -1,7 +1,8 @@
 /* Control flow for abstract execution: loops, recursion, a switch, calls through
  * pointers, a callback from libc (qsort), early returns, longjmp out of
- * recursion, signal handlers (one of them leaving by siglongjmp). Prints a
- * tally the tests check against. */
+ * recursion, signal handlers (one of them leaving by siglongjmp), an
+ * interpreter dispatching by computed goto. Prints a tally the tests check
+ * against. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -101,8 +102,32 @@ __attribute__((noinline)) int handlers(void) {
     return signals;
 }
 
+/* A little interpreter dispatching by computed goto (GCC's labels as
+ * values), as CPython's and Perl's do. */
+__attribute__((noinline)) long interpret(const unsigned char *code, long acc) {
+    static void *const ops[] = {&&add, &&sub, &&twice, &&stop};
+#define NEXT goto *ops[*code++]
+    NEXT;
+add:
+    acc += 3;
+    NEXT;
+sub:
+    acc -= 1;
+    NEXT;
+twice:
+    acc = acc * 2 % 1000003;
+    NEXT;
+stop:
+    return acc;
+#undef NEXT
+}
+
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 100;
+    unsigned char program[300];
+    for (int i = 0; i < 299; i++) program[i] = (i * 7 + n) % 3;
+    program[299] = 3;
+    tally += interpret(program, n);
     int v[64];
     for (int i = 0; i < 64; i++) v[i] = (i * 37) % 64;
     qsort(v, 64, sizeof v[0], by_cmp);

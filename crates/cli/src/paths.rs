@@ -457,10 +457,19 @@ fn validate(dir: &std::path::Path) -> Result<String> {
             }
         }
     }
-    Ok(format!(
+    let mut line = format!(
         "validated: regeneration gives the {checked} block(s) the {} thread stream(s) recorded",
         trace.threads.len()
-    ))
+    );
+    if trace.meta.lost > 0 {
+        line = format!(
+            "validation FAILED: {} bytes of records were lost (no buffer was free in time: \
+             give --paths-buffers more), so some streams miss records; what was kept \
+             regenerates equal ({line})",
+            trace.meta.lost
+        );
+    }
+    Ok(line)
 }
 
 /// Buffer `k` of a pool as a chunk of `len` bytes.

@@ -72,6 +72,11 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
             a.dir.display()
         );
     }
+    if let Some(e) = trace.schedule_error.as_ref().filter(|_| a.interleave) {
+        bail!(
+            "{e}: --interleave needs the schedule; without it the threads come one after another"
+        );
+    }
     if a.interleave && trace.meta.schedule.is_none() {
         bail!(
             "{} has no schedule (BPF could not record one when it was traced): \
@@ -160,6 +165,13 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
             s.dropped
         );
     }
+    if trace.meta.lost > 0 {
+        say!(
+            "weft: {} bytes of records were lost while tracing (no buffer was free in time): \
+             some streams miss records",
+            trace.meta.lost
+        );
+    }
     if trace.meta.validate {
         say!(
             "weft: validated: {checked} block(s) regenerated equal the blocks the threads \
@@ -180,6 +192,27 @@ type Item = (Segment, usize, Vec<Access>);
 /// over with the stream offset each was decided at.
 fn interleaved(trace: &Trace, program: &Program, out: &mut Output) -> Result<Summaries> {
     let pieces = weft_paths::interleave::pieces(trace);
+    if let Some(info) = trace.meta.schedule {
+        if (trace.schedule.len() as u64) < info.records {
+            say!(
+                "weft: the schedule holds {} of the {} records the trace says it has: the order \
+                 is coarser where records are missing",
+                trace.schedule.len(),
+                info.records
+            );
+        }
+    }
+    let unscheduled = trace
+        .threads
+        .keys()
+        .filter(|&&(pid, tid, _)| !trace.schedule.iter().any(|e| (e.pid, e.tid) == (pid, tid)))
+        .count();
+    if unscheduled > 0 {
+        say!(
+            "weft: {unscheduled} thread stream(s) have no schedule record (a process weft did not \
+             follow: --no-follow): they come first, as if run at the start"
+        );
+    }
     let keys: Vec<StreamKey> = trace.threads.keys().copied().collect();
     let streams: Vec<Vec<u8>> = keys.iter().map(|&k| trace.stream(k)).collect();
     let origin = trace.schedule.first().map_or(0, |e| e.ns);
@@ -334,7 +367,8 @@ impl<'a> Output<'a> {
                 Why::ThreadLocal => "thread-local (fs or gs)",
                 Why::Repeated => "a repeated string instruction or a gather",
                 Why::Unknown => {
-                    "a register regeneration does not know (after a jump back in or a landing pad)"
+                    "a register regeneration does not know (after a longjmp, a landing pad or \
+                     a jump back in from another part)"
                 }
             };
             line.push_str(&format!("; {n} not: {why}"));

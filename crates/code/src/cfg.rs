@@ -59,6 +59,8 @@ pub struct FunctionCode {
     /// it: other parts of the same function (a `.cold` part), where every
     /// register may be read (see [`FunctionCode::set_other_parts`]).
     other_parts: BTreeSet<u64>,
+    /// Places code outside jumps to (see [`FunctionCode::add_entries`]).
+    entries: BTreeSet<u64>,
 }
 
 impl FunctionCode {
@@ -82,6 +84,7 @@ impl FunctionCode {
             blocks,
             jump_tables,
             other_parts: BTreeSet::new(),
+            entries: BTreeSet::new(),
         }
     }
 
@@ -98,13 +101,58 @@ impl FunctionCode {
     /// function (places code outside jumps to: the way back from a `.cold`
     /// part), besides the places the function's own code starts one.
     pub fn add_entries(&mut self, entries: &[u64]) {
-        let entries: BTreeSet<u64> = entries.iter().copied().collect();
+        self.entries.extend(entries.iter().copied());
+        self.repartition();
+    }
+
+    /// Gives each indirect jump no jump table describes the targets
+    /// `targets` that are instructions of the function (the code addresses
+    /// its module keeps in data: the labels of a computed `goto`), as a
+    /// table: such a jump becomes a `switch` over them, and each target
+    /// starts a block. A jump that goes elsewhere at run time leaves the
+    /// function by a way its CFG does not show.
+    pub fn add_computed_targets(&mut self, targets: &[u64]) {
+        let inside: Vec<u64> = targets
+            .iter()
+            .copied()
+            .filter(|&a| {
+                a >= self.start
+                    && a < self.end
+                    && self.insns.binary_search_by_key(&a, |i| i.ip()).is_ok()
+            })
+            .collect();
+        if inside.is_empty() {
+            return;
+        }
+        let unresolved: Vec<u64> = self
+            .insns
+            .iter()
+            .filter(|i| i.flow_control() == FlowControl::IndirectBranch)
+            .map(|i| i.ip())
+            .filter(|&ip| !self.jump_tables.iter().any(|t| t.jump == ip))
+            .collect();
+        if unresolved.is_empty() {
+            return;
+        }
+        for jump in unresolved {
+            self.jump_tables.push(JumpTable {
+                jump,
+                table: 0,
+                targets: inside.clone(),
+                outside: Vec::new(),
+                elsewhere: true,
+            });
+        }
+        self.repartition();
+    }
+
+    fn repartition(&mut self) {
         self.blocks = partition(
             self.start,
             self.end,
             &self.insns,
             &self.jump_tables,
-            &entries,
+            &self.entries,
         );
     }
 

@@ -20,13 +20,17 @@ use iced_x86::{Code, ConditionCode, Instruction, OpKind, Register};
 pub struct JumpTable {
     /// Address of the indirect jump.
     pub jump: u64,
-    /// Address of the table.
+    /// Address of the table (0 for the targets of a computed `goto`, see
+    /// [`crate::FunctionCode::add_computed_targets`]).
     pub table: u64,
     /// The distinct targets inside the function, in table order.
     pub targets: Vec<u64>,
     /// The distinct targets outside it (another part of the function), in
     /// table order.
     pub outside: Vec<u64>,
+    /// The jump may go anywhere else too: its targets are a computed
+    /// `goto`'s labels, not a bounded table.
+    pub elsewhere: bool,
 }
 
 const MAX_ENTRIES: usize = 4096;
@@ -92,6 +96,7 @@ pub(crate) fn resolve(
         table,
         targets,
         outside,
+        elsewhere: false,
     })
 }
 

@@ -112,6 +112,8 @@ pub struct Image {
     pub(crate) landing_pads: std::sync::OnceLock<Vec<crate::LandingPad>>,
     /// FDE starts that are parts of another function's frame.
     pub(crate) frame_parts: std::sync::OnceLock<Vec<u64>>,
+    /// Code addresses kept in data (`code_pointers.rs`), read when first asked.
+    pub(crate) code_pointers: std::sync::OnceLock<Vec<u64>>,
 }
 
 impl Image {
@@ -217,6 +219,7 @@ impl Image {
             import_slots: std::sync::OnceLock::new(),
             landing_pads: std::sync::OnceLock::new(),
             frame_parts: std::sync::OnceLock::new(),
+            code_pointers: std::sync::OnceLock::new(),
         })
     }
 
@@ -754,6 +757,7 @@ mod tests {
             import_slots: Default::default(),
             landing_pads: Default::default(),
             frame_parts: Default::default(),
+            code_pointers: Default::default(),
         };
         assert_eq!(
             img.load_bias(0x5555_0000_1000, 0x1000),

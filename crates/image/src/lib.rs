@@ -13,6 +13,7 @@
 //! process, which is another type.
 
 mod addr;
+mod code_pointers;
 mod demangle;
 mod elf;
 mod error;

@@ -252,6 +252,18 @@ impl Module {
                 .map(|b| b.to_vec())
         };
         let mut code = FunctionCode::analyze(self.runtime(f.addr).get(), bytes, &data);
+        // Indirect jumps no table describes go to the code addresses the
+        // module keeps in its data (a computed `goto`'s labels).
+        if code.has_unresolved_indirect_jump() {
+            let end = FileAddr(f.addr.get() + f.size);
+            let taken: Vec<u64> = self
+                .image
+                .code_pointers(f.addr, end)
+                .iter()
+                .map(|&a| self.runtime(FileAddr(a)).get())
+                .collect();
+            code.add_computed_targets(&taken);
+        }
         let parts = self.other_parts_reached(&code);
         code.set_other_parts(parts);
         // The ways back from those parts, and the landing pads the unwinder

@@ -61,8 +61,9 @@ pub struct HandlerCode {
     pub restorer: u64,
     /// A routine that claims a free buffer for the calling thread without
     /// a fault (for a new thread, which starts with every signal blocked):
-    /// returns its address in `rax` (the discard buffer's if none is
-    /// free); clobbers rax, rcx, rdx, rsi, rdi, r8-r11 and the flags.
+    /// returns its address in `rax`, waiting for one as the handler does
+    /// (the discard buffer's if none comes); clobbers rax, rcx, rdx, rsi,
+    /// rdi, r8-r11 and the flags.
     pub claim: u64,
 }
 
@@ -114,6 +115,8 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     let mut claim = a.create_label();
     let mut claim_scan = a.create_label();
     let mut claim_got = a.create_label();
+    let mut claim_retry = a.create_label();
+    let mut claim_discard = a.create_label();
     let mut run_program_handler = a.create_label();
     let mut not_value = a.create_label();
     let mut register_known = a.create_label();
@@ -366,6 +369,9 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     // The claim routine: the same claim as above, with no wait.
     a.set_label(&mut claim)?;
     a.mov(r8, pool_at)?;
+    a.push(TRIES as i32)?;
+    a.set_label(&mut claim_retry)?;
+    a.mov(r11d, dword_ptr(r8 + pool::FREED))?;
     a.mov(rdi, descs)?;
     a.xor(r9d, r9d)?;
     a.set_label(&mut claim_scan)?;
@@ -377,9 +383,30 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.add(r9d, 1)?;
     a.cmp(r9d, n as u32)?;
     a.jb(claim_scan)?;
+    // None free: wait for weft to free one, as the handler does (the
+    // thread cannot fault yet: its signals are blocked), then the discard
+    // buffer (its records are lost, and counted).
+    a.cmp(dword_ptr(r8 + pool::GONE), 0)?;
+    a.jne(claim_discard)?;
+    a.sub(qword_ptr(rsp), 1)?;
+    a.jz(claim_discard)?;
+    a.mov(eax, SYS_FUTEX)?;
+    a.lea(rdi, qword_ptr(r8 + pool::FREED))?;
+    a.xor(esi, esi)?; // FUTEX_WAIT, shared
+    a.mov(edx, r11d)?;
+    a.lea(r10, qword_ptr(r8 + pool::WAIT))?;
+    a.push(r8)?;
+    a.xor(r8d, r8d)?;
+    a.xor(r9d, r9d)?;
+    a.syscall()?;
+    a.pop(r8)?;
+    a.jmp(claim_retry)?;
+    a.set_label(&mut claim_discard)?;
+    a.pop(rax)?;
     a.mov(rax, first_buffer + n * stride)?;
     a.ret()?;
     a.set_label(&mut claim_got)?;
+    a.pop(rax)?;
     a.mov(r10, rdi)?;
     a.mov(eax, SYS_GETTID)?;
     a.syscall()?;

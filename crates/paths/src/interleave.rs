@@ -159,6 +159,7 @@ mod tests {
             meta,
             threads,
             schedule,
+            schedule_error: None,
         }
     }
 

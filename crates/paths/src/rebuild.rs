@@ -431,7 +431,9 @@ pub fn rebuild(
                     .map(|&t| (t, block_at(t).and_then(|to| witness_of(bi, to))))
                     .chain(table.outside.iter().map(|&t| (t, out_witness)))
                     .collect();
-                b.switch(tail, &cases, live_before(tail.ip()))?;
+                // A computed `goto` elsewhere leaves the function.
+                let elsewhere = if table.elsewhere { out_witness } else { None };
+                b.switch(tail, &cases, live_before(tail.ip()), elsewhere)?;
             }
             BlockEnd::IndirectJump => unreachable!("refused above"),
         }

@@ -299,6 +299,9 @@ pub struct Trace {
     pub threads: BTreeMap<StreamKey, Vec<Chunk>>,
     /// The schedule, in time order (empty without one).
     pub schedule: Vec<weft_abi::schedule::Event>,
+    /// Why `schedule.zst` could not be read, if it could not: only
+    /// interleaving needs it.
+    pub schedule_error: Option<String>,
 }
 
 impl Trace {
@@ -308,9 +311,14 @@ impl Trace {
         let path = dir.join("paths.json");
         if !path.exists() {
             if !dir.is_dir() {
+                let why = if dir.exists() {
+                    "not a directory (a trace is the directory --paths-out wrote)"
+                } else {
+                    "no such directory"
+                };
                 return Err(TraceError::Io {
                     path: dir.to_path_buf(),
-                    source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+                    source: std::io::Error::new(std::io::ErrorKind::NotFound, why),
                 });
             }
             if dir.join("buffers.zst").exists() {
@@ -389,15 +397,18 @@ impl Trace {
         for chunks in threads.values_mut() {
             chunks.sort_by_key(|c| c.seq);
         }
-        let schedule = if meta.schedule.is_some() {
-            read_schedule(&dir.join("schedule.zst"))?
-        } else {
-            Vec::new()
+        let (schedule, schedule_error) = match meta.schedule {
+            Some(_) => match read_schedule(&dir.join("schedule.zst")) {
+                Ok(events) => (events, None),
+                Err(e) => (Vec::new(), Some(e.to_string())),
+            },
+            None => (Vec::new(), None),
         };
         Ok(Trace {
             meta,
             threads,
             schedule,
+            schedule_error,
         })
     }
 

@@ -29,7 +29,7 @@
 //! the first [`crate::record::MAX_BYTE_WITNESS`] in a byte, the others in
 //! three ([`Plan::witness_width`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One edge of a CFG: from block `from` to block `to` (or [`Cfg::exit`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -73,12 +73,13 @@ impl Cfg {
             let tail = &code.instructions()[b.last - 1];
             let leaves_conditionally = b.kind == BlockEnd::CondJump
                 && !blocks.iter().any(|t| t.start == tail.near_branch_target());
-            // A switch with cases in another part of the function.
+            // A switch with cases in another part of the function, or a
+            // computed `goto` that may go anywhere.
             let switches_out = b.kind == BlockEnd::Switch
                 && code
                     .jump_tables()
                     .iter()
-                    .any(|t| t.jump == tail.ip() && !t.outside.is_empty());
+                    .any(|t| t.jump == tail.ip() && (!t.outside.is_empty() || t.elsewhere));
             if leaves_conditionally
                 || switches_out
                 || matches!(
@@ -274,22 +275,42 @@ fn loop_depths(cfg: &Cfg) -> Vec<u32> {
             }
         }
     }
+    // Each loop head's natural loop, once: the head and every block that
+    // reaches one of its back edges' tails without going through it (an
+    // interpreter's dispatch makes thousands of back edges to a few
+    // hundred heads).
+    let mut preds = vec![Vec::new(); n + 1];
+    for e in &cfg.edges {
+        if e.to <= n {
+            preds[e.to].push(e.from);
+        }
+    }
+    let mut tails: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (tail, head) in back {
-        // The loop: the head and every block that reaches the tail
-        // without going through the head.
-        let mut body = BTreeSet::from([head]);
-        let mut work = vec![tail];
+        tails.entry(head).or_default().push(tail);
+    }
+    let mut body = vec![false; n + 1];
+    for (head, tails) in tails {
+        body.iter_mut().for_each(|b| *b = false);
+        body[head] = true;
+        let mut work = tails;
         while let Some(b) = work.pop() {
-            if body.insert(b) {
-                work.extend(cfg.edges.iter().filter(|e| e.to == b).map(|e| e.from));
+            if !body[b] {
+                body[b] = true;
+                work.extend(preds[b].iter().copied());
             }
         }
-        for b in body {
-            depth[b] += 1;
+        for (b, inside) in body.iter().enumerate() {
+            if *inside {
+                depth[b] = (depth[b] + 1).min(MAX_LOOP_DEPTH);
+            }
         }
     }
     depth
 }
+
+/// Loop nesting counted at most (weights of 10^depth stay finite).
+const MAX_LOOP_DEPTH: u32 = 20;
 
 /// Places the witnesses of `cfg` (see the module's comment).
 pub fn place(cfg: &Cfg) -> Plan {

@@ -360,7 +360,8 @@ impl Builder {
     /// by a binary search over its targets (the original addresses, kept
     /// as literals) leading to stubs that write the taken edge's witness
     /// and jump to the target's copy. A target outside the table goes to
-    /// the original jump (and runs untraced). `cases` are the targets and
+    /// the original jump (and runs untraced), writing `elsewhere`'s witness
+    /// first if given (the way out of a computed `goto`). `cases` are the targets and
     /// the witness of the edge to each; `live` what is live before the
     /// jump.
     pub(super) fn switch(
@@ -368,6 +369,7 @@ impl Builder {
         jmp: &Instruction,
         cases: &[(u64, Option<u32>)],
         live: RegSet,
+        elsewhere: Option<u32>,
     ) -> Result<(), Refusal> {
         let flags = live.flags_live(STATUS_FLAGS);
         let memory = jmp.op0_kind() == OpKind::Memory;
@@ -430,6 +432,11 @@ impl Builder {
         }
         let fallback = self.fake();
         let mut tail = restore;
+        // A target the table does not hold: the witness of the way out, if
+        // the jump may leave the function (a computed `goto`).
+        if let (Some(w), false) = (elsewhere, self.silent) {
+            tail.extend(self.store_sequence(Record::Witness(w), live)?);
+        }
         let mut original = *jmp;
         original.set_ip(0);
         tail.push(original);
