@@ -36,6 +36,10 @@ pub struct PathsRun {
     stopped: Option<String>,
     /// When buffers of threads that are gone were last looked for.
     reclaimed: std::time::Instant,
+    /// Full buffers with a record reserved and not yet written (a signal
+    /// came between a store's reservation and its write), by (pool, buffer):
+    /// since when. They are drained once it is written, or after a second.
+    unwritten: std::collections::HashMap<(usize, u64), std::time::Instant>,
     /// Every block also records itself, checked at the end.
     validate: bool,
     /// When each thread ran (BPF), if it could be loaded; with where each
@@ -88,6 +92,7 @@ impl PathsRun {
             patterns: args.paths.clone(),
             stopped: None,
             reclaimed: std::time::Instant::now(),
+            unwritten: std::collections::HashMap::new(),
             validate: args.validate,
             schedule: match weft_schedule::Recorder::load() {
                 Ok(r) => Some(r),
@@ -316,7 +321,7 @@ impl PathsRun {
         let Some(writer) = self.writer.as_mut() else {
             return Ok(());
         };
-        for p in &self.pools {
+        for (pi, p) in self.pools.iter().enumerate() {
             let mut freed = false;
             for k in 0..layout.buffers {
                 let d = layout.desc(k);
@@ -328,6 +333,20 @@ impl PathsRun {
                 }
                 let len = p.file.load_u64(d + pool::LEN).min(layout.buffer_size);
                 let chunk = chunk_of(&p.file, layout, k, len as usize);
+                // A record its thread reserved and has not written yet: a
+                // signal handler ran in between and filled the buffer. The
+                // write comes once the handler returns.
+                if records_end(&chunk.bytes) < chunk.bytes.len() {
+                    let since = *self
+                        .unwritten
+                        .entry((pi, k))
+                        .or_insert_with(std::time::Instant::now);
+                    if since.elapsed() < std::time::Duration::from_secs(1) {
+                        p.file.store_u32(d + pool::STATE, pool::FULL);
+                        continue;
+                    }
+                }
+                self.unwritten.remove(&(pi, k));
                 writer.chunk(&chunk)?;
                 p.file.write(layout.buffer(k), &vec![0u8; len as usize]);
                 p.file.store_u32(d + pool::STATE, pool::FREE);

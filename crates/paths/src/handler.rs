@@ -2,14 +2,17 @@
 //! store reaches the end of its thread's buffer (the guard page) or the
 //! thread has no buffer yet (its cursor is 0).
 //!
-//! It recognises a store by its code: the load of the cursor from the TCB
-//! right before it (no other code reads that word) and its own encoding
+//! It recognises a store by its code: the reservation of its bytes in the
+//! TCB's cursor right before it (`xadd`; no other code touches that word)
+//! and its own encoding
 //! (`[REX.B] C6|C7 /0` with a plain `[reg]` operand, or a register's value
 //! `REX.W 89 /r` with `[reg+1]`); it finds the cursor register in the
 //! signal frame. It marks the full buffer's
 //! descriptor (length, TSC) FULL, claims a FREE buffer with `lock
 //! cmpxchg`, fills in its descriptor (tid, pid, sequence number, TSC), and
-//! points the register at it; returning re-executes the store there. With
+//! points the register at it, the TCB's cursor as far past it as the
+//! reservation went; returning re-executes the store there (a signal
+//! delivered first writes after the reserved place). With
 //! no free buffer it sleeps on the pool's `FREED` futex word, 50 ms at a
 //! time; after 2 s (then every thread stops waiting, until weft, if
 //! alive, drains again), once weft has said it is gone, or once weft's
@@ -109,7 +112,7 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     let mut restorer = a.create_label();
     let mut gregs_of = a.create_label();
     let mut wait = a.create_label();
-    let mut try_movabs = a.create_label();
+    let mut hand_over = a.create_label();
     let mut after_load = a.create_label();
     let mut reraise = a.create_label();
     let mut claim = a.create_label();
@@ -131,26 +134,16 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.cmp(dword_ptr(rsi + SI_CODE), 0)?;
     a.jle(not_ours)?;
     a.mov(r8, qword_ptr(rdx + GREG_RIP))?;
-    // A witness store comes right after the load of the cursor:
-    // `mov r, fs:[0x40]` (64 REX.W 8B /r 25 40000000) or, for rax,
-    // `movabs rax, fs:[0x40]` (64 48 A1 and the 8-byte address 0x40).
-    // No other code reads that word of glibc's TCB.
+    // A witness store comes right after the reservation of its bytes:
+    // `xadd fs:[0x40], r` (64 REX.W 0F C1 /r 25 40000000). No other code
+    // touches that word of glibc's TCB.
     a.cmp(dword_ptr(r8 - 4), CURSOR as i32)?;
-    a.jne(try_movabs)?;
+    a.jne(not_ours)?;
     a.cmp(byte_ptr(r8 - 5), 0x25)?;
     a.jne(not_ours)?;
-    a.cmp(byte_ptr(r8 - 7), 0x8B)?;
+    a.cmp(word_ptr(r8 - 8), 0xC10F)?;
     a.jne(not_ours)?;
-    a.cmp(byte_ptr(r8 - 9), 0x64)?;
-    a.jne(not_ours)?;
-    a.jmp(after_load)?;
-    a.set_label(&mut try_movabs)?;
-    a.mov(rax, CURSOR)?;
-    a.cmp(qword_ptr(r8 - 8), rax)?;
-    a.jne(not_ours)?;
-    a.cmp(byte_ptr(r8 - 9), 0xA1)?;
-    a.jne(not_ours)?;
-    a.cmp(word_ptr(r8 - 11), 0x4864)?;
+    a.cmp(byte_ptr(r8 - 10), 0x64)?;
     a.jne(not_ours)?;
     a.set_label(&mut after_load)?;
     a.xor(r9d, r9d)?;
@@ -292,8 +285,7 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.imul_2(rax, r15)?;
     a.mov(rcx, first_buffer)?;
     a.add(rax, rcx)?;
-    a.mov(qword_ptr(r13), rax)?;
-    a.ret()?;
+    a.jmp(hand_over)?;
 
     a.set_label(&mut give_up)?;
     // No buffer came: weft is gone or stuck. Say so to every thread (they
@@ -322,11 +314,21 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.xor(eax, eax)?;
     a.rep().stosb()?;
     a.mov(qword_ptr(rbx + pool::LEN), 0)?;
-    a.mov(qword_ptr(r13), r8)?;
-    a.ret()?;
+    a.mov(rax, r8)?;
+    a.jmp(hand_over)?;
     a.set_label(&mut use_discard)?;
     a.mov(rax, first_buffer + n * stride)?;
+    // rax = where the record goes now. The store's reservation moved the
+    // TCB's cursor `n` bytes past the register's place: it moves as far
+    // past the new one, and the store runs again there. A signal that came
+    // meanwhile, delivered before it, writes its handler's records after
+    // the reserved place, as it would have.
+    a.set_label(&mut hand_over)?;
+    a.mov(rcx, qword_ptr(CURSOR).fs())?;
+    a.sub(rcx, qword_ptr(r13))?;
     a.mov(qword_ptr(r13), rax)?;
+    a.add(rcx, rax)?;
+    a.mov(qword_ptr(CURSOR).fs(), rcx)?;
     a.ret()?;
 
     a.set_label(&mut not_ours)?;

@@ -12,7 +12,7 @@
 //! | `0xFB` | (`--validate`) a block starts: its index in its function, `u24` | 4 |
 //! | `0xFC` | a frame resumed at a known place: the place's id, `u24` | 4 |
 //! | `0xFD` | a call made by the current function returned | 1 |
-//! | `0xFE` | a witness number above `0xF9`: `u16` follows (little-endian) | 3 |
+//! | `0xFE` | a witness number above `0xF9`: `u16` follows (little-endian), then a 0 | 4 |
 //! | `0xFF` | a traced function was entered: its id, `u24`, follows | 4 |
 //!
 //! Multi-byte numbers are little-endian. A *resume place* is where control
@@ -73,8 +73,7 @@ impl Record {
         }
     }
 
-    /// Bytes the store writes: 1, or 4 (a record of 3 or 4 bytes; a
-    /// 3-byte record's fourth byte is 0 and is overwritten by the next).
+    /// Bytes the store writes: 1, or 4.
     pub fn store_width(self) -> u32 {
         match self {
             Record::Witness(w) if w <= MAX_BYTE_WITNESS => 1,
@@ -88,7 +87,10 @@ impl Record {
         match self {
             Record::Witness(w) if w <= MAX_BYTE_WITNESS => 1,
             Record::Returned => 1,
-            Record::Witness(_) => 3,
+            // The fourth byte pads it to the 4-byte store that writes it:
+            // the store may not run over the next record, which a signal
+            // handler may have written first.
+            Record::Witness(_) => 4,
             Record::Entered(_) | Record::Block(_) | Record::Resumed(_) => 4,
             Record::Value(_) => 9,
         }
@@ -125,8 +127,8 @@ pub fn read(bytes: &[u8], at: usize) -> Result<Option<(Record, usize)>, Bad> {
             )
         }
         WIDE => {
-            let b = take(2)?;
-            (Record::Witness(u16::from_le_bytes([b[0], b[1]]) as u32), 3)
+            let b = take(3)?;
+            (Record::Witness(u16::from_le_bytes([b[0], b[1]]) as u32), 4)
         }
         ENTERED | BLOCK | RESUMED => {
             let b = take(3)?;

@@ -621,9 +621,33 @@ struct Reader<'b> {
 impl Reader<'_> {
     /// The next record, blocks' included.
     fn peek_raw(&self) -> Result<Option<Record>, RegenError> {
-        record::read(self.bytes, self.at)
-            .map(|r| r.map(|(rec, _)| rec))
-            .map_err(|_| self.error("the stream ends inside a record".into()))
+        match record::read(self.bytes, self.at) {
+            Ok(Some((rec, _))) => Ok(Some(rec)),
+            Ok(None) => self.ended(self.at),
+            Err(_) => Err(self.error("the stream ends inside a record".into())),
+        }
+    }
+
+    /// The stream ends at `at` (a 0 where a record would start): truly,
+    /// or at a record its thread reserved and never wrote, if records
+    /// follow.
+    fn ended(&self, at: usize) -> Result<Option<Record>, RegenError> {
+        match self
+            .bytes
+            .get(at..)
+            .unwrap_or(&[])
+            .iter()
+            .position(|&b| b != 0)
+        {
+            None => Ok(None),
+            Some(gap) => Err(RegenError {
+                offset: at,
+                what: format!(
+                    "{gap} byte(s) of a record were reserved and never written (its thread \
+                     left a signal handler by longjmp, or was killed, in between)"
+                ),
+            }),
+        }
     }
 
     /// The next record that is not a block's (`--validate`) or a
@@ -634,7 +658,8 @@ impl Reader<'_> {
         loop {
             match record::read(self.bytes, at) {
                 Ok(Some((Record::Block(_) | Record::Value(_), n))) => at += n,
-                Ok(r) => return Ok(r.map(|(rec, _)| rec)),
+                Ok(Some((rec, _))) => return Ok(Some(rec)),
+                Ok(None) => return self.ended(at),
                 Err(_) => {
                     return Err(RegenError {
                         offset: at,
@@ -651,7 +676,7 @@ impl Reader<'_> {
                 self.at += n;
                 Ok(Some(rec))
             }
-            Ok(None) => Ok(None),
+            Ok(None) => self.ended(self.at),
             Err(_) => Err(self.error("the stream ends inside a record".into())),
         }
     }

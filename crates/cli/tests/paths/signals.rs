@@ -104,3 +104,37 @@ fn grep_and_diff_keep_their_stack_overflow_handlers() {
         assert!(!out.stderr.contains("lost"), "{name}: {}", out.stderr);
     }
 }
+
+/// A timer's handler runs traced code between any two instructions of the
+/// main loop, its stores included, with 4 KiB buffers: every block still
+/// regenerates, and the calls equal the program's tally.
+#[test]
+fn asynchronous_signals_with_traced_handlers_keep_the_stream_in_order() {
+    let target = build("paths_alarm", &O2);
+    let dir = scratch("paths-alarm");
+    let trace = dir.join("trace");
+    let tiny = [
+        "--validate",
+        "--paths-buffer-size",
+        "4K",
+        "--paths-buffers",
+        "2",
+    ];
+    let out = paths_run(&trace, &tiny, &target, &[]);
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert!(out.stdout.contains("alarms many"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("validated: regeneration gives the"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("lost"), "{}", out.stderr);
+    let tally: u64 = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("tally step "))
+        .and_then(|n| n.parse().ok())
+        .expect("the target's tally");
+    let calls = regenerated_calls(&trace, "step");
+    assert_eq!(calls.values().sum::<u64>(), tally, "{calls:?}");
+}

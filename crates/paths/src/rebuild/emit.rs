@@ -222,24 +222,37 @@ impl Builder {
         };
         self.saves_state |= save;
         let r = asm_reg(reg);
+        let flags = live.flags_live(STATUS_FLAGS);
         let mut a = CodeAssembler::new(64).map_err(enc)?;
-        let red_zone = RED_ZONE;
-        if save {
-            a.lea(rsp, qword_ptr(rsp - red_zone)).map_err(enc)?;
-            a.push(rax).map_err(enc)?;
-        }
-        a.mov(r, qword_ptr(CURSOR).fs()).map_err(enc)?;
-        if record.store_width() == 1 {
-            a.mov(byte_ptr(r), record.value()).map_err(enc)?;
-        } else {
-            a.mov(dword_ptr(r), record.value()).map_err(enc)?;
-        }
-        a.lea(r, qword_ptr(r + record.len())).map_err(enc)?;
-        a.mov(qword_ptr(CURSOR).fs(), r).map_err(enc)?;
-        if save {
-            a.pop(rax).map_err(enc)?;
-            a.lea(rsp, qword_ptr(rsp + red_zone)).map_err(enc)?;
-        }
+        (|| -> Result<(), iced_x86::IcedError> {
+            // Below the red zone, where a leaf function may keep data.
+            if save || flags {
+                a.lea(rsp, qword_ptr(rsp - RED_ZONE))?;
+            }
+            if save {
+                a.push(rax)?;
+            }
+            if flags {
+                a.pushfq()?;
+            }
+            reserve(&mut a, r, record.len())?;
+            if record.store_width() == 1 {
+                a.mov(byte_ptr(r), record.value())?;
+            } else {
+                a.mov(dword_ptr(r), record.value())?;
+            }
+            if flags {
+                a.popfq()?;
+            }
+            if save {
+                a.pop(rax)?;
+            }
+            if save || flags {
+                a.lea(rsp, qword_ptr(rsp + RED_ZONE))?;
+            }
+            Ok(())
+        })()
+        .map_err(enc)?;
         let mut seq = a.take_instructions();
         for i in seq.iter_mut() {
             i.set_ip(0);
@@ -271,31 +284,37 @@ impl Builder {
         };
         self.saves_state |= save;
         let r = asm_reg(reg);
-        // With a register saved, rsp is 136 bytes (144 with the flags)
-        // below what the program had.
-        let fix_rsp = save && value == gpr64::rsp;
+        // The reservation changes the flags: they are kept if live, or if
+        // rsp, stored below what the program had, must be corrected.
+        let flags = live.flags_live(STATUS_FLAGS) || (value == gpr64::rsp && save);
+        let below = if save || flags { RED_ZONE } else { 0 }
+            + if save { 8 } else { 0 }
+            + if flags { 8 } else { 0 };
         let mut a = CodeAssembler::new(64).map_err(enc)?;
         (|| -> Result<(), iced_x86::IcedError> {
-            if save {
+            // Below the red zone, where a leaf function may keep data.
+            if save || flags {
                 a.lea(rsp, qword_ptr(rsp - RED_ZONE))?;
-                a.push(r)?;
-                if fix_rsp {
-                    a.pushfq()?;
-                }
             }
-            a.mov(r, qword_ptr(CURSOR).fs())?;
+            if save {
+                a.push(r)?;
+            }
+            if flags {
+                a.pushfq()?;
+            }
+            reserve(&mut a, r, 9)?;
             a.mov(qword_ptr(r + 1), value)?;
-            if fix_rsp {
-                a.add(qword_ptr(r + 1), RED_ZONE + 16)?;
+            if value == gpr64::rsp && below != 0 {
+                a.add(qword_ptr(r + 1), below)?;
             }
             a.mov(byte_ptr(r), crate::record::VALUE as u32)?;
-            a.lea(r, qword_ptr(r + 9))?;
-            a.mov(qword_ptr(CURSOR).fs(), r)?;
+            if flags {
+                a.popfq()?;
+            }
             if save {
-                if fix_rsp {
-                    a.popfq()?;
-                }
                 a.pop(r)?;
+            }
+            if save || flags {
                 a.lea(rsp, qword_ptr(rsp + RED_ZONE))?;
             }
             Ok(())
@@ -311,6 +330,16 @@ impl Builder {
         self.out.extend(seq);
         Ok(())
     }
+}
+
+/// Reserves `len` bytes of the thread's buffer into `r` in one
+/// instruction: `mov r, len; xadd fs:[CURSOR], r` (`r` = the record's
+/// place, the TCB's cursor past it). A signal that comes before the record
+/// is written finds the cursor past it already: its handler's records go
+/// after it, never over it. The flags change.
+fn reserve(a: &mut CodeAssembler, r: AsmRegister64, len: u32) -> Result<(), iced_x86::IcedError> {
+    a.mov(r, u64::from(len))?;
+    a.xadd(qword_ptr(CURSOR).fs(), r)
 }
 
 /// The 64-bit register numbered `g` as x86 encodes it.

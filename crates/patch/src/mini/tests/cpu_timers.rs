@@ -27,6 +27,15 @@ fn spin(d: Duration) {
     }
 }
 
+/// Spins until this thread has run `d` on a CPU (however long that takes
+/// on a loaded machine).
+fn spin_cpu(d: Duration) {
+    let until = thread_cpu_ns() + d.as_nanos() as u64;
+    while thread_cpu_ns() < until {
+        std::hint::spin_loop();
+    }
+}
+
 /// A start and a stop trampoline of CPU timer 5.
 fn timer_pair(table: ThreadTable) -> (Exec, Exec) {
     let (start, stop) = (Exec::new(4096), Exec::new(4096));
@@ -71,9 +80,9 @@ fn cpu_timer_counts_spinning_not_sleeping_and_nests() {
     stop.call([0; 6]);
     assert_eq!(mem.read(timer + t::TIMER_TOTAL), 0);
     let cpu_before = thread_cpu_ns();
-    spin(Duration::from_millis(80));
+    spin_cpu(Duration::from_millis(80));
     std::thread::sleep(Duration::from_millis(200));
-    spin(Duration::from_millis(40));
+    spin_cpu(Duration::from_millis(40));
     let cpu_after = thread_cpu_ns();
     stop.call([0; 6]);
     let total = mem.read(timer + t::TIMER_TOTAL);
