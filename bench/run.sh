@@ -262,16 +262,22 @@ SQL
         t1=$(date +%s.%N)
         regen_s=$(echo "$t1 - $t0" | bc -l)
         printf '%-34s %-24s %9.3f %8s %12s %12s\n' "$name" "weft regen --binary" "$regen_s" - - "$(echo "$blocks / $regen_s / 1000000" | bc -l | xargs printf '%.1f M/s')"
-        # weft's own record per block (--validate), once.
-        rm -rf "$out/paths-trace"
-        local vs vline vbytes
-        # shellcheck disable=SC2086
-        vs=$(seconds "$WEFT" run --no-follow $paths_args --validate --paths-out "$out/paths-trace" -- "$@")
-        rm -rf "$out/paths-trace"
-        # shellcheck disable=SC2086
-        vline=$("$WEFT" run --no-follow $paths_args --validate --paths-out "$out/paths-trace" -- "$@" 2>&1 >/dev/null | grep 'bytes of witnesses')
-        vbytes=$(echo "$vline" | grep -o '[0-9]* bytes of witnesses' | awk '{print $1}')
-        printf '%-34s %-24s %9.3f %8.2f %12.3f %12s\n' "$name" "weft --validate" "$vs" "$(echo "$vs / $base" | bc -l)" "$(echo "$vbytes / $blocks" | bc -l)" -
+        # Once each: weft's own record per block (--validate), and data
+        # addresses too (--data: the registers addresses need).
+        once() {
+            local flag=$1; shift
+            local s line bytes
+            rm -rf "$out/paths-trace"
+            # shellcheck disable=SC2086
+            s=$(seconds "$WEFT" run --no-follow $paths_args "$flag" --paths-out "$out/paths-trace" -- "$@")
+            rm -rf "$out/paths-trace"
+            # shellcheck disable=SC2086
+            line=$("$WEFT" run --no-follow $paths_args "$flag" --paths-out "$out/paths-trace" -- "$@" 2>&1 >/dev/null | grep 'bytes of witnesses')
+            bytes=$(echo "$line" | grep -o '[0-9]* bytes of witnesses' | awk '{print $1}')
+            printf '%-34s %-24s %9.3f %8.2f %12.3f %12s\n' "$name" "weft $flag" "$s" "$(echo "$s / $base" | bc -l)" "$(echo "$bytes / $blocks" | bc -l)" -
+        }
+        once --validate "$@"
+        once --data "$@"
         # Peers run once, cut off after PEER_LIMIT seconds (">" marks a cut run).
         peer() {
             local label=$1; shift
@@ -288,6 +294,23 @@ SQL
         fi
     }
     bench_paths "gzip -c (10 MB of numbers)" "--paths all" /usr/bin/gzip -c "$input"
+    # A workload of three processes (fork and exec followed), against
+    # valgrind following children.
+    local pipeline="gzip -c $input | wc -c"
+    local pbase pweft
+    pbase=$(for _ in $(seq "$REPS"); do seconds /bin/sh -c "$pipeline"; done | median)
+    printf '%-34s %-24s %9.3f %8.2f %12s %12s\n' "sh -c 'gzip -c | wc -c'" baseline "$pbase" 1 - -
+    pweft=$(for _ in $(seq "$REPS"); do
+        rm -rf "$out/paths-trace"
+        seconds "$WEFT" run --paths all --paths-out "$out/paths-trace" -- /bin/sh -c "$pipeline"
+    done | median)
+    printf '%-34s %-24s %9.3f %8.2f %12s %12s\n' "sh -c 'gzip -c | wc -c'" "weft --paths all" "$pweft" "$(echo "$pweft / $pbase" | bc -l)" - -
+    if command -v valgrind >/dev/null; then
+        local ps mark=""
+        ps=$(seconds timeout "$PEER_LIMIT" valgrind --tool=lackey --trace-mem=yes --trace-children=yes --log-file=/dev/null /bin/sh -c "$pipeline")
+        if (( $(echo "$ps >= $PEER_LIMIT - 0.5" | bc -l) )); then mark=">"; fi
+        printf '%-34s %-24s %8s%.3f %7s%.1f %12s %12s\n' "sh -c 'gzip -c | wc -c'" "lackey --trace-children" "$mark" "$ps" "$mark" "$(echo "$ps / $pbase" | bc -l)" - -
+    fi
     bench_paths "sqlite3 (libsqlite3 traced)" "--paths all --paths libsqlite3" /usr/bin/sqlite3 :memory: ".read $out/paths.sql"
     bench_paths "tar -c /usr/share/doc (I/O)" "--paths all" /usr/bin/tar -cf /dev/null /usr/share/doc
     bench_paths "python3 (dict loop, split functions)" "--paths all" /usr/bin/python3 -S -E -c 'd={}
