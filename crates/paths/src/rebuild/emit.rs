@@ -338,30 +338,31 @@ impl Builder {
 /// is written finds the cursor past it already: its handler's records go
 /// after it, never over it. The flags change.
 fn reserve(a: &mut CodeAssembler, r: AsmRegister64, len: u32) -> Result<(), iced_x86::IcedError> {
-    a.mov(r, u64::from(len))?;
+    // `mov r32, imm32` (zero-extending): 5 or 6 bytes, not `movabs`'s 10.
+    a.mov(low32(r), len)?;
     a.xadd(qword_ptr(CURSOR).fs(), r)
 }
 
+/// The low 32 bits of a 64-bit register.
+fn low32(r: AsmRegister64) -> AsmRegister32 {
+    use iced_x86::code_asm::registers::gpr32::*;
+    const GPR32: [AsmRegister32; 16] = [
+        eax, ecx, edx, ebx, esp, ebp, esi, edi, r8d, r9d, r10d, r11d, r12d, r13d, r14d, r15d,
+    ];
+    GPR64.iter().position(|&x| x == r).map_or(eax, |k| GPR32[k])
+}
+
+/// The 64-bit registers, numbered as x86 encodes them.
+const GPR64: [AsmRegister64; 16] = {
+    use gpr64::*;
+    [
+        rax, rcx, rdx, rbx, rsp, rbp, rsi, rdi, r8, r9, r10, r11, r12, r13, r14, r15,
+    ]
+};
+
 /// The 64-bit register numbered `g` as x86 encodes it.
 fn gpr64_of(g: u8) -> AsmRegister64 {
-    [
-        gpr64::rax,
-        gpr64::rcx,
-        gpr64::rdx,
-        gpr64::rbx,
-        gpr64::rsp,
-        gpr64::rbp,
-        gpr64::rsi,
-        gpr64::rdi,
-        gpr64::r8,
-        gpr64::r9,
-        gpr64::r10,
-        gpr64::r11,
-        gpr64::r12,
-        gpr64::r13,
-        gpr64::r14,
-        gpr64::r15,
-    ][g as usize & 15]
+    GPR64[g as usize & 15]
 }
 
 /// Bytes below `rsp` that leaf functions may use (the System V red zone).
