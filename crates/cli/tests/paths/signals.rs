@@ -47,18 +47,7 @@ variant_test!(
             "{}",
             out.stderr
         );
-        let tally: u64 = out
-            .stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("tally step "))
-            .and_then(|n| n.parse().ok())
-            .expect("the target's tally");
-        let calls = regenerated_calls(&trace, "step");
-        assert_eq!(
-            calls.values().sum::<u64>(),
-            tally,
-            "step's calls regenerated in every thread vs the target's tally: {calls:?}"
-        );
+        assert_steps_equal_tally(&out.stdout, &trace);
     }
 );
 
@@ -129,12 +118,21 @@ fn asynchronous_signals_with_traced_handlers_keep_the_stream_in_order() {
         out.stderr
     );
     assert!(!out.stderr.contains("lost"), "{}", out.stderr);
-    let tally: u64 = out
-        .stdout
+    assert_steps_equal_tally(&out.stdout, &trace);
+}
+
+/// The calls of `step` regenerated in every thread of `trace` equal the
+/// target's own tally (its `tally step N` line in `stdout`).
+fn assert_steps_equal_tally(stdout: &str, trace: &Path) {
+    let tally: u64 = stdout
         .lines()
         .find_map(|l| l.strip_prefix("tally step "))
         .and_then(|n| n.parse().ok())
         .expect("the target's tally");
-    let calls = regenerated_calls(&trace, "step");
-    assert_eq!(calls.values().sum::<u64>(), tally, "{calls:?}");
+    let calls = regenerated_calls(trace, "step");
+    assert_eq!(
+        calls.values().sum::<u64>(),
+        tally,
+        "step's calls regenerated in every thread vs the target's tally: {calls:?}"
+    );
 }

@@ -224,34 +224,14 @@ impl Builder {
         let r = asm_reg(reg);
         let flags = live.flags_live(STATUS_FLAGS);
         let mut a = CodeAssembler::new(64).map_err(enc)?;
-        (|| -> Result<(), iced_x86::IcedError> {
-            // Below the red zone, where a leaf function may keep data.
-            if save || flags {
-                a.lea(rsp, qword_ptr(rsp - RED_ZONE))?;
-            }
-            if save {
-                a.push(rax)?;
-            }
-            if flags {
-                a.pushfq()?;
-            }
-            reserve(&mut a, r, record.len())?;
+        keeping(&mut a, save.then_some(rax), flags, |a| {
+            reserve(a, r, record.len())?;
             if record.store_width() == 1 {
-                a.mov(byte_ptr(r), record.value())?;
+                a.mov(byte_ptr(r), record.value())
             } else {
-                a.mov(dword_ptr(r), record.value())?;
+                a.mov(dword_ptr(r), record.value())
             }
-            if flags {
-                a.popfq()?;
-            }
-            if save {
-                a.pop(rax)?;
-            }
-            if save || flags {
-                a.lea(rsp, qword_ptr(rsp + RED_ZONE))?;
-            }
-            Ok(())
-        })()
+        })
         .map_err(enc)?;
         let mut seq = a.take_instructions();
         for i in seq.iter_mut() {
@@ -291,34 +271,14 @@ impl Builder {
             + if save { 8 } else { 0 }
             + if flags { 8 } else { 0 };
         let mut a = CodeAssembler::new(64).map_err(enc)?;
-        (|| -> Result<(), iced_x86::IcedError> {
-            // Below the red zone, where a leaf function may keep data.
-            if save || flags {
-                a.lea(rsp, qword_ptr(rsp - RED_ZONE))?;
-            }
-            if save {
-                a.push(r)?;
-            }
-            if flags {
-                a.pushfq()?;
-            }
-            reserve(&mut a, r, 9)?;
+        keeping(&mut a, save.then_some(r), flags, |a| {
+            reserve(a, r, 9)?;
             a.mov(qword_ptr(r + 1), value)?;
             if value == gpr64::rsp && below != 0 {
                 a.add(qword_ptr(r + 1), below)?;
             }
-            a.mov(byte_ptr(r), crate::record::VALUE as u32)?;
-            if flags {
-                a.popfq()?;
-            }
-            if save {
-                a.pop(r)?;
-            }
-            if save || flags {
-                a.lea(rsp, qword_ptr(rsp + RED_ZONE))?;
-            }
-            Ok(())
-        })()
+            a.mov(byte_ptr(r), crate::record::VALUE as u32)
+        })
         .map_err(enc)?;
         let mut seq = a.take_instructions();
         for i in seq.iter_mut() {
@@ -330,6 +290,38 @@ impl Builder {
         self.out.extend(seq);
         Ok(())
     }
+}
+
+/// Appends `body` with register `saved` (if any) and the flags (if
+/// `flags`) kept around it, on the stack below the red zone, where a leaf
+/// function may keep data.
+fn keeping(
+    a: &mut CodeAssembler,
+    saved: Option<AsmRegister64>,
+    flags: bool,
+    body: impl FnOnce(&mut CodeAssembler) -> Result<(), iced_x86::IcedError>,
+) -> Result<(), iced_x86::IcedError> {
+    let below = saved.is_some() || flags;
+    if below {
+        a.lea(rsp, qword_ptr(rsp - RED_ZONE))?;
+    }
+    if let Some(r) = saved {
+        a.push(r)?;
+    }
+    if flags {
+        a.pushfq()?;
+    }
+    body(a)?;
+    if flags {
+        a.popfq()?;
+    }
+    if let Some(r) = saved {
+        a.pop(r)?;
+    }
+    if below {
+        a.lea(rsp, qword_ptr(rsp + RED_ZONE))?;
+    }
+    Ok(())
 }
 
 /// Reserves `len` bytes of the thread's buffer into `r` in one
