@@ -463,11 +463,11 @@ impl PathsRun {
 /// the blocks it recorded: the outcome, in a line.
 fn validate(dir: &std::path::Path) -> Result<String> {
     let trace = weft_paths::trace_dir::Trace::read(dir)?;
-    let program = weft_paths::regen::Program::new(&trace.meta.functions, true);
+    let program = weft_paths::regen::Program::new(&trace.meta.functions, &trace.meta.loads, true);
     let mut checked = 0u64;
     for &key in trace.threads.keys() {
-        let (pid, tid, _) = key;
-        match program.regenerate(&trace.stream(key), |_| {}) {
+        let (pid, tid, image) = key;
+        match program.regenerate(image as usize, &trace.stream(key), |_| {}) {
             Ok(s) => checked += s.checked,
             Err(e) => {
                 return Ok(format!(

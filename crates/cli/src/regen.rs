@@ -61,7 +61,11 @@ const BATCH: usize = 4096;
 /// interleaved in time.
 pub fn regen(a: &RegenArgs) -> Result<()> {
     let trace = Trace::read(&a.dir)?;
-    let program = Program::new(&trace.meta.functions, trace.meta.validate);
+    let program = Program::new(
+        &trace.meta.functions,
+        &trace.meta.loads,
+        trace.meta.validate,
+    );
     if a.binary && a.output.is_none() {
         bail!("--binary writes bytes: give -o FILE");
     }
@@ -102,6 +106,7 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
             let summary = if a.data {
                 let biases = out.biases_of(key.2);
                 program.regenerate_data(
+                    key.2 as usize,
                     &trace.stream(key),
                     &biases,
                     |s, _| {
@@ -113,7 +118,7 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
                     |x| accesses.borrow_mut().push(x),
                 )
             } else {
-                program.regenerate(&trace.stream(key), |s| {
+                program.regenerate(key.2 as usize, &trace.stream(key), |s| {
                     if failed.is_none() {
                         failed = out.segment(key.2, s, &[]).err();
                     }
@@ -236,11 +241,11 @@ fn interleaved(trace: &Trace, program: &Program, out: &mut Output) -> Result<Sum
                         }
                     };
                     let summary = if data {
-                        program.regenerate_data(stream, &biases, segment, |x| {
+                        program.regenerate_data(key.2 as usize, stream, &biases, segment, |x| {
                             accesses.borrow_mut().push(x)
                         })
                     } else {
-                        program.regenerate_at(stream, segment)
+                        program.regenerate_at(key.2 as usize, stream, segment)
                     };
                     let _ = tx.send(batch.into_inner());
                     summary

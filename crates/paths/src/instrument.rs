@@ -4,7 +4,9 @@
 //! instructions, edges and their witnesses).
 
 use crate::data::DataPlan;
-use crate::rebuild::{rebuild, splices, Layout, Role};
+use crate::rebuild::{
+    call_target, leaves_by_returning, rebuild, splices, tail_target, Layout, Role,
+};
 use crate::witness::{place, Cfg};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -20,6 +22,20 @@ pub struct BlockInfo {
     pub insns: Vec<u32>,
     /// Indexes (into `insns`) of its calls.
     pub calls: Vec<u32>,
+    /// For each call, the ELF virtual address a direct call goes to (0
+    /// for an indirect one): a call to a function the process image
+    /// linked ([`ImageLoads::linked`]) writes no record.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub callees: Vec<u64>,
+    /// The entry (ELF virtual address) of the function its last
+    /// instruction tail-calls directly, or 0: the edge to `EXIT` goes on
+    /// in that function's frame if the image linked it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tail: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 /// A traced function: where it is and the plan its copy records.
@@ -187,6 +203,8 @@ pub struct PathsInstrument {
     validate: bool,
     /// Registers are recorded for data addresses (`--data`).
     data: bool,
+    /// Per process, what linking needs (see [`Rebuild::link`]).
+    links: Mutex<HashMap<i32, crate::link::ProcessLinks>>,
 }
 
 #[derive(Debug, Default)]
@@ -225,6 +243,11 @@ pub struct ImageLoads {
     pub pid: i32,
     /// (module path, load bias: runtime address minus ELF virtual address).
     pub modules: Vec<(String, u64)>,
+    /// The functions (ids) that every direct call and tail call of the
+    /// image's copies reaches without a record (see `rebuild::link`),
+    /// sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub linked: Vec<u32>,
 }
 
 impl PathsInstrument {
@@ -246,12 +269,16 @@ impl PathsInstrument {
         if let Ok(mut c) = self.image_code.lock() {
             c.insert(pid, code);
         }
+        if let Ok(mut l) = self.links.lock() {
+            l.remove(&pid);
+        }
         if let Ok(mut t) = self.table.lock() {
             t.applied.retain(|&(p, _)| p != pid);
             let index = t.images.len();
             t.images.push(ImageLoads {
                 pid,
                 modules: Vec::new(),
+                linked: Vec::new(),
             });
             t.current.insert(pid, index);
         }
@@ -431,7 +458,8 @@ impl Rebuild for PathsInstrument {
         let blocks = code
             .blocks()
             .iter()
-            .map(|b| {
+            .enumerate()
+            .map(|(bi, b)| {
                 let insns = &code.instructions()[b.first..b.last];
                 BlockInfo {
                     start: b.start - f.bias,
@@ -447,6 +475,17 @@ impl Rebuild for PathsInstrument {
                         })
                         .map(|(k, _)| k as u32)
                         .collect(),
+                    callees: insns
+                        .iter()
+                        .filter(|i| {
+                            matches!(
+                                i.flow_control(),
+                                iced_x86::FlowControl::Call | iced_x86::FlowControl::IndirectCall
+                            )
+                        })
+                        .map(|i| call_target(i).map_or(0, |t| t.wrapping_sub(f.bias)))
+                        .collect(),
+                    tail: tail_target(code, bi).map_or(0, |t| t.wrapping_sub(f.bias)),
                 }
             })
             .collect();
@@ -485,7 +524,7 @@ impl Rebuild for PathsInstrument {
                 })
             }))
             .collect();
-        let part_exits = code
+        let part_exits: Vec<usize> = code
             .blocks()
             .iter()
             .enumerate()
@@ -506,6 +545,15 @@ impl Rebuild for PathsInstrument {
             .collect();
         if role == Role::Traced {
             applied.insert((f.pid, id));
+            if let Ok(mut l) = self.links.lock() {
+                l.entry(f.pid).or_default().pending.push(crate::link::Copy {
+                    start: code.start(),
+                    id,
+                    linked_entry: built.linked_entry,
+                    sites: built.sites.clone(),
+                    leaves_by_returning: part_exits.is_empty() && leaves_by_returning(code),
+                });
+            }
         }
         if role != Role::Traced || known.is_some() {
             // It records nothing, so it needs no place in the table; or it
@@ -539,6 +587,31 @@ impl Rebuild for PathsInstrument {
             jumps: built.splices(code.start()),
             bytes: built.bytes,
         })
+    }
+
+    fn link(&self, pid: i32, placed: &[u64]) -> Vec<(u64, Vec<u8>)> {
+        let Ok(mut links) = self.links.lock() else {
+            return Vec::new();
+        };
+        let Some(process) = links.get_mut(&pid) else {
+            return Vec::new();
+        };
+        let Ok(mut table) = self.table.lock() else {
+            return Vec::new();
+        };
+        let Table {
+            images, current, ..
+        } = &mut *table;
+        let Some(image) = current.get(&pid).and_then(|&i| images.get_mut(i)) else {
+            // No image of its own (a forked child): nothing is linked.
+            process.pending.clear();
+            return Vec::new();
+        };
+        let (patches, ids) = process.link(placed);
+        image.linked.extend(ids);
+        image.linked.sort_unstable();
+        image.linked.dedup();
+        patches
     }
 }
 

@@ -145,7 +145,7 @@ mod tests {
 
     fn trace(chunks: Vec<Chunk>, schedule: Vec<Event>) -> Trace {
         let meta: Meta = serde_json::from_str(
-            r#"{"format":"weft-paths","version":3,"functions":[],"processes":[],"lost":0,"ticks_per_ns":1.0}"#,
+            r#"{"format":"weft-paths","version":4,"functions":[],"processes":[],"lost":0,"ticks_per_ns":1.0}"#,
         )
         .unwrap();
         let mut threads: BTreeMap<StreamKey, Vec<Chunk>> = BTreeMap::new();

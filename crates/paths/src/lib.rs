@@ -16,6 +16,7 @@ pub mod data;
 pub mod handler;
 pub mod instrument;
 pub mod interleave;
+pub mod link;
 pub mod pool;
 pub mod rebuild;
 pub mod record;

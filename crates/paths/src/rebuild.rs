@@ -9,7 +9,8 @@
 //!   `ret` or tail call; after a conditional jump for its fall-through
 //!   edge; in a stub at the copy's end for its taken edge; at the end of a
 //!   block that falls through;
-//! * after each call, the record that the call returned.
+//! * after each call, the record that the call returned (skipped once
+//!   the call is linked straight to its callee's copy: see [`link`]).
 //!
 //! A store is four instructions that keep the flags and every live
 //! register: `mov r, fs:[CURSOR]; mov [r], value; lea r, [r+len];
@@ -27,6 +28,12 @@
 //! function's end), the copy makes a real call, returning into the copy.
 
 mod emit;
+mod link;
+mod splices;
+
+pub use link::{call_target, leaves_by_returning, tail_target, LinkSite, Returned};
+use splices::call_form_movable;
+pub use splices::{splices, Splices};
 
 use crate::record::{Record, MAX_FUNCTION, MAX_WITNESS};
 use crate::witness::{Cfg, Plan};
@@ -135,6 +142,11 @@ pub struct Rebuilt {
     pub returns: Vec<(u64, u64)>,
     /// Whether some store had no dead register and saves `rax`.
     pub saves_state: bool,
+    /// Where the copy goes on past its entry record: a linked call from
+    /// another copy comes here (see [`link`]).
+    pub linked_entry: u64,
+    /// Its branches to function entries that linking may change.
+    pub sites: Vec<LinkSite>,
 }
 
 impl Rebuilt {
@@ -273,6 +285,7 @@ pub fn rebuild(
             _ => AfterSyscall::Nothing,
         },
         range: code.start()..code.end(),
+        marks: Vec::new(),
     };
     let first = code.instructions()[0];
     // The entry record gets an address of its own: calls of the function
@@ -287,6 +300,8 @@ pub fn rebuild(
         b.claim_buffer(claim)?;
     }
     b.store(Record::Entered(id), live_before(first.ip()))?;
+    // A linked call comes in here, past the entry record.
+    let linked_entry = b.out.len();
     if let Some(d) = data {
         for &g in &d.entry {
             b.store_value(g, live_before(first.ip()))?;
@@ -332,7 +347,7 @@ pub fn rebuild(
         for (k, i) in body.iter().enumerate() {
             b.instruction(i, &spliced_returns, &mut continuations)?;
             if is_call(i) {
-                b.store(returned(i), live_after(i.ip()))?;
+                b.store_returned(i, returned(i), live_after(i.ip()))?;
             }
             for &g in values_after(bi, k) {
                 b.store_value(g, live_after(i.ip()))?;
@@ -354,6 +369,9 @@ pub fn rebuild(
                     b.store(Record::Witness(w), live_before(tail.ip()))?;
                 }
                 b.instruction(tail, &spliced_returns, &mut continuations)?;
+                if let Some(t) = link::tail_target(code, bi) {
+                    b.mark_branch(t, false, None);
+                }
             }
             BlockEnd::CondJump => {
                 let next = (!falls_off).then(|| tail.next_ip());
@@ -379,6 +397,7 @@ pub fn rebuild(
                     }
                     b.out.push(jcc);
                 } else {
+                    let tail_call = link::tail_target(code, bi).filter(|_| taken == exit);
                     if let Some(w) = taken_w {
                         let live = if taken == exit {
                             RegSet::ALL
@@ -387,8 +406,14 @@ pub fn rebuild(
                         };
                         let stub = b.stub(Record::Witness(w), live, target)?;
                         jcc.set_near_branch64(stub);
+                        if let Some(t) = tail_call {
+                            b.mark_branch(t, true, None);
+                        }
                     }
                     b.out.push(jcc);
+                    if let (Some(t), None) = (tail_call, taken_w) {
+                        b.mark_branch(t, false, None);
+                    }
                     if let Some(w) = fall_w {
                         let live = next.map_or(RegSet::ALL, live_before);
                         b.store(Record::Witness(w), live)?;
@@ -401,7 +426,7 @@ pub fn rebuild(
             BlockEnd::FallThrough | BlockEnd::Trap | BlockEnd::End => {
                 b.instruction(tail, &spliced_returns, &mut continuations)?;
                 if is_call(tail) {
-                    b.store(returned(tail), live_after(tail.ip()))?;
+                    b.store_returned(tail, returned(tail), live_after(tail.ip()))?;
                 }
                 for &g in values_after(bi, body.len()) {
                     b.store_value(g, live_after(tail.ip()))?;
@@ -449,6 +474,8 @@ pub fn rebuild(
     }
     let code_at = at + 8 * b.literals.len() as u64;
     let mut all = std::mem::take(&mut b.out);
+    let body_len = all.len();
+    let stub_lens: Vec<usize> = b.stubs.iter().map(Vec::len).collect();
     for stub in std::mem::take(&mut b.stubs) {
         all.extend(stub);
     }
@@ -475,12 +502,24 @@ pub fn rebuild(
         )))?;
         returns.push((ret, addr));
     }
+    let offsets = &r.new_instruction_offsets;
+    let linked_entry = code_at + offsets.get(linked_entry).map_or(0, |&o| o as u64);
+    let sites = link::resolve(
+        &b.marks,
+        (body_len, &stub_lens),
+        code_at,
+        &r.code_buffer,
+        offsets,
+        (code.start(), code_at),
+    );
     Ok(Rebuilt {
         addr: at,
         bytes,
         entry: code_at,
         returns,
         saves_state: b.saves_state,
+        linked_entry,
+        sites,
     })
 }
 
@@ -518,118 +557,6 @@ fn weft_patch_free_can_move(i: &Instruction) -> Option<&'static str> {
     None
 }
 
-/// The return addresses of calls that can hold a 5-byte jump: inside the
-/// function, at least five bytes before its end, and overlapping neither
-/// the entry's jump nor another chosen return address's. Calls that never
-/// return (the last instruction of the function) are left out. (A return
-/// address code outside also jumps to writes a resume record: see
-/// [`Layout::resumes`].)
-fn spliceable_returns(code: &FunctionCode, covered: &dyn Fn(u64) -> Option<u64>) -> Vec<u64> {
-    let mut taken_until = code.start() + 5;
-    let mut chosen = Vec::new();
-    for i in code.instructions() {
-        if !is_call(i) || !call_form_movable(i) {
-            continue;
-        }
-        let ret = i.next_ip();
-        if ret >= taken_until
-            && ret + 5 <= code.end()
-            && code.index_of(ret).is_some()
-            && covered(ret).is_none()
-        {
-            chosen.push(ret);
-            taken_until = ret + 5;
-        }
-    }
-    chosen
-}
-
-/// Where a copy puts 5-byte jumps into itself besides the entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Splices {
-    /// Return addresses of calls (see [`spliceable_returns`]).
-    pub returns: Vec<u64>,
-    /// Places code outside jumps in (see [`splices`]).
-    pub reentries: Vec<u64>,
-}
-
-/// The return addresses and re-entries a copy splices. A jump must not
-/// cover an address code can reach in the original: one reached from
-/// outside always; one the function's own branches reach only while some
-/// original code may run, that is, unless every place code outside
-/// enters by (`entered_from_outside`: other functions' branches, other
-/// parts coming back, landing pads, return addresses on stacks) gets a
-/// jump into the copy itself. Deterministic in the code, so every process
-/// running it gets the same.
-pub fn splices(
-    code: &FunctionCode,
-    entered_from_outside: &[u64],
-    branch_targets: &[u64],
-) -> Splices {
-    let tight = splices_avoiding(code, entered_from_outside, entered_from_outside);
-    let sealed = entered_from_outside
-        .iter()
-        .all(|a| tight.reentries.contains(a) || tight.returns.contains(a) || *a == code.start());
-    if sealed {
-        return tight;
-    }
-    let mut all = branch_targets.to_vec();
-    all.extend_from_slice(entered_from_outside);
-    splices_avoiding(code, entered_from_outside, &all)
-}
-
-/// [`Splices`] whose jumps cover none of `avoid`: re-entries at block
-/// starts at least five bytes past the entry and before the end, covering
-/// no call's return address and no return address the copy splices.
-fn splices_avoiding(code: &FunctionCode, entered_from_outside: &[u64], avoid: &[u64]) -> Splices {
-    let inside = |a: u64, t: u64| t > a && t < a + 5;
-    let covered = |a: u64| avoid.iter().find(|&&t| inside(a, t)).copied();
-    let returns = spliceable_returns(code, &covered);
-    let mut taken: Vec<u64> = returns.clone();
-    taken.push(code.start());
-    let calls_return: Vec<u64> = code
-        .instructions()
-        .iter()
-        .filter(|i| is_call(i))
-        .map(|i| i.next_ip())
-        .collect();
-    let mut chosen = Vec::new();
-    let mut outside = entered_from_outside.to_vec();
-    outside.sort_unstable();
-    outside.dedup();
-    for a in outside {
-        let fits = a >= code.start() + 5
-            && a + 5 <= code.end()
-            && code.blocks().iter().any(|b| b.start == a)
-            && covered(a).is_none()
-            && !calls_return.iter().any(|&r| inside(a, r))
-            && !taken.iter().any(|&t| t < a + 5 && a < t + 5);
-        if fits {
-            chosen.push(a);
-            taken.push(a);
-        }
-    }
-    Splices {
-        returns,
-        reentries: chosen,
-    }
-}
-
-/// Whether a call can become `push [literal]; jmp target`: a direct call,
-/// or an indirect one whose operand does not depend on `rsp`.
-fn call_form_movable(i: &Instruction) -> bool {
-    match i.code() {
-        Code::Call_rel32_64 => true,
-        Code::Call_rm64 => {
-            let mem = (0..i.op_count()).any(|k| i.op_kind(k) == iced_x86::OpKind::Memory);
-            !(mem
-                && (i.memory_base().full_register() == Register::RSP
-                    || i.memory_index().full_register() == Register::RSP))
-        }
-        _ => false,
-    }
-}
-
 /// What a copy adds after each `syscall` instruction (see [`Role`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum AfterSyscall {
@@ -663,6 +590,8 @@ pub(crate) struct Builder {
     after_syscall: AfterSyscall,
     /// The original function's addresses.
     range: std::ops::Range<u64>,
+    /// Branches linking may change (see [`link`]).
+    marks: Vec<link::Mark>,
 }
 
 impl Builder {
@@ -686,6 +615,7 @@ impl Builder {
         spliced: &[u64],
         conts: &mut Vec<(u64, u64)>,
     ) -> Result<(), Refusal> {
+        let direct = link::call_target(i);
         let mut i = *i;
         if let Some((start, label)) = self.own_entry {
             if i.code() == Code::Call_rel32_64 && i.near_branch_target() == start {
@@ -746,9 +676,47 @@ impl Builder {
                 conts.push((i.next_ip(), fake));
                 self.pending_fake = Some(fake);
             }
+            self.mark_call(i, direct, spliced_return);
             return Ok(());
         }
         self.out.push(*i);
+        self.mark_call(i, direct, false);
+        Ok(())
+    }
+
+    /// Notes a direct call just placed as a link site.
+    fn mark_call(&mut self, i: &Instruction, target: Option<u64>, spliced_return: bool) {
+        if let Some(target) = target {
+            let call = link::CallMark {
+                ip: i.ip(),
+                spliced_ret: spliced_return.then(|| i.next_ip()),
+                record: None,
+                resumes: false,
+            };
+            self.mark_branch(target, false, Some(call));
+        }
+    }
+
+    /// The record a call's return writes, after it; noted with the call's
+    /// link site.
+    fn store_returned(
+        &mut self,
+        call: &Instruction,
+        record: Record,
+        live: RegSet,
+    ) -> Result<(), Refusal> {
+        let first = self.out.len();
+        self.store(record, live)?;
+        let end = self.out.len();
+        if let Some(c) = self
+            .marks
+            .last_mut()
+            .and_then(|m| m.call.as_mut())
+            .filter(|c| c.ip == call.ip())
+        {
+            c.record = (end > first).then_some((first, end));
+            c.resumes = matches!(record, Record::Resumed(_));
+        }
         Ok(())
     }
 }

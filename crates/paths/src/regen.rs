@@ -19,13 +19,23 @@
 //! each block regeneration reaches is checked against it, and the first
 //! difference is the error.
 //!
+//! A direct call or tail call to a function its process image linked
+//! (`ImageLoads::linked`, see `rebuild::link`) writes no record: the
+//! callee's frame opens at the call (or replaces the frame at the tail
+//! call), and the caller goes on when it returns.
+//!
 //! Each stretch is a [`Segment`]: instructions of one block from its start
 //! or from just after a call, up to its end or a call.
 
 use crate::data::{self, Access, Regs};
-use crate::instrument::FunctionInfo;
-use crate::record::{self, Record};
+use crate::instrument::{FunctionInfo, ImageLoads};
+mod reader;
+mod walkable;
+
+use crate::record::Record;
+use reader::Reader;
 use std::collections::HashMap;
+use walkable::{walkable, Walkable};
 
 /// Instructions run without a break: `block`'s instructions
 /// `first..last` (indexes into [`crate::instrument::BlockInfo::insns`]).
@@ -51,26 +61,6 @@ pub struct RegenError {
     pub what: String,
 }
 
-/// A function ready for walking: its out-edges per block, and for blocks
-/// with several, which edge each witness that can come next belongs to.
-struct Walkable {
-    outs: Vec<Vec<(usize, u32)>>,
-    /// Per block with several ways out: (witness, the edge it decides),
-    /// sorted by witness.
-    decide: Vec<Vec<(u32, (usize, u32))>>,
-    /// The same as a dense table, where it is small enough: for block `b`
-    /// and witness `x`, `dense[dense_row[b] + x]` is 1 + the index in
-    /// `outs[b]` of the edge `x` decides (0: none).
-    dense: Vec<u16>,
-    dense_row: Vec<usize>,
-    /// Witness numbers the dense table covers (0 when there is none).
-    dense_width: usize,
-    exit: usize,
-    /// Blocks whose way to `EXIT` is a jump into another part of the
-    /// function.
-    part_exit: Vec<bool>,
-}
-
 /// The traced functions, prepared for regeneration.
 pub struct Program<'a> {
     functions: &'a [FunctionInfo],
@@ -82,7 +72,18 @@ pub struct Program<'a> {
     /// Landing pads: resume place → the function whose frame catches.
     landing_pads: HashMap<u32, u32>,
     validate: bool,
+    /// Per function and block, for each call: the id of the traced
+    /// function a direct call reaches, or [`NONE`].
+    callees: Vec<Vec<Box<[u32]>>>,
+    /// Per function and block: the id of the traced function its tail
+    /// call reaches, or [`NONE`].
+    tails: Vec<Vec<u32>>,
+    /// Per process image, per function id: whether it is linked.
+    linked: Vec<Vec<bool>>,
 }
+
+/// No function.
+const NONE: u32 = u32::MAX;
 
 /// What a regenerated stream held besides its code.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -95,9 +96,15 @@ pub struct Summary {
 }
 
 impl<'a> Program<'a> {
-    /// Prepares the functions of a trace's table (ids are indexes); with
-    /// `validate`, the streams hold a record per block, checked.
-    pub fn new(functions: &'a [FunctionInfo], validate: bool) -> Program<'a> {
+    /// Prepares the functions of a trace's table (ids are indexes) for the
+    /// process images `images` (the streams of image `k` are regenerated
+    /// with its linked functions); with `validate`, the streams hold a
+    /// record per block, checked.
+    pub fn new(
+        functions: &'a [FunctionInfo],
+        images: &[ImageLoads],
+        validate: bool,
+    ) -> Program<'a> {
         let walk = functions.iter().map(walkable).collect();
         let resumes = functions
             .iter()
@@ -127,6 +134,40 @@ impl<'a> Program<'a> {
                 })
             })
             .collect();
+        let id_at = |f: &FunctionInfo, vaddr: u64| -> u32 {
+            if vaddr == 0 {
+                return NONE;
+            }
+            by_place
+                .get(&(f.path.as_str(), vaddr))
+                .copied()
+                .unwrap_or(NONE)
+        };
+        let callees = functions
+            .iter()
+            .map(|f| {
+                f.blocks
+                    .iter()
+                    .map(|b| b.callees.iter().map(|&v| id_at(f, v)).collect())
+                    .collect()
+            })
+            .collect();
+        let tails = functions
+            .iter()
+            .map(|f| f.blocks.iter().map(|b| id_at(f, b.tail)).collect())
+            .collect();
+        let linked = images
+            .iter()
+            .map(|image| {
+                let mut set = vec![false; functions.len()];
+                for &id in &image.linked {
+                    if let Some(x) = set.get_mut(id as usize) {
+                        *x = true;
+                    }
+                }
+                set
+            })
+            .collect();
         Program {
             functions,
             walk,
@@ -134,7 +175,17 @@ impl<'a> Program<'a> {
             reentries,
             landing_pads,
             validate,
+            callees,
+            tails,
+            linked,
         }
+    }
+
+    /// The function a linked call or tail call reaches: `callee` if
+    /// process image `image` linked it.
+    fn linked(&self, image: usize, callee: u32) -> Option<u32> {
+        let set = self.linked.get(image)?;
+        set.get(callee as usize).copied()?.then_some(callee)
     }
 
     /// The function table.
@@ -142,13 +193,15 @@ impl<'a> Program<'a> {
         self.functions
     }
 
-    /// Walks `stream`, calling `out` for every segment in the order run.
+    /// Walks `stream`, a thread's of process image `image`, calling `out`
+    /// for every segment in the order run.
     pub fn regenerate(
         &self,
+        image: usize,
         stream: &[u8],
         mut out: impl FnMut(Segment),
     ) -> Result<Summary, RegenError> {
-        self.regenerate_at(stream, |s, _| out(s))
+        self.regenerate_at(image, stream, |s, _| out(s))
     }
 
     /// [`Program::regenerate`], giving `out` with each segment the bytes
@@ -157,10 +210,11 @@ impl<'a> Program<'a> {
     /// cut of the stream can tell, before the next one).
     pub fn regenerate_at(
         &self,
+        image: usize,
         stream: &[u8],
         out: impl FnMut(Segment, usize),
     ) -> Result<Summary, RegenError> {
-        self.walk(stream, out, None::<(&[u64], fn(Access))>)
+        self.walk(image, stream, out, None::<(&[u64], fn(Access))>)
     }
 
     /// [`Program::regenerate_at`] with data addresses (`--data`): `data`
@@ -169,16 +223,18 @@ impl<'a> Program<'a> {
     /// the stream's process image.
     pub fn regenerate_data(
         &self,
+        image: usize,
         stream: &[u8],
         biases: &[u64],
         out: impl FnMut(Segment, usize),
         data: impl FnMut(Access),
     ) -> Result<Summary, RegenError> {
-        self.walk(stream, out, Some((biases, data)))
+        self.walk(image, stream, out, Some((biases, data)))
     }
 
     fn walk<D: FnMut(Access)>(
         &self,
+        image: usize,
         stream: &[u8],
         mut out: impl FnMut(Segment, usize),
         mut data: Option<(&[u64], D)>,
@@ -276,12 +332,8 @@ impl<'a> Program<'a> {
             }
             let block = &f.blocks[top.block];
             let end = block.insns.len() as u32;
-            let call = block
-                .calls
-                .iter()
-                .copied()
-                .find(|&c| c >= top.insn)
-                .map(|c| c + 1);
+            let call_k = block.calls.iter().position(|&c| c >= top.insn);
+            let call = call_k.map(|k| block.calls[k] + 1);
             let last = call.unwrap_or(end);
             if self.validate && top.insn == 0 {
                 match r.next()? {
@@ -324,8 +376,15 @@ impl<'a> Program<'a> {
                 );
             }
             top.insn = last;
-            if call.is_some() {
-                top.in_call = true;
+            if let Some(k) = call_k {
+                let callee = self.callees[top.function as usize][top.block]
+                    .get(k)
+                    .copied()
+                    .unwrap_or(NONE);
+                match self.linked(image, callee) {
+                    Some(callee) => stack.push(self.enter(callee, &mut r)?),
+                    None => top.in_call = true,
+                }
                 continue;
             }
             // The block ends: which way?
@@ -404,8 +463,18 @@ impl<'a> Program<'a> {
                     }
                 }
             }
+            let tail = match to == w.exit {
+                true => self.linked(image, self.tails[top.function as usize][top.block]),
+                false => None,
+            };
             if to == w.exit && w.part_exit[top.block] {
                 top.in_part = true;
+            } else if let Some(callee) = tail {
+                // A linked tail call: the callee's frame takes this one's place.
+                let returns_for_below = top.returns_for_below;
+                let mut frame = self.enter(callee, &mut r)?;
+                frame.returns_for_below = returns_for_below;
+                *stack.last_mut().expect("the frame walked") = frame;
             } else if to == w.exit {
                 // A frame run on behalf of a function that jumped into
                 // another part returns for it too.
@@ -611,176 +680,4 @@ struct Frame {
     returns_for_below: bool,
     /// With `--data`: what regeneration knows of its registers.
     regs: Option<Box<Regs>>,
-}
-
-struct Reader<'b> {
-    bytes: &'b [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    /// The next record, blocks' included.
-    fn peek_raw(&self) -> Result<Option<Record>, RegenError> {
-        match record::read(self.bytes, self.at) {
-            Ok(Some((rec, _))) => Ok(Some(rec)),
-            Ok(None) => self.ended(self.at),
-            Err(_) => Err(self.error("the stream ends inside a record".into())),
-        }
-    }
-
-    /// The stream ends at `at` (a 0 where a record would start): truly,
-    /// or at a record its thread reserved and never wrote, if records
-    /// follow.
-    fn ended(&self, at: usize) -> Result<Option<Record>, RegenError> {
-        match self
-            .bytes
-            .get(at..)
-            .unwrap_or(&[])
-            .iter()
-            .position(|&b| b != 0)
-        {
-            None => Ok(None),
-            Some(gap) => Err(RegenError {
-                offset: at,
-                what: format!(
-                    "{gap} byte(s) of a record were reserved and never written (its thread \
-                     left a signal handler by longjmp, or was killed, in between)"
-                ),
-            }),
-        }
-    }
-
-    /// The next record that is not a block's (`--validate`) or a
-    /// register's value (`--data`): those of the blocks along an edge
-    /// without a witness come before the witness that decides.
-    fn peek_past_blocks(&self) -> Result<Option<Record>, RegenError> {
-        let mut at = self.at;
-        loop {
-            match record::read(self.bytes, at) {
-                Ok(Some((Record::Block(_) | Record::Value(_), n))) => at += n,
-                Ok(Some((rec, _))) => return Ok(Some(rec)),
-                Ok(None) => return self.ended(at),
-                Err(_) => {
-                    return Err(RegenError {
-                        offset: at,
-                        what: "the stream ends inside a record".into(),
-                    })
-                }
-            }
-        }
-    }
-
-    fn next(&mut self) -> Result<Option<Record>, RegenError> {
-        match record::read(self.bytes, self.at) {
-            Ok(Some((rec, n))) => {
-                self.at += n;
-                Ok(Some(rec))
-            }
-            Ok(None) => self.ended(self.at),
-            Err(_) => Err(self.error("the stream ends inside a record".into())),
-        }
-    }
-
-    /// A register's value (`--data`), which the plan says comes next.
-    fn value(&mut self) -> Result<u64, RegenError> {
-        match self.next()? {
-            Some(Record::Value(v)) => Ok(v),
-            other => Err(self.error(format!("{other:?} where a register's value was recorded"))),
-        }
-    }
-
-    fn error(&self, what: String) -> RegenError {
-        RegenError {
-            offset: self.at,
-            what,
-        }
-    }
-}
-
-/// Entries a function's dense decision table may have.
-const DENSE_MAX: usize = 1 << 22;
-
-impl Walkable {
-    /// The edge witness `x` decides at block `b`.
-    fn decided(&self, b: usize, x: u32) -> Option<(usize, u32)> {
-        if (x as usize) < self.dense_width {
-            let k = self.dense[self.dense_row[b] + x as usize];
-            return (k != 0).then(|| self.outs[b][k as usize - 1]);
-        }
-        let table = &self.decide[b];
-        table
-            .binary_search_by_key(&x, |&(w, _)| w)
-            .ok()
-            .map(|k| table[k].1)
-    }
-}
-
-fn walkable(f: &FunctionInfo) -> Walkable {
-    let cfg = f.cfg();
-    let plan = crate::witness::Plan {
-        witness: f
-            .edges
-            .iter()
-            .map(|&(_, _, w)| (w != 0).then_some(w))
-            .collect(),
-        blocking: Default::default(),
-    };
-    let n = f.blocks.len();
-    let mut outs = vec![Vec::new(); n];
-    let mut decide = vec![Vec::new(); n];
-    for (e, &(from, to, w)) in f.edges.iter().enumerate() {
-        outs[from].push((to, w));
-        let _ = e;
-    }
-    for (b, d) in decide.iter_mut().enumerate() {
-        if outs[b].len() < 2 {
-            continue;
-        }
-        for e in cfg.out_edges(b) {
-            let (_, to, w) = f.edges[e];
-            for x in plan.may_come_next(&cfg, e).into_iter().flatten() {
-                d.push((x, (to, w)));
-            }
-        }
-        d.sort_unstable_by_key(|&(x, _)| x);
-        d.dedup_by_key(|&mut (x, _)| x);
-    }
-    // The dense table, rows for blocks with several ways out only.
-    let width = f
-        .edges
-        .iter()
-        .map(|&(_, _, w)| w as usize)
-        .max()
-        .unwrap_or(0)
-        + 1;
-    let deciders = (0..n).filter(|&b| outs[b].len() >= 2).count();
-    let fits = deciders * width <= DENSE_MAX && outs.iter().all(|o| o.len() < u16::MAX as usize);
-    let (mut dense, mut dense_row, mut dense_width) = (Vec::new(), vec![0; n], 0);
-    if fits && deciders > 0 {
-        dense_width = width;
-        dense = vec![0u16; deciders * width];
-        let mut row = 0;
-        for b in (0..n).filter(|&b| outs[b].len() >= 2) {
-            dense_row[b] = row;
-            for &(x, edge) in &decide[b] {
-                if let Some(k) = outs[b].iter().position(|&o| o == edge) {
-                    dense[row + x as usize] = k as u16 + 1;
-                }
-            }
-            row += width;
-        }
-    }
-    let mut part_exit = vec![false; n];
-    for &b in &f.part_exits {
-        part_exit[b] = true;
-    }
-    Walkable {
-        outs,
-        decide,
-        dense,
-        dense_row,
-        dense_width,
-        exit: n,
-        part_exit,
-    }
 }

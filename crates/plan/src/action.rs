@@ -122,4 +122,14 @@ pub struct RebuiltCode {
 pub trait Rebuild: fmt::Debug + Send + Sync {
     /// The new layout, or why the function cannot have one.
     fn rebuild(&self, f: &Rebuilding<'_>) -> Result<RebuiltCode, String>;
+
+    /// Called once the applier has placed a batch of new layouts in
+    /// process `pid` (before any thread runs them): `placed` holds the
+    /// entry of every function whose layout is in place. Returns bytes to
+    /// write, (address, bytes), in those layouts or over the jumps written
+    /// for them: how the layouts of one batch reach each other directly.
+    fn link(&self, pid: i32, placed: &[u64]) -> Vec<(u64, Vec<u8>)> {
+        let _ = (pid, placed);
+        Vec::new()
+    }
 }

@@ -55,6 +55,25 @@ variant_test!(regenerates_what_qemu_ran, |v| {
             "{f} traced"
         );
     }
+    // fib's recursive calls go straight to its copy, without records: the
+    // image linked it (and QEMU's trace below says regeneration still
+    // follows every call).
+    let meta = read_json(&trace.join("paths.json"));
+    let fib = meta["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "fib")
+        .and_then(|g| g["id"].as_u64());
+    let linked = meta["loads"][0]["linked"].as_array().cloned();
+    assert!(
+        linked
+            .unwrap_or_default()
+            .iter()
+            .any(|id| id.as_u64() == fib),
+        "fib (id {fib:?}) is linked in {}",
+        meta["loads"]
+    );
     let weft_trace: Vec<u64> = regenerated(&trace)
         .into_iter()
         .filter(|a| keep.contains(a))

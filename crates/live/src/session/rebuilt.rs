@@ -8,6 +8,7 @@
 use super::apply::SiteError;
 use super::prepare::PreparedProbe;
 use super::*;
+use std::sync::Arc;
 use weft_abi::mman;
 use weft_plan::{Rebuilding, RebuiltCode};
 
@@ -36,6 +37,8 @@ impl Session {
         // original code is entered by, like branches from outside.
         let words = super::stacks::stack_words(tracee, self.pid, 1 << 20)?;
         let mut text = TextBatch::new(self.pid)?;
+        // Per instrument, the entries of the functions it laid out here.
+        let mut placed: Vec<(Arc<dyn weft_plan::Rebuild>, Vec<u64>)> = Vec::new();
         for item in items {
             let Action::Rebuild(rebuild) = &item.action else {
                 continue;
@@ -122,6 +125,10 @@ impl Session {
                         .insert(code.start(), RebuiltFunction { replaced });
                     report.probes += 1;
                     report.jumps += built.jumps.len();
+                    match placed.iter_mut().find(|(r, _)| Arc::ptr_eq(r, rebuild)) {
+                        Some((_, starts)) => starts.push(code.start()),
+                        None => placed.push((rebuild.clone(), vec![code.start()])),
+                    }
                 }
                 Err(SiteError::Skip(why)) => report.skipped.push(SkippedPoint {
                     module: module.name.clone(),
@@ -131,8 +138,37 @@ impl Session {
                 Err(SiteError::Fatal(e)) => return Err(e),
             }
         }
+        for (rebuild, starts) in placed {
+            for (addr, bytes) in rebuild.link(self.pid, &starts) {
+                self.write_link(tracee, &mut text, addr, &bytes)?;
+            }
+        }
         text.flush(tracee.memory())?;
         Ok(())
+    }
+
+    /// Writes bytes of a link (see [`weft_plan::Rebuild::link`]): into a
+    /// copy through the shared file that holds it, over a jump in the
+    /// original code through the batch.
+    fn write_link(
+        &mut self,
+        tracee: &mut Tracee,
+        text: &mut TextBatch,
+        addr: u64,
+        bytes: &[u8],
+    ) -> Result<()> {
+        let end = addr + bytes.len() as u64;
+        match self
+            .clusters
+            .iter()
+            .find(|c| addr >= c.code && end <= c.code + c.used)
+        {
+            Some(c) => {
+                self.shm.write(c.code_offset + (addr - c.code), bytes);
+                Ok(())
+            }
+            None => text.write(tracee.memory(), addr, bytes),
+        }
     }
 
     /// Places a copy at `at` (the next free byte of cluster `ci`) and

@@ -1,0 +1,113 @@
+//! Each function's CFG as the walk reads it: its out-edges per block and,
+//! for blocks with several, the edge each witness that can come next
+//! decides (a dense table where it is small enough).
+
+use crate::instrument::FunctionInfo;
+
+/// A function ready for walking: its out-edges per block, and for blocks
+/// with several, which edge each witness that can come next belongs to.
+pub(super) struct Walkable {
+    pub(super) outs: Vec<Vec<(usize, u32)>>,
+    /// Per block with several ways out: (witness, the edge it decides),
+    /// sorted by witness.
+    pub(super) decide: Vec<Vec<(u32, (usize, u32))>>,
+    /// The same as a dense table, where it is small enough: for block `b`
+    /// and witness `x`, `dense[dense_row[b] + x]` is 1 + the index in
+    /// `outs[b]` of the edge `x` decides (0: none).
+    pub(super) dense: Vec<u16>,
+    pub(super) dense_row: Vec<usize>,
+    /// Witness numbers the dense table covers (0 when there is none).
+    pub(super) dense_width: usize,
+    pub(super) exit: usize,
+    /// Blocks whose way to `EXIT` is a jump into another part of the
+    /// function.
+    pub(super) part_exit: Vec<bool>,
+}
+
+/// Entries a function's dense decision table may have.
+const DENSE_MAX: usize = 1 << 22;
+
+impl Walkable {
+    /// The edge witness `x` decides at block `b`.
+    pub(super) fn decided(&self, b: usize, x: u32) -> Option<(usize, u32)> {
+        if (x as usize) < self.dense_width {
+            let k = self.dense[self.dense_row[b] + x as usize];
+            return (k != 0).then(|| self.outs[b][k as usize - 1]);
+        }
+        let table = &self.decide[b];
+        table
+            .binary_search_by_key(&x, |&(w, _)| w)
+            .ok()
+            .map(|k| table[k].1)
+    }
+}
+
+pub(super) fn walkable(f: &FunctionInfo) -> Walkable {
+    let cfg = f.cfg();
+    let plan = crate::witness::Plan {
+        witness: f
+            .edges
+            .iter()
+            .map(|&(_, _, w)| (w != 0).then_some(w))
+            .collect(),
+        blocking: Default::default(),
+    };
+    let n = f.blocks.len();
+    let mut outs = vec![Vec::new(); n];
+    let mut decide = vec![Vec::new(); n];
+    for (e, &(from, to, w)) in f.edges.iter().enumerate() {
+        outs[from].push((to, w));
+        let _ = e;
+    }
+    for (b, d) in decide.iter_mut().enumerate() {
+        if outs[b].len() < 2 {
+            continue;
+        }
+        for e in cfg.out_edges(b) {
+            let (_, to, w) = f.edges[e];
+            for x in plan.may_come_next(&cfg, e).into_iter().flatten() {
+                d.push((x, (to, w)));
+            }
+        }
+        d.sort_unstable_by_key(|&(x, _)| x);
+        d.dedup_by_key(|&mut (x, _)| x);
+    }
+    // The dense table, rows for blocks with several ways out only.
+    let width = f
+        .edges
+        .iter()
+        .map(|&(_, _, w)| w as usize)
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let deciders = (0..n).filter(|&b| outs[b].len() >= 2).count();
+    let fits = deciders * width <= DENSE_MAX && outs.iter().all(|o| o.len() < u16::MAX as usize);
+    let (mut dense, mut dense_row, mut dense_width) = (Vec::new(), vec![0; n], 0);
+    if fits && deciders > 0 {
+        dense_width = width;
+        dense = vec![0u16; deciders * width];
+        let mut row = 0;
+        for b in (0..n).filter(|&b| outs[b].len() >= 2) {
+            dense_row[b] = row;
+            for &(x, edge) in &decide[b] {
+                if let Some(k) = outs[b].iter().position(|&o| o == edge) {
+                    dense[row + x as usize] = k as u16 + 1;
+                }
+            }
+            row += width;
+        }
+    }
+    let mut part_exit = vec![false; n];
+    for &b in &f.part_exits {
+        part_exit[b] = true;
+    }
+    Walkable {
+        outs,
+        decide,
+        dense,
+        dense_row,
+        dense_width,
+        exit: n,
+        part_exit,
+    }
+}
