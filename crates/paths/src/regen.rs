@@ -32,10 +32,10 @@ use crate::instrument::{FunctionInfo, ImageLoads};
 mod reader;
 mod walkable;
 
-use crate::record::Record;
+use crate::record::{self, Record};
 use reader::Reader;
 use std::collections::HashMap;
-use walkable::{walkable, Walkable};
+use walkable::{unpack, walkable, Walkable, MULTI, NO_ROW};
 
 /// Instructions run without a break: `block`'s instructions
 /// `first..last` (indexes into [`crate::instrument::BlockInfo::insns`]).
@@ -80,10 +80,17 @@ pub struct Program<'a> {
     tails: Vec<Vec<u32>>,
     /// Per process image, per function id: whether it is linked.
     linked: Vec<Vec<bool>>,
+    /// The streams hold witnesses and calls only (no block records, no
+    /// register values): most of the walk takes [`Program::run_plain`].
+    plain: bool,
 }
 
 /// No function.
 const NONE: u32 = u32::MAX;
+
+/// Segments a walk may give without the stream moving before the table
+/// is taken for damaged (edges without witnesses in a cycle).
+const UNREAD_MAX: u64 = 100_000_000;
 
 /// What a regenerated stream held besides its code.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -168,7 +175,9 @@ impl<'a> Program<'a> {
                 set
             })
             .collect();
+        let plain = !validate && functions.iter().all(|f| f.data.is_none());
         Program {
+            plain,
             functions,
             walk,
             resumes,
@@ -257,7 +266,7 @@ impl<'a> Program<'a> {
                 unread = 0;
             }
             unread += 1;
-            if unread > 100_000_000 {
+            if unread > UNREAD_MAX {
                 return Err(r.error(
                     "regeneration goes round without reading a witness (a damaged table)".into(),
                 ));
@@ -329,6 +338,9 @@ impl<'a> Program<'a> {
                         )))
                     }
                 }
+            }
+            if self.plain {
+                self.run_plain(top, &mut r, &mut out, (&mut unread, &mut last_at));
             }
             let block = &f.blocks[top.block];
             let end = block.insns.len() as u32;
@@ -488,6 +500,87 @@ impl<'a> Program<'a> {
                 top.block = to;
                 top.insn = 0;
             }
+        }
+    }
+
+    /// The walk of `top`'s frame in the common case, in a loop of its
+    /// own: blocks with no call left, left along an edge with no witness
+    /// or with a byte witness that comes next. Returns at anything else
+    /// (a call, an exit, another record, a witness that does not fit),
+    /// with the frame where the general walk takes over. `unread` counts
+    /// the segments since the stream last moved (from `last_at`), as the
+    /// general walk does.
+    fn run_plain(
+        &self,
+        top: &mut Frame,
+        r: &mut Reader<'_>,
+        out: &mut impl FnMut(Segment, usize),
+        (unread, last_at): (&mut u64, &mut usize),
+    ) {
+        let f = &self.functions[top.function as usize];
+        let w = &self.walk[top.function as usize];
+        let bytes = r.bytes;
+        let byte_witness = |at: usize| match bytes.get(at) {
+            Some(&x) if x != 0 && u32::from(x) <= record::MAX_BYTE_WITNESS => Some(u32::from(x)),
+            _ => None,
+        };
+        loop {
+            if r.at != *last_at {
+                *last_at = r.at;
+                *unread = 0;
+            }
+            *unread += 1;
+            if *unread > UNREAD_MAX {
+                return;
+            }
+            let b = top.block;
+            let block = &f.blocks[b];
+            if block.calls.last().is_some_and(|&c| c >= top.insn) {
+                return;
+            }
+            let end = block.insns.len() as u32;
+            if top.insn < end {
+                let s = Segment {
+                    function: top.function,
+                    block: b as u32,
+                    first: top.insn,
+                    last: end,
+                };
+                out(s, r.at);
+                top.insn = end;
+            }
+            let step = w.step[b];
+            let (to, witness) = if step & MULTI == 0 {
+                unpack(step)
+            } else {
+                let Some(x) = byte_witness(r.at) else {
+                    return;
+                };
+                let row = step & !MULTI;
+                let edge = if row != NO_ROW && (x as usize) < w.dense_width {
+                    match w.dense[row as usize + x as usize] {
+                        0 => None,
+                        k => Some(unpack(w.flat[k as usize - 1])),
+                    }
+                } else {
+                    w.decided(b, x)
+                };
+                let Some(edge) = edge else {
+                    return;
+                };
+                edge
+            };
+            if to == w.exit {
+                return;
+            }
+            if witness != 0 {
+                if byte_witness(r.at) != Some(witness) {
+                    return;
+                }
+                r.at += 1;
+            }
+            top.block = to;
+            top.insn = 0;
         }
     }
 

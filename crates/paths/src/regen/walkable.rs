@@ -13,8 +13,10 @@ pub(super) struct Walkable {
     pub(super) decide: Vec<Vec<(u32, (usize, u32))>>,
     /// The same as a dense table, where it is small enough: for block `b`
     /// and witness `x`, `dense[dense_row[b] + x]` is 1 + the index in
-    /// `outs[b]` of the edge `x` decides (0: none).
-    pub(super) dense: Vec<u16>,
+    /// `flat` of the edge `x` decides (0: none).
+    pub(super) dense: Vec<u32>,
+    /// Every block's out-edges, [`pack`]ed, one block after another.
+    pub(super) flat: Vec<u64>,
     pub(super) dense_row: Vec<usize>,
     /// Witness numbers the dense table covers (0 when there is none).
     pub(super) dense_width: usize,
@@ -22,6 +24,25 @@ pub(super) struct Walkable {
     /// Blocks whose way to `EXIT` is a jump into another part of the
     /// function.
     pub(super) part_exit: Vec<bool>,
+    /// Per block, the way out in one word: its only edge, [`pack`]ed; or,
+    /// with [`MULTI`] set, the block's row in `dense` ([`NO_ROW`] if it
+    /// has none).
+    pub(super) step: Vec<u64>,
+}
+
+/// A [`Walkable::step`] of a block with several ways out (or none).
+pub(super) const MULTI: u64 = 1 << 63;
+/// The row of a block that has none in the dense table.
+pub(super) const NO_ROW: u64 = u32::MAX as u64;
+
+/// An edge (target block, witness or 0) in one word.
+pub(super) fn pack((to, witness): (usize, u32)) -> u64 {
+    to as u64 | (witness as u64) << 32
+}
+
+/// The edge [`pack`] made.
+pub(super) fn unpack(edge: u64) -> (usize, u32) {
+    ((edge & 0xFFFF_FFFF) as usize, (edge >> 32) as u32)
 }
 
 /// Entries a function's dense decision table may have.
@@ -30,9 +51,9 @@ const DENSE_MAX: usize = 1 << 22;
 impl Walkable {
     /// The edge witness `x` decides at block `b`.
     pub(super) fn decided(&self, b: usize, x: u32) -> Option<(usize, u32)> {
-        if (x as usize) < self.dense_width {
+        if (x as usize) < self.dense_width && self.outs[b].len() >= 2 {
             let k = self.dense[self.dense_row[b] + x as usize];
-            return (k != 0).then(|| self.outs[b][k as usize - 1]);
+            return (k != 0).then(|| unpack(self.flat[k as usize - 1]));
         }
         let table = &self.decide[b];
         table
@@ -81,17 +102,31 @@ pub(super) fn walkable(f: &FunctionInfo) -> Walkable {
         .unwrap_or(0)
         + 1;
     let deciders = (0..n).filter(|&b| outs[b].len() >= 2).count();
-    let fits = deciders * width <= DENSE_MAX && outs.iter().all(|o| o.len() < u16::MAX as usize);
+    let fits = deciders * width <= DENSE_MAX;
+    let mut first_out = Vec::with_capacity(n);
+    let mut flat = Vec::new();
+    for o in &outs {
+        first_out.push(flat.len());
+        flat.extend(o.iter().map(|&e| pack(e)));
+    }
     let (mut dense, mut dense_row, mut dense_width) = (Vec::new(), vec![0; n], 0);
+    let mut step: Vec<u64> = outs
+        .iter()
+        .map(|o| match o.as_slice() {
+            [only] => pack(*only),
+            _ => MULTI | NO_ROW,
+        })
+        .collect();
     if fits && deciders > 0 {
         dense_width = width;
-        dense = vec![0u16; deciders * width];
+        dense = vec![0u32; deciders * width];
         let mut row = 0;
         for b in (0..n).filter(|&b| outs[b].len() >= 2) {
             dense_row[b] = row;
+            step[b] = MULTI | row as u64;
             for &(x, edge) in &decide[b] {
                 if let Some(k) = outs[b].iter().position(|&o| o == edge) {
-                    dense[row + x as usize] = k as u16 + 1;
+                    dense[row + x as usize] = (first_out[b] + k) as u32 + 1;
                 }
             }
             row += width;
@@ -102,6 +137,8 @@ pub(super) fn walkable(f: &FunctionInfo) -> Walkable {
         part_exit[b] = true;
     }
     Walkable {
+        step,
+        flat,
         outs,
         decide,
         dense,
