@@ -2,7 +2,9 @@
  * runs, then the other side's pong(i), then ping(i+1), ... Each side
  * waits in read() for the other's write(), so the order in time is fixed
  * by the program itself: an interleaved trace must show the calls
- * alternating. Usage: paths_pingpong [ROUNDS] */
+ * alternating. The child comes back from fork inside a helper, and goes
+ * on in main's frame, which its own trace never entered: it is its
+ * parent's. Usage: paths_pingpong [ROUNDS] */
 #define _GNU_SOURCE
 #include "tally.h"
 #include <pthread.h>
@@ -24,6 +26,14 @@ NOINLINE void pong(long i)
 }
 
 static int to_other[2], to_me[2];
+
+NOINLINE pid_t spawn(void)
+{
+    pid_t p = fork();
+    if (p < 0)
+        _exit(5);
+    return p;
+}
 static int rounds;
 
 static void pinger(void)
@@ -55,7 +65,7 @@ int main(int argc, char **argv)
     rounds = arg_or(argc, argv, 1, 50);
     if (pipe(to_other) || pipe(to_me))
         return 1;
-    pid_t child = fork();
+    pid_t child = spawn();
     if (child == 0) {
         ponger(NULL);
         _exit(0);

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use weft_live::{Session, SharedMemory};
 use weft_paths::instrument::{ImageCode, PathsInstrument};
 use weft_paths::pool::{self, Pool};
-use weft_paths::trace_dir::{Chunk, Meta, ScheduleInfo, TraceWriter};
+use weft_paths::trace_dir::{Chunk, ForkPoint, Meta, ScheduleInfo, TraceWriter};
 use weft_plan::{Action, PointSpec};
 use weft_process::{ProcessMemory, Tracee};
 use weft_schedule::PoolAt;
@@ -249,8 +249,10 @@ impl PathsRun {
             ImageCode {
                 claim: handler.claim,
                 process: at + layout.program_process(),
+                forked: at + layout.forked_cursor(),
             },
         );
+
         if let Some(recorder) = &self.schedule {
             let at = PoolAt {
                 first_buffer: at + layout.buffer(0),
@@ -347,6 +349,7 @@ impl PathsRun {
                     }
                 }
                 self.unwritten.remove(&(pi, k));
+                writer.forks.extend(fork_point(&p.file, layout, k));
                 writer.chunk(&chunk)?;
                 p.file.write(layout.buffer(k), &vec![0u8; len as usize]);
                 p.file.store_u32(d + pool::STATE, pool::FREE);
@@ -425,6 +428,7 @@ impl PathsRun {
         };
         let functions = self.instrument.functions();
         let (bytes, chunks) = (writer.bytes, writer.chunks);
+        let forks = std::mem::take(&mut writer.forks);
         let meta = Meta {
             format: weft_paths::trace_dir::FORMAT.into(),
             version: weft_paths::trace_dir::VERSION,
@@ -439,6 +443,7 @@ impl PathsRun {
             validate: self.validate,
             loads: self.instrument.images(),
             schedule,
+            forks,
         };
         let traced = meta.functions.len();
         writer.finish(&meta)?;
@@ -504,6 +509,18 @@ fn chunk_of(file: &SharedMemory, layout: Pool, k: u64, len: usize) -> Chunk {
     }
 }
 
+/// Where the stream of a forked child whose first buffer is `k` went on
+/// from its parent's, if it is one.
+fn fork_point(file: &SharedMemory, layout: Pool, k: u64) -> Option<ForkPoint> {
+    let d = layout.desc(k);
+    let at = file.load_u64(d + pool::PARENT_AT);
+    (at != 0).then(|| ForkPoint {
+        child: file.load_u64(d + pool::DESC_SEQ),
+        parent: file.load_u64(d + pool::PARENT_SEQ),
+        at: at - 1,
+    })
+}
+
 /// Writes what a thread wrote into buffer `k`, which it still holds (or
 /// held when it ended), as a chunk; returns the bytes used.
 fn write_held(
@@ -516,6 +533,7 @@ fn write_held(
     let used = records_end(&whole);
     let mut chunk = chunk_of(file, layout, k, used);
     chunk.tsc_end = 0;
+    writer.forks.extend(fork_point(file, layout, k));
     writer.chunk(&chunk)?;
     Ok(used)
 }

@@ -103,12 +103,14 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
             out.header(key, None)?;
             let mut failed: Option<std::io::Error> = None;
             let accesses = std::cell::RefCell::new(Vec::new());
+            // A forked child goes on in its parent's frames.
+            let from = program.inherited_in(&trace, key);
             let summary = if a.data {
                 let biases = out.biases_of(key.2);
                 program.regenerate_data(
                     key.2 as usize,
                     &trace.stream(key),
-                    &biases,
+                    (&biases, from.as_ref()),
                     |s, _| {
                         if failed.is_none() {
                             failed = out.segment(key.2, s, &accesses.borrow()).err();
@@ -118,7 +120,7 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
                     |x| accesses.borrow_mut().push(x),
                 )
             } else {
-                program.regenerate(key.2 as usize, &trace.stream(key), |s| {
+                program.regenerate_at(key.2 as usize, &trace.stream(key), from.as_ref(), |s, _| {
                     if failed.is_none() {
                         failed = out.segment(key.2, s, &[]).err();
                     }
@@ -228,6 +230,7 @@ fn interleaved(trace: &Trace, program: &Program, out: &mut Output) -> Result<Sum
             let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Item>>(2);
             let biases = out.biases_of(key.2);
             let data = out.wants_data();
+            let from = program.inherited_in(trace, key);
             workers.push((
                 key,
                 scope.spawn(move || {
@@ -241,11 +244,12 @@ fn interleaved(trace: &Trace, program: &Program, out: &mut Output) -> Result<Sum
                         }
                     };
                     let summary = if data {
-                        program.regenerate_data(key.2 as usize, stream, &biases, segment, |x| {
+                        let biases = (biases.as_slice(), from.as_ref());
+                        program.regenerate_data(key.2 as usize, stream, biases, segment, |x| {
                             accesses.borrow_mut().push(x)
                         })
                     } else {
-                        program.regenerate_at(key.2 as usize, stream, segment)
+                        program.regenerate_at(key.2 as usize, stream, from.as_ref(), segment)
                     };
                     let _ = tx.send(batch.into_inner());
                     summary

@@ -98,6 +98,14 @@ impl BranchTargets {
                 .is_some()
     }
 
+    /// The targets in `range`, in order.
+    pub fn within(&self, range: std::ops::Range<u64>) -> impl Iterator<Item = u64> + '_ {
+        let (lo, hi) = (self.stored(range.start), self.stored(range.end));
+        self.targets
+            .range(lo..hi.max(lo))
+            .map(|&t| t.wrapping_add(self.offset))
+    }
+
     /// Whether `addr` is a target.
     pub fn contains(&self, addr: u64) -> bool {
         self.targets.contains(&self.stored(addr))
@@ -145,6 +153,14 @@ mod tests {
         assert!(!moved.contains(0x1003));
         assert!(moved.any_inside(0x7f00_0000_1000, 0x7f00_0000_1004));
         assert!(!moved.any_inside(0x7f00_0000_1003, 0x7f00_0000_1008));
+        let base = 0x7f00_0000_0000;
+        assert_eq!(
+            moved
+                .within(base + 0x1000..base + 0x1004)
+                .collect::<Vec<_>>(),
+            [base + 0x1003]
+        );
+        assert_eq!(moved.within(base + 0x1004..base + 0x1008).count(), 0);
         // An insert through the moved view lands at its own address, and
         // leaves the original alone.
         let mut moved = moved;

@@ -281,6 +281,30 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.or(rax, rdx)?;
     a.mov(qword_ptr(rbp + pool::TSC_START), rax)?;
     a.mov(qword_ptr(rbp + pool::LEN), 0)?;
+    // A forked child's first buffer says where its parent's stream stood:
+    // the buffer (by its sequence number) and the place in it.
+    let mut not_forked = a.create_label();
+    a.mov(qword_ptr(rbp + pool::PARENT_AT), 0)?;
+    a.mov(r8, pool_at + layout.forked_cursor())?;
+    a.mov(rax, qword_ptr(r8))?;
+    a.test(rax, rax)?;
+    a.jz(not_forked)?;
+    a.mov(qword_ptr(r8), 0)?;
+    a.mov(rcx, first_buffer)?;
+    a.sub(rax, rcx)?;
+    a.jb(not_forked)?;
+    a.xor(edx, edx)?;
+    a.mov(rcx, stride)?;
+    a.div(rcx)?; // rax = the parent's buffer, rdx = where in it
+    a.cmp(rax, n as i32)?;
+    a.jae(not_forked)?;
+    a.shl(rax, 6)?;
+    a.mov(rcx, descs)?;
+    a.mov(rax, qword_ptr(rax + rcx + pool::DESC_SEQ))?;
+    a.mov(qword_ptr(rbp + pool::PARENT_SEQ), rax)?;
+    a.add(rdx, 1)?;
+    a.mov(qword_ptr(rbp + pool::PARENT_AT), rdx)?;
+    a.set_label(&mut not_forked)?;
     a.mov(rax, stride)?;
     a.imul_2(rax, r15)?;
     a.mov(rcx, first_buffer)?;
@@ -424,6 +448,7 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.or(rax, rdx)?;
     a.mov(qword_ptr(r10 + pool::TSC_START), rax)?;
     a.mov(qword_ptr(r10 + pool::LEN), 0)?;
+    a.mov(qword_ptr(r10 + pool::PARENT_AT), 0)?;
     a.mov(rax, stride)?;
     a.imul_2(rax, r9)?;
     a.mov(rcx, first_buffer)?;

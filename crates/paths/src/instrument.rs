@@ -234,6 +234,9 @@ pub struct ImageCode {
     /// Where the pid of the process whose SIGSEGV action the pool's own
     /// page keeps lies (`Pool::program_process`), for the copy of `_Fork`.
     pub process: u64,
+    /// Where a forked child keeps the cursor it inherited
+    /// (`Pool::forked_cursor`), for the copy of `_Fork`.
+    pub forked: u64,
 }
 
 /// Where one process image has its traced modules.
@@ -346,6 +349,7 @@ impl Rebuild for PathsInstrument {
                 if f.function == FORK {
                     Role::Fork {
                         process: image.process,
+                        forked: image.forked,
                     }
                 } else {
                     Role::ThreadStart { claim: image.claim }

@@ -56,6 +56,12 @@ pub const TSC_END: u64 = 24;
 pub const LEN: u64 = 32;
 /// Descriptor: the owning process's pid (`u32`).
 pub const PID: u64 = 40;
+/// Descriptor, of a forked child's first buffer: the sequence number of
+/// the buffer its parent was writing when it forked (`u64`).
+pub const PARENT_SEQ: u64 = 48;
+/// Descriptor: 1 + where in that buffer the parent's stream stood (`u64`;
+/// 0 for a buffer that is not a forked child's first).
+pub const PARENT_AT: u64 = 56;
 
 /// A buffer no thread has.
 pub const FREE: u32 = 0;
@@ -144,6 +150,13 @@ impl Pool {
         self.own() + 32
     }
 
+    /// Offset of the cursor (`u64`) a forked child found in its TCB: its
+    /// parent's when it forked (the copy of `_Fork` writes it, in the
+    /// child's own page), until the child's first buffer takes it.
+    pub fn forked_cursor(&self) -> u64 {
+        self.own() + 40
+    }
+
     /// Bytes of the whole file.
     pub fn size(&self) -> u64 {
         self.own() + PAGE
@@ -176,6 +189,8 @@ mod tests {
         assert_eq!(Pool::new(56, 4096).header_size(), 2 * PAGE);
         assert_eq!(p.own(), p.code() + CODE_SIZE);
         assert_eq!(p.size(), p.own() + PAGE);
+        assert!(p.program_process() + 8 <= p.forked_cursor());
+        const { assert!(PARENT_AT + 8 <= DESC) };
         const { assert!(LOST + 8 <= OWNER && OWNER + 4 <= NEW_ACTION) };
         const { assert!(NEW_ACTION + 32 <= WAIT && WAIT + 16 <= DESCS) };
     }

@@ -89,6 +89,9 @@ pub enum Role {
     Fork {
         /// Where the child writes its pid.
         process: u64,
+        /// Where the child keeps the cursor it inherited (the pool's
+        /// `forked_cursor`, in the child's own page).
+        forked: u64,
     },
     /// The C library's `pthread_sigmask` (which `sigprocmask` calls): the
     /// copy records nothing, and after its system call, a mask that
@@ -280,7 +283,7 @@ pub fn rebuild(
             )
             .collect(),
         after_syscall: match role {
-            Role::Fork { process } => AfterSyscall::ForkChild { process },
+            Role::Fork { process, forked } => AfterSyscall::ForkChild { process, forked },
             Role::SignalMask => AfterSyscall::UnblockFaults,
             _ => AfterSyscall::Nothing,
         },
@@ -564,6 +567,7 @@ enum AfterSyscall {
     /// In a forked child (`rax` 0): clear the cursor, write the pid.
     ForkChild {
         process: u64,
+        forked: u64,
     },
     /// After `rt_sigprocmask` blocked SIGSEGV: unblock it.
     UnblockFaults,
@@ -642,9 +646,9 @@ impl Builder {
         if i.code() == Code::Syscall {
             match self.after_syscall {
                 AfterSyscall::Nothing => {}
-                AfterSyscall::ForkChild { process } => {
+                AfterSyscall::ForkChild { process, forked } => {
                     self.out.push(*i);
-                    return self.clear_cursor_in_child(process);
+                    return self.clear_cursor_in_child(process, forked);
                 }
                 AfterSyscall::UnblockFaults => {
                     self.out.push(*i);

@@ -9,8 +9,9 @@
 //! the records that follow belong to it until the call's `RETURNED`
 //! record: an `ENTERED` record opens the frame of a traced function it
 //! reached (the callee, or a callback of an untraced one). `EXIT` closes
-//! the frame. A stream that starts inside a call (a forked child) is read
-//! from its first `ENTERED` record at the top. A `RESUMED` record (a
+//! the frame. A forked child's stream starts with the frames its parent
+//! had at the fork ([`Program::inherited`]); another stream that starts
+//! inside a call is read from its first `ENTERED` record at the top. A `RESUMED` record (a
 //! `setjmp` returning, perhaps through a `longjmp` that skipped frames)
 //! drops the frames above the innermost one of its function and goes on
 //! after its call.
@@ -29,6 +30,7 @@
 
 use crate::data::{self, Access, Regs};
 use crate::instrument::{FunctionInfo, ImageLoads};
+use crate::trace_dir::{StreamKey, Trace};
 mod reader;
 mod walkable;
 
@@ -91,6 +93,11 @@ const NONE: u32 = u32::MAX;
 /// Segments a walk may give without the stream moving before the table
 /// is taken for damaged (edges without witnesses in a cycle).
 const UNREAD_MAX: u64 = 100_000_000;
+
+/// The frames a forked child's stream starts in: its parent's when it
+/// forked (see [`Program::inherited`]).
+#[derive(Clone)]
+pub struct Inherited(Vec<Frame>);
 
 /// What a regenerated stream held besides its code.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -210,7 +217,7 @@ impl<'a> Program<'a> {
         stream: &[u8],
         mut out: impl FnMut(Segment),
     ) -> Result<Summary, RegenError> {
-        self.regenerate_at(image, stream, |s, _| out(s))
+        self.regenerate_at(image, stream, None, |s, _| out(s))
     }
 
     /// [`Program::regenerate`], giving `out` with each segment the bytes
@@ -221,9 +228,50 @@ impl<'a> Program<'a> {
         &self,
         image: usize,
         stream: &[u8],
+        from: Option<&Inherited>,
         out: impl FnMut(Segment, usize),
     ) -> Result<Summary, RegenError> {
-        self.walk(image, stream, out, None::<(&[u64], fn(Access))>)
+        let mut stack = from.map_or_else(Vec::new, |f| f.0.clone());
+        self.walk(image, stream, out, None::<(&[u64], fn(Access))>, &mut stack)
+    }
+
+    /// The frames a forked child starts with: its parent's (a stream of
+    /// process image `image`, itself perhaps inherited `from` further
+    /// up) where its stream stood when it forked, `before` being the
+    /// parent's stream up to there.
+    pub fn inherited(
+        &self,
+        image: usize,
+        before: &[u8],
+        from: Option<&Inherited>,
+    ) -> Result<Inherited, RegenError> {
+        let mut stack = from.map_or_else(Vec::new, |f| f.0.clone());
+        self.walk(
+            image,
+            before,
+            |_, _| {},
+            None::<(&[u64], fn(Access))>,
+            &mut stack,
+        )?;
+        Ok(Inherited(stack))
+    }
+
+    /// [`Program::inherited`] for a stream of `trace`: `None` if it is not
+    /// a forked child's (or its parent's stream cannot be walked up to the
+    /// fork).
+    pub fn inherited_in(&self, trace: &Trace, thread: StreamKey) -> Option<Inherited> {
+        self.inherited_depth(trace, thread, 0)
+    }
+
+    fn inherited_depth(&self, trace: &Trace, thread: StreamKey, depth: u32) -> Option<Inherited> {
+        let (parent, at) = trace.fork_origin(thread)?;
+        let from = (depth < 64)
+            .then(|| self.inherited_depth(trace, parent, depth + 1))
+            .flatten();
+        let stream = trace.stream(parent);
+        let before = &stream[..at.min(stream.len())];
+        self.inherited(parent.2 as usize, before, from.as_ref())
+            .ok()
     }
 
     /// [`Program::regenerate_at`] with data addresses (`--data`): `data`
@@ -234,11 +282,12 @@ impl<'a> Program<'a> {
         &self,
         image: usize,
         stream: &[u8],
-        biases: &[u64],
+        (biases, from): (&[u64], Option<&Inherited>),
         out: impl FnMut(Segment, usize),
         data: impl FnMut(Access),
     ) -> Result<Summary, RegenError> {
-        self.walk(image, stream, out, Some((biases, data)))
+        let mut stack = from.map_or_else(Vec::new, |f| f.0.clone());
+        self.walk(image, stream, out, Some((biases, data)), &mut stack)
     }
 
     fn walk<D: FnMut(Access)>(
@@ -247,12 +296,12 @@ impl<'a> Program<'a> {
         stream: &[u8],
         mut out: impl FnMut(Segment, usize),
         mut data: Option<(&[u64], D)>,
+        stack: &mut Vec<Frame>,
     ) -> Result<Summary, RegenError> {
         let mut r = Reader {
             bytes: stream,
             at: 0,
         };
-        let mut stack: Vec<Frame> = Vec::new();
         let mut skipped = 0usize;
         let mut checked = 0u64;
         let done = |skipped, checked| Ok(Summary { skipped, checked });
@@ -279,7 +328,7 @@ impl<'a> Program<'a> {
                         continue;
                     }
                     Some(Record::Resumed(id)) => {
-                        self.resume(&mut stack, id, &r)?;
+                        self.resume(stack, id, &r)?;
                         continue;
                     }
                     Some(_) => {
@@ -295,7 +344,7 @@ impl<'a> Program<'a> {
                     None => return done(skipped, checked),
                     Some(Record::Resumed(id)) => {
                         r.next()?;
-                        self.resume(&mut stack, id, &r)?;
+                        self.resume(stack, id, &r)?;
                     }
                     Some(Record::Entered(id)) => {
                         r.next()?;
@@ -328,7 +377,7 @@ impl<'a> Program<'a> {
                         continue;
                     }
                     Some(Record::Resumed(id)) => {
-                        self.resume(&mut stack, id, &r)?;
+                        self.resume(stack, id, &r)?;
                         continue;
                     }
                     Some(other) => {
@@ -425,7 +474,7 @@ impl<'a> Program<'a> {
                             // A signal handler's longjmp, out of this frame
                             // (block records before it are the handler's).
                             while !matches!(r.next()?, Some(Record::Resumed(_)) | None) {}
-                            self.resume(&mut stack, id, &r)?;
+                            self.resume(stack, id, &r)?;
                             continue;
                         }
                         Some(Record::Entered(id)) => match r.peek_raw()? {
@@ -760,6 +809,7 @@ impl<'a> Program<'a> {
     }
 }
 
+#[derive(Clone)]
 struct Frame {
     function: u32,
     block: usize,

@@ -54,6 +54,22 @@ pub struct Meta {
     /// The schedule stream, if there is one.
     #[serde(default)]
     pub schedule: Option<ScheduleInfo>,
+    /// Where each forked child's stream goes on from its parent's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forks: Vec<ForkPoint>,
+}
+
+/// A forked child's first buffer, and where its parent's stream stood
+/// when it forked: the child's regeneration starts with the frames its
+/// parent had there (a child goes on in its parent's calls).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkPoint {
+    /// The child's first chunk (its `seq`).
+    pub child: u64,
+    /// The parent's chunk it forked in (its `seq`).
+    pub parent: u64,
+    /// Bytes of that chunk the parent had written.
+    pub at: u64,
 }
 
 /// What `schedule.zst` holds.
@@ -212,6 +228,8 @@ pub struct TraceWriter {
     pub bytes: u64,
     /// Chunks written.
     pub chunks: u64,
+    /// Forked children's first chunks, as written.
+    pub forks: Vec<ForkPoint>,
 }
 
 impl TraceWriter {
@@ -237,6 +255,7 @@ impl TraceWriter {
             schedule_records: 0,
             bytes: 0,
             chunks: 0,
+            forks: Vec::new(),
         })
     }
 
@@ -426,6 +445,19 @@ impl Trace {
             .get(&thread)
             .map(|cs| cs.iter().flat_map(|c| c.bytes.iter().copied()).collect())
             .unwrap_or_default()
+    }
+
+    /// For a forked child's stream: its parent's stream, and how much of
+    /// it came before the fork.
+    pub fn fork_origin(&self, thread: StreamKey) -> Option<(StreamKey, usize)> {
+        let first = self.threads.get(&thread)?.first()?.seq;
+        let fork = self.meta.forks.iter().find(|f| f.child == first)?;
+        self.threads.iter().find_map(|(&key, chunks)| {
+            let k = chunks.iter().position(|c| c.seq == fork.parent)?;
+            let before: usize = chunks[..k].iter().map(|c| c.bytes.len()).sum();
+            let at = (fork.at as usize).min(chunks[k].bytes.len());
+            (key != thread).then_some((key, before + at))
+        })
     }
 }
 

@@ -70,9 +70,7 @@ impl Session {
             };
             let internal = code.internal_targets();
             let targets = module.branch_targets();
-            let inside: Vec<u64> = (code.start() + 1..code.end())
-                .filter(|&a| targets.contains(a))
-                .collect();
+            let inside: Vec<u64> = targets.within(code.start() + 1..code.end()).collect();
             // Reached from outside: targets no jump of the function makes,
             // those other functions' branches reach (maybe as well as its
             // own), and those its other parts (a `.cold` part) jump back to.

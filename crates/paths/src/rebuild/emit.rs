@@ -72,17 +72,30 @@ impl Builder {
         Ok(())
     }
 
-    /// After `_Fork`'s system call: in the child (`rax` 0), clears the
-    /// cursor and writes the child's pid at `process`, keeping every
-    /// register and the flags.
-    pub(super) fn clear_cursor_in_child(&mut self, process: u64) -> Result<(), Refusal> {
+    /// After `_Fork`'s system call: in the child (`rax` 0), keeps the
+    /// parent's cursor at `forked`, clears the cursor and writes the
+    /// child's pid at `process`, keeping every register and the flags.
+    pub(super) fn clear_cursor_in_child(
+        &mut self,
+        process: u64,
+        forked: u64,
+    ) -> Result<(), Refusal> {
         let mut child = CodeAssembler::new(64).map_err(enc)?;
         let mut body = CodeAssembler::new(64).map_err(enc)?;
         (|| -> Result<(), iced_x86::IcedError> {
             child.test(rax, rax)?;
-            body.mov(qword_ptr(CURSOR).fs(), 0)?;
             body.push(rcx)?;
             body.push(r11)?;
+            // The parent's cursor, for the child's first buffer to say
+            // where the parent's stream stood. (This runs after each of
+            // the child's system calls in `_Fork` that returns 0: the
+            // later ones find the cursor cleared and keep what is there.)
+            body.mov(rcx, qword_ptr(CURSOR).fs())?;
+            body.mov(r11, forked)?;
+            body.test(rcx, rcx)?;
+            body.cmovz(rcx, qword_ptr(r11))?;
+            body.mov(qword_ptr(r11), rcx)?;
+            body.mov(qword_ptr(CURSOR).fs(), 0)?;
             body.mov(eax, SYS_GETPID)?;
             body.syscall()?;
             body.mov(rcx, process)?;
@@ -221,24 +234,63 @@ impl Builder {
             None => (Register::RAX, true),
         };
         self.saves_state |= save;
-        let r = asm_reg(reg);
         let flags = live.flags_live(STATUS_FLAGS);
-        let mut a = CodeAssembler::new(64).map_err(enc)?;
-        keeping(&mut a, save.then_some(rax), flags, |a| {
-            reserve(a, r, record.len())?;
-            if record.store_width() == 1 {
-                a.mov(byte_ptr(r), record.value())
-            } else {
-                a.mov(dword_ptr(r), record.value())
-            }
-        })
-        .map_err(enc)?;
-        let mut seq = a.take_instructions();
+        // Built as instructions, not assembled: a large program has
+        // hundreds of thousands of stores.
+        let with = |i: Result<Instruction, iced_x86::IcedError>| i.map_err(enc);
+        let below = save || flags;
+        let mut seq = Vec::with_capacity(9);
+        if below {
+            seq.push(lea_rsp(-RED_ZONE)?);
+        }
+        if save {
+            seq.push(with(Instruction::with1(Code::Push_r64, reg))?);
+        }
+        if flags {
+            seq.push(Instruction::with(Code::Pushfq));
+        }
+        // `mov r32, len; xadd fs:[CURSOR], r` (see `reserve`).
+        let low = with(Instruction::with2(
+            Code::Mov_r32_imm32,
+            reg32(reg),
+            record.len(),
+        ))?;
+        let cursor = MemoryOperand::new(
+            Register::None,
+            Register::None,
+            1,
+            CURSOR as i64,
+            8,
+            false,
+            Register::FS,
+        );
+        seq.push(low);
+        seq.push(with(Instruction::with2(Code::Xadd_rm64_r64, cursor, reg))?);
+        let at = MemoryOperand::with_base(reg);
+        seq.push(if record.store_width() == 1 {
+            with(Instruction::with2(Code::Mov_rm8_imm8, at, record.value()))?
+        } else {
+            with(Instruction::with2(Code::Mov_rm32_imm32, at, record.value()))?
+        });
+        if flags {
+            seq.push(Instruction::with(Code::Popfq));
+        }
+        if save {
+            seq.push(with(Instruction::with1(Code::Pop_r64, reg))?);
+        }
+        if below {
+            seq.push(lea_rsp(RED_ZONE)?);
+        }
         for i in seq.iter_mut() {
             i.set_ip(0);
         }
         Ok(seq)
     }
+}
+
+/// The 32-bit register of a 64-bit one.
+fn reg32(reg: Register) -> Register {
+    reg.full_register32()
 }
 
 impl Builder {
