@@ -294,6 +294,22 @@ SQL
         fi
     }
     bench_paths "gzip -c (10 MB of numbers)" "--paths all" /usr/bin/gzip -c "$input"
+    # What a run costs before the program's first instruction and after
+    # its last (laying out every function, writing the trace): gzip on an
+    # empty input; and a run six times longer, where that part counts less.
+    local big=$out/paths-input-6x.txt
+    for _ in 1 2 3 4 5 6; do cat "$input"; done > "$big"
+    for case in "empty input:/dev/null" "60 MB of numbers:$big"; do
+        local label=${case%%:*} file=${case#*:} cbase cweft
+        cbase=$(for _ in $(seq "$REPS"); do seconds /usr/bin/gzip -c "$file"; done | median)
+        cweft=$(for _ in $(seq "$REPS"); do
+            rm -rf "$out/paths-trace"
+            seconds "$WEFT" run --no-follow --paths all --paths-out "$out/paths-trace" -- /usr/bin/gzip -c "$file"
+        done | median)
+        printf '%-34s %-24s %9.3f %8.2f %12s %12s\n' "gzip -c ($label)" baseline "$cbase" 1 - -
+        printf '%-34s %-24s %9.3f %8.2f %12s %12s\n' "gzip -c ($label)" "weft --paths" "$cweft" "$(echo "$cweft / $cbase" | bc -l)" - -
+    done
+    rm -f "$big"
     # A workload of three processes (fork and exec followed), against
     # valgrind following children.
     local pipeline="gzip -c $input | wc -c"

@@ -472,7 +472,8 @@ fn validate(dir: &std::path::Path) -> Result<String> {
     let mut checked = 0u64;
     for &key in trace.threads.keys() {
         let (pid, tid, image) = key;
-        match program.regenerate(image as usize, &trace.stream(key), |_| {}) {
+        let from = program.inherited_in(&trace, key);
+        match program.regenerate_at(image as usize, &trace.stream(key), from.as_ref(), |_, _| {}) {
             Ok(s) => checked += s.checked,
             Err(e) => {
                 return Ok(format!(

@@ -55,9 +55,13 @@ pub(crate) fn resolve(
         OpKind::Register => slice_register(insns, at, jmp.op0_register())?,
         _ => return None,
     };
-    let bound = bound_before(insns, load_at);
+    // A compare of the index (or of memory, which it is often loaded from)
+    // says; one of another register says less than a byte index does.
+    let bound = match bound_before(insns, load_at, index_reg) {
+        Some((b, true)) => Some(b),
+        other => narrow_index(insns, load_at, index_reg).or(other.map(|(b, _)| b)),
+    };
     let count = bound.unwrap_or(MAX_ENTRIES).min(MAX_ENTRIES);
-    let _ = index_reg;
     let entry_size = match kind {
         Kind::Relative => 4,
         Kind::Absolute => 8,
@@ -183,11 +187,79 @@ fn find_lea(insns: &[Instruction], start: usize, before: usize, b: Register) -> 
         .map(|i| i.ip_rel_memory_address())
 }
 
-/// Number of entries from the bounds check nearest before `load_at`.
-fn bound_before(insns: &[Instruction], load_at: usize) -> Option<usize> {
-    let start = load_at.saturating_sub(SLICE * 2);
+/// Number of entries an index set just before `load_at` can select when
+/// no bounds check says: a byte zero-extended into it (`movzx eax, sil`:
+/// 256), or a mask (`and eax, 0x3f`: 64). CPython's dispatch indexes its
+/// table of `goto` labels with the opcode byte, and unused opcodes lead
+/// into another part of the function: without the size, the table would
+/// seem to end at the first of them.
+fn narrow_index(insns: &[Instruction], load_at: usize, index: Register) -> Option<usize> {
+    if index == Register::None {
+        return None;
+    }
+    let full = index.full_register();
+    let start = load_at.saturating_sub(SLICE);
     for j in (start..load_at).rev() {
         let i = &insns[j];
+        let writes = i.op_count() > 0
+            && i.op0_kind() == OpKind::Register
+            && i.op0_register().full_register() == full;
+        if !writes {
+            continue;
+        }
+        return match i.mnemonic() {
+            iced_x86::Mnemonic::Movzx
+                if i.op1_kind() == OpKind::Register && i.op1_register().size() == 1
+                    || i.op1_kind() == OpKind::Memory
+                        && i.memory_size() == iced_x86::MemorySize::UInt8 =>
+            {
+                Some(256)
+            }
+            iced_x86::Mnemonic::And
+                if i.op1_kind() != OpKind::Register && i.op1_kind() != OpKind::Memory =>
+            {
+                let mask = i.immediate(1);
+                (mask < MAX_ENTRIES as u64).then(|| mask as usize + 1)
+            }
+            _ => None,
+        };
+    }
+    None
+}
+
+/// Number of entries from the bounds check nearest before `load_at` (a
+/// compare with a constant, and the jump that leaves above it), and
+/// whether it compares the index register (or the register or memory it
+/// was copied from) rather than something else.
+fn bound_before(insns: &[Instruction], load_at: usize, index: Register) -> Option<(usize, bool)> {
+    let start = load_at.saturating_sub(SLICE * 2);
+    let mut indexes = vec![index.full_register()];
+    // Memory the index was loaded from (`mov eax, [rsi]`).
+    let mut loaded_from = Vec::new();
+    let place = |i: &Instruction| {
+        (
+            i.memory_base(),
+            i.memory_index(),
+            i.memory_index_scale(),
+            i.memory_displacement64(),
+        )
+    };
+    for j in (start..load_at).rev() {
+        let i = &insns[j];
+        // `mov eax, ecx`: the index came from ecx.
+        let moves = matches!(
+            i.code(),
+            Code::Mov_r32_rm32 | Code::Mov_r64_rm64 | Code::Mov_rm32_r32 | Code::Mov_rm64_r64
+        ) && i.op0_kind() == OpKind::Register
+            && indexes.contains(&i.op0_register().full_register());
+        if moves && i.op1_kind() == OpKind::Register {
+            indexes.push(i.op1_register().full_register());
+            continue;
+        }
+        if moves && i.op1_kind() == OpKind::Memory {
+            loaded_from.push(place(i));
+            continue;
+        }
         if i.is_jcc_short_or_near() {
             let cmp = j.checked_sub(1).map(|k| &insns[k])?;
             if cmp.mnemonic() != iced_x86::Mnemonic::Cmp
@@ -196,10 +268,14 @@ fn bound_before(insns: &[Instruction], load_at: usize) -> Option<usize> {
             {
                 continue;
             }
+            let related = match cmp.op0_kind() {
+                OpKind::Memory => loaded_from.contains(&place(cmp)),
+                _ => indexes.contains(&cmp.op0_register().full_register()),
+            };
             let imm = cmp.immediate(1) as usize;
             return match i.condition_code() {
-                ConditionCode::a => Some(imm + 1),
-                ConditionCode::ae => Some(imm),
+                ConditionCode::a => Some((imm + 1, related)),
+                ConditionCode::ae => Some((imm, related)),
                 _ => None,
             };
         }

@@ -253,6 +253,20 @@ impl<'a> Program<'a> {
             None::<(&[u64], fn(Access))>,
             &mut stack,
         )?;
+        // The parent forked in a call (to `fork`, or a function that
+        // called it); a walk that ends elsewhere was not given the
+        // parent's stream up to its fork.
+        if !stack.last().is_some_and(|f| f.in_call) {
+            return Err(RegenError {
+                offset: before.len(),
+                what: "the parent's stream does not stand in a call here".into(),
+            });
+        }
+        // Registers the parent changed after it last recorded them were not
+        // followed (the walk ran no ops): nothing is known of them.
+        for f in stack.iter_mut() {
+            f.regs = self.unknown_regs(f.function);
+        }
         Ok(Inherited(stack))
     }
 

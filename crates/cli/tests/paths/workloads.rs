@@ -247,6 +247,30 @@ fn python3_regenerates_through_its_split_functions() {
         "{} functions, {resumes} ways back from other parts",
         functions.len()
     );
+    // Without block records, regeneration decides every dispatch of the
+    // interpreter loop from witnesses alone: its table of `goto` labels
+    // (indexed by the opcode byte) must be whole.
+    let plain_trace = dir.join("plain-trace");
+    let out = run(
+        weft()
+            .args(["run", "--no-follow", "--paths", "all", "--paths-out"])
+            .arg(&plain_trace)
+            .arg("--")
+            .arg(python)
+            .args(args)
+            .arg(&script)
+            .env("PYTHONHASHSEED", "0"),
+        Duration::from_secs(300),
+    );
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    let regen = run(
+        weft()
+            .args(["regen", "--binary", "-o"])
+            .arg(dir.join("plain.bin"))
+            .arg(&plain_trace),
+        Duration::from_secs(120),
+    );
+    assert_eq!(regen.status, 0, "weft regen: {}", regen.stderr);
 }
 
 /// A process and its child, then two threads, take turns through pipes:

@@ -89,9 +89,15 @@ pub(super) enum Place {
 
 /// The entry of the function a tail call at the end of block `bi` goes
 /// to: a direct jump (or the taken side of a conditional one) out of the
-/// function to an address that is not one of its other parts.
+/// function to an address that is not one of its other parts. A
+/// conditional jump that ends the function has no tail call: its other
+/// way out, falling into the next function, is an edge to `EXIT` too,
+/// and regeneration could not tell the two apart.
 pub fn tail_target(code: &FunctionCode, bi: usize) -> Option<u64> {
     let b = code.blocks().get(bi)?;
+    if b.kind == BlockEnd::CondJump && b.last == code.instructions().len() {
+        return None;
+    }
     let tail = &code.instructions()[b.last - 1];
     let direct = matches!(
         tail.flow_control(),
