@@ -30,14 +30,15 @@
 
 use crate::data::{self, Access, Regs};
 use crate::instrument::{FunctionInfo, ImageLoads};
-use crate::trace_dir::{StreamKey, Trace};
+mod inherit;
+mod plain;
 mod reader;
 mod walkable;
 
-use crate::record::{self, Record};
+use crate::record::Record;
 use reader::Reader;
 use std::collections::HashMap;
-use walkable::{unpack, walkable, Walkable, MULTI, NO_ROW};
+use walkable::{walkable, Walkable};
 
 /// Instructions run without a break: `block`'s instructions
 /// `first..last` (indexes into [`crate::instrument::BlockInfo::insns`]).
@@ -233,59 +234,6 @@ impl<'a> Program<'a> {
     ) -> Result<Summary, RegenError> {
         let mut stack = from.map_or_else(Vec::new, |f| f.0.clone());
         self.walk(image, stream, out, None::<(&[u64], fn(Access))>, &mut stack)
-    }
-
-    /// The frames a forked child starts with: its parent's (a stream of
-    /// process image `image`, itself perhaps inherited `from` further
-    /// up) where its stream stood when it forked, `before` being the
-    /// parent's stream up to there.
-    pub fn inherited(
-        &self,
-        image: usize,
-        before: &[u8],
-        from: Option<&Inherited>,
-    ) -> Result<Inherited, RegenError> {
-        let mut stack = from.map_or_else(Vec::new, |f| f.0.clone());
-        self.walk(
-            image,
-            before,
-            |_, _| {},
-            None::<(&[u64], fn(Access))>,
-            &mut stack,
-        )?;
-        // The parent forked in a call (to `fork`, or a function that
-        // called it); a walk that ends elsewhere was not given the
-        // parent's stream up to its fork.
-        if !stack.last().is_some_and(|f| f.in_call) {
-            return Err(RegenError {
-                offset: before.len(),
-                what: "the parent's stream does not stand in a call here".into(),
-            });
-        }
-        // Registers the parent changed after it last recorded them were not
-        // followed (the walk ran no ops): nothing is known of them.
-        for f in stack.iter_mut() {
-            f.regs = self.unknown_regs(f.function);
-        }
-        Ok(Inherited(stack))
-    }
-
-    /// [`Program::inherited`] for a stream of `trace`: `None` if it is not
-    /// a forked child's (or its parent's stream cannot be walked up to the
-    /// fork).
-    pub fn inherited_in(&self, trace: &Trace, thread: StreamKey) -> Option<Inherited> {
-        self.inherited_depth(trace, thread, 0)
-    }
-
-    fn inherited_depth(&self, trace: &Trace, thread: StreamKey, depth: u32) -> Option<Inherited> {
-        let (parent, at) = trace.fork_origin(thread)?;
-        let from = (depth < 64)
-            .then(|| self.inherited_depth(trace, parent, depth + 1))
-            .flatten();
-        let stream = trace.stream(parent);
-        let before = &stream[..at.min(stream.len())];
-        self.inherited(parent.2 as usize, before, from.as_ref())
-            .ok()
     }
 
     /// [`Program::regenerate_at`] with data addresses (`--data`): `data`
@@ -563,87 +511,6 @@ impl<'a> Program<'a> {
                 top.block = to;
                 top.insn = 0;
             }
-        }
-    }
-
-    /// The walk of `top`'s frame in the common case, in a loop of its
-    /// own: blocks with no call left, left along an edge with no witness
-    /// or with a byte witness that comes next. Returns at anything else
-    /// (a call, an exit, another record, a witness that does not fit),
-    /// with the frame where the general walk takes over. `unread` counts
-    /// the segments since the stream last moved (from `last_at`), as the
-    /// general walk does.
-    fn run_plain(
-        &self,
-        top: &mut Frame,
-        r: &mut Reader<'_>,
-        out: &mut impl FnMut(Segment, usize),
-        (unread, last_at): (&mut u64, &mut usize),
-    ) {
-        let f = &self.functions[top.function as usize];
-        let w = &self.walk[top.function as usize];
-        let bytes = r.bytes;
-        let byte_witness = |at: usize| match bytes.get(at) {
-            Some(&x) if x != 0 && u32::from(x) <= record::MAX_BYTE_WITNESS => Some(u32::from(x)),
-            _ => None,
-        };
-        loop {
-            if r.at != *last_at {
-                *last_at = r.at;
-                *unread = 0;
-            }
-            *unread += 1;
-            if *unread > UNREAD_MAX {
-                return;
-            }
-            let b = top.block;
-            let block = &f.blocks[b];
-            if block.calls.last().is_some_and(|&c| c >= top.insn) {
-                return;
-            }
-            let end = block.insns.len() as u32;
-            if top.insn < end {
-                let s = Segment {
-                    function: top.function,
-                    block: b as u32,
-                    first: top.insn,
-                    last: end,
-                };
-                out(s, r.at);
-                top.insn = end;
-            }
-            let step = w.step[b];
-            let (to, witness) = if step & MULTI == 0 {
-                unpack(step)
-            } else {
-                let Some(x) = byte_witness(r.at) else {
-                    return;
-                };
-                let row = step & !MULTI;
-                let edge = if row != NO_ROW && (x as usize) < w.dense_width {
-                    match w.dense[row as usize + x as usize] {
-                        0 => None,
-                        k => Some(unpack(w.flat[k as usize - 1])),
-                    }
-                } else {
-                    w.decided(b, x)
-                };
-                let Some(edge) = edge else {
-                    return;
-                };
-                edge
-            };
-            if to == w.exit {
-                return;
-            }
-            if witness != 0 {
-                if byte_witness(r.at) != Some(witness) {
-                    return;
-                }
-                r.at += 1;
-            }
-            top.block = to;
-            top.insn = 0;
         }
     }
 
