@@ -205,27 +205,27 @@ fn python3_regenerates_through_its_split_functions() {
             .env("PYTHONHASHSEED", "0"),
         Duration::from_secs(30),
     );
+    // python3 running the script under `weft run --paths all FLAGS`.
+    let traced = |flags: &[&str], trace: &Path| {
+        let out = run(
+            weft()
+                .args(["run", "--no-follow", "--paths", "all"])
+                .args(flags)
+                .arg("--paths-out")
+                .arg(trace)
+                .arg("--")
+                .arg(python)
+                .args(args)
+                .arg(&script)
+                .env("PYTHONHASHSEED", "0"),
+            Duration::from_secs(300),
+        );
+        assert_eq!(out.status, 0, "weft: {}", out.stderr);
+        assert_eq!(out.stdout, plain.stdout, "python's output under --paths");
+        out
+    };
     let trace = dir.join("trace");
-    let out = run(
-        weft()
-            .args([
-                "run",
-                "--no-follow",
-                "--paths",
-                "all",
-                "--validate",
-                "--paths-out",
-            ])
-            .arg(&trace)
-            .arg("--")
-            .arg(python)
-            .args(args)
-            .arg(&script)
-            .env("PYTHONHASHSEED", "0"),
-        Duration::from_secs(300),
-    );
-    assert_eq!(out.status, 0, "weft: {}", out.stderr);
-    assert_eq!(out.stdout, plain.stdout, "python's output under --paths");
+    let out = traced(&["--validate"], &trace);
     // Every block python ran in its traced functions, as it recorded them
     // one by one, equals their regeneration from the witnesses.
     let validated = out
@@ -251,18 +251,7 @@ fn python3_regenerates_through_its_split_functions() {
     // interpreter loop from witnesses alone: its table of `goto` labels
     // (indexed by the opcode byte) must be whole.
     let plain_trace = dir.join("plain-trace");
-    let out = run(
-        weft()
-            .args(["run", "--no-follow", "--paths", "all", "--paths-out"])
-            .arg(&plain_trace)
-            .arg("--")
-            .arg(python)
-            .args(args)
-            .arg(&script)
-            .env("PYTHONHASHSEED", "0"),
-        Duration::from_secs(300),
-    );
-    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    traced(&[], &plain_trace);
     let regen = run(
         weft()
             .args(["regen", "--binary", "-o"])
