@@ -297,18 +297,23 @@ SQL
     # What a run costs before the program's first instruction and after
     # its last (laying out every function, writing the trace): gzip on an
     # empty input; and a run six times longer, where that part counts less.
-    local big=$out/paths-input-6x.txt
-    for _ in 1 2 3 4 5 6; do cat "$input"; done > "$big"
-    for case in "empty input:/dev/null" "60 MB of numbers:$big"; do
-        local label=${case%%:*} file=${case#*:} cbase cweft
-        cbase=$(for _ in $(seq "$REPS"); do seconds /usr/bin/gzip -c "$file"; done | median)
+    # Baseline and weft only.
+    steady() {
+        local label=$1 paths_args=$2; shift 2
+        local cbase cweft
+        cbase=$(for _ in $(seq "$REPS"); do seconds "$@"; done | median)
         cweft=$(for _ in $(seq "$REPS"); do
             rm -rf "$out/paths-trace"
-            seconds "$WEFT" run --no-follow --paths all --paths-out "$out/paths-trace" -- /usr/bin/gzip -c "$file"
+            # shellcheck disable=SC2086
+            seconds "$WEFT" run --no-follow $paths_args --paths-out "$out/paths-trace" -- "$@"
         done | median)
-        printf '%-34s %-24s %9.3f %8.2f %12s %12s\n' "gzip -c ($label)" baseline "$cbase" 1 - -
-        printf '%-34s %-24s %9.3f %8.2f %12s %12s\n' "gzip -c ($label)" "weft --paths" "$cweft" "$(echo "$cweft / $cbase" | bc -l)" - -
-    done
+        printf '%-34s %-24s %9.3f %8.2f %12s %12s\n' "$label" baseline "$cbase" 1 - -
+        printf '%-34s %-24s %9.3f %8.2f %12s %12s\n' "$label" "weft --paths" "$cweft" "$(echo "$cweft / $cbase" | bc -l)" - -
+    }
+    local big=$out/paths-input-6x.txt
+    for _ in 1 2 3 4 5 6; do cat "$input"; done > "$big"
+    steady "gzip -c (empty input)" "--paths all" /usr/bin/gzip -c /dev/null
+    steady "gzip -c (60 MB of numbers)" "--paths all" /usr/bin/gzip -c "$big"
     rm -f "$big"
     # A workload of three processes (fork and exec followed), against
     # valgrind following children.
@@ -328,9 +333,16 @@ SQL
         printf '%-34s %-24s %8s%.3f %7s%.1f %12s %12s\n' "sh -c 'gzip -c | wc -c'" "lackey --trace-children" "$mark" "$ps" "$mark" "$(echo "$ps / $pbase" | bc -l)" - -
     fi
     bench_paths "sqlite3 (libsqlite3 traced)" "--paths all --paths libsqlite3" /usr/bin/sqlite3 :memory: ".read $out/paths.sql"
+    # The same statements on ten times the rows: laying out libsqlite3's
+    # 2,900 functions counts less.
+    sed 's/i < 50000/i < 500000/' "$out/paths.sql" > "$out/paths-big.sql"
+    steady "sqlite3 (500,000 rows)" "--paths all --paths libsqlite3" /usr/bin/sqlite3 :memory: ".read $out/paths-big.sql"
     bench_paths "tar -c /usr/share/doc (I/O)" "--paths all" /usr/bin/tar -cf /dev/null /usr/share/doc
     bench_paths "python3 (dict loop, split functions)" "--paths all" /usr/bin/python3 -S -E -c 'd={}
 for i in range(200000): d[i%97]=d.get(i%97,0)+i
+print(len(d))'
+    steady "python3 (3,000,000 dict updates)" "--paths all" /usr/bin/python3 -S -E -c 'd={}
+for i in range(3000000): d[i%97]=d.get(i%97,0)+i
 print(len(d))'
 }
 

@@ -27,6 +27,7 @@ pub fn attach(
              at a time to trace it (counts and metrics take several)"
         );
     }
+    crate::start_background_work(args);
     if follow && args.ring_mode == crate::RingMode::Flight && !args.trace.is_empty() {
         bail!(
             "--ring-mode flight records one process: trace without --follow, or in discard \

@@ -352,6 +352,17 @@ fn parse_percent(text: &str) -> std::result::Result<f64, String> {
     }
 }
 
+/// Starts what weft needs later and can do meanwhile on other threads:
+/// measuring the TSC, loading the schedule's BPF programs. Called once
+/// `run` has started its program: a thread makes the C library handle
+/// SIGSETXID, and the program must start with the dispositions weft had.
+pub(crate) fn start_background_work(probes: &ProbeArgs) {
+    weft_live::clock::measure_ticks_in_background();
+    if !probes.paths.is_empty() {
+        paths::load_schedule_in_background();
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     weft_process::raise_open_file_limit();

@@ -94,7 +94,7 @@ impl PathsRun {
             reclaimed: std::time::Instant::now(),
             unwritten: std::collections::HashMap::new(),
             validate: args.validate,
-            schedule: match weft_schedule::Recorder::load() {
+            schedule: match schedule_loaded().and_then(weft_schedule::Recorder::reading) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     say!("weft: the trace has no schedule (weft regen --interleave needs it): {e}");
@@ -537,6 +537,32 @@ fn write_held(
     writer.forks.extend(fork_point(file, layout, k));
     writer.chunk(&chunk)?;
     Ok(used)
+}
+
+/// The schedule's programs, loading since [`load_schedule_in_background`].
+type Loading = std::thread::JoinHandle<weft_schedule::Result<weft_schedule::Loaded>>;
+static SCHEDULE: std::sync::Mutex<Option<Loading>> = std::sync::Mutex::new(None);
+
+/// Starts loading the schedule's BPF programs on a thread of their own,
+/// while weft starts the program and plans its copies.
+pub fn load_schedule_in_background() {
+    if let (Ok(mut slot), Ok(handle)) = (
+        SCHEDULE.lock(),
+        std::thread::Builder::new()
+            .name("weft-schedule".into())
+            .spawn(weft_schedule::Loaded::load),
+    ) {
+        *slot = Some(handle);
+    }
+}
+
+/// The schedule's programs: those loading in the background, else loaded now.
+fn schedule_loaded() -> weft_schedule::Result<weft_schedule::Loaded> {
+    let loading = SCHEDULE.lock().ok().and_then(|mut slot| slot.take());
+    match loading.map(std::thread::JoinHandle::join) {
+        Some(Ok(loaded)) => loaded,
+        _ => weft_schedule::Loaded::load(),
+    }
 }
 
 /// Where the records of a buffer end: the first record that starts with 0.

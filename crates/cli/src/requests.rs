@@ -118,9 +118,7 @@ impl Requests {
         }
         // Measured once per weft: every process of a workload runs on the
         // same clock.
-        static TICKS_PER_NS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-        let ticks_per_ns =
-            *TICKS_PER_NS.get_or_init(|| weft_live::clock::calibrate(Duration::from_millis(20)));
+        let ticks_per_ns = weft_live::clock::ticks_per_ns();
         let tracing = !args.trace.is_empty();
         let clock = weft_events::ClockChoice::from(args.clock)
             .resolve(weft_live::clock::tsc_is_invariant());

@@ -75,6 +75,7 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
         args: command[1..].to_vec(),
     };
     let mut tracee = Tracee::launch(&spec)?;
+    crate::start_background_work(args);
     let pid = tracee.pid();
     let mut session = workload.session_for(pid, args)?;
     let setup = (|| -> Result<Result<Requests, i32>> {

@@ -41,6 +41,7 @@ use iced_x86::{
     BlockEncoder, BlockEncoderOptions, Code, FlowControl, Instruction, InstructionBlock,
     MemoryOperand, Register,
 };
+use std::collections::HashMap;
 use weft_code::{BlockEnd, FunctionCode, RegSet};
 
 /// Offset in the thread control block (`fs:`) of the thread's witness
@@ -317,20 +318,27 @@ pub fn rebuild(
     };
     b.own_entry = Some((code.start(), entry_label));
     let exit = cfg.exit();
+    let outs = cfg.out_index();
     let witness_of = |from: usize, to: usize| -> Option<u32> {
-        cfg.out_edges(from)
-            .find(|&e| cfg.edges[e].to == to)
-            .and_then(|e| plan.witness[e])
+        outs[from]
+            .iter()
+            .find(|&&e| cfg.edges[e].to == to)
+            .and_then(|&e| plan.witness[e])
     };
     // A block's edges to EXIT in order: a conditional jump out of the
     // function first, then falling off the function's end (Cfg::from_code).
     let exit_witnesses = |from: usize| -> Vec<Option<u32>> {
-        cfg.out_edges(from)
-            .filter(|&e| cfg.edges[e].to == exit)
-            .map(|e| plan.witness[e])
+        outs[from]
+            .iter()
+            .filter(|&&e| cfg.edges[e].to == exit)
+            .map(|&e| plan.witness[e])
             .collect()
     };
-    let block_at = |addr: u64| code.blocks().iter().position(|b| b.start == addr);
+    let mut block_starts: HashMap<u64, usize> = HashMap::new();
+    for (k, blk) in code.blocks().iter().enumerate() {
+        block_starts.entry(blk.start).or_insert(k);
+    }
+    let block_at = |addr: u64| block_starts.get(&addr).copied();
     let mut continuations: Vec<(u64, u64)> = Vec::new();
     // What a call's return records: that it returned, or, for a call
     // that may return again later (`setjmp`), where its frame resumed.
@@ -393,12 +401,39 @@ pub fn rebuild(
                     witness_of(bi, fall)
                 };
                 let mut jcc = *tail;
+                // A backward jump (a loop going round, as the compiler lays
+                // loops out) whose way round writes a witness: that store
+                // goes inline, on the fall-through of the inverted jump, so
+                // the way round takes one jump instead of two (into a stub
+                // and back).
+                let inline_taken = taken_w.filter(|_| {
+                    taken != exit
+                        && fall != exit
+                        && taken != fall
+                        && !falls_off
+                        && target < tail.ip()
+                        && tail.is_jcc_short_or_near()
+                });
                 if taken == fall && taken != exit {
                     // One edge either way: its witness before the jump.
                     if let Some(w) = taken_w {
                         b.store(Record::Witness(w), live_before(tail.ip()))?;
                     }
                     b.out.push(jcc);
+                } else if let (Some(w), Some(next)) = (inline_taken, next) {
+                    jcc.negate_condition_code();
+                    let fall_store = fall_w.map(|_| b.fake());
+                    jcc.set_near_branch64(fall_store.unwrap_or(next));
+                    b.out.push(jcc);
+                    b.store(Record::Witness(w), live_before(target))?;
+                    let mut round =
+                        Instruction::with_branch(Code::Jmp_rel32_64, target).map_err(enc)?;
+                    round.set_ip(0);
+                    b.out.push(round);
+                    if let (Some(label), Some(w)) = (fall_store, fall_w) {
+                        b.pending_fake = Some(label);
+                        b.store(Record::Witness(w), live_before(next))?;
+                    }
                 } else {
                     let tail_call = link::tail_target(code, bi).filter(|_| taken == exit);
                     if let Some(w) = taken_w {
@@ -493,8 +528,12 @@ pub fn rebuild(
         bytes.extend_from_slice(&literal.to_le_bytes());
     }
     bytes.extend_from_slice(&r.code_buffer);
+    let mut first_with_ip: HashMap<u64, usize> = HashMap::with_capacity(all.len());
+    for (k, i) in all.iter().enumerate().rev() {
+        first_with_ip.insert(i.ip(), k);
+    }
     let offset_of_fake = |fake: u64| -> Option<u64> {
-        let k = all.iter().position(|i| i.ip() == fake)?;
+        let k = *first_with_ip.get(&fake)?;
         let off = r.new_instruction_offsets[k];
         (off != u32::MAX).then(|| code_at + off as u64)
     };

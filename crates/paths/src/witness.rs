@@ -137,6 +137,20 @@ impl Cfg {
     pub fn is_predicate(&self, block: usize) -> bool {
         self.out_edges(block).nth(1).is_some()
     }
+
+    /// For each vertex (`EXIT` included), the indexes of the edges leaving
+    /// it, in the order given: [`Cfg::out_edges`] for every vertex at once,
+    /// in time linear in the edges (an interpreter's function has
+    /// thousands of blocks).
+    pub fn out_index(&self) -> Vec<Vec<usize>> {
+        let mut outs = vec![Vec::new(); self.blocks + 1];
+        for (i, e) in self.edges.iter().enumerate() {
+            if let Some(o) = outs.get_mut(e.from) {
+                o.push(i);
+            }
+        }
+        outs
+    }
 }
 
 /// Where a function's witnesses go.
@@ -203,6 +217,16 @@ impl Plan {
     /// witness reachable through edges without; `None` stands for the end
     /// of the run (`EXIT` reached with no witness on the way).
     pub fn may_come_next(&self, cfg: &Cfg, e: usize) -> BTreeSet<Option<u32>> {
+        self.may_come_next_in(cfg, &cfg.out_index(), e)
+    }
+
+    /// [`Plan::may_come_next`] with the CFG's [`Cfg::out_index`] at hand.
+    pub fn may_come_next_in(
+        &self,
+        cfg: &Cfg,
+        outs: &[Vec<usize>],
+        e: usize,
+    ) -> BTreeSet<Option<u32>> {
         let mut out = BTreeSet::new();
         let mut seen = BTreeSet::new();
         let mut stack = vec![e];
@@ -219,7 +243,7 @@ impl Plan {
                 out.insert(None);
                 continue;
             }
-            stack.extend(cfg.out_edges(to));
+            stack.extend(outs.get(to).into_iter().flatten().copied());
         }
         out
     }
@@ -228,19 +252,23 @@ impl Plan {
 /// The estimated number of times each edge runs per call: loops iterate
 /// 10 times and a block's runs split evenly among its outgoing edges.
 pub fn weights(cfg: &Cfg) -> Vec<f64> {
-    let depth = loop_depths(cfg);
+    weights_with(cfg, &cfg.out_index())
+}
+
+fn weights_with(cfg: &Cfg, outs: &[Vec<usize>]) -> Vec<f64> {
+    let depth = loop_depths(cfg, outs);
     cfg.edges
         .iter()
         .map(|e| {
-            let outs = cfg.out_edges(e.from).count().max(1) as f64;
-            10f64.powi(depth[e.from] as i32) / outs
+            let n = outs.get(e.from).map_or(0, Vec::len).max(1) as f64;
+            10f64.powi(depth[e.from] as i32) / n
         })
         .collect()
 }
 
 /// How many loops each block is in: the natural loops of the back edges
 /// a depth-first walk from the entry finds.
-fn loop_depths(cfg: &Cfg) -> Vec<u32> {
+fn loop_depths(cfg: &Cfg, outs: &[Vec<usize>]) -> Vec<u32> {
     let n = cfg.blocks;
     let mut depth = vec![0u32; n + 1];
     // Iterative depth-first walk: back edges go to a block on the stack.
@@ -249,7 +277,7 @@ fn loop_depths(cfg: &Cfg) -> Vec<u32> {
     let mut stack: Vec<(usize, Vec<usize>)> = Vec::new();
     if cfg.entry < n {
         state[cfg.entry] = 1;
-        stack.push((cfg.entry, cfg.out_edges(cfg.entry).collect()));
+        stack.push((cfg.entry, outs[cfg.entry].clone()));
     }
     while let Some((block, pending)) = stack.last_mut() {
         let block = *block;
@@ -262,8 +290,7 @@ fn loop_depths(cfg: &Cfg) -> Vec<u32> {
                 match state[to] {
                     0 => {
                         state[to] = 1;
-                        let outs = cfg.out_edges(to).collect();
-                        stack.push((to, outs));
+                        stack.push((to, outs[to].clone()));
                     }
                     1 => back.push((block, to)),
                     _ => {}
@@ -318,17 +345,18 @@ pub fn place(cfg: &Cfg) -> Plan {
     let mut instrumented = vec![false; cfg.edges.len()];
     // 1. Blocking witnesses: a predicate's edge that reaches a call block
     // or EXIT through blocks that are no predicates.
+    let outs = cfg.out_index();
     let mut blocking = BTreeSet::new();
-    for p in (0..cfg.blocks).filter(|&b| cfg.is_predicate(b)) {
-        for e in cfg.out_edges(p) {
-            if reaches_call_or_exit(cfg, cfg.edges[e].to) {
+    for p in (0..cfg.blocks).filter(|&b| outs[b].len() >= 2) {
+        for &e in &outs[p] {
+            if reaches_call_or_exit(cfg, &outs, cfg.edges[e].to) {
                 instrumented[e] = true;
                 blocking.insert(e);
             }
         }
     }
     // 2. A maximum spanning tree of the others, from EXIT -> entry.
-    let weight = weights(cfg);
+    let weight = weights_with(cfg, &outs);
     let mut sets: Vec<usize> = (0..=exit).collect();
     fn find(sets: &mut [usize], mut x: usize) -> usize {
         while sets[x] != x {
@@ -369,18 +397,19 @@ pub fn place(cfg: &Cfg) -> Plan {
 
 /// Whether a path from `block` through blocks that are no predicates
 /// (including `block`) reaches a call block or `EXIT`.
-fn reaches_call_or_exit(cfg: &Cfg, block: usize) -> bool {
+fn reaches_call_or_exit(cfg: &Cfg, outs: &[Vec<usize>], block: usize) -> bool {
     let mut at = block;
     let mut seen = BTreeSet::new();
     loop {
         if at == cfg.exit() || cfg.calls.contains(&at) {
             return true;
         }
-        if cfg.is_predicate(at) || !seen.insert(at) {
+        let leaving = outs.get(at).map_or(&[][..], Vec::as_slice);
+        if leaving.len() >= 2 || !seen.insert(at) {
             return false;
         }
-        match cfg.out_edges(at).next() {
-            Some(e) => at = cfg.edges[e].to,
+        match leaving.first() {
+            Some(&e) => at = cfg.edges[e].to,
             None => return false,
         }
     }

@@ -98,9 +98,25 @@ impl std::fmt::Debug for Recorder {
     }
 }
 
-impl Recorder {
+/// The programs loaded and attached, their records not read yet. It can
+/// be made on another thread (loading takes the kernel some 10 ms of
+/// verifying and BTF), then become a [`Recorder`].
+pub struct Loaded {
+    object: libbpf_rs::Object,
+    links: Vec<libbpf_rs::Link>,
+}
+
+impl std::fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loaded")
+            .field("links", &self.links.len())
+            .finish()
+    }
+}
+
+impl Loaded {
     /// Loads and attaches the programs; no process is traced yet.
-    pub fn load() -> Result<Recorder> {
+    pub fn load() -> Result<Loaded> {
         libbpf_rs::set_print(None);
         let open = libbpf_rs::ObjectBuilder::default()
             .open_memory(OBJECT)
@@ -112,6 +128,19 @@ impl Recorder {
         for prog in object.progs_mut() {
             links.push(prog.attach().map_err(unavailable("attaching a program"))?);
         }
+        Ok(Loaded { object, links })
+    }
+}
+
+impl Recorder {
+    /// Loads and attaches the programs; no process is traced yet.
+    pub fn load() -> Result<Recorder> {
+        Recorder::reading(Loaded::load()?)
+    }
+
+    /// Starts reading the records of programs already loaded.
+    pub fn reading(loaded: Loaded) -> Result<Recorder> {
+        let Loaded { object, links } = loaded;
         let taken: Rc<RefCell<Vec<u8>>> = Rc::default();
         let sink = Rc::clone(&taken);
         let records = object

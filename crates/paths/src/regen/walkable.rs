@@ -80,13 +80,18 @@ pub(super) fn walkable(f: &FunctionInfo) -> Walkable {
         outs[from].push((to, w));
         let _ = e;
     }
+    let out_index = cfg.out_index();
     for (b, d) in decide.iter_mut().enumerate() {
         if outs[b].len() < 2 {
             continue;
         }
-        for e in cfg.out_edges(b) {
+        for &e in &out_index[b] {
             let (_, to, w) = f.edges[e];
-            for x in plan.may_come_next(&cfg, e).into_iter().flatten() {
+            for x in plan
+                .may_come_next_in(&cfg, &out_index, e)
+                .into_iter()
+                .flatten()
+            {
                 d.push((x, (to, w)));
             }
         }
