@@ -454,6 +454,57 @@ mod tests {
         assert!(f.jump_tables()[0].outside.is_empty());
     }
 
+    /// A switch whose table base is loaded far before the jump (20 `nop`s
+    /// between), as GCC hoists it out of a loop: `lea r14, [rip+T]`, then
+    /// `movsxd rax, [r14+rdi*4]; add rax, r14; jmp rax`. With `clobber`,
+    /// the body also writes r14 (`mov r14, rdi`).
+    fn far_table_switch(clobber: bool) -> FunctionCode {
+        let mut code = vec![0x4c, 0x8d, 0x35, 0x2d, 0, 0, 0]; // lea r14,[rip+0x2d] -> 0x34
+        let filler: &[u8] = if clobber {
+            &[0x49, 0x89, 0xfe]
+        } else {
+            &[0x90; 3]
+        };
+        code.extend_from_slice(filler);
+        code.extend_from_slice(&[0x90; 17]); // to 0x1b
+        code.extend_from_slice(&[
+            0x83, 0xff, 0x02, // 0x1b: cmp edi,2
+            0x77, 0x10, // 0x1e: ja 0x30
+            0x49, 0x63, 0x04, 0xbe, // 0x20: movsxd rax,[r14+rdi*4]
+            0x4c, 0x01, 0xf0, // 0x24: add rax,r14
+            0xff, 0xe0, // 0x27: jmp rax
+            0xb8, 1, 0, 0, 0, 0xc3, // 0x29: case 0
+            0xc3, // 0x2f: case 1
+            0x31, 0xc0, 0xc3, // 0x30: case 2 and default
+            0xcc, // 0x33
+        ]);
+        assert_eq!(code.len(), 0x34);
+        let image: Vec<u8> = code
+            .iter()
+            .copied()
+            .chain(
+                [0x29i32, 0x2f, 0x30]
+                    .iter()
+                    .flat_map(|t| (t - 0x34).to_le_bytes()),
+            )
+            .collect();
+        let data =
+            move |a: u64, n: usize| image.get(a as usize..a as usize + n).map(|s| s.to_vec());
+        FunctionCode::analyze(0, &code, &data)
+    }
+
+    #[test]
+    fn a_table_base_loaded_far_before_the_jump() {
+        let f = far_table_switch(false);
+        assert_eq!(f.jump_tables().len(), 1, "{:?}", f.blocks());
+        assert_eq!(f.jump_tables()[0].targets, vec![0x29, 0x2f, 0x30]);
+        assert!(!f.has_unresolved_indirect_jump());
+        // Another write of the base register: no table is guessed.
+        let f = far_table_switch(true);
+        assert!(f.jump_tables().is_empty(), "{:?}", f.jump_tables());
+        assert!(f.has_unresolved_indirect_jump());
+    }
+
     #[test]
     fn a_switch_with_cases_in_a_cold_part() {
         // The table of `pic_jump_table` with case 1 sent to 0x900, outside

@@ -13,7 +13,10 @@
 //! the compiler split off (`.cold`), kept in [`JumpTable::outside`].
 
 use crate::DataSource;
-use iced_x86::{Code, ConditionCode, Instruction, OpKind, Register};
+use iced_x86::{
+    Code, ConditionCode, FlowControl, Instruction, InstructionInfoFactory, OpAccess, OpKind,
+    Register,
+};
 
 /// A resolved jump table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,7 +150,8 @@ fn slice_register(
                 (Code::Movsxd_r64_rm32, Some(b))
                     if i.memory_base().full_register() == b && i.memory_index_scale() == 4 =>
                 {
-                    let table = find_lea(insns, start, j, b)?;
+                    let table =
+                        find_lea(insns, start, j, b).or_else(|| table_base_of(insns, j, b))?;
                     return Some((table, Kind::Relative, i.memory_index(), j));
                 }
                 (Code::Mov_r64_rm64, None)
@@ -185,6 +189,67 @@ fn find_lea(insns: &[Instruction], start: usize, before: usize, b: Register) -> 
                 && i.is_ip_rel_memory_operand()
         })
         .map(|i| i.ip_rel_memory_address())
+}
+
+/// The table a function keeps in register `b` for the whole of its body:
+/// the `lea b, [rip+T]` before `before`, however far (GCC hoists it out of
+/// the loop around a `switch`: perl's `Perl_ck_fun` loads it 17
+/// instructions before its jump), when no other instruction of the
+/// function writes `b` except `lea`s of the same table and the `pop` of
+/// an epilogue. A register calls do not keep (caller-saved) must not live
+/// across any call.
+fn table_base_of(insns: &[Instruction], before: usize, b: Register) -> Option<u64> {
+    let is_lea_of_b = |i: &Instruction| {
+        i.code() == Code::Lea_r64_m
+            && i.op0_register().full_register() == b
+            && i.is_ip_rel_memory_operand()
+    };
+    let table = insns[..before]
+        .iter()
+        .rev()
+        .find(|i| is_lea_of_b(i))?
+        .ip_rel_memory_address();
+    let caller_saved = matches!(
+        b,
+        Register::RAX
+            | Register::RCX
+            | Register::RDX
+            | Register::RSI
+            | Register::RDI
+            | Register::R8
+            | Register::R9
+            | Register::R10
+            | Register::R11
+    );
+    let mut factory = InstructionInfoFactory::new();
+    for i in insns {
+        if is_lea_of_b(i) {
+            if i.ip_rel_memory_address() != table {
+                return None;
+            }
+            continue;
+        }
+        if caller_saved
+            && matches!(
+                i.flow_control(),
+                FlowControl::Call | FlowControl::IndirectCall
+            )
+        {
+            return None;
+        }
+        let writes_b = factory.info(i).used_registers().iter().any(|u| {
+            u.register().full_register() == b
+                && !matches!(
+                    u.access(),
+                    OpAccess::Read | OpAccess::CondRead | OpAccess::None
+                )
+        });
+        let epilogue = i.code() == Code::Pop_r64 && i.op0_register() == b;
+        if writes_b && !epilogue {
+            return None;
+        }
+    }
+    Some(table)
 }
 
 /// Number of entries an index set just before `load_at` can select when

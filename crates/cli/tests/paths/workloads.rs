@@ -269,6 +269,43 @@ fn python3_regenerates_through_its_split_functions() {
     assert_eq!(regen.status, 0, "weft regen: {}", regen.stderr);
 }
 
+/// Debian's perl compiles its script through `Perl_ck_fun`, whose
+/// `switch` loads its table's address 17 instructions before the jump,
+/// outside the loop around it. Every block perl runs regenerates equal to
+/// its record (the table read wrongly sent its cases to original code).
+#[test]
+fn perl_validates_through_a_switch_whose_table_is_loaded_far_before() {
+    let perl = Path::new("/usr/bin/perl");
+    if !perl.exists() {
+        skip("Debian's perl is not installed (apt-get install perl-base)");
+        return;
+    }
+    let dir = scratch("paths-perl");
+    let script = "my %h; for my $i (1..20000) { $h{$i % 101} += $i } \
+                  print scalar(keys %h), ' ', $h{7}, \"\\n\";";
+    let plain = run(
+        std::process::Command::new(perl).args(["-e", script]),
+        Duration::from_secs(30),
+    );
+    let trace = dir.join("trace");
+    let out = paths_run(&trace, &["--validate"], perl, &["-e", script]);
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert_eq!(out.stdout, plain.stdout, "perl's output under --paths");
+    assert!(
+        out.stderr
+            .contains("weft: validated: regeneration gives the "),
+        "{}",
+        out.stderr
+    );
+    let meta = read_json(&trace.join("paths.json"));
+    let traced = meta["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["name"] == "Perl_ck_fun");
+    assert!(traced, "Perl_ck_fun is not traced: {}", out.stderr);
+}
+
 /// A process and its child, then two threads, take turns through pipes:
 /// each side's call can only run once the other's has written. Per
 /// thread, `weft regen` gives all of one side, then all of the other;
