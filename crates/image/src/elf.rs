@@ -114,6 +114,9 @@ pub struct Image {
     pub(crate) frame_parts: std::sync::OnceLock<Vec<u64>>,
     /// Code addresses kept in data (`code_pointers.rs`), read when first asked.
     pub(crate) code_pointers: std::sync::OnceLock<Vec<u64>>,
+    /// Symbols the dynamic symbol table defines (`imports.rs`), read when
+    /// first asked.
+    pub(crate) exports: std::sync::OnceLock<std::collections::HashMap<String, crate::Export>>,
 }
 
 impl Image {
@@ -217,6 +220,7 @@ impl Image {
             usdt,
             event_sites,
             import_slots: std::sync::OnceLock::new(),
+            exports: std::sync::OnceLock::new(),
             landing_pads: std::sync::OnceLock::new(),
             frame_parts: std::sync::OnceLock::new(),
             code_pointers: std::sync::OnceLock::new(),
@@ -755,6 +759,7 @@ mod tests {
             usdt: vec![],
             event_sites: vec![],
             import_slots: Default::default(),
+            exports: Default::default(),
             landing_pads: Default::default(),
             frame_parts: Default::default(),
             code_pointers: Default::default(),

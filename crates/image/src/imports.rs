@@ -4,7 +4,9 @@
 //! through.
 
 use crate::{FileAddr, Image};
-use object::{Object, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget};
+use object::{
+    Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget,
+};
 use std::collections::HashMap;
 
 impl Image {
@@ -20,6 +22,83 @@ impl Image {
         let slot = plt_stub_slot(addr, self.bytes_at(addr, 16)?)?;
         slots.get(&slot.get()).map(String::as_str)
     }
+}
+
+/// A symbol the image's dynamic symbol table defines: what references to
+/// its name from this image (and others) may bind to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Export {
+    /// Its link-time address.
+    pub addr: FileAddr,
+    /// A function (`STT_FUNC`), not data.
+    pub function: bool,
+    /// An `STT_GNU_IFUNC`: the address is the resolver's.
+    pub ifunc: bool,
+    /// The name has several definitions (symbol versions): which one a
+    /// reference binds to depends on the version it asks for.
+    pub versions: bool,
+}
+
+impl Image {
+    /// The definition of `name` (global or weak) in the dynamic symbol
+    /// table, if any.
+    pub fn export(&self, name: &str) -> Option<Export> {
+        self.exports
+            .get_or_init(|| exports(&self.data))
+            .get(name)
+            .copied()
+    }
+
+    /// Every PLT stub (`.plt`, `.plt.sec`, `.plt.got`, 16 or 8 bytes
+    /// apart) that jumps through a slot of a named import: (stub address,
+    /// symbol name).
+    pub fn plt_stubs(&self) -> Vec<(FileAddr, String)> {
+        let Ok(file) = object::File::parse(&*self.data) else {
+            return Vec::new();
+        };
+        let mut stubs = Vec::new();
+        for (section, step) in [(".plt", 16), (".plt.sec", 16), (".plt.got", 8)] {
+            let Some(sec) = file.section_by_name(section) else {
+                continue;
+            };
+            let (start, size) = (sec.address(), sec.size());
+            for at in (start..start + size).step_by(step) {
+                if let Some(name) = self.imported_name(FileAddr(at)) {
+                    stubs.push((FileAddr(at), name.to_string()));
+                }
+            }
+        }
+        stubs
+    }
+}
+
+/// Name → definition, for the dynamic symbol table's global and weak
+/// definitions.
+fn exports(data: &[u8]) -> HashMap<String, Export> {
+    let Ok(file) = object::File::parse(data) else {
+        return HashMap::new();
+    };
+    let mut out: HashMap<String, Export> = HashMap::new();
+    for s in file.dynamic_symbols() {
+        if !s.is_definition() || s.is_local() {
+            continue;
+        }
+        let Ok(name) = s.name() else {
+            continue;
+        };
+        let ifunc = matches!(s.flags(), object::SymbolFlags::Elf { st_info, .. }
+            if st_info & 0xf == object::elf::STT_GNU_IFUNC);
+        let export = Export {
+            addr: FileAddr(s.address()),
+            function: s.kind() == object::SymbolKind::Text,
+            ifunc,
+            versions: false,
+        };
+        out.entry(name.to_string())
+            .and_modify(|e| e.versions = true)
+            .or_insert(export);
+    }
+    out
 }
 
 /// Slot address → symbol name, for every jump-slot and GOT relocation.

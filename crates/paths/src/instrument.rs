@@ -5,7 +5,7 @@
 
 use crate::data::DataPlan;
 use crate::rebuild::{
-    call_target, leaves_by_returning, rebuild, splices, tail_target, Layout, Role,
+    call_target, leaves_by_returning, rebuild, splices, tail_target, through_plt, Layout, Role,
 };
 use crate::witness::{place, Cfg};
 use serde::{Deserialize, Serialize};
@@ -449,6 +449,7 @@ impl Rebuild for PathsInstrument {
             resumes: &twice,
             reentries: &reentries,
             no_return: &no_return,
+            plt_callees: f.plt_callees,
         };
         let built = rebuild(code, &cfg, &plan, &layout).map_err(|e| e.to_string())?;
         if built.bytes.len() as u64 > f.room {
@@ -459,7 +460,7 @@ impl Rebuild for PathsInstrument {
                 built.bytes.len()
             ));
         }
-        let blocks = code
+        let blocks: Vec<BlockInfo> = code
             .blocks()
             .iter()
             .enumerate()
@@ -487,9 +488,13 @@ impl Rebuild for PathsInstrument {
                                 iced_x86::FlowControl::Call | iced_x86::FlowControl::IndirectCall
                             )
                         })
-                        .map(|i| call_target(i).map_or(0, |t| t.wrapping_sub(f.bias)))
+                        .map(|i| {
+                            call_target(i)
+                                .map_or(0, |t| through_plt(f.plt_callees, t).wrapping_sub(f.bias))
+                        })
                         .collect(),
-                    tail: tail_target(code, bi).map_or(0, |t| t.wrapping_sub(f.bias)),
+                    tail: tail_target(code, bi)
+                        .map_or(0, |t| through_plt(f.plt_callees, t).wrapping_sub(f.bias)),
                 }
             })
             .collect();
@@ -547,10 +552,39 @@ impl Rebuild for PathsInstrument {
             })
             .map(|(k, _)| k)
             .collect();
+        // The table keeps the callees the function's first process found.
+        // Where a call through the PLT reaches another function here (a
+        // library preloaded in one process and not the other), neither
+        // is linked in this process: its call writes records, as the
+        // regenerator, reading the table's callee, expects.
+        let diverging: Vec<u64> = known
+            .map(|id| {
+                functions[id as usize]
+                    .blocks
+                    .iter()
+                    .zip(&blocks)
+                    .flat_map(|(was, now)| {
+                        was.callees
+                            .iter()
+                            .zip(&now.callees)
+                            .map(|(&a, &b)| (a, b))
+                            .chain([(was.tail, now.tail)])
+                    })
+                    .filter(|&(a, b)| a != b)
+                    .flat_map(|(a, b)| [a, b])
+                    .filter(|&a| a != 0)
+                    .map(|a| a.wrapping_add(f.bias))
+                    .collect()
+            })
+            .unwrap_or_default();
         if role == Role::Traced {
             applied.insert((f.pid, id));
             if let Ok(mut l) = self.links.lock() {
-                l.entry(f.pid).or_default().pending.push(crate::link::Copy {
+                let process = l.entry(f.pid).or_default();
+                for entry in diverging {
+                    process.never_link(entry);
+                }
+                process.pending.push(crate::link::Copy {
                     start: code.start(),
                     id,
                     linked_entry: built.linked_entry,

@@ -47,6 +47,11 @@ pub struct ProcessLinks {
 }
 
 impl ProcessLinks {
+    /// The function entered at `entry` is never linked in this image.
+    pub fn never_link(&mut self, entry: u64) {
+        self.unlinked_calls.insert(entry);
+    }
+
     /// Links the pending copies whose functions are in `placed`: returns
     /// the bytes to write, and the ids of the functions newly linked.
     pub fn link(&mut self, placed: &[u64]) -> (Vec<(u64, Vec<u8>)>, Vec<u32>) {

@@ -199,6 +199,18 @@ pub struct Layout<'a> {
     /// they push the original return address like a spliced call (the
     /// unwinder and debuggers look it up), with nothing to come back to.
     pub no_return: &'a [u64],
+    /// (PLT stub, the function of the module it reaches), sorted: a call
+    /// or tail call through such a stub is linked like a direct one.
+    pub plt_callees: &'a [(u64, u64)],
+}
+
+/// The function a direct call or jump to `target` reaches: through a PLT
+/// stub of `plt_callees` (see [`Layout::plt_callees`]), its function;
+/// else `target` itself.
+pub fn through_plt(plt_callees: &[(u64, u64)], target: u64) -> u64 {
+    plt_callees
+        .binary_search_by_key(&target, |&(stub, _)| stub)
+        .map_or(target, |k| plt_callees[k].1)
 }
 
 /// Lays out `code` again with the stores of `plan` (made for `cfg`,
@@ -220,6 +232,7 @@ pub fn rebuild(
         resumes,
         reentries,
         no_return,
+        plt_callees,
     } = *layout;
     if id > MAX_FUNCTION {
         return Err(Refusal::TooManyFunctions(id));
@@ -546,7 +559,7 @@ pub fn rebuild(
     }
     let offsets = &r.new_instruction_offsets;
     let linked_entry = code_at + offsets.get(linked_entry).map_or(0, |&o| o as u64);
-    let sites = link::resolve(
+    let mut sites = link::resolve(
         &b.marks,
         (body_len, &stub_lens),
         code_at,
@@ -554,6 +567,12 @@ pub fn rebuild(
         offsets,
         (code.start(), code_at),
     );
+    // A call through a stub of the module's own function links like a
+    // direct call to it: the copy then calls the callee's copy, past the
+    // PLT.
+    for s in &mut sites {
+        s.target = through_plt(plt_callees, s.target);
+    }
     Ok(Rebuilt {
         addr: at,
         bytes,

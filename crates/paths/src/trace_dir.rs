@@ -180,7 +180,7 @@ pub fn check_dir(dir: &Path) -> Result<(), TraceError> {
     for entry in std::fs::read_dir(dir).map_err(io(dir))? {
         let entry = entry.map_err(io(dir))?;
         let name = entry.file_name();
-        let weft_file = name == "buffers.zst" || name == "paths.json";
+        let weft_file = name == "buffers.zst" || name == "paths.json" || name == "schedule.zst";
         if !weft_file || !entry.file_type().map_err(io(dir))?.is_file() {
             return Err(TraceError::NotATrace(dir.to_path_buf()));
         }
@@ -236,7 +236,11 @@ impl TraceWriter {
     /// Creates `dir` (or reuses an earlier trace there, replacing it).
     pub fn create(dir: &Path) -> Result<TraceWriter, TraceError> {
         check_dir(dir)?;
-        let _ = std::fs::remove_file(dir.join("paths.json"));
+        // An earlier trace's schedule must not pass for this one's (a run
+        // without BPF writes none).
+        for old in ["paths.json", "schedule.zst"] {
+            let _ = std::fs::remove_file(dir.join(old));
+        }
         if !dir.exists() {
             use std::os::unix::fs::DirBuilderExt;
             std::fs::DirBuilder::new()

@@ -49,6 +49,14 @@ fn damaged_traces_and_wrong_directories_are_refused_clearly() {
     let trace = dir.join("trace");
     let out = paths_run(&trace, &[], &target, &["2000"]);
     assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    // An earlier trace, its schedule included, is replaced.
+    assert!(
+        trace.join("schedule.zst").exists(),
+        "no schedule: {}",
+        out.stderr
+    );
+    let out = paths_run(&trace, &[], &target, &["2000"]);
+    assert_eq!(out.status, 0, "weft over an earlier trace: {}", out.stderr);
     // Weft's user's only.
     use std::os::unix::fs::PermissionsExt;
     for p in [

@@ -375,3 +375,112 @@ fn interleave_follows_the_turns_the_program_took() {
         "the same code, in another order"
     );
 }
+
+/// A library's call of its own exported function goes through its PLT
+/// (`call leaf@plt`). Where the dynamic linker binds it to the library's
+/// own `leaf`, the copy calls `leaf`'s copy directly and writes no record
+/// (`leaf` is linked); where a preloaded library's `leaf` takes the call
+/// over, the call reaches that one, as without weft. Two processes of one
+/// workload, one of each kind in either order, share the function table,
+/// and each regenerates equal to its block record.
+#[test]
+fn calls_through_the_plt_link_only_where_they_reach_the_library_itself() {
+    let own = build_shared("pltown", &O2);
+    let pre = build_shared("pltpre", &O2);
+    let dir = scratch("paths-plt");
+    let lib_dir = own.parent().unwrap();
+    let main = dir.join("pltmain");
+    let built = run(
+        std::process::Command::new("gcc")
+            .args(["-O2", "-o"])
+            .arg(&main)
+            .arg(targets_dir().join("pltmain.c"))
+            .arg("-L")
+            .arg(lib_dir)
+            .args(["-lpltown", "-Wl,-rpath"])
+            .arg(lib_dir),
+        Duration::from_secs(60),
+    );
+    assert_eq!(built.status, 0, "gcc: {}", built.stderr);
+    let main = main.to_str().unwrap().to_string();
+    let pre = pre.to_str().unwrap().to_string();
+    let plain = |preload: bool| {
+        let mut c = std::process::Command::new(&main);
+        c.arg("20000");
+        if preload {
+            c.env("LD_PRELOAD", &pre);
+        }
+        run(&mut c, Duration::from_secs(30)).stdout
+    };
+    let (alone, preloaded) = (plain(false), plain(true));
+    assert_ne!(alone, preloaded, "the preloaded leaf gives another sum");
+
+    let trace = dir.join("alone");
+    let out = run(
+        weft()
+            .args([
+                "run",
+                "--no-follow",
+                "--paths",
+                "libpltown.so",
+                "--validate",
+            ])
+            .arg("--paths-out")
+            .arg(&trace)
+            .args(["--", &main, "20000"]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert_eq!(out.stdout, alone);
+    assert!(out.stderr.contains("weft: validated: "), "{}", out.stderr);
+    let meta = read_json(&trace.join("paths.json"));
+    let leaf = meta["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "leaf")
+        .and_then(|f| f["id"].as_u64())
+        .unwrap_or_else(|| panic!("leaf is not traced: {}", out.stderr));
+    let linked = meta["loads"][0]["linked"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        linked.iter().any(|id| id.as_u64() == Some(leaf)),
+        "leaf, called through the PLT, is not linked: {:?}",
+        meta["loads"]
+    );
+
+    let run_a = format!("{main} 20000");
+    let run_b = format!("LD_PRELOAD={pre} {main} 20000");
+    for (k, (first, second, want)) in [
+        (&run_a, &run_b, [alone.clone(), preloaded.clone()].concat()),
+        (&run_b, &run_a, [preloaded.clone(), alone.clone()].concat()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let trace = dir.join(format!("workload-{k}"));
+        let out = run(
+            weft()
+                .args([
+                    "run",
+                    "--paths",
+                    "libpltown.so",
+                    "--validate",
+                    "--paths-out",
+                ])
+                .arg(&trace)
+                .args(["--", "/bin/sh", "-c", &format!("{first}; {second}")]),
+            Duration::from_secs(120),
+        );
+        assert_eq!(out.status, 0, "weft: {}", out.stderr);
+        assert_eq!(out.stdout, want, "the sums under weft");
+        assert!(
+            out.stderr
+                .contains("weft: validated: regeneration gives the "),
+            "{first}; {second}: {}",
+            out.stderr
+        );
+    }
+}

@@ -92,7 +92,8 @@ pub fn variant(test_name: &str) -> Variant {
         .unwrap_or_else(|| panic!("no build variant for the test {test_name}"))
 }
 
-fn targets_dir() -> PathBuf {
+/// The C sources of the test targets.
+pub fn targets_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/targets"))
 }
 

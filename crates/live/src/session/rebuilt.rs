@@ -8,6 +8,7 @@
 use super::apply::SiteError;
 use super::prepare::PreparedProbe;
 use super::*;
+use std::collections::HashMap;
 use std::sync::Arc;
 use weft_abi::mman;
 use weft_plan::{Rebuilding, RebuiltCode};
@@ -17,6 +18,36 @@ use weft_plan::{Rebuilding, RebuiltCode};
 pub(super) struct RebuiltFunction {
     /// (original address, the five bytes the jump replaced).
     pub(super) replaced: Vec<(u64, [u8; 5])>,
+}
+
+/// The PLT stubs of module `m` that reach a function of `m` itself, with
+/// that function's entry (runtime addresses, sorted): the stub's symbol is
+/// a function `m` exports under one version, not an IFUNC, and no other
+/// module of the process exports the name, so the dynamic linker binds
+/// the stub's slot to `m`'s definition, already (`BIND_NOW`) or at its
+/// first call. (A library loaded later with `RTLD_GLOBAL` cannot come
+/// before `m` in the lookup order unless `m` was itself loaded with
+/// `RTLD_LOCAL`: such a late definition is not seen.)
+fn own_plt_callees(modules: &[Arc<Module>], m: usize) -> Vec<(u64, u64)> {
+    let module = &modules[m];
+    let mut out: Vec<(u64, u64)> = module
+        .image
+        .plt_stubs()
+        .into_iter()
+        .filter_map(|(stub, name)| {
+            let own = module.image.export(&name)?;
+            if !own.function || own.ifunc || own.versions {
+                return None;
+            }
+            let elsewhere = modules
+                .iter()
+                .enumerate()
+                .any(|(k, other)| k != m && other.image.export(&name).is_some());
+            (!elsewhere).then(|| (module.runtime(stub).get(), module.runtime(own.addr).get()))
+        })
+        .collect();
+    out.sort_unstable();
+    out
 }
 
 impl Session {
@@ -39,6 +70,7 @@ impl Session {
         let mut text = TextBatch::new(self.pid)?;
         // Per instrument, the entries of the functions it laid out here.
         let mut placed: Vec<(Arc<dyn weft_plan::Rebuild>, Vec<u64>)> = Vec::new();
+        let mut plt_callees: HashMap<usize, Vec<(u64, u64)>> = HashMap::new();
         for item in items {
             let Action::Rebuild(rebuild) = &item.action else {
                 continue;
@@ -87,6 +119,9 @@ impl Session {
             // (`Module::function_code` starts a block at each of them.)
             outside.sort_unstable();
             outside.dedup();
+            let plt = plt_callees
+                .entry(item.module)
+                .or_insert_with(|| own_plt_callees(&self.modules, item.module));
             let built = match rebuild.rebuild(&Rebuilding {
                 module: &module.name,
                 path: &module.path,
@@ -99,6 +134,7 @@ impl Session {
                 at,
                 image: &module.image,
                 pid: self.pid,
+                plt_callees: plt,
                 room: CODE_AREA.saturating_sub(self.clusters[ci].used),
             }) {
                 Ok(b) => b,
