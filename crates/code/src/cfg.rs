@@ -124,11 +124,17 @@ impl FunctionCode {
         if inside.is_empty() {
             return;
         }
+        // A `switch` whose table weft cannot find is no computed `goto`:
+        // it stays unresolved (and its function untraced).
         let unresolved: Vec<u64> = self
             .insns
             .iter()
-            .filter(|i| i.flow_control() == FlowControl::IndirectBranch)
-            .map(|i| i.ip())
+            .enumerate()
+            .filter(|(k, i)| {
+                i.flow_control() == FlowControl::IndirectBranch
+                    && !jump_table::is_offset_switch(&self.insns, *k)
+            })
+            .map(|(_, i)| i.ip())
             .filter(|&ip| !self.jump_tables.iter().any(|t| t.jump == ip))
             .collect();
         if unresolved.is_empty() {
@@ -491,6 +497,52 @@ mod tests {
         let data =
             move |a: u64, n: usize| image.get(a as usize..a as usize + n).map(|s| s.to_vec());
         FunctionCode::analyze(0, &code, &data)
+    }
+
+    /// `far_table_switch`'s shape with the base register written again
+    /// after the `switch`, on a way that never leads back to it (bash's
+    /// `enable_builtin`): `mov r14, rdi` in the default case.
+    fn base_written_after_the_switch() -> FunctionCode {
+        let mut code = vec![0x4c, 0x8d, 0x35, 0x31, 0, 0, 0]; // lea r14,[rip+0x31] -> 0x38
+        code.extend_from_slice(&[0x90; 20]); // to 0x1b
+        code.extend_from_slice(&[
+            0x83, 0xff, 0x02, // 0x1b: cmp edi,2
+            0x77, 0x10, // 0x1e: ja 0x30
+            0x49, 0x63, 0x04, 0xbe, // 0x20: movsxd rax,[r14+rdi*4]
+            0x4c, 0x01, 0xf0, // 0x24: add rax,r14
+            0xff, 0xe0, // 0x27: jmp rax
+            0xb8, 1, 0, 0, 0, 0xc3, // 0x29: case 0
+            0xc3, // 0x2f: case 1
+            0x49, 0x89, 0xfe, // 0x30: mov r14,rdi (default)
+            0x31, 0xc0, 0xc3, // 0x33: xor eax,eax; ret
+            0xcc, 0xcc, // 0x36
+        ]);
+        assert_eq!(code.len(), 0x38);
+        let image: Vec<u8> = code
+            .iter()
+            .copied()
+            .chain(
+                [0x29i32, 0x2f, 0x30]
+                    .iter()
+                    .flat_map(|t| (t - 0x38).to_le_bytes()),
+            )
+            .collect();
+        let data =
+            move |a: u64, n: usize| image.get(a as usize..a as usize + n).map(|s| s.to_vec());
+        FunctionCode::analyze(0, &code, &data)
+    }
+
+    #[test]
+    fn a_table_base_written_again_only_after_the_switch() {
+        let f = base_written_after_the_switch();
+        assert_eq!(f.jump_tables().len(), 1, "{:?}", f.blocks());
+        assert_eq!(f.jump_tables()[0].targets, vec![0x29, 0x2f, 0x30]);
+        // Taken for a computed `goto` when unresolved, the jump would have
+        // had the function's entry (a code address in data) as its case.
+        let mut g = far_table_switch(true);
+        g.add_computed_targets(&[0]);
+        assert!(g.jump_tables().is_empty(), "{:?}", g.jump_tables());
+        assert!(g.has_unresolved_indirect_jump());
     }
 
     #[test]

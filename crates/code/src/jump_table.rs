@@ -113,12 +113,25 @@ enum Kind {
     Absolute,
 }
 
+/// The load of a table entry feeding a `jmp reg`.
+enum TableLoad {
+    /// `movsxd rX, dword [rB+rI*4]; add rX, rB`: an offset from the table
+    /// whose address `rB` holds.
+    Relative {
+        base: Register,
+        index: Register,
+        at: usize,
+    },
+    /// `mov rX, [T+rI*8]`.
+    Absolute {
+        table: u64,
+        index: Register,
+        at: usize,
+    },
+}
+
 /// For `jmp reg`, finds the table load feeding `reg`.
-fn slice_register(
-    insns: &[Instruction],
-    at: usize,
-    reg: Register,
-) -> Option<(u64, Kind, Register, usize)> {
+fn table_load(insns: &[Instruction], at: usize, reg: Register) -> Option<TableLoad> {
     let start = at.saturating_sub(SLICE);
     let mut want = reg.full_register();
     let mut base_reg = None;
@@ -150,19 +163,20 @@ fn slice_register(
                 (Code::Movsxd_r64_rm32, Some(b))
                     if i.memory_base().full_register() == b && i.memory_index_scale() == 4 =>
                 {
-                    let table =
-                        find_lea(insns, start, j, b).or_else(|| table_base_of(insns, j, b))?;
-                    return Some((table, Kind::Relative, i.memory_index(), j));
+                    return Some(TableLoad::Relative {
+                        base: b,
+                        index: i.memory_index(),
+                        at: j,
+                    });
                 }
                 (Code::Mov_r64_rm64, None)
                     if i.memory_base() == Register::None && i.memory_index_scale() == 8 =>
                 {
-                    return Some((
-                        i.memory_displacement64(),
-                        Kind::Absolute,
-                        i.memory_index(),
-                        j,
-                    ));
+                    return Some(TableLoad::Absolute {
+                        table: i.memory_displacement64(),
+                        index: i.memory_index(),
+                        at: j,
+                    });
                 }
                 _ => {}
             }
@@ -176,6 +190,152 @@ fn slice_register(
         }
     }
     None
+}
+
+/// For `jmp reg`, the table (address, kind, index register, where its
+/// entry is loaded).
+fn slice_register(
+    insns: &[Instruction],
+    at: usize,
+    reg: Register,
+) -> Option<(u64, Kind, Register, usize)> {
+    match table_load(insns, at, reg)? {
+        TableLoad::Relative { base, index, at: j } => {
+            let table = find_lea(insns, at.saturating_sub(SLICE), j, base)
+                .or_else(|| table_base_of(insns, j, base))
+                .or_else(|| base_reaching(insns, at, j, base))?;
+            Some((table, Kind::Relative, index, j))
+        }
+        TableLoad::Absolute {
+            table,
+            index,
+            at: j,
+        } => Some((table, Kind::Absolute, index, j)),
+    }
+}
+
+/// Whether the indirect jump `insns[at]` adds an entry of a table of
+/// offsets to the table's address (a `switch`, never a computed `goto`,
+/// even when weft cannot tell the table's address).
+pub(crate) fn is_offset_switch(insns: &[Instruction], at: usize) -> bool {
+    let jmp = &insns[at];
+    jmp.op0_kind() == OpKind::Register
+        && matches!(
+            table_load(insns, at, jmp.op0_register()),
+            Some(TableLoad::Relative { .. })
+        )
+}
+
+/// Whether `i` may change register `b`: any write to it or a part of it,
+/// and a call for a register calls do not keep.
+fn writes(i: &Instruction, b: Register, factory: &mut InstructionInfoFactory) -> bool {
+    if is_caller_saved(b)
+        && matches!(
+            i.flow_control(),
+            FlowControl::Call | FlowControl::IndirectCall
+        )
+    {
+        return true;
+    }
+    factory.info(i).used_registers().iter().any(|u| {
+        u.register().full_register() == b
+            && !matches!(
+                u.access(),
+                OpAccess::Read | OpAccess::CondRead | OpAccess::None
+            )
+    })
+}
+
+fn is_caller_saved(b: Register) -> bool {
+    matches!(
+        b,
+        Register::RAX
+            | Register::RCX
+            | Register::RDX
+            | Register::RSI
+            | Register::RDI
+            | Register::R8
+            | Register::R9
+            | Register::R10
+            | Register::R11
+    )
+}
+
+/// The table whose address register `b` holds at `insns[load]`, the load
+/// of the `switch` jump `insns[jump]`, found by walking the function's
+/// instructions back from the load along every way in (fall-through and
+/// direct branches): each must meet the same `lea b, [rip+T]` before any
+/// other write of `b`, and none may reach the function's entry. An
+/// instruction no direct branch or fall-through reaches is a case of this
+/// very `switch` (where `b` holds the table, if it does on every other
+/// way): allowed only when the jump is the function's one indirect jump.
+/// bash's `enable_builtin` loads its table in its prologue and writes the
+/// register again after the option loop.
+fn base_reaching(insns: &[Instruction], jump: usize, load: usize, b: Register) -> Option<u64> {
+    let index: std::collections::HashMap<u64, usize> =
+        insns.iter().enumerate().map(|(k, i)| (i.ip(), k)).collect();
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); insns.len()];
+    for (k, i) in insns.iter().enumerate() {
+        let falls = matches!(
+            i.flow_control(),
+            FlowControl::Next
+                | FlowControl::Call
+                | FlowControl::IndirectCall
+                | FlowControl::ConditionalBranch
+        );
+        if falls && k + 1 < insns.len() {
+            preds[k + 1].push(k);
+        }
+        if matches!(
+            i.flow_control(),
+            FlowControl::ConditionalBranch | FlowControl::UnconditionalBranch
+        ) && crate::cfg::is_direct_branch(i)
+        {
+            if let Some(&t) = index.get(&i.near_branch_target()) {
+                preds[t].push(k);
+            }
+        }
+    }
+    let one_indirect_jump = insns
+        .iter()
+        .enumerate()
+        .all(|(k, i)| k == jump || i.flow_control() != FlowControl::IndirectBranch);
+    let mut factory = InstructionInfoFactory::new();
+    let mut table = None;
+    let mut seen = vec![false; insns.len()];
+    let mut work = vec![load];
+    seen[load] = true;
+    while let Some(k) = work.pop() {
+        if k == 0 {
+            return None;
+        }
+        if preds[k].is_empty() && !one_indirect_jump {
+            return None;
+        }
+        for &p in &preds[k] {
+            if seen[p] {
+                continue;
+            }
+            seen[p] = true;
+            let i = &insns[p];
+            if i.code() == Code::Lea_r64_m
+                && i.op0_register().full_register() == b
+                && i.is_ip_rel_memory_operand()
+            {
+                let t = i.ip_rel_memory_address();
+                if table.is_some_and(|x| x != t) {
+                    return None;
+                }
+                table = Some(t);
+                continue;
+            }
+            if writes(i, b, &mut factory) {
+                return None;
+            }
+            work.push(p);
+        }
+    }
+    table
 }
 
 /// `lea b, [rip+T]` before `before`.
@@ -209,18 +369,6 @@ fn table_base_of(insns: &[Instruction], before: usize, b: Register) -> Option<u6
         .rev()
         .find(|i| is_lea_of_b(i))?
         .ip_rel_memory_address();
-    let caller_saved = matches!(
-        b,
-        Register::RAX
-            | Register::RCX
-            | Register::RDX
-            | Register::RSI
-            | Register::RDI
-            | Register::R8
-            | Register::R9
-            | Register::R10
-            | Register::R11
-    );
     let mut factory = InstructionInfoFactory::new();
     for i in insns {
         if is_lea_of_b(i) {
@@ -229,23 +377,8 @@ fn table_base_of(insns: &[Instruction], before: usize, b: Register) -> Option<u6
             }
             continue;
         }
-        if caller_saved
-            && matches!(
-                i.flow_control(),
-                FlowControl::Call | FlowControl::IndirectCall
-            )
-        {
-            return None;
-        }
-        let writes_b = factory.info(i).used_registers().iter().any(|u| {
-            u.register().full_register() == b
-                && !matches!(
-                    u.access(),
-                    OpAccess::Read | OpAccess::CondRead | OpAccess::None
-                )
-        });
         let epilogue = i.code() == Code::Pop_r64 && i.op0_register() == b;
-        if writes_b && !epilogue {
+        if !epilogue && writes(i, b, &mut factory) {
             return None;
         }
     }

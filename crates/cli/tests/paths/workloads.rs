@@ -376,6 +376,32 @@ fn interleave_follows_the_turns_the_program_took() {
     );
 }
 
+/// bash's option parsing in `enable` and `shopt` is a `switch` whose
+/// table address is loaded in the function's prologue, and the register
+/// is written again after the option loop: the table is found by walking
+/// back from its load (before, the jump was taken for a computed `goto`
+/// and regeneration lost its place there, silently without
+/// `--validate`).
+#[test]
+fn bash_builtins_with_option_switches_validate() {
+    let bash = Path::new("/bin/bash");
+    let dir = scratch("paths-bash-builtins");
+    let script = "shopt -s nullglob; enable -n echo; enable echo; \
+                  for i in 1 2 3; do shopt -u extglob; done; echo done";
+    let trace = dir.join("trace");
+    let out = paths_run(&trace, &["--validate"], bash, &["-c", script]);
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert_eq!(out.stdout, "done\n");
+    assert!(
+        out.stderr
+            .contains("weft: validated: regeneration gives the "),
+        "{}",
+        out.stderr
+    );
+    let regen = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
+    assert_eq!(regen.status, 0, "weft regen: {}", regen.stderr);
+}
+
 /// A library's call of its own exported function goes through its PLT
 /// (`call leaf@plt`). Where the dynamic linker binds it to the library's
 /// own `leaf`, the copy calls `leaf`'s copy directly and writes no record
