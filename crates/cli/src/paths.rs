@@ -477,7 +477,8 @@ fn validate(dir: &std::path::Path) -> Result<String> {
             Ok(s) => checked += s.checked,
             Err(e) => {
                 return Ok(format!(
-                    "validation FAILED in thread {tid} of process {pid}, {e}"
+                    "validation FAILED in thread {tid} of process {pid} ({}, image {image}), {e}",
+                    trace.command(image)
                 ))
             }
         }

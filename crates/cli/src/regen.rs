@@ -138,10 +138,11 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
         say!("weft: {}", out.data_summary());
     }
     let mut checked = 0u64;
-    for ((pid, tid, _), summary) in summaries {
+    for ((pid, tid, image), summary) in summaries {
         let summary = summary.with_context(|| {
             format!(
-                "regenerating thread {tid} of process {pid} from {}",
+                "regenerating thread {tid} of process {pid} ({}, image {image}) from {}",
+                trace.command(image),
                 a.dir.display()
             )
         })?;

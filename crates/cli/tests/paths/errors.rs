@@ -135,6 +135,8 @@ fn validate_reports_the_first_difference() {
     std::fs::write(&path, meta.to_string()).unwrap();
     let out = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
     assert_clear_error(&out, 1, "first difference after", "a table that misleads");
+    // Which program's stream: a workload has several per process.
+    assert!(out.stderr.contains(", image 0)"), "{}", out.stderr);
 }
 
 /// The trace's chunks with one record byte in the middle of the first
