@@ -129,6 +129,9 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
             if let Some(e) = failed {
                 return Err(e.into());
             }
+            if let Err(e) = &summary {
+                out.cut(&e.to_string())?;
+            }
             summaries.push((key, summary));
         }
         summaries
@@ -406,6 +409,18 @@ impl<'a> Output<'a> {
                 write!(self.out, " at {:.6} ms", ns as f64 / 1e6)?;
             }
             writeln!(self.out)?;
+        }
+        Ok(())
+    }
+
+    /// Marks in the text forms where a stream's regeneration stopped (the
+    /// error itself goes to standard error once every stream is written).
+    fn cut(&mut self, why: &str) -> std::io::Result<()> {
+        if !self.a.binary && !self.a.din {
+            writeln!(
+                self.out,
+                "# regeneration of this stream stopped here: {why}"
+            )?;
         }
         Ok(())
     }

@@ -79,6 +79,13 @@ fn damaged_traces_and_wrong_directories_are_refused_clearly() {
     std::fs::write(&zst, raw).unwrap();
     let out = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
     assert_clear_error(&out, 1, "at byte", "records that do not fit the table");
+    // The output says where the stream stopped.
+    assert!(
+        out.stdout
+            .contains("# regeneration of this stream stopped here: "),
+        "{}",
+        out.stdout
+    );
     // A table with an index out of range.
     std::fs::write(&zst, &whole).unwrap();
     let meta = std::fs::read_to_string(trace.join("paths.json")).unwrap();
