@@ -460,6 +460,33 @@ mod tests {
         assert!(f.jump_tables()[0].outside.is_empty());
     }
 
+    /// `code` analysed at address 0 with a table of 32-bit offsets right
+    /// after it, one per target (offsets from the table).
+    fn with_offset_table(code: Vec<u8>, targets: &[i32]) -> FunctionCode {
+        let table = code.len() as i32;
+        let image: Vec<u8> = code
+            .iter()
+            .copied()
+            .chain(targets.iter().flat_map(|t| (t - table).to_le_bytes()))
+            .collect();
+        let data =
+            move |a: u64, n: usize| image.get(a as usize..a as usize + n).map(|s| s.to_vec());
+        FunctionCode::analyze(0, &code, &data)
+    }
+
+    /// At 0x1b: a switch on edi through the table whose address r14
+    /// holds, and its cases 0 (0x29) and 1 (0x2f); case 2 and the default
+    /// follow at 0x30.
+    const R14_DISPATCH: [u8; 21] = [
+        0x83, 0xff, 0x02, // 0x1b: cmp edi,2
+        0x77, 0x10, // 0x1e: ja 0x30
+        0x49, 0x63, 0x04, 0xbe, // 0x20: movsxd rax,[r14+rdi*4]
+        0x4c, 0x01, 0xf0, // 0x24: add rax,r14
+        0xff, 0xe0, // 0x27: jmp rax
+        0xb8, 1, 0, 0, 0, 0xc3, // 0x29: case 0
+        0xc3, // 0x2f: case 1
+    ];
+
     /// A switch whose table base is loaded far before the jump (20 `nop`s
     /// between), as GCC hoists it out of a loop: `lea r14, [rip+T]`, then
     /// `movsxd rax, [r14+rdi*4]; add rax, r14; jmp rax`. With `clobber`,
@@ -473,30 +500,13 @@ mod tests {
         };
         code.extend_from_slice(filler);
         code.extend_from_slice(&[0x90; 17]); // to 0x1b
+        code.extend_from_slice(&R14_DISPATCH);
         code.extend_from_slice(&[
-            0x83, 0xff, 0x02, // 0x1b: cmp edi,2
-            0x77, 0x10, // 0x1e: ja 0x30
-            0x49, 0x63, 0x04, 0xbe, // 0x20: movsxd rax,[r14+rdi*4]
-            0x4c, 0x01, 0xf0, // 0x24: add rax,r14
-            0xff, 0xe0, // 0x27: jmp rax
-            0xb8, 1, 0, 0, 0, 0xc3, // 0x29: case 0
-            0xc3, // 0x2f: case 1
             0x31, 0xc0, 0xc3, // 0x30: case 2 and default
             0xcc, // 0x33
         ]);
         assert_eq!(code.len(), 0x34);
-        let image: Vec<u8> = code
-            .iter()
-            .copied()
-            .chain(
-                [0x29i32, 0x2f, 0x30]
-                    .iter()
-                    .flat_map(|t| (t - 0x34).to_le_bytes()),
-            )
-            .collect();
-        let data =
-            move |a: u64, n: usize| image.get(a as usize..a as usize + n).map(|s| s.to_vec());
-        FunctionCode::analyze(0, &code, &data)
+        with_offset_table(code, &[0x29, 0x2f, 0x30])
     }
 
     /// `far_table_switch`'s shape with the base register written again
@@ -505,31 +515,14 @@ mod tests {
     fn base_written_after_the_switch() -> FunctionCode {
         let mut code = vec![0x4c, 0x8d, 0x35, 0x31, 0, 0, 0]; // lea r14,[rip+0x31] -> 0x38
         code.extend_from_slice(&[0x90; 20]); // to 0x1b
+        code.extend_from_slice(&R14_DISPATCH);
         code.extend_from_slice(&[
-            0x83, 0xff, 0x02, // 0x1b: cmp edi,2
-            0x77, 0x10, // 0x1e: ja 0x30
-            0x49, 0x63, 0x04, 0xbe, // 0x20: movsxd rax,[r14+rdi*4]
-            0x4c, 0x01, 0xf0, // 0x24: add rax,r14
-            0xff, 0xe0, // 0x27: jmp rax
-            0xb8, 1, 0, 0, 0, 0xc3, // 0x29: case 0
-            0xc3, // 0x2f: case 1
             0x49, 0x89, 0xfe, // 0x30: mov r14,rdi (default)
             0x31, 0xc0, 0xc3, // 0x33: xor eax,eax; ret
             0xcc, 0xcc, // 0x36
         ]);
         assert_eq!(code.len(), 0x38);
-        let image: Vec<u8> = code
-            .iter()
-            .copied()
-            .chain(
-                [0x29i32, 0x2f, 0x30]
-                    .iter()
-                    .flat_map(|t| (t - 0x38).to_le_bytes()),
-            )
-            .collect();
-        let data =
-            move |a: u64, n: usize| image.get(a as usize..a as usize + n).map(|s| s.to_vec());
-        FunctionCode::analyze(0, &code, &data)
+        with_offset_table(code, &[0x29, 0x2f, 0x30])
     }
 
     #[test]
