@@ -467,7 +467,10 @@ impl PathsRun {
 /// Regenerates every thread of the trace in `dir` and compares it with
 /// the blocks it recorded: the outcome, in a line.
 fn validate(dir: &std::path::Path) -> Result<String> {
-    let trace = weft_paths::trace_dir::Trace::read(dir)?;
+    let mut trace = weft_paths::trace_dir::Trace::read(dir)?;
+    if let Some(cut) = trace.cut.take() {
+        return Err(cut.into());
+    }
     let program = weft_paths::regen::Program::new(&trace.meta.functions, &trace.meta.loads, true);
     let mut checked = 0u64;
     for &key in trace.threads.keys() {

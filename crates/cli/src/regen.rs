@@ -60,7 +60,13 @@ const BATCH: usize = 4096;
 /// Prints each thread's regenerated code, thread by thread, or
 /// interleaved in time.
 pub fn regen(a: &RegenArgs) -> Result<()> {
-    let trace = Trace::read(&a.dir)?;
+    let mut trace = Trace::read(&a.dir)?;
+    // A trace cut short: what comes before the cut is regenerated, then
+    // the cut is the error.
+    let cut = trace.cut.take();
+    if let Some(e) = &cut {
+        say!("weft: {e}: regenerating what comes before it");
+    }
     let program = Program::new(
         &trace.meta.functions,
         &trace.meta.loads,
@@ -137,6 +143,9 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
         summaries
     };
     out.finish()?;
+    if let Some(e) = cut {
+        return Err(e.into());
+    }
     if a.data {
         say!("weft: {}", out.data_summary());
     }

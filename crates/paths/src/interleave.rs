@@ -160,6 +160,7 @@ mod tests {
             threads,
             schedule,
             schedule_error: None,
+            cut: None,
         }
     }
 

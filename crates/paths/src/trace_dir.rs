@@ -325,11 +325,15 @@ pub struct Trace {
     /// Why `schedule.zst` could not be read, if it could not: only
     /// interleaving needs it.
     pub schedule_error: Option<String>,
+    /// Where `buffers.zst` is cut short or damaged, if it is: `threads`
+    /// holds the chunks before that place.
+    pub cut: Option<TraceError>,
 }
 
 impl Trace {
     /// Reads `dir`. A `buffers.zst` cut short (weft killed, disk full)
-    /// is an error that says where.
+    /// keeps the chunks before the cut, and says where it is in
+    /// [`Trace::cut`].
     pub fn read(dir: &Path) -> Result<Trace, TraceError> {
         let path = dir.join("paths.json");
         if !path.exists() {
@@ -385,15 +389,18 @@ impl Trace {
             offset: at as u64,
             kept,
         };
+        let mut cut = None;
         while at < raw.len() {
             let Some(h) = raw.get(at..at + CHUNK_HEADER) else {
-                return Err(truncated("a chunk header is cut short", at, kept));
+                cut = Some(truncated("a chunk header is cut short", at, kept));
+                break;
             };
             let u32_at = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().expect("4 bytes"));
             let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().expect("8 bytes"));
             let len = u32_at(32) as usize;
             let Some(bytes) = raw.get(at + CHUNK_HEADER..at + CHUNK_HEADER + len) else {
-                return Err(truncated("a chunk's records are cut short", at, kept));
+                cut = Some(truncated("a chunk's records are cut short", at, kept));
+                break;
             };
             let c = Chunk {
                 pid: u32_at(0),
@@ -410,8 +417,8 @@ impl Trace {
             at += CHUNK_HEADER + len;
             kept += 1;
         }
-        if let Err(e) = decoded {
-            return Err(truncated(
+        if let (Err(e), None) = (decoded, &cut) {
+            cut = Some(truncated(
                 &format!("the zstd stream is damaged ({e})"),
                 at,
                 kept,
@@ -432,6 +439,7 @@ impl Trace {
             threads,
             schedule,
             schedule_error,
+            cut,
         })
     }
 

@@ -73,6 +73,23 @@ fn damaged_traces_and_wrong_directories_are_refused_clearly() {
     std::fs::write(&zst, &whole[..whole.len() / 2]).unwrap();
     let out = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
     assert_clear_error(&out, 1, "at byte", "a truncated buffers.zst");
+    // Cut after hundreds of chunks (weft killed, a full disk): what comes
+    // before the cut is regenerated, and the cut is still the error.
+    let many = dir.join("many");
+    let out = paths_run(&many, &["--paths-buffer-size", "4K"], &target, &["100000"]);
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    let zst_many = many.join("buffers.zst");
+    let bytes = std::fs::read(&zst_many).unwrap();
+    std::fs::write(&zst_many, &bytes[..bytes.len() * 3 / 4]).unwrap();
+    let out = run(weft().arg("regen").arg(&many), Duration::from_secs(60));
+    assert_clear_error(&out, 1, "at byte", "a buffers.zst cut after many chunks");
+    assert!(
+        out.stderr.contains("regenerating what comes before it"),
+        "{}",
+        out.stderr
+    );
+    let regenerated = out.stdout.lines().filter(|l| !l.starts_with('#')).count();
+    assert!(regenerated > 1000, "{regenerated} lines before the cut");
     // A stream whose records do not fit the table: refused at an offset.
     std::fs::write(&zst, &whole).unwrap();
     let raw = zstd_roundtrip_corrupt(&whole);
