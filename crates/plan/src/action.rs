@@ -101,9 +101,9 @@ pub struct Rebuilding<'a> {
     /// The process it is laid out in.
     pub pid: i32,
     /// (PLT stub, function entry), runtime addresses, sorted: the module's
-    /// stubs that reach one of its own functions, whatever process the
-    /// module is loaded in (no other module of the process defines the
-    /// name, so the dynamic linker binds it, now or lazily, to this one).
+    /// stubs that reach one of its own functions in this process (no other
+    /// module of the process defines the name, so the dynamic linker binds
+    /// it, now or lazily, to this one).
     pub plt_callees: &'a [(u64, u64)],
     /// Bytes left at `at` for the new layout: a [`Rebuild`] whose bytes
     /// would not fit says so (and keeps no trace of the function).
