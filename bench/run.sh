@@ -8,9 +8,10 @@
 #   bash bench/run.sh primitives # Paradyn's Figure 9: cost of each primitive
 #   bash bench/run.sh events     # per-event cost: weft trace vs LTTng-UST vs bpftrace
 #   bash bench/run.sh paths      # abstract execution: slowdown and bytes per block vs QEMU, lackey
+#   bash bench/run.sh syscalls   # added ns per captured system call: weft vs strace, bpftrace
 #
 # Needs: gcc, bpftrace, uftrace, python3 (apt-get install -y bpftrace uftrace),
-# and for paths qemu-user and valgrind.
+# for paths qemu-user and valgrind, for syscalls strace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -346,12 +347,48 @@ for i in range(3000000): d[i%97]=d.get(i%97,0)+i
 print(len(d))'
 }
 
+syscalls() {
+    gcc -O2 -o "$out/syscall_loop" bench/syscall_loop.c
+    local bin=$out/syscall_loop n=${CALLS:-1000000}
+    echo "## added ns per captured system call (median of $REPS runs; $n calls, $SLOW for strace)"
+    printf '%-8s %-34s %12s %14s %8s\n' call tool ns/call "added ns/call" ratio
+    for kind in getppid read; do
+        base=$(repeat sh -c "'$bin' $n $kind | grep -o 'ns_per_call [0-9.]*' | awk '{print \$2}'")
+        row() { printf '%-8s %-34s %12.2f %14.2f %8.1f\n' "$kind" "$1" "$2" "$(echo "$2 - $base" | bc -l)" "$(echo "$2 / $base" | bc -l)"; }
+        row baseline "$base"
+        w=$(repeat sh -c "rm -rf '$out/sc'; '$WEFT' syscalls record -o '$out/sc' -- '$bin' $n $kind 2>/dev/null | grep -o 'ns_per_call [0-9.]*' | awk '{print \$2}'")
+        row "weft syscalls record" "$w"
+        peer() { # NAME COMMAND...: a row if the peer ran
+            local name=$1 got
+            shift
+            got=$("$@" 2>/dev/null | ns_per_call || true)
+            if [ -n "$got" ]; then row "$name" "$got"; else echo "($name did not run here)"; fi
+        }
+        if command -v strace >/dev/null; then
+            peer strace strace -qq -o /dev/null "$bin" "$SLOW" "$kind"
+            # The filter stops only the calls asked for: here, every call of the loop.
+            peer "strace -f --seccomp-bpf -e $kind" strace -qq -f --seccomp-bpf -e trace="$kind" -o /dev/null "$bin" "$SLOW" "$kind"
+        fi
+        if command -v bpftrace >/dev/null; then
+            mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing || true
+            peer "bpftrace count (sys_enter)" bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @c = count(); }' -c "$bin $n $kind"
+        fi
+        if command -v perf >/dev/null && perf trace -h >/dev/null 2>&1; then
+            peer "perf trace" perf trace -o /dev/null "$bin" "$SLOW" "$kind"
+        else
+            echo "(perf trace: not installed here)"
+        fi
+    done
+    echo "(weft and bpftrace: $n calls a run; strace: $SLOW)"
+}
+
 case "$what" in
+    syscalls) syscalls ;;
     percall) percall ;;
     splice) splice ;;
     primitives) primitives ;;
     events) events ;;
     paths) paths ;;
-    all) percall; echo; splice; echo; primitives; echo; events; echo; paths ;;
-    *) echo "usage: bash bench/run.sh [all|percall|splice|primitives|events|paths]" >&2; exit 2 ;;
+    all) percall; echo; splice; echo; primitives; echo; events; echo; paths; echo; syscalls ;;
+    *) echo "usage: bash bench/run.sh [all|percall|splice|primitives|events|paths|syscalls]" >&2; exit 2 ;;
 esac

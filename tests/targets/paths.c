@@ -1,5 +1,5 @@
 /* Control flow for abstract execution: loops, recursion, a switch, calls through
- * pointers, a callback from libc (qsort), early returns, longjmp out of
+ * pointers (one a tail call), a callback from libc (qsort), early returns, longjmp out of
  * recursion, signal handlers (one of them leaving by siglongjmp), an
  * interpreter dispatching by computed goto. Prints a tally the tests check
  * against. */
@@ -32,6 +32,51 @@ __attribute__((noinline)) int by_cmp(const void *a, const void *b) {
 __attribute__((noinline)) long twice(long v) { tally++; return 2 * v; }
 __attribute__((noinline)) long thrice(long v) { tally++; return 3 * v; }
 
+/* A tail call through a pointer: at -O2, `jmp *%rdi` once its frame is
+ * gone. */
+__attribute__((noinline)) long apply(long (*f)(long), long v) {
+    if (v > 700000) v -= 700000;
+    return f(v);
+}
+
+/* Shorter than a 5-byte jump at -O2 (`orl $1, (%rdi); ret`): its entry's
+ * jump covers the padding after it. Called directly and through a pointer. */
+__attribute__((noinline)) void mark(int *p) { *p |= 1; }
+static void (*volatile marker)(int *) = mark;
+
+/* A switch whose table weft cannot find: its address is loaded from memory,
+ * not computed by a `lea`. weft dispatches it by a search over every
+ * instruction of the function. */
+long hidden_switch(long op, long v);
+__asm__(".text\n"
+        ".globl hidden_switch\n"
+        ".type hidden_switch, @function\n"
+        "hidden_switch:\n"
+        "  and $3, %rdi\n"
+        "  mov hidden_table_at(%rip), %rdx\n"
+        "  movslq (%rdx,%rdi,4), %rax\n"
+        "  add %rdx, %rax\n"
+        "  jmp *%rax\n"
+        "1: lea 1(%rsi), %rax\n"
+        "  ret\n"
+        "2: lea (%rsi,%rsi,2), %rax\n"
+        "  ret\n"
+        "3: mov %rsi, %rax\n"
+        "  neg %rax\n"
+        "  ret\n"
+        "4: mov %rsi, %rax\n"
+        "  shr $1, %rax\n"
+        "  ret\n"
+        ".size hidden_switch, .-hidden_switch\n"
+        ".section .rodata\n"
+        ".p2align 2\n"
+        "hidden_table:\n"
+        "  .long 1b - hidden_table, 2b - hidden_table, 3b - hidden_table, 4b - hidden_table\n"
+        ".section .data.rel.ro, \"aw\"\n"
+        ".p2align 3\n"
+        "hidden_table_at: .quad hidden_table\n"
+        ".text\n");
+
 /* A dense switch: a jump table at -O2. */
 __attribute__((noinline)) long dispatch(int op, long v) {
     switch (op) {
@@ -52,9 +97,15 @@ __attribute__((noinline)) long work(int n) {
     long s = 0;
     for (int i = 0; i < n; i++) {
         s += classify(i);
-        s = ops[i & 1](s) % 1000003;
+        s = apply(ops[i & 1], s) % 1000003;
         s = dispatch(i % 9, s) % 1000003;
         if (s < 0) s = -s;
+        s = hidden_switch(i, s) % 1000003;
+        if (s < 0) s = -s;
+        int flags = i & 2;
+        if (i & 4) mark(&flags);
+        else marker(&flags);
+        tally += flags;
         if (s > 500000 && i % 7 == 0) continue;
     }
     return s;

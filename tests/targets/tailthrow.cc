@@ -27,9 +27,14 @@ __attribute__((noinline)) void nap(int ms)
     nanosleep(&ts, 0);
 }
 
+// The time check's nap takes, summed: the least a timer of pick can read.
+static long pick_inner_ns;
+
 __attribute__((noipa)) int check(int i)
 {
+    long t0 = now();
     nap(2);
+    pick_inner_ns += now() - t0;
     if (i % 2) throw std::runtime_error("odd");
     return i;
 }
@@ -42,20 +47,23 @@ __attribute__((noipa)) int frames(int)
 }
 __attribute__((noinline)) int look(int i) { return frames(i); }
 
+static long leave_t0, leave_us, quit_us;
+
 __attribute__((noipa)) void quit(int ms)
 {
     nap(ms);
+    // The time in leave up to the start of pthread_exit: the least a timer
+    // of leave can read, whatever the unwinding after it costs.
+    quit_us = (now() - leave_t0) / 1000;
     pthread_exit(0);
 }
 __attribute__((noinline)) void leave(int ms) { quit(ms); }
 
-static long leave_us;
-
 // Destroyed when pthread_exit's unwinding leaves leaver: the time the
-// thread spent in leave, as the program sees it.
+// thread spent in leave and in unwinding out of it, as the program sees it.
 struct Stamp {
-    long t0 = now();
-    ~Stamp() { leave_us = (now() - t0) / 1000; }
+    Stamp() { leave_t0 = now(); }
+    ~Stamp() { leave_us = (now() - leave_t0) / 1000; }
 };
 
 static void *leaver(void *)
@@ -91,8 +99,9 @@ int main(int argc, char **argv)
     int status = 0;
     waitpid(r, &status, 0);
     std::printf("tally pick_us %ld\ntally caught %d\ntally sum %ld\n", own_pick / 1000, caught, s);
+    std::printf("tally pick_inner_us %ld\n", pick_inner_ns / 1000);
     std::printf("tally frames_direct %d\ntally frames_through %d\n", direct, through);
     std::printf("tally child_status %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    std::printf("tally leave_us %ld\n", leave_us);
+    std::printf("tally leave_us %ld\ntally quit_us %ld\n", leave_us, quit_us);
     return 0;
 }

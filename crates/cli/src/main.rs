@@ -23,6 +23,7 @@ mod regen;
 mod requests;
 mod run;
 mod signals;
+mod syscalls;
 mod workload;
 
 use clap::{Args, Parser, Subcommand};
@@ -76,8 +77,13 @@ enum Command {
     /// ELF virtual address objdump and nm show), every instruction with
     /// --insns, Dinero IV input with --din, or a binary form. A trace made
     /// with --validate is checked again; a damaged trace exits 1 with the
-    /// byte where regeneration lost its place.
+    /// byte where regeneration lost its place, and one whose weft was
+    /// killed or whose disk filled is regenerated up to where it stops,
+    /// then exits 1.
     Regen(regen::RegenArgs),
+    /// Record every system call of a workload without stopping it per
+    /// call (`record`), and print the calls back (`show`).
+    Syscalls(syscalls::SyscallsArgs),
 }
 
 /// What a thread does when its event ring is full (`--ring-mode`).
@@ -144,7 +150,9 @@ pub struct ProbeArgs {
     /// arguments) and exit (return value) of the matching functions,
     /// `entry:PATTERN` entries only, `usdt:PROVIDER:NAME` USDT probes,
     /// `event:PROVIDER:NAME` the program's own rich event sites
-    /// (`WEFT_EVENT`, include/weft/event.h; globs allowed), into per-thread
+    /// (`WEFT_EVENT`, include/weft/event.h; globs allowed), `syscalls` every
+    /// system call (`syscalls:PATTERN`: those the matching functions make;
+    /// `weft syscalls` records and reads them), into per-thread
     /// rings. Append `@arg1/s,arg2/s` to a `fn:` or `entry:` request to
     /// record those arguments as strings. Repeatable.
     #[arg(long = "trace", value_name = "KIND:WHAT")]
@@ -193,7 +201,7 @@ pub struct ProbeArgs {
     pub paths: Vec<String>,
     /// Where --paths writes its trace (paths.json and buffers.zst): a new
     /// or empty directory, or an earlier paths trace (replaced).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", requires = "paths")]
     pub paths_out: Option<PathBuf>,
     /// Bytes of each witness buffer of --paths (a thread fills one, then
     /// weft's fault handler hands it another): `4K` to `64M`.
@@ -206,7 +214,8 @@ pub struct ProbeArgs {
     /// With --paths: every block the traced functions run also writes a
     /// record (the expensive way), and at the end weft checks that
     /// regeneration from the witnesses gives the same blocks, reporting
-    /// the first difference (`weft regen` checks such a trace again).
+    /// the first difference and exiting 1 if there is one (`weft regen`
+    /// checks such a trace again).
     #[arg(long)]
     pub validate: bool,
     /// With --paths: the traced functions also record the register values
@@ -385,6 +394,7 @@ fn main() -> ExitCode {
             signals::die_on_closed_output();
             regen::regen(&a).map(|_| 0)
         }
+        Command::Syscalls(a) => syscalls::syscalls(&a),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

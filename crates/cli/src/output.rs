@@ -193,6 +193,8 @@ fn point_name(kind: PointKind) -> &'static str {
         PointKind::Entry => "entry",
         PointKind::Exit => "exit",
         PointKind::Instruction(_) => "instruction",
+        PointKind::Syscall => "syscall",
+        PointKind::AfterSyscall => "after syscall",
     }
 }
 

@@ -42,6 +42,13 @@ pub struct PathsRun {
     unwritten: std::collections::HashMap<(usize, u64), std::time::Instant>,
     /// Every block also records itself, checked at the end.
     validate: bool,
+    /// `paths.json` was written once already (see
+    /// [`PathsRun::write_early_table`]).
+    table_written: bool,
+    /// Registers' values are recorded (`--data`): the only records with 0
+    /// bytes inside, so buffers are then read record by record to find
+    /// where they end.
+    values: bool,
     /// When each thread ran (BPF), if it could be loaded; with where each
     /// process's buffers lie.
     schedule: Option<weft_schedule::Recorder>,
@@ -94,6 +101,8 @@ impl PathsRun {
             reclaimed: std::time::Instant::now(),
             unwritten: std::collections::HashMap::new(),
             validate: args.validate,
+            table_written: false,
+            values: args.paths_data,
             schedule: match schedule_loaded().and_then(weft_schedule::Recorder::reading) {
                 Ok(r) => Some(r),
                 Err(e) => {
@@ -315,6 +324,7 @@ impl PathsRun {
 
     fn try_drain(&mut self) -> Result<()> {
         self.take_schedule()?;
+        self.write_early_table()?;
         let layout = self.layout;
         let reclaim = self.reclaimed.elapsed() >= std::time::Duration::from_millis(100);
         if reclaim {
@@ -323,6 +333,11 @@ impl PathsRun {
         let Some(writer) = self.writer.as_mut() else {
             return Ok(());
         };
+        // Every 100 ms, what was drained goes to the file (a killed weft
+        // leaves it readable there).
+        if reclaim {
+            writer.flush()?;
+        }
         for (pi, p) in self.pools.iter().enumerate() {
             let mut freed = false;
             for k in 0..layout.buffers {
@@ -338,7 +353,7 @@ impl PathsRun {
                 // A record its thread reserved and has not written yet: a
                 // signal handler ran in between and filled the buffer. The
                 // write comes once the handler returns.
-                if records_end(&chunk.bytes) < chunk.bytes.len() {
+                if records_end(&chunk.bytes, self.values) < chunk.bytes.len() {
                     let since = *self
                         .unwritten
                         .entry((pi, k))
@@ -351,7 +366,7 @@ impl PathsRun {
                 self.unwritten.remove(&(pi, k));
                 writer.forks.extend(fork_point(&p.file, layout, k));
                 writer.chunk(&chunk)?;
-                p.file.write(layout.buffer(k), &vec![0u8; len as usize]);
+                p.file.zero(layout.buffer(k), len as usize);
                 p.file.store_u32(d + pool::STATE, pool::FREE);
                 freed = true;
             }
@@ -376,8 +391,8 @@ impl PathsRun {
                 {
                     continue;
                 }
-                let used = write_held(writer, &p.file, layout, k)?;
-                p.file.write(layout.buffer(k), &vec![0u8; used]);
+                let used = write_held(writer, &p.file, layout, k, self.values)?;
+                p.file.zero(layout.buffer(k), used);
                 p.file.store_u32(d + pool::STATE, pool::FREE);
                 freed = true;
             }
@@ -389,6 +404,56 @@ impl PathsRun {
             if p.file.load_u32(pool::GONE) != 0 {
                 p.file.store_u32(pool::GONE, 0);
             }
+        }
+        Ok(())
+    }
+
+    /// The trace's `paths.json` as it stands.
+    fn table(
+        &self,
+        lost: u64,
+        ticks_per_ns: f64,
+        schedule: Option<ScheduleInfo>,
+        forks: Vec<weft_paths::trace_dir::ForkPoint>,
+    ) -> Meta {
+        Meta {
+            format: weft_paths::trace_dir::FORMAT.into(),
+            version: weft_paths::trace_dir::VERSION,
+            functions: self.instrument.functions(),
+            processes: self
+                .pools
+                .iter()
+                .map(|p| (p.pid, p.command.clone()))
+                .collect(),
+            lost,
+            ticks_per_ns,
+            validate: self.validate,
+            loads: self.instrument.images(),
+            schedule,
+            forks,
+            complete: true,
+        }
+    }
+
+    /// Writes `paths.json` once, as soon as functions are laid out, so
+    /// that a trace cut short (weft killed, a full disk) is read up to the
+    /// cut; [`PathsRun::finish`] writes it whole at the end.
+    fn write_early_table(&mut self) -> Result<()> {
+        if self.table_written || !self.instrument.has_functions() {
+            return Ok(());
+        }
+        self.table_written = true;
+        let forks = self
+            .writer
+            .as_ref()
+            .map(|w| w.forks.clone())
+            .unwrap_or_default();
+        let meta = Meta {
+            complete: false,
+            ..self.table(0, weft_live::clock::ticks_per_ns(), None, forks)
+        };
+        if let Some(writer) = self.writer.as_ref() {
+            writer.write_table(&meta)?;
         }
         Ok(())
     }
@@ -411,7 +476,7 @@ impl PathsRun {
                 if self.stopped.is_some() || p.file.load_u32(d + pool::STATE) != pool::OWNED {
                     continue;
                 }
-                write_held(&mut writer, &p.file, layout, k)?;
+                write_held(&mut writer, &p.file, layout, k, self.values)?;
             }
             lost += p.file.load_u64(pool::LOST);
         }
@@ -426,26 +491,14 @@ impl PathsRun {
             }
             _ => None,
         };
-        let functions = self.instrument.functions();
         let (bytes, chunks) = (writer.bytes, writer.chunks);
         let forks = std::mem::take(&mut writer.forks);
-        let meta = Meta {
-            format: weft_paths::trace_dir::FORMAT.into(),
-            version: weft_paths::trace_dir::VERSION,
-            functions,
-            processes: self
-                .pools
-                .iter()
-                .map(|p| (p.pid, p.command.clone()))
-                .collect(),
-            lost,
-            ticks_per_ns,
-            validate: self.validate,
-            loads: self.instrument.images(),
-            schedule,
-            forks,
-        };
-        let traced = meta.functions.len();
+        let meta = self.table(lost, ticks_per_ns, schedule, forks);
+        let traced = meta
+            .functions
+            .iter()
+            .filter(|f| !f.blocks.is_empty())
+            .count();
         writer.finish(&meta)?;
         let mut line = format!(
             "weft: paths of {traced} function(s): {bytes} bytes of witnesses in {chunks} buffer(s), \
@@ -458,15 +511,22 @@ impl PathsRun {
             ));
         }
         if self.validate {
-            line.push_str(&format!("\nweft: {}", validate(&self.dir)?));
+            match validate(&self.dir)? {
+                Ok(passed) => line.push_str(&format!("\nweft: {passed}")),
+                Err(failed) => {
+                    // The trace is written; the run fails (exit 1).
+                    say!("{line}");
+                    bail!("{failed}");
+                }
+            }
         }
         Ok(line)
     }
 }
 
 /// Regenerates every thread of the trace in `dir` and compares it with
-/// the blocks it recorded: the outcome, in a line.
-fn validate(dir: &std::path::Path) -> Result<String> {
+/// the blocks it recorded: the outcome, in a line (`Err`: a failure).
+fn validate(dir: &std::path::Path) -> Result<std::result::Result<String, String>> {
     let mut trace = weft_paths::trace_dir::Trace::read(dir)?;
     if let Some(cut) = trace.cut.take() {
         return Err(cut.into());
@@ -479,26 +539,26 @@ fn validate(dir: &std::path::Path) -> Result<String> {
         match program.regenerate_at(image as usize, &trace.stream(key), from.as_ref(), |_, _| {}) {
             Ok(s) => checked += s.checked,
             Err(e) => {
-                return Ok(format!(
+                return Ok(Err(format!(
                     "validation FAILED in thread {tid} of process {pid} ({}, image {image}), {e}",
                     trace.command(image)
-                ))
+                )))
             }
         }
     }
-    let mut line = format!(
+    let line = format!(
         "validated: regeneration gives the {checked} block(s) the {} thread stream(s) recorded",
         trace.threads.len()
     );
     if trace.meta.lost > 0 {
-        line = format!(
+        return Ok(Err(format!(
             "validation FAILED: {} bytes of records were lost (no buffer was free in time: \
              give --paths-buffers more), so some streams miss records; what was kept \
              regenerates equal ({line})",
             trace.meta.lost
-        );
+        )));
     }
-    Ok(line)
+    Ok(Ok(line))
 }
 
 /// Buffer `k` of a pool as a chunk of `len` bytes.
@@ -533,9 +593,10 @@ fn write_held(
     file: &SharedMemory,
     layout: Pool,
     k: u64,
+    values: bool,
 ) -> Result<usize> {
     let whole = file.read(layout.buffer(k), layout.buffer_size as usize);
-    let used = records_end(&whole);
+    let used = records_end(&whole, values);
     let mut chunk = chunk_of(file, layout, k, used);
     chunk.tsc_end = 0;
     writer.forks.extend(fork_point(file, layout, k));
@@ -569,11 +630,13 @@ fn schedule_loaded() -> weft_schedule::Result<weft_schedule::Loaded> {
     }
 }
 
-/// Where the records of a buffer end: the first record that starts with 0.
-fn records_end(bytes: &[u8]) -> usize {
-    let mut at = 0;
-    while let Ok(Some((_, n))) = weft_paths::record::read(bytes, at) {
-        at += n;
+/// Where the records of a buffer end: at its first 0 byte, unless it may
+/// hold registers' values (`values`), which only reading record by record
+/// tells apart.
+fn records_end(bytes: &[u8], values: bool) -> usize {
+    if values {
+        weft_paths::record::records_end(bytes)
+    } else {
+        weft_paths::record::records_end_without_values(bytes)
     }
-    at
 }

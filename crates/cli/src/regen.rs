@@ -146,6 +146,13 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
     if let Some(e) = cut {
         return Err(e.into());
     }
+    if !trace.meta.complete {
+        bail!(
+            "{} was not finished (the weft that wrote it was killed, or its disk filled): \
+             each thread's stream ends where what was written ends",
+            a.dir.display()
+        );
+    }
     if a.data {
         say!("weft: {}", out.data_summary());
     }

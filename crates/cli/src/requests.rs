@@ -95,6 +95,9 @@ impl Requests {
                     }
                     Err(e) => return Err(e.into()),
                 }
+            } else if t == "syscalls" || t.starts_with("syscalls:") {
+                let pattern = t.strip_prefix("syscalls:").unwrap_or("*:*");
+                specs.extend(weft_syscalls::capture_specs(pattern)?);
             } else if let Some(what) = t.strip_prefix("event:") {
                 let (provider, name) = weft_events::event_request(what)?;
                 let sites = session.trace_event_sites(provider, name, args.string_max)?;

@@ -86,8 +86,8 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
             StopReason::Killed(sig) => return Ok(Err(128 + sig)),
         }
         // After the loader: the libraries (and their USDT probes) are there.
-        if !args.paths.is_empty() {
-            match run_to_main_if_static(&mut session, &mut tracee)? {
+        if needs_main_first(args) {
+            match run_to_main_if_static(&mut session, &mut tracee, args)? {
                 StopReason::Reached => {}
                 StopReason::Exited(code) => return Ok(Err(code)),
                 StopReason::Killed(sig) => return Ok(Err(128 + sig)),
@@ -180,20 +180,64 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
     Ok(code)
 }
 
+/// Whether the request places code that needs the thread pointer all over
+/// the program, start-up code included: `--paths`' witness stores, and the
+/// system call probes (a static program's start-up code makes calls before
+/// it has set up its thread pointer).
+pub fn needs_main_first(args: &ProbeArgs) -> bool {
+    !args.paths.is_empty()
+        || args
+            .trace
+            .iter()
+            .any(|t| t == "syscalls" || t.starts_with("syscalls:"))
+}
+
 /// A static program sets up its thread pointer itself, after its entry:
-/// code traced with `--paths` before that has no thread control block
-/// for its witness cursor. Such a program runs on to `main` first (its
-/// start-up code is then not traced).
-pub fn run_to_main_if_static(session: &mut Session, tracee: &mut Tracee) -> Result<StopReason> {
+/// code traced with `--paths` (or a system call probe) before that has no
+/// thread control block. Such a program runs on to `main` first (its
+/// start-up code is then not traced). `main` is the symbol, or in a
+/// stripped program the address its entry code hands the C library.
+pub fn run_to_main_if_static(
+    session: &mut Session,
+    tracee: &mut Tracee,
+    args: &ProbeArgs,
+) -> Result<StopReason> {
     session.refresh_modules()?;
     let modules = session.modules();
     let dynamic = modules.iter().any(|m| m.name.starts_with("ld-linux"));
-    let main = modules
-        .first()
-        .and_then(|m| m.image.symbol_address("main").map(|a| m.runtime(a)));
-    match (dynamic, main) {
-        (false, Some(main)) => Ok(tracee.run_to(main)?),
-        _ => Ok(StopReason::Reached),
+    let Some(program) = modules.first() else {
+        return Ok(StopReason::Reached);
+    };
+    if dynamic {
+        return Ok(StopReason::Reached);
+    }
+    let image = &program.image;
+    let from_start = || {
+        let entry = image.entry();
+        let code = image.bytes_at(entry, 64)?;
+        weft_code::main_from_start(entry.0, code).map(weft_image::FileAddr)
+    };
+    let main = image.symbol_address("main").or_else(|| {
+        let main = from_start()?;
+        if !args.paths.is_empty() {
+            say!(
+                "weft: {} has no symbols; its main is where its entry code hands it to the C \
+                 library. weft knows the C library's setjmp, longjmp, fork and signal-mask \
+                 functions by their names, so a trace through them may lose its place here \
+                 (--validate checks)",
+                program.name
+            );
+        }
+        Some(main)
+    });
+    match main {
+        Some(main) => Ok(tracee.run_to(program.runtime(main))?),
+        None => anyhow::bail!(
+            "{}: a static program whose main weft cannot find (no symbol, and its entry code \
+             is not the C library's _start): its start-up code sets up the thread pointer \
+             that --paths and system call probes need. Trace a build with symbols",
+            program.name
+        ),
     }
 }
 

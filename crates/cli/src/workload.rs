@@ -10,7 +10,6 @@ use crate::run::{is_gone, report_load, report_pending, report_skipped};
 use crate::{output, ProbeArgs};
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 use std::time::Duration;
 use weft_live::{Prepared, Session};
@@ -73,7 +72,7 @@ pub struct Workload {
     sharing: BTreeSet<i32>,
     /// The event ids of every session, shared so that the workload's one
     /// trace never gives an id two meanings.
-    event_ids: Arc<AtomicU32>,
+    event_ids: Arc<weft_live::EventIds>,
     /// No longer following: new images are let go uninstrumented.
     stopping: bool,
     /// What was said already, not to repeat it for every image.
@@ -423,9 +422,9 @@ impl Workload {
             StopReason::Exited(_) | StopReason::Killed(_) => return Ok(None),
         }
         let mut session = self.session_for(pid, args)?;
-        if !args.paths.is_empty() {
+        if crate::run::needs_main_first(args) {
             // A static program's start-up code runs before it has a TCB.
-            match crate::run::run_to_main_if_static(&mut session, &mut tracee)? {
+            match crate::run::run_to_main_if_static(&mut session, &mut tracee, args)? {
                 StopReason::Reached => {}
                 StopReason::Exited(_) | StopReason::Killed(_) => return Ok(None),
             }

@@ -120,17 +120,6 @@ fn a_missing_process_among_several_leaves_the_others_untouched() {
     server.send("quit");
 }
 
-fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
-    let deadline = std::time::Instant::now() + limit;
-    while std::time::Instant::now() < deadline {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st.code();
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    None
-}
-
 /// Compares every executable mapping of the target with the file's bytes.
 fn assert_text_matches_files(pid: i32) {
     let maps = weft_process::maps::read(pid).unwrap();

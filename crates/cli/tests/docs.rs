@@ -9,7 +9,7 @@ use std::time::Duration;
 /// (subcommand, option) for every `--option` on a line after `weft SUB`,
 /// up to the end of the command (a `|`, `;`, `#` comment, or `--` alone).
 fn options_used(text: &str) -> BTreeSet<(String, String)> {
-    const SUBCOMMANDS: [&str; 7] = [
+    const SUBCOMMANDS: [&str; 8] = [
         "run",
         "attach",
         "inspect",
@@ -17,6 +17,7 @@ fn options_used(text: &str) -> BTreeSet<(String, String)> {
         "events",
         "calibrate",
         "regen",
+        "syscalls",
     ];
     let mut used = BTreeSet::new();
     for line in text.lines() {
@@ -74,8 +75,11 @@ fn every_option_the_docs_use_is_one_the_binary_accepts() {
                 assert_eq!(out.status, 0, "weft {sub} --help: {}", out.stderr);
                 out.stdout
             });
-            // `inspect` has subcommands of its own: their options count too.
-            let known = listed.contains(&option) || sub == "inspect" && inspect_knows(&option);
+            // `inspect` and `syscalls` have subcommands of their own: their
+            // options count too.
+            let known = listed.contains(&option)
+                || sub == "inspect" && knows(&sub, INSPECT, &option)
+                || sub == "syscalls" && knows(&sub, SYSCALLS, &option);
             assert!(
                 known || option == "--help",
                 "{}: `weft {sub} ... {option}` but `weft {sub} --help` does not list {option}",
@@ -87,18 +91,16 @@ fn every_option_the_docs_use_is_one_the_binary_accepts() {
     assert!(checked > 30, "only {checked} options found in the docs");
 }
 
-/// Whether some `weft inspect KIND --help` lists `option`.
-fn inspect_knows(option: &str) -> bool {
-    ["functions", "disasm", "cfg", "liveness", "usdt", "events"]
-        .iter()
-        .any(|kind| {
-            run(
-                weft().args(["inspect", kind, "--help"]),
-                Duration::from_secs(30),
-            )
+const INSPECT: &[&str] = &["functions", "disasm", "cfg", "liveness", "usdt", "events"];
+const SYSCALLS: &[&str] = &["record", "show"];
+
+/// Whether some `weft SUB KIND --help` of `kinds` lists `option`.
+fn knows(sub: &str, kinds: &[&str], option: &str) -> bool {
+    kinds.iter().any(|kind| {
+        run(weft().args([sub, kind, "--help"]), Duration::from_secs(30))
             .stdout
             .contains(option)
-        })
+    })
 }
 
 #[test]

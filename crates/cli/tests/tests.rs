@@ -16,6 +16,7 @@ mod real_programs;
 mod signals;
 mod support;
 mod symlink_race;
+mod syscalls;
 mod tail_calls;
 mod tracing;
 mod workloads;

@@ -18,7 +18,8 @@ pub enum BlockEnd {
     CondJump,
     /// `ret`.
     Return,
-    /// Jump out of the function (a tail call).
+    /// Jump out of the function (a tail call), direct or through a
+    /// pointer ([`FunctionCode::mark_indirect_tail_calls`]).
     TailCall,
     /// Indirect jump through a resolved jump table.
     Switch,
@@ -61,6 +62,33 @@ pub struct FunctionCode {
     other_parts: BTreeSet<u64>,
     /// Places code outside jumps to (see [`FunctionCode::add_entries`]).
     entries: BTreeSet<u64>,
+    /// Indirect jumps that are tail calls through a pointer (see
+    /// [`FunctionCode::mark_indirect_tail_calls`]).
+    tail_jumps: BTreeSet<u64>,
+}
+
+/// Where the jumps of the code whose bytes start at `start` go: the target
+/// of each direct jump, taken always or on a condition, and every case of
+/// each jump table it resolves (in range or not). What
+/// [`FunctionCode::analyze`] finds, without its blocks.
+pub fn jump_targets(start: u64, bytes: &[u8], data: &dyn DataSource) -> Vec<u64> {
+    let end = start + bytes.len() as u64;
+    let insns = decode_all(start, bytes);
+    let mut out = Vec::new();
+    for (k, i) in insns.iter().enumerate() {
+        match i.flow_control() {
+            FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch => {
+                out.push(i.near_branch_target());
+            }
+            FlowControl::IndirectBranch => {
+                if let Some(t) = jump_table::resolve(&insns, k, start, end, data) {
+                    out.extend(t.targets.iter().chain(&t.outside).copied());
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 impl FunctionCode {
@@ -76,7 +104,14 @@ impl FunctionCode {
                 }
             }
         }
-        let blocks = partition(start, end, &insns, &jump_tables, &BTreeSet::new());
+        let blocks = partition(
+            start,
+            end,
+            &insns,
+            &jump_tables,
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+        );
         FunctionCode {
             start,
             end,
@@ -85,6 +120,7 @@ impl FunctionCode {
             jump_tables,
             other_parts: BTreeSet::new(),
             entries: BTreeSet::new(),
+            tail_jumps: BTreeSet::new(),
         }
     }
 
@@ -102,6 +138,35 @@ impl FunctionCode {
     /// part), besides the places the function's own code starts one.
     pub fn add_entries(&mut self, entries: &[u64]) {
         self.entries.extend(entries.iter().copied());
+        self.repartition();
+    }
+
+    /// Makes each indirect jump still unresolved (a `switch` whose table
+    /// weft cannot find, a jump through a pointer that is no tail call) a
+    /// `switch` over every instruction of the function, each of which then
+    /// starts a block; a target outside the function leaves it. Exact at
+    /// any run-time target, for the price of a search per jump and a
+    /// witness per target.
+    pub fn dispatch_unresolved_over_every_instruction(&mut self) {
+        let unresolved: Vec<u64> = self
+            .blocks
+            .iter()
+            .filter(|b| b.kind == BlockEnd::IndirectJump)
+            .map(|b| self.insns[b.last - 1].ip())
+            .collect();
+        if unresolved.is_empty() {
+            return;
+        }
+        let every: Vec<u64> = self.insns.iter().map(|i| i.ip()).collect();
+        for jump in unresolved {
+            self.jump_tables.push(JumpTable {
+                jump,
+                table: 0,
+                targets: every.clone(),
+                outside: Vec::new(),
+                elsewhere: true,
+            });
+        }
         self.repartition();
     }
 
@@ -159,7 +224,39 @@ impl FunctionCode {
             &self.insns,
             &self.jump_tables,
             &self.entries,
+            &self.tail_jumps,
         );
+    }
+
+    /// Whether the indirect jump at `ip` is a tail call through a pointer
+    /// (see [`FunctionCode::mark_indirect_tail_calls`]).
+    pub fn is_indirect_tail_call(&self, ip: u64) -> bool {
+        self.tail_jumps.contains(&ip)
+    }
+
+    /// Makes each unresolved indirect jump that leaves with the frame gone
+    /// (`rsp` back at its entry height, see [`crate::stack`]) and takes
+    /// its target from no table a tail call through a pointer
+    /// ([`BlockEnd::TailCall`]): `pop rbx; jmp *%rax` after loading a
+    /// function pointer. The caller says when this holds: when no code
+    /// address inside the function is kept in data (a computed `goto`'s
+    /// labels, which a frameless function could jump to the same way).
+    pub fn mark_indirect_tail_calls(&mut self) {
+        let found: Vec<u64> = self
+            .blocks
+            .iter()
+            .filter(|b| b.kind == BlockEnd::IndirectJump)
+            .map(|b| b.last - 1)
+            .filter(|&at| {
+                !jump_table::fed_by_table(&self.insns, at)
+                    && crate::stack::rsp_before(self, at) == Some(0)
+            })
+            .map(|at| self.insns[at].ip())
+            .collect();
+        if !found.is_empty() {
+            self.tail_jumps.extend(found);
+            self.repartition();
+        }
     }
 
     /// The targets [`FunctionCode::set_other_parts`] named.
@@ -285,6 +382,7 @@ fn partition(
     insns: &[Instruction],
     jump_tables: &[JumpTable],
     entries: &BTreeSet<u64>,
+    tail_jumps: &BTreeSet<u64>,
 ) -> Vec<Block> {
     let index: BTreeMap<u64, usize> = insns.iter().enumerate().map(|(k, i)| (i.ip(), k)).collect();
     let inside = |a: u64| a >= start && a < end && index.contains_key(&a);
@@ -354,6 +452,7 @@ fn partition(
                     succs.extend(t.targets.iter().filter_map(|&a| target_block(a)));
                     BlockEnd::Switch
                 }
+                None if tail_jumps.contains(&tail.ip()) => BlockEnd::TailCall,
                 None => BlockEnd::IndirectJump,
             },
             FlowControl::Return => BlockEnd::Return,
@@ -410,6 +509,33 @@ mod tests {
         assert_eq!(f.exits(), vec![0x106, 0x10c]);
         assert!(f.internal_targets().contains(&0x107));
         assert!(f.to_dot("f").contains("b0 -> b2"));
+    }
+
+    #[test]
+    fn an_indirect_jump_with_the_frame_gone_is_a_tail_call() {
+        let marked = |code: &[u8]| {
+            let mut f = FunctionCode::analyze(0x100, code, &NoData);
+            assert!(f.has_unresolved_indirect_jump());
+            f.mark_indirect_tail_calls();
+            f.blocks().last().unwrap().kind
+        };
+        // mov rax, rdi; push rbx; pop rbx; jmp rax
+        let code = [0x48, 0x89, 0xf8, 0x53, 0x5b, 0xff, 0xe0];
+        assert_eq!(marked(&code), BlockEnd::TailCall);
+        let mut f = FunctionCode::analyze(0x100, &code, &NoData);
+        f.mark_indirect_tail_calls();
+        assert!(!f.has_unresolved_indirect_jump());
+        assert_eq!(f.exits(), vec![0x105]);
+        // A word still pushed: no tail call. push rbx; jmp rax
+        assert_eq!(marked(&[0x53, 0xff, 0xe0]), BlockEnd::IndirectJump);
+        // A table weft could not read (indexed): a switch, even frameless.
+        // jmp [rax*8+0x2000]
+        let table = [0xff, 0x24, 0xc5, 0x00, 0x20, 0x00, 0x00];
+        assert_eq!(marked(&table), BlockEnd::IndirectJump);
+        // movsxd rax, [r13+rax*4]; add rax, r13; jmp rax: an offset table
+        // whose base weft cannot find.
+        let offsets = [0x49, 0x63, 0x44, 0x85, 0x00, 0x4c, 0x01, 0xe8, 0xff, 0xe0];
+        assert_eq!(marked(&offsets), BlockEnd::IndirectJump);
     }
 
     #[test]
@@ -536,6 +662,26 @@ mod tests {
         g.add_computed_targets(&[0]);
         assert!(g.jump_tables().is_empty(), "{:?}", g.jump_tables());
         assert!(g.has_unresolved_indirect_jump());
+    }
+
+    #[test]
+    fn an_unresolved_switch_dispatches_over_every_instruction() {
+        let mut f = far_table_switch(true);
+        assert!(f.has_unresolved_indirect_jump());
+        f.dispatch_unresolved_over_every_instruction();
+        assert!(!f.has_unresolved_indirect_jump());
+        // Every instruction starts a block, and the jump's block reaches
+        // each of them; a target outside leaves the function.
+        assert_eq!(f.blocks().len(), f.instructions().len());
+        let jump = f
+            .blocks()
+            .iter()
+            .find(|b| b.kind == BlockEnd::Switch)
+            .expect("the jump is a switch");
+        assert_eq!(jump.succs, (0..f.blocks().len()).collect::<Vec<_>>());
+        let t = &f.jump_tables()[0];
+        assert!(t.elsewhere);
+        assert_eq!(t.targets.len(), f.instructions().len());
     }
 
     #[test]

@@ -226,6 +226,19 @@ pub(crate) fn is_offset_switch(insns: &[Instruction], at: usize) -> bool {
         )
 }
 
+/// Whether the indirect jump `insns[at]` takes its target from a table:
+/// an indexed memory operand (`jmp [T+rI*8]`), or a register a table
+/// entry was loaded into (see [`table_load`]), whether or not weft can
+/// tell the table's address.
+pub(crate) fn fed_by_table(insns: &[Instruction], at: usize) -> bool {
+    let jmp = &insns[at];
+    match jmp.op0_kind() {
+        OpKind::Register => table_load(insns, at, jmp.op0_register()).is_some(),
+        OpKind::Memory => jmp.memory_index() != Register::None,
+        _ => false,
+    }
+}
+
 /// Whether `i` may change register `b`: any write to it or a part of it,
 /// and a call for a register calls do not keep.
 fn writes(i: &Instruction, b: Register, factory: &mut InstructionInfoFactory) -> bool {

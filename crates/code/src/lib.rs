@@ -21,12 +21,16 @@ mod decode;
 mod jump_table;
 mod liveness;
 mod regs;
+mod stack;
+mod start;
+mod syscall;
 
-pub use cfg::{Block, BlockEnd, FunctionCode};
+pub use cfg::{jump_targets, Block, BlockEnd, FunctionCode};
 pub use decode::{decode_all, format_instruction, BranchTargets};
 pub use jump_table::JumpTable;
 pub use liveness::{flags_dead_by_scan, Liveness};
 pub use regs::{RegSet, FLAG_AF, FLAG_CF, FLAG_OF, FLAG_PF, FLAG_SF, FLAG_ZF, STATUS_FLAGS};
+pub use start::main_from_start;
 
 /// Read-only data by virtual address, for jump tables.
 pub trait DataSource {

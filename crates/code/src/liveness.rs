@@ -209,6 +209,10 @@ fn effects(
                 uses = uses | ARGS | CALLEE_SAVED;
             }
         }
+        // A tail call through a pointer reads what a direct one does.
+        FlowControl::IndirectBranch if f.is_indirect_tail_call(i.ip()) => {
+            uses = uses | ARGS | CALLEE_SAVED;
+        }
         // A jump through no table we know, or through one with cases in
         // another part of the function, may be followed by anything.
         FlowControl::IndirectBranch
@@ -270,6 +274,26 @@ mod tests {
     use crate::regs::*;
     use crate::{FunctionCode, NoData};
     use iced_x86::Register;
+
+    #[test]
+    fn a_tail_call_through_a_pointer_reads_no_flags() {
+        // mov rax, rdi; cmp esi, 1; jmp rax
+        let code = [0x48, 0x89, 0xf8, 0x83, 0xfe, 0x01, 0xff, 0xe0];
+        let mut f = FunctionCode::analyze(0x100, &code, &crate::NoData);
+        // Unresolved, the jump may go anywhere: everything is live.
+        assert!(f
+            .liveness()
+            .live_before(0x106)
+            .unwrap()
+            .flags_live(STATUS_FLAGS));
+        f.mark_indirect_tail_calls();
+        let live = f.liveness().live_before(0x106).unwrap();
+        assert!(!live.flags_live(STATUS_FLAGS), "{live}");
+        assert!(
+            live.contains(Register::RAX) && live.contains(Register::RDI),
+            "{live}"
+        );
+    }
 
     #[test]
     fn flags_live_before_jcc() {

@@ -83,7 +83,7 @@ pub(crate) fn check_meta(meta: &Meta, path: &Path) -> Result<()> {
     for (id, (_, _, kind, values)) in meta.events.iter().enumerate() {
         let values = usize::from(*values);
         match kind.as_str() {
-            "entry" | "probe" => {}
+            "entry" | "probe" | "syscall" | "sysret" => {}
             "exit" if values <= 1 => {}
             "exit" => {
                 return Err(bad(format!(
@@ -93,7 +93,7 @@ pub(crate) fn check_meta(meta: &Meta, path: &Path) -> Result<()> {
             }
             other => {
                 return Err(bad(format!(
-                    "event {id} is of kind {other:?}, not entry, exit or probe"
+                    "event {id} is of kind {other:?}, not entry, exit, probe, syscall or sysret"
                 )))
             }
         }
@@ -656,7 +656,7 @@ mod tests {
         m.events[1].2 = "exot".into();
         assert_eq!(
             why(&m),
-            "event 1 is of kind \"exot\", not entry, exit or probe"
+            "event 1 is of kind \"exot\", not entry, exit, probe, syscall or sysret"
         );
         m.events[1].2 = "exit".into();
         m.events[1].3 = 2;

@@ -99,6 +99,7 @@ mod tests {
             module: "prog",
             function,
             kind,
+            syscall: None,
         }
     }
 
@@ -107,6 +108,7 @@ mod tests {
         let strings = Strings {
             mask: 0b10,
             cap: 64,
+            sized: 0,
         };
         let trace = FunctionEvents { args: 3, strings };
         let mut ids = Tally::default();
@@ -134,7 +136,11 @@ mod tests {
         let probe = ProbeEvent {
             name: "python:function__entry".into(),
             args: vec![Expr::Reg(0), Expr::Const(7)],
-            strings: Strings { mask: 1, cap: 32 },
+            strings: Strings {
+                mask: 1,
+                cap: 32,
+                sized: 0,
+            },
         };
         let mut ids = Tally::default();
         let program = probe

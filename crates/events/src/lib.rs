@@ -98,6 +98,7 @@ pub fn trace_specs(request: &str, args: u8, string_max: u16) -> Result<Vec<Point
             let strings = Strings {
                 mask,
                 cap: string_max,
+                sized: 0,
             };
             let entry = PointSpec::parse(what)?
                 .with_action(FunctionEvents::action(args.max(highest).min(6), strings));
@@ -145,6 +146,7 @@ mod tests {
             module: "m",
             function: "f",
             kind: weft_plan::PointKind::Entry,
+            syscall: None,
         };
         entry.expand(&at, &mut ids).unwrap();
         assert_eq!((ids.events[0].args, ids.events[0].strings), (3, 0b100));

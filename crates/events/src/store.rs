@@ -327,6 +327,8 @@ impl Meta {
                         PointKind::Exit => "exit",
                         PointKind::Entry => "entry",
                         PointKind::Instruction(_) => "probe",
+                        PointKind::Syscall => "syscall",
+                        PointKind::AfterSyscall => "sysret",
                     };
                     (
                         e.module.clone(),

@@ -173,6 +173,7 @@ pub fn usdt_specs(
     let strings = Strings {
         mask,
         cap: string_max,
+        sized: 0,
     };
     let (provider, name) = what
         .split_once(':')

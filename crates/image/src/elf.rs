@@ -417,8 +417,8 @@ fn compat_versions(
 /// Function names (with their ranks, as [`collect_functions`] ranks them)
 /// by address from the detached debug file of `file`, if one is installed
 /// under `/usr/lib/debug/.build-id/`.
-fn debug_file_names(file: &object::File<'_>) -> BTreeMap<FileAddr, Vec<(u8, String)>> {
-    let mut out: BTreeMap<FileAddr, Vec<(u8, String)>> = BTreeMap::new();
+fn debug_file_names(file: &object::File<'_>) -> BTreeMap<FileAddr, (Vec<(u8, String)>, u64)> {
+    let mut out: BTreeMap<FileAddr, (Vec<(u8, String)>, u64)> = BTreeMap::new();
     let Ok(Some(id)) = file.build_id() else {
         return out;
     };
@@ -447,10 +447,11 @@ fn debug_file_names(file: &object::File<'_>) -> BTreeMap<FileAddr, Vec<(u8, Stri
             _ => 2,
         };
         let rank = name.bytes().take_while(|&b| b == b'_').count().min(3) as u8 * 4 + binding;
-        let names = out.entry(FileAddr(sym.address())).or_default();
+        let (names, size) = out.entry(FileAddr(sym.address())).or_default();
         if !names.iter().any(|(_, n)| n == name) {
             names.push((rank, name.to_string()));
         }
+        *size = (*size).max(sym.size());
     }
     out
 }
@@ -571,17 +572,34 @@ fn collect_functions(
     // -dbg and -dbgsym packages, found by build id) names the code its own
     // tables leave as sub_ADDR: glibc's IFUNC implementations, static
     // functions. Names only: the functions stay those the file shows.
+    // A debug symbol longer than its FDE (glibc's `clone3` ends its
+    // unwind information before its `syscall`; the child's side has an FDE
+    // of its own) gives the function its length, up to the next function.
     if file.symbols().next().is_none() {
         let names = debug_file_names(file);
+        let starts: Vec<u64> = by_addr.keys().map(|a| a.get()).collect();
         for (addr, e) in by_addr.iter_mut() {
             if e.source == FunctionSource::EhFrame {
-                if let Some(names) = names.get(addr) {
+                if let Some((names, size)) = names.get(addr) {
                     e.names = names.clone();
+                    let next = starts
+                        .get(starts.partition_point(|&a| a <= addr.get()))
+                        .copied()
+                        .unwrap_or(u64::MAX);
+                    let room = next.saturating_sub(addr.get());
+                    e.size = e.size.max((*size).min(room));
                 }
             }
         }
     }
     let addrs: Vec<FileAddr> = by_addr.keys().copied().collect();
+    // Code sections: an unsized function ends with its section (`_init`,
+    // zero-sized in `.init`, is not followed by `.plt`'s stubs).
+    let text_sections: Vec<(u64, u64)> = file
+        .sections()
+        .filter(|s| s.kind() == object::SectionKind::Text && s.size() > 0)
+        .map(|s| (s.address(), s.address().saturating_add(s.size())))
+        .collect();
     let mut out = Vec::with_capacity(by_addr.len());
     for (i, (addr, mut e)) in by_addr.into_iter().enumerate() {
         // Every function starts in an executable segment (`in_code`).
@@ -590,8 +608,19 @@ fn collect_functions(
             .find(|s| s.exec && addr >= s.vaddr && addr < s.vaddr + s.memsz)
             .map_or(addr + 1, |s| s.vaddr + s.memsz);
         if e.size == 0 {
-            // Unsized (hand-written assembly): up to the next function or the end of its segment.
-            e.size = addrs.get(i + 1).copied().unwrap_or(seg_end).min(seg_end) - addr;
+            // Unsized (hand-written assembly): up to the next function or
+            // the end of its section (or segment).
+            let section_end = text_sections
+                .iter()
+                .find(|&&(a, b)| (a..b).contains(&addr.get()))
+                .map_or(seg_end, |&(_, b)| FileAddr(b));
+            e.size = addrs
+                .get(i + 1)
+                .copied()
+                .unwrap_or(seg_end)
+                .min(seg_end)
+                .min(section_end)
+                - addr;
         }
         // A size the file gives (a symbol's, an FDE's) ends there at most,
         // so that `addr + size` is an address of the segment, never past
@@ -651,123 +680,4 @@ fn eh_frame_ranges(file: &object::File<'_>) -> Vec<(FileAddr, u64)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn libc_path() -> Option<PathBuf> {
-        [
-            "/lib/x86_64-linux-gnu/libc.so.6",
-            "/usr/lib/x86_64-linux-gnu/libc.so.6",
-        ]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-    }
-
-    #[test]
-    fn libc_has_dynsym_and_stripped_ranges() {
-        let Some(path) = libc_path() else {
-            eprintln!("SKIP: no libc.so.6 found at the Debian paths");
-            return;
-        };
-        let img = Image::open(&path).unwrap();
-        assert_eq!(img.kind(), ImageKind::Dynamic);
-        let malloc = img.function_named("malloc").expect("malloc in libc");
-        assert!(malloc.size > 16);
-        assert!(img
-            .functions()
-            .iter()
-            .any(|f| f.source == FunctionSource::EhFrame));
-        assert!(img.functions().len() > 2000);
-        assert!(img.bytes_at(malloc.addr, malloc.size as usize).is_some());
-        assert!(img
-            .function_at(malloc.addr + 3)
-            .is_some_and(|f| f.addr == malloc.addr));
-    }
-
-    #[test]
-    fn compatibility_versions_are_named_with_their_version() {
-        let Some(path) = libc_path() else {
-            eprintln!("SKIP: no libc.so.6 found at the Debian paths");
-            return;
-        };
-        let img = Image::open(&path).unwrap();
-        let names: Vec<&str> = img
-            .functions()
-            .iter()
-            .flat_map(|f| {
-                std::iter::once(f.name.as_str()).chain(f.aliases.iter().map(|a| a.as_str()))
-            })
-            .collect();
-        // glibc keeps the pre-2.15 posix_spawn and the pre-2.14 memcpy.
-        assert!(
-            names.contains(&"posix_spawn@GLIBC_2.2.5"),
-            "posix_spawn@GLIBC_2.2.5"
-        );
-        assert!(names.contains(&"posix_spawn"));
-        assert!(names.contains(&"memcpy@GLIBC_2.2.5"));
-        // Plain `memcpy` means the default version (an IFUNC), never the
-        // compatibility one.
-        assert!(img
-            .function_named("memcpy")
-            .is_none_or(|f| f.ifunc && !f.aliases.iter().any(|a| a == "memcpy@GLIBC_2.2.5")));
-    }
-
-    #[test]
-    fn rejects_non_elf_and_wrong_arch() {
-        let err = Image::from_bytes(Path::new("x.txt"), b"hello world".to_vec()).unwrap_err();
-        assert!(matches!(err, Error::NotElf { .. }));
-        // A minimal ELF64 header for AArch64 (e_machine 183).
-        let mut h = vec![0u8; 64];
-        h[..4].copy_from_slice(b"\x7fELF");
-        h[4] = 2;
-        h[5] = 1;
-        h[6] = 1;
-        h[16] = 2;
-        h[18] = 183;
-        h[20] = 1;
-        h[52] = 64;
-        let err = Image::from_bytes(Path::new("arm"), h).unwrap_err();
-        assert!(matches!(err, Error::NotX86_64 { .. }), "{err:?}");
-    }
-
-    #[test]
-    fn bias_of_pie_mapping() {
-        let img = Image {
-            path: "x".into(),
-            data: vec![],
-            kind: ImageKind::Dynamic,
-            interp: None,
-            segments: vec![
-                Segment {
-                    vaddr: FileAddr(0),
-                    memsz: 0x1000,
-                    offset: 0,
-                    filesz: 0x1000,
-                    exec: false,
-                },
-                Segment {
-                    vaddr: FileAddr(0x1000),
-                    memsz: 0x2000,
-                    offset: 0x1000,
-                    filesz: 0x2000,
-                    exec: true,
-                },
-            ],
-            functions: vec![],
-            entry: FileAddr(0),
-            usdt: vec![],
-            event_sites: vec![],
-            import_slots: Default::default(),
-            exports: Default::default(),
-            landing_pads: Default::default(),
-            frame_parts: Default::default(),
-            code_pointers: Default::default(),
-        };
-        assert_eq!(
-            img.load_bias(0x5555_0000_1000, 0x1000),
-            Some(0x5555_0000_0000)
-        );
-        assert_eq!(img.load_bias(0x5555_0000_0000, 0), Some(0x5555_0000_0000));
-    }
-}
+mod tests;

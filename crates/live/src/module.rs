@@ -39,6 +39,11 @@ pub struct Module {
     /// the image.
     file_targets: Arc<OnceLock<FileTargets>>,
     padding: OnceLock<Vec<(u64, u64)>>,
+    /// Per other part of a function (`.cold`), by its entry: the runtime
+    /// addresses its jumps and switch cases reach (see
+    /// [`Module::jumps_back_from_other_parts`], asked for several times
+    /// per function).
+    part_targets: std::sync::Mutex<std::collections::HashMap<u64, Arc<Vec<u64>>>>,
 }
 
 impl Module {
@@ -90,6 +95,7 @@ impl Module {
                 foreign: OnceLock::new(),
                 file_targets,
                 padding: OnceLock::new(),
+                part_targets: Default::default(),
             });
         }
         Ok(out)
@@ -116,6 +122,7 @@ impl Module {
             foreign: OnceLock::new(),
             file_targets,
             padding: OnceLock::new(),
+            part_targets: Default::default(),
         })
     }
 
@@ -262,6 +269,11 @@ impl Module {
                 .iter()
                 .map(|&a| self.runtime(FileAddr(a)).get())
                 .collect();
+            // With no label kept in data, a jump with the frame gone is a
+            // tail call through a pointer (sqlite's `sqlite3_free`).
+            if !taken.iter().any(|&a| a > code.start() && a < code.end()) {
+                code.mark_indirect_tail_calls();
+            }
             code.add_computed_targets(&taken);
         }
         let parts = self.other_parts_reached(&code);
@@ -300,37 +312,34 @@ impl Module {
             if !seen.insert(part.addr) {
                 continue;
             }
-            let Some(bytes) = self.image.bytes_at(part.addr, part.size as usize) else {
+            let Some(reached) = self.part_targets(part) else {
                 continue;
             };
-            let data = |addr: u64, len: usize| {
-                self.bytes_at_runtime(RemoteAddr(addr), len)
-                    .map(|b| b.to_vec())
-            };
-            let other = FunctionCode::analyze(self.runtime(part.addr).get(), bytes, &data);
-            let direct = other
-                .instructions()
-                .iter()
-                .filter(|i| {
-                    matches!(
-                        i.flow_control(),
-                        iced_x86::FlowControl::UnconditionalBranch
-                            | iced_x86::FlowControl::ConditionalBranch
-                    )
-                })
-                .map(|i| i.near_branch_target());
-            // A switch of the other part may have cases here.
-            let cases = other
-                .jump_tables()
-                .iter()
-                .flat_map(|t| t.targets.iter().chain(&t.outside).copied());
             back.extend(
-                direct
-                    .chain(cases)
+                reached
+                    .iter()
+                    .copied()
                     .filter(|&a| a > code.start() && a < code.end()),
             );
         }
         back
+    }
+
+    /// The runtime addresses the jumps of function `part` reach, and the
+    /// cases of its switches (computed once per part).
+    fn part_targets(&self, part: &Function) -> Option<Arc<Vec<u64>>> {
+        let at = self.runtime(part.addr).get();
+        if let Some(known) = self.part_targets.lock().ok()?.get(&at) {
+            return Some(known.clone());
+        }
+        let bytes = self.image.bytes_at(part.addr, part.size as usize)?;
+        let data = |addr: u64, len: usize| {
+            self.bytes_at_runtime(RemoteAddr(addr), len)
+                .map(|b| b.to_vec())
+        };
+        let reached = Arc::new(weft_code::jump_targets(at, bytes, &data));
+        self.part_targets.lock().ok()?.insert(at, reached.clone());
+        Some(reached)
     }
 
     /// Targets of `code`'s jumps out of its range that are not the entry of

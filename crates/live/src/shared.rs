@@ -164,6 +164,23 @@ impl SharedMemory {
         };
     }
 
+    /// Sets `len` bytes at `offset` to 0.
+    ///
+    /// # Panics
+    /// If the range is outside the region (a bug in the caller's layout).
+    pub fn zero(&self, offset: u64, len: usize) {
+        weft_process::failpoint::step();
+        let off = offset as usize;
+        assert!(
+            off.checked_add(len)
+                .is_some_and(|end| end <= self.map.len()),
+            "shared write out of range"
+        );
+        // SAFETY: the range was checked to lie inside our live mapping; as
+        // in `write`, the target only reads these bytes once told to.
+        unsafe { std::ptr::write_bytes(self.map.as_mut_ptr().add(off), 0, len) };
+    }
+
     /// Reads `len` bytes at `offset`.
     pub fn read(&self, offset: u64, len: usize) -> Vec<u8> {
         let off = offset as usize;
@@ -321,6 +338,9 @@ mod tests {
         // The path given to targets opens the same memory.
         let other = std::fs::read(shm.target_path()).unwrap();
         assert_eq!(&other[4096..4101], b"hello");
+        // Zeroing clears exactly its range.
+        shm.zero(4097, 3);
+        assert_eq!(shm.read(4096, 5), b"h\0\0\0o");
     }
 
     #[test]

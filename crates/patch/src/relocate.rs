@@ -16,6 +16,11 @@ pub fn can_relocate(i: &Instruction) -> Option<&'static str> {
     if i.is_invalid() {
         return Some("undecodable");
     }
+    // The kernel returns to the next instruction, wherever it is (and
+    // restarts an interrupted call 2 bytes back, at the copy).
+    if i.code() == Code::Syscall {
+        return None;
+    }
     match i.flow_control() {
         FlowControl::Call | FlowControl::IndirectCall => {
             let uses_rsp = (0..i.op_count()).any(|k| i.op_kind(k) == iced_x86::OpKind::Memory)

@@ -5,116 +5,16 @@
 
 use crate::data::DataPlan;
 use crate::rebuild::{
-    call_target, leaves_by_returning, rebuild, splices, tail_target, through_plt, Layout, Role,
+    call_target, check, leaves_by_returning, rebuild, splices, tail_target, through_plt, Layout,
+    Role,
 };
 use crate::witness::{place, Cfg};
-use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
-use weft_plan::{Rebuild, Rebuilding, RebuiltCode};
+use weft_plan::{NotRebuilt, Rebuild, Rebuilding, RebuiltCode};
 
-/// One block of a traced function, as regeneration needs it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BlockInfo {
-    /// ELF virtual address of its first instruction.
-    pub start: u64,
-    /// Offset of each instruction from `start`.
-    pub insns: Vec<u32>,
-    /// Indexes (into `insns`) of its calls.
-    pub calls: Vec<u32>,
-    /// For each call, the ELF virtual address a direct call goes to (0
-    /// for an indirect one): a call to a function the process image
-    /// linked ([`ImageLoads::linked`]) writes no record.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub callees: Vec<u64>,
-    /// The entry (ELF virtual address) of the function its last
-    /// instruction tail-calls directly, or 0: the edge to `EXIT` goes on
-    /// in that function's frame if the image linked it.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub tail: u64,
-}
-
-fn is_zero(x: &u64) -> bool {
-    *x == 0
-}
-
-/// A traced function: where it is and the plan its copy records.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FunctionInfo {
-    /// Its number in the entry records.
-    pub id: u32,
-    /// Module file name.
-    pub module: String,
-    /// The module's path when traced.
-    pub path: String,
-    /// Its name.
-    pub name: String,
-    /// ELF virtual address of its entry.
-    pub vaddr: u64,
-    /// Its blocks; the vertex `blocks.len()` is `EXIT`.
-    pub blocks: Vec<BlockInfo>,
-    /// The entry block.
-    pub entry: usize,
-    /// Edges: (from, to, witness or 0).
-    pub edges: Vec<(usize, usize, u32)>,
-    /// Its calls that may return more than once (`setjmp`), whose
-    /// returns write a resume record, and the blocks code outside jumps
-    /// back into (its other parts), which write one too.
-    #[serde(default)]
-    pub resumes: Vec<ResumePlace>,
-    /// Blocks whose jump out of the function goes on in another part of it
-    /// (a `.cold` part): the frame stays, and the part comes back through a
-    /// resume place or returns for it.
-    #[serde(default)]
-    pub part_exits: Vec<usize>,
-    /// With `--data`: how its copy records registers and how its accesses'
-    /// addresses are computed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<crate::data::DataPlan>,
-}
-
-/// A call whose returns write [`crate::record::Record::Resumed`]: a
-/// `longjmp` comes back there, past the frames it skips.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResumePlace {
-    /// The id in the records (unique in the trace).
-    pub id: u32,
-    /// The block of the call.
-    pub block: usize,
-    /// The call's index in the block's instructions.
-    pub insn: u32,
-    /// The place is the block's start (a jump back in from outside), not
-    /// the return of a call.
-    #[serde(default)]
-    pub block_start: bool,
-    /// For a C++ landing pad: the ELF virtual address of the function
-    /// whose frame catches there (its call site led to the pad), in the
-    /// same module.
-    #[serde(default)]
-    pub unwound_to: Option<u64>,
-}
-
-impl FunctionInfo {
-    /// The CFG the plan was made for.
-    pub fn cfg(&self) -> Cfg {
-        Cfg {
-            blocks: self.blocks.len(),
-            entry: self.entry,
-            edges: self
-                .edges
-                .iter()
-                .map(|&(from, to, _)| crate::witness::Edge { from, to })
-                .collect(),
-            calls: self
-                .blocks
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| !b.calls.is_empty())
-                .map(|(i, _)| i)
-                .collect(),
-        }
-    }
-}
+mod functions;
+pub use functions::{BlockInfo, FunctionInfo, ImageLoads, ResumePlace};
 
 /// glibc's function that every new thread runs first (named from its
 /// debug symbols): always laid out again, its copy clearing the thread's
@@ -224,6 +124,27 @@ struct Table {
     current: HashMap<i32, usize>,
 }
 
+/// Why [`PathsInstrument::lay_out`] gave no layout.
+enum Laid {
+    /// The copy takes this many bytes, more than the room given.
+    NoRoom(u64),
+    /// Why the function cannot have a copy.
+    Refused(String),
+}
+
+/// A function's id and resume place ids, taken before its layout.
+struct Reserved {
+    id: u32,
+    /// The id, if another process (or image) traced the function first.
+    known: Option<u32>,
+    /// The resume place ids it had there.
+    earlier: Vec<u32>,
+    /// The first of the resume place ids taken for it.
+    first_resume: u32,
+    /// Whether the function is traced (it records, and took its id).
+    taken: bool,
+}
+
 /// What the copies of the C library's functions in one process image call
 /// and write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,20 +158,6 @@ pub struct ImageCode {
     /// Where a forked child keeps the cursor it inherited
     /// (`Pool::forked_cursor`), for the copy of `_Fork`.
     pub forked: u64,
-}
-
-/// Where one process image has its traced modules.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ImageLoads {
-    /// The process.
-    pub pid: i32,
-    /// (module path, load bias: runtime address minus ELF virtual address).
-    pub modules: Vec<(String, u64)>,
-    /// The functions (ids) that every direct call and tail call of the
-    /// image's copies reaches without a record (see `rebuild::link`),
-    /// sorted.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub linked: Vec<u32>,
 }
 
 impl PathsInstrument {
@@ -296,109 +203,34 @@ impl PathsInstrument {
             .unwrap_or_default()
     }
 
-    /// Every function traced so far.
-    pub fn functions(&self) -> Vec<FunctionInfo> {
-        self.table
-            .lock()
-            .map(|t| t.functions.clone())
-            .unwrap_or_default()
-    }
-}
-
-impl Rebuild for PathsInstrument {
-    fn rebuild(&self, f: &Rebuilding<'_>) -> Result<RebuiltCode, String> {
-        let code = f.code;
+    /// [`Rebuild::rebuild`] for `f`: plan, take its id, lay it out, and
+    /// enter it in the table.
+    fn lay_out(&self, f: &Rebuilding<'_>) -> Result<RebuiltCode, Laid> {
+        // An indirect jump weft could not resolve (a `switch` whose table
+        // it cannot find) goes through a search over every instruction of
+        // the function: slow but exact.
+        let everywhere;
+        let code = if f.code.has_unresolved_indirect_jump() {
+            let mut c = f.code.clone();
+            c.dispatch_unresolved_over_every_instruction();
+            everywhere = c;
+            &everywhere
+        } else {
+            f.code
+        };
         let cfg = Cfg::from_code(code);
         let plan = place(&cfg);
-        let mut table = self
-            .table
-            .lock()
-            .map_err(|_| "the function table is poisoned".to_string())?;
-        let Table {
-            functions,
-            resumes: next_resume,
-            by_place,
-            applied,
-            images,
-            current,
-        } = &mut *table;
-        if let Some(image) = current.get(&f.pid).and_then(|&i| images.get_mut(i)) {
-            let path = f.path.to_string_lossy();
-            if !image.modules.iter().any(|(p, _)| *p == path) {
-                image.modules.push((path.into_owned(), f.bias));
-            }
-        }
-        // The same code reached under two names (an alias) is one function;
-        // the same file in another process is the same function again.
-        let vaddr = code.start() - f.bias;
-        let place = (f.path.to_string_lossy().into_owned(), vaddr);
-        let known = by_place.get(&place).copied();
-        if known.is_some_and(|id| applied.contains(&(f.pid, id))) {
-            return Err("traced already under another name".into());
-        }
-        let role = match f.function {
-            THREAD_START | FORK => {
-                let Some(image) = self
-                    .image_code
-                    .lock()
-                    .ok()
-                    .and_then(|c| c.get(&f.pid).copied())
-                else {
-                    return Err("weft's buffer pool is not in this process".into());
-                };
-                if f.function == FORK {
-                    Role::Fork {
-                        process: image.process,
-                        forked: image.forked,
-                    }
-                } else {
-                    Role::ThreadStart { claim: image.claim }
-                }
-            }
-            name if SIGNAL_MASK.contains(&name) => Role::SignalMask,
-            _ if starts_a_frame_chain(code) => {
-                return Err(
-                    "it is the first code of a new thread or process (it clears rbp to \
-                     end the frame chain), which runs before weft can give it a buffer"
-                        .into(),
-                )
-            }
-            name if NEVER_MOVED.contains(&name) => {
-                return Err(
-                    "it is the signal return trampoline, which unwinders and debuggers \
-                            recognise by its bytes"
-                        .into(),
-                )
-            }
-            name if NEVER.contains(&name) => {
-                return Err(
-                    "it runs code in a new thread or process before weft can give it a buffer"
-                        .into(),
-                )
-            }
-            _ => Role::Traced,
-        };
-        let id = known.unwrap_or(functions.len() as u32);
-        // Resume places keep their ids in every process (same code, same
-        // calls, in order).
-        let earlier: Vec<u32> = known
-            .map(|id| {
-                functions[id as usize]
-                    .resumes
-                    .iter()
-                    .map(|r| r.id)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let role = self.role_of(f, code).map_err(Laid::Refused)?;
         // Landing pads are entered from outside too (by the unwinder).
         let mut entered: Vec<u64> = f.entered_from_outside.to_vec();
         entered.extend(f.landing_pads.iter().map(|&(pad, _)| pad));
         entered.sort_unstable();
         entered.dedup();
+        check(code, &plan, &entered, f.entry_room).map_err(|e| Laid::Refused(e.to_string()))?;
         // A return address another part also jumps to is a resume place:
         // the frame found there is the innermost one of the function either
         // way.
-        let twice: Vec<(u64, u32)> = code
+        let twice_at: Vec<u64> = code
             .instructions()
             .iter()
             .filter(|i| {
@@ -406,28 +238,12 @@ impl Rebuild for PathsInstrument {
                     || (i.is_call_near() || i.is_call_near_indirect())
                         && entered.binary_search(&i.next_ip()).is_ok()
             })
-            .enumerate()
-            .map(|(k, i)| {
-                let place = earlier.get(k).copied().unwrap_or(*next_resume + k as u32);
-                (i.ip(), place)
-            })
+            .map(|i| i.ip())
             .collect();
         // Jumps back in from other parts of the function: resume places too,
         // numbered after its calls'.
-        let reentries: Vec<(u64, u32)> = if role == Role::Traced {
-            let first = *next_resume + twice.len() as u32;
-            splices(code, &entered, f.branch_targets)
-                .reentries
-                .into_iter()
-                .enumerate()
-                .map(|(k, a)| {
-                    let place = earlier
-                        .get(twice.len() + k)
-                        .copied()
-                        .unwrap_or(first + k as u32);
-                    (a, place)
-                })
-                .collect()
+        let reentries_at: Vec<u64> = if role == Role::Traced {
+            splices(code, &entered, f.branch_targets).reentries
         } else {
             Vec::new()
         };
@@ -437,6 +253,32 @@ impl Rebuild for PathsInstrument {
             .filter(|i| called_name(f, i).is_some_and(|n| NO_RETURN.contains(&n.as_str())))
             .map(|i| i.ip())
             .collect();
+        let vaddr = code.start() - f.bias;
+        let place_of = (f.path.to_string_lossy().into_owned(), vaddr);
+        // The id and resume places, taken under the table's lock; the
+        // layout, the longest part, runs without it, so that several
+        // functions are laid out at once.
+        let reserved = self
+            .reserve(f, &place_of, role, twice_at.len() + reentries_at.len())
+            .map_err(Laid::Refused)?;
+        let number = |k: usize| {
+            reserved
+                .earlier
+                .get(k)
+                .copied()
+                .unwrap_or(reserved.first_resume + k as u32)
+        };
+        let twice: Vec<(u64, u32)> = twice_at
+            .iter()
+            .enumerate()
+            .map(|(k, &ip)| (ip, number(k)))
+            .collect();
+        let reentries: Vec<(u64, u32)> = reentries_at
+            .iter()
+            .enumerate()
+            .map(|(k, &a)| (a, number(twice.len() + k)))
+            .collect();
+        let id = reserved.id;
         let data = (self.data && role == Role::Traced).then(|| DataPlan::new(code, f.bias));
         let layout = Layout {
             data: data.as_ref(),
@@ -450,16 +292,21 @@ impl Rebuild for PathsInstrument {
             reentries: &reentries,
             no_return: &no_return,
             plt_callees: f.plt_callees,
+            entry_room: f.entry_room,
         };
-        let built = rebuild(code, &cfg, &plan, &layout).map_err(|e| e.to_string())?;
-        if built.bytes.len() as u64 > f.room {
-            return Err(format!(
-                "weft's code area near {} is full ({} bytes left, the copy takes {})",
-                f.module,
-                f.room,
-                built.bytes.len()
-            ));
-        }
+        let built = match rebuild(code, &cfg, &plan, &layout) {
+            Ok(b) if b.bytes.len() as u64 > f.room => Err(Laid::NoRoom(b.bytes.len() as u64)),
+            Ok(b) => Ok(b),
+            Err(e) => Err(Laid::Refused(e.to_string())),
+        };
+        let built = match built {
+            Ok(b) => b,
+            Err(why) => {
+                let again = matches!(why, Laid::NoRoom(_));
+                self.unreserve(f, &place_of, &reserved, again);
+                return Err(why);
+            }
+        };
         let blocks: Vec<BlockInfo> = code
             .blocks()
             .iter()
@@ -552,12 +399,18 @@ impl Rebuild for PathsInstrument {
             })
             .map(|(k, _)| k)
             .collect();
+        let mut table = self
+            .table
+            .lock()
+            .map_err(|_| Laid::Refused("the function table is poisoned".into()))?;
+        let Table { functions, .. } = &mut *table;
         // The table keeps the callees the function's first process found.
         // Where a call through the PLT reaches another function here (a
         // library preloaded in one process and not the other), neither
         // is linked in this process: its call writes records, as the
         // regenerator, reading the table's callee, expects.
-        let diverging: Vec<u64> = known
+        let diverging: Vec<u64> = reserved
+            .known
             .map(|id| {
                 functions[id as usize]
                     .blocks
@@ -578,7 +431,6 @@ impl Rebuild for PathsInstrument {
             })
             .unwrap_or_default();
         if role == Role::Traced {
-            applied.insert((f.pid, id));
             if let Ok(mut l) = self.links.lock() {
                 let process = l.entry(f.pid).or_default();
                 for entry in diverging {
@@ -593,37 +445,215 @@ impl Rebuild for PathsInstrument {
                 });
             }
         }
-        if role != Role::Traced || known.is_some() {
-            // It records nothing, so it needs no place in the table; or it
-            // has one already.
-            return Ok(RebuiltCode {
-                jumps: built.splices(code.start()),
-                bytes: built.bytes,
-            });
+        if role == Role::Traced && reserved.known.is_none() {
+            functions[id as usize] = FunctionInfo {
+                id,
+                module: f.module.to_string(),
+                path: f.path.to_string_lossy().into_owned(),
+                name: f.function.to_string(),
+                vaddr,
+                blocks,
+                entry: cfg.entry,
+                edges: cfg
+                    .edges
+                    .iter()
+                    .zip(&plan.witness)
+                    .map(|(e, w)| (e.from, e.to, w.unwrap_or(0)))
+                    .collect(),
+                resumes,
+                part_exits,
+                data,
+            };
         }
-        functions.push(FunctionInfo {
-            id,
-            module: f.module.to_string(),
-            path: f.path.to_string_lossy().into_owned(),
-            name: f.function.to_string(),
-            vaddr,
-            blocks,
-            entry: cfg.entry,
-            edges: cfg
-                .edges
-                .iter()
-                .zip(&plan.witness)
-                .map(|(e, w)| (e.from, e.to, w.unwrap_or(0)))
-                .collect(),
-            resumes,
-            part_exits,
-            data,
-        });
-        *next_resume += (twice.len() + reentries.len()) as u32;
-        by_place.insert(place, id);
         Ok(RebuiltCode {
             jumps: built.splices(code.start()),
             bytes: built.bytes,
+        })
+    }
+
+    /// What the copy of `f` does: record (a traced function), or a role
+    /// of its own in weft's bookkeeping; or why it is not laid out.
+    fn role_of(&self, f: &Rebuilding<'_>, code: &weft_code::FunctionCode) -> Result<Role, String> {
+        Ok(match f.function {
+            THREAD_START | FORK => {
+                let Some(image) = self
+                    .image_code
+                    .lock()
+                    .ok()
+                    .and_then(|c| c.get(&f.pid).copied())
+                else {
+                    return Err("weft's buffer pool is not in this process".into());
+                };
+                if f.function == FORK {
+                    Role::Fork {
+                        process: image.process,
+                        forked: image.forked,
+                    }
+                } else {
+                    Role::ThreadStart { claim: image.claim }
+                }
+            }
+            name if SIGNAL_MASK.contains(&name) => Role::SignalMask,
+            _ if starts_a_frame_chain(code) => {
+                return Err(
+                    "it is the first code of a new thread or process (it clears rbp to \
+                     end the frame chain), which runs before weft can give it a buffer"
+                        .into(),
+                )
+            }
+            name if NEVER_MOVED.contains(&name) => {
+                return Err(
+                    "it is the signal return trampoline, which unwinders and debuggers \
+                            recognise by its bytes"
+                        .into(),
+                )
+            }
+            name if NEVER.contains(&name) => {
+                return Err(
+                    "it runs code in a new thread or process before weft can give it a buffer"
+                        .into(),
+                )
+            }
+            _ => Role::Traced,
+        })
+    }
+
+    /// Takes `f`'s id and `resume_places` resume place ids, under the
+    /// table's lock: the same code under another name (an alias) is one
+    /// function, refused a second time in a process; the same file in
+    /// another process gets its function's id and resume places again. A
+    /// new traced function's entry is held by a placeholder until its
+    /// layout is done ([`PathsInstrument::unreserve`] if it fails).
+    fn reserve(
+        &self,
+        f: &Rebuilding<'_>,
+        place: &(String, u64),
+        role: Role,
+        resume_places: usize,
+    ) -> Result<Reserved, String> {
+        let mut table = self
+            .table
+            .lock()
+            .map_err(|_| "the function table is poisoned".to_string())?;
+        let Table {
+            functions,
+            resumes: next_resume,
+            by_place,
+            applied,
+            images,
+            current,
+        } = &mut *table;
+        if let Some(image) = current.get(&f.pid).and_then(|&i| images.get_mut(i)) {
+            if !image.modules.iter().any(|(p, _)| *p == place.0) {
+                image.modules.push((place.0.clone(), f.bias));
+            }
+        }
+        let known = by_place.get(place).copied();
+        if known.is_some_and(|id| applied.contains(&(f.pid, id))) {
+            return Err("traced already under another name".into());
+        }
+        // A function whose copy found no room before keeps its id (copies
+        // laid out since may hold the ids after it) and gets its entry now.
+        let retry = known.filter(|&id| functions[id as usize].blocks.is_empty());
+        if role != Role::Traced {
+            // It records nothing: no id, no place in the table.
+            return Ok(Reserved {
+                id: 0,
+                known: None,
+                earlier: Vec::new(),
+                first_resume: 0,
+                taken: false,
+            });
+        }
+        let (id, earlier, first_resume) = match (known, retry) {
+            (Some(id), Some(_)) => {
+                let first = *next_resume;
+                *next_resume += resume_places as u32;
+                (id, Vec::new(), first)
+            }
+            (Some(id), None) => (
+                id,
+                functions[id as usize]
+                    .resumes
+                    .iter()
+                    .map(|r| r.id)
+                    .collect(),
+                *next_resume,
+            ),
+            (None, _) => {
+                let id = functions.len() as u32;
+                functions.push(FunctionInfo {
+                    id,
+                    module: f.module.to_string(),
+                    path: place.0.clone(),
+                    name: f.function.to_string(),
+                    vaddr: place.1,
+                    blocks: Vec::new(),
+                    entry: 0,
+                    edges: Vec::new(),
+                    resumes: Vec::new(),
+                    part_exits: Vec::new(),
+                    data: None,
+                });
+                by_place.insert(place.clone(), id);
+                let first = *next_resume;
+                *next_resume += resume_places as u32;
+                (id, Vec::new(), first)
+            }
+        };
+        applied.insert((f.pid, id));
+        Ok(Reserved {
+            id,
+            known: known.filter(|_| retry.is_none()),
+            earlier,
+            first_resume,
+            taken: true,
+        })
+    }
+
+    /// Gives back what [`PathsInstrument::reserve`] took for a function
+    /// whose layout failed: `again`, for want of room (the applier tries
+    /// it again elsewhere, and it keeps its id); or for good. A new
+    /// function's id stays taken either way (copies laid out meanwhile hold
+    /// the ids after it), by an entry with no blocks until its copy is
+    /// placed, which no record names.
+    fn unreserve(
+        &self,
+        f: &Rebuilding<'_>,
+        place: &(String, u64),
+        reserved: &Reserved,
+        again: bool,
+    ) {
+        if !reserved.taken {
+            return;
+        }
+        if let Ok(mut t) = self.table.lock() {
+            t.applied.remove(&(f.pid, reserved.id));
+            if reserved.known.is_none() && !again {
+                t.by_place.remove(place);
+            }
+        }
+    }
+
+    /// Whether any function is traced yet.
+    pub fn has_functions(&self) -> bool {
+        self.table.lock().is_ok_and(|t| !t.functions.is_empty())
+    }
+
+    /// Every function traced so far.
+    pub fn functions(&self) -> Vec<FunctionInfo> {
+        self.table
+            .lock()
+            .map(|t| t.functions.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl Rebuild for PathsInstrument {
+    fn rebuild(&self, f: &Rebuilding<'_>) -> Result<RebuiltCode, NotRebuilt> {
+        self.lay_out(f).map_err(|e| match e {
+            Laid::NoRoom(needs) => NotRebuilt::NoRoom { needs },
+            Laid::Refused(why) => NotRebuilt::Refused(why),
         })
     }
 

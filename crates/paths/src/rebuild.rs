@@ -12,13 +12,15 @@
 //! * after each call, the record that the call returned (skipped once
 //!   the call is linked straight to its callee's copy: see [`link`]).
 //!
-//! A store is four instructions that keep the flags and every live
-//! register: `mov r, fs:[CURSOR]; mov [r], value; lea r, [r+len];
-//! mov fs:[CURSOR], r`, with `r` a register liveness proves dead there
-//! (or `rax`, saved below the red zone, where none is). The thread's
-//! cursor lives in its TCB (see [`CURSOR`]). A full buffer ends in a guard
-//! page: the store faults, and weft's handler hands the thread a new buffer
-//! by changing `r` (see `handler.rs`).
+//! A store is three instructions that keep every live register, and the
+//! flags where they are live: `mov r32, len; xadd fs:[CURSOR], r;
+//! mov [r], value`, with `r` a register liveness proves dead there (or
+//! one saved below the red zone, where none is), and live flags held in
+//! `rax` meanwhile (`lahf`, `seto al` if the overflow flag is live; then
+//! `add al, 0x7f; sahf`). The thread's cursor lives in its TCB (see
+//! [`CURSOR`]). A full buffer ends in a guard page: the store faults, and
+//! weft's handler hands the thread a new buffer by changing `r` (see
+//! `handler.rs`). `store_tests.rs` runs stores in-process.
 //!
 //! Calls push the *original* return address and jump to the callee, so
 //! that unwinders, `backtrace()` and debuggers see the original caller;
@@ -27,10 +29,14 @@
 //! address within five bytes of another spliced address, or of the
 //! function's end), the copy makes a real call, returning into the copy.
 
+mod check;
 mod emit;
 mod link;
 mod splices;
+#[cfg(test)]
+mod store_tests;
 
+pub use check::check;
 pub use link::{call_target, leaves_by_returning, tail_target, LinkSite, Returned};
 use splices::call_form_movable;
 pub use splices::{splices, Splices};
@@ -106,7 +112,7 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// Shorter than the five bytes of the jump at its entry.
-    #[error("shorter than the 5-byte jump at its entry")]
+    #[error("shorter than the 5-byte jump at its entry, with no padding after it to cover")]
     TooShort,
     /// A `switch` through a jump table (table translation is to come).
     #[error("jumps through a table at {0:#x}")]
@@ -202,6 +208,9 @@ pub struct Layout<'a> {
     /// (PLT stub, the function of the module it reaches), sorted: a call
     /// or tail call through such a stub is linked like a direct one.
     pub plt_callees: &'a [(u64, u64)],
+    /// Bytes at the entry its jump may cover (see
+    /// `weft_plan::Rebuilding::entry_room`).
+    pub entry_room: u64,
 }
 
 /// The function a direct call or jump to `target` reaches: through a PLT
@@ -233,60 +242,21 @@ pub fn rebuild(
         reentries,
         no_return,
         plt_callees,
+        entry_room,
     } = *layout;
     if id > MAX_FUNCTION {
         return Err(Refusal::TooManyFunctions(id));
     }
-    if code.end() < code.start() + 5 {
-        return Err(Refusal::TooShort);
-    }
-    let covered = |a: u64| {
-        entered_from_outside
-            .iter()
-            .find(|&&t| t > a && t < a + 5)
-            .copied()
-    };
-    if let Some(t) = covered(code.start()) {
-        return Err(Refusal::EnteredInside(t));
-    }
-    let most = plan.witness.iter().flatten().copied().max().unwrap_or(0);
-    if most > MAX_WITNESS {
-        return Err(Refusal::TooManyWitnesses(most));
-    }
-    for b in code.blocks() {
-        let tail = &code.instructions()[b.last - 1];
-        match b.kind {
-            BlockEnd::Switch if !switch_form_supported(tail) => {
-                return Err(Refusal::JumpTable(tail.ip()))
-            }
-            BlockEnd::IndirectJump => return Err(Refusal::IndirectJump(tail.ip())),
-            _ => {}
-        }
-    }
-    for i in code.instructions() {
-        if is_call(i) {
-            continue;
-        }
-        if let Some(why) = weft_patch_free_can_move(i) {
-            return Err(Refusal::NotRelocatable(i.ip(), why));
-        }
-    }
+    check(code, plan, entered_from_outside, entry_room)?;
     let spliced_returns = splices(code, entered_from_outside, branch_targets).returns;
     let liveness = code.liveness();
     let live_before = |a: u64| liveness.live_before(a).unwrap_or(RegSet::ALL);
     let live_after = |a: u64| liveness.live_after(a).unwrap_or(RegSet::ALL);
-    let mut b = Builder {
+    let mut b = Builder::new(
         at,
-        literals: Vec::new(),
-        out: Vec::new(),
-        stubs: Vec::new(),
-        next_fake: FAKE_IP,
-        saves_state: false,
-        pending_fake: None,
-        own_entry: None,
-        silent: role != Role::Traced,
+        role != Role::Traced,
         // The last instruction of the function never returns either.
-        no_return: no_return
+        no_return
             .iter()
             .copied()
             .chain(
@@ -296,14 +266,13 @@ pub fn rebuild(
                     .map(|i| i.ip()),
             )
             .collect(),
-        after_syscall: match role {
+        match role {
             Role::Fork { process, forked } => AfterSyscall::ForkChild { process, forked },
             Role::SignalMask => AfterSyscall::UnblockFaults,
             _ => AfterSyscall::Nothing,
         },
-        range: code.start()..code.end(),
-        marks: Vec::new(),
-    };
+        code.start()..code.end(),
+    );
     let first = code.instructions()[0];
     // The entry record gets an address of its own: calls of the function
     // from inside it (recursion) go there, while branches to the first
@@ -501,11 +470,22 @@ pub fn rebuild(
                     .ok_or(Refusal::JumpTable(tail.ip()))?;
                 // Cases in another part of the function take the edge to EXIT.
                 let out_witness = exit_witnesses(bi).first().copied().flatten();
-                let cases: Vec<(u64, Option<u32>)> = table
+                // Each case with what is live where it goes: its stub
+                // restores and stores for that, not for the jump (where a
+                // computed `goto`, which may leave, has everything live).
+                let cases: Vec<Case> = table
                     .targets
                     .iter()
-                    .map(|&t| (t, block_at(t).and_then(|to| witness_of(bi, to))))
-                    .chain(table.outside.iter().map(|&t| (t, out_witness)))
+                    .map(|&t| Case {
+                        target: t,
+                        witness: block_at(t).and_then(|to| witness_of(bi, to)),
+                        live: live_before(t),
+                    })
+                    .chain(table.outside.iter().map(|&t| Case {
+                        target: t,
+                        witness: out_witness,
+                        live: RegSet::ALL,
+                    }))
                     .collect();
                 // A computed `goto` elsewhere leaves the function.
                 let elsewhere = if table.elsewhere { out_witness } else { None };
@@ -584,17 +564,13 @@ pub fn rebuild(
     })
 }
 
-/// Whether a `switch`'s indirect jump has a form the copy can dispatch:
-/// `jmp reg`, or `jmp [mem]` not addressed through `rsp`.
-fn switch_form_supported(jmp: &Instruction) -> bool {
-    match jmp.op0_kind() {
-        iced_x86::OpKind::Register => jmp.op0_register() != Register::RSP,
-        iced_x86::OpKind::Memory => {
-            jmp.memory_base().full_register() != Register::RSP
-                && jmp.memory_index().full_register() != Register::RSP
-        }
-        _ => false,
-    }
+/// A target of a `switch`: the witness of the edge to it, and what is
+/// live there.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Case {
+    target: u64,
+    witness: Option<u32>,
+    live: RegSet,
 }
 
 fn is_call(i: &Instruction) -> bool {
@@ -602,20 +578,6 @@ fn is_call(i: &Instruction) -> bool {
         i.flow_control(),
         FlowControl::Call | FlowControl::IndirectCall
     )
-}
-
-/// Why `i` cannot be moved: a read of its own bytes, or undecodable.
-fn weft_patch_free_can_move(i: &Instruction) -> Option<&'static str> {
-    if i.is_invalid() {
-        return Some("undecodable");
-    }
-    if i.is_ip_rel_memory_operand()
-        && i.ip_rel_memory_address() >= i.ip()
-        && i.ip_rel_memory_address() < i.next_ip()
-    {
-        return Some("reads its own bytes");
-    }
-    None
 }
 
 /// What a copy adds after each `syscall` instruction (see [`Role`]).
@@ -657,6 +619,32 @@ pub(crate) struct Builder {
 }
 
 impl Builder {
+    /// A builder for a copy at `at` of the code in `range`, which stores
+    /// nothing if `silent`.
+    fn new(
+        at: u64,
+        silent: bool,
+        no_return: Vec<u64>,
+        after_syscall: AfterSyscall,
+        range: std::ops::Range<u64>,
+    ) -> Builder {
+        Builder {
+            at,
+            literals: Vec::new(),
+            out: Vec::new(),
+            stubs: Vec::new(),
+            next_fake: FAKE_IP,
+            saves_state: false,
+            pending_fake: None,
+            own_entry: None,
+            silent,
+            no_return,
+            after_syscall,
+            range,
+            marks: Vec::new(),
+        }
+    }
+
     fn fake(&mut self) -> u64 {
         self.next_fake += 1;
         self.next_fake

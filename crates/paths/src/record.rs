@@ -3,19 +3,24 @@
 //!
 //! Every record starts with a byte that says what it is, and no record
 //! starts with 0, so a buffer that was zero when the thread got it ends
-//! where the first record starting with 0 would be.
+//! where the first record starting with 0 would be. Only a register's
+//! value holds 0 bytes anywhere else: the numbers of the other records
+//! are written as three base-255 digits, each plus one (`1..=0xFF`), so
+//! that in a stream without values the first 0 byte is its end, found
+//! at memory speed (weft looks for it in every full buffer while the
+//! program may be waiting for a free one).
 //!
 //! | first byte | record | bytes |
 //! |---|---|---|
 //! | `1..=0xF9` | a witness number of the current function | 1 |
 //! | `0xFA` | (`--data`) a register's value, `u64` | 9 |
-//! | `0xFB` | (`--validate`) a block starts: its index in its function, `u24` | 4 |
-//! | `0xFC` | a frame resumed at a known place: the place's id, `u24` | 4 |
+//! | `0xFB` | (`--validate`) a block starts: its index in its function, 3 digits | 4 |
+//! | `0xFC` | a frame resumed at a known place: the place's id, 3 digits | 4 |
 //! | `0xFD` | a call made by the current function returned | 1 |
-//! | `0xFE` | a witness number above `0xF9`: `u16` follows (little-endian), then a 0 | 4 |
-//! | `0xFF` | a traced function was entered: its id, `u24`, follows | 4 |
+//! | `0xFE` | a witness number above `0xF9`, 3 digits | 4 |
+//! | `0xFF` | a traced function was entered: its id, 3 digits | 4 |
 //!
-//! Multi-byte numbers are little-endian. A *resume place* is where control
+//! Digits and the `u64` are little-endian. A *resume place* is where control
 //! comes back into a frame without a plain return: the second and later
 //! returns of a `setjmp` (a `longjmp` that may skip frames), and a C++
 //! landing pad the unwinder jumps to. Their ids index the trace's table
@@ -37,8 +42,26 @@ pub const WIDE: u8 = 0xFE;
 pub const ENTERED: u8 = 0xFF;
 /// Largest witness number a function may have.
 pub const MAX_WITNESS: u32 = 0xFFFF;
-/// Largest function id (and block index, and resume place id).
-pub const MAX_FUNCTION: u32 = 0xFF_FFFF;
+/// Largest function id (and block index, and resume place id): the
+/// largest number three digits hold.
+pub const MAX_FUNCTION: u32 = DIGIT_BASE * DIGIT_BASE * DIGIT_BASE - 1;
+/// The base of the digits of a record's number.
+const DIGIT_BASE: u32 = 255;
+
+/// `n` (at most [`MAX_FUNCTION`]) as three digits `1..=0xFF`, the first
+/// in the lowest byte.
+fn digits(n: u32) -> u32 {
+    debug_assert!(n <= MAX_FUNCTION);
+    let d = |k: u32| n / DIGIT_BASE.pow(k) % DIGIT_BASE + 1;
+    d(0) | d(1) << 8 | d(2) << 16
+}
+
+/// The number three digits write, or `None` if one is 0 (not a digit).
+fn number(b: [u8; 3]) -> Option<u32> {
+    b.iter().rev().try_fold(0u32, |n, &d| {
+        (d != 0).then(|| n * DIGIT_BASE + (d as u32 - 1))
+    })
+}
 
 /// A record as written: the value a store writes (little-endian, as
 /// wide as [`Record::store_width`]) and how far the cursor moves.
@@ -64,11 +87,11 @@ impl Record {
     pub fn value(self) -> u32 {
         match self {
             Record::Witness(w) if w <= MAX_BYTE_WITNESS => w,
-            Record::Witness(w) => WIDE as u32 | (w << 8),
+            Record::Witness(w) => WIDE as u32 | digits(w) << 8,
             Record::Returned => RETURNED as u32,
-            Record::Entered(id) => ENTERED as u32 | (id << 8),
-            Record::Block(index) => BLOCK as u32 | (index << 8),
-            Record::Resumed(id) => RESUMED as u32 | (id << 8),
+            Record::Entered(id) => ENTERED as u32 | digits(id) << 8,
+            Record::Block(index) => BLOCK as u32 | digits(index) << 8,
+            Record::Resumed(id) => RESUMED as u32 | digits(id) << 8,
             Record::Value(_) => VALUE as u32,
         }
     }
@@ -87,11 +110,7 @@ impl Record {
         match self {
             Record::Witness(w) if w <= MAX_BYTE_WITNESS => 1,
             Record::Returned => 1,
-            // The fourth byte pads it to the 4-byte store that writes it:
-            // the store may not run over the next record, which a signal
-            // handler may have written first.
-            Record::Witness(_) => 4,
-            Record::Entered(_) | Record::Block(_) | Record::Resumed(_) => 4,
+            Record::Witness(_) | Record::Entered(_) | Record::Block(_) | Record::Resumed(_) => 4,
             Record::Value(_) => 9,
         }
     }
@@ -102,11 +121,42 @@ impl Record {
     }
 }
 
+impl std::fmt::Display for Record {
+    /// The record as a message names it ("witness 4", "the entry of
+    /// function 691").
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Record::Witness(w) => write!(f, "witness {w}"),
+            Record::Returned => f.write_str("a call's return record"),
+            Record::Entered(id) => write!(f, "the entry of function {id}"),
+            Record::Block(b) => write!(f, "the record of block {b}"),
+            Record::Resumed(id) => write!(f, "resume place {id}"),
+            Record::Value(v) => write!(f, "a register's value ({v:#x})"),
+        }
+    }
+}
+
+/// A record read, or the stream's end, as a message names it.
+pub fn describe(record: Option<Record>) -> String {
+    record.map_or_else(|| "the end of the stream".into(), |r| r.to_string())
+}
+
 /// Why bytes are not a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bad {
     /// The stream ends inside a record.
     Truncated,
+    /// A record's number has a 0 byte, which no digit is (a damaged trace).
+    NotADigit,
+}
+
+impl std::fmt::Display for Bad {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Bad::Truncated => "the stream ends inside a record",
+            Bad::NotADigit => "a record's number has a 0 byte (the trace is damaged)",
+        })
+    }
 }
 
 /// Reads the record at `at`: `None` at the end of the stream (no bytes
@@ -126,14 +176,11 @@ pub fn read(bytes: &[u8], at: usize) -> Result<Option<(Record, usize)>, Bad> {
                 9,
             )
         }
-        WIDE => {
+        WIDE | ENTERED | BLOCK | RESUMED => {
             let b = take(3)?;
-            (Record::Witness(u16::from_le_bytes([b[0], b[1]]) as u32), 4)
-        }
-        ENTERED | BLOCK | RESUMED => {
-            let b = take(3)?;
-            let n = u32::from_le_bytes([b[0], b[1], b[2], 0]);
+            let n = number([b[0], b[1], b[2]]).ok_or(Bad::NotADigit)?;
             let r = match first {
+                WIDE => Record::Witness(n),
                 ENTERED => Record::Entered(n),
                 BLOCK => Record::Block(n),
                 _ => Record::Resumed(n),
@@ -142,6 +189,55 @@ pub fn read(bytes: &[u8], at: usize) -> Result<Option<(Record, usize)>, Bad> {
         }
         w => (Record::Witness(w as u32), 1),
     }))
+}
+
+/// Where the records of `bytes` end: the offset of the first record
+/// that starts with 0 or runs past the end, or `bytes.len()`. The same
+/// as calling [`read`] from 0 until it stops, eight bytes a step over
+/// runs of one-byte witnesses (weft scans every full buffer this way
+/// while the program waits for a free one).
+pub fn records_end(bytes: &[u8]) -> usize {
+    // (A number's digit is never 0, and a 0 digit stops `read` too.)
+    let mut at = 0;
+    loop {
+        if let Some(word) = bytes.get(at..at + 8) {
+            let special = not_byte_witnesses(u64::from_le_bytes(word.try_into().expect("8 bytes")));
+            if special == 0 {
+                at += 8;
+                continue;
+            }
+            // Every byte before the first special one is a whole record.
+            at += special.trailing_zeros() as usize / 8;
+        }
+        match read(bytes, at) {
+            Ok(Some((_, n))) => at += n,
+            _ => return at,
+        }
+    }
+}
+
+/// Where the records of `bytes`, which holds no register values (a run
+/// without `--data`), end: its first 0 byte, or `bytes.len()`. The same as
+/// [`records_end`] for such a stream unless its last record is cut short,
+/// which a buffer's never is (a store that reaches the guard page writes
+/// nothing there).
+pub fn records_end_without_values(bytes: &[u8]) -> usize {
+    memchr::memchr(0, bytes).unwrap_or(bytes.len())
+}
+
+/// The high bit of each byte of `word` (little-endian) that is not a
+/// one-byte witness (`1..=MAX_BYTE_WITNESS`): a 0, or `0xFA` and above.
+/// Exact per byte: no sum carries into the next byte.
+fn not_byte_witnesses(word: u64) -> u64 {
+    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // High bit set where the byte is not 0.
+    let nonzero = ((word & LOW7) + LOW7) | word;
+    // High bit set where the byte is 0xFA or above: its high bit is set
+    // and its low seven bits are 0x7A or above.
+    let above = ((word & LOW7) + (0x80 - (MAX_BYTE_WITNESS as u64 + 1 - 0x80)) * ONES) & word;
+    (!nonzero | above) & HIGH
 }
 
 #[cfg(test)]
@@ -185,5 +281,97 @@ mod tests {
         assert_eq!(read(&value[..8], 0), Err(Bad::Truncated));
         assert_eq!(read(&[WIDE, 1], 0), Err(Bad::Truncated));
         assert_eq!(read(&[ENTERED, 1, 2], 0), Err(Bad::Truncated));
+        assert_eq!(read(&[ENTERED, 1, 0, 2], 0), Err(Bad::NotADigit));
+        // Every wide witness is free of 0 bytes too.
+        for w in MAX_BYTE_WITNESS + 1..=MAX_WITNESS {
+            let bytes = Record::Witness(w).value().to_le_bytes();
+            assert!(!bytes.contains(&0), "witness {w} as {bytes:x?}");
+            assert_eq!(read(&bytes, 0), Ok(Some((Record::Witness(w), 4))));
+        }
+        // The digits at their edges: 0, the base, the largest.
+        assert_eq!(Record::Entered(0).value(), 0x01_01_01_00 | ENTERED as u32);
+        assert_eq!(Record::Entered(255).value(), 0x01_02_01_00 | ENTERED as u32);
+        assert_eq!(
+            Record::Entered(MAX_FUNCTION).value(),
+            0xFF_FF_FF_00 | ENTERED as u32
+        );
+    }
+
+    /// The stopping point of reading one record after another.
+    fn slow_end(bytes: &[u8]) -> usize {
+        let mut at = 0;
+        while let Ok(Some((_, n))) = read(bytes, at) {
+            at += n;
+        }
+        at
+    }
+
+    #[test]
+    fn every_byte_is_classified_as_read_classifies_it() {
+        for b in 0..=255u8 {
+            let word = u64::from_le_bytes([1, 1, b, 1, 1, 1, 1, 1]);
+            let one_byte_witness = (1..=MAX_BYTE_WITNESS as u8).contains(&b);
+            assert_eq!(
+                not_byte_witnesses(word) == 0,
+                one_byte_witness,
+                "byte {b:#x}"
+            );
+            if !one_byte_witness {
+                assert_eq!(not_byte_witnesses(word), 0x80 << 16, "byte {b:#x}");
+            }
+        }
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn records_end_agrees_with_reading_one_record_after_another(
+            records in proptest::collection::vec(
+                prop_oneof![
+                    8 => (1..=MAX_BYTE_WITNESS).prop_map(Record::Witness),
+                    1 => (MAX_BYTE_WITNESS + 1..=MAX_WITNESS).prop_map(Record::Witness),
+                    1 => (0..=MAX_FUNCTION).prop_map(Record::Entered),
+                    1 => Just(Record::Returned),
+                    1 => (0..=MAX_FUNCTION).prop_map(Record::Resumed),
+                    1 => proptest::num::u64::ANY.prop_map(Record::Value),
+                ],
+                0..200,
+            ),
+            cut in proptest::option::of(0usize..2000),
+            hole in proptest::option::of(0usize..200),
+        ) {
+            let mut bytes = Vec::new();
+            for (k, r) in records.iter().enumerate() {
+                let at = bytes.len();
+                bytes.resize(at + r.len() as usize, 0);
+                if hole == Some(k) {
+                    continue; // reserved, not written
+                }
+                let v = r.value().to_le_bytes();
+                let w = r.store_width() as usize;
+                bytes[at..at + w].copy_from_slice(&v[..w]);
+                if let Record::Value(x) = r {
+                    bytes[at + 1..at + 9].copy_from_slice(&x.to_le_bytes());
+                }
+            }
+            if let Some(c) = cut {
+                bytes.truncate(c.min(bytes.len()));
+            }
+            prop_assert_eq!(records_end(&bytes), slow_end(&bytes));
+            let has_values = records.iter().any(|r| matches!(r, Record::Value(_)));
+            if !has_values && cut.is_none() {
+                prop_assert_eq!(records_end_without_values(&bytes), slow_end(&bytes));
+            }
+        }
+
+        #[test]
+        fn numbers_have_no_zero_byte_and_read_back(n in 0..=MAX_FUNCTION) {
+            for r in [Record::Entered(n), Record::Block(n), Record::Resumed(n)] {
+                let bytes = r.value().to_le_bytes();
+                prop_assert!(!bytes.contains(&0), "{r:?} as {bytes:x?}");
+                prop_assert_eq!(read(&bytes, 0), Ok(Some((r, 4))));
+            }
+        }
     }
 }

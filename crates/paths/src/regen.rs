@@ -322,7 +322,7 @@ impl<'a> Program<'a> {
                     }
                     Some(other) => {
                         return Err(r.error(format!(
-                            "{other:?} after {} jumped into another part of itself",
+                            "{other} after {} jumped into another part of itself",
                             f.name
                         )))
                     }
@@ -344,7 +344,7 @@ impl<'a> Program<'a> {
                     }
                     Some(other) => {
                         return Err(r.error(format!(
-                            "{other:?} where a call made by {} should return",
+                            "{other} where a call made by {} should return",
                             f.name
                         )))
                     }
@@ -380,7 +380,7 @@ impl<'a> Program<'a> {
                     Some(other) => {
                         return Err(r.error(format!(
                             "first difference after {checked} blocks: the thread recorded \
-                             {other:?} where regeneration enters {:#x} of {}",
+                             {other} where regeneration enters {:#x} of {}",
                             block.start, f.name
                         )))
                     }
@@ -410,7 +410,9 @@ impl<'a> Program<'a> {
                 }
                 continue;
             }
-            // The block ends: which way?
+            // The block ends (its call, if it ends with one, returned):
+            // the registers recorded after that call, then which way?
+            self.data_after_last_call(top, &mut r)?;
             let outs = &w.outs[top.block];
             let (to, witness) = match outs.as_slice() {
                 [] => {
@@ -463,7 +465,7 @@ impl<'a> Program<'a> {
                         None => return done(skipped, checked),
                         Some(other) => {
                             return Err(r.error(format!(
-                                "{other:?} where {} decides at block {:#x}",
+                                "{other} where {} decides at block {:#x}",
                                 f.name, block.start
                             )))
                         }
@@ -480,8 +482,10 @@ impl<'a> Program<'a> {
                     None => return done(skipped, checked),
                     other => {
                         return Err(r.error(format!(
-                            "{other:?} where {} writes witness {witness} after block {:#x}",
-                            f.name, block.start
+                            "{} where {} writes witness {witness} after block {:#x}",
+                            crate::record::describe(other),
+                            f.name,
+                            block.start
                         )))
                     }
                 }
@@ -616,6 +620,15 @@ impl<'a> Program<'a> {
                 self.functions.len()
             ),
         })?;
+        if f.blocks.is_empty() {
+            return Err(RegenError {
+                offset: r.at,
+                what: format!(
+                    "function {id} ({}) entered, but weft placed no copy of it",
+                    f.name
+                ),
+            });
+        }
         let regs = match &f.data {
             Some(plan) => {
                 let mut regs = Box::new([None; 16]);
@@ -635,6 +648,37 @@ impl<'a> Program<'a> {
             returns_for_below: false,
             regs,
         })
+    }
+
+    /// With `--data`, the registers recorded after the call that ends the
+    /// frame's block, if it ends with one (the copy records them after the
+    /// call returns, before the way out of the block).
+    fn data_after_last_call(
+        &self,
+        frame: &mut Frame,
+        r: &mut Reader<'_>,
+    ) -> Result<(), RegenError> {
+        let f = &self.functions[frame.function as usize];
+        let (Some(plan), Some(regs)) = (&f.data, frame.regs.as_mut()) else {
+            return Ok(());
+        };
+        let block = &f.blocks[frame.block];
+        let Some(last) = (block.insns.len() as u32).checked_sub(1) else {
+            return Ok(());
+        };
+        if !block.calls.contains(&last) {
+            return Ok(());
+        }
+        if let Some(after) = plan
+            .after
+            .get(frame.block)
+            .and_then(|a| a.get(last as usize))
+        {
+            for &g in after {
+                regs[g as usize & 15] = Some(r.value()?);
+            }
+        }
+        Ok(())
     }
 
     /// With `--data`, the segment `first..last` of block `block` that

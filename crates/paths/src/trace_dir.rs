@@ -1,6 +1,6 @@
 //! A paths trace on disk (`--paths-out DIR`):
 //!
-//! * `DIR/paths.json`: `{"format": "weft-paths", "version": 4, ...}` with
+//! * `DIR/paths.json`: `{"format": "weft-paths", "version": 5, ...}` with
 //!   the function table ([`FunctionInfo`]), the processes, and the bytes
 //!   lost; written when tracing ends.
 //! * `DIR/buffers.zst`: one zstd stream of chunks, each a buffer a thread
@@ -17,14 +17,14 @@
 
 use crate::instrument::{FunctionInfo, ImageLoads};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 /// `format` of `paths.json`.
 pub const FORMAT: &str = "weft-paths";
 /// `version` of `paths.json` this weft writes and reads.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// Bytes of a chunk's header.
 pub const CHUNK_HEADER: usize = 40;
 
@@ -57,6 +57,15 @@ pub struct Meta {
     /// Where each forked child's stream goes on from its parent's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forks: Vec<ForkPoint>,
+    /// Whether weft finished the trace: `false` in the `paths.json` it
+    /// writes as soon as functions are laid out, which a weft that was
+    /// killed, or whose disk filled, leaves behind.
+    #[serde(default = "finished")]
+    pub complete: bool,
+}
+
+fn finished() -> bool {
+    true
 }
 
 /// A forked child's first buffer, and where its parent's stream stood
@@ -130,12 +139,13 @@ pub enum TraceError {
     #[error("{0} holds witnesses but no paths.json: the weft that wrote it did not finish (it was killed?), and the witnesses cannot be read without the table")]
     Unfinished(PathBuf),
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {why}")]
     Io {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (in the message, not a source of its own: it would print
+        /// twice in an error's chain).
+        why: std::io::Error,
     },
     /// `paths.json` is not one this weft reads.
     #[error("{path}: {why}")]
@@ -159,10 +169,39 @@ pub enum TraceError {
     },
 }
 
+/// Why a chunk's header cannot be one weft wrote, if it cannot: no
+/// process or thread, flags this weft never sets, a buffer filled before
+/// it was taken, a process image the table does not list (in a finished
+/// trace; an unfinished one may stop before its table does), or a
+/// handover number seen before (each pool numbers its handovers once).
+fn damaged_header(c: &Chunk, flags: u32, meta: &Meta, seen: &mut HashSet<u64>) -> Option<String> {
+    let why = if c.pid == 0 || c.tid == 0 {
+        format!("a chunk's header names process {} thread {}", c.pid, c.tid)
+    } else if flags != 0 {
+        format!("a chunk's header has flags {flags:#x}, which weft does not write")
+    } else if c.tsc_end != 0 && c.tsc_end < c.tsc_start {
+        "a chunk's header says its buffer was filled before it was taken".to_string()
+    } else if meta.complete && c.image() as usize >= meta.processes.len() {
+        format!(
+            "a chunk's header names process image {}, and paths.json lists {}",
+            c.image(),
+            meta.processes.len()
+        )
+    } else if !seen.insert(c.seq) {
+        format!(
+            "a chunk's header repeats handover number {:#x} (thread {})",
+            c.seq, c.tid
+        )
+    } else {
+        return None;
+    };
+    Some(format!("{why} (the file is damaged)"))
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TraceError + '_ {
-    move |source| TraceError::Io {
+    move |why| TraceError::Io {
         path: path.to_path_buf(),
-        source,
+        why,
     }
 }
 
@@ -180,7 +219,10 @@ pub fn check_dir(dir: &Path) -> Result<(), TraceError> {
     for entry in std::fs::read_dir(dir).map_err(io(dir))? {
         let entry = entry.map_err(io(dir))?;
         let name = entry.file_name();
-        let weft_file = name == "buffers.zst" || name == "paths.json" || name == "schedule.zst";
+        let weft_file = name == "buffers.zst"
+            || name == "paths.json"
+            || name == "schedule.zst"
+            || name == ".paths.json.new";
         if !weft_file || !entry.file_type().map_err(io(dir))?.is_file() {
             return Err(TraceError::NotATrace(dir.to_path_buf()));
         }
@@ -238,7 +280,7 @@ impl TraceWriter {
         check_dir(dir)?;
         // An earlier trace's schedule must not pass for this one's (a run
         // without BPF writes none).
-        for old in ["paths.json", "schedule.zst"] {
+        for old in ["paths.json", "schedule.zst", ".paths.json.new"] {
             let _ = std::fs::remove_file(dir.join(old));
         }
         if !dir.exists() {
@@ -295,6 +337,13 @@ impl TraceWriter {
         Ok(())
     }
 
+    /// Writes out what the compressor holds: what was drained so far is
+    /// then in the file, for a weft that is killed before the end.
+    pub fn flush(&mut self) -> Result<(), TraceError> {
+        let path = self.dir.join("buffers.zst");
+        self.buffers.flush().map_err(io(&path))
+    }
+
     /// Ends the stream and writes `paths.json`.
     pub fn finish(self, meta: &Meta) -> Result<(), TraceError> {
         let path = self.dir.join("buffers.zst");
@@ -303,15 +352,31 @@ impl TraceWriter {
             let path = self.dir.join("schedule.zst");
             schedule.finish().map_err(io(&path))?;
         }
-        let path = self.dir.join("paths.json");
-        let text = serde_json::to_string(meta).map_err(|e| TraceError::BadMeta {
-            path: path.clone(),
-            why: e.to_string(),
-        })?;
-        create_private(&path)?
-            .write_all(text.as_bytes())
-            .map_err(io(&path))
+        write_table(&self.dir, meta)
     }
+
+    /// Writes `paths.json` as `meta` says, whole or not at all: into a new
+    /// file renamed over the old one. weft writes one as soon as the first
+    /// functions are laid out, so that a trace whose weft was killed, or
+    /// whose disk filled, is read up to where it stops.
+    pub fn write_table(&self, meta: &Meta) -> Result<(), TraceError> {
+        write_table(&self.dir, meta)
+    }
+}
+
+/// See [`TraceWriter::write_table`].
+fn write_table(dir: &Path, meta: &Meta) -> Result<(), TraceError> {
+    let path = dir.join("paths.json");
+    let text = serde_json::to_string(meta).map_err(|e| TraceError::BadMeta {
+        path: path.clone(),
+        why: e.to_string(),
+    })?;
+    let new = dir.join(".paths.json.new");
+    let _ = std::fs::remove_file(&new);
+    create_private(&new)?
+        .write_all(text.as_bytes())
+        .map_err(io(&new))?;
+    std::fs::rename(&new, &path).map_err(io(&path))
 }
 
 /// A trace read back: its table and every thread's stream.
@@ -345,7 +410,7 @@ impl Trace {
                 };
                 return Err(TraceError::Io {
                     path: dir.to_path_buf(),
-                    source: std::io::Error::new(std::io::ErrorKind::NotFound, why),
+                    why: std::io::Error::new(std::io::ErrorKind::NotFound, why),
                 });
             }
             if dir.join("buffers.zst").exists() {
@@ -390,6 +455,7 @@ impl Trace {
             kept,
         };
         let mut cut = None;
+        let mut seen = std::collections::HashSet::new();
         while at < raw.len() {
             let Some(h) = raw.get(at..at + CHUNK_HEADER) else {
                 cut = Some(truncated("a chunk header is cut short", at, kept));
@@ -410,6 +476,10 @@ impl Trace {
                 tsc_end: u64_at(24),
                 bytes: bytes.to_vec(),
             };
+            if let Some(why) = damaged_header(&c, u32_at(36), &meta, &mut seen) {
+                cut = Some(truncated(&why, at, kept));
+                break;
+            }
             threads
                 .entry((c.pid, c.tid, c.image()))
                 .or_default()
@@ -418,11 +488,14 @@ impl Trace {
             kept += 1;
         }
         if let (Err(e), None) = (decoded, &cut) {
-            cut = Some(truncated(
-                &format!("the zstd stream is damaged ({e})"),
-                at,
-                kept,
-            ));
+            // A stream that stops inside a frame was cut (weft killed, a
+            // full disk), not damaged.
+            let what = if meta.complete {
+                format!("the zstd stream is damaged ({e})")
+            } else {
+                format!("the zstd stream stops where the unfinished trace was cut ({e})")
+            };
+            cut = Some(truncated(&what, at, kept));
         }
         for chunks in threads.values_mut() {
             chunks.sort_by_key(|c| c.seq);
@@ -514,6 +587,11 @@ fn damaged(i: usize, f: &FunctionInfo) -> Option<String> {
     let bad = |what: &str| Some(format!("function {i} ({}) in the table: {what}", f.name));
     if f.id as usize != i {
         return bad("its id is not its place in the table");
+    }
+    // An id weft took for a function whose copy it could not place:
+    // nothing enters it.
+    if n == 0 && f.edges.is_empty() && f.resumes.is_empty() && f.part_exits.is_empty() {
+        return None;
     }
     if n == 0 || f.entry >= n {
         return bad("no entry block");

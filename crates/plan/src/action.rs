@@ -55,6 +55,10 @@ pub struct Resolved<'a> {
     pub function: &'a str,
     /// Entry, exit or instruction.
     pub kind: PointKind,
+    /// At a system call point (`Syscall`, `AfterSyscall`): the call's
+    /// number, when the code puts a constant in `rax` before its `syscall`
+    /// (each such point is resolved on its own).
+    pub syscall: Option<u64>,
 }
 
 /// Chooses the program of one resolved point, allocating what it needs.
@@ -108,6 +112,12 @@ pub struct Rebuilding<'a> {
     /// Bytes left at `at` for the new layout: a [`Rebuild`] whose bytes
     /// would not fit says so (and keeps no trace of the function).
     pub room: u64,
+    /// Bytes from the function's entry that its entry's jump may cover:
+    /// the function's own, and for a function that ends in a `ret` or a
+    /// jump, the padding after it (`nop` or `int3` no branch reaches)
+    /// before the next function. A function of 1 to 4 bytes (`ret`, a
+    /// getter) gets its jump that way.
+    pub entry_room: u64,
 }
 
 /// A function laid out again: its bytes, and the 5-byte jumps to write
@@ -122,11 +132,35 @@ pub struct RebuiltCode {
     pub jumps: Vec<(u64, u64)>,
 }
 
-/// Lays out a function again (see [`Action::Rebuild`]). Called by the
-/// applier once per matched function, in the order applied.
+/// Why a function has no new layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotRebuilt {
+    /// The layout takes more than [`Rebuilding::room`]: `needs` bytes.
+    NoRoom {
+        /// Bytes the layout takes.
+        needs: u64,
+    },
+    /// The function cannot have one: why, for the user.
+    Refused(String),
+}
+
+impl fmt::Display for NotRebuilt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotRebuilt::NoRoom { needs } => {
+                write!(f, "its copy takes {needs} bytes, more than the room left")
+            }
+            NotRebuilt::Refused(why) => f.write_str(why),
+        }
+    }
+}
+
+/// Lays out a function again (see [`Action::Rebuild`]). The applier may
+/// call it for several functions at once, from threads of its own, each
+/// at its own [`Rebuilding::at`].
 pub trait Rebuild: fmt::Debug + Send + Sync {
     /// The new layout, or why the function cannot have one.
-    fn rebuild(&self, f: &Rebuilding<'_>) -> Result<RebuiltCode, String>;
+    fn rebuild(&self, f: &Rebuilding<'_>) -> Result<RebuiltCode, NotRebuilt>;
 
     /// Called once the applier has placed a batch of new layouts in
     /// process `pid` (before any thread runs them): `placed` holds the

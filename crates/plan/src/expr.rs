@@ -100,19 +100,29 @@ pub enum Primitive {
 }
 
 /// Which values of an event are pointers to NUL-terminated strings whose
-/// text the record carries, and how many bytes of each it copies at most.
-/// The pointers must be valid or null, as USDT arguments are.
+/// text the record carries, or to bytes as many as the next value says,
+/// and how many bytes of each it copies at most. The pointers must be
+/// valid or null, as USDT arguments are, for as many bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Strings {
-    /// Bit `i` set: value `i` (from 0) is a string.
+    /// Bit `i` set: value `i` (from 0) is a string (or sized bytes).
     pub mask: u16,
     /// Bytes copied at most from each string (a multiple of 8).
     pub cap: u16,
+    /// Bit `i` set (and in `mask`): value `i` points to bytes whose count
+    /// is value `i + 1` (none when that is 0 or negative), not to a
+    /// NUL-terminated string. What the kernel wrote into a buffer: a
+    /// `read`'s data, its count the call's result.
+    pub sized: u16,
 }
 
 impl Strings {
     /// No strings.
-    pub const NONE: Strings = Strings { mask: 0, cap: 0 };
+    pub const NONE: Strings = Strings {
+        mask: 0,
+        cap: 0,
+        sized: 0,
+    };
 
     /// Bytes of text a record may need at most.
     pub fn max_text(self) -> u64 {

@@ -37,7 +37,7 @@ mod expr;
 mod point;
 mod resources;
 
-pub use action::{Action, Expand, Rebuild, Rebuilding, RebuiltCode, Resolved};
+pub use action::{Action, Expand, NotRebuilt, Rebuild, Rebuilding, RebuiltCode, Resolved};
 pub use error::{Error, Exhausted, Result};
 pub use expr::{reads_point_registers, BinOp, Expr, Guarded, Primitive, Strings};
 pub use point::{PointKind, PointSpec};

@@ -12,6 +12,12 @@ pub enum PointKind {
     Exit,
     /// One instruction, by byte offset from the function's start.
     Instruction(u64),
+    /// Every `syscall` instruction of the function, before the kernel
+    /// runs it (a function without one has no point).
+    Syscall,
+    /// The instruction after every `syscall` of the function: the call's
+    /// return, with its result in `rax`.
+    AfterSyscall,
 }
 
 /// A request: a function pattern, where in those functions, and what runs there.

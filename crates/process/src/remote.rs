@@ -330,7 +330,7 @@ impl Tracee {
 /// 2-byte `syscall` with the call number in `rax` again, or
 /// `restart_syscall` for a call that keeps its state in the restart block.
 /// Any other registers are returned as they are.
-fn restarted(mut regs: sys::Registers) -> sys::Registers {
+pub(crate) fn restarted(mut regs: sys::Registers) -> sys::Registers {
     const ERESTARTSYS: i64 = -512;
     const ERESTARTNOINTR: i64 = -513;
     const ERESTARTNOHAND: i64 = -514;

@@ -263,12 +263,21 @@ impl Tracee {
         sys::set_regs(tid, regs).map_err(|e| self.ptrace_error("SETREGS", tid, e))
     }
 
-    /// The instruction pointer of every held thread.
+    /// The instruction pointer of every held thread. A thread stopped in
+    /// a system call that the kernel will restart when it resumes (its
+    /// result one of the `-ERESTART*` codes) also counts at its `syscall`
+    /// instruction, 2 bytes back, where the kernel sends it then.
     pub fn thread_pcs(&self) -> Result<Vec<(i32, RemoteAddr)>> {
         let mut out = Vec::new();
         for &tid in self.threads.keys() {
             match sys::get_regs(tid) {
-                Ok(r) => out.push((tid, RemoteAddr(r.rip))),
+                Ok(r) => {
+                    out.push((tid, RemoteAddr(r.rip)));
+                    let restart = crate::remote::restarted(r).rip;
+                    if restart != r.rip {
+                        out.push((tid, RemoteAddr(restart)));
+                    }
+                }
                 Err(e) if errno(&e) == Some(Errno::ESRCH) => {}
                 Err(e) => return Err(self.ptrace_error("GETREGS", tid, e)),
             }

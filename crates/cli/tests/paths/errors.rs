@@ -92,7 +92,9 @@ fn damaged_traces_and_wrong_directories_are_refused_clearly() {
     assert!(regenerated > 1000, "{regenerated} lines before the cut");
     // A stream whose records do not fit the table: refused at an offset.
     std::fs::write(&zst, &whole).unwrap();
-    let raw = zstd_roundtrip_corrupt(&whole);
+    // After the 40-byte chunk header and a few records: a witness number
+    // no function has (0xF9).
+    let raw = zstd_altered(&whole, |raw| raw[40 + 16] = 0xF9);
     std::fs::write(&zst, raw).unwrap();
     let out = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
     assert_clear_error(&out, 1, "at byte", "records that do not fit the table");
@@ -103,6 +105,17 @@ fn damaged_traces_and_wrong_directories_are_refused_clearly() {
         "{}",
         out.stdout
     );
+    // Chunk headers that weft cannot have written: a process image the
+    // table does not list (bits 40 up of the handover number), no thread.
+    for (byte, value, says) in [(13, 7, "process image 7"), (4, 0, "thread 0")] {
+        let altered = zstd_altered(&whole, |raw| {
+            raw[byte..byte + 4].copy_from_slice(&[value, 0, 0, 0]);
+        });
+        std::fs::write(&zst, altered).unwrap();
+        let out = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
+        assert_clear_error(&out, 1, says, "an altered chunk header");
+        assert!(out.stderr.contains("at byte 0"), "{}", out.stderr);
+    }
     // A table with an index out of range.
     std::fs::write(&zst, &whole).unwrap();
     let meta = std::fs::read_to_string(trace.join("paths.json")).unwrap();
@@ -163,10 +176,8 @@ fn validate_reports_the_first_difference() {
     assert!(out.stderr.contains(", image 0)"), "{}", out.stderr);
 }
 
-/// The trace's chunks with one record byte in the middle of the first
-/// chunk changed to a witness number no function has (0xF9), compressed
-/// again.
-fn zstd_roundtrip_corrupt(compressed: &[u8]) -> Vec<u8> {
+/// The trace's chunks, decompressed, changed by `alter`, compressed again.
+fn zstd_altered(compressed: &[u8], alter: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     let mut raw = Vec::new();
     let mut d = std::process::Command::new("zstd")
         .args(["-dc"])
@@ -181,8 +192,7 @@ fn zstd_roundtrip_corrupt(compressed: &[u8]) -> Vec<u8> {
     use std::io::Read;
     d.stdout.take().unwrap().read_to_end(&mut raw).unwrap();
     d.wait().unwrap();
-    // After the 40-byte chunk header and a few records: a witness 0xF9.
-    raw[40 + 16] = 0xF9;
+    alter(&mut raw);
     let mut c = std::process::Command::new("zstd")
         .args(["-c"])
         .stdin(std::process::Stdio::piped())
@@ -197,4 +207,93 @@ fn zstd_roundtrip_corrupt(compressed: &[u8]) -> Vec<u8> {
     c.stdout.take().unwrap().read_to_end(&mut out).unwrap();
     c.wait().unwrap();
     out
+}
+
+/// A `--validate` that fails fails the run: two threads sharing one 4 KiB
+/// buffer lose records (the second waits for a free buffer, then gives
+/// up), so the trace cannot validate, and `weft run` exits 1 after saying
+/// so (the trace is still written).
+#[test]
+fn a_failed_validation_fails_the_run() {
+    let target = build("paths_threads", &O2);
+    let trace = scratch("paths-validation-fails").join("trace");
+    let out = run(
+        weft()
+            .args(["run", "--paths", "all", "--validate"])
+            .args(["--paths-buffers", "1", "--paths-buffer-size", "4K"])
+            .arg("--paths-out")
+            .arg(&trace)
+            .arg("--")
+            .arg(&target),
+        Duration::from_secs(120),
+    );
+    assert_clear_error(&out, 1, "validation FAILED", "records lost");
+    assert!(out.stderr.contains("bytes lost"), "{}", out.stderr);
+    assert!(trace.join("paths.json").exists());
+}
+
+/// A weft killed with `kill -9` leaves a trace that is read up to where
+/// it stops: its `paths.json`, written as soon as the functions were laid
+/// out, says the trace was not finished, and `weft regen` gives what was
+/// written, then exits 1 saying so.
+#[test]
+fn a_killed_wefts_trace_is_read_up_to_where_it_stops() {
+    let target = build("paths_loop", &O2);
+    let trace = scratch("paths-killed").join("trace");
+    let mut weft_run = weft()
+        .args(["run", "--no-follow", "--paths", "all"])
+        .args(["--paths-buffer-size", "4K"])
+        .arg("--paths-out")
+        .arg(&trace)
+        .arg("--")
+        .arg(&target)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn weft");
+    // The early table, then a few full buffers drained.
+    let table = trace.join("paths.json");
+    let start = std::time::Instant::now();
+    while !table.exists() && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    weft_run.kill().expect("kill -9 weft");
+    let _ = weft_run.wait();
+    assert!(table.exists(), "no paths.json after 30 s");
+    // The program runs on without weft: end it by its pid, from the table.
+    let meta = read_json(&table);
+    assert_eq!(
+        meta["complete"], false,
+        "the early table says it is not finished"
+    );
+    let pid = meta["processes"][0][0].as_i64().expect("the program's pid") as i32;
+    // SAFETY: kill(2) on the pid of the program this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let start = std::time::Instant::now();
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let regen = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
+    assert_eq!(regen.status, 1, "{}", regen.stderr);
+    assert!(
+        regen.stderr.contains("was not finished")
+            || regen.stderr.contains("unfinished trace was cut"),
+        "{}",
+        regen.stderr
+    );
+    assert!(!regen.stderr.contains("panicked"), "{}", regen.stderr);
+    assert!(
+        regen
+            .stdout
+            .lines()
+            .filter(|l| l.contains("paths_loop"))
+            .count()
+            > 100,
+        "what was written is regenerated: {}",
+        &regen.stdout[..regen.stdout.len().min(500)]
+    );
 }

@@ -15,6 +15,9 @@ const OWN: &[&str] = &[
     "by_cmp",
     "twice",
     "thrice",
+    "apply",
+    "mark",
+    "hidden_switch",
     "work",
     "main",
     "dive",
@@ -330,3 +333,67 @@ variant_test!(
         assert_same_trace(&qemu, &regenerated(&trace), v.name);
     }
 );
+
+/// A static program stripped of its symbols (like Debian's `ldconfig`):
+/// weft finds `main` where the entry code hands it to the C library, runs
+/// there before tracing (the start-up code sets up the thread pointer),
+/// and the target's own functions regenerate as QEMU ran them. `nm` of
+/// the unstripped build names them. (The target uses no `setjmp` or
+/// `fork`, which weft knows by their names only.)
+/// Functions of `tests/targets/paths_data.c`.
+const DATA_OWN: &[&str] = &["sum_every", "scatter", "chase", "trim", "link", "main"];
+
+#[test]
+fn a_stripped_static_program_is_traced_from_main() {
+    if !have_qemu() {
+        return;
+    }
+    let built = build("paths_data", &O2_STATIC);
+    let dir = scratch("paths-stripped");
+    let target = dir.join("paths-stripped");
+    let strip = run(
+        std::process::Command::new("strip")
+            .arg("-o")
+            .arg(&target)
+            .arg(&built),
+        Duration::from_secs(30),
+    );
+    assert_eq!(strip.status, 0, "strip: {}", strip.stderr);
+    let nm = run(
+        std::process::Command::new("nm").arg(&built),
+        Duration::from_secs(30),
+    );
+    let own: HashSet<u64> = nm
+        .stdout
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() == 3 && DATA_OWN.contains(&w[2])).then(|| hex(w[0]).unwrap())
+        })
+        .collect();
+    let main = nm
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_suffix(" T main"))
+        .map(|a| hex(a).unwrap())
+        .expect("main in nm's list");
+    let trace = dir.join("trace");
+    let plain = run(
+        std::process::Command::new(&target).arg("50"),
+        Duration::from_secs(30),
+    );
+    let out = paths_run(&trace, &["--validate"], &target, &["50"]);
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert_eq!(out.stdout, plain.stdout, "the traced program's output");
+    assert!(out.stderr.contains("validated:"), "{}", out.stderr);
+    assert!(out.stderr.contains("no symbols"), "{}", out.stderr);
+    let keep = instructions_of_functions(&trace, |f| own.contains(&f["vaddr"].as_u64().unwrap()));
+    let weft_trace: Vec<u64> = regenerated(&trace)
+        .into_iter()
+        .filter(|a| keep.contains(a))
+        .collect();
+    assert_eq!(weft_trace.first(), Some(&main), "the trace starts at main");
+    let qemu = qemu_instructions(&target, &["50"], &keep, Some(main), &dir);
+    assert!(qemu.len() > 1_000, "qemu ran {} instructions", qemu.len());
+    assert_same_trace(&qemu, &weft_trace, "stripped static");
+}

@@ -205,6 +205,19 @@ pub fn assert_same_code(before: &TextOf, after: &TextOf, context: &str) {
 /// What [`maps_and_text`] returns.
 pub type TextOf = (String, Vec<(String, Vec<u8>)>);
 
+/// The exit code of `child` once it has ended, waiting at most `limit`
+/// (`None` if it has not ended by then, or was killed by a signal).
+pub fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st.code();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
 /// Waits (at most 30 s) until weft, started with `attach --verbose` and a
 /// piped stderr, says it has attached; returns its further stderr lines.
 pub fn wait_attached(weft: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {

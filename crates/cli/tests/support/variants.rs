@@ -45,6 +45,12 @@ pub const O2: Variant = Variant {
     flags: &["-O2", "-fpie", "-pie"],
 };
 
+/// The static `-O2` variant.
+pub const O2_STATIC: Variant = Variant {
+    name: "O2-static",
+    flags: &["-O2", "-static"],
+};
+
 /// Defines one `#[test]` per build variant, in the style of ripgrep's
 /// `rgtest!`: `variant_test!(name, |v: &Variant| { ... })` makes a module
 /// `name` holding the tests `o0_pie`, `o2_pie`, `o0_nopie`, `o2_nopie`,

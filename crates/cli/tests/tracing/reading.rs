@@ -232,7 +232,7 @@ fn damaged_or_mismatched_files_are_refused() {
     refused(
         events,
         "meta.json",
-        "event 1 is of kind \"leave\", not entry, exit or probe",
+        "event 1 is of kind \"leave\", not entry, exit, probe, syscall or sysret",
     );
     let mut m = meta.clone();
     m["ticks_per_ns"] = 0.into();

@@ -154,6 +154,7 @@ impl Session {
                     module: &module,
                     function: &item.display,
                     kind: item.kind,
+                    syscall: item.syscall,
                 };
                 Action::Program(expand.expand(&at, self)?)
             }

@@ -51,7 +51,7 @@ mod traps;
 pub(crate) use prepare::is_split_part;
 pub use prepare::Prepared;
 pub use report::{AddReport, Count, PointInfo, SkipReason, SkippedPoint, ThreadReading};
-pub use rings::{decode_records, EventRecord, RawRecords};
+pub use rings::{decode_records, EventIds, EventRecord, RawRecords};
 
 use crate::module::Module;
 use crate::shared::SharedMemory;
@@ -153,7 +153,7 @@ struct Given {
     events: Vec<(u32, EventInfo)>,
     /// Where event ids come from when sessions share them (a workload's
     /// trace); else they number from 0.
-    shared_ids: Option<std::sync::Arc<std::sync::atomic::AtomicU32>>,
+    shared_ids: Option<std::sync::Arc<EventIds>>,
 }
 
 /// weft's instrumentation of one process.

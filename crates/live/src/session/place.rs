@@ -122,7 +122,8 @@ impl Session {
             )
         {
             let ctx = self.splice_context(item, part, &threads.pcs);
-            let claimed = |start, end| self.overlaps_active(start, end);
+            let claimed =
+                |start, end| self.overlaps_active(start, end) || self.rebuilt_covers(start, end);
             if let Some(short) = policy::springboard(
                 &ctx,
                 point,

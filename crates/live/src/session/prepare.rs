@@ -48,6 +48,8 @@ pub(super) struct PreparedProbe {
     /// through tail calls, or has no exit, so its calls' return addresses
     /// are replaced (see `returns.rs`).
     pub(super) arm_return: bool,
+    /// A system call point's number (see [`weft_plan::Resolved::syscall`]).
+    pub(super) syscall: Option<u64>,
 }
 
 /// One stretch of a function's code and the points in it.
@@ -101,6 +103,9 @@ impl Session {
         let mut ifuncs: Vec<Option<Result<_, String>>> = vec![None; self.modules.len()];
         for spec in specs {
             let before = items.len() + skipped.len();
+            // The functions to analyse: (module, function, name matched,
+            // name to report a failure under), analysed at once below.
+            let mut wanted: Vec<(usize, &Function, &str, &str)> = Vec::new();
             for (mi, module) in self.modules.iter().enumerate().skip(first) {
                 if !spec.pattern.matches_module(&module.name) {
                     continue;
@@ -135,6 +140,19 @@ impl Session {
                     {
                         continue;
                     }
+                    // An IFUNC's implementations make their system calls
+                    // under their own names.
+                    let for_syscalls =
+                        matches!(spec.kind, PointKind::Syscall | PointKind::AfterSyscall);
+                    if f.ifunc && for_syscalls {
+                        continue;
+                    }
+                    // Only functions whose bytes hold a `syscall` (0f 05)
+                    // are worth decoding for one: most of a library's are
+                    // not, and decoding them all made every exec slow.
+                    if for_syscalls && !holds_syscall_bytes(module, f) {
+                        continue;
+                    }
                     // An IFUNC: the implementation this process uses.
                     let target = if f.ifunc {
                         match ifunc_implementation(self.pid, module, f, &mut ifuncs[mi]) {
@@ -165,18 +183,31 @@ impl Session {
                     } else {
                         f
                     };
-                    match prepare_probe(mi, module, target, matched, spec.kind) {
-                        Ok(mut item) => {
-                            item.action = spec.action.clone();
-                            item.tag = spec.tag;
+                    wanted.push((mi, target, matched, f.display_name()));
+                }
+            }
+            let modules = &self.modules;
+            let prepared = parallel_map(&wanted, |&(mi, target, matched, _)| {
+                prepare_probe(mi, &modules[mi], target, matched, spec.kind)
+            });
+            for (&(mi, _, _, display), result) in wanted.iter().zip(prepared) {
+                match result {
+                    Ok(mut item) => {
+                        item.action = spec.action.clone();
+                        item.tag = spec.tag;
+                        if matches!(item.kind, PointKind::Syscall | PointKind::AfterSyscall) {
+                            items.extend(per_syscall(item));
+                        } else {
                             items.push(item)
                         }
-                        Err(why) => skipped.push(SkippedPoint {
-                            module: module.name.clone(),
-                            function: f.display_name().to_string(),
-                            why,
-                        }),
                     }
+                    // A pattern for system calls means the functions that make them.
+                    Err(SkipReason::NoSyscall) => {}
+                    Err(why) => skipped.push(SkippedPoint {
+                        module: self.modules[mi].name.clone(),
+                        function: display.to_string(),
+                        why,
+                    }),
                 }
             }
             if require_match && items.len() + skipped.len() == before {
@@ -290,6 +321,32 @@ fn ifunc_implementation<'m>(
 }
 
 /// Resolves one function into a prepared probe, or says why not.
+/// `f` of each of `xs`, in order, on up to 4 threads at once when there
+/// are many (analysing every function of a large module is most of a
+/// `--paths all` setup's first half).
+fn parallel_map<T: Sync, R: Send>(xs: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    const MIN_EACH: usize = 64;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get().min(4))
+        .min(xs.len() / MIN_EACH)
+        .max(1);
+    if threads == 1 {
+        return xs.iter().map(f).collect();
+    }
+    let each = xs.len().div_ceil(threads);
+    let f = &f;
+    std::thread::scope(|s| {
+        let running: Vec<_> = xs
+            .chunks(each)
+            .map(|chunk| s.spawn(move || chunk.iter().map(f).collect::<Vec<R>>()))
+            .collect();
+        running
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
 fn prepare_probe(
     mi: usize,
     module: &Module,
@@ -352,6 +409,23 @@ fn prepare_probe(
             }
             (vec![p], format!("{name}+{off:#x}"))
         }
+        PointKind::Syscall | PointKind::AfterSyscall => {
+            let after = kind == PointKind::AfterSyscall;
+            let points: Vec<u64> = insns
+                .iter()
+                .filter(|i| i.code() == iced_x86::Code::Syscall)
+                .filter_map(|i| match after {
+                    // The return is the next instruction of the function
+                    // (none after an `exit` that ends it).
+                    true => code.index_of(i.next_ip()).map(|_| i.next_ip()),
+                    false => Some(i.ip()),
+                })
+                .collect();
+            if points.is_empty() {
+                return Err(SkipReason::NoSyscall);
+            }
+            (points, name.to_string())
+        }
     };
     parts.insert(
         0,
@@ -375,5 +449,64 @@ fn prepare_probe(
         tag: 0,
         parts,
         arm_return,
+        syscall: None,
     })
+}
+
+/// Whether `f`'s bytes in its file hold `0f 05` (a `syscall` instruction,
+/// or those bytes inside another); true when they cannot be read.
+fn holds_syscall_bytes(module: &Module, f: &Function) -> bool {
+    match module.image.bytes_at(f.addr, f.size as usize) {
+        Some(bytes) => bytes.windows(2).any(|w| w == [0x0f, 0x05]),
+        None => true,
+    }
+}
+
+/// A system call probe of a function, one per `syscall` instruction, each
+/// with its call's number when the code says it (an instrument may record
+/// each call differently).
+fn per_syscall(item: PreparedProbe) -> Vec<PreparedProbe> {
+    let Some(part) = item.parts.first() else {
+        return vec![item];
+    };
+    let start = part.code.start();
+    part.points
+        .iter()
+        .map(|&p| {
+            let at = if item.kind == PointKind::AfterSyscall {
+                p - 2
+            } else {
+                p
+            };
+            PreparedProbe {
+                module: item.module,
+                function_addr: item.function_addr,
+                display: format!("{}+{:#x}", item.display, at - start),
+                kind: item.kind,
+                action: item.action.clone(),
+                tag: item.tag,
+                parts: vec![Part {
+                    points: vec![p],
+                    code: part.code.clone(),
+                    after_end: part.after_end.clone(),
+                }],
+                arm_return: false,
+                syscall: part.code.syscall_number(at),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parallel_map;
+
+    #[test]
+    fn parallel_map_keeps_the_order() {
+        for n in [0, 1, 63, 64, 200, 1001] {
+            let xs: Vec<u64> = (0..n).collect();
+            let ys = parallel_map(&xs, |&x| x * x + 1);
+            assert_eq!(ys, xs.iter().map(|&x| x * x + 1).collect::<Vec<_>>(), "{n}");
+        }
+    }
 }

@@ -50,7 +50,7 @@ impl Allocate for Session {
             });
         }
         let id = match &self.given.shared_ids {
-            Some(next) => next.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            Some(ids) => ids.id_of(&info),
             None => self.given.events.len() as u32,
         };
         self.given.events.push((id, info));

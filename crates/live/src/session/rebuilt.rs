@@ -8,10 +8,12 @@
 use super::apply::SiteError;
 use super::prepare::PreparedProbe;
 use super::*;
+use iced_x86::{FlowControl, Mnemonic};
 use std::collections::HashMap;
 use std::sync::Arc;
 use weft_abi::mman;
-use weft_plan::{Rebuilding, RebuiltCode};
+use weft_code::{BranchTargets, FunctionCode};
+use weft_plan::{NotRebuilt, Rebuilding, RebuiltCode};
 
 /// A function running from its copy, and what its jumps replaced.
 #[derive(Debug, Clone)]
@@ -68,10 +70,10 @@ impl Session {
         // original code is entered by, like branches from outside.
         let words = super::stacks::stack_words(tracee, self.pid, 1 << 20)?;
         let mut text = TextBatch::new(self.pid)?;
-        // Per instrument, the entries of the functions it laid out here.
-        let mut placed: Vec<(Arc<dyn weft_plan::Rebuild>, Vec<u64>)> = Vec::new();
+        // What each function's layout needs, in the order applied.
+        let mut jobs = Vec::new();
         let mut plt_callees: HashMap<usize, Vec<(u64, u64)>> = HashMap::new();
-        for item in items {
+        for item in &items {
             let Action::Rebuild(rebuild) = &item.action else {
                 continue;
             };
@@ -80,26 +82,21 @@ impl Session {
             };
             let code = &part.code;
             let module = self.modules[item.module].clone();
-            let skip = |why: String| SkippedPoint {
-                module: module.name.clone(),
-                function: item.display.clone(),
-                why: SkipReason::Rebuild(why),
-            };
             if self.rebuilt_at.contains_key(&code.start()) {
                 continue;
             }
             if let Some(pc) = pcs.iter().find(|&&pc| pc > code.start() && pc < code.end()) {
-                report.skipped.push(skip(format!(
-                    "a thread is inside it (at {pc:#x}); weft traces a function from a call \
-                     made after it is in place"
-                )));
+                report.skipped.push(SkippedPoint {
+                    module: module.name.clone(),
+                    function: item.display.clone(),
+                    why: SkipReason::Rebuild(format!(
+                        "a thread is inside it (at {pc:#x}); weft traces a function from a \
+                         call made after it is in place"
+                    )),
+                });
                 continue;
             }
             let ci = self.ensure_cluster(tracee, item.module)?;
-            let at = {
-                let c = &self.clusters[ci];
-                c.code + c.used
-            };
             let internal = code.internal_targets();
             let targets = module.branch_targets();
             let inside: Vec<u64> = targets.within(code.start() + 1..code.end()).collect();
@@ -119,56 +116,59 @@ impl Session {
             // (`Module::function_code` starts a block at each of them.)
             outside.sort_unstable();
             outside.dedup();
-            let plt = plt_callees
+            plt_callees
                 .entry(item.module)
                 .or_insert_with(|| own_plt_callees(&self.modules, item.module));
-            let built = match rebuild.rebuild(&Rebuilding {
-                module: &module.name,
-                path: &module.path,
-                function: &item.display,
+            jobs.push(Job {
+                rebuild,
                 code,
-                bias: module.bias,
-                entered_from_outside: &outside,
-                branch_targets: &inside,
-                landing_pads: &module.landing_pads_in(code),
-                at,
-                image: &module.image,
-                pid: self.pid,
-                plt_callees: plt,
-                room: CODE_AREA.saturating_sub(self.clusters[ci].used),
-            }) {
+                display: &item.display,
+                module_index: item.module,
+                pads: module.landing_pads_in(code),
+                entry_room: self.entry_room(code, &part.after_end, targets),
+                module,
+                ci,
+                outside,
+                inside,
+            });
+        }
+        let laid = self.lay_out(&jobs, &plt_callees);
+        // Per instrument, the entries of the functions it laid out here.
+        let mut placed: Vec<(Arc<dyn weft_plan::Rebuild>, Vec<u64>)> = Vec::new();
+        for (job, result) in jobs.iter().zip(laid) {
+            let skip = |why: SkipReason| SkippedPoint {
+                module: job.module.name.clone(),
+                function: job.display.to_string(),
+                why,
+            };
+            let (at, built) = match result {
                 Ok(b) => b,
-                Err(why) => {
-                    report.skipped.push(skip(why));
+                Err(NotRebuilt::Refused(why)) => {
+                    report.skipped.push(skip(SkipReason::Rebuild(why)));
+                    continue;
+                }
+                Err(NotRebuilt::NoRoom { .. }) => {
+                    // Traced what fits; the rest of the module runs as it is.
+                    report.skipped.push(skip(SkipReason::Rebuild(format!(
+                        "weft's code area near {} is full ({} MiB of laid-out functions)",
+                        job.module.name,
+                        CODE_AREA >> 20
+                    ))));
                     continue;
                 }
             };
-            let c = &self.clusters[ci];
-            if (c.used + built.bytes.len() as u64).next_multiple_of(16) > CODE_AREA {
-                // Traced what fits; the rest of the module runs as it is.
-                report.skipped.push(skip(format!(
-                    "weft's code area near {} is full ({} MiB of laid-out functions)",
-                    module.name,
-                    CODE_AREA >> 20
-                )));
-                continue;
-            }
-            match self.write_rebuilt(tracee, &mut text, &module, ci, at, &built) {
+            match self.write_rebuilt(tracee, &mut text, &job.module, job.ci, at, &built) {
                 Ok(replaced) => {
                     self.rebuilt_at
-                        .insert(code.start(), RebuiltFunction { replaced });
+                        .insert(job.code.start(), RebuiltFunction { replaced });
                     report.probes += 1;
                     report.jumps += built.jumps.len();
-                    match placed.iter_mut().find(|(r, _)| Arc::ptr_eq(r, rebuild)) {
-                        Some((_, starts)) => starts.push(code.start()),
-                        None => placed.push((rebuild.clone(), vec![code.start()])),
+                    match placed.iter_mut().find(|(r, _)| Arc::ptr_eq(r, job.rebuild)) {
+                        Some((_, starts)) => starts.push(job.code.start()),
+                        None => placed.push((job.rebuild.clone(), vec![job.code.start()])),
                     }
                 }
-                Err(SiteError::Skip(why)) => report.skipped.push(SkippedPoint {
-                    module: module.name.clone(),
-                    function: item.display.clone(),
-                    why,
-                }),
+                Err(SiteError::Skip(why)) => report.skipped.push(skip(why)),
                 Err(SiteError::Fatal(e)) => return Err(e),
             }
         }
@@ -179,6 +179,127 @@ impl Session {
         }
         text.flush(tracee.memory())?;
         Ok(())
+    }
+
+    /// Lays out `jobs`, each cluster's in shards laid out at once, one a
+    /// thread, each shard in a region of the cluster of its own: the
+    /// address of each copy, and its bytes, in the jobs' order. A shard's
+    /// region is as large as its functions' [`Job::budget`]; a copy that
+    /// does not fit its shard's region is laid out again after the last
+    /// one. Advances each cluster's `used` past what it holds.
+    fn lay_out(
+        &mut self,
+        jobs: &[Job<'_>],
+        plt_callees: &HashMap<usize, Vec<(u64, u64)>>,
+    ) -> Vec<Placed> {
+        let pid = self.pid;
+        let mut laid: Vec<Option<Placed>> = (0..jobs.len()).map(|_| None).collect();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        let clusters: std::collections::BTreeSet<usize> = jobs.iter().map(|j| j.ci).collect();
+        for ci in clusters {
+            let mine: Vec<usize> = (0..jobs.len()).filter(|&k| jobs[k].ci == ci).collect();
+            let (code, used) = (self.clusters[ci].code, self.clusters[ci].used);
+            let end = code + CODE_AREA;
+            let start = code + used;
+            let budget: u64 = mine.iter().map(|&k| jobs[k].budget()).sum();
+            let shards = if threads > 1 && mine.len() >= MIN_SHARD * 2 && budget < end - start {
+                shards(jobs, &mine, threads, start, end)
+            } else {
+                vec![Shard {
+                    jobs: mine.clone(),
+                    start,
+                    limit: end,
+                }]
+            };
+            let done: Vec<ShardDone> = std::thread::scope(|s| {
+                let running: Vec<_> = shards
+                    .iter()
+                    .map(|shard| s.spawn(move || shard.lay_out(jobs, plt_callees, pid)))
+                    .collect();
+                running
+                    .into_iter()
+                    .zip(&shards)
+                    .map(|(h, shard)| {
+                        h.join().unwrap_or_else(|_| ShardDone {
+                            laid: Vec::new(),
+                            again: shard.jobs.clone(),
+                            next: shard.start,
+                        })
+                    })
+                    .collect()
+            });
+            let mut next = start;
+            let mut again = Vec::new();
+            for d in done {
+                next = next.max(d.next);
+                again.extend(d.again);
+                for (k, r) in d.laid {
+                    laid[k] = Some(r);
+                }
+            }
+            // What did not fit its shard's region, after the last one.
+            again.sort_unstable();
+            let tail = Shard {
+                jobs: again,
+                start: next,
+                limit: end,
+            }
+            .lay_out(jobs, plt_callees, pid);
+            for (k, r) in tail.laid {
+                laid[k] = Some(r);
+            }
+            for k in tail.again {
+                laid[k] = Some(Err(NotRebuilt::NoRoom { needs: 0 }));
+            }
+            self.clusters[ci].used = tail.next.max(next) - code;
+        }
+        laid.into_iter()
+            .map(|r| r.unwrap_or(Err(NotRebuilt::Refused("not laid out".into()))))
+            .collect()
+    }
+
+    /// Bytes from `code`'s entry that a jump there may cover (see
+    /// [`weft_plan::Rebuilding::entry_room`]): past a short function's
+    /// end, the padding in `after_end` that no branch reaches and no
+    /// springboard holds, when its last instruction does not fall into it.
+    fn entry_room(&self, code: &FunctionCode, after_end: &[u8], targets: &BranchTargets) -> u64 {
+        let own = code.end() - code.start();
+        let want = code.start() + weft_patch::JMP_LEN;
+        let leaves = code.instructions().last().is_some_and(|i| {
+            matches!(
+                i.flow_control(),
+                FlowControl::Return
+                    | FlowControl::UnconditionalBranch
+                    | FlowControl::IndirectBranch
+            )
+        });
+        if own >= weft_patch::JMP_LEN || !leaves {
+            return own;
+        }
+        let mut end = code.end();
+        for i in weft_code::decode_all(code.end(), after_end) {
+            if end >= want
+                || !matches!(i.mnemonic(), Mnemonic::Nop | Mnemonic::Int3)
+                || targets.contains(i.ip())
+            {
+                break;
+            }
+            end = i.next_ip();
+        }
+        if self.overlaps_active(code.end(), end) {
+            return own;
+        }
+        end - code.start()
+    }
+
+    /// Whether a jump written for a rebuilt function covers a byte of
+    /// `[start, end)` (a short function's jump runs into the padding
+    /// after it, where a springboard could otherwise go).
+    pub(super) fn rebuilt_covers(&self, start: u64, end: u64) -> bool {
+        self.rebuilt_at
+            .range(..end)
+            .flat_map(|(_, f)| &f.replaced)
+            .any(|&(at, _)| at < end && at + weft_patch::JMP_LEN > start)
     }
 
     /// Writes bytes of a link (see [`weft_plan::Rebuild::link`]): into a
@@ -205,8 +326,9 @@ impl Session {
         }
     }
 
-    /// Places a copy at `at` (the next free byte of cluster `ci`) and
-    /// writes its jumps; returns what they replaced.
+    /// Places a copy at `at` (in cluster `ci`, laid out by
+    /// [`Session::lay_out`]) and writes its jumps; returns what they
+    /// replaced.
     fn write_rebuilt(
         &mut self,
         tracee: &mut Tracee,
@@ -234,10 +356,8 @@ impl Session {
             was.copy_from_slice(&old);
             writes.push((addr, was, jump));
         }
-        let placed = self
-            .alloc_code(ci, &built.bytes)
-            .map_err(SiteError::Fatal)?;
-        debug_assert_eq!(placed, at);
+        let c = &self.clusters[ci];
+        self.shm.write(c.code_offset + (at - c.code), &built.bytes);
         let mut replaced = Vec::with_capacity(writes.len());
         for (addr, was, jump) in writes {
             text.write(tracee.memory(), addr, &jump)
@@ -336,4 +456,129 @@ impl Session {
         tracee.remote_sigaction(sig, RemoteAddr(new), RemoteAddr(old))?;
         Ok(())
     }
+}
+
+/// A copy placed at an address, or why there is none.
+type Placed = Result<(u64, RebuiltCode), NotRebuilt>;
+
+/// Fewest functions a shard lays out (fewer, and one thread does all).
+const MIN_SHARD: usize = 32;
+
+/// A function to lay out, with what its layout needs (see
+/// [`Session::apply_rebuilds`]).
+struct Job<'a> {
+    rebuild: &'a Arc<dyn weft_plan::Rebuild>,
+    code: &'a FunctionCode,
+    display: &'a str,
+    module_index: usize,
+    module: Arc<Module>,
+    ci: usize,
+    outside: Vec<u64>,
+    inside: Vec<u64>,
+    pads: Vec<(u64, u64)>,
+    entry_room: u64,
+}
+
+impl Job<'_> {
+    /// Bytes the copy is given in a shard's region: more than copies take
+    /// (python3.11's take 4.8 times their code, with their literals and
+    /// stubs).
+    fn budget(&self) -> u64 {
+        (8 * (self.code.end() - self.code.start()) + 512).next_multiple_of(16)
+    }
+}
+
+/// Functions laid out one after another from `start`, below `limit`.
+struct Shard {
+    jobs: Vec<usize>,
+    start: u64,
+    limit: u64,
+}
+
+/// What a shard laid out: (job, address and copy, or why none); the jobs
+/// that did not fit; and the first free byte after its copies.
+struct ShardDone {
+    laid: Vec<(usize, Placed)>,
+    again: Vec<usize>,
+    next: u64,
+}
+
+impl Shard {
+    fn lay_out(
+        &self,
+        jobs: &[Job<'_>],
+        plt_callees: &HashMap<usize, Vec<(u64, u64)>>,
+        pid: i32,
+    ) -> ShardDone {
+        let mut at = self.start;
+        let mut done = ShardDone {
+            laid: Vec::with_capacity(self.jobs.len()),
+            again: Vec::new(),
+            next: self.start,
+        };
+        for &k in &self.jobs {
+            let j = &jobs[k];
+            let plt = plt_callees
+                .get(&j.module_index)
+                .map_or(&[][..], Vec::as_slice);
+            let r = j.rebuild.rebuild(&Rebuilding {
+                module: &j.module.name,
+                path: &j.module.path,
+                function: j.display,
+                code: j.code,
+                bias: j.module.bias,
+                entered_from_outside: &j.outside,
+                branch_targets: &j.inside,
+                landing_pads: &j.pads,
+                at,
+                image: &j.module.image,
+                pid,
+                plt_callees: plt,
+                room: self.limit.saturating_sub(at),
+                entry_room: j.entry_room,
+            });
+            match r {
+                Ok(built) => {
+                    let here = at;
+                    at = (at + built.bytes.len() as u64).next_multiple_of(16);
+                    done.laid.push((k, Ok((here, built))));
+                }
+                Err(NotRebuilt::NoRoom { .. }) => done.again.push(k),
+                Err(why) => done.laid.push((k, Err(why))),
+            }
+        }
+        done.next = at;
+        done
+    }
+}
+
+/// `mine` (jobs of one cluster, in order) cut into `threads` runs of
+/// about equal budget, each with a region from `start` on as large as its
+/// budget (the last one's up to `end`).
+fn shards(jobs: &[Job<'_>], mine: &[usize], threads: usize, start: u64, end: u64) -> Vec<Shard> {
+    let total: u64 = mine.iter().map(|&k| jobs[k].budget()).sum();
+    let share = total.div_ceil(threads as u64);
+    let mut out: Vec<Shard> = Vec::new();
+    let mut current = Vec::new();
+    let mut size = 0;
+    let mut at = start;
+    for &k in mine {
+        current.push(k);
+        size += jobs[k].budget();
+        if size >= share && out.len() + 1 < threads {
+            out.push(Shard {
+                jobs: std::mem::take(&mut current),
+                start: at,
+                limit: at + size,
+            });
+            at += size;
+            size = 0;
+        }
+    }
+    out.push(Shard {
+        jobs: current,
+        start: at,
+        limit: end,
+    });
+    out
 }

@@ -88,6 +88,8 @@ pub enum SkipReason {
     NoInstruction,
     /// An exit probe of a function with no `ret` and no tail call.
     NeverReturns,
+    /// A system call probe of a function with no `syscall` instruction.
+    NoSyscall,
     /// `FUNCTION+OFFSET` is not an instruction boundary; the nearest
     /// boundaries before and after, as offsets.
     NotABoundary {
@@ -143,6 +145,7 @@ impl fmt::Display for SkipReason {
             SkipReason::NeverReturns => {
                 f.write_str("no ret or tail call (the function never returns)")
             }
+            SkipReason::NoSyscall => f.write_str("no syscall instruction"),
             SkipReason::NotABoundary { before, after } => {
                 let offset = |o: &Option<u64>| o.map_or("none".to_string(), |o| format!("+{o:#x}"));
                 write!(

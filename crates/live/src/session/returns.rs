@@ -258,6 +258,7 @@ impl Session {
                 after_end: main.after_end.clone(),
             }],
             arm_return: false,
+            syscall: None,
         };
         // The flags are dead at an entry (the ABI), which spares their save.
         let flags = RegSet(weft_code::STATUS_FLAGS);

@@ -263,11 +263,31 @@ impl Session {
         &self.given.events
     }
 
-    /// Takes event ids from `next` (shared by every session of a
+    /// Takes event ids from `ids` (shared by every session of a
     /// workload, so that the ids of one trace never collide) instead of
     /// numbering this session's own from 0. Call it before any is given.
-    pub fn share_event_ids(&mut self, next: std::sync::Arc<std::sync::atomic::AtomicU32>) {
+    pub fn share_event_ids(&mut self, ids: std::sync::Arc<EventIds>) {
         debug_assert!(self.given.events.is_empty());
-        self.given.shared_ids = Some(next);
+        self.given.shared_ids = Some(ids);
+    }
+}
+
+/// Event ids shared by the sessions of a workload: an id means one thing
+/// in the whole trace, and the same thing (module, function, kind, values)
+/// has one id in every process. A workload whose processes exec the same
+/// programs over and over (a shell loop, make) would otherwise describe
+/// each probe again for every process, and its trace's description would
+/// grow with every exec.
+#[derive(Debug, Default)]
+pub struct EventIds {
+    given: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+}
+
+impl EventIds {
+    /// The id of `info`: the one it was given before, or the next one.
+    pub(super) fn id_of(&self, info: &EventInfo) -> u32 {
+        let mut given = self.given.lock().unwrap_or_else(|e| e.into_inner());
+        let next = given.len() as u32;
+        *given.entry(format!("{info:?}")).or_insert(next)
     }
 }

@@ -61,6 +61,7 @@ impl Gen {
         &mut self,
         nargs: usize,
         slots: &[usize],
+        sized: u16,
         cap: u64,
     ) -> std::result::Result<(), IcedError> {
         let text_start = (r::R_ARGS + 8 * nargs as u64) as i32;
@@ -68,6 +69,10 @@ impl Gen {
         a.lea(rdi, qword_ptr(r10 + text_start))?;
         for &i in slots {
             let slot = r::R_ARGS as i32 + 8 * i as i32;
+            if sized & (1 << i) != 0 && i + 1 < nargs {
+                copy_sized(a, slot, cap)?;
+                continue;
+            }
             let mut copy = a.create_label();
             let mut end = a.create_label();
             let mut longer = a.create_label();
@@ -161,7 +166,7 @@ impl Gen {
         if string_slots.is_empty() {
             self.a.add(r9, size as i32)?;
         } else {
-            self.copy_strings(nargs, &string_slots, text_cap)?;
+            self.copy_strings(nargs, &string_slots, strings.sized, text_cap)?;
         }
         self.a.mov(qword_ptr(r8 + r::HEAD as i32), r9)?; // publish the record
         self.a.jmp(done)?;
@@ -233,6 +238,72 @@ impl Gen {
         self.a.nop()?;
         Ok(())
     }
+}
+
+/// Copies the bytes value `slot` of the record at r10 points to, as many as
+/// the next value says (none for 0 or less, `cap` at most, flagged
+/// truncated beyond), to rdi; replaces the pointer by the count and flags
+/// (`STR_NULL` for a null pointer) and moves rdi past the bytes, aligned.
+/// Uses rax, rcx, rdx and rsi (saved by the mini-trampoline).
+fn copy_sized(a: &mut CodeAssembler, slot: i32, cap: u64) -> std::result::Result<(), IcedError> {
+    let mut some = a.create_label();
+    let mut fits = a.create_label();
+    let mut copy = a.create_label();
+    let mut store = a.create_label();
+    let mut null = a.create_label();
+    a.mov(rsi, qword_ptr(r10 + slot))?;
+    a.mov(rcx, qword_ptr(r10 + slot + 8))?;
+    a.test(rsi, rsi)?;
+    a.jz(null)?;
+    a.test(rcx, rcx)?;
+    a.jg(some)?;
+    a.xor(ecx, ecx)?;
+    a.set_label(&mut some)?;
+    a.cmp(rcx, cap as i32)?;
+    a.jbe(fits)?;
+    a.mov(ecx, cap as u32)?;
+    a.mov(rax, r::STR_TRUNCATED as i64)?;
+    a.or(rax, rcx)?;
+    a.jmp(copy)?;
+    a.set_label(&mut fits)?;
+    a.mov(rax, rcx)?;
+    a.set_label(&mut copy)?;
+    // Eight bytes a step while eight remain, then one at a time: no read
+    // past the buffer's end, and no string instruction (whose direction
+    // would be the program's flag's). rdi ends past the bytes; the count
+    // stays in rax.
+    let mut bytes = a.create_label();
+    let mut copied = a.create_label();
+    a.cmp(rcx, 8)?;
+    a.jb(bytes)?;
+    a.mov(rdx, qword_ptr(rsi))?;
+    a.mov(qword_ptr(rdi), rdx)?;
+    a.add(rsi, 8)?;
+    a.add(rdi, 8)?;
+    a.sub(rcx, 8)?;
+    a.jmp(copy)?;
+    a.set_label(&mut bytes)?;
+    a.test(rcx, rcx)?;
+    a.jz(copied)?;
+    a.mov(dl, byte_ptr(rsi))?;
+    a.mov(byte_ptr(rdi), dl)?;
+    a.add(rsi, 1)?;
+    a.add(rdi, 1)?;
+    a.sub(rcx, 1)?;
+    a.jmp(bytes)?;
+    a.set_label(&mut copied)?;
+    a.mov(qword_ptr(r10 + slot), rax)?;
+    a.mov(rcx, r::STR_TRUNCATED as i64 - 1)?;
+    a.and(rcx, rax)?;
+    a.neg(rcx)?;
+    a.and(rcx, r::TEXT_ALIGN as i32 - 1)?;
+    a.add(rdi, rcx)?;
+    a.jmp(store)?;
+    a.set_label(&mut null)?;
+    a.mov(rax, r::STR_NULL as i64)?;
+    a.mov(qword_ptr(r10 + slot), rax)?;
+    a.set_label(&mut store)?;
+    Ok(())
 }
 
 /// Generates, at address `at`, a C-callable function `void *f(void)` that

@@ -3,7 +3,7 @@
 //! `region::threads`), and Paradyn's nesting wall timers kept in it.
 //!
 //! A thread claims a free slot once with `lock cmpxchg` and records its tid
-//! then (one `gettid`). Wall timers read the TSC and nest: only the
+//! then (read from its thread control block, or one `gettid`). Wall timers read the TSC and nest: only the
 //! outermost start and the matching stop touch the clock, so recursion is
 //! counted once. The owning thread updates a timer between two increments
 //! of its sequence number, so a sampler never reads a torn value: it
@@ -65,8 +65,20 @@ impl Gen {
         a.mov(rax, r8)?;
         a.jnz(probe)?; // another thread took it: look at it again
         a.mov(r9, rcx)?; // the slot index survives the system call in r9
-        a.mov(eax, weft_abi::syscall::GETTID)?; // once per thread
+                         // The thread's id: from its thread control block where the C
+                         // library keeps it (set by the kernel before the thread runs), else
+                         // one `gettid`, once per thread. The system call would be a place
+                         // where the scheduler preempts the thread, inside whatever the
+                         // probe's program times.
+        let mut have_tid = a.create_label();
+        if table.tid_offset != 0 {
+            a.mov(eax, dword_ptr(u64::from(table.tid_offset)).fs())?;
+            a.test(eax, eax)?;
+            a.jnz(have_tid)?;
+        }
+        a.mov(eax, weft_abi::syscall::GETTID)?;
         a.syscall()?; // clobbers rcx and r11
+        a.set_label(&mut have_tid)?;
         a.imul_3(r11, r9, table.block())?;
         a.lea(r11, qword_ptr(r10 + r11 + (table.slots * 8) as i32))?;
         a.mov(qword_ptr(r11 + t::TID as i32), rax)?;

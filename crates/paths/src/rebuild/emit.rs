@@ -1,11 +1,11 @@
 //! The code a copy adds: witness stores, and the dispatch that replaces
 //! a `switch`'s indirect jump.
 
-use super::{enc, Builder, Refusal, CURSOR, CURSOR_REGS};
+use super::{enc, Builder, Case, Refusal, CURSOR, CURSOR_REGS};
 use crate::record::Record;
 use iced_x86::code_asm::{registers::gpr64, *};
 use iced_x86::{Code, Instruction, MemoryOperand, OpKind, Register};
-use weft_code::{RegSet, STATUS_FLAGS};
+use weft_code::{RegSet, FLAG_OF, STATUS_FLAGS};
 
 const SYS_RT_SIGPROCMASK: u32 = 14;
 const SYS_GETPID: u32 = 39;
@@ -223,31 +223,48 @@ impl Builder {
         Ok(fake)
     }
 
-    fn store_sequence(
+    pub(super) fn store_sequence(
         &mut self,
         record: Record,
         live: RegSet,
     ) -> Result<Vec<Instruction>, Refusal> {
-        let dead = CURSOR_REGS.iter().copied().find(|&r| !live.contains(r));
+        // Live flags wait in `rax` while the store runs: `lahf` puts SF,
+        // ZF, AF, PF and CF in `ah`, `seto al` the overflow flag if it is
+        // live, and `add al, 0x7f; sahf` puts them back. (`pushfq` and
+        // `popfq` did this at tens of cycles a store.)
+        let flags = live.flags_live(STATUS_FLAGS);
+        let overflow = flags && live.flags_live(FLAG_OF);
+        let holds_flags = |r: Register| flags && r == Register::RAX;
+        let dead = CURSOR_REGS
+            .iter()
+            .copied()
+            .find(|&r| !live.contains(r) && !holds_flags(r));
         let (reg, save) = match dead {
             Some(r) => (r, false),
+            None if flags => (Register::RCX, true),
             None => (Register::RAX, true),
         };
-        self.saves_state |= save;
-        let flags = live.flags_live(STATUS_FLAGS);
+        let save_rax = flags && live.contains(Register::RAX);
+        let below = save || save_rax;
+        self.saves_state |= below;
         // Built as instructions, not assembled: a large program has
         // hundreds of thousands of stores.
         let with = |i: Result<Instruction, iced_x86::IcedError>| i.map_err(enc);
-        let below = save || flags;
-        let mut seq = Vec::with_capacity(9);
+        let mut seq = Vec::with_capacity(12);
         if below {
             seq.push(lea_rsp(-RED_ZONE)?);
+        }
+        if save_rax {
+            seq.push(with(Instruction::with1(Code::Push_r64, Register::RAX))?);
         }
         if save {
             seq.push(with(Instruction::with1(Code::Push_r64, reg))?);
         }
         if flags {
-            seq.push(Instruction::with(Code::Pushfq));
+            seq.push(Instruction::with(Code::Lahf));
+        }
+        if overflow {
+            seq.push(with(Instruction::with1(Code::Seto_rm8, Register::AL))?);
         }
         // `mov r32, len; xadd fs:[CURSOR], r` (see `reserve`).
         let low = with(Instruction::with2(
@@ -272,11 +289,23 @@ impl Builder {
         } else {
             with(Instruction::with2(Code::Mov_rm32_imm32, at, record.value()))?
         });
+        if overflow {
+            // 1 + 0x7f overflows, 0 + 0x7f does not; `sahf` then sets the
+            // other flags and leaves OF.
+            seq.push(with(Instruction::with2(
+                Code::Add_rm8_imm8,
+                Register::AL,
+                0x7f_u32,
+            ))?);
+        }
         if flags {
-            seq.push(Instruction::with(Code::Popfq));
+            seq.push(Instruction::with(Code::Sahf));
         }
         if save {
             seq.push(with(Instruction::with1(Code::Pop_r64, reg))?);
+        }
+        if save_rax {
+            seq.push(with(Instruction::with1(Code::Pop_r64, Register::RAX))?);
         }
         if below {
             seq.push(lea_rsp(RED_ZONE)?);
@@ -435,13 +464,16 @@ impl Builder {
     /// as literals) leading to stubs that write the taken edge's witness
     /// and jump to the target's copy. A target outside the table goes to
     /// the original jump (and runs untraced), writing `elsewhere`'s witness
-    /// first if given (the way out of a computed `goto`). `cases` are the targets and
-    /// the witness of the edge to each; `live` what is live before the
-    /// jump.
+    /// first if given (the way out of a computed `goto`). `cases` are the
+    /// targets, the witness of the edge to each and what is live there;
+    /// `live` what is live before the jump. A case's stub restores the
+    /// flags only if they are live at its target (else it drops their
+    /// saved copy: `popfq` costs tens of cycles), and its store keeps what
+    /// is live there.
     pub(super) fn switch(
         &mut self,
         jmp: &Instruction,
-        cases: &[(u64, Option<u32>)],
+        cases: &[Case],
         live: RegSet,
         elsewhere: Option<u32>,
     ) -> Result<(), Refusal> {
@@ -479,33 +511,41 @@ impl Builder {
             );
             pre.push(Instruction::with2(Code::Mov_r64_rm64, reg, mem).map_err(enc)?);
         }
-        let mut restore = Vec::new();
-        if flags {
-            restore.push(Instruction::with(Code::Popfq));
-        }
-        if push_scratch {
-            restore.push(Instruction::with1(Code::Pop_r64, Register::RAX).map_err(enc)?);
-        }
-        if below {
-            restore.push(lea_rsp(RED_ZONE)?);
-        }
-        let mut sorted: Vec<(u64, Option<u32>)> = cases.to_vec();
-        sorted.sort_unstable_by_key(|c| c.0);
-        let mut arms = Vec::with_capacity(sorted.len());
-        for &(target, witness) in &sorted {
-            let literal = self.literal(target);
-            let label = self.fake();
-            let mut stub = restore.clone();
-            if let (Some(w), false) = (witness, self.silent) {
-                stub.extend(self.store_sequence(Record::Witness(w), live)?);
+        // What undoes `pre`, for a target where the flags are live or not.
+        let restore = |flags_live: bool| -> Result<Vec<Instruction>, Refusal> {
+            let mut seq = Vec::new();
+            if flags {
+                seq.push(if flags_live {
+                    Instruction::with(Code::Popfq)
+                } else {
+                    lea_rsp(8)?
+                });
             }
-            stub.push(Instruction::with_branch(Code::Jmp_rel32_64, target).map_err(enc)?);
+            if push_scratch {
+                seq.push(Instruction::with1(Code::Pop_r64, Register::RAX).map_err(enc)?);
+            }
+            if below {
+                seq.push(lea_rsp(RED_ZONE)?);
+            }
+            Ok(seq)
+        };
+        let mut sorted: Vec<Case> = cases.to_vec();
+        sorted.sort_unstable_by_key(|c| c.target);
+        let mut arms = Vec::with_capacity(sorted.len());
+        for case in &sorted {
+            let literal = self.literal(case.target);
+            let label = self.fake();
+            let mut stub = restore(case.live.flags_live(STATUS_FLAGS))?;
+            if let (Some(w), false) = (case.witness, self.silent) {
+                stub.extend(self.store_sequence(Record::Witness(w), case.live)?);
+            }
+            stub.push(Instruction::with_branch(Code::Jmp_rel32_64, case.target).map_err(enc)?);
             stub[0].set_ip(label);
             self.stubs.push(stub);
             arms.push((literal, label));
         }
         let fallback = self.fake();
-        let mut tail = restore;
+        let mut tail = restore(true)?;
         // A target the table does not hold: the witness of the way out, if
         // the jump may leave the function (a computed `goto`).
         if let (Some(w), false) = (elsewhere, self.silent) {

@@ -15,7 +15,7 @@ impl Reader<'_> {
         match record::read(self.bytes, self.at) {
             Ok(Some((rec, _))) => Ok(Some(rec)),
             Ok(None) => self.ended(self.at),
-            Err(_) => Err(self.error("the stream ends inside a record".into())),
+            Err(bad) => Err(self.error(bad.to_string())),
         }
     }
 
@@ -51,10 +51,10 @@ impl Reader<'_> {
                 Ok(Some((Record::Block(_) | Record::Value(_), n))) => at += n,
                 Ok(Some((rec, _))) => return Ok(Some(rec)),
                 Ok(None) => return self.ended(at),
-                Err(_) => {
+                Err(bad) => {
                     return Err(RegenError {
                         offset: at,
-                        what: "the stream ends inside a record".into(),
+                        what: bad.to_string(),
                     })
                 }
             }
@@ -68,7 +68,7 @@ impl Reader<'_> {
                 Ok(Some(rec))
             }
             Ok(None) => self.ended(self.at),
-            Err(_) => Err(self.error("the stream ends inside a record".into())),
+            Err(bad) => Err(self.error(bad.to_string())),
         }
     }
 
@@ -76,7 +76,10 @@ impl Reader<'_> {
     pub(super) fn value(&mut self) -> Result<u64, RegenError> {
         match self.next()? {
             Some(Record::Value(v)) => Ok(v),
-            other => Err(self.error(format!("{other:?} where a register's value was recorded"))),
+            other => Err(self.error(format!(
+                "{} where a register's value was recorded",
+                record::describe(other)
+            ))),
         }
     }
 

@@ -78,6 +78,7 @@ fn string_values_carry_their_text() {
         Strings {
             mask: 0b101,
             cap: 16,
+            sized: 0,
         },
     );
     let short = b"main.py\0";
@@ -109,6 +110,55 @@ fn string_values_carry_their_text() {
 }
 
 #[test]
+fn sized_values_carry_as_many_bytes_as_the_next_value_says() {
+    use crate::region::ring as r;
+    let mem = Memory::new(16);
+    let table = mem.table();
+    // Value 0: bytes, as many as value 1 says; value 2 a plain number.
+    let exec = emitter(
+        table,
+        9,
+        3,
+        Strings {
+            mask: 0b001,
+            cap: 16,
+            sized: 0b001,
+        },
+    );
+    let data = b"\0binary\0data, longer than sixteen";
+    // (count asked, the slot's word, bytes copied, bytes the text takes)
+    let cases: [(i64, u64, usize, u64); 6] = [
+        (3, 3, 3, 8),
+        (11, 11, 11, 16),
+        (16, 16, 16, 16),
+        (20, 16 | r::STR_TRUNCATED, 16, 16),
+        (0, 0, 0, 0),
+        (-14, 0, 0, 0),
+    ];
+    let mut pos = 0;
+    for (count, word, copied, padded) in cases {
+        exec.call([data.as_ptr() as i64, count, 7, 0, 0, 0]);
+        let ring = mem.ring_of_this_thread();
+        let rec = ring + r::HEADER + pos;
+        let shape = (mem.read(rec + r::R_EVENT) >> 32) as u32;
+        assert_eq!(r::shape(shape), (3, padded), "{count}");
+        assert_eq!(mem.read(rec + r::R_ARGS), word, "{count}");
+        assert_eq!(mem.read(rec + r::R_ARGS + 8) as i64, count);
+        assert_eq!(mem.read(rec + r::R_ARGS + 16), 7);
+        let start = rec + r::R_ARGS + 24;
+        // SAFETY: the record lies in `mem`, `copied` bytes after its values.
+        let got = unsafe { std::slice::from_raw_parts(start as *const u8, copied) };
+        assert_eq!(got, &data[..copied]);
+        pos += r::record_size(3, padded);
+        assert_eq!(mem.read(ring + r::HEAD), pos);
+    }
+    // A null pointer: no bytes, flagged.
+    exec.call([0, 5, 7, 0, 0, 0]);
+    let rec = mem.ring_of_this_thread() + r::HEADER + pos;
+    assert_eq!(mem.read(rec + r::R_ARGS), r::STR_NULL);
+}
+
+#[test]
 fn flight_mode_overwrites_the_oldest_records() {
     use crate::region::ring as r;
     let mem = Memory::new(16);
@@ -122,6 +172,7 @@ fn flight_mode_overwrites_the_oldest_records() {
         Strings {
             mask: 0b10,
             cap: 32,
+            sized: 0,
         },
     );
     mem.write(table.ring_overwrite, 1);

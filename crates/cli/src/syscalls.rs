@@ -1,0 +1,380 @@
+//! `weft syscalls`: record every system call of a workload (probes at its
+//! `syscall` instructions writing into per-thread rings, no stop per
+//! call) and print them back in strace's shape; `deps` (in [`deps`])
+//! works out the order between their threads.
+
+mod deps;
+
+use crate::ProbeArgs;
+use anyhow::{bail, Result};
+use clap::{Args, Parser, Subcommand};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use weft_syscalls::Event;
+
+/// `weft syscalls ...`.
+#[derive(Args, Debug)]
+pub struct SyscallsArgs {
+    #[command(subcommand)]
+    command: SyscallsCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum SyscallsCommand {
+    /// Start a program (and, by default, every process it creates), or
+    /// attach to a running one with -p, and record each system call its
+    /// code makes (from the program's entry on): number, arguments, result
+    /// and the TSC at both ends, into DIR (an events directory: `weft
+    /// events DIR` reads it too). Nothing is lost: a thread whose ring is
+    /// full waits for weft. Attached, weft records until Ctrl-C or -d, then
+    /// detaches.
+    Record {
+        /// Where to write: a new or empty directory.
+        #[arg(short = 'o', long = "out", value_name = "DIR")]
+        out: PathBuf,
+        /// Attach to this running process instead of starting CMD.
+        #[arg(
+            short = 'p',
+            long = "pid",
+            value_name = "PID",
+            conflicts_with = "command"
+        )]
+        pid: Option<i32>,
+        /// With -p: detach after this long (`10s`, `500ms`).
+        #[arg(short = 'd', long, value_name = "DURATION", value_parser = crate::duration::parse)]
+        duration: Option<std::time::Duration>,
+        /// Replace an earlier weft trace in DIR (weft removes its own files
+        /// there first; a directory holding anything else is refused).
+        #[arg(long)]
+        force: bool,
+        /// Only the functions matching PATTERN (`libc.so.6:*`, `'*:read'`);
+        /// all of every module by default.
+        #[arg(long, value_name = "PATTERN", default_value = "*:*")]
+        only: String,
+        /// Record the first process only, not the processes it (or, with
+        /// -p, the process) creates.
+        #[arg(long)]
+        no_follow: bool,
+        /// The program and its arguments.
+        #[arg(last = true, required_unless_present = "pid", value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Print the calls of a directory `weft syscalls record` wrote, one a
+    /// line as strace does: thread, seconds since the start, and
+    /// `name(arguments) = result` (`-1 ENAME (description)` for an error,
+    /// `?` for a call that did not return).
+    Show {
+        /// A directory written by `weft syscalls record`.
+        dir: PathBuf,
+        /// One JSON object a line instead: `tid`, `time` (seconds since
+        /// the start), `nr`, `name`, `args` (six registers), `result`
+        /// (`rax` at the return, minus the error number for an error;
+        /// absent for a call that did not return), `errno` (the error's
+        /// name), `duration_ns` (instruction to return) and `buffers` (the
+        /// memory the call read or wrote: `what` is `path`, `sent` or
+        /// `filled`, `arg` its argument, `hex` its bytes, `truncated`).
+        /// `args` are the raw registers (`AT_FDCWD` is 4294967196).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Count the calls of a directory `weft syscalls record` wrote, per
+    /// call, as `strace -c -w` does: share of the time, seconds, µs per
+    /// call, calls and errors. Time is wall-clock time from the `syscall`
+    /// instruction to its return, blocking included.
+    Stats {
+        /// A directory written by `weft syscalls record`.
+        dir: PathBuf,
+    },
+    /// The resources the recorded calls used (files by path, pipes,
+    /// sockets, the inherited standard streams), worked out by simulating
+    /// each process's descriptor table and open file descriptions (dup,
+    /// fork, close-on-exec), and the dependencies between different
+    /// threads' operations on them: an edge from a call to another
+    /// thread's call that began after it returned. --fine (the default)
+    /// keeps the edges between operations that conflict (a write, or an
+    /// offset both use through one shared description) and reports the
+    /// coarse order's others as dropped; --coarse keeps every operation on
+    /// a resource in its recorded order. Prints a summary, the resources
+    /// and the edges; see docs/syscalls.md.
+    Deps {
+        /// A directory written by `weft syscalls record`.
+        dir: PathBuf,
+        /// Every operation on a resource keeps its recorded order.
+        #[arg(long, conflicts_with = "fine")]
+        coarse: bool,
+        /// Only conflicting operations keep their order (the default).
+        #[arg(long)]
+        fine: bool,
+        /// Also write the calls with edges as a dot graph to FILE (each
+        /// thread in a cluster, dropped edges dashed).
+        #[arg(long, value_name = "FILE")]
+        dot: Option<PathBuf>,
+        /// One JSON object instead: `mode`, `resources` (name, kind,
+        /// operations, threads, edges), `ops` (call, tid, pid, name,
+        /// resource, access, description, offset), `edges` and `dropped`
+        /// (from, to, resource; calls are indexes in the order `show`
+        /// prints them), `unresolved` (calls).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Parses the probe options `record` stands for.
+#[derive(Parser, Debug)]
+struct Probes {
+    #[command(flatten)]
+    probes: ProbeArgs,
+}
+
+/// Runs `weft syscalls ...`; the exit status.
+pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
+    match &args.command {
+        SyscallsCommand::Record {
+            out,
+            pid,
+            duration,
+            force,
+            only,
+            no_follow,
+            command,
+        } => {
+            if duration.is_some() && pid.is_none() {
+                bail!("-d is how long to stay attached: give it with -p PID (a started program is recorded until it exits)");
+            }
+            if only.trim().is_empty() || only.contains('[') && !only.contains(']') {
+                bail!("--only '{only}' is not a pattern: write [MODULE:]FUNCTION with * and ? (libc.so.6:*, '*:read')");
+            }
+            let mut options: Vec<String> = [
+                "weft",
+                "--trace",
+                &format!("syscalls:{only}"),
+                "--ring-mode",
+                "block",
+                "--events-out",
+                &out.to_string_lossy(),
+            ]
+            .map(String::from)
+            .to_vec();
+            if *force {
+                options.push("--force".into());
+            }
+            let probes = Probes::try_parse_from(options)?.probes;
+            match pid {
+                Some(pid) => crate::attach::attach(&[*pid], *duration, None, !no_follow, &probes),
+                None => crate::run::run(&probes, !no_follow, command),
+            }
+        }
+        SyscallsCommand::Show { dir, json } => {
+            crate::signals::die_on_closed_output();
+            show(dir, *json)
+        }
+        SyscallsCommand::Stats { dir } => {
+            crate::signals::die_on_closed_output();
+            let (meta, calls, _) = read_calls(dir)?;
+            print!(
+                "{}",
+                weft_syscalls::render_stats(&weft_syscalls::stats(&calls, meta.ticks_per_ns))
+            );
+            Ok(dropped(&meta))
+        }
+        SyscallsCommand::Deps {
+            dir,
+            coarse,
+            fine: _,
+            dot,
+            json,
+        } => {
+            crate::signals::die_on_closed_output();
+            let (meta, calls, known) = read_calls(dir)?;
+            let mode = match coarse {
+                true => weft_syscalls::deps::Mode::Coarse,
+                false => weft_syscalls::deps::Mode::Fine,
+            };
+            let found = deps::Found::new(&calls, &known, mode);
+            if let Some(path) = dot {
+                let mut file = std::io::BufWriter::new(weft_events::create_output(path)?);
+                found.dot(&mut file)?;
+                std::io::Write::flush(&mut file)?;
+            }
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            match json {
+                true => found.json(&mut out)?,
+                false => found.text(&mut out)?,
+            }
+            std::io::Write::flush(&mut out)?;
+            Ok(dropped(&meta))
+        }
+    }
+}
+
+/// The calls of `dir`, paired up, with the trace's description and the
+/// process of each thread that wrote events.
+fn read_calls(
+    dir: &std::path::Path,
+) -> Result<(
+    weft_events::Meta,
+    Vec<weft_syscalls::Call>,
+    HashMap<i32, i32>,
+)> {
+    let trace = weft_events::TraceReader::open(dir)?;
+    let meta = trace.meta();
+    let kinds: Vec<Option<bool>> = meta
+        .events
+        .iter()
+        .map(|(_, _, kind, _)| match kind.as_str() {
+            "syscall" => Some(false),
+            "sysret" => Some(true),
+            _ => None,
+        })
+        .collect();
+    if !kinds.iter().any(Option::is_some) {
+        bail!(
+            "{} holds no system calls: `weft syscalls record -o DIR -- CMD` records them",
+            dir.display()
+        );
+    }
+    /// A call's entry or return as the trace holds it.
+    struct Captured {
+        tid: i32,
+        tsc: u64,
+        exit: bool,
+        args: Vec<u64>,
+        buffers: Vec<weft_syscalls::Buffer>,
+    }
+    let mut events: Vec<Captured> = Vec::new();
+    trace.each_in_time_order(&mut |e| {
+        if let Some(Some(exit)) = kinds.get(e.event as usize) {
+            events.push(Captured {
+                tid: e.tid,
+                tsc: e.tsc,
+                exit: *exit,
+                args: e.args.clone(),
+                buffers: buffers_of(meta, e),
+            });
+        }
+        Ok(())
+    })?;
+    let known: HashMap<i32, i32> = events.iter().map(|c| (c.tid, meta.pid_of(c.tid))).collect();
+    let calls = weft_syscalls::calls(events.iter().map(|c| {
+        let event = match c.exit {
+            true => Event::Exit(c.args.first().copied().unwrap_or(0), c.buffers.clone()),
+            false => Event::Entry(&c.args),
+        };
+        (c.tid, c.tsc, event)
+    }));
+    Ok((meta.clone(), calls, known))
+}
+
+/// The buffers a return recorded: each value named `path:K`, `sent:K` or
+/// `data:K` (see `weft_syscalls`) holds its byte count and flags
+/// (`region::ring`), and the record's texts, in the same order, its bytes
+/// (hex for sized ones).
+fn buffers_of(meta: &weft_events::Meta, e: &weft_live::EventRecord) -> Vec<weft_syscalls::Buffer> {
+    const TRUNCATED: u64 = 1 << 62;
+    const NULL: u64 = 1 << 63;
+    let (mask, binary) = meta.string_masks(e.event);
+    let mut texts = e.strings.iter();
+    let mut out = Vec::new();
+    for (i, &word) in e.args.iter().enumerate() {
+        if mask & (1 << i) == 0 {
+            continue;
+        }
+        let Some(text) = texts.next() else { break };
+        let name = meta.value_name(e.event, i);
+        let Some((what, arg)) = name.split_once(':') else {
+            continue;
+        };
+        let what = match what {
+            "path" => weft_syscalls::Memory::Path,
+            "sent" => weft_syscalls::Memory::Sent,
+            "data" => weft_syscalls::Memory::Filled,
+            _ => continue,
+        };
+        let (Ok(arg), false) = (arg.parse(), word & NULL != 0) else {
+            continue;
+        };
+        let bytes = if binary & (1 << i) != 0 {
+            (0..text.len() / 2)
+                .filter_map(|k| u8::from_str_radix(text.get(2 * k..2 * k + 2)?, 16).ok())
+                .collect()
+        } else {
+            text.as_bytes().to_vec()
+        };
+        out.push(weft_syscalls::Buffer {
+            what,
+            arg,
+            bytes,
+            truncated: word & TRUNCATED != 0,
+        });
+    }
+    out
+}
+
+/// 1 (after saying so) if the recording dropped events, else 0.
+fn dropped(meta: &weft_events::Meta) -> i32 {
+    if meta.dropped == 0 {
+        return 0;
+    }
+    say!(
+        "weft: {} event(s) were dropped while recording: calls are missing",
+        meta.dropped
+    );
+    1
+}
+
+/// `weft syscalls show [--json] DIR`.
+fn show(dir: &std::path::Path, json: bool) -> Result<i32> {
+    let (meta, calls, _) = read_calls(dir)?;
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let seconds = |tsc: u64| tsc.saturating_sub(meta.start_tsc) as f64 / meta.ticks_per_ns / 1e9;
+    for call in &calls {
+        if !json {
+            writeln!(
+                out,
+                "{:<7} {:>12.6} {}",
+                call.tid,
+                seconds(call.entry_tsc),
+                weft_syscalls::strace_line(call)
+            )?;
+            continue;
+        }
+        let mut line = serde_json::json!({
+            "tid": call.tid,
+            "time": seconds(call.entry_tsc),
+            "nr": call.nr,
+            "name": weft_syscalls::name(call.nr),
+            "args": call.args,
+        });
+        let buffers: Vec<serde_json::Value> = call
+            .buffers
+            .iter()
+            .map(|b| {
+                let hex: String = b.bytes.iter().map(|x| format!("{x:02x}")).collect();
+                let what = match b.what {
+                    weft_syscalls::Memory::Path => "path",
+                    weft_syscalls::Memory::Sent => "sent",
+                    weft_syscalls::Memory::Filled => "filled",
+                };
+                serde_json::json!({"what": what, "arg": b.arg, "hex": hex, "truncated": b.truncated})
+            })
+            .collect();
+        if !buffers.is_empty() {
+            line["buffers"] = buffers.into();
+        }
+        if let Some(r) = call.exit {
+            line["result"] = r.result.into();
+            if (-4095..0).contains(&r.result) {
+                let errno = weft_syscalls::errno_name(-r.result as i32);
+                line["errno"] = errno.split(' ').next().unwrap_or("").into();
+            }
+            if let Some(tsc) = r.tsc {
+                let ns = tsc.saturating_sub(call.entry_tsc) as f64 / meta.ticks_per_ns;
+                line["duration_ns"] = (ns.round() as u64).into();
+            }
+        }
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(dropped(&meta))
+}

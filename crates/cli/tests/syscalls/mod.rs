@@ -1,0 +1,385 @@
+//! `weft syscalls`: the calls recorded at the program's `syscall`
+//! instructions are strace's (names, results, argument registers), in
+//! order, without stopping the program per call.
+
+mod deps;
+
+use crate::support::*;
+use std::path::Path;
+use std::time::Duration;
+
+/// A result as both tools print it: an error's name, `?`, a small number
+/// (strace writes `umask`'s in octal), or `big` for an address (they
+/// differ between runs).
+pub(crate) fn result(text: &str) -> String {
+    let text = text.trim();
+    if let Some(error) = text.strip_prefix("-1 ") {
+        return error.split_whitespace().next().unwrap_or("").to_string();
+    }
+    let word = text.split_whitespace().next().unwrap_or("");
+    let value = if let Some(hex) = word.strip_prefix("0x") {
+        u64::from_str_radix(hex, 16).ok()
+    } else if word.len() > 1 && word.starts_with('0') {
+        u64::from_str_radix(word, 8).ok()
+    } else {
+        word.parse::<u64>().ok()
+    };
+    match value {
+        Some(v) if v < 65536 => v.to_string(),
+        Some(_) => "big".to_string(),
+        None => word.to_string(),
+    }
+}
+
+/// (name, result) of each line `name(...) = result` from the first
+/// `close(-7)` on.
+fn calls_from_marker<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<(String, String)> {
+    lines
+        .filter_map(|l| {
+            let (call, result_text) = l.rsplit_once(" = ")?;
+            let name = call.split('(').next()?.trim().rsplit(' ').next()?;
+            Some((name.to_string(), result(result_text)))
+        })
+        .skip_while(|(name, result)| !(name == "close" && result == "EBADF"))
+        .collect()
+}
+
+#[test]
+fn recorded_calls_are_the_ones_strace_sees() {
+    if !have("strace") {
+        skip("strace is not installed (apt-get install strace)");
+        return;
+    }
+    let target = build("syscalls", &O2);
+    let dir = scratch("syscalls-strace");
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let log = dir.join("strace.log");
+    let plain = run(
+        std::process::Command::new("strace")
+            .arg("-qq")
+            .arg("-o")
+            .arg(&log)
+            .arg(&target)
+            .arg(&work),
+        Duration::from_secs(60),
+    );
+    assert_eq!(plain.status, 0, "strace: {}", plain.stderr);
+    let strace = calls_from_marker(std::fs::read_to_string(&log).unwrap().lines());
+    let out_dir = dir.join("rec");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let recorded = record(&out_dir, &target, &work);
+    assert_eq!(recorded.stdout, plain.stdout, "the program's output");
+    let shown = run(
+        weft().args(["syscalls", "show"]).arg(&out_dir),
+        Duration::from_secs(60),
+    );
+    assert_eq!(shown.status, 0, "weft syscalls show: {}", shown.stderr);
+    let weft_calls = calls_from_marker(shown.stdout.lines());
+    assert!(strace.len() > 30, "strace saw {strace:?}");
+    assert_eq!(weft_calls, strace, "weft's calls (left), strace's (right)");
+    // Arguments are the registers: the descriptor, the count.
+    assert!(
+        shown.stdout.contains("write(3, ") && shown.stdout.contains(", 16) = 16"),
+        "{}",
+        shown.stdout
+    );
+    // What the kernel wrote into the program's buffers: the file's bytes
+    // (strace's line, spaces aside), the pipe's descriptors.
+    let squeeze = |l: &str| l.split_whitespace().collect::<Vec<_>>().join(" ");
+    let strace_log = std::fs::read_to_string(&log).unwrap();
+    for call in [
+        "read(3, \"hello",
+        "write(3, \"hello",
+        "rename(\"",
+        "unlink(\"",
+        "getcwd(\"",
+    ] {
+        let line = strace_log
+            .lines()
+            .find(|l| l.starts_with(call))
+            .map(squeeze)
+            .unwrap_or_else(|| panic!("strace's {call}"));
+        assert!(
+            shown.stdout.lines().any(|l| l.ends_with(&line)),
+            "{line} in\n{}",
+            shown.stdout
+        );
+    }
+    // Paths, also of a call that failed.
+    let a = work.join("a").display().to_string();
+    for call in [
+        format!("openat(-100, \"{a}\", 578) = 3"),
+        format!("access(\"{a}\", 0) = -1 ENOENT"),
+    ] {
+        assert!(shown.stdout.contains(&call), "{call} in\n{}", shown.stdout);
+    }
+    assert!(
+        shown
+            .stdout
+            .contains(r#"pipe2("\3\0\0\0\4\0\0\0", 0x80000) = 0"#),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        shown
+            .stdout
+            .contains("= -1 ENOENT (No such file or directory)"),
+        "{}",
+        shown.stdout
+    );
+    // `stats` counts what `show` lists: every call, and each error.
+    let stats = run(
+        weft().args(["syscalls", "stats"]).arg(&out_dir),
+        Duration::from_secs(60),
+    );
+    assert_eq!(stats.status, 0, "weft syscalls stats: {}", stats.stderr);
+    let total: Vec<&str> = stats
+        .stdout
+        .lines()
+        .last()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let errors = shown.stdout.lines().filter(|l| l.contains("= -1 ")).count();
+    let calls = shown.stdout.lines().count();
+    assert_eq!(
+        total[2..],
+        [calls.to_string().as_str(), &errors.to_string(), "total"],
+        "{}",
+        stats.stdout
+    );
+    // The JSON form has the same calls.
+    let json = run(
+        weft().args(["syscalls", "show", "--json"]).arg(&out_dir),
+        Duration::from_secs(60),
+    );
+    let lines: Vec<serde_json::Value> = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), calls);
+    let enoent = lines
+        .iter()
+        .find(|l| l["errno"] == "ENOENT")
+        .expect("an ENOENT call");
+    assert_eq!(enoent["result"], -2);
+    let read = lines
+        .iter()
+        .find(|l| l["name"] == "read" && l["result"] == 16)
+        .expect("the read of the file");
+    let filled = &read["buffers"][0];
+    assert_eq!(filled["what"], "filled");
+    assert_eq!(filled["arg"], 1);
+    assert_eq!(filled["hex"], "68656c6c6f2c2073797363616c6c730a");
+    assert_eq!(filled["truncated"], false);
+}
+
+fn record(out: &Path, target: &Path, work: &Path) -> Finished {
+    let recorded = run(
+        weft()
+            .args(["syscalls", "record", "-o"])
+            .arg(out)
+            .arg("--")
+            .arg(target)
+            .arg(work),
+        Duration::from_secs(120),
+    );
+    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
+    assert!(
+        recorded.stderr.contains("(0 dropped)"),
+        "{}",
+        recorded.stderr
+    );
+    recorded
+}
+
+/// Per thread, its calls as (name, result), in segments that each end
+/// with an `execve`: from `lines` of `(thread, name, result)`. Results that
+/// are process ids read `pid`.
+fn segments(lines: &[(String, String, String)]) -> Vec<Vec<(String, String)>> {
+    let mut threads: std::collections::BTreeMap<&str, Vec<Vec<(String, String)>>> =
+        Default::default();
+    for (tid, name, result) in lines {
+        let segments = threads.entry(tid).or_insert_with(|| vec![Vec::new()]);
+        let result = match name.as_str() {
+            "clone" | "clone3" | "fork" | "vfork" | "wait4" | "getpid" | "gettid" => {
+                "pid".to_string()
+            }
+            _ => result.clone(),
+        };
+        segments.last_mut().unwrap().push((name.clone(), result));
+        if name == "execve" {
+            segments.push(Vec::new());
+        }
+    }
+    let mut out: Vec<Vec<(String, String)>> = threads
+        .into_values()
+        .flatten()
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            // An image's own calls start at its marker, dup(-7).
+            let from = s
+                .iter()
+                .position(|(n, r)| n == "dup" && r == "EBADF")
+                .unwrap_or(0);
+            s[from..]
+                .iter()
+                .filter(|(n, _)| n != "futex")
+                .cloned()
+                .collect()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `strace -f -o` lines as (pid, name, result), a call cut by another
+/// thread's (`<unfinished ...>`) taken with its result from its
+/// `<... name resumed>` line.
+fn strace_calls(log: &str) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    let mut pending: std::collections::HashMap<String, usize> = Default::default();
+    for line in log.lines() {
+        let Some((pid, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        if rest.starts_with("+++") || rest.starts_with("---") {
+            continue;
+        }
+        if let Some(resumed) = rest.strip_prefix("<... ") {
+            if let (Some(k), Some((_, r))) = (pending.remove(pid), resumed.rsplit_once(" = ")) {
+                let entry: &mut (String, String, String) = &mut out[k];
+                entry.2 = result(r);
+            }
+            continue;
+        }
+        let name = rest.split('(').next().unwrap_or("").to_string();
+        if rest.ends_with("<unfinished ...>") {
+            pending.insert(pid.to_string(), out.len());
+            out.push((pid.to_string(), name, "?".to_string()));
+        } else if let Some((_, r)) = rest.rsplit_once(" = ") {
+            out.push((pid.to_string(), name, result(r)));
+        }
+    }
+    out
+}
+
+/// Threads, a forked child and a vfork child that exec, a pipe: each
+/// thread's and each image's calls equal strace's (`-f`), but for the futex
+/// waits that timing decides and the calls before an image's entry. The
+/// vfork child's calls, which it makes on its parent's thread pointer (so
+/// into its parent's ring), are its own.
+#[test]
+fn a_workloads_threads_and_processes_have_straces_calls() {
+    if !have("strace") {
+        skip("strace is not installed (apt-get install strace)");
+        return;
+    }
+    let target = build("syscalls_workload", &O2);
+    let dir = scratch("syscalls-workload");
+    let log = dir.join("strace.log");
+    let plain = run(
+        std::process::Command::new("strace")
+            .args(["-f", "-qq", "-o"])
+            .arg(&log)
+            .arg(&target),
+        Duration::from_secs(60),
+    );
+    assert_eq!(plain.status, 0, "strace: {}", plain.stderr);
+    let strace = strace_calls(&std::fs::read_to_string(&log).unwrap());
+    let out_dir = dir.join("rec");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let recorded = run(
+        weft()
+            .args(["syscalls", "record", "-o"])
+            .arg(&out_dir)
+            .arg("--")
+            .arg(&target),
+        Duration::from_secs(120),
+    );
+    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
+    assert_eq!(recorded.stdout, plain.stdout, "the program's output");
+    let shown = run(
+        weft().args(["syscalls", "show"]).arg(&out_dir),
+        Duration::from_secs(60),
+    );
+    assert_eq!(shown.status, 0, "weft syscalls show: {}", shown.stderr);
+    let weft_calls: Vec<(String, String, String)> = shown
+        .stdout
+        .lines()
+        .filter_map(|l| {
+            let tid = l.split_whitespace().next()?;
+            let call = l.splitn(3, char::is_whitespace).nth(2)?.trim_start();
+            let call = call.split_once(' ').map_or(call, |(_, c)| c).trim_start();
+            let (head, r) = call.rsplit_once(" = ")?;
+            let name = head.split('(').next()?;
+            Some((tid.to_string(), name.to_string(), result(r)))
+        })
+        .collect();
+    // strace's first line is the program's own execve, before weft's entry.
+    assert!(strace[0].1 == "execve", "{:?}", strace[0]);
+    let expected = segments(&strace[1..]);
+    let got = segments(&weft_calls);
+    assert_eq!(
+        got.len(),
+        8,
+        "main, three threads, two images of each child: {got:?}"
+    );
+    assert_eq!(got, expected, "weft's threads (left), strace's (right)");
+}
+
+/// Attached to a process whose thread sleeps in `nanosleep`: the kernel
+/// restarts the interrupted call 2 bytes back, at its `syscall`
+/// instruction, so no splice may cover that instruction (weft counted the
+/// thread's pc after it only, and the restarted thread ran into the middle
+/// of a jump and died of SIGTRAP). The program finishes as it would have,
+/// and the calls it made while weft was there are recorded, the restarted
+/// sleep included (as `restart_syscall`, like strace shows it).
+#[test]
+fn attaching_to_a_thread_asleep_in_a_call_restarts_the_call() {
+    let target = build("syscalls_sleep", &O2);
+    let dir = scratch("syscalls-attach");
+    let out_dir = dir.join("rec");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let stdout = dir.join("stdout");
+    let program = std::process::Command::new(&target)
+        .arg("250")
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .spawn()
+        .unwrap();
+    let mut program = KillOnDrop(program);
+    std::thread::sleep(Duration::from_millis(200));
+    let recorded = run(
+        weft()
+            .args(["syscalls", "record", "-d", "1s", "-o"])
+            .arg(&out_dir)
+            .arg("-p")
+            .arg(program.0.id().to_string()),
+        Duration::from_secs(60),
+    );
+    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
+    let status = wait_bounded(&mut program.0, Duration::from_secs(30));
+    assert_eq!(status, Some(0), "the program's exit code");
+    assert_eq!(
+        std::fs::read_to_string(&stdout).unwrap(),
+        "tally getppid 250\n"
+    );
+    let shown = run(
+        weft().args(["syscalls", "show"]).arg(&out_dir),
+        Duration::from_secs(60),
+    );
+    assert_eq!(shown.status, 0, "{}", shown.stderr);
+    let count = |name: &str| {
+        shown
+            .stdout
+            .lines()
+            .filter(|l| l.contains(&format!(" {name}(")))
+            .count()
+    };
+    assert!(count("getppid") >= 10, "{}", shown.stdout);
+    assert!(count("clock_nanosleep") >= 10, "{}", shown.stdout);
+    assert_eq!(count("restart_syscall"), 1, "{}", shown.stdout);
+}

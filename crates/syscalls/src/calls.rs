@@ -1,0 +1,284 @@
+//! Pairing each call's entry event with its return event, per thread.
+
+use std::collections::HashMap;
+
+/// One system call as captured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// The calling thread.
+    pub tid: i32,
+    /// TSC at the `syscall` instruction.
+    pub entry_tsc: u64,
+    /// The call's number (`rax` at the instruction).
+    pub nr: u64,
+    /// Its six argument registers.
+    pub args: [u64; 6],
+    /// Its return: none for a call that does not return (`exit`,
+    /// `exit_group`) or had not returned when the capture ended.
+    pub exit: Option<Return>,
+    /// The program's memory the call read or wrote, as its return
+    /// recorded it.
+    pub buffers: Vec<Buffer>,
+}
+
+/// What a call's buffer held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memory {
+    /// A path the call named (a string).
+    Path,
+    /// Bytes the call wrote out (`write`'s buffer).
+    Sent,
+    /// Bytes the kernel wrote into the program's memory (`read`'s).
+    Filled,
+}
+
+/// One of a call's buffers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Buffer {
+    /// Which kind.
+    pub what: Memory,
+    /// The argument (0 to 5) holding its address.
+    pub arg: usize,
+    /// The bytes (at most [`crate::DATA_MAX`]).
+    pub bytes: Vec<u8>,
+    /// There were more than were recorded.
+    pub truncated: bool,
+}
+
+/// How a call returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Return {
+    /// TSC after the `syscall` instruction; none for an `execve` that
+    /// succeeded (the new image does not come back to the old one's
+    /// return, and its first call says it succeeded).
+    pub tsc: Option<u64>,
+    /// `rax`: the result, or minus the error number.
+    pub result: i64,
+}
+
+/// `execve` and `execveat`.
+const EXECS: [u64; 2] = [59, 322];
+/// `exit` and `exit_group`, which never return.
+const EXITS: [u64; 2] = [60, 231];
+/// `clone`, `vfork` and `clone3`: a child that shares its parent's memory
+/// returns 0 from them on its parent's thread pointer.
+const FORKS: [u64; 3] = [56, 58, 435];
+
+/// One captured event, as [`calls`] reads it.
+#[derive(Debug, Clone)]
+pub enum Event<'a> {
+    /// At a `syscall` instruction: `rax` and the six argument registers.
+    Entry(&'a [u64]),
+    /// After it: `rax`, and the buffers recorded.
+    Exit(u64, Vec<Buffer>),
+}
+
+/// The calls of a stream of events (thread, TSC, event) in time order, in
+/// the order they were made. A thread's return belongs to its innermost
+/// call still open: a signal handler's calls nest inside the call it
+/// interrupted, and a restarted call returns once. A return with no call
+/// open (capture began while the thread was in the kernel) is left out. An
+/// `execve` followed by another call of its thread succeeded.
+pub fn calls<'a>(events: impl IntoIterator<Item = (i32, u64, Event<'a>)>) -> Vec<Call> {
+    let mut out: Vec<Call> = Vec::new();
+    // Per thread, its open calls; and, while a child it created with
+    // `vfork` (or `clone`/`clone3` sharing its memory, as `posix_spawn`
+    // does) runs on its thread pointer, that child's.
+    let mut open: HashMap<i32, Vec<usize>> = HashMap::new();
+    let mut children: HashMap<i32, Child> = HashMap::new();
+    for (tid, tsc, event) in events {
+        match event {
+            Event::Entry(values) => {
+                let value = |i: usize| values.get(i).copied().unwrap_or(0);
+                let child = children.get_mut(&tid);
+                let stack = match child {
+                    Some(c) => {
+                        c.calls.push(out.len());
+                        &mut c.open
+                    }
+                    None => open.entry(tid).or_default(),
+                };
+                // Nothing runs inside an `execve`: a call after it is the
+                // new image's.
+                if let Some(&k) = stack.last().filter(|&&k| EXECS.contains(&out[k].nr)) {
+                    out[k].exit = Some(Return {
+                        tsc: None,
+                        result: 0,
+                    });
+                    stack.pop();
+                }
+                stack.push(out.len());
+                out.push(Call {
+                    tid,
+                    entry_tsc: tsc,
+                    nr: value(0),
+                    args: std::array::from_fn(|i| value(i + 1)),
+                    exit: None,
+                    buffers: Vec::new(),
+                });
+            }
+            Event::Exit(result, buffers) => {
+                let result = result as i64;
+                let returned = Return {
+                    tsc: Some(tsc),
+                    result,
+                };
+                if let Some(c) = children.get_mut(&tid) {
+                    // The child's own call returns, unless it is one that
+                    // never does (a successful `execve`, an exit): then
+                    // this is its parent's return from the call that
+                    // made it, with the child's id.
+                    let own = c.open.last().copied().filter(|&k| {
+                        let nr = out[k].nr;
+                        !(EXITS.contains(&nr) || EXECS.contains(&nr) && result >= 0)
+                    });
+                    if let Some(k) = own {
+                        c.open.pop();
+                        out[k].exit = Some(returned);
+                        out[k].buffers = buffers;
+                        continue;
+                    }
+                    let c = children.remove(&tid).expect("the child is there");
+                    for &k in &c.open {
+                        if EXECS.contains(&out[k].nr) {
+                            out[k].exit = Some(Return {
+                                tsc: None,
+                                result: 0,
+                            });
+                        }
+                    }
+                    if let Ok(child) = i32::try_from(result).map(|r| r.max(0)) {
+                        for &k in c.calls.iter().filter(|_| child > 0) {
+                            out[k].tid = child;
+                        }
+                    }
+                    out[c.made_by].exit = Some(returned);
+                    continue;
+                }
+                let stack = open.entry(tid).or_default();
+                let Some(&k) = stack.last() else {
+                    continue;
+                };
+                // A child sharing the thread pointer returns 0 from the
+                // call first, on the parent's thread: its calls follow.
+                if result == 0 && FORKS.contains(&out[k].nr) {
+                    children.insert(
+                        tid,
+                        Child {
+                            made_by: k,
+                            open: Vec::new(),
+                            calls: Vec::new(),
+                        },
+                    );
+                    stack.pop();
+                    continue;
+                }
+                stack.pop();
+                out[k].exit = Some(returned);
+                out[k].buffers = buffers;
+            }
+        }
+    }
+    out
+}
+
+/// A child running on its parent's thread pointer, its calls recorded on
+/// the parent's thread until the parent returns from the call that made it.
+struct Child {
+    /// The parent's call that made it.
+    made_by: usize,
+    /// Its own open calls.
+    open: Vec<usize>,
+    /// All of its calls, given the child's id at the end.
+    calls: Vec<usize>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each call's thread, number and result.
+    fn brief(calls: &[Call]) -> Vec<(i32, u64, Option<i64>)> {
+        calls
+            .iter()
+            .map(|c| (c.tid, c.nr, c.exit.map(|e| e.result)))
+            .collect()
+    }
+
+    #[test]
+    fn a_vfork_childs_calls_on_its_parents_thread_are_the_childs() {
+        let vfork = [58u64, 0, 0, 0, 0, 0, 0];
+        let close = [3u64, 3, 0, 0, 0, 0, 0];
+        let exec = [59u64, 0x1000, 0x2000, 0x3000, 0, 0, 0];
+        let got = calls([
+            (7, 1, Event::Entry(&vfork)),
+            (7, 2, Event::Exit(0, vec![])),
+            (7, 3, Event::Entry(&close)),
+            (7, 4, Event::Exit(0, vec![])),
+            (7, 5, Event::Entry(&exec)),
+            (7, 6, Event::Exit((-2i64) as u64, vec![])),
+            (7, 7, Event::Entry(&exec)),
+            (7, 8, Event::Exit(9, vec![])),
+            (7, 9, Event::Entry(&close)),
+            (7, 10, Event::Exit((-9i64) as u64, vec![])),
+        ]);
+        assert_eq!(
+            brief(&got),
+            [
+                (7, 58, Some(9)),
+                (9, 3, Some(0)),
+                (9, 59, Some(-2)),
+                (9, 59, Some(0)),
+                (7, 3, Some(-9)),
+            ]
+        );
+        assert_eq!(got[0].exit.and_then(|e| e.tsc), Some(8));
+    }
+
+    #[test]
+    fn a_handlers_calls_nest_inside_the_call_they_interrupt() {
+        let read = [0u64, 3, 0x1000, 64, 0, 0, 0];
+        let write = [1u64, 1, 0x2000, 5, 0, 0, 0];
+        let exit = [231u64, 0, 0, 0, 0, 0, 0];
+        let exec = [59u64, 0x1000, 0x2000, 0x3000, 0, 0, 0];
+        let got = calls([
+            (7, 1, Event::Exit(0, vec![])),
+            (7, 2, Event::Entry(&read)),
+            (8, 3, Event::Entry(&write)),
+            (7, 4, Event::Entry(&write)),
+            (7, 5, Event::Exit(5, vec![])),
+            (8, 6, Event::Exit((-4i64) as u64, vec![])),
+            (
+                7,
+                7,
+                Event::Exit(
+                    64,
+                    vec![Buffer {
+                        what: Memory::Filled,
+                        arg: 1,
+                        bytes: vec![b'x'; 64],
+                        truncated: false,
+                    }],
+                ),
+            ),
+            (7, 8, Event::Entry(&exit)),
+            (9, 9, Event::Entry(&exec)),
+            (9, 10, Event::Entry(&write)),
+        ]);
+        assert_eq!(
+            brief(&got),
+            [
+                (7, 0, Some(64)),
+                (8, 1, Some(-4)),
+                (7, 1, Some(5)),
+                (7, 231, None),
+                (9, 59, Some(0)),
+                (9, 1, None),
+            ]
+        );
+        assert_eq!(got[0].args, [3, 0x1000, 64, 0, 0, 0]);
+        assert_eq!(got[0].buffers[0].bytes.len(), 64);
+        assert_eq!(got[0].exit.and_then(|e| e.tsc), Some(7));
+        assert_eq!(got[4].exit.and_then(|e| e.tsc), None);
+    }
+}

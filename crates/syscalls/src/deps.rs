@@ -1,0 +1,245 @@
+//! Dependencies between the calls of different threads (ULTra's Section
+//! 4): which operation must wait for which other thread's operation on
+//! the same resource for a rerun to see what the recorded run saw.
+//!
+//! Order on a resource: the kernel commits a call somewhere between its
+//! `syscall` instruction and its return, and those two TSCs are all the
+//! in-process record has. So an operation provably came before another
+//! when it returned before the other began; two that overlapped ran
+//! together in the recorded run, in an order the record cannot tell, and
+//! get no edge (whatever order the kernel chooses in a rerun was possible
+//! in the recorded one too: a `read` blocked on an empty pipe waits for
+//! the `write` by itself).
+//!
+//! [`Mode::Coarse`] keeps every such order on a resource. [`Mode::Fine`]
+//! keeps an order only between operations that conflict: one of them
+//! writes the resource, or both go through one open file description and
+//! one of them uses its offset; reads through different descriptions
+//! reorder freely. On a pipe or socket every transfer changes it
+//! (`crate::fds`), so fine and coarse agree there.
+//!
+//! Edges are between threads: a thread's own operations keep their order
+//! by running in it. An edge an earlier one of the same thread already
+//! implies (the same predecessor thread, no newer operation) is left out.
+
+use crate::fds::{Access, Op, Resources};
+use crate::Call;
+use std::collections::{BTreeSet, HashMap};
+
+/// Which operations keep their order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Every operation on a resource keeps its recorded order.
+    Coarse,
+    /// Only conflicting ones do (see the module's documentation).
+    Fine,
+}
+
+/// `to` waits until `from` has returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Edge {
+    /// The earlier call (an index in the calls).
+    pub from: usize,
+    /// The later call, of another thread.
+    pub to: usize,
+    /// The resource they share (an index in [`Resources::resources`]).
+    pub resource: usize,
+}
+
+/// The dependencies of `calls` with their `resources`, in `mode`: the
+/// edges, sorted by the later call.
+pub fn edges(calls: &[Call], resources: &Resources, mode: Mode) -> Vec<Edge> {
+    let mut by_resource: HashMap<usize, Vec<&Op>> = HashMap::new();
+    for op in &resources.ops {
+        by_resource.entry(op.resource).or_default().push(op);
+    }
+    let returned = |op: &Op| calls[op.call].exit.and_then(|e| e.tsc);
+    let mut out = BTreeSet::new();
+    for (&resource, ops) in &by_resource {
+        // Per thread, its operations on the resource so far.
+        let mut threads: HashMap<i32, Vec<&Op>> = HashMap::new();
+        // (later thread, earlier thread) -> the newest earlier operation
+        // an edge already brought in.
+        let mut implied: HashMap<(i32, i32), usize> = HashMap::new();
+        for &op in ops {
+            let call = &calls[op.call];
+            for (&tid, earlier) in &threads {
+                if tid == call.tid {
+                    continue;
+                }
+                // The newest of the thread's operations that returned
+                // before this one began and conflicts with it.
+                let found = earlier.iter().rev().position(|a| {
+                    returned(a).is_some_and(|t| t < call.entry_tsc)
+                        && (mode == Mode::Coarse || conflict(a, op))
+                });
+                let Some(back) = found else { continue };
+                let a = earlier[earlier.len() - 1 - back];
+                let seen = implied.entry((call.tid, tid)).or_insert(usize::MAX);
+                if *seen != usize::MAX && *seen >= a.call {
+                    continue;
+                }
+                *seen = a.call;
+                out.insert((op.call, a.call, resource));
+            }
+            threads.entry(call.tid).or_default().push(op);
+        }
+    }
+    out.into_iter()
+        .map(|(to, from, resource)| Edge { from, to, resource })
+        .collect()
+}
+
+/// Whether two operations on one resource must keep their order.
+fn conflict(a: &Op, b: &Op) -> bool {
+    a.access == Access::Write
+        || b.access == Access::Write
+        || a.description.is_some() && a.description == b.description && a.offset && b.offset
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{fds, Buffer, Memory, Return};
+
+    /// A call of `tid` from `entry` to `exit` (TSC).
+    fn call(tid: i32, entry: u64, exit: u64, nr: u64, args: &[u64], result: i64) -> Call {
+        Call {
+            tid,
+            entry_tsc: entry,
+            nr,
+            args: std::array::from_fn(|i| args.get(i).copied().unwrap_or(0)),
+            exit: Some(Return {
+                tsc: Some(exit),
+                result,
+            }),
+            buffers: Vec::new(),
+        }
+    }
+
+    fn with_path(mut c: Call, arg: usize, path: &str) -> Call {
+        c.buffers.push(Buffer {
+            what: Memory::Path,
+            arg,
+            bytes: path.as_bytes().to_vec(),
+            truncated: false,
+        });
+        c
+    }
+
+    fn with_fds(mut c: Call, arg: usize, fds: [i32; 2]) -> Call {
+        c.buffers.push(Buffer {
+            what: Memory::Filled,
+            arg,
+            bytes: [fds[0].to_le_bytes(), fds[1].to_le_bytes()].concat(),
+            truncated: false,
+        });
+        c
+    }
+
+    const AT_FDCWD: u64 = -100i64 as u64;
+
+    /// Parent 10 opens a file and forks 11; both read it through the
+    /// shared description, 12 (forked before the open) opens it again
+    /// and reads it, then 10 writes it.
+    fn shared_file() -> Vec<Call> {
+        vec![
+            call(10, 1, 2, 57, &[], 12), // fork -> 12
+            with_path(call(10, 3, 4, 257, &[AT_FDCWD, 0, 2], 3), 1, "data/f"), // openat O_RDWR
+            call(10, 5, 6, 57, &[], 11), // fork -> 11
+            call(11, 7, 8, 0, &[3, 0, 10], 10), // read(3)
+            call(10, 9, 10, 0, &[3, 0, 10], 10), // read(3)
+            with_path(
+                call(12, 11, 12, 257, &[AT_FDCWD, 0, 0], 3),
+                1,
+                "./data/../data/f",
+            ),
+            call(12, 13, 14, 0, &[3, 0, 10], 10), // read(3): its own description
+            call(10, 15, 16, 1, &[3, 0, 10], 10), // write(3)
+        ]
+    }
+
+    #[test]
+    fn descriptors_follow_fork_and_paths_resolve_as_text() {
+        let calls = shared_file();
+        let r = fds::resolve(&calls, &HashMap::new());
+        assert_eq!(r.process, [10, 10, 10, 11, 10, 12, 12, 10]);
+        let names: Vec<&str> = r.resources.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["stdin", "stdout", "stderr", "./data/f"]);
+        let reads: Vec<(usize, Option<usize>)> = r
+            .ops
+            .iter()
+            .filter(|o| calls[o.call].nr == 0)
+            .map(|o| (o.call, o.description))
+            .collect();
+        assert_eq!(reads.len(), 3);
+        assert_eq!(reads[0].1, reads[1].1, "11 and 10 share the description");
+        assert_ne!(reads[0].1, reads[2].1, "12 opened its own");
+        assert!(r.unresolved.is_empty());
+    }
+
+    #[test]
+    fn fine_keeps_only_writes_and_a_shared_descriptions_offset() {
+        let calls = shared_file();
+        let r = fds::resolve(&calls, &HashMap::new());
+        let pairs = |mode| -> Vec<(usize, usize)> {
+            edges(&calls, &r, mode)
+                .iter()
+                .map(|e| (e.from, e.to))
+                .collect()
+        };
+        // Coarse: 11's read after 10's open; 10's read after 11's read;
+        // 12's open after 10's read and 11's; 10's write after 12's read.
+        assert_eq!(
+            pairs(Mode::Coarse),
+            [(1, 3), (3, 4), (3, 5), (4, 5), (6, 7)]
+        );
+        // Fine: 11's read and 10's share an offset; 12 reads through its
+        // own; the write orders everything before it.
+        assert_eq!(pairs(Mode::Fine), [(3, 4), (6, 7)]);
+    }
+
+    #[test]
+    fn a_pipe_orders_its_transfers_and_the_close_its_reader_sees() {
+        let calls = vec![
+            with_fds(call(10, 1, 2, 293, &[0, 0], 0), 0, [3, 4]), // pipe2
+            call(10, 3, 4, 57, &[], 11),                          // fork -> 11
+            call(11, 5, 6, 3, &[4], 0),                           // close(4)
+            call(11, 7, 10, 0, &[3, 0, 64], 5),                   // read(3), blocked first
+            call(10, 8, 9, 1, &[4, 0, 5], 5),                     // write(4)
+            call(10, 11, 12, 3, &[4], 0),                         // close(4)
+            call(11, 13, 14, 0, &[3, 0, 64], 0),                  // read(3) = 0: EOF
+        ];
+        let r = fds::resolve(&calls, &HashMap::new());
+        assert_eq!(r.resources[3].name, "pipe:1");
+        let e: Vec<(usize, usize)> = edges(&calls, &r, Mode::Fine)
+            .iter()
+            .map(|e| (e.from, e.to))
+            .collect();
+        // The blocked read overlapped the write: no edge either way; the
+        // write came after the child's close, the EOF after the parent's.
+        assert_eq!(e, [(2, 4), (3, 5), (5, 6)]);
+        assert_eq!(edges(&calls, &r, Mode::Coarse).len(), 3);
+    }
+
+    #[test]
+    fn close_on_exec_descriptors_are_gone_after_an_execve() {
+        let o_cloexec = 0o2000000;
+        let calls = vec![
+            with_path(call(10, 1, 2, 257, &[AT_FDCWD, 0, o_cloexec], 3), 1, "/a"),
+            with_path(call(10, 3, 4, 257, &[AT_FDCWD, 0, 0], 4), 1, "/b"),
+            call(10, 5, 6, 33, &[4, 7], 7), // dup2(4, 7)
+            with_path(call(10, 7, 8, 59, &[], 0), 0, "/bin/x"),
+            call(10, 9, 10, 0, &[3, 0, 1], 1),
+            call(10, 11, 12, 0, &[7, 0, 1], 1),
+        ];
+        let r = fds::resolve(&calls, &HashMap::new());
+        let used: Vec<&str> = r
+            .ops
+            .iter()
+            .filter(|o| o.call >= 4)
+            .map(|o| r.resources[o.resource].name.as_str())
+            .collect();
+        assert_eq!(used, ["fd:3 of 10", "/b"]);
+    }
+}

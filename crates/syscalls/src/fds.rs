@@ -1,0 +1,642 @@
+//! The resources a workload's calls operate on (files, pipes, sockets), as
+//! a simulation of each process's descriptor table and of the open file
+//! descriptions behind it works them out from the recorded calls alone:
+//! `openat` makes a description of the path it opened, `pipe2` and
+//! `socketpair` one per end of a new pipe or socket pair, `dup`, `fcntl`'s
+//! `F_DUPFD` and `fork` share one, `close`, `close_range` and an `execve`
+//! of a close-on-exec descriptor let go of it. Each call that uses a
+//! descriptor or names a path becomes an [`Op`] on its resource: a read or
+//! a write of it, through which description, moving that description's
+//! offset or not.
+//!
+//! What the record cannot prove: the identity of two paths that name one
+//! inode (links, symlinks, bind mounts: paths are resolved as text, `..`
+//! lexically), what the workload's first process inherited (its
+//! descriptors 0 to 2 are three resources of their own, `stdin`,
+//! `stdout`, `stderr`, even when they are one terminal), the directory it
+//! started in (relative paths stay relative to it: `./name`), and which
+//! accepted socket a `connect` reached (each socket is a resource of its
+//! own; a socket pair is one).
+
+use crate::Call;
+use std::collections::{BTreeMap, HashMap};
+
+/// A kind of resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// A file or directory, by its path.
+    File,
+    /// A pipe, by the call that made it.
+    Pipe,
+    /// A socket (or a socket pair), by the call that made it.
+    Socket,
+    /// A descriptor the workload had when the record began.
+    Inherited,
+}
+
+/// Something calls of different threads order themselves on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resource {
+    /// What it is.
+    pub kind: Kind,
+    /// Its name: the path, `pipe:N`, `socket:N` (`N` counts from 1 in
+    /// the order they were made), `stdout` or `fd:N of PID`.
+    pub name: String,
+}
+
+/// How an operation uses its resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Reads it and changes nothing (`stat`, `pread64`, a file's `read`).
+    Read,
+    /// Changes it (`write`, `unlink`, `ftruncate`; on a pipe or a socket
+    /// also `read`, which takes the data out, and `close`, which the
+    /// other end sees).
+    Write,
+}
+
+/// One call's use of one resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Op {
+    /// The call (its index in the calls given to [`resolve`]).
+    pub call: usize,
+    /// The resource (its index in [`Resources::resources`]).
+    pub resource: usize,
+    /// Read or write.
+    pub access: Access,
+    /// The open file description it went through, if any (by number).
+    pub description: Option<usize>,
+    /// It used or moved that description's offset (`read`, `write`,
+    /// `lseek`, `getdents64`; not `pread64`).
+    pub offset: bool,
+}
+
+/// The resources of a workload and its calls' operations on them.
+#[derive(Debug, Clone, Default)]
+pub struct Resources {
+    /// Every resource, in the order first used.
+    pub resources: Vec<Resource>,
+    /// Every operation, in the calls' order.
+    pub ops: Vec<Op>,
+    /// The process each call belongs to, by call.
+    pub process: Vec<i32>,
+    /// Calls that use a descriptor or a path whose resource the record
+    /// does not say: a path not recorded (a call made through `syscall()`),
+    /// a descriptor the simulation does not know.
+    pub unresolved: Vec<usize>,
+}
+
+/// An open file description: what it is open on and how.
+#[derive(Debug, Clone, Copy)]
+struct Description {
+    resource: usize,
+}
+
+/// One process's descriptor table: descriptor to (description,
+/// close-on-exec).
+type Table = BTreeMap<i32, (usize, bool)>;
+
+const AT_FDCWD: i32 = -100;
+const O_CREAT: u64 = 0o100;
+const O_TRUNC: u64 = 0o1000;
+const O_CLOEXEC: u64 = 0o2000000;
+const CLONE_THREAD: u64 = 0x10000;
+const MAP_ANONYMOUS: u64 = 0x20;
+const EBADF: i64 = -9;
+
+/// Calls that operate on the descriptor in their first argument: number,
+/// access, and whether they use the description's offset.
+const FD_OPS: &[(u64, Access, bool)] = &[
+    (0, Access::Read, true),     // read
+    (1, Access::Write, true),    // write
+    (5, Access::Read, false),    // fstat
+    (8, Access::Read, true),     // lseek
+    (16, Access::Read, false),   // ioctl
+    (17, Access::Read, false),   // pread64
+    (18, Access::Write, false),  // pwrite64
+    (19, Access::Read, true),    // readv
+    (20, Access::Write, true),   // writev
+    (42, Access::Write, false),  // connect
+    (44, Access::Write, false),  // sendto
+    (45, Access::Read, false),   // recvfrom
+    (46, Access::Write, false),  // sendmsg
+    (47, Access::Read, false),   // recvmsg
+    (48, Access::Write, false),  // shutdown
+    (49, Access::Write, false),  // bind
+    (50, Access::Write, false),  // listen
+    (51, Access::Read, false),   // getsockname
+    (52, Access::Read, false),   // getpeername
+    (54, Access::Write, false),  // setsockopt
+    (55, Access::Read, false),   // getsockopt
+    (73, Access::Write, false),  // flock
+    (74, Access::Write, false),  // fsync
+    (75, Access::Write, false),  // fdatasync
+    (77, Access::Write, false),  // ftruncate
+    (78, Access::Read, true),    // getdents
+    (81, Access::Read, false),   // fchdir
+    (91, Access::Write, false),  // fchmod
+    (93, Access::Write, false),  // fchown
+    (138, Access::Read, false),  // fstatfs
+    (190, Access::Write, false), // fsetxattr
+    (193, Access::Read, false),  // fgetxattr
+    (196, Access::Read, false),  // flistxattr
+    (199, Access::Write, false), // fremovexattr
+    (217, Access::Read, true),   // getdents64
+    (221, Access::Read, false),  // fadvise64
+    (285, Access::Write, false), // fallocate
+    (295, Access::Read, false),  // preadv
+    (296, Access::Write, false), // pwritev
+    (327, Access::Read, false),  // preadv2
+    (328, Access::Write, false), // pwritev2
+];
+
+/// Calls that take data out of a pipe or a socket they read (`read`,
+/// `recvmsg`, `splice` from it, ...).
+const TAKES_DATA: &[u64] = &[0, 19, 40, 45, 47, 275, 276, 295, 326, 327];
+
+/// A path argument: its argument, the argument holding its directory
+/// descriptor, its access, and whether it makes or removes a name.
+type PathArg = (usize, Option<usize>, Access, bool);
+
+/// Calls that name paths: number, then per path its argument, the
+/// argument holding its directory descriptor (if any), its access, and
+/// whether it also changes the directory that holds it (makes or removes
+/// a name there).
+const PATH_OPS: &[(u64, &[PathArg])] = &[
+    (4, &[(0, None, Access::Read, false)]),   // stat
+    (6, &[(0, None, Access::Read, false)]),   // lstat
+    (21, &[(0, None, Access::Read, false)]),  // access
+    (59, &[(0, None, Access::Read, false)]),  // execve
+    (76, &[(0, None, Access::Write, false)]), // truncate
+    (80, &[(0, None, Access::Read, false)]),  // chdir
+    (
+        82,
+        &[
+            (0, None, Access::Write, true),
+            (1, None, Access::Write, true),
+        ],
+    ), // rename
+    (83, &[(0, None, Access::Write, true)]),  // mkdir
+    (84, &[(0, None, Access::Write, true)]),  // rmdir
+    (
+        86,
+        &[
+            (0, None, Access::Write, false),
+            (1, None, Access::Write, true),
+        ],
+    ), // link
+    (88, &[(1, None, Access::Write, true)]),  // symlink
+    (87, &[(0, None, Access::Write, true)]),  // unlink
+    (89, &[(0, None, Access::Read, false)]),  // readlink
+    (90, &[(0, None, Access::Write, false)]), // chmod
+    (92, &[(0, None, Access::Write, false)]), // chown
+    (94, &[(0, None, Access::Write, false)]), // lchown
+    (133, &[(0, None, Access::Write, true)]), // mknod
+    (137, &[(0, None, Access::Read, false)]), // statfs
+    (258, &[(1, Some(0), Access::Write, true)]), // mkdirat
+    (259, &[(1, Some(0), Access::Write, true)]), // mknodat
+    (260, &[(1, Some(0), Access::Write, false)]), // fchownat
+    (262, &[(1, Some(0), Access::Read, false)]), // newfstatat
+    (263, &[(1, Some(0), Access::Write, true)]), // unlinkat
+    (
+        264,
+        &[
+            (1, Some(0), Access::Write, true),
+            (3, Some(2), Access::Write, true),
+        ],
+    ), // renameat
+    (
+        265,
+        &[
+            (1, Some(0), Access::Write, false),
+            (3, Some(2), Access::Write, true),
+        ],
+    ), // linkat
+    (266, &[(2, Some(1), Access::Write, true)]), // symlinkat
+    (267, &[(1, Some(0), Access::Read, false)]), // readlinkat
+    (268, &[(1, Some(0), Access::Write, false)]), // fchmodat
+    (269, &[(1, Some(0), Access::Read, false)]), // faccessat
+    (280, &[(1, Some(0), Access::Write, false)]), // utimensat
+    (
+        316,
+        &[
+            (1, Some(0), Access::Write, true),
+            (3, Some(2), Access::Write, true),
+        ],
+    ), // renameat2
+    (322, &[(1, Some(0), Access::Read, false)]), // execveat
+    (332, &[(1, Some(0), Access::Read, false)]), // statx
+    (439, &[(1, Some(0), Access::Read, false)]), // faccessat2
+];
+
+/// Works out the resources of `calls` (in the order they were made, as
+/// [`crate::calls`] gives them). `known` says which process a thread
+/// belongs to where the trace knows it; a thread it does not know is the
+/// process its creating call made (a thread of its creator's for a
+/// `clone` with `CLONE_THREAD`), or a process of its own.
+pub fn resolve(calls: &[Call], known: &HashMap<i32, i32>) -> Resources {
+    let mut sim = Simulation {
+        out: Resources::default(),
+        descriptions: Vec::new(),
+        tables: HashMap::new(),
+        cwd: HashMap::new(),
+        names: HashMap::new(),
+        made: (0, 0),
+    };
+    let mut process_of: HashMap<i32, i32> = known.clone();
+    for (k, call) in calls.iter().enumerate() {
+        let pid = *process_of.entry(call.tid).or_insert(call.tid);
+        sim.out.process.push(pid);
+        if !sim.tables.contains_key(&pid) {
+            sim.start(pid);
+        }
+        let Some(result) = call.exit.map(|e| e.result) else {
+            // No return: only what it named before the kernel ran it.
+            sim.paths(k, call, pid);
+            continue;
+        };
+        if matches!(call.nr, 56 | 57 | 58 | 435) && result > 0 {
+            let child = result as i32;
+            let thread = call.nr == 56 && call.args[0] & CLONE_THREAD != 0
+                || known.get(&child) == Some(&pid);
+            let child_pid = if thread { pid } else { child };
+            process_of.entry(child).or_insert(child_pid);
+            if !thread && !sim.tables.contains_key(&child) {
+                let table = sim.tables[&pid].clone();
+                let cwd = sim.cwd.get(&pid).cloned().unwrap_or_else(|| ".".into());
+                sim.tables.insert(child, table);
+                sim.cwd.insert(child, cwd);
+            }
+        }
+        sim.call(k, call, pid, result);
+    }
+    sim.out
+}
+
+/// The simulation's state.
+struct Simulation {
+    out: Resources,
+    descriptions: Vec<Description>,
+    tables: HashMap<i32, Table>,
+    /// Each process's working directory (`.`: where the workload began).
+    cwd: HashMap<i32, String>,
+    /// Resources by name.
+    names: HashMap<(Kind, String), usize>,
+    /// Pipes and sockets made so far.
+    made: (u32, u32),
+}
+
+impl Simulation {
+    /// A process the record did not see made: the workload's first, or
+    /// one attached to. Its descriptors 0 to 2 are the workload's
+    /// standard streams.
+    fn start(&mut self, pid: i32) {
+        let mut table = Table::new();
+        for (fd, name) in ["stdin", "stdout", "stderr"].into_iter().enumerate() {
+            let resource = self.resource(Kind::Inherited, name.to_string());
+            table.insert(fd as i32, (self.describe(resource), false));
+        }
+        self.tables.insert(pid, table);
+        self.cwd.insert(pid, ".".into());
+    }
+
+    /// The resource named so, made if new.
+    fn resource(&mut self, kind: Kind, name: String) -> usize {
+        let next = self.out.resources.len();
+        *self.names.entry((kind, name.clone())).or_insert_with(|| {
+            self.out.resources.push(Resource { kind, name });
+            next
+        })
+    }
+
+    /// A new open file description of `resource`.
+    fn describe(&mut self, resource: usize) -> usize {
+        self.descriptions.push(Description { resource });
+        self.descriptions.len() - 1
+    }
+
+    /// The description behind `fd` in `pid`'s table; one of a resource of
+    /// its own for a descriptor the record never saw opened (attached).
+    fn lookup(&mut self, pid: i32, fd: i32) -> Option<usize> {
+        if fd < 0 {
+            return None;
+        }
+        if let Some(&(d, _)) = self.tables.get(&pid).and_then(|t| t.get(&fd)) {
+            return Some(d);
+        }
+        let resource = self.resource(Kind::Inherited, format!("fd:{fd} of {pid}"));
+        let d = self.describe(resource);
+        self.tables.entry(pid).or_default().insert(fd, (d, false));
+        Some(d)
+    }
+
+    /// Records call `call`'s operation on `resource`, through description
+    /// and offset `through`.
+    fn op(&mut self, call: usize, resource: usize, access: Access, through: Option<(usize, bool)>) {
+        self.out.ops.push(Op {
+            call,
+            resource,
+            access,
+            description: through.map(|t| t.0),
+            offset: through.is_some_and(|t| t.1),
+        });
+    }
+
+    /// Call `k`'s operation through descriptor `fd` in `pid`. On a pipe or
+    /// a socket, a call of [`TAKES_DATA`] changes it, and no offset is
+    /// involved.
+    fn fd_op(&mut self, k: usize, call: &Call, pid: i32, fd: i32, access: Access, offset: bool) {
+        let Some(d) = self.lookup(pid, fd) else {
+            self.out.unresolved.push(k);
+            return;
+        };
+        let resource = self.descriptions[d].resource;
+        if matches!(self.out.resources[resource].kind, Kind::Pipe | Kind::Socket) {
+            let access = match TAKES_DATA.contains(&call.nr) {
+                true => Access::Write,
+                false => access,
+            };
+            self.op(k, resource, access, Some((d, false)));
+        } else {
+            self.op(k, resource, access, Some((d, offset)));
+        }
+    }
+
+    /// The resource of a path argument, resolved against `dirfd` (or the
+    /// working directory).
+    fn path(&mut self, pid: i32, call: &Call, arg: usize, dirfd: Option<usize>) -> Option<String> {
+        let text = call
+            .buffers
+            .iter()
+            .find(|b| b.what == crate::Memory::Path && b.arg == arg)?;
+        let text = String::from_utf8_lossy(&text.bytes).into_owned();
+        let base = match dirfd.map(|a| call.args[a] as i32) {
+            None | Some(AT_FDCWD) => self.cwd.get(&pid).cloned().unwrap_or_else(|| ".".into()),
+            Some(fd) => {
+                let d = self.lookup(pid, fd)?;
+                self.out.resources[self.descriptions[d].resource]
+                    .name
+                    .clone()
+            }
+        };
+        Some(join(&base, &text))
+    }
+
+    /// The operations of the paths `call` names.
+    fn paths(&mut self, k: usize, call: &Call, pid: i32) {
+        let Some(&(_, paths)) = PATH_OPS.iter().find(|(nr, _)| *nr == call.nr) else {
+            return;
+        };
+        for &(arg, dirfd, access, in_directory) in paths {
+            // An empty path with AT_EMPTY_PATH is the descriptor itself.
+            let empty = call
+                .buffers
+                .iter()
+                .any(|b| b.what == crate::Memory::Path && b.arg == arg && b.bytes.is_empty());
+            if empty {
+                if let Some(a) = dirfd {
+                    self.fd_op(k, call, pid, call.args[a] as i32, access, false);
+                    continue;
+                }
+            }
+            let Some(path) = self.path(pid, call, arg, dirfd) else {
+                self.out.unresolved.push(k);
+                continue;
+            };
+            if in_directory {
+                let parent = parent(&path);
+                let r = self.resource(Kind::File, parent);
+                self.op(k, r, Access::Write, None);
+            }
+            let r = self.resource(Kind::File, path);
+            self.op(k, r, access, None);
+        }
+    }
+
+    /// One returned call: its operations, then what it did to the table.
+    fn call(&mut self, k: usize, call: &Call, pid: i32, result: i64) {
+        let fd = |a: usize| call.args[a] as i32;
+        if result == EBADF {
+            return;
+        }
+        if let Some(&(_, access, offset)) = FD_OPS.iter().find(|(nr, _, _)| *nr == call.nr) {
+            self.fd_op(k, call, pid, fd(0), access, offset);
+        }
+        self.paths(k, call, pid);
+        match call.nr {
+            // sendfile, splice, tee, copy_file_range: out, then in.
+            40 => {
+                self.fd_op(k, call, pid, fd(0), Access::Write, true);
+                self.fd_op(k, call, pid, fd(1), Access::Read, true);
+            }
+            275 | 276 | 326 => {
+                self.fd_op(k, call, pid, fd(2), Access::Write, true);
+                self.fd_op(k, call, pid, fd(0), Access::Read, true);
+            }
+            // mmap of a file reads it.
+            9 if call.args[3] & MAP_ANONYMOUS == 0 && (fd(4) >= 0) => {
+                self.fd_op(k, call, pid, fd(4), Access::Read, false);
+            }
+            _ => {}
+        }
+        if result < 0 {
+            // A failed open still looked the path up.
+            let named = match call.nr {
+                2 | 85 => self.path(pid, call, 0, None),
+                257 | 437 => self.path(pid, call, 1, Some(0)),
+                _ => return,
+            };
+            if let Some(path) = named {
+                let r = self.resource(Kind::File, path);
+                self.op(k, r, Access::Read, None);
+            }
+            return;
+        }
+        let new_fd = result as i32;
+        match call.nr {
+            // open, creat, openat, openat2
+            2 | 85 | 257 | 437 => {
+                let (arg, dirfd, flags) = match call.nr {
+                    2 => (0, None, call.args[1]),
+                    85 => (0, None, O_CREAT | O_TRUNC),
+                    257 => (1, Some(0), call.args[2]),
+                    _ => (1, Some(0), 0),
+                };
+                let Some(path) = self.path(pid, call, arg, dirfd) else {
+                    self.out.unresolved.push(k);
+                    return;
+                };
+                let r = self.resource(Kind::File, path.clone());
+                let d = self.describe(r);
+                if flags & O_CREAT != 0 {
+                    let dir = self.resource(Kind::File, parent(&path));
+                    self.op(k, dir, Access::Write, None);
+                }
+                let access = match flags & (O_CREAT | O_TRUNC) {
+                    0 => Access::Read,
+                    _ => Access::Write,
+                };
+                self.op(k, r, access, Some((d, false)));
+                self.install(pid, new_fd, d, flags & O_CLOEXEC != 0);
+            }
+            // pipe, pipe2, socketpair: the two descriptors the kernel wrote.
+            22 | 293 | 53 => {
+                let Some(fds) = call
+                    .buffers
+                    .iter()
+                    .find(|b| b.what == crate::Memory::Filled && b.bytes.len() == 8)
+                else {
+                    self.out.unresolved.push(k);
+                    return;
+                };
+                let pair = [0, 4]
+                    .map(|i| i32::from_le_bytes(fds.bytes[i..i + 4].try_into().expect("4 bytes")));
+                let (kind, flags) = match call.nr {
+                    53 => (Kind::Socket, call.args[1]),
+                    22 => (Kind::Pipe, 0),
+                    _ => (Kind::Pipe, call.args[1]),
+                };
+                let name = self.made_name(kind);
+                let r = self.resource(kind, name);
+                for fd in pair {
+                    let d = self.describe(r);
+                    self.install(pid, fd, d, flags & O_CLOEXEC != 0);
+                }
+            }
+            // socket; accept and accept4 (a new connection, an operation
+            // on the listening socket too)
+            41 | 43 | 288 => {
+                let name = self.made_name(Kind::Socket);
+                let r = self.resource(Kind::Socket, name);
+                let d = self.describe(r);
+                let flags = match call.nr {
+                    41 => call.args[1],
+                    288 => call.args[3],
+                    _ => 0,
+                };
+                if call.nr != 41 {
+                    self.fd_op(k, call, pid, fd(0), Access::Write, false);
+                }
+                self.install(pid, new_fd, d, flags & O_CLOEXEC != 0);
+            }
+            // dup, dup2, dup3
+            32 | 33 | 292 => {
+                if let Some(d) = self.lookup(pid, fd(0)) {
+                    let cloexec = call.nr == 292 && call.args[2] & O_CLOEXEC != 0;
+                    self.install(pid, new_fd, d, cloexec);
+                }
+            }
+            // fcntl: F_DUPFD, F_DUPFD_CLOEXEC, F_SETFD
+            72 => match call.args[1] {
+                0 | 1030 => {
+                    if let Some(d) = self.lookup(pid, fd(0)) {
+                        self.install(pid, new_fd, d, call.args[1] == 1030);
+                    }
+                }
+                2 => {
+                    if let Some(entry) = self.tables.get_mut(&pid).and_then(|t| t.get_mut(&fd(0))) {
+                        entry.1 = call.args[2] & 1 != 0;
+                    }
+                }
+                _ => {}
+            },
+            // close: the other end of a pipe or socket sees it.
+            3 => {
+                if let Some((d, _)) = self.tables.get_mut(&pid).and_then(|t| t.remove(&fd(0))) {
+                    let r = self.descriptions[d].resource;
+                    if matches!(self.out.resources[r].kind, Kind::Pipe | Kind::Socket) {
+                        self.op(k, r, Access::Write, Some((d, false)));
+                    }
+                }
+            }
+            // close_range(first, last, flags): CLOSE_RANGE_CLOEXEC marks.
+            436 => {
+                let (first, last) = (call.args[0] as u32, call.args[1] as u32);
+                if let Some(t) = self.tables.get_mut(&pid) {
+                    let inside = |fd: &i32| (first..=last).contains(&(*fd as u32));
+                    if call.args[2] & 4 != 0 {
+                        t.iter_mut()
+                            .filter(|(fd, _)| inside(fd))
+                            .for_each(|(_, e)| e.1 = true);
+                    } else {
+                        t.retain(|fd, _| !inside(fd));
+                    }
+                }
+            }
+            // chdir, fchdir
+            80 => {
+                if let Some(path) = self.path(pid, call, 0, None) {
+                    self.cwd.insert(pid, path);
+                }
+            }
+            81 => {
+                if let Some(d) = self.lookup(pid, fd(0)) {
+                    let name = self.out.resources[self.descriptions[d].resource]
+                        .name
+                        .clone();
+                    self.cwd.insert(pid, name);
+                }
+            }
+            // execve, execveat: close-on-exec descriptors go.
+            59 | 322 => {
+                if let Some(t) = self.tables.get_mut(&pid) {
+                    t.retain(|_, e| !e.1);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `fd` now stands for description `d` in `pid`'s table.
+    fn install(&mut self, pid: i32, fd: i32, d: usize, cloexec: bool) {
+        self.tables.entry(pid).or_default().insert(fd, (d, cloexec));
+    }
+
+    /// The next pipe's or socket's name.
+    fn made_name(&mut self, kind: Kind) -> String {
+        match kind {
+            Kind::Pipe => {
+                self.made.0 += 1;
+                format!("pipe:{}", self.made.0)
+            }
+            _ => {
+                self.made.1 += 1;
+                format!("socket:{}", self.made.1)
+            }
+        }
+    }
+}
+
+/// `path` resolved against directory `base`, `.` and `..` taken out as
+/// text (`..` of `/` is `/`; of a relative directory, kept).
+fn join(base: &str, path: &str) -> String {
+    let whole = match path.starts_with('/') {
+        true => path.to_string(),
+        false => format!("{base}/{path}"),
+    };
+    let rooted = whole.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in whole.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.last().is_some_and(|p| *p != "..") {
+                    parts.pop();
+                } else if !rooted {
+                    parts.push("..");
+                }
+            }
+            p => parts.push(p),
+        }
+    }
+    match (rooted, parts.is_empty()) {
+        (true, _) => format!("/{}", parts.join("/")),
+        (false, true) => ".".into(),
+        (false, false) => format!("./{}", parts.join("/")),
+    }
+}
+
+/// The directory that holds `path` (as [`join`] writes it).
+fn parent(path: &str) -> String {
+    join(path, "..")
+}

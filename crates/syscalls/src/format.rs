@@ -1,0 +1,313 @@
+//! Calls as text, in strace's shape: `read(3, 0x7ffd5c1e2a40, 4096) = 12`,
+//! `openat(-100, 0x55d0c8e0, 0) = -1 ENOENT (No such file or directory)`.
+//! Arguments are the raw registers (no decoding of flags or structures
+//! yet), as many as the call takes.
+
+use crate::Call;
+use syscalls::{Errno, Sysno};
+
+/// The call's name (`read`), or `syscall_N` for a number Linux has not.
+pub fn name(nr: u64) -> String {
+    usize::try_from(nr)
+        .ok()
+        .and_then(Sysno::new)
+        .map_or_else(|| format!("syscall_{nr}"), |s| s.name().to_string())
+}
+
+/// `ENOENT (No such file or directory)` for 2.
+pub fn errno_name(errno: i32) -> String {
+    // The C library's text, as strace prints it.
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    let description = text.split(" (os error").next().unwrap_or(&text);
+    match Errno::new(errno).name() {
+        Some(name) => format!("{name} ({description})"),
+        None => format!("E{errno} ({description})"),
+    }
+}
+
+/// Calls whose result is an address (shown in hex).
+const RETURN_ADDRESSES: [&str; 4] = ["mmap", "brk", "mremap", "shmat"];
+
+/// Arguments the calls that strace shows with fewer than six take.
+const ARGUMENTS: &[(&str, usize)] = &[
+    ("read", 3),
+    ("write", 3),
+    ("open", 3),
+    ("close", 1),
+    ("stat", 2),
+    ("fstat", 2),
+    ("lstat", 2),
+    ("poll", 3),
+    ("lseek", 3),
+    ("mmap", 6),
+    ("mprotect", 3),
+    ("munmap", 2),
+    ("brk", 1),
+    ("rt_sigaction", 4),
+    ("rt_sigprocmask", 4),
+    ("rt_sigreturn", 0),
+    ("ioctl", 3),
+    ("pread64", 4),
+    ("pwrite64", 4),
+    ("readv", 3),
+    ("writev", 3),
+    ("access", 2),
+    ("pipe", 1),
+    ("sched_yield", 0),
+    ("madvise", 3),
+    ("dup", 1),
+    ("dup2", 2),
+    ("nanosleep", 2),
+    ("getpid", 0),
+    ("socket", 3),
+    ("connect", 3),
+    ("clone", 5),
+    ("fork", 0),
+    ("vfork", 0),
+    ("execve", 3),
+    ("exit", 1),
+    ("wait4", 4),
+    ("kill", 2),
+    ("uname", 1),
+    ("fcntl", 3),
+    ("getcwd", 2),
+    ("chdir", 1),
+    ("rename", 2),
+    ("mkdir", 2),
+    ("rmdir", 1),
+    ("unlink", 1),
+    ("readlink", 3),
+    ("umask", 1),
+    ("getuid", 0),
+    ("getgid", 0),
+    ("geteuid", 0),
+    ("getegid", 0),
+    ("getppid", 0),
+    ("getpgrp", 0),
+    ("setsid", 0),
+    ("arch_prctl", 2),
+    ("gettid", 0),
+    ("time", 1),
+    ("futex", 6),
+    ("getdents64", 3),
+    ("set_tid_address", 1),
+    ("clock_gettime", 2),
+    ("clock_nanosleep", 4),
+    ("exit_group", 1),
+    ("tgkill", 3),
+    ("openat", 3),
+    ("newfstatat", 4),
+    ("unlinkat", 3),
+    ("readlinkat", 4),
+    ("faccessat", 3),
+    ("set_robust_list", 2),
+    ("pipe2", 2),
+    ("dup3", 3),
+    ("prlimit64", 4),
+    ("getrandom", 3),
+    ("statx", 5),
+    ("rseq", 4),
+    ("clone3", 2),
+    ("close_range", 3),
+    ("faccessat2", 4),
+    ("fadvise64", 4),
+    ("setxattr", 5),
+    ("lsetxattr", 5),
+    ("fsetxattr", 5),
+    ("getxattr", 4),
+    ("lgetxattr", 4),
+    ("fgetxattr", 4),
+    ("listxattr", 3),
+    ("llistxattr", 3),
+    ("flistxattr", 3),
+    ("removexattr", 2),
+    ("lremovexattr", 2),
+    ("fremovexattr", 2),
+    ("kill", 2),
+    ("ftruncate", 2),
+    ("fsync", 1),
+    ("fchdir", 1),
+    ("fchmod", 2),
+    ("sendto", 6),
+    ("recvfrom", 6),
+    ("bind", 3),
+    ("listen", 2),
+    ("accept", 3),
+    ("accept4", 4),
+    ("shutdown", 2),
+    ("getsockname", 3),
+    ("getpeername", 3),
+    ("setsockopt", 5),
+    ("getsockopt", 5),
+    ("epoll_create1", 1),
+    ("epoll_ctl", 4),
+    ("epoll_wait", 4),
+    ("epoll_pwait", 6),
+    ("eventfd2", 2),
+    ("sysinfo", 1),
+    ("getrlimit", 2),
+    ("setpgid", 2),
+    ("getpgid", 1),
+    ("getsid", 1),
+    ("setuid", 1),
+    ("setgid", 1),
+    ("sigaltstack", 2),
+    ("prctl", 5),
+    ("sched_getaffinity", 3),
+    ("mremap", 5),
+    ("msync", 3),
+    ("mincore", 3),
+    ("pselect6", 6),
+    ("ppoll", 5),
+    ("select", 5),
+    ("getdents", 3),
+    ("getpriority", 2),
+    ("alarm", 1),
+    ("pause", 0),
+    ("restart_syscall", 0),
+];
+
+/// How many arguments `name` takes (six if this table does not know).
+fn arguments(name: &str) -> usize {
+    ARGUMENTS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(6, |&(_, k)| k)
+}
+
+/// One argument: small values in decimal (descriptors, sizes, flags, -100
+/// for `AT_FDCWD`), others in hex (addresses).
+fn argument(v: u64) -> String {
+    let signed = v as i64;
+    // An `int` argument (a descriptor such as `AT_FDCWD`) leaves the upper
+    // half of its register zero.
+    let int = v as u32 as i32;
+    if (-4096..65536).contains(&signed) {
+        signed.to_string()
+    } else if v >> 32 == 0 && (-4096..0).contains(&int) {
+        int.to_string()
+    } else {
+        format!("{v:#x}")
+    }
+}
+
+/// `bytes` as a C string literal, as strace writes one: `\n`, `\t` and
+/// the like, octal for other bytes outside printable ASCII, cut at `max`
+/// bytes with `...` after it (as when the kernel wrote more than was
+/// recorded).
+pub fn quoted(bytes: &[u8], truncated: bool, max: usize) -> String {
+    let shown = &bytes[..bytes.len().min(max)];
+    let mut out = String::from("\"");
+    for (k, &b) in shown.iter().enumerate() {
+        match b {
+            b'\n' => out.push_str("\\n"),
+            b'\t' => out.push_str("\\t"),
+            b'\r' => out.push_str("\\r"),
+            0x0b => out.push_str("\\v"),
+            0x0c => out.push_str("\\f"),
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            0x20..=0x7e => out.push(b as char),
+            // Octal, as few digits as are unambiguous (three before a
+            // digit), as strace writes it.
+            _ if shown.get(k + 1).is_some_and(u8::is_ascii_digit) => {
+                out.push_str(&format!("\\{b:03o}"))
+            }
+            _ => out.push_str(&format!("\\{b:o}")),
+        }
+    }
+    out.push('"');
+    if truncated || bytes.len() > max {
+        out.push_str("...");
+    }
+    out
+}
+
+/// The call as strace prints it (without its pid): `name(args) = result`,
+/// `= -1 ENAME (description)` for an error, `= ?` when it did not return.
+pub fn strace_line(call: &Call) -> String {
+    let name = name(call.nr);
+    let mut args: Vec<String> = call.args[..arguments(&name)]
+        .iter()
+        .map(|&v| argument(v))
+        .collect();
+    // The buffers, as strace shows them: paths whole, data cut at 32
+    // bytes (its `-s 32`).
+    // A buffer the call did not fill (it failed, or `wait4` reaped
+    // nobody) keeps its address, as strace shows it.
+    let sized_by_result = crate::writes(call.nr)
+        .is_some_and(|w| matches!(w.count, crate::Count::Result | crate::Count::ResultTimes(_)));
+    for b in &call.buffers {
+        let failed = call.exit.is_some_and(|e| e.result < 0);
+        if b.what == crate::Memory::Filled && b.bytes.is_empty() && (failed || !sized_by_result) {
+            continue;
+        }
+        // getcwd's count includes the string's end, which strace leaves out.
+        let bytes = match (name.as_str(), b.bytes.split_last()) {
+            ("getcwd", Some((0, text))) => text,
+            _ => &b.bytes[..],
+        };
+        if let Some(arg) = args.get_mut(b.arg) {
+            let max = match b.what {
+                crate::Memory::Path => usize::MAX,
+                _ => 32,
+            };
+            *arg = quoted(bytes, b.truncated, max);
+        }
+    }
+    let result = match call.exit.map(|e| e.result) {
+        None => "?".to_string(),
+        Some(r) if (-4095..0).contains(&r) => format!("-1 {}", errno_name(-r as i32)),
+        Some(r) if RETURN_ADDRESSES.contains(&name.as_str()) => format!("{:#x}", r as u64),
+        Some(r) => r.to_string(),
+    };
+    format!("{name}({}) = {result}", args.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_read_like_strace() {
+        let mut call = Call {
+            tid: 1,
+            entry_tsc: 0,
+            nr: 257,
+            args: [0xffff_ff9c, 0x5555_5555_0000, 0, 0, 0, 0],
+            exit: Some(crate::Return {
+                tsc: Some(1),
+                result: -2,
+            }),
+            buffers: Vec::new(),
+        };
+        assert_eq!(
+            strace_line(&call),
+            "openat(-100, 0x555555550000, 0) = -1 ENOENT (No such file or directory)"
+        );
+        call.nr = 231;
+        call.exit = None;
+        call.args[0] = (-100i64) as u64;
+        assert_eq!(strace_line(&call), "exit_group(-100) = ?");
+        assert_eq!(name(100_000), "syscall_100000");
+        call.nr = 0;
+        call.args = [3, 0x7ffd_0000_1000, 256, 0, 0, 0];
+        call.exit = Some(crate::Return {
+            tsc: Some(2),
+            result: 7,
+        });
+        call.buffers = vec![crate::Buffer {
+            what: crate::Memory::Filled,
+            arg: 1,
+            bytes: b"hi\n\0\"\\\x7f".to_vec(),
+            truncated: false,
+        }];
+        assert_eq!(strace_line(&call), r#"read(3, "hi\n\0\"\\\177", 256) = 7"#);
+        assert_eq!(quoted(&[0, b'1', 27], false, 32), r#""\0001\33""#);
+        assert_eq!(
+            quoted(&[b'a'; 40], false, 32),
+            format!("\"{}\"...", "a".repeat(32))
+        );
+        assert_eq!(name(39), "getpid");
+    }
+}

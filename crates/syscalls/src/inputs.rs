@@ -1,0 +1,53 @@
+//! What a call reads from the program's memory that its entry records:
+//! the paths it names (strings) and the bytes it writes out (`write`'s
+//! buffer, as many as its count argument says).
+
+/// The arguments (0 to 5) of call `nr` that are NUL-terminated paths.
+pub fn path_arguments(nr: u64) -> &'static [usize] {
+    match nr {
+        2 | 4 | 6 | 21 | 59 | 76 | 80 | 83 | 84 | 85 | 87 | 89 | 90 | 92 | 94 | 133 | 137 | 161
+        | 165 | 166 => &[0], // open stat lstat access execve truncate chdir mkdir rmdir creat unlink readlink chmod chown lchown mknod statfs chroot mount umount2
+        82 | 86 | 88 => &[0, 1],                      // rename link symlink
+        188 | 189 | 191 | 192 | 197 | 198 => &[0, 1], // setxattr lsetxattr getxattr lgetxattr removexattr lremovexattr (path, name)
+        194 | 195 => &[0],                            // listxattr llistxattr
+        190 | 193 | 199 => &[1],                      // fsetxattr fgetxattr fremovexattr (name)
+        257 | 258 | 259 | 260 | 262 | 263 | 267 | 268 | 269 | 280 | 322 | 332 | 437 | 439 => &[1], // openat mkdirat mknodat fchownat newfstatat unlinkat readlinkat fchmodat faccessat utimensat execveat statx openat2 faccessat2
+        264 | 316 => &[1, 3], // renameat renameat2
+        265 => &[1, 3],       // linkat
+        266 => &[0, 2],       // symlinkat
+        _ => &[],
+    }
+}
+
+/// The argument of call `nr` whose bytes the program hands the kernel,
+/// their count being the next argument (`write`, `pwrite64`, `sendto`).
+pub fn written_argument(nr: u64) -> Option<usize> {
+    match nr {
+        1 | 18 | 44 => Some(1),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::name;
+
+    #[test]
+    fn paths_are_the_arguments_strace_shows_as_strings() {
+        for (call, args) in [
+            ("openat", &[1][..]),
+            ("execve", &[0]),
+            ("renameat2", &[1, 3]),
+            ("newfstatat", &[1]),
+            ("symlinkat", &[0, 2]),
+            ("read", &[]),
+        ] {
+            let nr = (0..500).find(|&n| name(n) == call).expect(call);
+            assert_eq!(path_arguments(nr), args, "{call}");
+        }
+        assert_eq!(name(1), "write");
+        assert_eq!(written_argument(1), Some(1));
+        assert_eq!(name(44), "sendto");
+    }
+}

@@ -1,0 +1,196 @@
+//! The system call instrument (ULTra's capture, issue 13): probes at every
+//! `syscall` instruction of the traced modules, before the kernel runs it
+//! (number and six arguments) and at the instruction after it (the
+//! result), written as events into the calling thread's ring with the
+//! TSC; no stop and no system call of weft's per call. [`calls`] pairs
+//! the two events of each call back up, per thread.
+//!
+//! [`fds`] works out the resources the calls operate on and [`deps`] the
+//! order between different threads' operations on them. The vDSO's
+//! clocks, replay and re-execution are not here yet (docs/syscalls.md).
+
+mod calls;
+pub mod deps;
+pub mod fds;
+mod format;
+mod inputs;
+mod stats;
+mod writes;
+
+pub use calls::{calls, Buffer, Call, Event, Memory, Return};
+pub use format::{errno_name, name, quoted, strace_line};
+pub use inputs::{path_arguments, written_argument};
+pub use stats::{render as render_stats, stats, Row};
+pub use writes::{writes, Count, Writes};
+
+/// Bytes of a buffer the kernel wrote that a return records at most (the
+/// most text a ring record carries); a longer one is recorded cut, and
+/// says so.
+pub const DATA_MAX: u16 = 4096;
+
+use std::sync::Arc;
+use weft_plan::{
+    Action, Allocate, BinOp, EventInfo, Exhausted, Expand, Expr, Guarded, PointKind, PointSpec,
+    Primitive, Resolved, Strings,
+};
+
+/// The kind an events trace gives a call's entry (its number and
+/// arguments), and its return (its result).
+pub use weft_plan::PointKind::{AfterSyscall as EXIT, Syscall as ENTRY};
+
+/// Registers of a system call at its `syscall` instruction, in encoding
+/// order numbers: `rax` (the number), then `rdi`, `rsi`, `rdx`, `r10`, `r8`,
+/// `r9` (the arguments).
+const ENTRY_REGISTERS: [u8; 7] = [0, 7, 6, 2, 10, 8, 9];
+
+/// The probes that capture every system call the functions matching
+/// `pattern` make (`*:*`: every module of the process): the entry's first,
+/// so that a return falling inside the entry's splice joins it.
+pub fn capture_specs(pattern: &str) -> Result<Vec<PointSpec>, weft_plan::Error> {
+    let spec = |kind, exit| -> Result<PointSpec, weft_plan::Error> {
+        let mut s =
+            PointSpec::parse(pattern)?.with_action(Action::Expand(Arc::new(Capture { exit })));
+        s.kind = kind;
+        Ok(s)
+    };
+    Ok(vec![
+        spec(PointKind::Syscall, false)?,
+        spec(PointKind::AfterSyscall, true)?,
+    ])
+}
+
+/// The program at a `syscall` (its registers) or after it (`rax`).
+#[derive(Debug)]
+struct Capture {
+    exit: bool,
+}
+
+impl Expand for Capture {
+    fn expand(
+        &self,
+        at: &Resolved<'_>,
+        alloc: &mut dyn Allocate,
+    ) -> Result<Vec<Guarded>, Exhausted> {
+        let (values, names, strings) = if self.exit {
+            return_values(at.syscall)
+        } else {
+            (
+                ENTRY_REGISTERS.iter().map(|&r| Expr::Reg(r)).collect(),
+                ["nr", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6"]
+                    .map(String::from)
+                    .to_vec(),
+                Strings::NONE,
+            )
+        };
+        let id = alloc.event(EventInfo {
+            module: at.module.to_string(),
+            function: at.function.to_string(),
+            kind: at.kind,
+            args: values.len() as u8,
+            strings: strings.mask,
+            binary: strings.sized,
+            names,
+        })?;
+        Ok(vec![Guarded {
+            predicate: None,
+            primitive: Primitive::Emit(id, values, strings),
+        }])
+    }
+}
+
+/// `-EFAULT`: the kernel could not read an argument's memory.
+const EFAULT: i64 = -14;
+
+/// A return's values and their names: the result, then for a call whose
+/// number the site says, what it read from and wrote into the program's
+/// memory. All of it is recorded after the call, from the argument
+/// registers the kernel keeps, and only where the kernel itself read or
+/// wrote that memory, so no copy touches an address the program did not
+/// make valid: a path unless the call failed with `EFAULT`, the bytes it
+/// wrote out (as many as it did), the buffer the kernel filled (see
+/// [`writes`]). Names: `result`, `path:K`, `sent:K` and `data:K` (`K` the
+/// argument), each sized one followed by its `count`.
+fn return_values(nr: Option<u64>) -> (Vec<Expr>, Vec<String>, Strings) {
+    let result = || Expr::Reg(0);
+    let mut values = vec![result()];
+    let mut names = vec!["result".to_string()];
+    let (mut mask, mut sized) = (0u16, 0u16);
+    let Some(nr) = nr else {
+        return (values, names, Strings::NONE);
+    };
+    for &arg in path_arguments(nr) {
+        let unless_efault = Expr::bin(BinOp::Ne, result(), Expr::Const(EFAULT));
+        mask |= 1 << values.len();
+        values.push(Expr::bin(
+            BinOp::Mul,
+            Expr::Reg(writes::ARGUMENT_REGISTERS[arg]),
+            unless_efault,
+        ));
+        names.push(format!("path:{arg}"));
+    }
+    let mut sized_value =
+        |values: &mut Vec<Expr>, names: &mut Vec<String>, what: String, pair: (Expr, Expr)| {
+            mask |= 1 << values.len();
+            sized |= 1 << values.len();
+            values.push(pair.0);
+            values.push(pair.1);
+            names.push(what);
+            names.push("count".to_string());
+        };
+    if let Some(arg) = written_argument(nr) {
+        let buffer = Expr::Reg(writes::ARGUMENT_REGISTERS[arg]);
+        sized_value(
+            &mut values,
+            &mut names,
+            format!("sent:{arg}"),
+            (buffer, result()),
+        );
+    }
+    if let Some(w) = writes(nr) {
+        sized_value(
+            &mut values,
+            &mut names,
+            format!("data:{}", w.arg),
+            w.values(),
+        );
+    }
+    (
+        values,
+        names,
+        Strings {
+            mask,
+            cap: DATA_MAX,
+            sized,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_is_captured_at_its_instruction_and_after_it() {
+        let specs = capture_specs("*:*").unwrap();
+        assert_eq!(specs[0].kind, PointKind::Syscall);
+        assert_eq!(specs[1].kind, PointKind::AfterSyscall);
+        let mut ids = weft_plan::Tally::default();
+        let at = |kind| Resolved {
+            module: "libc.so.6",
+            function: "read",
+            kind,
+            syscall: None,
+        };
+        for (spec, values) in specs.iter().zip([7, 1]) {
+            let Action::Expand(e) = &spec.action else {
+                panic!("{:?}", spec.action)
+            };
+            let program = e.expand(&at(spec.kind), &mut ids).unwrap();
+            let Primitive::Emit(_, v, _) = &program[0].primitive else {
+                panic!("{program:?}")
+            };
+            assert_eq!(v.len(), values);
+            assert_eq!(v[0], Expr::Reg(0), "rax: the number, then the result");
+        }
+    }
+}
