@@ -188,6 +188,18 @@ impl Requests {
             req.recorder = Some(Rc::new(RefCell::new(weft_events::Recorder::new(events))));
         }
         req.hold_writers(session);
+        let syscalls = args
+            .trace
+            .iter()
+            .any(|t| t == "syscalls" || t.starts_with("syscalls:"));
+        if syscalls {
+            req.cpu_clock_tried = true;
+            req.load_cpu_clock(
+                session,
+                "system calls are recorded without each thread's user CPU time between them \
+                 (a replay spins the wall-clock time instead)",
+            )?;
+        }
         for m in &args.metric {
             req.add_metric(m, session)?;
         }
@@ -260,7 +272,7 @@ impl Requests {
         }
         if request.kind == weft_metrics::MetricKind::CpuTime && !self.cpu_clock_tried {
             self.cpu_clock_tried = true;
-            self.load_cpu_clock(session)?;
+            self.load_cpu_clock(session, "cpu_time is approximate (sampled from /proc)")?;
         }
         let tag = self.next_tag;
         let plan = weft_metrics::plan(&request, session)?;
@@ -272,10 +284,11 @@ impl Requests {
         Ok((tag, specs))
     }
 
-    /// Loads the per-thread CPU clock for `cpu_time` (exact), or says why
-    /// CPU time will be sampled (approximate). `WEFT_CPU_CLOCK=off` (a
+    /// Loads the per-thread CPU clock for `cpu_time` (exact) and the
+    /// system call recorder's user time, or says why not after `without`
+    /// (CPU time will be sampled, approximate). `WEFT_CPU_CLOCK=off` (a
     /// test switch) samples without trying.
-    fn load_cpu_clock(&mut self, session: &mut Session) -> Result<()> {
+    fn load_cpu_clock(&mut self, session: &mut Session, without: &str) -> Result<()> {
         let why = if std::env::var_os("WEFT_CPU_CLOCK").is_some_and(|v| v == "off") {
             "WEFT_CPU_CLOCK=off".to_string()
         } else if let Some(obstacle) = session.cpu_clock_obstacle() {
@@ -290,7 +303,7 @@ impl Requests {
                 Err(e) => e.to_string(),
             }
         };
-        say!("weft: cpu_time is approximate (sampled from /proc): {why}");
+        say!("weft: {without}: {why}");
         self.sampler.cpu_time_sampled_because(why);
         Ok(())
     }

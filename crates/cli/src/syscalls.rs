@@ -1,9 +1,11 @@
 //! `weft syscalls`: record every system call of a workload (probes at its
 //! `syscall` instructions writing into per-thread rings, no stop per
 //! call) and print them back in strace's shape; `deps` (in [`deps`])
-//! works out the order between their threads.
+//! works out the order between their threads, `replay` (in [`replay`])
+//! makes the calls again.
 
 mod deps;
+mod replay;
 
 use crate::ProbeArgs;
 use anyhow::{bail, Result};
@@ -74,6 +76,8 @@ enum SyscallsCommand {
         /// memory the call read or wrote: `what` is `path`, `sent` or
         /// `filled`, `arg` its argument, `hex` its bytes, `truncated`).
         /// `args` are the raw registers (`AT_FDCWD` is 4294967196).
+        /// `user_ns`: the thread's user CPU time at the call, in ns from
+        /// its first call (when the per-thread CPU clock was there).
         #[arg(long)]
         json: bool,
     },
@@ -114,6 +118,42 @@ enum SyscallsCommand {
         /// resource, access, description, offset), `edges` and `dropped`
         /// (from, to, resource; calls are indexes in the order `show`
         /// prints them), `unresolved` (calls).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make the recorded calls again: a process per recorded process
+    /// (forked where the record forked), a thread per recorded thread,
+    /// each making its thread's calls in order with the recorded
+    /// arguments (descriptors translated, paths moved into a sandbox,
+    /// what was written out written again), spinning for the time the
+    /// thread ran between calls, and waiting for the dependencies `deps`
+    /// finds with futexes. The sandbox is a copy weft makes of the files
+    /// the workload found in place (removed afterwards), or --root. The
+    /// standard streams are /dev/null. Prints the recorded and replayed
+    /// elapsed times, the calls whose results differ and those not made
+    /// again (memory, signals, futexes, ...); see docs/syscalls.md.
+    Replay {
+        /// A directory written by `weft syscalls record`.
+        dir: PathBuf,
+        /// Wait for every operation on a resource in its recorded order.
+        #[arg(long, conflicts_with = "fine")]
+        coarse: bool,
+        /// Wait only where operations conflict (the default).
+        #[arg(long)]
+        fine: bool,
+        /// Replay in this directory, which must hold the files the
+        /// workload found in place under their own paths (DIR/etc/passwd
+        /// for /etc/passwd); relative paths are under DIR followed by the
+        /// current directory.
+        #[arg(long, value_name = "SANDBOX")]
+        root: Option<PathBuf>,
+        /// Stop a replay that makes no progress this long (`30s`).
+        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::duration::parse)]
+        stall: std::time::Duration,
+        /// One JSON object instead: `recorded_s`, `replayed_s`, `made`,
+        /// `differ` (call, recorded, replayed), `skipped` (name, why,
+        /// calls), `stalled`, and `calls` (per call, in `show`'s order:
+        /// `outcome`, `result`, `began_s`, `ended_s`).
         #[arg(long)]
         json: bool,
     },
@@ -203,6 +243,32 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             }
             std::io::Write::flush(&mut out)?;
             Ok(dropped(&meta))
+        }
+        SyscallsCommand::Replay {
+            dir,
+            coarse,
+            fine: _,
+            root,
+            stall,
+            json,
+        } => {
+            crate::signals::die_on_closed_output();
+            let (meta, calls, known) = read_calls(dir)?;
+            let mode = match coarse {
+                true => weft_syscalls::deps::Mode::Coarse,
+                false => weft_syscalls::deps::Mode::Fine,
+            };
+            replay::replay(
+                &meta,
+                &calls,
+                &known,
+                replay::Request {
+                    mode,
+                    root: root.as_deref(),
+                    stall: *stall,
+                    json: *json,
+                },
+            )
         }
     }
 }
@@ -361,6 +427,9 @@ fn show(dir: &std::path::Path, json: bool) -> Result<i32> {
             .collect();
         if !buffers.is_empty() {
             line["buffers"] = buffers.into();
+        }
+        if let Some(user) = call.user_ns {
+            line["user_ns"] = user.into();
         }
         if let Some(r) = call.exit {
             line["result"] = r.result.into();

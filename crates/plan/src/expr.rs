@@ -20,6 +20,9 @@ pub enum Expr {
     ThreadCounter(u64),
     /// The calling thread's id.
     Tid,
+    /// The total of the calling thread's timer `n`: nanoseconds for a CPU
+    /// timer ([`Primitive::StartCpuTimer`]), TSC ticks for a wall timer.
+    ThreadTimer(u64),
     /// General-purpose register `n` (encoding order: rax=0 ... r15=15) as
     /// it was at the point. For `rsp` (4) this needs the fixed frame of a
     /// mini-trampoline call (`weft_patch::Snippet::call_mini_fixed_frame`).
@@ -151,7 +154,7 @@ impl Expr {
     /// Whether it needs the calling thread's slot in the thread table.
     pub fn uses_thread_state(&self) -> bool {
         match self {
-            Expr::ThreadCounter(_) | Expr::Tid => true,
+            Expr::ThreadCounter(_) | Expr::Tid | Expr::ThreadTimer(_) => true,
             Expr::Narrow(e, ..) => e.uses_thread_state(),
             Expr::Bin(_, a, b) => a.uses_thread_state() || b.uses_thread_state(),
             _ => false,

@@ -22,6 +22,12 @@ pub trait Allocate {
     fn cpu_clock(&self) -> bool {
         false
     }
+    /// The per-thread timer that times each thread's user code between
+    /// its system calls (stopped at each `syscall` instruction, started
+    /// after it): the same one to every asker in the process.
+    fn user_timer(&mut self) -> Result<u64, Exhausted> {
+        self.timer()
+    }
 }
 
 /// What an event id stands for.

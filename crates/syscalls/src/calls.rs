@@ -9,6 +9,10 @@ pub struct Call {
     pub tid: i32,
     /// TSC at the `syscall` instruction.
     pub entry_tsc: u64,
+    /// The thread's user CPU time (ns) from its first call to this one,
+    /// read from the per-thread CPU clock (preemption and time in the
+    /// kernel taken out); none when the clock was not there.
+    pub user_ns: Option<u64>,
     /// The call's number (`rax` at the instruction).
     pub nr: u64,
     /// Its six argument registers.
@@ -67,7 +71,8 @@ const FORKS: [u64; 3] = [56, 58, 435];
 /// One captured event, as [`calls`] reads it.
 #[derive(Debug, Clone)]
 pub enum Event<'a> {
-    /// At a `syscall` instruction: `rax` and the six argument registers.
+    /// At a `syscall` instruction: `rax` and the six argument registers,
+    /// and the thread's user CPU time if recorded.
     Entry(&'a [u64]),
     /// After it: `rax`, and the buffers recorded.
     Exit(u64, Vec<Buffer>),
@@ -111,6 +116,7 @@ pub fn calls<'a>(events: impl IntoIterator<Item = (i32, u64, Event<'a>)>) -> Vec
                 out.push(Call {
                     tid,
                     entry_tsc: tsc,
+                    user_ns: values.get(7).copied(),
                     nr: value(0),
                     args: std::array::from_fn(|i| value(i + 1)),
                     exit: None,

@@ -107,6 +107,7 @@ mod tests {
         Call {
             tid,
             entry_tsc: entry,
+            user_ns: None,
             nr,
             args: std::array::from_fn(|i| args.get(i).copied().unwrap_or(0)),
             exit: Some(Return {

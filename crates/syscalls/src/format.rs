@@ -273,6 +273,7 @@ mod tests {
         let mut call = Call {
             tid: 1,
             entry_tsc: 0,
+            user_ns: None,
             nr: 257,
             args: [0xffff_ff9c, 0x5555_5555_0000, 0, 0, 0, 0],
             exit: Some(crate::Return {

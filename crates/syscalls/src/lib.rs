@@ -71,7 +71,15 @@ impl Expand for Capture {
         at: &Resolved<'_>,
         alloc: &mut dyn Allocate,
     ) -> Result<Vec<Guarded>, Exhausted> {
-        let (values, names, strings) = if self.exit {
+        // The thread's user code is timed between its calls, on the
+        // per-thread CPU clock when the process has it: stopped at each
+        // `syscall` instruction (its total in the entry's record), started
+        // after it.
+        let user_timer = match alloc.cpu_clock() {
+            true => Some(alloc.user_timer()?),
+            false => None,
+        };
+        let (mut values, mut names, strings) = if self.exit {
             return_values(at.syscall)
         } else {
             (
@@ -82,6 +90,10 @@ impl Expand for Capture {
                 Strings::NONE,
             )
         };
+        if let (Some(n), false) = (user_timer, self.exit) {
+            values.push(Expr::ThreadTimer(n));
+            names.push("user_ns".to_string());
+        }
         let id = alloc.event(EventInfo {
             module: at.module.to_string(),
             function: at.function.to_string(),
@@ -91,10 +103,19 @@ impl Expand for Capture {
             binary: strings.sized,
             names,
         })?;
-        Ok(vec![Guarded {
+        let emit = Guarded {
             predicate: None,
             primitive: Primitive::Emit(id, values, strings),
-        }])
+        };
+        let timer = |primitive| Guarded {
+            predicate: None,
+            primitive,
+        };
+        Ok(match (user_timer, self.exit) {
+            (None, _) => vec![emit],
+            (Some(n), false) => vec![timer(Primitive::StopCpuTimer(n)), emit],
+            (Some(n), true) => vec![emit, timer(Primitive::StartCpuTimer(n))],
+        })
     }
 }
 

@@ -100,6 +100,7 @@ mod tests {
         Call {
             tid: 1,
             entry_tsc: entry,
+            user_ns: None,
             nr,
             args: [0; 6],
             exit: exit.map(|(tsc, result)| Return { tsc, result }),

@@ -3,6 +3,7 @@
 //! order, without stopping the program per call.
 
 mod deps;
+mod replay;
 
 use crate::support::*;
 use std::path::Path;
@@ -382,4 +383,58 @@ fn attaching_to_a_thread_asleep_in_a_call_restarts_the_call() {
     assert!(count("getppid") >= 10, "{}", shown.stdout);
     assert!(count("clock_nanosleep") >= 10, "{}", shown.stdout);
     assert_eq!(count("restart_syscall"), 1, "{}", shown.stdout);
+}
+
+/// Each call's record carries its thread's user CPU time, from the
+/// per-thread CPU clock (BPF): between two `getppid` calls with two spins
+/// and a sleep between them, weft's user time grows by what the
+/// program's own thread CPU clock, read around them, says it ran, within
+/// 2 % and 1 ms (its clock also counts the kernel's time in the calls),
+/// and not by the 100 ms the program slept.
+#[test]
+fn each_call_carries_its_threads_user_time() {
+    let target = build("syscalls_spin", &O2);
+    let dir = scratch("syscalls-user-time");
+    let out_dir = dir.join("rec");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let recorded = run(
+        weft()
+            .args(["syscalls", "record", "-o"])
+            .arg(&out_dir)
+            .arg("--")
+            .arg(&target)
+            .arg("40"),
+        Duration::from_secs(120),
+    );
+    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
+    if recorded
+        .stderr
+        .contains("without each thread's user CPU time")
+    {
+        skip(&format!(
+            "no per-thread CPU clock: {}",
+            recorded.stderr.trim()
+        ));
+        return;
+    }
+    let own = tallies(&recorded.stdout)["spin_ns"];
+    let shown = run(
+        weft().args(["syscalls", "show", "--json"]).arg(&out_dir),
+        Duration::from_secs(60),
+    );
+    let reads: Vec<u64> = shown
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|c| c["name"] == "getppid")
+        .map(|c| c["user_ns"].as_u64().expect("user_ns in every record"))
+        .collect();
+    assert_eq!(reads.len(), 2, "{}", shown.stdout);
+    let weft_ns = reads[1] - reads[0];
+    eprintln!("user time: weft {weft_ns} ns, the program's own clock {own} ns");
+    assert!(own > 60_000_000, "the program spun 2 x 40 ms: {own}");
+    assert!(
+        weft_ns.abs_diff(own) <= own / 50 + 1_000_000,
+        "weft {weft_ns} ns, the program's clock {own} ns"
+    );
 }

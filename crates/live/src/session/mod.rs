@@ -149,6 +149,9 @@ struct Given {
     counters: u64,
     timers: u64,
     thread_counters: u64,
+    /// The timer of user code between system calls, once given
+    /// ([`weft_plan::Allocate::user_timer`]).
+    user_timer: Option<u64>,
     /// Every event id given and its meaning, in the order given.
     events: Vec<(u32, EventInfo)>,
     /// Where event ids come from when sessions share them (a workload's

@@ -32,6 +32,15 @@ impl Allocate for Session {
         Ok(t)
     }
 
+    fn user_timer(&mut self) -> Result<u64, Exhausted> {
+        if let Some(t) = self.given.user_timer {
+            return Ok(t);
+        }
+        let t = self.timer()?;
+        self.given.user_timer = Some(t);
+        Ok(t)
+    }
+
     fn thread_counter(&mut self) -> Result<u64, Exhausted> {
         let c = self.given.thread_counters;
         if c >= threads::COUNTERS {

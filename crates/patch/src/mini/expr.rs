@@ -32,6 +32,9 @@ impl Gen {
             }
             Expr::ThreadCounter(n) => self.a.mov(rax, qword_ptr(r11 + t::counter(*n) as i32))?,
             Expr::Tid => self.a.mov(rax, qword_ptr(r11 + t::TID as i32))?,
+            Expr::ThreadTimer(n) => self
+                .a
+                .mov(rax, qword_ptr(r11 + (t::timer(*n) + t::TIMER_TOTAL) as i32))?,
             Expr::Reg(n) => self.reg_value(*n, depth)?,
             Expr::Load {
                 base,

@@ -159,3 +159,22 @@ fn a_slot_claimed_under_another_thread_id_is_retired() {
     assert_ne!(new, first);
     assert_eq!(mem.read(new + t::RING + crate::region::ring::HEAD), 24);
 }
+
+/// `Expr::ThreadTimer` reads the calling thread's timer total (what the
+/// system call recorder puts in each call's record as its user time).
+#[test]
+fn a_thread_timers_total_is_an_expression() {
+    let mem = Memory::new(16);
+    let copy = Exec::new(4096);
+    let program = vec![Guarded {
+        predicate: None,
+        primitive: Primitive::AddThreadCounter(4, Expr::ThreadTimer(6)),
+    }];
+    copy.load(&mini_trampoline(copy.addr(), mem.table(), &program).unwrap());
+    copy.call([0; 6]);
+    let block = mem.block_of_this_thread();
+    assert_eq!(mem.read(block + t::counter(4)), 0);
+    mem.write(block + t::timer(6) + t::TIMER_TOTAL, 123_456_789);
+    copy.call([0; 6]);
+    assert_eq!(mem.read(block + t::counter(4)), 123_456_789);
+}

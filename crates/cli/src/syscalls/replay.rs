@@ -1,0 +1,213 @@
+//! `weft syscalls replay`: the recorded calls made again in a sandbox
+//! (`weft_replay`), with the dependencies `deps` finds, and the report:
+//! elapsed times, results that differ, calls not made again.
+
+use anyhow::Result;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use weft_replay::{Outcome, Plan, Report};
+use weft_syscalls::deps::Mode;
+use weft_syscalls::Call;
+
+/// What the command line asks of a replay.
+pub struct Request<'a> {
+    pub mode: Mode,
+    pub root: Option<&'a Path>,
+    pub stall: std::time::Duration,
+    pub json: bool,
+}
+
+/// Replays `calls`; the exit status (1 if a result differs or the replay
+/// stalled).
+pub fn replay(
+    meta: &weft_events::Meta,
+    calls: &[Call],
+    known: &HashMap<i32, i32>,
+    request: Request<'_>,
+) -> Result<i32> {
+    let resources = weft_syscalls::fds::resolve(calls, known);
+    let edges = weft_syscalls::deps::edges(calls, &resources, request.mode);
+    let plan = Plan::new(calls, &resources.process, &edges, meta.ticks_per_ns);
+    let needed = weft_replay::sandbox::needed(calls, &resources);
+    let start = std::env::current_dir()?;
+    let line = |k: usize| {
+        format!(
+            "{}/{} {}",
+            resources.process[k],
+            calls[k].tid,
+            weft_syscalls::strace_line(&calls[k])
+        )
+    };
+    let sandbox = match request.root {
+        Some(root) => weft_replay::sandbox::Sandbox::given(root, &needed, &start, &line)?,
+        None => weft_replay::sandbox::Sandbox::make(&needed, &start)?,
+    };
+    let report = weft_replay::replay(
+        calls,
+        &plan,
+        &sandbox,
+        weft_replay::Options {
+            stall: request.stall,
+        },
+    )?;
+    // Calls whose result differs, or that read other bytes.
+    let differ: Vec<(usize, i64, bool)> = report
+        .outcomes
+        .iter()
+        .enumerate()
+        .filter_map(|(k, o)| match *o {
+            Outcome::Made(r) if !weft_replay::agrees(&calls[k], r) => Some((k, r, false)),
+            Outcome::OtherBytes(r) => Some((k, r, true)),
+            _ => None,
+        })
+        .collect();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match request.json {
+        true => json(&mut out, calls, &report, &differ)?,
+        false => text(
+            &mut out,
+            calls,
+            &plan,
+            &edges,
+            &report,
+            &differ,
+            &line,
+            request.mode,
+        )?,
+    }
+    out.flush()?;
+    let failed = !differ.is_empty() || report.stalled.is_some();
+    Ok(i32::from(failed))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn text(
+    out: &mut dyn Write,
+    calls: &[Call],
+    plan: &Plan,
+    edges: &[weft_syscalls::deps::Edge],
+    report: &Report,
+    differ: &[(usize, i64, bool)],
+    line: &dyn Fn(usize) -> String,
+    mode: Mode,
+) -> Result<()> {
+    let made = report
+        .outcomes
+        .iter()
+        .filter(|o| matches!(o, Outcome::Made(_) | Outcome::OtherBytes(_)))
+        .count();
+    let processes = plan
+        .threads
+        .iter()
+        .map(|t| t.pid)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    let mode = match mode {
+        Mode::Coarse => "coarse",
+        Mode::Fine => "fine",
+    };
+    writeln!(
+        out,
+        "replayed {} of {} calls in {} processes, {} threads, waiting on {} dependencies ({mode})",
+        made,
+        calls.len(),
+        processes,
+        plan.threads.len(),
+        edges.len()
+    )?;
+    match plan.user_time_calls {
+        n if n == calls.len() => writeln!(
+            out,
+            "threads spin their recorded user CPU time between calls"
+        )?,
+        0 => writeln!(
+            out,
+            "threads spin the wall-clock time between calls (the record holds no user CPU time)"
+        )?,
+        n => writeln!(
+            out,
+            "threads spin their recorded user CPU time between calls ({n} of {} calls; wall-clock time for the rest)",
+            calls.len()
+        )?,
+    }
+    let (rec, rep) = (
+        report.recorded_ns as f64 / 1e9,
+        report.replayed_ns as f64 / 1e9,
+    );
+    writeln!(
+        out,
+        "elapsed: recorded {rec:.6} s, replayed {rep:.6} s ({:.2}x)",
+        rep / rec.max(1e-9)
+    )?;
+    writeln!(
+        out,
+        "results: {} as recorded, {} differ",
+        made - differ.len(),
+        differ.len()
+    )?;
+    for &(k, r, bytes) in differ.iter().take(10) {
+        let other = if bytes { " (other bytes)" } else { "" };
+        writeln!(out, "  {}, replayed {r}{other}", line(k))?;
+    }
+    if differ.len() > 10 {
+        writeln!(out, "  ... {} more", differ.len() - 10)?;
+    }
+    if let Some(stalled) = &report.stalled {
+        writeln!(out, "stalled, and stopped: {stalled}")?;
+    }
+    if !report.skipped.is_empty() {
+        writeln!(out, "not made again:")?;
+        let mut rows: Vec<(&(String, &str), &usize)> = report.skipped.iter().collect();
+        rows.sort_by_key(|(k, n)| (std::cmp::Reverse(**n), k.0.clone()));
+        for ((name, why), n) in rows {
+            writeln!(out, "  {n:>7}  {name:<18} {why}")?;
+        }
+    }
+    Ok(())
+}
+
+fn json(
+    out: &mut dyn Write,
+    calls: &[Call],
+    report: &Report,
+    differ: &[(usize, i64, bool)],
+) -> Result<()> {
+    let per_call: Vec<serde_json::Value> = report
+        .outcomes
+        .iter()
+        .zip(&report.times)
+        .map(|(o, &(began, ended))| {
+            let (outcome, result) = match *o {
+                Outcome::Made(r) => ("made", Some(r)),
+                Outcome::OtherBytes(r) => ("other bytes", Some(r)),
+                Outcome::Skipped => ("skipped", None),
+                Outcome::NotReached => ("not reached", None),
+            };
+            serde_json::json!({
+                "outcome": outcome,
+                "result": result,
+                "began_s": began as f64 / 1e9,
+                "ended_s": ended as f64 / 1e9,
+            })
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "recorded_s": report.recorded_ns as f64 / 1e9,
+        "replayed_s": report.replayed_ns as f64 / 1e9,
+        "made": report.outcomes.iter().filter(|o| matches!(o, Outcome::Made(_) | Outcome::OtherBytes(_))).count(),
+        "differ": differ.iter().map(|&(k, r, bytes)| serde_json::json!({
+            "call": k,
+            "recorded": calls[k].exit.map(|e| e.result),
+            "replayed": r,
+            "other_bytes": bytes,
+        })).collect::<Vec<_>>(),
+        "skipped": report.skipped.iter().map(|((name, why), n)| serde_json::json!({
+            "name": name, "why": why, "calls": n,
+        })).collect::<Vec<_>>(),
+        "stalled": report.stalled,
+        "calls": per_call,
+    });
+    writeln!(out, "{doc}")?;
+    Ok(())
+}
