@@ -3,7 +3,8 @@
  * between them. Prints the clock's difference as a tally (the vDSO
  * passes that clock to the kernel from code weft does not splice, so
  * these reads are not among the recorded calls).
- * Usage: syscalls_spin [ms] (40) */
+ * The spins are fixed work (millions of steps), so that a CPU limit
+ * stretches them. Usage: syscalls_spin [millions] (40) */
 #include "tally.h"
 #include <time.h>
 #include <unistd.h>
@@ -17,25 +18,23 @@ static long now(clockid_t c)
 
 static volatile unsigned long sink;
 
-/* Spins until this thread has run `ns` on a CPU, reading only the vDSO's
- * monotonic clock (no system call in between). */
-static void spin(long ns)
+/* `n` steps of work on the CPU, no system call. */
+static void spin(long n)
 {
-    long until = now(CLOCK_MONOTONIC) + ns;
     unsigned long s = 1;
-    while (now(CLOCK_MONOTONIC) < until) s = s * 6364136223846793005UL + 1;
+    for (long i = 0; i < n; i++) s = s * 6364136223846793005UL + (unsigned long)i;
     sink = s;
 }
 
 int main(int argc, char **argv)
 {
-    long ms = arg_or(argc, argv, 1, 40);
+    long steps = arg_or(argc, argv, 1, 40) * 1000000L;
     long t0 = now(CLOCK_THREAD_CPUTIME_ID);
     getppid();
-    spin(ms * 1000000L);
+    spin(steps);
     struct timespec nap = {0, 100 * 1000000L};
     nanosleep(&nap, 0);
-    spin(ms * 1000000L);
+    spin(steps);
     getppid();
     long t1 = now(CLOCK_THREAD_CPUTIME_ID);
     printf("tally spin_ns %ld\n", t1 - t0);

@@ -121,6 +121,16 @@ enum SyscallsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Run CMD itself (not under weft) in the configuration replay's
+    /// limits give, and print its elapsed time: the actual time to hold a
+    /// replay's prediction against. Exits with CMD's status.
+    Actual {
+        #[command(flatten)]
+        limits: LimitArgs,
+        /// The program and its arguments.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
     /// Make the recorded calls again: a process per recorded process
     /// (forked where the record forked), a thread per recorded thread,
     /// each making its thread's calls in order with the recorded
@@ -147,6 +157,8 @@ enum SyscallsCommand {
         /// current directory.
         #[arg(long, value_name = "SANDBOX")]
         root: Option<PathBuf>,
+        #[command(flatten)]
+        limits: LimitArgs,
         /// Stop a replay that makes no progress this long (`30s`).
         #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::duration::parse)]
         stall: std::time::Duration,
@@ -157,6 +169,61 @@ enum SyscallsCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Another configuration to run under (ULTra's prediction): a control
+/// group with these limits, after dropping the page cache.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct LimitArgs {
+    /// Run in a control group with this much memory (`memory.max`, or
+    /// v1's `memory.limit_in_bytes`): bytes, or 64M, 2G.
+    #[arg(long, value_name = "SIZE", value_parser = weft_replay::limits::parse_size)]
+    memory_max: Option<u64>,
+    /// Run in a control group with this share of CPU time, in per cent of
+    /// one CPU (`cpu.max`, or v1's CFS quota): 50%, 200%.
+    #[arg(long, value_name = "PCT", value_parser = weft_replay::limits::parse_cpu)]
+    cpu_max: Option<u32>,
+    /// Write dirty pages out and drop the page cache first (a cold run).
+    #[arg(long)]
+    drop_caches: bool,
+}
+
+impl LimitArgs {
+    /// The control group these ask for (none without limits), the caches
+    /// dropped first if asked.
+    fn prepare(&self, name: &str) -> Result<Option<weft_replay::Group>> {
+        let limits = weft_replay::Limits {
+            memory_max: self.memory_max,
+            cpu_max: self.cpu_max,
+        };
+        let group = match limits.any() {
+            true => Some(weft_replay::Group::make(name, limits)?),
+            false => None,
+        };
+        if self.drop_caches {
+            weft_process::drop_caches().map_err(|e| {
+                anyhow::anyhow!(
+                    "--drop-caches: writing /proc/sys/vm/drop_caches: {e} (it needs root)"
+                )
+            })?;
+        }
+        Ok(group)
+    }
+
+    /// The configuration as words, for the report.
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(m) = self.memory_max {
+            parts.push(format!("memory.max {} MiB", m >> 20));
+        }
+        if let Some(c) = self.cpu_max {
+            parts.push(format!("{c}% of a CPU"));
+        }
+        if self.drop_caches {
+            parts.push("caches dropped".to_string());
+        }
+        parts.join(", ")
+    }
 }
 
 /// Parses the probe options `record` stands for.
@@ -249,6 +316,7 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             coarse,
             fine: _,
             root,
+            limits,
             stall,
             json,
         } => {
@@ -267,10 +335,42 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
                     root: root.as_deref(),
                     stall: *stall,
                     json: *json,
+                    limits: *limits,
                 },
             )
         }
+        SyscallsCommand::Actual { limits, command } => actual(limits, command),
     }
+}
+
+/// `weft syscalls actual`: CMD run in the limits' control group; its
+/// elapsed time (and peak memory) on standard error.
+fn actual(limits: &LimitArgs, command: &[String]) -> Result<i32> {
+    let group = limits.prepare(&format!("weft-actual-{}", std::process::id()))?;
+    let started = std::time::Instant::now();
+    let mut child = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("starting {}: {e}", command[0]))?;
+    if let Some(g) = &group {
+        if let Err(e) = g.add(child.id() as i32) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e.into());
+        }
+    }
+    let status = child.wait()?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let peak = group.as_ref().and_then(|g| g.peak_memory());
+    let under = match limits.describe() {
+        d if d.is_empty() => String::new(),
+        d => format!(" ({d})"),
+    };
+    let memory = peak.map_or(String::new(), |p| {
+        format!(", peak memory {:.1} MiB", p as f64 / 1048576.0)
+    });
+    say!("weft: {} ran {elapsed:.6} s{under}{memory}", command[0]);
+    Ok(status.code().unwrap_or(1))
 }
 
 /// The calls of `dir`, paired up, with the trace's description and the

@@ -205,6 +205,15 @@ pub fn pid_namespace(pid: i32) -> Option<u64> {
         .map(|m| m.ino())
 }
 
+/// Writes dirty pages out and empties the kernel's page cache, dentries
+/// and inodes (`/proc/sys/vm/drop_caches`): where a cold-cache run
+/// starts. Needs root.
+pub fn drop_caches() -> std::io::Result<()> {
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3")
+}
+
 /// Raises weft's soft limit of open files to its hard limit: following a
 /// workload keeps a few descriptors per process (its region, a pidfd)
 /// and a build may start hundreds. A program weft starts gets the limit

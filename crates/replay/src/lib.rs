@@ -7,12 +7,16 @@
 //!
 //! [`Plan`] (here, pure) says who creates whom and what each thread waits
 //! for; [`sandbox`] decides where paths go; `issue` turns a recorded call
-//! into the call the replay makes; `run` runs it all.
+//! into the call the replay makes; `run` runs it all, in a control group
+//! of [`limits`] when asked (ULTra's prediction under another
+//! configuration).
 
 mod issue;
+pub mod limits;
 mod run;
 pub mod sandbox;
 
+pub use limits::{Group, Limits};
 pub use run::{replay, Options, Outcome, Report};
 
 use std::collections::{BTreeMap, HashMap};
@@ -32,6 +36,9 @@ pub enum Error {
         path: String,
         call: String,
     },
+    /// The limits could not be set.
+    #[error(transparent)]
+    Limits(#[from] limits::LimitError),
     /// Making the sandbox, the shared table or a process failed.
     #[error("{what}: {source}")]
     Io {

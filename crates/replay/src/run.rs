@@ -171,7 +171,7 @@ pub struct Report {
     pub times: Vec<(u64, u64)>,
     /// The record's elapsed time, first call to last return (ns).
     pub recorded_ns: u64,
-    /// The replay's (ns).
+    /// The replay's, likewise (ns).
     pub replayed_ns: u64,
     /// Calls not made again, by name, with the reason.
     pub skipped: BTreeMap<(String, &'static str), usize>,
@@ -182,9 +182,11 @@ pub struct Report {
 
 /// Options of a replay.
 #[derive(Debug, Clone, Copy)]
-pub struct Options {
+pub struct Options<'a> {
     /// A replay that makes no progress this long is stopped.
     pub stall: Duration,
+    /// The control group to run the replay in (its limits).
+    pub group: Option<&'a crate::Group>,
 }
 
 /// A replay process's state.
@@ -208,7 +210,7 @@ pub fn replay(
     calls: &[Call],
     plan: &Plan,
     sandbox: &Sandbox,
-    options: Options,
+    options: Options<'_>,
 ) -> Result<Report, Error> {
     if calls.is_empty() {
         return Err(Error::Empty);
@@ -223,6 +225,15 @@ pub fn replay(
     let begin = now_ns();
     let mut roots: Vec<i32> = Vec::new();
     for (_, threads) in plan.initial() {
+        // The child waits until weft has put it in the control group.
+        let mut go = [0i32; 2];
+        // SAFETY: `go` has room for the two descriptors.
+        if unsafe { libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(Error::Io {
+                what: "starting a replay process".into(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
         // SAFETY: the child only runs the replay (its own threads, raw
         // calls, allocation through glibc, which fork keeps consistent)
         // and leaves with `_exit`.
@@ -234,6 +245,17 @@ pub fn replay(
                 })
             }
             0 => {
+                let mut byte = 0u8;
+                // SAFETY: reads one byte into `byte`, then lets the pipe go.
+                unsafe {
+                    libc::close(go[1]);
+                    libc::read(go[0], (&mut byte as *mut u8).cast(), 1);
+                    libc::close(go[0]);
+                }
+                if byte != 1 {
+                    // SAFETY: weft could not place it: leave at once.
+                    unsafe { libc::_exit(1) }
+                }
                 // SAFETY: own process group, so that weft can stop the
                 // whole replay.
                 unsafe { libc::setpgid(0, 0) };
@@ -245,12 +267,25 @@ pub fn replay(
                 });
                 run_process(&ctx, &process, &threads)
             }
-            pid => roots.push(pid),
+            pid => {
+                roots.push(pid);
+                let placed = options.group.map_or(Ok(()), |g| g.add(pid));
+                let byte = u8::from(placed.is_ok());
+                // SAFETY: writes one byte from `byte`, then lets the pipe go.
+                unsafe {
+                    libc::close(go[0]);
+                    libc::write(go[1], (&byte as *const u8).cast(), 1);
+                    libc::close(go[1]);
+                }
+                if let Err(e) = placed {
+                    let _ = watch(&ctx.table, &roots, options.stall, plan);
+                    return Err(e.into());
+                }
+            }
         }
     }
     let table = &ctx.table;
     let stalled = watch(table, &roots, options.stall, plan);
-    let replayed_ns = now_ns().saturating_sub(begin);
     let mut outcomes = Vec::with_capacity(calls.len());
     let mut times = Vec::with_capacity(calls.len());
     let mut skipped: BTreeMap<(String, &'static str), usize> = BTreeMap::new();
@@ -277,11 +312,19 @@ pub fn replay(
             slot.ended.load(Ordering::Relaxed).saturating_sub(begin),
         ));
     }
+    // As the record's: from the first call to the last return.
+    let first = times
+        .iter()
+        .map(|t| t.0)
+        .filter(|&b| b > 0)
+        .min()
+        .unwrap_or(0);
+    let last = times.iter().map(|t| t.1).max().unwrap_or(0);
     Ok(Report {
         outcomes,
         times,
         recorded_ns: plan.recorded_ns,
-        replayed_ns,
+        replayed_ns: last.saturating_sub(first),
         skipped,
         stalled,
     })
@@ -336,12 +379,37 @@ fn spawn(ctx: &Arc<Context>, process: &Arc<Process>, t: usize) {
     process.threads.lock().expect("unpoisoned").push(handle);
 }
 
-/// Spins until `ns` have passed: the time the thread ran between calls.
+/// Runs on the CPU until this thread has used `ns` more of it: the time
+/// the recorded thread ran between calls. CPU time, not wall-clock time,
+/// so that a replay under a CPU limit, or sharing the CPUs with more
+/// threads than they have, takes as long as the work would.
 fn think(ns: u64) {
-    let until = now_ns() + ns;
-    while now_ns() < until {
-        std::hint::spin_loop();
+    if ns == 0 {
+        return;
     }
+    let until = thread_cpu_ns() + ns;
+    let mut s: u64 = 1;
+    loop {
+        // About 10 µs of work between reads of the clock (a system call).
+        for i in 0..8192u64 {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(i);
+        }
+        std::hint::black_box(s);
+        if thread_cpu_ns() >= until {
+            break;
+        }
+    }
+}
+
+/// This thread's CPU time in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Runs recorded thread `t`'s calls.
@@ -470,7 +538,7 @@ fn watch(table: &Table, roots: &[i32], stall: Duration, plan: &Plan) -> Option<S
                 unsafe { libc::kill(-pid, libc::SIGKILL) };
             }
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(5));
     }
     stalled
 }

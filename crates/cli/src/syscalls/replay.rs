@@ -10,12 +10,21 @@ use weft_replay::{Outcome, Plan, Report};
 use weft_syscalls::deps::Mode;
 use weft_syscalls::Call;
 
+/// The configuration a replay ran under, for the report.
+struct Configuration {
+    /// `memory.max 64 MiB, 50% of a CPU, caches dropped`, or empty.
+    words: String,
+    /// The control group's peak memory use, where the kernel says.
+    peak: Option<u64>,
+}
+
 /// What the command line asks of a replay.
 pub struct Request<'a> {
     pub mode: Mode,
     pub root: Option<&'a Path>,
     pub stall: std::time::Duration,
     pub json: bool,
+    pub limits: super::LimitArgs,
 }
 
 /// Replays `calls`; the exit status (1 if a result differs or the replay
@@ -43,14 +52,22 @@ pub fn replay(
         Some(root) => weft_replay::sandbox::Sandbox::given(root, &needed, &start, &line)?,
         None => weft_replay::sandbox::Sandbox::make(&needed, &start)?,
     };
+    let group = request
+        .limits
+        .prepare(&format!("weft-replay-{}", std::process::id()))?;
     let report = weft_replay::replay(
         calls,
         &plan,
         &sandbox,
         weft_replay::Options {
             stall: request.stall,
+            group: group.as_ref(),
         },
     )?;
+    let under = Configuration {
+        words: request.limits.describe(),
+        peak: group.as_ref().and_then(|g| g.peak_memory()),
+    };
     // Calls whose result differs, or that read other bytes.
     let differ: Vec<(usize, i64, bool)> = report
         .outcomes
@@ -64,7 +81,7 @@ pub fn replay(
         .collect();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match request.json {
-        true => json(&mut out, calls, &report, &differ)?,
+        true => json(&mut out, calls, &report, &differ, &under)?,
         false => text(
             &mut out,
             calls,
@@ -74,6 +91,7 @@ pub fn replay(
             &differ,
             &line,
             request.mode,
+            &under,
         )?,
     }
     out.flush()?;
@@ -91,6 +109,7 @@ fn text(
     differ: &[(usize, i64, bool)],
     line: &dyn Fn(usize) -> String,
     mode: Mode,
+    under: &Configuration,
 ) -> Result<()> {
     let made = report
         .outcomes
@@ -140,6 +159,12 @@ fn text(
         "elapsed: recorded {rec:.6} s, replayed {rep:.6} s ({:.2}x)",
         rep / rec.max(1e-9)
     )?;
+    if !under.words.is_empty() {
+        let peak = under.peak.map_or(String::new(), |p| {
+            format!(", peak memory {:.1} MiB", p as f64 / 1048576.0)
+        });
+        writeln!(out, "predicted under {}: {rep:.6} s{peak}", under.words)?;
+    }
     writeln!(
         out,
         "results: {} as recorded, {} differ",
@@ -172,6 +197,7 @@ fn json(
     calls: &[Call],
     report: &Report,
     differ: &[(usize, i64, bool)],
+    under: &Configuration,
 ) -> Result<()> {
     let per_call: Vec<serde_json::Value> = report
         .outcomes
@@ -206,6 +232,8 @@ fn json(
             "name": name, "why": why, "calls": n,
         })).collect::<Vec<_>>(),
         "stalled": report.stalled,
+        "configuration": under.words,
+        "peak_memory": under.peak,
         "calls": per_call,
     });
     writeln!(out, "{doc}")?;

@@ -130,3 +130,89 @@ fn a_sandbox_without_the_workloads_files_is_one_clear_line() {
     assert_eq!(nothing.stderr.lines().count(), 1, "{}", nothing.stderr);
     assert!(!nothing.stderr.contains("panicked"), "{}", nothing.stderr);
 }
+
+/// The seconds `weft: CMD ran S s` (from `weft syscalls actual`) says.
+fn ran_seconds(stderr: &str) -> f64 {
+    stderr
+        .lines()
+        .find_map(|l| l.split(" ran ").nth(1)?.split(" s").next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no elapsed time in: {stderr}"))
+}
+
+/// ULTra's prediction: a CPU-bound program (two spins of fixed work and a
+/// sleep between two calls) recorded once, then replayed in a control
+/// group with half a CPU, predicts the elapsed time of the program itself
+/// run in the same group (`weft syscalls actual`), within 20 % (these
+/// machines are shared; the group's CPU quota is enforced per 100 ms):
+/// both about 1.3x or more the unlimited run. With --memory-max the
+/// replay's group used no more than the limit.
+#[test]
+fn a_replay_under_half_a_cpu_predicts_the_programs_time() {
+    let target = build("syscalls_spin", &O2);
+    let dir = scratch("syscalls-predict");
+    let out = dir.join("rec");
+    let _ = std::fs::remove_dir_all(&out);
+    let recorded = run(
+        weft()
+            .args(["syscalls", "record", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&target)
+            .arg("100"),
+        Duration::from_secs(120),
+    );
+    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
+    if recorded
+        .stderr
+        .contains("without each thread's user CPU time")
+    {
+        skip(&format!(
+            "no per-thread CPU clock: {}",
+            recorded.stderr.trim()
+        ));
+        return;
+    }
+    let actual = |limit: &[&str]| {
+        let a = run(
+            weft()
+                .args(["syscalls", "actual"])
+                .args(limit)
+                .arg("--")
+                .arg(&target)
+                .arg("100"),
+            Duration::from_secs(60),
+        );
+        assert_eq!(a.status, 0, "actual {limit:?}: {}", a.stderr);
+        ran_seconds(&a.stderr)
+    };
+    let predicted = |limit: &[&str]| {
+        let r = run(
+            weft()
+                .args(["syscalls", "replay", "--json"])
+                .args(limit)
+                .arg(&out),
+            Duration::from_secs(60),
+        );
+        assert_eq!(r.status, 0, "replay {limit:?}: {}\n{}", r.stderr, r.stdout);
+        serde_json::from_str::<serde_json::Value>(r.stdout.trim()).unwrap()
+    };
+    let free = actual(&[]);
+    let half = ["--cpu-max", "50%"];
+    let (act, pred) = (actual(&half), predicted(&half));
+    let pred_s = pred["replayed_s"].as_f64().unwrap();
+    eprintln!("unlimited {free:.3} s; half a CPU: actual {act:.3} s, predicted {pred_s:.3} s");
+    assert_eq!(pred["configuration"], "50% of a CPU");
+    assert!(
+        act > free * 1.25,
+        "the limit slows the program: {act} against {free}"
+    );
+    assert!(
+        (pred_s / act - 1.0).abs() <= 0.2,
+        "predicted {pred_s:.3} s, actual {act:.3} s"
+    );
+    let limited = predicted(&["--memory-max", "32M", "--drop-caches"]);
+    let peak = limited["peak_memory"]
+        .as_u64()
+        .expect("the group's peak memory");
+    assert!(peak > 0 && peak <= 32 << 20, "peak {peak} bytes");
+}
