@@ -71,6 +71,11 @@ pub fn die_on_closed_output() {
     set_disposition(Signal::SIGPIPE, SigHandler::SigDfl);
 }
 
+/// The flag SIGINT and SIGTERM set after [`catch_stop_requests`].
+pub fn stop_flag() -> &'static AtomicBool {
+    &STOP
+}
+
 /// Whether a stop was requested.
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::SeqCst)

@@ -154,7 +154,8 @@ enum SyscallsCommand {
         /// Replay in this directory, which must hold the files the
         /// workload found in place under their own paths (DIR/etc/passwd
         /// for /etc/passwd); relative paths are under DIR followed by the
-        /// current directory.
+        /// current directory. The replay writes into it as the workload
+        /// wrote, so a second replay starts from what the first left.
         #[arg(long, value_name = "SANDBOX")]
         root: Option<PathBuf>,
         #[command(flatten)]
@@ -321,6 +322,9 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             json,
         } => {
             crate::signals::die_on_closed_output();
+            // Ctrl-C and SIGTERM stop the replay's processes, and weft
+            // removes its sandbox and control group.
+            crate::signals::catch_stop_requests();
             let (meta, calls, known) = read_calls(dir)?;
             let mode = match coarse {
                 true => weft_syscalls::deps::Mode::Coarse,
@@ -382,6 +386,12 @@ fn read_calls(
     Vec<weft_syscalls::Call>,
     HashMap<i32, i32>,
 )> {
+    if !dir.join("meta.json").exists() {
+        bail!(
+            "{} is not a record of system calls (it has no meta.json): `weft syscalls record -o DIR -- CMD` makes one",
+            dir.display()
+        );
+    }
     let trace = weft_events::TraceReader::open(dir)?;
     let meta = trace.meta();
     let kinds: Vec<Option<bool>> = meta
@@ -403,6 +413,7 @@ fn read_calls(
     struct Captured {
         tid: i32,
         tsc: u64,
+        event: u32,
         exit: bool,
         args: Vec<u64>,
         buffers: Vec<weft_syscalls::Buffer>,
@@ -413,6 +424,7 @@ fn read_calls(
             events.push(Captured {
                 tid: e.tid,
                 tsc: e.tsc,
+                event: e.event,
                 exit: *exit,
                 args: e.args.clone(),
                 buffers: buffers_of(meta, e),
@@ -421,12 +433,24 @@ fn read_calls(
         Ok(())
     })?;
     let known: HashMap<i32, i32> = events.iter().map(|c| (c.tid, meta.pid_of(c.tid))).collect();
-    let calls = weft_syscalls::calls(events.iter().map(|c| {
+    // An entry and its return are events of one site (the same module
+    // and function+offset).
+    let mut site_ids: HashMap<(&str, &str), u32> = HashMap::new();
+    let sites: Vec<u32> = meta
+        .events
+        .iter()
+        .map(|(module, function, _, _)| {
+            let next = site_ids.len() as u32;
+            *site_ids.entry((module, function)).or_insert(next)
+        })
+        .collect();
+    let calls = weft_syscalls::calls_at_sites(events.iter().map(|c| {
         let event = match c.exit {
             true => Event::Exit(c.args.first().copied().unwrap_or(0), c.buffers.clone()),
             false => Event::Entry(&c.args),
         };
-        (c.tid, c.tsc, event)
+        let site = sites.get(c.event as usize).copied().unwrap_or(u32::MAX);
+        (c.tid, c.tsc, site, event)
     }));
     Ok((meta.clone(), calls, known))
 }

@@ -62,6 +62,17 @@ pub(crate) fn inconsistent(file: &Path, why: String, todo: impl Into<String>) ->
 /// value names within its values, and no list longer than `events`.
 pub(crate) fn check_meta(meta: &Meta, path: &Path) -> Result<()> {
     let bad = |why: String| inconsistent(path, why, META_TODO);
+    if meta.format > crate::ctf::PACKET_FORMAT {
+        return Err(inconsistent(
+            path,
+            format!(
+                "its format is {}, newer than the {} this weft reads",
+                meta.format,
+                crate::ctf::PACKET_FORMAT
+            ),
+            "read it with the weft that wrote it, or a newer one",
+        ));
+    }
     if !(meta.ticks_per_ns.is_finite() && meta.ticks_per_ns > 0.0) {
         return Err(bad(format!(
             "ticks_per_ns is {}, not a positive clock rate",
@@ -515,6 +526,18 @@ mod tests {
             MetadataFault::Mismatch(why) => why,
             other => panic!("not a mismatch: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_meta_of_a_newer_format_is_refused() {
+        let mut m = meta();
+        check_meta(&m, Path::new("ev/meta.json")).unwrap();
+        m.format = crate::ctf::PACKET_FORMAT + 1;
+        let why = check_meta(&m, Path::new("ev/meta.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(why.contains("newer than the"), "{why}");
+        assert!(why.contains("the weft that wrote it"), "{why}");
     }
 
     #[test]

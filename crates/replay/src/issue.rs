@@ -50,6 +50,9 @@ enum Arg {
     Filled(usize),
     /// A buffer the kernel fills, of a structure's size.
     Struct,
+    /// A socket address, its length in that argument: a Unix socket's
+    /// path moved into the sandbox.
+    Address(usize),
     /// A null pointer.
     Null,
 }
@@ -67,60 +70,67 @@ use Arg::*;
 
 /// The calls made again as they are, their arguments translated.
 const CALLS: &[(u64, &[Arg], Gives)] = &[
-    (0, &[Fd, Filled(2), Int], Gives::Value),       // read
-    (1, &[Fd, Sent(2), Int], Gives::Value),         // write
-    (2, &[Path, Int, Int], Gives::NewFd),           // open
-    (4, &[Path, Struct], Gives::Value),             // stat
-    (5, &[Fd, Struct], Gives::Value),               // fstat
-    (6, &[Path, Struct], Gives::Value),             // lstat
-    (8, &[Fd, Int, Int], Gives::Value),             // lseek
-    (17, &[Fd, Filled(2), Int, Int], Gives::Value), // pread64
-    (18, &[Fd, Sent(2), Int, Int], Gives::Value),   // pwrite64
-    (21, &[Path, Int], Gives::Value),               // access
-    (32, &[Fd], Gives::NewFd),                      // dup
-    (41, &[Int, Int, Int], Gives::NewFd),           // socket
+    (0, &[Fd, Filled(2), Int], Gives::Value),          // read
+    (1, &[Fd, Sent(2), Int], Gives::Value),            // write
+    (2, &[Path, Int, Int], Gives::NewFd),              // open
+    (4, &[Path, Struct], Gives::Value),                // stat
+    (5, &[Fd, Struct], Gives::Value),                  // fstat
+    (6, &[Path, Struct], Gives::Value),                // lstat
+    (8, &[Fd, Int, Int], Gives::Value),                // lseek
+    (17, &[Fd, Filled(2), Int, Int], Gives::Value),    // pread64
+    (18, &[Fd, Sent(2), Int, Int], Gives::Value),      // pwrite64
+    (21, &[Path, Int], Gives::Value),                  // access
+    (32, &[Fd], Gives::NewFd),                         // dup
+    (41, &[Int, Int, Int], Gives::NewFd),              // socket
+    (42, &[Fd, Address(2), Int], Gives::Value),        // connect
+    (43, &[Fd, Null, Null], Gives::NewFd),             // accept
+    (48, &[Fd, Int], Gives::Value),                    // shutdown
+    (49, &[Fd, Address(2), Int], Gives::Value),        // bind
+    (50, &[Fd, Int], Gives::Value),                    // listen
+    (54, &[Fd, Int, Int, Sent(4), Int], Gives::Value), // setsockopt
+    (288, &[Fd, Null, Null, Int], Gives::NewFd),       // accept4
     (45, &[Fd, Filled(2), Int, Null, Null], Gives::Value), // recvfrom
-    (73, &[Fd, Int], Gives::Value),                 // flock
-    (74, &[Fd], Gives::Value),                      // fsync
-    (75, &[Fd], Gives::Value),                      // fdatasync
-    (76, &[Path, Int], Gives::Value),               // truncate
-    (77, &[Fd, Int], Gives::Value),                 // ftruncate
-    (80, &[Path], Gives::Value),                    // chdir
-    (81, &[Fd], Gives::Value),                      // fchdir
-    (82, &[Path, Path], Gives::Value),              // rename
-    (83, &[Path, Int], Gives::Value),               // mkdir
-    (84, &[Path], Gives::Value),                    // rmdir
-    (85, &[Path, Int], Gives::NewFd),               // creat
-    (86, &[Path, Path], Gives::Value),              // link
-    (87, &[Path], Gives::Value),                    // unlink
-    (88, &[Text, Path], Gives::Value),              // symlink
-    (89, &[Path, Filled(2), Int], Gives::Value),    // readlink
-    (90, &[Path, Int], Gives::Value),               // chmod
-    (91, &[Fd, Int], Gives::Value),                 // fchmod
-    (92, &[Path, Int, Int], Gives::Value),          // chown
-    (93, &[Fd, Int, Int], Gives::Value),            // fchown
-    (94, &[Path, Int, Int], Gives::Value),          // lchown
-    (95, &[Int], Gives::Value),                     // umask
-    (137, &[Path, Struct], Gives::Value),           // statfs
-    (138, &[Fd, Struct], Gives::Value),             // fstatfs
-    (217, &[Fd, Filled(2), Int], Gives::Value),     // getdents64
-    (221, &[Fd, Int, Int, Int], Gives::Value),      // fadvise64
-    (257, &[DirFd, Path, Int, Int], Gives::NewFd),  // openat
-    (258, &[DirFd, Path, Int], Gives::Value),       // mkdirat
+    (73, &[Fd, Int], Gives::Value),                    // flock
+    (74, &[Fd], Gives::Value),                         // fsync
+    (75, &[Fd], Gives::Value),                         // fdatasync
+    (76, &[Path, Int], Gives::Value),                  // truncate
+    (77, &[Fd, Int], Gives::Value),                    // ftruncate
+    (80, &[Path], Gives::Value),                       // chdir
+    (81, &[Fd], Gives::Value),                         // fchdir
+    (82, &[Path, Path], Gives::Value),                 // rename
+    (83, &[Path, Int], Gives::Value),                  // mkdir
+    (84, &[Path], Gives::Value),                       // rmdir
+    (85, &[Path, Int], Gives::NewFd),                  // creat
+    (86, &[Path, Path], Gives::Value),                 // link
+    (87, &[Path], Gives::Value),                       // unlink
+    (88, &[Text, Path], Gives::Value),                 // symlink
+    (89, &[Path, Filled(2), Int], Gives::Value),       // readlink
+    (90, &[Path, Int], Gives::Value),                  // chmod
+    (91, &[Fd, Int], Gives::Value),                    // fchmod
+    (92, &[Path, Int, Int], Gives::Value),             // chown
+    (93, &[Fd, Int, Int], Gives::Value),               // fchown
+    (94, &[Path, Int, Int], Gives::Value),             // lchown
+    (95, &[Int], Gives::Value),                        // umask
+    (137, &[Path, Struct], Gives::Value),              // statfs
+    (138, &[Fd, Struct], Gives::Value),                // fstatfs
+    (217, &[Fd, Filled(2), Int], Gives::Value),        // getdents64
+    (221, &[Fd, Int, Int, Int], Gives::Value),         // fadvise64
+    (257, &[DirFd, Path, Int, Int], Gives::NewFd),     // openat
+    (258, &[DirFd, Path, Int], Gives::Value),          // mkdirat
     (260, &[DirFd, Path, Int, Int, Int], Gives::Value), // fchownat
-    (262, &[DirFd, Path, Struct, Int], Gives::Value), // newfstatat
-    (263, &[DirFd, Path, Int], Gives::Value),       // unlinkat
-    (264, &[DirFd, Path, DirFd, Path], Gives::Value), // renameat
+    (262, &[DirFd, Path, Struct, Int], Gives::Value),  // newfstatat
+    (263, &[DirFd, Path, Int], Gives::Value),          // unlinkat
+    (264, &[DirFd, Path, DirFd, Path], Gives::Value),  // renameat
     (265, &[DirFd, Path, DirFd, Path, Int], Gives::Value), // linkat
-    (266, &[Text, DirFd, Path], Gives::Value),      // symlinkat
+    (266, &[Text, DirFd, Path], Gives::Value),         // symlinkat
     (267, &[DirFd, Path, Filled(3), Int], Gives::Value), // readlinkat
-    (268, &[DirFd, Path, Int], Gives::Value),       // fchmodat
-    (269, &[DirFd, Path, Int], Gives::Value),       // faccessat
-    (280, &[DirFd, Path, Null, Int], Gives::Value), // utimensat (now)
-    (285, &[Fd, Int, Int, Int], Gives::Value),      // fallocate
+    (268, &[DirFd, Path, Int], Gives::Value),          // fchmodat
+    (269, &[DirFd, Path, Int], Gives::Value),          // faccessat
+    (280, &[DirFd, Path, Null, Int], Gives::Value),    // utimensat (now)
+    (285, &[Fd, Int, Int, Int], Gives::Value),         // fallocate
     (316, &[DirFd, Path, DirFd, Path, Int], Gives::Value), // renameat2
     (332, &[DirFd, Path, Int, Int, Struct], Gives::Value), // statx
-    (439, &[DirFd, Path, Int, Int], Gives::Value),  // faccessat2
+    (439, &[DirFd, Path, Int, Int], Gives::Value),     // faccessat2
 ];
 
 /// Why a call is not made again.
@@ -151,6 +161,22 @@ pub(crate) fn issue(call: &Call, fds: &Mutex<Fds>, paths: &Paths, took_ns: u64) 
             std::thread::sleep(std::time::Duration::from_nanos(took_ns));
             Issued::Made(recorded.unwrap_or(0))
         }
+        // readv, writev: the vectors are not recorded, their total is
+        // (the result): as many bytes read, or written as zeros.
+        19 | 20 => match recorded {
+            Some(n) if n >= 0 => {
+                let mut flat = call.clone();
+                flat.nr -= 19;
+                flat.args[2] = n as u64;
+                flat.buffers.clear();
+                let kinds: &[Arg] = match call.nr {
+                    19 => &[Fd, Filled(2), Int],
+                    _ => &[Fd, Sent(2), Int],
+                };
+                as_table(&flat, kinds, Gives::Value, fds, paths)
+            }
+            _ => Issued::Skipped(NO_MEMORY),
+        },
         // An exec that failed only looked its path up: the replay looks
         // it up in the sandbox (can it execute it?).
         59 if recorded.is_some_and(|r| r < 0) => {
@@ -170,7 +196,13 @@ pub(crate) fn issue(call: &Call, fds: &Mutex<Fds>, paths: &Paths, took_ns: u64) 
             fds,
             paths,
         ),
-        44 => Issued::Skipped(NO_MEMORY),
+        44 => as_table(
+            call,
+            &[Fd, Sent(2), Int, Int, Address(5), Int],
+            Gives::Value,
+            fds,
+            paths,
+        ),
         _ => match CALLS.iter().find(|(nr, _, _)| *nr == call.nr) {
             Some(&(_, args, gives)) => as_table(call, args, gives, fds, paths),
             None => Issued::Skipped(NOT_FILES),
@@ -236,12 +268,21 @@ fn as_table(call: &Call, kinds: &[Arg], gives: Gives, fds: &Mutex<Fds>, paths: &
                 keep.push(vec![0; STRUCT_SIZE]);
                 keep.last().expect("just pushed").as_ptr() as u64
             }
+            Address(_) => {
+                let Some(bytes) = buffer(call, Memory::Sent, i) else {
+                    return Issued::Skipped(NO_MEMORY);
+                };
+                keep.push(unix_path_moved(bytes, paths));
+                keep.last().expect("just pushed").as_ptr() as u64
+            }
         };
     }
     // Counts of the buffers made: what they hold.
-    for kind in kinds {
-        if let Sent(count) | Filled(count) = *kind {
-            args[count] = args[count].min(BUFFER_MAX);
+    for (i, kind) in kinds.iter().enumerate() {
+        match *kind {
+            Sent(count) | Filled(count) => args[count] = args[count].min(BUFFER_MAX),
+            Address(len) => args[len] = keep_len(&keep, args[i]),
+            _ => {}
         }
     }
     drop(table);
@@ -269,6 +310,33 @@ fn unknown(call: &Call) -> Issued {
         Some(EBADF) => Issued::Made(EBADF),
         _ => Issued::Skipped(NO_DESCRIPTOR),
     }
+}
+
+/// The length of the buffer of `keep` at address `ptr`.
+fn keep_len(keep: &[Vec<u8>], ptr: u64) -> u64 {
+    keep.iter()
+        .find(|b| b.as_ptr() as u64 == ptr)
+        .map_or(0, |b| b.len() as u64)
+}
+
+/// A socket address with a Unix socket's absolute path moved into the
+/// sandbox (when it still fits `sun_path`'s 108 bytes); others as they
+/// are.
+fn unix_path_moved(bytes: &[u8], paths: &Paths) -> Vec<u8> {
+    const AF_UNIX: [u8; 2] = [1, 0];
+    if bytes.len() < 3 || bytes[..2] != AF_UNIX || bytes[2] != b'/' {
+        return bytes.to_vec();
+    }
+    let path = &bytes[2..];
+    let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
+    let moved = paths.map(&path[..end]);
+    if moved.len() >= 108 {
+        return bytes.to_vec();
+    }
+    let mut out = AF_UNIX.to_vec();
+    out.extend_from_slice(&moved);
+    out.push(0);
+    out
 }
 
 /// The recorded bytes of argument `arg`'s buffer of kind `what`.

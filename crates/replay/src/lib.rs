@@ -36,6 +36,9 @@ pub enum Error {
         path: String,
         call: String,
     },
+    /// --root names no directory.
+    #[error("the sandbox {0} is not a directory: give --root a directory holding the files the workload reads, or leave it out and weft makes one")]
+    NotADirectory(String),
     /// The limits could not be set.
     #[error(transparent)]
     Limits(#[from] limits::LimitError),

@@ -19,7 +19,8 @@ use weft_syscalls::Call;
 /// One call's slot in the shared table.
 #[repr(C)]
 struct Slot {
-    /// 1 once the call is done (made, skipped or passed over).
+    /// [`DONE`] once the call is done (made, skipped or passed over);
+    /// [`WAITED`] while not and a thread sleeps on it; 0 before.
     done: AtomicU32,
     /// 1: made; 2: made, other bytes read; 3 and up: skipped, for
     /// [`REASONS`]` [state - 3]`.
@@ -79,17 +80,34 @@ impl Table {
         unsafe { &*self.slots.add(k) }
     }
 
-    /// Waits until call `k` is done.
+    /// Waits until call `k` is done (sleeping on its futex word, marked
+    /// [`WAITED`] so that only a call someone waits for wakes anyone).
     fn wait(&self, k: usize) {
         let slot = self.slot(k);
-        while slot.done.load(Ordering::Acquire) == 0 {
+        loop {
+            match slot.done.load(Ordering::Acquire) {
+                DONE => return,
+                0 if slot
+                    .done
+                    .compare_exchange(0, WAITED, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err() =>
+                {
+                    continue
+                }
+                _ => {}
+            }
             let _ = rustix::thread::futex::wait(
                 &slot.done,
                 rustix::thread::futex::Flags::empty(),
-                0,
+                WAITED,
                 None,
             );
         }
+    }
+
+    /// Whether call `k` is done.
+    fn is_done(&self, k: usize) -> bool {
+        self.slot(k).done.load(Ordering::Acquire) == DONE
     }
 
     /// Call `k` is done with `outcome`, between `began` and now.
@@ -107,20 +125,24 @@ impl Table {
         slot.state.store(state, Ordering::Relaxed);
         slot.began.store(began, Ordering::Relaxed);
         slot.ended.store(now_ns(), Ordering::Relaxed);
-        slot.done.store(1, Ordering::Release);
-        let _ = rustix::thread::futex::wake(
-            &slot.done,
-            rustix::thread::futex::Flags::empty(),
-            i32::MAX as u32,
-        );
+        if slot.done.swap(DONE, Ordering::AcqRel) == WAITED {
+            let _ = rustix::thread::futex::wake(
+                &slot.done,
+                rustix::thread::futex::Flags::empty(),
+                i32::MAX as u32,
+            );
+        }
     }
 
     fn done(&self) -> usize {
-        (0..self.len)
-            .filter(|&k| self.slot(k).done.load(Ordering::Acquire) != 0)
-            .count()
+        (0..self.len).filter(|&k| self.is_done(k)).count()
     }
 }
+
+/// A slot's `done` word: the call is done.
+const DONE: u32 = 1;
+/// A slot's `done` word: not done, and a thread sleeps until it is.
+const WAITED: u32 = 2;
 
 /// Why calls are not made again (what [`Issued::Skipped`] says).
 const REASONS: &[&str] = &[
@@ -175,8 +197,8 @@ pub struct Report {
     pub replayed_ns: u64,
     /// Calls not made again, by name, with the reason.
     pub skipped: BTreeMap<(String, &'static str), usize>,
-    /// Set when the replay stopped making progress: the calls still
-    /// waiting and what they wait for.
+    /// Set when the replay was stopped, for making no progress or on a
+    /// signal: why, the calls still waiting and what they wait for.
     pub stalled: Option<String>,
 }
 
@@ -187,6 +209,8 @@ pub struct Options<'a> {
     pub stall: Duration,
     /// The control group to run the replay in (its limits).
     pub group: Option<&'a crate::Group>,
+    /// Set (by a signal handler) to stop the replay.
+    pub stop: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 /// A replay process's state.
@@ -278,24 +302,21 @@ pub fn replay(
                     libc::close(go[1]);
                 }
                 if let Err(e) = placed {
-                    let _ = watch(&ctx.table, &roots, options.stall, plan);
+                    let _ = watch(&ctx, &roots, &options);
                     return Err(e.into());
                 }
             }
         }
     }
     let table = &ctx.table;
-    let stalled = watch(table, &roots, options.stall, plan);
+    let stalled = watch(&ctx, &roots, &options);
     let mut outcomes = Vec::with_capacity(calls.len());
     let mut times = Vec::with_capacity(calls.len());
     let mut skipped: BTreeMap<(String, &'static str), usize> = BTreeMap::new();
     for (k, call) in calls.iter().enumerate() {
         let slot = table.slot(k);
-        let outcome = match (
-            slot.done.load(Ordering::Acquire),
-            slot.state.load(Ordering::Relaxed),
-        ) {
-            (0, _) => Outcome::NotReached,
+        let outcome = match (table.is_done(k), slot.state.load(Ordering::Relaxed)) {
+            (false, _) => Outcome::NotReached,
             (_, 1) => Outcome::Made(slot.result.load(Ordering::Relaxed)),
             (_, 2) => Outcome::OtherBytes(slot.result.load(Ordering::Relaxed)),
             (_, code) => {
@@ -379,6 +400,11 @@ fn spawn(ctx: &Arc<Context>, process: &Arc<Process>, t: usize) {
     process.threads.lock().expect("unpoisoned").push(handle);
 }
 
+/// Gaps shorter than this are spun on the wall clock (the vDSO's, no
+/// system call): a thread is rarely switched out in so short a time, and
+/// reading its CPU clock is a system call (about a microsecond here).
+const SHORT_NS: u64 = 50_000;
+
 /// Runs on the CPU until this thread has used `ns` more of it: the time
 /// the recorded thread ran between calls. CPU time, not wall-clock time,
 /// so that a replay under a CPU limit, or sharing the CPUs with more
@@ -387,10 +413,17 @@ fn think(ns: u64) {
     if ns == 0 {
         return;
     }
+    if ns < SHORT_NS {
+        let until = now_ns() + ns;
+        while now_ns() < until {
+            std::hint::spin_loop();
+        }
+        return;
+    }
     let until = thread_cpu_ns() + ns;
     let mut s: u64 = 1;
     loop {
-        // About 10 µs of work between reads of the clock (a system call).
+        // About 10 µs of work between reads of the clock.
         for i in 0..8192u64 {
             s = s.wrapping_mul(6364136223846793005).wrapping_add(i);
         }
@@ -518,10 +551,15 @@ fn wait4(call: &Call, process: &Process) -> Issued {
 
 /// Watches the table until every replay process has ended; kills them
 /// all if nothing finishes for `stall`, and says what was waiting.
-fn watch(table: &Table, roots: &[i32], stall: Duration, plan: &Plan) -> Option<String> {
+/// Watches the table until every replay process has ended. Stops them
+/// all (their process groups) if nothing finishes for the stall limit,
+/// or when `options.stop` is set (weft was interrupted), and says what
+/// was waiting.
+fn watch(ctx: &Context, roots: &[i32], options: &Options<'_>) -> Option<String> {
+    let table = &ctx.table;
     let mut left: Vec<i32> = roots.to_vec();
     let mut last = (table.done(), std::time::Instant::now());
-    let mut stalled = None;
+    let mut stopped = None;
     while !left.is_empty() {
         left.retain(|&pid| {
             let mut status = 0;
@@ -529,10 +567,20 @@ fn watch(table: &Table, roots: &[i32], stall: Duration, plan: &Plan) -> Option<S
             unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) == 0 }
         });
         let done = table.done();
+        let interrupted = options.stop.is_some_and(|s| s.load(Ordering::Relaxed));
         if done != last.0 {
             last = (done, std::time::Instant::now());
-        } else if last.1.elapsed() > stall && stalled.is_none() {
-            stalled = Some(waiting(table, plan));
+        }
+        let stalled = last.1.elapsed() > options.stall;
+        if (interrupted || stalled) && stopped.is_none() {
+            let why = match interrupted {
+                true => "interrupted",
+                false => "stalled",
+            };
+            stopped = Some(format!(
+                "{why}, and stopped: {}",
+                waiting(table, &ctx.plan, &ctx.calls)
+            ));
             for &pid in &left {
                 // SAFETY: signals the replay's own process groups.
                 unsafe { libc::kill(-pid, libc::SIGKILL) };
@@ -540,30 +588,30 @@ fn watch(table: &Table, roots: &[i32], stall: Duration, plan: &Plan) -> Option<S
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    stalled
+    stopped
 }
 
-/// The first calls not done, per thread, and what they wait for.
-fn waiting(table: &Table, plan: &Plan) -> String {
+/// The first calls not done, per thread, and what they wait for: `thread
+/// 12 at call 40 (read), waiting for call 38 (write) of thread 13`, or
+/// `in the call` when it waits for nothing (a call that blocks).
+fn waiting(table: &Table, plan: &Plan, calls: &[Call]) -> String {
+    let name = |k: usize| weft_syscalls::name(calls[k].nr);
     let mut out = Vec::new();
     for t in &plan.threads {
-        let Some(&k) = t
-            .calls
-            .iter()
-            .find(|&&k| table.slot(k).done.load(Ordering::Acquire) == 0)
-        else {
+        let Some(&k) = t.calls.iter().find(|&&k| !table.is_done(k)) else {
             continue;
         };
         let on: Vec<String> = plan.waits[k]
             .iter()
-            .filter(|&&w| table.slot(w).done.load(Ordering::Acquire) == 0)
-            .map(|w| format!("call {w}"))
+            .filter(|&&w| !table.is_done(w))
+            .map(|&w| format!("call {w} ({}) of thread {}", name(w), calls[w].tid))
             .collect();
         out.push(match on.is_empty() {
-            true => format!("thread {} at call {k}", t.tid),
+            true => format!("thread {} in call {k} ({})", t.tid, name(k)),
             false => format!(
-                "thread {} at call {k}, waiting for {}",
+                "thread {} at call {k} ({}), waiting for {}",
                 t.tid,
+                name(k),
                 on.join(", ")
             ),
         });

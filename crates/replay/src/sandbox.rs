@@ -33,6 +33,9 @@ pub struct Needed {
     pub path: String,
     /// The call (an index).
     pub call: usize,
+    /// The record proves it was there (else: a directory holding a path
+    /// the workload used, made when this machine has it, never checked).
+    pub required: bool,
 }
 
 /// The files `calls` found in place: each file resource whose first
@@ -56,9 +59,38 @@ pub fn needed(calls: &[Call], resources: &Resources) -> Vec<Needed> {
             out.push(Needed {
                 path: r.name.clone(),
                 call: op.call,
+                required: true,
             });
         }
     }
+    // The directories holding the paths the workload used, but for those
+    // it made itself (a `mkdir` there would fail).
+    let made: std::collections::HashSet<&str> = resources
+        .ops
+        .iter()
+        .filter(|o| matches!(calls[o.call].nr, 83 | 258) && o.access == Access::Write)
+        .filter(|o| calls[o.call].exit.is_some_and(|e| e.result == 0))
+        .map(|o| resources.resources[o.resource].name.as_str())
+        .collect();
+    let mut holders: Vec<Needed> = Vec::new();
+    for op in &resources.ops {
+        let r = &resources.resources[op.resource];
+        let Some((dir, _)) = r.name.rsplit_once('/') else {
+            continue;
+        };
+        let dir = if dir.is_empty() { "/" } else { dir };
+        if r.kind != Kind::File || made.contains(dir) || passes_through(dir) {
+            continue;
+        }
+        if !holders.iter().any(|h| h.path == dir) && !out.iter().any(|n| n.path == dir) {
+            holders.push(Needed {
+                path: dir.to_string(),
+                call: op.call,
+                required: false,
+            });
+        }
+    }
+    out.extend(holders);
     out
 }
 
@@ -71,8 +103,9 @@ fn passes_through(path: &str) -> bool {
 impl Sandbox {
     /// A new sandbox under the system's temporary directory holding a
     /// copy of each `needed` file (directories made, not filled), with
-    /// `start` as the workload's starting directory.
-    pub fn make(needed: &[Needed], start: &Path) -> Result<Sandbox, Error> {
+    /// `start` as the workload's starting directory; and the needed files
+    /// this machine no longer has.
+    pub fn make(needed: &[Needed], start: &Path) -> Result<(Sandbox, Vec<Needed>), Error> {
         let base = std::env::temp_dir().join(format!("weft-replay-{}", std::process::id()));
         let io = |what: String| move |source| Error::Io { what, source };
         std::fs::create_dir_all(&base)
@@ -84,12 +117,24 @@ impl Sandbox {
         };
         std::fs::create_dir_all(sandbox.start_dir())
             .map_err(io("making the sandbox's starting directory".into()))?;
+        let mut missing = Vec::new();
         for n in needed {
+            let real = sandbox.real(&n.path);
+            // A directory holding a path the workload used: only made.
+            if !n.required && !real.is_dir() {
+                continue;
+            }
+            if std::fs::symlink_metadata(&real).is_err() {
+                if n.required {
+                    missing.push(n.clone());
+                }
+                continue;
+            }
             sandbox
-                .copy_in(&sandbox.real(&n.path), 8)
+                .copy_in(&real, 8)
                 .map_err(io(format!("copying {} into the sandbox", n.path)))?;
         }
-        Ok(sandbox)
+        Ok((sandbox, missing))
     }
 
     /// Copies `real` (a file, a directory made empty, a symbolic link as
@@ -103,11 +148,20 @@ impl Sandbox {
         if std::fs::symlink_metadata(&copy).is_ok() {
             return Ok(());
         }
+        // Its directories first, as they are: a directory reached through
+        // a symbolic link is a link in the sandbox too.
+        if let Some(parent) = real.parent().filter(|p| *p != Path::new("/")) {
+            self.copy_in(parent, links)?;
+        }
         if let Some(parent) = copy.parent() {
             std::fs::create_dir_all(parent)?;
         }
+        // Through a directory that is a link, it may be there now.
+        if std::fs::symlink_metadata(&copy).is_ok() {
+            return Ok(());
+        }
         if meta.is_dir() {
-            std::fs::create_dir_all(&copy)?;
+            std::fs::create_dir(&copy)?;
         } else if meta.is_file() {
             std::fs::copy(real, &copy)?;
         } else if meta.file_type().is_symlink() {
@@ -134,12 +188,9 @@ impl Sandbox {
             made: false,
         };
         if !root.is_dir() {
-            return Err(Error::Io {
-                what: format!("the sandbox {}", root.display()),
-                source: std::io::Error::from(std::io::ErrorKind::NotFound),
-            });
+            return Err(Error::NotADirectory(root.display().to_string()));
         }
-        for n in needed {
+        for n in needed.iter().filter(|n| n.required) {
             if std::fs::symlink_metadata(sandbox.inside(&n.path)).is_err() {
                 return Err(Error::MissingFile {
                     root: root.display().to_string(),

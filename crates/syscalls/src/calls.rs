@@ -85,13 +85,26 @@ pub enum Event<'a> {
 /// open (capture began while the thread was in the kernel) is left out. An
 /// `execve` followed by another call of its thread succeeded.
 pub fn calls<'a>(events: impl IntoIterator<Item = (i32, u64, Event<'a>)>) -> Vec<Call> {
+    calls_at_sites(events.into_iter().map(|(tid, tsc, e)| (tid, tsc, 0, e)))
+}
+
+/// [`calls`] of events that also say their site (a number per `syscall`
+/// instruction: an entry and its return have the same). A return whose
+/// site is not that of the call it would close is no return: the
+/// instruction after a `syscall` reached by a jump (glibc's
+/// `__spawni_child` has one), which runs its return probe too.
+pub fn calls_at_sites<'a>(
+    events: impl IntoIterator<Item = (i32, u64, u32, Event<'a>)>,
+) -> Vec<Call> {
     let mut out: Vec<Call> = Vec::new();
+    // The site of each call of `out`.
+    let mut sites: Vec<u32> = Vec::new();
     // Per thread, its open calls; and, while a child it created with
     // `vfork` (or `clone`/`clone3` sharing its memory, as `posix_spawn`
     // does) runs on its thread pointer, that child's.
     let mut open: HashMap<i32, Vec<usize>> = HashMap::new();
     let mut children: HashMap<i32, Child> = HashMap::new();
-    for (tid, tsc, event) in events {
+    for (tid, tsc, site, event) in events {
         match event {
             Event::Entry(values) => {
                 let value = |i: usize| values.get(i).copied().unwrap_or(0);
@@ -113,6 +126,7 @@ pub fn calls<'a>(events: impl IntoIterator<Item = (i32, u64, Event<'a>)>) -> Vec
                     stack.pop();
                 }
                 stack.push(out.len());
+                sites.push(site);
                 out.push(Call {
                     tid,
                     entry_tsc: tsc,
@@ -136,12 +150,18 @@ pub fn calls<'a>(events: impl IntoIterator<Item = (i32, u64, Event<'a>)>) -> Vec
                     // made it, with the child's id.
                     let own = c.open.last().copied().filter(|&k| {
                         let nr = out[k].nr;
-                        !(EXITS.contains(&nr) || EXECS.contains(&nr) && result >= 0)
+                        sites[k] == site
+                            && !(EXITS.contains(&nr) || EXECS.contains(&nr) && result >= 0)
                     });
                     if let Some(k) = own {
                         c.open.pop();
                         out[k].exit = Some(returned);
                         out[k].buffers = buffers;
+                        continue;
+                    }
+                    // The parent's return comes at the site of the call
+                    // that made the child; any other is no return.
+                    if sites[c.made_by] != site {
                         continue;
                     }
                     let c = children.remove(&tid).expect("the child is there");
@@ -162,7 +182,7 @@ pub fn calls<'a>(events: impl IntoIterator<Item = (i32, u64, Event<'a>)>) -> Vec
                     continue;
                 }
                 let stack = open.entry(tid).or_default();
-                let Some(&k) = stack.last() else {
+                let Some(&k) = stack.last().filter(|&&k| sites[k] == site) else {
                     continue;
                 };
                 // A child sharing the thread pointer returns 0 from the
@@ -286,5 +306,75 @@ mod tests {
         assert_eq!(got[0].buffers[0].bytes.len(), 64);
         assert_eq!(got[0].exit.and_then(|e| e.tsc), Some(7));
         assert_eq!(got[4].exit.and_then(|e| e.tsc), None);
+    }
+}
+
+#[cfg(test)]
+mod spawn_tests {
+    use super::*;
+
+    /// The jump in glibc's `__spawni_child` to the instruction after a
+    /// `syscall` runs that return's probe with no call: it closes nothing.
+    #[test]
+    fn a_return_at_another_site_is_no_return() {
+        let clone3 = [435u64, 0x1000, 88, 0, 0, 0, 0];
+        let mask = [14u64, 0, 0, 0, 0, 0, 0];
+        let exec = [59u64, 0x1000, 0x2000, 0x3000, 0, 0, 0];
+        let got = calls_at_sites([
+            (7, 1, 1, Event::Entry(&clone3)),
+            (7, 2, 1, Event::Exit(0, vec![])),
+            (7, 3, 2, Event::Entry(&mask)),
+            (7, 4, 2, Event::Exit(0, vec![])),
+            (7, 5, 3, Event::Exit(0, vec![])), // no call at site 3
+            (7, 6, 4, Event::Entry(&exec)),
+            (7, 7, 1, Event::Exit(9, vec![])),
+            (7, 8, 2, Event::Entry(&mask)),
+            (7, 9, 5, Event::Exit(0, vec![])), // nor at site 5
+            (7, 10, 2, Event::Exit(0, vec![])),
+        ]);
+        let brief: Vec<(i32, u64, Option<i64>)> = got
+            .iter()
+            .map(|c| (c.tid, c.nr, c.exit.map(|e| e.result)))
+            .collect();
+        assert_eq!(
+            brief,
+            [
+                (7, 435, Some(9)),
+                (9, 14, Some(0)),
+                (9, 59, Some(0)),
+                (7, 14, Some(0))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_posix_spawn_child_made_by_clone3_is_its_own() {
+        let clone3 = [435u64, 0x1000, 88, 0, 0, 0, 0];
+        let mask = [14u64, 0, 0, 0, 0, 0, 0];
+        let exec = [59u64, 0x1000, 0x2000, 0x3000, 0, 0, 0];
+        let wait = [61u64, u64::MAX, 0, 1, 0, 0, 0];
+        let got = calls([
+            (7, 1, Event::Entry(&clone3)),
+            (7, 2, Event::Exit(0, vec![])),
+            (7, 3, Event::Entry(&mask)),
+            (7, 4, Event::Exit(0, vec![])),
+            (7, 5, Event::Entry(&exec)),
+            (7, 6, Event::Exit(9, vec![])),
+            (7, 7, Event::Entry(&wait)),
+            (7, 8, Event::Exit(0, vec![])),
+        ]);
+        let brief: Vec<(i32, u64, Option<i64>)> = got
+            .iter()
+            .map(|c| (c.tid, c.nr, c.exit.map(|e| e.result)))
+            .collect();
+        assert_eq!(
+            brief,
+            [
+                (7, 435, Some(9)),
+                (9, 14, Some(0)),
+                (9, 59, Some(0)),
+                (7, 61, Some(0))
+            ]
+        );
     }
 }

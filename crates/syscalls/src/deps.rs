@@ -223,6 +223,55 @@ mod tests {
         assert_eq!(edges(&calls, &r, Mode::Coarse).len(), 3);
     }
 
+    fn with_sent(mut c: Call, arg: usize, bytes: &[u8]) -> Call {
+        c.buffers.push(Buffer {
+            what: Memory::Sent,
+            arg,
+            bytes: bytes.to_vec(),
+            truncated: false,
+        });
+        c
+    }
+
+    /// A server (10) bound to any address on port 8000 and a client (11)
+    /// connecting to the loopback there: the client's socket and the one
+    /// the server accepts are one connection; the `connect` comes after
+    /// the `listen` it needed.
+    #[test]
+    fn a_connection_joins_the_connected_and_the_accepted_socket() {
+        let any = [2, 0, 0x1f, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let loopback = [2, 0, 0x1f, 0x40, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+        let calls = vec![
+            call(10, 1, 2, 41, &[2, 1, 0], 3),                      // socket
+            with_sent(call(10, 3, 4, 49, &[3, 0, 16], 0), 1, &any), // bind
+            call(10, 5, 6, 50, &[3, 128], 0),                       // listen
+            call(10, 7, 20, 43, &[3, 0, 0], 4),                     // accept, blocked
+            call(11, 8, 9, 41, &[2, 1, 0], 3),                      // socket
+            with_sent(call(11, 10, 11, 42, &[3, 0, 16], 0), 1, &loopback), // connect
+            with_sent(call(11, 12, 13, 1, &[3, 0, 2], 2), 1, b"hi"), // write
+            call(10, 21, 22, 0, &[4, 0, 64], 2),                    // read
+        ];
+        let r = fds::resolve(&calls, &HashMap::new());
+        let resource = |k: usize, nr: u64| {
+            r.ops
+                .iter()
+                .find(|o| {
+                    o.call == k
+                        && calls[o.call].nr == nr
+                        && r.resources[o.resource].name.starts_with("socket:")
+                })
+                .map(|o| r.resources[o.resource].name.clone())
+        };
+        assert_eq!(resource(6, 1), resource(7, 0), "{:?}", r.resources);
+        assert_eq!(resource(6, 1).as_deref(), Some("socket:2 (to port:8000)"));
+        let e: Vec<(usize, usize)> = edges(&calls, &r, Mode::Fine)
+            .iter()
+            .map(|e| (e.from, e.to))
+            .collect();
+        assert!(e.contains(&(2, 5)), "connect after listen: {e:?}");
+        assert!(e.contains(&(6, 7)), "the read after the write: {e:?}");
+    }
+
     #[test]
     fn close_on_exec_descriptors_are_gone_after_an_execve() {
         let o_cloexec = 0o2000000;

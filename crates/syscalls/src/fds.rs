@@ -19,7 +19,7 @@
 //! own; a socket pair is one).
 
 use crate::Call;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// A kind of resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -103,6 +103,7 @@ const O_CLOEXEC: u64 = 0o2000000;
 const CLONE_THREAD: u64 = 0x10000;
 const MAP_ANONYMOUS: u64 = 0x20;
 const EBADF: i64 = -9;
+const EINPROGRESS: i64 = -115;
 
 /// Calls that operate on the descriptor in their first argument: number,
 /// access, and whether they use the description's offset.
@@ -242,6 +243,8 @@ pub fn resolve(calls: &[Call], known: &HashMap<i32, i32>) -> Resources {
         cwd: HashMap::new(),
         names: HashMap::new(),
         made: (0, 0),
+        bound: HashMap::new(),
+        pending: HashMap::new(),
     };
     let mut process_of: HashMap<i32, i32> = known.clone();
     for (k, call) in calls.iter().enumerate() {
@@ -284,6 +287,12 @@ struct Simulation {
     names: HashMap<(Kind, String), usize>,
     /// Pipes and sockets made so far.
     made: (u32, u32),
+    /// The address each socket resource was bound to (see [`address`]).
+    bound: HashMap<usize, String>,
+    /// Per address, connections one side made that the other has not
+    /// taken yet: (accepted, waiting for their `connect`; connected,
+    /// waiting for their `accept`), oldest first.
+    pending: HashMap<String, (VecDeque<usize>, VecDeque<usize>)>,
 }
 
 impl Simulation {
@@ -439,6 +448,14 @@ impl Simulation {
             }
             _ => {}
         }
+        // bind, listen, connect: operations on the address too (a
+        // `connect` after the `listen` it needs); a connection joins the
+        // client's socket with the socket the server accepts.
+        if matches!(call.nr, 42 | 49 | 50)
+            && (result == 0 || call.nr == 42 && result == EINPROGRESS)
+        {
+            self.socket_address(k, call, pid);
+        }
         if result < 0 {
             // A failed open still looked the path up.
             let named = match call.nr {
@@ -506,8 +523,13 @@ impl Simulation {
             // socket; accept and accept4 (a new connection, an operation
             // on the listening socket too)
             41 | 43 | 288 => {
-                let name = self.made_name(Kind::Socket);
-                let r = self.resource(Kind::Socket, name);
+                let r = match call.nr {
+                    41 => {
+                        let name = self.made_name(Kind::Socket);
+                        self.resource(Kind::Socket, name)
+                    }
+                    _ => self.accepted(pid, fd(0)),
+                };
                 let d = self.describe(r);
                 let flags = match call.nr {
                     41 => call.args[1],
@@ -587,6 +609,76 @@ impl Simulation {
         }
     }
 
+    /// The address call `k` binds, listens on or connects to, and its
+    /// operation there; a `connect` makes the connection resource its
+    /// socket now stands for, shared with the `accept` that takes it.
+    fn socket_address(&mut self, k: usize, call: &Call, pid: i32) {
+        let fd = call.args[0] as i32;
+        let Some(d) = self.lookup(pid, fd) else {
+            return;
+        };
+        let socket = self.descriptions[d].resource;
+        let named = match call.nr {
+            50 => self.bound.get(&socket).cloned(),
+            _ => call
+                .buffers
+                .iter()
+                .find(|b| b.what == crate::Memory::Sent && b.arg == 1)
+                .and_then(|b| {
+                    let cwd = self.cwd.get(&pid).map_or(".", String::as_str);
+                    address(&b.bytes, cwd)
+                }),
+        };
+        let Some(named) = named else { return };
+        let at = self.resource(Kind::Socket, format!("address {named}"));
+        self.op(k, at, Access::Write, None);
+        match call.nr {
+            49 => {
+                self.bound.insert(socket, named);
+            }
+            42 => {
+                let (accepted, _) = self.pending.entry(named.clone()).or_default();
+                let connection = match accepted.pop_front() {
+                    Some(r) => r,
+                    None => {
+                        let r = self.connection(&named);
+                        self.pending.entry(named).or_default().1.push_back(r);
+                        r
+                    }
+                };
+                self.descriptions[d].resource = connection;
+            }
+            _ => {}
+        }
+    }
+
+    /// The resource of a connection `accept` takes on listening socket
+    /// `fd`: the one a `connect` to its address made, or a new one that
+    /// the next such `connect` will join.
+    fn accepted(&mut self, pid: i32, fd: i32) -> usize {
+        let named = self
+            .lookup(pid, fd)
+            .and_then(|d| self.bound.get(&self.descriptions[d].resource).cloned());
+        let Some(named) = named else {
+            let name = self.made_name(Kind::Socket);
+            return self.resource(Kind::Socket, name);
+        };
+        let (_, connected) = self.pending.entry(named.clone()).or_default();
+        if let Some(r) = connected.pop_front() {
+            return r;
+        }
+        let r = self.connection(&named);
+        self.pending.entry(named).or_default().0.push_back(r);
+        r
+    }
+
+    /// A new connection to `named`.
+    fn connection(&mut self, named: &str) -> usize {
+        self.made.1 += 1;
+        let name = format!("socket:{} (to {named})", self.made.1);
+        self.resource(Kind::Socket, name)
+    }
+
     /// `fd` now stands for description `d` in `pid`'s table.
     fn install(&mut self, pid: i32, fd: i32, d: usize, cloexec: bool) {
         self.tables.entry(pid).or_default().insert(fd, (d, cloexec));
@@ -633,6 +725,38 @@ fn join(base: &str, path: &str) -> String {
         (true, _) => format!("/{}", parts.join("/")),
         (false, true) => ".".into(),
         (false, false) => format!("./{}", parts.join("/")),
+    }
+}
+
+/// A socket address as a name: `port:N` for IPv4 and IPv6 (on one
+/// machine a server bound to any address and a client connecting to the
+/// loopback meet at the port), `unix:PATH` (resolved against `cwd`) or
+/// `unix-abstract:NAME`; none for other families.
+fn address(bytes: &[u8], cwd: &str) -> Option<String> {
+    let family = u16::from_le_bytes(bytes.get(..2)?.try_into().ok()?);
+    match family {
+        2 | 10 => {
+            let port = u16::from_be_bytes(bytes.get(2..4)?.try_into().ok()?);
+            Some(format!("port:{port}"))
+        }
+        1 => {
+            let path = bytes.get(2..)?;
+            match path.first() {
+                Some(0) => Some(format!(
+                    "unix-abstract:{}",
+                    String::from_utf8_lossy(&path[1..])
+                )),
+                Some(_) => {
+                    let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
+                    Some(format!(
+                        "unix:{}",
+                        join(cwd, &String::from_utf8_lossy(&path[..end]))
+                    ))
+                }
+                None => None,
+            }
+        }
+        _ => None,
     }
 }
 

@@ -1,6 +1,7 @@
-//! What a call reads from the program's memory that its entry records:
-//! the paths it names (strings) and the bytes it writes out (`write`'s
-//! buffer, as many as its count argument says).
+//! What a call reads from the program's memory that its return records:
+//! the paths it names (strings) and the bytes it hands the kernel
+//! (`write`'s buffer, as many as it wrote; `connect`'s address, as long as
+//! its length argument says).
 
 /// The arguments (0 to 5) of call `nr` that are NUL-terminated paths.
 pub fn path_arguments(nr: u64) -> &'static [usize] {
@@ -19,12 +20,26 @@ pub fn path_arguments(nr: u64) -> &'static [usize] {
     }
 }
 
-/// The argument of call `nr` whose bytes the program hands the kernel,
-/// their count being the next argument (`write`, `pwrite64`, `sendto`).
-pub fn written_argument(nr: u64) -> Option<usize> {
+/// How many bytes of a buffer the kernel read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// As many as the result says (`write`: what it wrote).
+    Result,
+    /// As many as this argument says (`connect`'s address length),
+    /// unless the call failed with `EFAULT`.
+    Arg(usize),
+}
+
+/// The buffers whose bytes call `nr` hands the kernel: the argument
+/// holding each and how many bytes (`write`, `pwrite64`, `sendto`'s data
+/// and address, `connect` and `bind`'s address, `setsockopt`'s value).
+pub fn sent_arguments(nr: u64) -> &'static [(usize, Sent)] {
     match nr {
-        1 | 18 | 44 => Some(1),
-        _ => None,
+        1 | 18 => &[(1, Sent::Result)],
+        44 => &[(1, Sent::Result), (4, Sent::Arg(5))],
+        42 | 49 => &[(1, Sent::Arg(2))],
+        54 => &[(3, Sent::Arg(4))],
+        _ => &[],
     }
 }
 
@@ -47,7 +62,11 @@ mod tests {
             assert_eq!(path_arguments(nr), args, "{call}");
         }
         assert_eq!(name(1), "write");
-        assert_eq!(written_argument(1), Some(1));
+        assert_eq!(sent_arguments(1), [(1, Sent::Result)]);
         assert_eq!(name(44), "sendto");
+        assert_eq!(name(42), "connect");
+        assert_eq!(sent_arguments(42), [(1, Sent::Arg(2))]);
+        assert_eq!(name(54), "setsockopt");
+        assert_eq!(sent_arguments(54), [(3, Sent::Arg(4))]);
     }
 }

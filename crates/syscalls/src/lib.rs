@@ -17,9 +17,9 @@ mod inputs;
 mod stats;
 mod writes;
 
-pub use calls::{calls, Buffer, Call, Event, Memory, Return};
+pub use calls::{calls, calls_at_sites, Buffer, Call, Event, Memory, Return};
 pub use format::{errno_name, name, quoted, strace_line};
-pub use inputs::{path_arguments, written_argument};
+pub use inputs::{path_arguments, sent_arguments, Sent};
 pub use stats::{render as render_stats, stats, Row};
 pub use writes::{writes, Count, Writes};
 
@@ -158,13 +158,28 @@ fn return_values(nr: Option<u64>) -> (Vec<Expr>, Vec<String>, Strings) {
             names.push(what);
             names.push("count".to_string());
         };
-    if let Some(arg) = written_argument(nr) {
+    for &(arg, count) in sent_arguments(nr) {
         let buffer = Expr::Reg(writes::ARGUMENT_REGISTERS[arg]);
+        let count = match count {
+            Sent::Result => result(),
+            // The kernel read that many unless it faulted; a null
+            // address (`sendto` on a connected socket) with a length
+            // is not read at all.
+            Sent::Arg(k) => Expr::bin(
+                BinOp::Mul,
+                Expr::Reg(writes::ARGUMENT_REGISTERS[k]),
+                Expr::bin(
+                    BinOp::And,
+                    Expr::bin(BinOp::Ne, result(), Expr::Const(EFAULT)),
+                    Expr::bin(BinOp::Ne, buffer.clone(), Expr::Const(0)),
+                ),
+            ),
+        };
         sized_value(
             &mut values,
             &mut names,
             format!("sent:{arg}"),
-            (buffer, result()),
+            (buffer, count),
         );
     }
     if let Some(w) = writes(nr) {

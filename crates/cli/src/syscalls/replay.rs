@@ -50,7 +50,19 @@ pub fn replay(
     };
     let sandbox = match request.root {
         Some(root) => weft_replay::sandbox::Sandbox::given(root, &needed, &start, &line)?,
-        None => weft_replay::sandbox::Sandbox::make(&needed, &start)?,
+        None => {
+            let (sandbox, missing) = weft_replay::sandbox::Sandbox::make(&needed, &start)?;
+            if let Some(first) = missing.first() {
+                say!(
+                    "weft: {} file(s) the workload read are not on this machine (first: {}, read by {}): \
+                     the calls on them will differ; relative paths are taken from where you run replay",
+                    missing.len(),
+                    first.path,
+                    line(first.call)
+                );
+            }
+            sandbox
+        }
     };
     let group = request
         .limits
@@ -62,17 +74,31 @@ pub fn replay(
         weft_replay::Options {
             stall: request.stall,
             group: group.as_ref(),
+            stop: Some(crate::signals::stop_flag()),
         },
     )?;
     let under = Configuration {
         words: request.limits.describe(),
         peak: group.as_ref().and_then(|g| g.peak_memory()),
     };
-    // Calls whose result differs, or that read other bytes.
+    // Calls whose result differs, or that read other bytes, but for those
+    // on what the replay cannot give again: the workload's standard
+    // streams (/dev/null in the replay), /dev, /proc and /sys.
+    let mut outside = vec![false; calls.len()];
+    for op in &resources.ops {
+        let r = &resources.resources[op.resource];
+        let machine = ["/dev/", "/proc/", "/sys/"]
+            .iter()
+            .any(|p| r.name.starts_with(p));
+        if r.kind == weft_syscalls::fds::Kind::Inherited || machine {
+            outside[op.call] = true;
+        }
+    }
     let differ: Vec<(usize, i64, bool)> = report
         .outcomes
         .iter()
         .enumerate()
+        .filter(|&(k, _)| !outside[k])
         .filter_map(|(k, o)| match *o {
             Outcome::Made(r) if !weft_replay::agrees(&calls[k], r) => Some((k, r, false)),
             Outcome::OtherBytes(r) => Some((k, r, true)),
@@ -95,6 +121,12 @@ pub fn replay(
         )?,
     }
     out.flush()?;
+    if outside.iter().any(|&o| o) && !request.json {
+        say!("weft: calls on the standard streams (/dev/null in the replay), /dev, /proc and /sys are not compared");
+    }
+    if crate::signals::stop_requested() {
+        return Ok(130);
+    }
     let failed = !differ.is_empty() || report.stalled.is_some();
     Ok(i32::from(failed))
 }
@@ -154,12 +186,19 @@ fn text(
         report.recorded_ns as f64 / 1e9,
         report.replayed_ns as f64 / 1e9,
     );
-    writeln!(
-        out,
-        "elapsed: recorded {rec:.6} s, replayed {rep:.6} s ({:.2}x)",
-        rep / rec.max(1e-9)
-    )?;
-    if !under.words.is_empty() {
+    if report.stalled.is_some() {
+        writeln!(
+            out,
+            "elapsed: recorded {rec:.6} s; the replay was stopped, so it has no elapsed time"
+        )?;
+    } else {
+        writeln!(
+            out,
+            "elapsed: recorded {rec:.6} s, replayed {rep:.6} s ({:.2}x)",
+            rep / rec.max(1e-9)
+        )?;
+    }
+    if !under.words.is_empty() && report.stalled.is_none() {
         let peak = under.peak.map_or(String::new(), |p| {
             format!(", peak memory {:.1} MiB", p as f64 / 1048576.0)
         });
@@ -179,7 +218,7 @@ fn text(
         writeln!(out, "  ... {} more", differ.len() - 10)?;
     }
     if let Some(stalled) = &report.stalled {
-        writeln!(out, "stalled, and stopped: {stalled}")?;
+        writeln!(out, "{stalled}")?;
     }
     if !report.skipped.is_empty() {
         writeln!(out, "not made again:")?;

@@ -216,3 +216,151 @@ fn a_replay_under_half_a_cpu_predicts_the_programs_time() {
         .expect("the group's peak memory");
     assert!(peak > 0 && peak <= 32 << 20, "peak {peak} bytes");
 }
+
+/// A server and its client (a forked child) over a Unix socket and over
+/// TCP on the loopback: `deps` joins the client's connected socket and
+/// the server's accepted one into one connection (the client's write and
+/// the server's read of each are on it, the connect comes after the
+/// listen), and the replay makes the sockets again (the Unix one's path
+/// in the sandbox) and reads what the client sent, as recorded.
+#[test]
+fn sockets_connect_in_the_record_and_in_the_replay() {
+    let target = build("syscalls_net", &O2);
+    let dir = scratch("syscalls-net");
+    let work = dir.join("work");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let out = dir.join("rec");
+    let _ = std::fs::remove_dir_all(&out);
+    let recorded = run(
+        weft()
+            .args(["syscalls", "record", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&target)
+            .arg(&work)
+            .arg(&port),
+        Duration::from_secs(120),
+    );
+    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
+    assert_eq!(recorded.stdout, "over unix\nover tcp\n");
+    let deps = run(
+        weft().args(["syscalls", "deps", "--json"]).arg(&out),
+        Duration::from_secs(60),
+    );
+    assert_eq!(deps.status, 0, "deps: {}", deps.stderr);
+    let deps: serde_json::Value = serde_json::from_str(deps.stdout.trim()).unwrap();
+    let shown = run(
+        weft().args(["syscalls", "show", "--json"]).arg(&out),
+        Duration::from_secs(60),
+    );
+    let calls: Vec<serde_json::Value> = shown
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let name = |k: u64| calls[k as usize]["name"].as_str().unwrap().to_string();
+    let resources = deps["resources"].as_array().unwrap();
+    for (to, sent, received) in [
+        (format!("unix:{}/sock", work.display()), "write", "read"),
+        (format!("port:{port}"), "sendto", "recvfrom"),
+    ] {
+        let connection = resources
+            .iter()
+            .position(|r| r["name"].as_str().unwrap().ends_with(&format!("(to {to})")))
+            .unwrap_or_else(|| panic!("a connection to {to}: {resources:?}"));
+        let on: Vec<String> = deps["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["resource"] == connection)
+            .map(|o| name(o["call"].as_u64().unwrap()))
+            .collect();
+        assert!(
+            on.contains(&sent.to_string()) && on.contains(&received.to_string()),
+            "{to}: {on:?}"
+        );
+        let address = resources
+            .iter()
+            .position(|r| r["name"] == format!("address {to}"))
+            .unwrap();
+        let ordered = deps["edges"].as_array().unwrap().iter().any(|e| {
+            e["resource"] == address
+                && name(e["from"].as_u64().unwrap()) == "listen"
+                && name(e["to"].as_u64().unwrap()) == "connect"
+        });
+        assert!(ordered, "{to}: the connect after the listen");
+    }
+    let replayed = run(
+        weft().args(["syscalls", "replay", "--json"]).arg(&out),
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        replayed.status, 0,
+        "{}\n{}",
+        replayed.stderr, replayed.stdout
+    );
+    let r: serde_json::Value = serde_json::from_str(replayed.stdout.trim()).unwrap();
+    assert_eq!(r["differ"], serde_json::json!([]));
+    for wanted in ["connect", "accept", "read", "recvfrom"] {
+        let made = r["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .any(|(k, c)| name(k as u64) == wanted && c["outcome"] == "made");
+        assert!(made, "{wanted} made again");
+    }
+}
+
+/// A trace from a newer weft, one cut short and one whose description is
+/// not JSON: `show`, `stats`, `deps` and `replay` each refuse it in one
+/// line that names the file, with status 1, and replay runs nothing.
+#[test]
+fn damaged_traces_are_one_clear_line_for_every_command() {
+    let (dir, out) = record("syscalls-damaged");
+    let copy = |name: &str| {
+        let to = dir.join(name);
+        let _ = std::fs::remove_dir_all(&to);
+        std::fs::create_dir_all(to.join("ctf")).unwrap();
+        for f in ["meta.json", "events.jsonl", "trace.json"] {
+            std::fs::copy(out.join(f), to.join(f)).unwrap();
+        }
+        for f in std::fs::read_dir(out.join("ctf")).unwrap() {
+            let f = f.unwrap();
+            std::fs::copy(f.path(), to.join("ctf").join(f.file_name())).unwrap();
+        }
+        to
+    };
+    let newer = copy("newer");
+    let meta = std::fs::read_to_string(newer.join("meta.json")).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&meta).unwrap();
+    doc["format"] = 99.into();
+    std::fs::write(newer.join("meta.json"), doc.to_string()).unwrap();
+    let cut = copy("cut");
+    let lines = std::fs::read(cut.join("events.jsonl")).unwrap();
+    std::fs::write(cut.join("events.jsonl"), &lines[..lines.len() / 2 + 7]).unwrap();
+    let garbage = copy("garbage");
+    std::fs::write(garbage.join("meta.json"), "not json").unwrap();
+    for (trace, says) in [
+        (&newer, "newer than"),
+        (&cut, "events.jsonl"),
+        (&garbage, "meta.json"),
+    ] {
+        for command in ["show", "stats", "deps", "replay"] {
+            let r = run(
+                weft().args(["syscalls", command]).arg(trace),
+                Duration::from_secs(60),
+            );
+            assert_clear_error(&r, 1, says, &format!("{command} {}", trace.display()));
+            assert_eq!(r.stderr.lines().count(), 1, "{command}: {}", r.stderr);
+            assert!(r.stdout.is_empty(), "{command} printed: {}", r.stdout);
+        }
+    }
+}
