@@ -9,6 +9,43 @@ use crate::support::*;
 use std::path::Path;
 use std::time::Duration;
 
+/// `weft syscalls record -o DIR/rec -- TARGET ARGS...`, which must
+/// succeed: the record and what weft printed.
+pub(crate) fn record_into(
+    dir: &Path,
+    target: &Path,
+    args: &[&std::ffi::OsStr],
+) -> (std::path::PathBuf, Finished) {
+    let out = dir.join("rec");
+    let _ = std::fs::remove_dir_all(&out);
+    let recorded = run(
+        weft()
+            .args(["syscalls", "record", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(target)
+            .args(args),
+        Duration::from_secs(120),
+    );
+    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
+    (out, recorded)
+}
+
+/// Whether weft recorded without the threads' user time (no per-thread
+/// CPU clock here), said as a skip.
+pub(crate) fn without_user_time(recorded: &Finished) -> bool {
+    let without = recorded
+        .stderr
+        .contains("without each thread's user CPU time");
+    if without {
+        skip(&format!(
+            "no per-thread CPU clock: {}",
+            recorded.stderr.trim()
+        ));
+    }
+    without
+}
+
 /// A result as both tools print it: an error's name, `?`, a small number
 /// (strace writes `umask`'s in octal), or `big` for an address (they
 /// differ between runs).
@@ -394,27 +431,9 @@ fn attaching_to_a_thread_asleep_in_a_call_restarts_the_call() {
 #[test]
 fn each_call_carries_its_threads_user_time() {
     let target = build("syscalls_spin", &O2);
-    let dir = scratch("syscalls-user-time");
-    let out_dir = dir.join("rec");
-    let _ = std::fs::remove_dir_all(&out_dir);
-    let recorded = run(
-        weft()
-            .args(["syscalls", "record", "-o"])
-            .arg(&out_dir)
-            .arg("--")
-            .arg(&target)
-            .arg("40"),
-        Duration::from_secs(120),
-    );
-    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
-    if recorded
-        .stderr
-        .contains("without each thread's user CPU time")
-    {
-        skip(&format!(
-            "no per-thread CPU clock: {}",
-            recorded.stderr.trim()
-        ));
+    let (out_dir, recorded) =
+        record_into(&scratch("syscalls-user-time"), &target, &["40".as_ref()]);
+    if without_user_time(&recorded) {
         return;
     }
     let own = tallies(&recorded.stdout)["spin_ns"];
