@@ -307,11 +307,6 @@ mod tests {
         assert_eq!(got[0].exit.and_then(|e| e.tsc), Some(7));
         assert_eq!(got[4].exit.and_then(|e| e.tsc), None);
     }
-}
-
-#[cfg(test)]
-mod spawn_tests {
-    use super::*;
 
     /// The jump in glibc's `__spawni_child` to the instruction after a
     /// `syscall` runs that return's probe with no call: it closes nothing.
@@ -332,12 +327,8 @@ mod spawn_tests {
             (7, 9, 5, Event::Exit(0, vec![])), // nor at site 5
             (7, 10, 2, Event::Exit(0, vec![])),
         ]);
-        let brief: Vec<(i32, u64, Option<i64>)> = got
-            .iter()
-            .map(|c| (c.tid, c.nr, c.exit.map(|e| e.result)))
-            .collect();
         assert_eq!(
-            brief,
+            brief(&got),
             [
                 (7, 435, Some(9)),
                 (9, 14, Some(0)),
@@ -363,12 +354,8 @@ mod spawn_tests {
             (7, 7, Event::Entry(&wait)),
             (7, 8, Event::Exit(0, vec![])),
         ]);
-        let brief: Vec<(i32, u64, Option<i64>)> = got
-            .iter()
-            .map(|c| (c.tid, c.nr, c.exit.map(|e| e.result)))
-            .collect();
         assert_eq!(
-            brief,
+            brief(&got),
             [
                 (7, 435, Some(9)),
                 (9, 14, Some(0)),
