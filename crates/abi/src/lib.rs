@@ -57,6 +57,7 @@ pub mod syscall {
     pub const PIDFD_GETFD: u32 = 438;
 }
 
+pub mod feed;
 pub mod schedule;
 pub mod vclock;
 

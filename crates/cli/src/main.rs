@@ -228,6 +228,10 @@ pub struct ProbeArgs {
     /// first. A directory holding anything else is refused all the same.
     #[arg(long)]
     pub force: bool,
+    /// Re-execution's feed (`weft syscalls reexec` builds it): follow the
+    /// recorded calls in FILE at every `syscall` instruction.
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub reexec_feed: Option<PathBuf>,
     /// Metric definitions to request with --metric like the built-in ones
     /// (format: docs/metrics.md): a regular file of at most 1 MiB, read
     /// before the program is started or attached to.

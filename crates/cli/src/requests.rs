@@ -51,6 +51,8 @@ pub struct Requests {
     /// Whether loading the per-thread CPU clock was tried (at the first
     /// `cpu_time` request).
     cpu_clock_tried: bool,
+    /// Re-execution's feed (`--reexec-feed`), mapped into each process.
+    pub feed: Option<std::path::PathBuf>,
     /// `--paths`: the functions whose paths are recorded, and the trace;
     /// shared by the requests of every process of the workload.
     pub paths: Option<Rc<RefCell<crate::paths::PathsRun>>>,
@@ -171,6 +173,7 @@ impl Requests {
             started: Instant::now(),
             next_sample: Instant::now(),
             cpu_clock_tried: false,
+            feed: None,
             paths,
         };
         if args.ring_mode == crate::RingMode::Flight && req.tracing {
@@ -202,6 +205,10 @@ impl Requests {
         }
         for m in &args.metric {
             req.add_metric(m, session)?;
+        }
+        if let Some(feed) = &args.reexec_feed {
+            req.specs.extend(weft_syscalls::reexec::feed_specs("*:*")?);
+            req.feed = Some(feed.clone());
         }
         if req.specs.is_empty() && !waits_for_events {
             bail!(
@@ -239,8 +246,30 @@ impl Requests {
             started: Instant::now(),
             next_sample: Instant::now(),
             cpu_clock_tried: self.cpu_clock_tried,
+            feed: self.feed.clone(),
             paths: self.paths.clone(),
         }
+    }
+
+    /// Maps re-execution's feed into the process, once its probes are
+    /// placed; with `first`, the pid of the rerun's first process, which
+    /// follows the record's first thread (written into the feed first).
+    pub fn map_feed(
+        &self,
+        session: &mut Session,
+        tracee: &mut weft_process::Tracee,
+        first: Option<i32>,
+    ) -> Result<()> {
+        let Some(path) = &self.feed else {
+            return Ok(());
+        };
+        let mut bytes = std::fs::read(path)?;
+        if let Some(pid) = first {
+            weft_syscalls::reexec::name_first_process(&mut bytes, pid);
+            std::fs::write(path, &bytes)?;
+        }
+        session.map_feed(tracee, path, bytes.len() as u64)?;
+        Ok(())
     }
 
     /// Writes this process's events into the trace of `other` (another

@@ -103,6 +103,7 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
                 .prepare_process(&mut session, &mut tracee)?;
         }
         let report = session.apply(&mut tracee, prepared)?;
+        req.map_feed(&mut session, &mut tracee, Some(pid))?;
         req.sampler.live_from_now();
         session.raise_semaphores(&tracee, &req.semaphores)?;
         session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;

@@ -5,6 +5,7 @@
 //! makes the calls again.
 
 mod deps;
+mod reexec;
 mod replay;
 
 use crate::ProbeArgs;
@@ -120,6 +121,24 @@ enum SyscallsCommand {
         /// prints them), `unresolved` (calls).
         #[arg(long)]
         json: bool,
+    },
+    /// Run CMD again under weft, fed from the record in DIR: at each
+    /// `syscall` instruction of each process and thread (matched to the
+    /// recorded ones in the order they were made), the call is checked
+    /// against the recorded one; calls whose results a rerun cannot
+    /// reproduce (process and thread ids, clocks, random bytes, input
+    /// from outside the workload) get the recorded result and bytes
+    /// without reaching the kernel, the others are made. The first call
+    /// that differs from the record (another call, or another descriptor)
+    /// ends the rerun with a report of both; exit status 1 then, else
+    /// CMD's. CMD must be the recorded command (same arguments, same
+    /// directory).
+    Reexec {
+        /// A directory written by `weft syscalls record`.
+        dir: PathBuf,
+        /// The program and its arguments, as recorded.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
     },
     /// Run CMD itself (not under weft) in the configuration replay's
     /// limits give, and print its elapsed time: the actual time to hold a
@@ -344,6 +363,7 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             )
         }
         SyscallsCommand::Actual { limits, command } => actual(limits, command),
+        SyscallsCommand::Reexec { dir, command } => reexec::reexec(dir, command),
     }
 }
 

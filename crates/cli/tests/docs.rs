@@ -92,7 +92,9 @@ fn every_option_the_docs_use_is_one_the_binary_accepts() {
 }
 
 const INSPECT: &[&str] = &["functions", "disasm", "cfg", "liveness", "usdt", "events"];
-const SYSCALLS: &[&str] = &["record", "show", "stats", "deps", "replay", "actual"];
+const SYSCALLS: &[&str] = &[
+    "record", "show", "stats", "deps", "replay", "reexec", "actual",
+];
 
 /// Whether some `weft SUB KIND --help` of `kinds` lists `option`.
 fn knows(sub: &str, kinds: &[&str], option: &str) -> bool {

@@ -100,6 +100,31 @@ pub enum Primitive {
     /// text of the values that are strings) into the calling thread's ring;
     /// dropped and counted if the ring is full (discard mode).
     Emit(u32, Vec<Expr>, Strings),
+    /// Re-execution's feed at a system call (`weft_abi::feed`).
+    Feed(Feed),
+}
+
+/// Re-execution at one `syscall` instruction: before it, the call is
+/// checked against the calling thread's next recorded call and, if the
+/// record answers it, turned into one the kernel refuses at once; after
+/// it, such a call gets the recorded result and bytes. Needs the thread's
+/// slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Feed {
+    /// After the instruction (else before it).
+    pub returning: bool,
+    /// The process-wide counter holding the feed's address in the
+    /// process (0: no feed; every call goes on to the kernel): an index
+    /// from [`crate::Allocate::feed`], an address once resolved.
+    pub base: u64,
+    /// The first of the five per-thread counters of the thread's feed
+    /// state: its thread feed's address, the thread id it was found for,
+    /// the call under way, the last call that made a thread or a process
+    /// and the site of that call.
+    pub state: u64,
+    /// The site's number (its `syscall` instruction's, the same before
+    /// and after it), reported with a divergence.
+    pub site: u32,
 }
 
 /// Which values of an event are pointers to NUL-terminated strings whose
@@ -142,7 +167,8 @@ impl Primitive {
             | Primitive::StopTimer(_)
             | Primitive::StartCpuTimer(_)
             | Primitive::StopCpuTimer(_)
-            | Primitive::Emit(..) => true,
+            | Primitive::Emit(..)
+            | Primitive::Feed(_) => true,
             Primitive::SetCounter(_, e)
             | Primitive::AddCounter(_, e)
             | Primitive::SubCounter(_, e) => e.uses_thread_state(),
@@ -216,6 +242,8 @@ pub fn reads_point_registers(program: &[Guarded]) -> bool {
                 | Primitive::AddCounter(_, e)
                 | Primitive::SubCounter(_, e) => reads(e),
                 Primitive::AddThreadCounter(_, e) => reads(e),
+                // It reports the point's `rsp` with a divergence.
+                Primitive::Feed(_) => true,
                 _ => false,
             }
     })

@@ -28,6 +28,17 @@ pub trait Allocate {
     fn user_timer(&mut self) -> Result<u64, Exhausted> {
         self.timer()
     }
+    /// Re-execution's feed state ([`crate::Feed`]): the process-wide
+    /// counter that holds the feed's address and the first of five
+    /// per-thread counters; the same to every asker in the process.
+    fn feed(&mut self) -> Result<(u64, u64), Exhausted> {
+        let base = self.counter()?;
+        let state = self.thread_counter()?;
+        for _ in 1..5 {
+            self.thread_counter()?;
+        }
+        Ok((base, state))
+    }
 }
 
 /// What an event id stands for.

@@ -500,6 +500,7 @@ mod tests {
     fn call(nr: u64, args: &[u64], result: i64, buffers: Vec<Buffer>) -> Call {
         Call {
             tid: 1,
+            ring: 1,
             entry_tsc: 0,
             user_ns: None,
             nr,

@@ -7,6 +7,10 @@ use std::collections::HashMap;
 pub struct Call {
     /// The calling thread.
     pub tid: i32,
+    /// The thread whose ring recorded it: the calling thread, but for a
+    /// child that ran on its parent's thread (`vfork`, `posix_spawn`)
+    /// before its `execve`, whose calls its parent's ring holds.
+    pub ring: i32,
     /// TSC at the `syscall` instruction.
     pub entry_tsc: u64,
     /// The thread's user CPU time (ns) from its first call to this one,
@@ -129,6 +133,7 @@ pub fn calls_at_sites<'a>(
                 sites.push(site);
                 out.push(Call {
                     tid,
+                    ring: tid,
                     entry_tsc: tsc,
                     user_ns: values.get(7).copied(),
                     nr: value(0),

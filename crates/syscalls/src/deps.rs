@@ -106,6 +106,7 @@ mod tests {
     fn call(tid: i32, entry: u64, exit: u64, nr: u64, args: &[u64], result: i64) -> Call {
         Call {
             tid,
+            ring: tid,
             entry_tsc: entry,
             user_ns: None,
             nr,

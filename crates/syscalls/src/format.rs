@@ -323,6 +323,7 @@ mod tests {
     fn lines_read_like_strace() {
         let mut call = Call {
             tid: 1,
+            ring: 1,
             entry_tsc: 0,
             user_ns: None,
             nr: 257,

@@ -6,14 +6,17 @@
 //! the two events of each call back up, per thread.
 //!
 //! [`fds`] works out the resources the calls operate on and [`deps`] the
-//! order between different threads' operations on them. The vDSO's
-//! clocks, replay and re-execution are not here yet (docs/syscalls.md).
+//! order between different threads' operations on them; [`reexec`] plans
+//! re-execution's feed probes and builds their feed from a record. Replay
+//! is `weft_replay`'s; the vDSO's clocks are not captured yet
+//! (docs/syscalls.md).
 
 mod calls;
 pub mod deps;
 pub mod fds;
 mod format;
 mod inputs;
+pub mod reexec;
 mod stats;
 mod writes;
 

@@ -99,6 +99,7 @@ mod tests {
     fn call(nr: u64, entry: u64, exit: Option<(Option<u64>, i64)>) -> Call {
         Call {
             tid: 1,
+            ring: 1,
             entry_tsc: entry,
             user_ns: None,
             nr,

@@ -325,6 +325,10 @@ impl Session {
                         args.iter().map(|e| expr(e, &addr)).collect(),
                         *strings,
                     ),
+                    Primitive::Feed(f) => Primitive::Feed(weft_plan::Feed {
+                        base: addr(f.base),
+                        ..*f
+                    }),
                     other => other.clone(),
                 },
             })

@@ -44,6 +44,12 @@ impl Session {
         super::journal::stamp_owner(&shm, &self.layout, child);
         shm.store_u64(header.sync_offset + sync::NO_SLOT, 0);
         self.keep_forking_thread(&shm, tracee, thread, cpu_entry)?;
+        // Re-execution's feed is mapped shared, so the child has it at the
+        // same address: it goes on following it.
+        if let Some((base, _)) = self.given.feed {
+            let at = self.layout.counter_lane(base, 0);
+            shm.store_u64(at, self.shm.load_u64(at));
+        }
 
         let mut session = Session {
             pid: child,

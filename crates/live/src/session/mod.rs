@@ -32,6 +32,7 @@
 mod apply;
 mod clusters;
 mod cpu_clock;
+mod feed;
 mod fork;
 mod journal;
 mod leftovers;
@@ -152,6 +153,9 @@ struct Given {
     /// The timer of user code between system calls, once given
     /// ([`weft_plan::Allocate::user_timer`]).
     user_timer: Option<u64>,
+    /// Re-execution's feed state, once given
+    /// ([`weft_plan::Allocate::feed`]).
+    feed: Option<(u64, u64)>,
     /// Every event id given and its meaning, in the order given.
     events: Vec<(u32, EventInfo)>,
     /// Where event ids come from when sessions share them (a workload's

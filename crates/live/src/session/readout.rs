@@ -41,6 +41,19 @@ impl Allocate for Session {
         Ok(t)
     }
 
+    fn feed(&mut self) -> Result<(u64, u64), Exhausted> {
+        if let Some(f) = self.given.feed {
+            return Ok(f);
+        }
+        let base = self.counter()?;
+        let state = self.thread_counter()?;
+        for _ in 1..5 {
+            self.thread_counter()?;
+        }
+        self.given.feed = Some((base, state));
+        Ok((base, state))
+    }
+
     fn thread_counter(&mut self) -> Result<u64, Exhausted> {
         let c = self.given.thread_counters;
         if c >= threads::COUNTERS {

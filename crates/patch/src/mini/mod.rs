@@ -20,6 +20,7 @@
 //! function of rich events); this file holds the frame and the driver.
 
 mod expr;
+mod feed;
 pub mod returns;
 mod ring_writer;
 #[cfg(test)]
@@ -155,6 +156,7 @@ impl Gen {
             Primitive::StopTimer(n) => self.stop_timer(*n)?,
             Primitive::StartCpuTimer(n) => self.start_cpu_timer(*n)?,
             Primitive::StopCpuTimer(n) => self.stop_cpu_timer(*n)?,
+            Primitive::Feed(feed) => self.feed(feed)?,
         }
         Ok(())
     }

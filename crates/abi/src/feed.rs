@@ -1,0 +1,146 @@
+//! weft's own ABI, not the kernel's: the layout of a re-execution *feed*,
+//! the file that `weft syscalls reexec` builds from a record and maps
+//! `MAP_SHARED` into every process of the rerun, and that the code weft
+//! generates at each `syscall` instruction (`weft_patch::mini`'s feed
+//! primitive) reads and updates without a lock or a system call.
+//!
+//! All fields are little-endian u64, at offsets from the file's start:
+//!
+//! * the header ([`MAGIC`], [`VERSION`], where the tables are, the
+//!   divergence block, written once by the first thread that diverges);
+//! * [`THREADS`] thread feeds of [`THREAD_SIZE`] bytes: one per recorded
+//!   ring (a thread, plus the calls a `vfork` child made on its parent's
+//!   thread before its `execve`), each with its calls and a cursor its
+//!   thread alone advances;
+//! * the calls, [`CALL_SIZE`] bytes each: the recorded number, what to
+//!   compare, whether to answer with the recorded result instead of
+//!   making the call, the bytes to write into the program's memory then,
+//!   the feed of a child it made;
+//! * the id map, [`MAP_ENTRY`] bytes an entry: a thread of the rerun (its
+//!   kernel id) and the feed it follows. weft writes the first process's
+//!   entry; a thread that makes a process or a thread adds its child's.
+//!   An entry is written feed first, then id, after its index was taken
+//!   with `lock xadd` on [`MAP_USED`]: a reader that sees the id sees the
+//!   feed (x86 keeps stores in order).
+
+/// `WEFTFEED`, the first u64.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"WEFTFEED");
+/// Layout version, the second u64.
+pub const VERSION: u64 = 1;
+
+/// Header: the version.
+pub const HEADER_VERSION: u64 = 8;
+/// Header: the number of thread feeds.
+pub const THREAD_COUNT: u64 = 16;
+/// Header: offset of the first thread feed.
+pub const THREADS: u64 = 24;
+/// Header: offset of the id map.
+pub const MAP: u64 = 32;
+/// Header: entries the id map can hold.
+pub const MAP_CAPACITY: u64 = 40;
+/// Header: entries of the id map taken (`lock xadd`).
+pub const MAP_USED: u64 = 48;
+/// Header: 0, or 1 once a thread diverged (`lock cmpxchg`): the fields
+/// from [`DIVERGENCE_KIND`] on are then its.
+pub const DIVERGED: u64 = 56;
+/// Divergence: what happened ([`DIFFERS`], [`BEYOND`], [`UNKNOWN_THREAD`]).
+pub const DIVERGENCE_KIND: u64 = 64;
+/// Divergence: the thread feed's index (for [`UNKNOWN_THREAD`], none).
+pub const DIVERGENCE_FEED: u64 = 72;
+/// Divergence: the index of the call in its feed.
+pub const DIVERGENCE_CALL: u64 = 80;
+/// Divergence: the thread's kernel id.
+pub const DIVERGENCE_TID: u64 = 88;
+/// Divergence: the number the program asked for (`rax`).
+pub const DIVERGENCE_NR: u64 = 96;
+/// Divergence: its six argument registers.
+pub const DIVERGENCE_ARGS: u64 = 104;
+/// Divergence: the site (the probe's number for its `syscall` instruction).
+pub const DIVERGENCE_SITE: u64 = 152;
+/// Divergence: `rsp` at the `syscall` instruction.
+pub const DIVERGENCE_RSP: u64 = 160;
+/// Divergence: `rbx`, `rbp`, `r12`, `r13`, `r14`, `r15` there (for an
+/// unwinder).
+pub const DIVERGENCE_CALLEE_SAVED: u64 = 168;
+/// Bytes of the header.
+pub const HEADER_SIZE: u64 = 256;
+
+/// The call is not the recorded one: another number, or a compared
+/// argument differs.
+pub const DIFFERS: u64 = 1;
+/// The thread makes a call after its recorded calls ended.
+pub const BEYOND: u64 = 2;
+/// A thread the id map never named (made outside the record's order).
+pub const UNKNOWN_THREAD: u64 = 3;
+
+/// Thread feed: the recorded thread's id.
+pub const THREAD_TID: u64 = 0;
+/// Thread feed: offset of its first call.
+pub const THREAD_CALLS: u64 = 8;
+/// Thread feed: its number of calls.
+pub const THREAD_COUNT_CALLS: u64 = 16;
+/// Thread feed: the next call's index (its thread advances it).
+pub const THREAD_CURSOR: u64 = 24;
+/// Thread feed: calls answered with their recorded result.
+pub const THREAD_ANSWERED: u64 = 32;
+/// Thread feed: the rerun's thread that follows it (its kernel id, once
+/// it made its first call).
+pub const THREAD_RERUN_TID: u64 = 40;
+/// Thread feed: 1 once its thread waits for weft after a divergence
+/// (its own, or another thread's: every thread stops at its next call).
+pub const THREAD_STOPPED: u64 = 48;
+/// Bytes of a thread feed.
+pub const THREAD_SIZE: u64 = 64;
+
+/// Call: the recorded number.
+pub const CALL_NR: u64 = 0;
+/// Call: [`ANSWER`], [`HAS_CHILD`], [`TRANSLATE_IDS`], the arguments to
+/// compare (bit 8 + i: argument i, from 0) and the argument to fill (bits
+/// 16..24: 1 + the argument, 0 for none).
+pub const CALL_FLAGS: u64 = 8;
+/// Call: the six recorded argument registers.
+pub const CALL_ARGS: u64 = 16;
+/// Call: the recorded result.
+pub const CALL_RESULT: u64 = 64;
+/// Call: offset of the bytes to write into the program's memory.
+pub const CALL_DATA: u64 = 72;
+/// Call: how many.
+pub const CALL_DATA_LEN: u64 = 80;
+/// Call: with [`HAS_CHILD`], the index of the feed of the thread or
+/// process it made (the program gets the recorded id, [`CALL_RESULT`],
+/// as the result).
+pub const CALL_CHILD: u64 = 88;
+/// Bytes of a call.
+pub const CALL_SIZE: u64 = 96;
+
+/// Flag: the call is not made; the program gets the recorded result and
+/// bytes.
+pub const ANSWER: u64 = 1;
+/// Flag: the call made a thread or a process, followed by feed
+/// [`CALL_CHILD`].
+pub const HAS_CHILD: u64 = 2;
+/// Flag: the first two arguments may be thread or process ids (`kill`,
+/// `tgkill`, `wait4`, ...): a recorded id the rerun has a thread for
+/// becomes that thread's.
+pub const TRANSLATE_IDS: u64 = 4;
+/// Flag: the result is a process or thread id (`wait4`, `waitid`): the
+/// rerun's id of a thread the record has becomes the recorded one.
+pub const TRANSLATE_RESULT: u64 = 8;
+/// Flags: first bit of the compared arguments' mask.
+pub const COMPARE_SHIFT: u64 = 8;
+/// Flags: first bit of 1 + the argument to fill.
+pub const FILL_SHIFT: u64 = 16;
+
+/// Id map entry: the rerun thread's kernel id.
+pub const ENTRY_TID: u64 = 0;
+/// Id map entry: 1 + the index of the feed it follows.
+pub const ENTRY_FEED: u64 = 8;
+/// Bytes of an id map entry.
+pub const MAP_ENTRY: u64 = 16;
+
+// The parts of each record do not overlap.
+const _: () = assert!(DIVERGENCE_CALLEE_SAVED + 6 * 8 <= HEADER_SIZE);
+const _: () = assert!(DIVERGENCE_ARGS + 6 * 8 == DIVERGENCE_SITE);
+const _: () = assert!(THREAD_STOPPED + 8 <= THREAD_SIZE);
+const _: () = assert!(CALL_ARGS + 6 * 8 == CALL_RESULT);
+const _: () = assert!(CALL_CHILD + 8 <= CALL_SIZE);

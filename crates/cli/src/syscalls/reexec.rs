@@ -1,0 +1,252 @@
+//! `weft syscalls reexec DIR -- CMD`: the real program run again under
+//! weft, its calls fed from the record (`weft_syscalls::reexec`): weft
+//! builds the feed, starts CMD with the feed probes at every `syscall`
+//! instruction of every process it makes, watches the feed for a
+//! divergence (ending the rerun at the first), and reports.
+
+use anyhow::{Context, Result};
+use std::collections::BTreeMap;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use weft_abi::feed as f;
+use weft_syscalls::reexec::{self as rx, Divergence};
+use weft_syscalls::Call;
+
+/// Runs `command` fed from the record in `dir`; the exit status: the
+/// program's, or 1 when it diverged from the record.
+pub fn reexec(dir: &Path, command: &[String]) -> Result<i32> {
+    let (_, calls, known) = super::read_calls(dir)?;
+    let resources = weft_syscalls::fds::resolve(&calls, &known);
+    let feed = rx::build_feed(&calls, &resources);
+    let path = std::env::temp_dir().join(format!("weft-feed-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, &feed.bytes))
+        .with_context(|| format!("writing the feed {}", path.display()))?;
+    let feed_path = Removed(path.clone());
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (path, done) = (path.clone(), done.clone());
+        std::thread::spawn(move || watch(&path, &done))
+    };
+    let probes = <super::Probes as clap::Parser>::try_parse_from([
+        "weft".as_ref(),
+        "--reexec-feed".as_ref(),
+        path.as_os_str(),
+    ])?
+    .probes;
+    let status = crate::run::run(&probes, true, command);
+    done.store(true, Ordering::Relaxed);
+    let diverged = watcher.join().unwrap_or(None);
+    let bytes = std::fs::read(&feed_path.0)?;
+    drop(feed_path);
+    let status = status?;
+    let progress = rx::progress(&bytes);
+    let mut by_reason: BTreeMap<rx::Answer, usize> = BTreeMap::new();
+    let mut made = 0u64;
+    let mut answered = 0u64;
+    for (i, p) in progress.iter().enumerate() {
+        made += p.cursor;
+        answered += p.answered;
+        for &k in feed.calls[i].iter().take(p.cursor as usize) {
+            if let Some(&why) = feed.answers.get(&k) {
+                *by_reason.entry(why).or_default() += 1;
+            }
+        }
+    }
+    let reasons: Vec<String> = by_reason
+        .iter()
+        .map(|(why, n)| format!("{n} {}", why.describe()))
+        .collect();
+    say!(
+        "weft: re-executed {made} of the {} recorded calls ({} thread(s) of {}), {answered} answered from the record{}",
+        calls.len(),
+        progress.iter().filter(|p| p.tid != 0).count(),
+        progress.len(),
+        match reasons.is_empty() {
+            true => String::new(),
+            false => format!(": {}", reasons.join(", ")),
+        }
+    );
+    if !feed.cut.is_empty() {
+        say!(
+            "weft: {} call(s) were made, not answered: the record holds their bytes cut (more than {} a call)",
+            feed.cut.len(),
+            weft_syscalls::DATA_MAX
+        );
+    }
+    if let Some((d, paths)) = diverged {
+        say!("{}", describe_divergence(&d, &paths, &feed, &calls));
+        return Ok(1);
+    }
+    // A thread that made fewer calls than its record diverged too.
+    let short: Vec<String> = progress
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| (p.cursor as usize) < feed.calls[*i].len())
+        .map(|(i, p)| {
+            let next = &calls[feed.calls[i][p.cursor as usize]];
+            format!(
+                "recorded thread {} made {} of its {} calls (next: {})",
+                feed.rings[i],
+                p.cursor,
+                feed.calls[i].len(),
+                weft_syscalls::name(next.nr)
+            )
+        })
+        .collect();
+    if !short.is_empty() {
+        say!(
+            "weft: the rerun ended before the record did: {}",
+            short.join("; ")
+        );
+        return Ok(1);
+    }
+    Ok(status)
+}
+
+/// The feed file, removed when dropped.
+struct Removed(PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A divergence, with the paths its call named (read from the diverged
+/// thread's memory while it waits).
+type Diverged = (Divergence, Vec<String>);
+
+/// Watches the feed until `done`: at a divergence, ends the rerun (kills
+/// the diverged thread's process, then each process whose thread stopped
+/// at its next call) and returns it.
+fn watch(path: &Path, done: &AtomicBool) -> Option<Diverged> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut header = vec![0u8; f::HEADER_SIZE as usize];
+    let mut seen: Option<Diverged> = None;
+    let mut killed = std::collections::HashSet::new();
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(5));
+        if seen.is_none() {
+            if file.read_exact_at(&mut header, 0).is_err() {
+                continue;
+            }
+            if rx::divergence(&header).is_none() {
+                continue;
+            }
+        }
+        let Ok(bytes) = std::fs::read(path) else {
+            continue;
+        };
+        let Some(d) = rx::divergence(&bytes) else {
+            continue;
+        };
+        let paths = match &seen {
+            Some((_, paths)) => paths.clone(),
+            None => paths_of(&d),
+        };
+        // The rerun's own threads, waiting in weft's code: each SIGKILL
+        // ends its whole process.
+        let mut stopped: Vec<i32> = vec![d.tid];
+        stopped.extend(
+            rx::progress(&bytes)
+                .iter()
+                .filter(|p| p.stopped && p.tid > 0)
+                .map(|p| p.tid),
+        );
+        for tid in stopped {
+            if killed.insert(tid) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(tid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+        seen = Some((d, paths));
+    }
+    seen
+}
+
+/// The paths a diverging call names, read from its thread's memory (it
+/// waits in weft's code until weft ends it).
+fn paths_of(d: &Divergence) -> Vec<String> {
+    use weft_process::ProcessMemory;
+    let Ok(memory) = weft_process::ProcMemory::open(d.tid) else {
+        return Vec::new();
+    };
+    weft_syscalls::path_arguments(d.nr)
+        .iter()
+        .filter_map(|&arg| {
+            let at = weft_process::RemoteAddr(d.args[arg]);
+            // A string near the end of its mapping: read less.
+            let bytes = [256, 64, 16]
+                .iter()
+                .find_map(|&n| memory.read_vec(at, n).ok())?;
+            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+            Some(String::from_utf8_lossy(&bytes[..end]).into_owned())
+        })
+        .collect()
+}
+
+/// The report of a divergence: the rerun's call, the recorded one, where.
+fn describe_divergence(
+    d: &Divergence,
+    paths: &[String],
+    feed: &rx::FeedFile,
+    calls: &[Call],
+) -> String {
+    // The call as `show` prints the recorded one, with the paths it named.
+    let made = Call {
+        tid: d.tid,
+        ring: d.tid,
+        entry_tsc: 0,
+        user_ns: None,
+        nr: d.nr,
+        args: d.args,
+        exit: None,
+        buffers: weft_syscalls::path_arguments(d.nr)
+            .iter()
+            .zip(paths)
+            .map(|(&arg, path)| weft_syscalls::Buffer {
+                what: weft_syscalls::Memory::Path,
+                arg,
+                bytes: path.as_bytes().to_vec(),
+                truncated: false,
+            })
+            .collect(),
+    };
+    let line = weft_syscalls::strace_line(&made);
+    let asked = line.strip_suffix(" = ?").unwrap_or(&line);
+    let site = rx::site_name(d.site).unwrap_or_else(|| format!("site {}", d.site));
+    let Some(i) = d.feed else {
+        return format!(
+            "weft: the rerun diverged: thread {} is none the record made (its first call: {asked} in {site})",
+            d.tid
+        );
+    };
+    let ring = feed.rings.get(i).copied().unwrap_or(0);
+    let recorded = feed
+        .calls
+        .get(i)
+        .and_then(|ks| ks.get(d.call as usize))
+        .map(|&k| weft_syscalls::strace_line(&calls[k]));
+    match (d.kind, recorded) {
+        (f::BEYOND, _) | (_, None) => format!(
+            "weft: the rerun diverged: thread {} (recorded thread {ring}) made a call after its {} recorded ones: {asked} in {site}",
+            d.tid, d.call
+        ),
+        (_, Some(recorded)) => format!(
+            "weft: the rerun diverged at call {} of thread {} (recorded thread {ring}): it made {asked} in {site}, where the record has {recorded}",
+            d.call + 1,
+            d.tid
+        ),
+    }
+}

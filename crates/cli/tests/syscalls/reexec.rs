@@ -1,0 +1,109 @@
+//! `weft syscalls reexec`: the real program run again, fed from its
+//! record, prints what the recorded run printed, byte for byte, though
+//! its pid, its thread's id, its random bytes and its input are new; a
+//! call the record does not have ends the rerun with a report of both.
+
+use super::record_into;
+use crate::support::*;
+use std::process::Command;
+use std::time::Duration;
+
+/// `weft ARGS...` with `input` on its standard input (a pipe).
+fn with_input(input: &str, args: &[&std::ffi::OsStr]) -> Finished {
+    run(
+        Command::new("sh")
+            .args(["-c", "printf '%s' \"$0\" | exec \"$@\"", input])
+            .arg(env!("CARGO_BIN_EXE_weft"))
+            .args(args),
+        Duration::from_secs(120),
+    )
+}
+
+#[test]
+fn a_rerun_prints_what_the_recorded_run_printed() {
+    let target = build("syscalls_reexec", &O2);
+    let dir = scratch("syscalls-reexec");
+    let out = dir.join("rec");
+    let recorded = with_input(
+        "recorded input",
+        &[
+            "syscalls".as_ref(),
+            "record".as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            "--".as_ref(),
+            target.as_os_str(),
+        ],
+    );
+    assert_eq!(recorded.status, 0, "{}", recorded.stderr);
+    assert!(
+        recorded.stdout.contains("read 14: recorded input"),
+        "{}",
+        recorded.stdout
+    );
+    // Run on its own, the program prints other ids and bytes: the
+    // comparison below can fail.
+    let plain = with_input(
+        "other input",
+        &[
+            "run".as_ref(),
+            "--count".as_ref(),
+            "main".as_ref(),
+            "--".as_ref(),
+            target.as_os_str(),
+        ],
+    );
+    assert_ne!(plain.stdout, recorded.stdout);
+    let rerun = with_input(
+        "other input",
+        &[
+            "syscalls".as_ref(),
+            "reexec".as_ref(),
+            out.as_os_str(),
+            "--".as_ref(),
+            target.as_os_str(),
+        ],
+    );
+    assert_eq!(rerun.status, 0, "{}", rerun.stderr);
+    assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+    assert!(
+        rerun.stderr.contains("answered from the record")
+            && rerun.stderr.contains("process and thread ids")
+            && rerun.stderr.contains("random bytes")
+            && rerun.stderr.contains("input from outside the workload"),
+        "{}",
+        rerun.stderr
+    );
+}
+
+#[test]
+fn a_call_the_record_does_not_have_ends_the_rerun() {
+    let target = build("syscalls_reexec", &O2);
+    let dir = scratch("syscalls-reexec-diverges");
+    let (out, _) = record_into(&dir, &target, &[]);
+    let rerun = run(
+        weft()
+            .args(["syscalls", "reexec"])
+            .arg(&out)
+            .arg("--")
+            .arg(&target)
+            .arg("/etc/hostname"),
+        Duration::from_secs(120),
+    );
+    assert_eq!(rerun.status, 1, "{}\n{}", rerun.stderr, rerun.stdout);
+    let line = rerun
+        .stderr
+        .lines()
+        .find(|l| l.contains("diverged"))
+        .unwrap_or_else(|| panic!("{}", rerun.stderr));
+    assert!(
+        line.contains("it made openat(-100, \"/etc/hostname\"")
+            && line.contains("where the record has getrandom("),
+        "{line}"
+    );
+    assert!(
+        !rerun.stdout.contains("child"),
+        "the rerun was ended: {}",
+        rerun.stdout
+    );
+}

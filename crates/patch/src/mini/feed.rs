@@ -1,0 +1,375 @@
+//! Re-execution's feed (`weft_abi::feed`) at a `syscall` instruction:
+//! the code that follows each thread of a rerun through its recorded
+//! calls, without a lock or a system call of its own.
+//!
+//! Before the instruction: the thread finds its thread feed (kept in its
+//! slot's feed state; looked up in the id map by its kernel id the first
+//! time, and again in a forked child, whose slot is a copy under another
+//! id), takes its next recorded call and compares it with the one the
+//! program makes (the number, and the arguments the record says to
+//! compare). A call that differs, one past the record's end, or a thread
+//! the map never names, is a divergence: the first thread to diverge
+//! writes what it was asked and its registers into the feed's header, and
+//! every diverging thread spins there until weft ends the rerun, as does
+//! every other thread at its next call, saying so in its thread feed. A call
+//! the record answers becomes number -1, which the kernel refuses at once
+//! with `ENOSYS`, doing nothing.
+//!
+//! After the instruction: such a call gets the recorded result, and the
+//! recorded bytes in the buffer its argument names; a call that made a
+//! thread or a process adds its child (the result, its kernel id) to the
+//! id map with the feed the record gives the child, and returns the
+//! recorded id. Ids go through the map both ways: a recorded id in the
+//! arguments of `kill`, `wait4` and the like becomes the rerun's, and
+//! the rerun's id that `wait4` returns the recorded one.
+
+use super::{Gen, ARG_OFFSET, FIXED_FRAME_RSP, RAX_OFFSET};
+use crate::region::threads as t;
+use iced_x86::code_asm::*;
+use weft_abi::feed as f;
+use weft_plan::Feed;
+
+/// Offsets from rsp (after the saves) of the saved argument registers of
+/// a system call: `rdi`, `rsi`, `rdx`, `r10`, `r8`, `r9`.
+const SYSCALL_ARG_OFFSET: [i32; 6] = [
+    ARG_OFFSET[0],
+    ARG_OFFSET[1],
+    ARG_OFFSET[2],
+    8,
+    ARG_OFFSET[4],
+    ARG_OFFSET[5],
+];
+
+/// Pauses a thread waits at most for its parent to name it in the id
+/// map (the parent does so as soon as its `clone` returns) before the
+/// thread counts as one the record does not have: some seconds.
+const NAMING_PAUSES: u32 = 1 << 26;
+
+impl Gen {
+    /// The feed primitive (r11: the thread's block, kept).
+    pub(super) fn feed(&mut self, feed: &Feed) -> std::result::Result<(), IcedError> {
+        let base = self.literal(feed.base);
+        let state = |i: u64| (t::counter(feed.state + i)) as i32;
+        let (thread, named_for, current) = (state(0), state(1), state(2));
+        let (parent_of, made_at) = (state(3), state(4));
+        let a = &mut self.a;
+        let mut done = a.create_label();
+        // r8 := the feed, if this process has one.
+        a.mov(rax, qword_ptr(base))?;
+        a.mov(r8, qword_ptr(rax))?;
+        a.test(r8, r8)?;
+        a.jz(done)?;
+        if feed.returning {
+            return self.feed_after(feed.site, current, parent_of, made_at, done);
+        }
+        let mut diverge = a.create_label();
+        let mut have = a.create_label();
+        let mut lookup = a.create_label();
+        // rcx := the thread's feed, looked up in the id map if the slot
+        // has none for this thread's id.
+        a.mov(rdx, qword_ptr(r11 + t::TID as i32))?;
+        a.mov(rcx, qword_ptr(r11 + thread))?;
+        a.test(rcx, rcx)?;
+        a.jz(lookup)?;
+        a.cmp(rdx, qword_ptr(r11 + named_for))?;
+        a.je(have)?;
+        a.set_label(&mut lookup)?;
+        {
+            let mut again = a.create_label();
+            let mut scan = a.create_label();
+            let mut not_yet = a.create_label();
+            let mut found = a.create_label();
+            a.mov(r9d, NAMING_PAUSES)?;
+            a.set_label(&mut again)?;
+            a.mov(rsi, qword_ptr(r8 + f::MAP_USED as i32))?;
+            a.cmp(rsi, qword_ptr(r8 + f::MAP_CAPACITY as i32))?;
+            a.cmova(rsi, qword_ptr(r8 + f::MAP_CAPACITY as i32))?;
+            a.mov(rdi, qword_ptr(r8 + f::MAP as i32))?;
+            a.add(rdi, r8)?;
+            a.set_label(&mut scan)?;
+            a.test(rsi, rsi)?;
+            a.jz(not_yet)?;
+            a.cmp(rdx, qword_ptr(rdi + f::ENTRY_TID as i32))?;
+            a.je(found)?;
+            a.add(rdi, f::MAP_ENTRY as i32)?;
+            a.sub(rsi, 1)?;
+            a.jmp(scan)?;
+            a.set_label(&mut not_yet)?;
+            a.pause()?;
+            a.sub(r9d, 1)?;
+            a.jnz(again)?;
+            a.mov(eax, f::UNKNOWN_THREAD as u32)?;
+            a.mov(rcx, -1i64)?;
+            a.xor(r10d, r10d)?;
+            a.jmp(diverge)?;
+            a.set_label(&mut found)?;
+            a.mov(rcx, qword_ptr(rdi + f::ENTRY_FEED as i32))?;
+            a.sub(rcx, 1)?;
+            a.shl(rcx, f::THREAD_SIZE.trailing_zeros())?;
+            a.add(rcx, qword_ptr(r8 + f::THREADS as i32))?;
+            a.add(rcx, r8)?;
+            a.mov(qword_ptr(r11 + thread), rcx)?;
+            a.mov(qword_ptr(r11 + named_for), rdx)?;
+            a.mov(qword_ptr(rcx + f::THREAD_RERUN_TID as i32), rdx)?;
+        }
+        a.set_label(&mut have)?;
+        // After a divergence every thread stops at its next call.
+        let mut stop = a.create_label();
+        a.cmp(qword_ptr(r8 + f::DIVERGED as i32), 0)?;
+        a.jne(stop)?;
+        // r9 := its next call, the cursor moved past it.
+        let mut beyond = a.create_label();
+        a.mov(r10, qword_ptr(rcx + f::THREAD_CURSOR as i32))?;
+        a.cmp(r10, qword_ptr(rcx + f::THREAD_COUNT_CALLS as i32))?;
+        a.jae(beyond)?;
+        a.lea(rax, qword_ptr(r10 + 1))?;
+        a.mov(qword_ptr(rcx + f::THREAD_CURSOR as i32), rax)?;
+        a.imul_3(r9, r10, f::CALL_SIZE as i32)?;
+        a.add(r9, qword_ptr(rcx + f::THREAD_CALLS as i32))?;
+        a.add(r9, r8)?;
+        // The number, then the arguments the record compares.
+        let mut differs = a.create_label();
+        a.mov(rax, qword_ptr(rsp + RAX_OFFSET))?;
+        a.cmp(rax, qword_ptr(r9 + f::CALL_NR as i32))?;
+        a.jne(differs)?;
+        a.mov(rsi, qword_ptr(r9 + f::CALL_FLAGS as i32))?;
+        for (i, off) in SYSCALL_ARG_OFFSET.iter().enumerate() {
+            let mut same = a.create_label();
+            a.bt(rsi, (f::COMPARE_SHIFT + i as u64) as u32)?;
+            a.jnc(same)?;
+            a.mov(rax, qword_ptr(rsp + *off))?;
+            a.cmp(rax, qword_ptr(r9 + (f::CALL_ARGS + 8 * i as u64) as i32))?;
+            a.jne(differs)?;
+            a.set_label(&mut same)?;
+            a.nop()?;
+        }
+        // Ids the program got from answered calls are the recorded ones:
+        // the rerun's own, for the calls that take them.
+        {
+            let mut kept = a.create_label();
+            a.test(rsi, f::TRANSLATE_IDS as i32)?;
+            a.jz(kept)?;
+            for off in &SYSCALL_ARG_OFFSET[..2] {
+                let mut scan = a.create_label();
+                let mut next = a.create_label();
+                let mut end = a.create_label();
+                a.mov(rdi, qword_ptr(r8 + f::MAP as i32))?;
+                a.add(rdi, r8)?;
+                a.mov(rdx, qword_ptr(r8 + f::MAP_USED as i32))?;
+                a.cmp(rdx, qword_ptr(r8 + f::MAP_CAPACITY as i32))?;
+                a.cmova(rdx, qword_ptr(r8 + f::MAP_CAPACITY as i32))?;
+                a.set_label(&mut scan)?;
+                a.test(rdx, rdx)?;
+                a.jz(end)?;
+                // The recorded id of the entry's feed.
+                a.mov(rax, qword_ptr(rdi + f::ENTRY_FEED as i32))?;
+                a.test(rax, rax)?;
+                a.jz(next)?;
+                a.sub(rax, 1)?;
+                a.shl(rax, f::THREAD_SIZE.trailing_zeros())?;
+                a.add(rax, qword_ptr(r8 + f::THREADS as i32))?;
+                a.mov(rax, qword_ptr(r8 + rax + f::THREAD_TID as i32))?;
+                a.cmp(rax, qword_ptr(rsp + *off))?;
+                a.jne(next)?;
+                a.mov(rax, qword_ptr(rdi + f::ENTRY_TID as i32))?;
+                a.mov(qword_ptr(rsp + *off), rax)?;
+                a.jmp(end)?;
+                a.set_label(&mut next)?;
+                a.add(rdi, f::MAP_ENTRY as i32)?;
+                a.sub(rdx, 1)?;
+                a.jmp(scan)?;
+                a.set_label(&mut end)?;
+                a.nop()?;
+            }
+            a.set_label(&mut kept)?;
+            a.nop()?;
+        }
+        a.mov(qword_ptr(r11 + current), r9)?;
+        {
+            let mut childless = a.create_label();
+            a.test(rsi, f::HAS_CHILD as i32)?;
+            a.jz(childless)?;
+            a.mov(qword_ptr(r11 + parent_of), r9)?;
+            a.mov(qword_ptr(r11 + made_at), feed.site as i32)?;
+            a.set_label(&mut childless)?;
+            a.nop()?;
+        }
+        a.test(rsi, f::ANSWER as i32)?;
+        a.jz(done)?;
+        a.mov(qword_ptr(rsp + RAX_OFFSET), -1)?;
+        a.add(qword_ptr(rcx + f::THREAD_ANSWERED as i32), 1)?;
+        a.jmp(done)?;
+
+        a.set_label(&mut beyond)?;
+        a.mov(eax, f::BEYOND as u32)?;
+        a.jmp(diverge)?;
+        a.set_label(&mut differs)?;
+        a.mov(eax, f::DIFFERS as u32)?;
+        // The first thread to diverge says where (rax: the kind, rcx: its
+        // thread feed or -1, r10: the call's index); every diverging
+        // thread then waits here for weft to end the rerun.
+        a.set_label(&mut diverge)?;
+        {
+            let mut wait = a.create_label();
+            a.mov(rsi, rax)?;
+            a.mov(edx, 1)?;
+            a.xor(eax, eax)?;
+            a.lock().cmpxchg(qword_ptr(r8 + f::DIVERGED as i32), rdx)?;
+            a.jnz(wait)?;
+            a.mov(qword_ptr(r8 + f::DIVERGENCE_KIND as i32), rsi)?;
+            a.mov(rax, -1i64)?;
+            a.cmp(rcx, rax)?;
+            let mut no_feed = a.create_label();
+            a.je(no_feed)?;
+            a.sub(rcx, r8)?;
+            a.sub(rcx, qword_ptr(r8 + f::THREADS as i32))?;
+            a.shr(rcx, f::THREAD_SIZE.trailing_zeros())?;
+            a.mov(rax, rcx)?;
+            a.set_label(&mut no_feed)?;
+            a.mov(qword_ptr(r8 + f::DIVERGENCE_FEED as i32), rax)?;
+            a.mov(qword_ptr(r8 + f::DIVERGENCE_CALL as i32), r10)?;
+            a.mov(rax, qword_ptr(r11 + t::TID as i32))?;
+            a.mov(qword_ptr(r8 + f::DIVERGENCE_TID as i32), rax)?;
+            a.mov(rax, qword_ptr(rsp + RAX_OFFSET))?;
+            a.mov(qword_ptr(r8 + f::DIVERGENCE_NR as i32), rax)?;
+            for (i, off) in SYSCALL_ARG_OFFSET.iter().enumerate() {
+                a.mov(rax, qword_ptr(rsp + *off))?;
+                a.mov(
+                    qword_ptr(r8 + (f::DIVERGENCE_ARGS + 8 * i as u64) as i32),
+                    rax,
+                )?;
+            }
+            a.mov(rax, u64::from(feed.site))?;
+            a.mov(qword_ptr(r8 + f::DIVERGENCE_SITE as i32), rax)?;
+            a.lea(rax, qword_ptr(rsp + FIXED_FRAME_RSP))?;
+            a.mov(qword_ptr(r8 + f::DIVERGENCE_RSP as i32), rax)?;
+            for (i, r) in [rbx, rbp, r12, r13, r14, r15].into_iter().enumerate() {
+                a.mov(
+                    qword_ptr(r8 + (f::DIVERGENCE_CALLEE_SAVED + 8 * i as u64) as i32),
+                    r,
+                )?;
+            }
+            a.jmp(wait)?;
+            a.set_label(&mut stop)?;
+            a.mov(qword_ptr(rcx + f::THREAD_STOPPED as i32), 1)?;
+            a.set_label(&mut wait)?;
+            a.pause()?;
+            a.jmp(wait)?;
+        }
+        a.set_label(&mut done)?;
+        a.nop()?;
+        Ok(())
+    }
+
+    /// After the instruction (r8: the feed).
+    fn feed_after(
+        &mut self,
+        site: u32,
+        current: i32,
+        parent_of: i32,
+        made_at: i32,
+        mut done: CodeLabel,
+    ) -> std::result::Result<(), IcedError> {
+        let a = &mut self.a;
+        let mut children = a.create_label();
+        a.mov(r9, qword_ptr(r11 + current))?;
+        a.test(r9, r9)?;
+        a.jz(children)?;
+        a.mov(qword_ptr(r11 + current), 0)?;
+        a.mov(rsi, qword_ptr(r9 + f::CALL_FLAGS as i32))?;
+        a.test(rsi, f::ANSWER as i32)?;
+        a.jz(children)?;
+        a.mov(rax, qword_ptr(r9 + f::CALL_RESULT as i32))?;
+        a.mov(qword_ptr(rsp + RAX_OFFSET), rax)?;
+        // The recorded bytes into the buffer of argument (flags >> 16) - 1.
+        a.mov(rax, rsi)?;
+        a.shr(rax, f::FILL_SHIFT as u32)?;
+        a.and(eax, 0xff)?;
+        a.jz(done)?;
+        for (i, off) in SYSCALL_ARG_OFFSET.iter().enumerate() {
+            let mut other = a.create_label();
+            a.cmp(eax, i as u32 + 1)?;
+            a.jne(other)?;
+            a.mov(rdi, qword_ptr(rsp + *off))?;
+            a.set_label(&mut other)?;
+            a.nop()?;
+        }
+        a.mov(rsi, qword_ptr(r9 + f::CALL_DATA as i32))?;
+        a.add(rsi, r8)?;
+        a.mov(rcx, qword_ptr(r9 + f::CALL_DATA_LEN as i32))?;
+        a.rep().movsb()?;
+        a.jmp(done)?;
+        // The parent's return from a call that made a thread or a process
+        // (at the site of that call, with the child's id) names the child
+        // in the id map. A child returns 0 there first: one that shares
+        // its parent's thread (vfork) makes calls of its own on the same
+        // slot before its parent returns, so the call that made it is kept
+        // apart from the call under way.
+        a.set_label(&mut children)?;
+        // An id the kernel returned (`wait4`'s child): the recorded one.
+        {
+            let mut kept = a.create_label();
+            let mut scan = a.create_label();
+            let mut next = a.create_label();
+            a.test(r9, r9)?;
+            a.jz(kept)?;
+            a.test(rsi, f::TRANSLATE_RESULT as i32)?;
+            a.jz(kept)?;
+            a.mov(rax, qword_ptr(rsp + RAX_OFFSET))?;
+            a.test(rax, rax)?;
+            a.jle(kept)?;
+            a.mov(rdi, qword_ptr(r8 + f::MAP as i32))?;
+            a.add(rdi, r8)?;
+            a.mov(rdx, qword_ptr(r8 + f::MAP_USED as i32))?;
+            a.cmp(rdx, qword_ptr(r8 + f::MAP_CAPACITY as i32))?;
+            a.cmova(rdx, qword_ptr(r8 + f::MAP_CAPACITY as i32))?;
+            a.set_label(&mut scan)?;
+            a.test(rdx, rdx)?;
+            a.jz(kept)?;
+            a.cmp(rax, qword_ptr(rdi + f::ENTRY_TID as i32))?;
+            a.jne(next)?;
+            a.mov(rcx, qword_ptr(rdi + f::ENTRY_FEED as i32))?;
+            a.test(rcx, rcx)?;
+            a.jz(next)?;
+            a.sub(rcx, 1)?;
+            a.shl(rcx, f::THREAD_SIZE.trailing_zeros())?;
+            a.add(rcx, qword_ptr(r8 + f::THREADS as i32))?;
+            a.mov(rcx, qword_ptr(r8 + rcx + f::THREAD_TID as i32))?;
+            a.mov(qword_ptr(rsp + RAX_OFFSET), rcx)?;
+            a.jmp(kept)?;
+            a.set_label(&mut next)?;
+            a.add(rdi, f::MAP_ENTRY as i32)?;
+            a.sub(rdx, 1)?;
+            a.jmp(scan)?;
+            a.set_label(&mut kept)?;
+            a.nop()?;
+        }
+        a.mov(r9, qword_ptr(r11 + parent_of))?;
+        a.test(r9, r9)?;
+        a.jz(done)?;
+        a.cmp(qword_ptr(r11 + made_at), site as i32)?;
+        a.jne(done)?;
+        a.mov(rdx, qword_ptr(rsp + RAX_OFFSET))?;
+        a.test(rdx, rdx)?;
+        a.jz(done)?;
+        a.mov(qword_ptr(r11 + parent_of), 0)?;
+        a.jl(done)?;
+        a.mov(eax, 1)?;
+        a.lock().xadd(qword_ptr(r8 + f::MAP_USED as i32), rax)?;
+        a.cmp(rax, qword_ptr(r8 + f::MAP_CAPACITY as i32))?;
+        a.jae(done)?;
+        a.shl(rax, f::MAP_ENTRY.trailing_zeros())?;
+        a.add(rax, qword_ptr(r8 + f::MAP as i32))?;
+        a.add(rax, r8)?;
+        a.mov(rcx, qword_ptr(r9 + f::CALL_CHILD as i32))?;
+        a.add(rcx, 1)?;
+        a.mov(qword_ptr(rax + f::ENTRY_FEED as i32), rcx)?;
+        a.mov(qword_ptr(rax + f::ENTRY_TID as i32), rdx)?;
+        // The program goes on with the recorded id.
+        a.mov(rax, qword_ptr(r9 + f::CALL_RESULT as i32))?;
+        a.mov(qword_ptr(rsp + RAX_OFFSET), rax)?;
+        a.set_label(&mut done)?;
+        a.nop()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,464 @@
+//! Re-execution (ULTra's second way of running a workload again): the
+//! real program runs once more, and at each of its `syscall` instructions
+//! a feed probe (`weft_plan::Feed`, compiled by `weft_patch::mini`)
+//! follows the calling thread through its recorded calls. Calls whose
+//! results the rerun cannot reproduce get the recorded ones (see
+//! [`answered`]); the others are made; a call that is not the recorded
+//! one stops the rerun (a divergence).
+//!
+//! This module plans the probes and builds the feed, the file that holds
+//! every recorded thread's calls in the layout of `weft_abi::feed`, and
+//! reads back what the rerun wrote into it.
+
+use crate::fds::{Kind, Resources};
+use crate::{Call, Memory};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use weft_abi::feed as f;
+use weft_plan::{Action, Allocate, Exhausted, Expand, Feed, Guarded, PointKind, PointSpec};
+use weft_plan::{Primitive, Resolved};
+
+/// The feed probes at every `syscall` instruction of the functions
+/// matching `pattern`, before it and after it.
+pub fn feed_specs(pattern: &str) -> Result<Vec<PointSpec>, weft_plan::Error> {
+    let spec = |kind, returning| -> Result<PointSpec, weft_plan::Error> {
+        let mut s = PointSpec::parse(pattern)?
+            .with_action(Action::Expand(Arc::new(FeedProbe { returning })));
+        s.kind = kind;
+        Ok(s)
+    };
+    Ok(vec![
+        spec(PointKind::Syscall, false)?,
+        spec(PointKind::AfterSyscall, true)?,
+    ])
+}
+
+#[derive(Debug)]
+struct FeedProbe {
+    returning: bool,
+}
+
+impl Expand for FeedProbe {
+    fn expand(
+        &self,
+        at: &Resolved<'_>,
+        alloc: &mut dyn Allocate,
+    ) -> Result<Vec<Guarded>, Exhausted> {
+        let (base, state) = alloc.feed()?;
+        Ok(vec![Guarded {
+            predicate: None,
+            primitive: Primitive::Feed(Feed {
+                returning: self.returning,
+                base,
+                state,
+                site: site_number(at.module, at.function),
+            }),
+        }])
+    }
+}
+
+/// Every site numbered so far in this weft process, by name, and their
+/// names by number: one number per `syscall` instruction, before and
+/// after it, unique across the images of a workload.
+static SITES: Mutex<Option<Sites>> = Mutex::new(None);
+
+/// Site numbers by name, and names by number.
+type Sites = (HashMap<String, u32>, Vec<String>);
+
+/// The number of the `syscall` instruction at `function` of `module`
+/// (`NAME+0xOFF`, the instruction's offset, as the applier names both
+/// the point before it and the point after it).
+fn site_number(module: &str, function: &str) -> u32 {
+    let key = format!("{module}:{function}");
+    let mut sites = SITES.lock().unwrap_or_else(|e| e.into_inner());
+    let (by_name, names) = sites.get_or_insert_with(Default::default);
+    if let Some(&n) = by_name.get(&key) {
+        return n;
+    }
+    let n = names.len() as u32;
+    names.push(key.clone());
+    by_name.insert(key, n);
+    n
+}
+
+/// The name (`module:function+0xOFF`) of site `n`.
+pub fn site_name(n: u64) -> Option<String> {
+    let sites = SITES.lock().unwrap_or_else(|e| e.into_inner());
+    let (_, names) = sites.as_ref()?;
+    names.get(usize::try_from(n).ok()?).cloned()
+}
+
+/// Why a call gets its recorded result instead of being made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Answer {
+    /// A process or thread id (`getpid`, `getppid`, `gettid`).
+    Id,
+    /// A clock (`clock_gettime`, `gettimeofday`, `time`, `sysinfo`).
+    Time,
+    /// Random bytes (`getrandom`, a read of `/dev/urandom`).
+    Random,
+    /// Input from outside the workload: a read of a descriptor it
+    /// inherited (its standard input, a pipe from its caller), or of a
+    /// device; `fstat`, `lseek` and a failed `ioctl` of such a
+    /// descriptor.
+    Outside,
+}
+
+impl Answer {
+    /// How the report names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Answer::Id => "process and thread ids",
+            Answer::Time => "clocks",
+            Answer::Random => "random bytes",
+            Answer::Outside => "input from outside the workload",
+        }
+    }
+}
+
+/// Calls whose first argument is a descriptor, compared in the rerun.
+const FD_FIRST: &[u64] = &[
+    0, 1, 3, 5, 8, 16, 17, 18, 19, 20, 32, 33, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 54, 55,
+    72, 74, 75, 77, 81, 217, 288, 292,
+];
+/// Calls whose second argument is a descriptor too (`dup2`, `dup3`).
+const FD_SECOND: &[u64] = &[33, 292];
+/// Calls that make a process or a thread.
+const MAKERS: &[u64] = &[56, 57, 58, 435];
+/// Calls whose first two arguments may be process or thread ids: `kill`,
+/// `tkill`, `tgkill`, `wait4`, `waitid`, `setpgid`, `getpgid`, `getsid`,
+/// `sched_setaffinity`, `sched_getaffinity`, `prlimit64`, `pidfd_open`.
+const TAKE_IDS: &[u64] = &[62, 200, 234, 61, 247, 109, 121, 124, 203, 204, 302, 434];
+/// Calls whose result is a process id: `wait4`, `waitid` (0 or an error,
+/// its id in `siginfo`, not translated).
+const GIVE_IDS: &[u64] = &[61];
+
+/// Whether the rerun answers `call` (the `k`th of the record) with its
+/// recorded result, and why: `None` for a call the rerun makes; `Err`
+/// for one it would answer but makes, since the record holds the bytes
+/// it returned cut.
+pub fn answered(
+    k: usize,
+    call: &Call,
+    resources: &Resources,
+    ops: &HashMap<usize, usize>,
+) -> Result<Option<Answer>, Answer> {
+    let outside = || {
+        let r = &resources.resources[*ops.get(&k)?];
+        let device = r.kind == Kind::File && r.name.starts_with("/dev/") && r.name != "/dev/null";
+        (r.kind == Kind::Inherited || device).then_some(match r.name.as_str() {
+            "/dev/urandom" | "/dev/random" => Answer::Random,
+            _ => Answer::Outside,
+        })
+    };
+    let answer = match call.nr {
+        39 | 110 | 186 => Some(Answer::Id),
+        96 | 201 | 228 | 99 => Some(Answer::Time),
+        318 => Some(Answer::Random),
+        // read, pread64, recvfrom, fstat
+        0 | 17 | 45 | 5 => outside(),
+        // newfstatat(fd, "", buf, AT_EMPTY_PATH)
+        262 if call.args[3] & 0x1000 != 0 => outside(),
+        // lseek, and an ioctl that failed (isatty's `ENOTTY`): what the
+        // program learns of a descriptor it inherited (a file, a pipe, a
+        // terminal) is what it learnt then. An ioctl that succeeded
+        // filled memory the record does not hold: it is made.
+        8 => outside(),
+        16 if call.exit.is_some_and(|e| e.result < 0) => outside(),
+        _ => None,
+    };
+    let Some(answer) = answer else {
+        return Ok(None);
+    };
+    // Only what the record holds whole: a call that returned more bytes
+    // than a record carries is made.
+    let filled = call.buffers.iter().find(|b| b.what == Memory::Filled);
+    match (call.exit, filled) {
+        (None, _) => Ok(None),
+        (Some(_), Some(b)) if b.truncated => Err(answer),
+        _ => Ok(Some(answer)),
+    }
+}
+
+/// A feed built from a record.
+#[derive(Debug, Clone)]
+pub struct FeedFile {
+    /// The file's bytes.
+    pub bytes: Vec<u8>,
+    /// Each thread feed's ring (the recorded thread whose ring held its
+    /// calls), in feed order.
+    pub rings: Vec<i32>,
+    /// Each thread feed's calls (indices into the record's calls).
+    pub calls: Vec<Vec<usize>>,
+    /// The calls the rerun answers, and why.
+    pub answers: HashMap<usize, Answer>,
+    /// The calls the rerun would answer but makes, since the record holds
+    /// their bytes cut.
+    pub cut: Vec<usize>,
+}
+
+/// Builds the feed of `calls` (as [`crate::calls`] gives them, with the
+/// resources `fds::resolve` works out for them). The first call's ring is
+/// feed 0, the one weft names for the rerun's first process.
+pub fn build_feed(calls: &[Call], resources: &Resources) -> FeedFile {
+    let mut rings: Vec<i32> = Vec::new();
+    let mut feed_of: HashMap<i32, usize> = HashMap::new();
+    let mut per_feed: Vec<Vec<usize>> = Vec::new();
+    for (k, c) in calls.iter().enumerate() {
+        let i = *feed_of.entry(c.ring).or_insert_with(|| {
+            rings.push(c.ring);
+            per_feed.push(Vec::new());
+            rings.len() - 1
+        });
+        per_feed[i].push(k);
+    }
+    let ops: HashMap<usize, usize> = resources
+        .ops
+        .iter()
+        .map(|op| (op.call, op.resource))
+        .collect();
+    let threads_at = f::HEADER_SIZE;
+    let calls_at = threads_at + f::THREAD_SIZE * rings.len() as u64;
+    let map_at = calls_at + f::CALL_SIZE * calls.len() as u64;
+    let map_capacity = rings.len() as u64 + 64;
+    let data_at = map_at + f::MAP_ENTRY * map_capacity;
+    let mut bytes = vec![0u8; data_at as usize];
+    let put = |bytes: &mut Vec<u8>, at: u64, v: u64| {
+        bytes[at as usize..at as usize + 8].copy_from_slice(&v.to_le_bytes())
+    };
+    put(&mut bytes, 0, f::MAGIC);
+    put(&mut bytes, f::HEADER_VERSION, f::VERSION);
+    put(&mut bytes, f::THREAD_COUNT, rings.len() as u64);
+    put(&mut bytes, f::THREADS, threads_at);
+    put(&mut bytes, f::MAP, map_at);
+    put(&mut bytes, f::MAP_CAPACITY, map_capacity);
+    let mut answers = HashMap::new();
+    let mut cut = Vec::new();
+    let mut slot = 0u64;
+    for (i, ks) in per_feed.iter().enumerate() {
+        let t = threads_at + f::THREAD_SIZE * i as u64;
+        put(&mut bytes, t + f::THREAD_TID, rings[i] as u64);
+        put(
+            &mut bytes,
+            t + f::THREAD_CALLS,
+            calls_at + f::CALL_SIZE * slot,
+        );
+        put(&mut bytes, t + f::THREAD_COUNT_CALLS, ks.len() as u64);
+        for &k in ks {
+            let c = &calls[k];
+            let at = calls_at + f::CALL_SIZE * slot;
+            slot += 1;
+            let mut flags = 0u64;
+            if FD_FIRST.contains(&c.nr) {
+                flags |= 1 << f::COMPARE_SHIFT;
+            }
+            if FD_SECOND.contains(&c.nr) {
+                flags |= 2 << f::COMPARE_SHIFT;
+            }
+            if TAKE_IDS.contains(&c.nr) {
+                flags |= f::TRANSLATE_IDS;
+            }
+            if GIVE_IDS.contains(&c.nr) {
+                flags |= f::TRANSLATE_RESULT;
+            }
+            let result = c.exit.map_or(0, |e| e.result);
+            if MAKERS.contains(&c.nr) && result > 0 {
+                if let Some(&child) = feed_of.get(&(result as i32)) {
+                    flags |= f::HAS_CHILD;
+                    put(&mut bytes, at + f::CALL_CHILD, child as u64);
+                }
+            }
+            match answered(k, c, resources, &ops) {
+                Ok(Some(why)) => {
+                    answers.insert(k, why);
+                    flags |= f::ANSWER;
+                    if let Some(b) = c.buffers.iter().find(|b| b.what == Memory::Filled) {
+                        flags |= (b.arg as u64 + 1) << f::FILL_SHIFT;
+                        let data = bytes.len() as u64;
+                        bytes.extend_from_slice(&b.bytes);
+                        bytes.resize(bytes.len().next_multiple_of(8), 0);
+                        put(&mut bytes, at + f::CALL_DATA, data);
+                        put(&mut bytes, at + f::CALL_DATA_LEN, b.bytes.len() as u64);
+                    }
+                }
+                Ok(None) => {}
+                Err(_) => cut.push(k),
+            }
+            put(&mut bytes, at + f::CALL_NR, c.nr);
+            put(&mut bytes, at + f::CALL_FLAGS, flags);
+            for (j, a) in c.args.iter().enumerate() {
+                put(&mut bytes, at + f::CALL_ARGS + 8 * j as u64, *a);
+            }
+            put(&mut bytes, at + f::CALL_RESULT, result as u64);
+        }
+    }
+    FeedFile {
+        bytes,
+        rings,
+        calls: per_feed,
+        answers,
+        cut,
+    }
+}
+
+/// Names the rerun's first process (its pid) as the follower of feed 0,
+/// in a feed's bytes: written before the process makes its first call.
+pub fn name_first_process(bytes: &mut [u8], pid: i32) {
+    let get =
+        |b: &[u8], at: u64| u64::from_le_bytes(b[at as usize..at as usize + 8].try_into().unwrap());
+    let map = get(bytes, f::MAP);
+    let mut put =
+        |at: u64, v: u64| bytes[at as usize..at as usize + 8].copy_from_slice(&v.to_le_bytes());
+    put(map + f::ENTRY_FEED, 1);
+    put(map + f::ENTRY_TID, pid as u64);
+    put(f::MAP_USED, 1);
+}
+
+/// What the rerun did with a thread feed, as the feed says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Calls the thread made (or had answered) of its feed.
+    pub cursor: u64,
+    /// Of them, answered.
+    pub answered: u64,
+    /// The rerun's thread that followed it, 0 for none.
+    pub tid: i32,
+    /// It stopped after a divergence.
+    pub stopped: bool,
+}
+
+/// The first divergence of a rerun.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Divergence {
+    /// [`weft_abi::feed::DIFFERS`], `BEYOND` or `UNKNOWN_THREAD`.
+    pub kind: u64,
+    /// The thread feed (none for a thread the record does not have).
+    pub feed: Option<usize>,
+    /// The call's index in that feed.
+    pub call: u64,
+    /// The rerun's thread.
+    pub tid: i32,
+    /// The number it asked for.
+    pub nr: u64,
+    /// Its arguments.
+    pub args: [u64; 6],
+    /// The site's number ([`site_name`]).
+    pub site: u64,
+    /// `rsp` at the instruction.
+    pub rsp: u64,
+    /// `rbx`, `rbp`, `r12`..`r15` there.
+    pub callee_saved: [u64; 6],
+}
+
+fn word(bytes: &[u8], at: u64) -> u64 {
+    bytes
+        .get(at as usize..at as usize + 8)
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+}
+
+/// The divergence a feed's bytes hold, if any.
+pub fn divergence(bytes: &[u8]) -> Option<Divergence> {
+    if word(bytes, f::DIVERGED) == 0 {
+        return None;
+    }
+    let feed = word(bytes, f::DIVERGENCE_FEED);
+    Some(Divergence {
+        kind: word(bytes, f::DIVERGENCE_KIND),
+        feed: (feed != u64::MAX).then_some(feed as usize),
+        call: word(bytes, f::DIVERGENCE_CALL),
+        tid: word(bytes, f::DIVERGENCE_TID) as i32,
+        nr: word(bytes, f::DIVERGENCE_NR),
+        args: std::array::from_fn(|i| word(bytes, f::DIVERGENCE_ARGS + 8 * i as u64)),
+        site: word(bytes, f::DIVERGENCE_SITE),
+        rsp: word(bytes, f::DIVERGENCE_RSP),
+        callee_saved: std::array::from_fn(|i| {
+            word(bytes, f::DIVERGENCE_CALLEE_SAVED + 8 * i as u64)
+        }),
+    })
+}
+
+/// Each thread feed's progress, in feed order.
+pub fn progress(bytes: &[u8]) -> Vec<Progress> {
+    let threads = word(bytes, f::THREADS);
+    (0..word(bytes, f::THREAD_COUNT))
+        .map(|i| {
+            let t = threads + f::THREAD_SIZE * i;
+            Progress {
+                cursor: word(bytes, t + f::THREAD_CURSOR),
+                answered: word(bytes, t + f::THREAD_ANSWERED),
+                tid: word(bytes, t + f::THREAD_RERUN_TID) as i32,
+                stopped: word(bytes, t + f::THREAD_STOPPED) != 0,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Buffer, Return};
+
+    fn call(tid: i32, nr: u64, args: [u64; 6], result: i64) -> Call {
+        Call {
+            tid,
+            ring: tid,
+            entry_tsc: 0,
+            user_ns: None,
+            nr,
+            args,
+            exit: Some(Return {
+                tsc: Some(1),
+                result,
+            }),
+            buffers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_feed_holds_each_rings_calls_and_the_answers() {
+        let mut time = call(10, 228, [1, 0x7000, 0, 0, 0, 0], 0);
+        time.buffers.push(Buffer {
+            what: Memory::Filled,
+            arg: 1,
+            bytes: vec![7; 16],
+            truncated: false,
+        });
+        let calls = vec![
+            call(10, 39, [0; 6], 10),
+            call(10, 56, [0x1234, 0, 0, 0, 0, 0], 11),
+            time,
+            call(11, 1, [1, 0x8000, 5, 0, 0, 0], 5),
+        ];
+        let resources = crate::fds::resolve(&calls, &HashMap::new());
+        let feed = build_feed(&calls, &resources);
+        assert_eq!(feed.rings, vec![10, 11]);
+        assert_eq!(feed.calls, vec![vec![0, 1, 2], vec![3]]);
+        assert_eq!(feed.answers.get(&0), Some(&Answer::Id));
+        assert_eq!(feed.answers.get(&2), Some(&Answer::Time));
+        assert_eq!(feed.answers.get(&3), None, "a write is made");
+        let b = &feed.bytes;
+        let calls_at = word(b, word(b, f::THREADS) + f::THREAD_CALLS);
+        let clone = calls_at + f::CALL_SIZE;
+        assert_eq!(word(b, clone + f::CALL_FLAGS) & f::HAS_CHILD, f::HAS_CHILD);
+        assert_eq!(word(b, clone + f::CALL_CHILD), 1, "the child's feed");
+        let t = calls_at + 2 * f::CALL_SIZE;
+        let flags = word(b, t + f::CALL_FLAGS);
+        assert_eq!(flags & f::ANSWER, f::ANSWER);
+        assert_eq!(flags >> f::FILL_SHIFT & 0xff, 2, "1 + the argument filled");
+        let data = word(b, t + f::CALL_DATA) as usize;
+        assert_eq!(&b[data..data + 16], &[7; 16]);
+        let mut bytes = feed.bytes.clone();
+        name_first_process(&mut bytes, 4242);
+        assert_eq!(word(&bytes, f::MAP_USED), 1);
+        assert_eq!(progress(&bytes).len(), 2);
+        assert_eq!(divergence(&bytes), None);
+    }
+
+    #[test]
+    fn entry_and_return_of_one_instruction_share_a_site() {
+        let entry = site_number("libc.so.6", "read+0x1a");
+        assert_eq!(entry, site_number("libc.so.6", "read+0x1a"));
+        assert_ne!(entry, site_number("libc.so.6", "write+0x1a"));
+        assert_eq!(site_name(u64::from(entry)).unwrap(), "libc.so.6:read+0x1a");
+    }
+}

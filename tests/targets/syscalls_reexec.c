@@ -1,0 +1,54 @@
+/* What a rerun cannot reproduce by itself, printed: its pid, a thread's
+ * id, random bytes, what it read from its standard input (a pipe from
+ * outside), the id of the child it forks and that child's view of both
+ * ids. Under `weft syscalls reexec` the output must be the recorded
+ * run's, byte for byte. With an argument it opens that file before its
+ * random bytes: a call the record does not have (a divergence). */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void print_random(const char *who) {
+    unsigned char r[8];
+    if (getrandom(r, sizeof r, 0) != sizeof r)
+        return;
+    printf("%s random", who);
+    for (unsigned i = 0; i < sizeof r; i++)
+        printf(" %02x", r[i]);
+    printf("\n");
+}
+
+static void *worker(void *arg) {
+    printf("thread %d\n", gettid());
+    print_random("thread");
+    return arg;
+}
+
+int main(int argc, char **argv) {
+    char input[256];
+    ssize_t n = read(0, input, sizeof input - 1);
+    input[n > 0 ? n : 0] = 0;
+    if (argc > 1)
+        close(open(argv[1], O_RDONLY));
+    print_random("main");
+    printf("pid %d read %zd: %s\n", getpid(), n, input);
+    printf("kill(self, 0) = %d\n", kill(getpid(), 0));
+    pthread_t t;
+    pthread_create(&t, 0, worker, 0);
+    pthread_join(t, 0);
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        printf("child %d of %d\n", getpid(), getppid());
+        return 0;
+    }
+    int status = 0;
+    pid_t reaped = waitpid(child, &status, 0);
+    printf("forked %d, reaped %d, status %d\n", child, reaped, status);
+    return 0;
+}
