@@ -116,6 +116,9 @@ impl Answer {
     }
 }
 
+/// `-EINTR`.
+const EINTR: i64 = -4;
+
 /// Calls whose first argument is a descriptor, compared in the rerun.
 const FD_FIRST: &[u64] = &[
     0, 1, 3, 5, 8, 16, 17, 18, 19, 20, 32, 33, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 54, 55,
@@ -195,6 +198,9 @@ pub struct FeedFile {
     /// The calls the rerun would answer but makes, since the record holds
     /// their bytes cut.
     pub cut: Vec<usize>,
+    /// Calls a signal interrupted (`EINTR`) that the thread made again
+    /// at once: not in the feed.
+    pub interrupted: usize,
 }
 
 /// Builds the feed of `calls` (as [`crate::calls`] gives them, with the
@@ -204,7 +210,23 @@ pub fn build_feed(calls: &[Call], resources: &Resources) -> FeedFile {
     let mut rings: Vec<i32> = Vec::new();
     let mut feed_of: HashMap<i32, usize> = HashMap::new();
     let mut per_feed: Vec<Vec<usize>> = Vec::new();
+    // A call a signal interrupted, which the program made again at once,
+    // is left out: the rerun's signals come when they come, and a call
+    // they interrupt in the rerun stands for its recorded one again.
+    let mut next_of_ring: HashMap<i32, usize> = HashMap::new();
+    let mut retried = vec![false; calls.len()];
+    for (k, c) in calls.iter().enumerate().rev() {
+        if let Some(&next) = next_of_ring.get(&c.ring) {
+            let n = &calls[next];
+            retried[k] =
+                c.exit.is_some_and(|e| e.result == EINTR) && n.nr == c.nr && n.args == c.args;
+        }
+        next_of_ring.insert(c.ring, k);
+    }
     for (k, c) in calls.iter().enumerate() {
+        if retried[k] {
+            continue;
+        }
         let i = *feed_of.entry(c.ring).or_insert_with(|| {
             rings.push(c.ring);
             per_feed.push(Vec::new());
@@ -298,6 +320,7 @@ pub fn build_feed(calls: &[Call], resources: &Resources) -> FeedFile {
         calls: per_feed,
         answers,
         cut,
+        interrupted: retried.iter().filter(|&&r| r).count(),
     }
 }
 
@@ -452,6 +475,20 @@ mod tests {
         assert_eq!(word(&bytes, f::MAP_USED), 1);
         assert_eq!(progress(&bytes).len(), 2);
         assert_eq!(divergence(&bytes), None);
+    }
+
+    #[test]
+    fn a_call_interrupted_and_made_again_is_left_out() {
+        let wait = |result| call(10, 61, [u64::MAX, 0x7000, 0, 0, 0, 0], result);
+        let calls = vec![wait(EINTR), wait(11), wait(EINTR)];
+        let resources = crate::fds::resolve(&calls, &HashMap::new());
+        let feed = build_feed(&calls, &resources);
+        assert_eq!(
+            feed.calls,
+            vec![vec![1, 2]],
+            "the last one was not made again"
+        );
+        assert_eq!(feed.interrupted, 1);
     }
 
     #[test]

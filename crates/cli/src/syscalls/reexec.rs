@@ -75,6 +75,12 @@ pub fn reexec(dir: &Path, command: &[String]) -> Result<i32> {
             false => format!(": {}", reasons.join(", ")),
         }
     );
+    if feed.interrupted > 0 {
+        say!(
+            "weft: {} recorded call(s) that a signal interrupted and the program made again were left out (a call interrupted in the rerun stands for its recorded one again)",
+            feed.interrupted
+        );
+    }
     if !feed.cut.is_empty() {
         say!(
             "weft: {} call(s) were made, not answered: the record holds their bytes cut (more than {} a call)",

@@ -40,6 +40,9 @@ const SYSCALL_ARG_OFFSET: [i32; 6] = [
     ARG_OFFSET[5],
 ];
 
+/// `-EINTR`, as `rax` holds it.
+const EINTR: i32 = -4;
+
 /// Pauses a thread waits at most for its parent to name it in the id
 /// map (the parent does so as soon as its `clone` returns) before the
 /// thread counts as one the record does not have: some seconds.
@@ -60,7 +63,7 @@ impl Gen {
         a.test(r8, r8)?;
         a.jz(done)?;
         if feed.returning {
-            return self.feed_after(feed.site, current, parent_of, made_at, done);
+            return self.feed_after(feed.site, thread, current, parent_of, made_at, done);
         }
         let mut diverge = a.create_label();
         let mut have = a.create_label();
@@ -262,9 +265,11 @@ impl Gen {
     }
 
     /// After the instruction (r8: the feed).
+    #[allow(clippy::too_many_arguments)]
     fn feed_after(
         &mut self,
         site: u32,
+        thread: i32,
         current: i32,
         parent_of: i32,
         made_at: i32,
@@ -306,6 +311,22 @@ impl Gen {
         // slot before its parent returns, so the call that made it is kept
         // apart from the call under way.
         a.set_label(&mut children)?;
+        // A call a signal interrupted (`EINTR`) where the recorded one
+        // was not: the program makes it again, which the same recorded
+        // call stands for.
+        {
+            let mut whole = a.create_label();
+            a.test(r9, r9)?;
+            a.jz(whole)?;
+            a.cmp(qword_ptr(rsp + RAX_OFFSET), EINTR)?;
+            a.jne(whole)?;
+            a.cmp(qword_ptr(r9 + f::CALL_RESULT as i32), EINTR)?;
+            a.je(whole)?;
+            a.mov(rax, qword_ptr(r11 + thread))?;
+            a.sub(qword_ptr(rax + f::THREAD_CURSOR as i32), 1)?;
+            a.set_label(&mut whole)?;
+            a.nop()?;
+        }
         // An id the kernel returned (`wait4`'s child): the recorded one.
         {
             let mut kept = a.create_label();
