@@ -126,7 +126,8 @@ enum SyscallsCommand {
     /// `syscall` instruction of each process and thread (matched to the
     /// recorded ones in the order they were made), the call is checked
     /// against the recorded one; calls whose results a rerun cannot
-    /// reproduce (process and thread ids, clocks, random bytes, input
+    /// reproduce (process and thread ids, clocks made as system calls
+    /// (not the vDSO's yet), random bytes, input
     /// from outside the workload) get the recorded result and bytes
     /// without reaching the kernel, the others are made. The first call
     /// that differs from the record (another call, or another descriptor)
