@@ -50,9 +50,18 @@ const ENTRY_REGISTERS: [u8; 7] = [0, 7, 6, 2, 10, 8, 9];
 /// `pattern` make (`*:*`: every module of the process): the entry's first,
 /// so that a return falling inside the entry's splice joins it.
 pub fn capture_specs(pattern: &str) -> Result<Vec<PointSpec>, weft_plan::Error> {
-    let spec = |kind, exit| -> Result<PointSpec, weft_plan::Error> {
-        let mut s =
-            PointSpec::parse(pattern)?.with_action(Action::Expand(Arc::new(Capture { exit })));
+    syscall_specs(pattern, |exit| Arc::new(Capture { exit }))
+}
+
+/// Probes before (`expand(false)`'s program) and after (`expand(true)`'s)
+/// every `syscall` instruction of the functions matching `pattern`, the
+/// one before first.
+pub(crate) fn syscall_specs(
+    pattern: &str,
+    expand: impl Fn(bool) -> Arc<dyn weft_plan::Expand>,
+) -> Result<Vec<PointSpec>, weft_plan::Error> {
+    let spec = |kind, after| -> Result<PointSpec, weft_plan::Error> {
+        let mut s = PointSpec::parse(pattern)?.with_action(Action::Expand(expand(after)));
         s.kind = kind;
         Ok(s)
     };

@@ -15,22 +15,13 @@ use crate::{Call, Memory};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use weft_abi::feed as f;
-use weft_plan::{Action, Allocate, Exhausted, Expand, Feed, Guarded, PointKind, PointSpec};
+use weft_plan::{Allocate, Exhausted, Expand, Feed, Guarded, PointSpec};
 use weft_plan::{Primitive, Resolved};
 
 /// The feed probes at every `syscall` instruction of the functions
 /// matching `pattern`, before it and after it.
 pub fn feed_specs(pattern: &str) -> Result<Vec<PointSpec>, weft_plan::Error> {
-    let spec = |kind, returning| -> Result<PointSpec, weft_plan::Error> {
-        let mut s = PointSpec::parse(pattern)?
-            .with_action(Action::Expand(Arc::new(FeedProbe { returning })));
-        s.kind = kind;
-        Ok(s)
-    };
-    Ok(vec![
-        spec(PointKind::Syscall, false)?,
-        spec(PointKind::AfterSyscall, true)?,
-    ])
+    crate::syscall_specs(pattern, |returning| Arc::new(FeedProbe { returning }))
 }
 
 #[derive(Debug)]
