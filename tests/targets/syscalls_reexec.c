@@ -1,5 +1,5 @@
-/* What a rerun cannot reproduce by itself, printed: its pid, a thread's
- * id, random bytes, what it read from its standard input (a pipe from
+/* What a rerun cannot reproduce by itself, printed: the time (from the
+ * vDSO's clocks, no system call), its pid, a thread's id, random bytes, what it read from its standard input (a pipe from
  * outside), the id of the child it forks and that child's view of both
  * ids. Under `weft syscalls reexec` the output must be the recorded
  * run's, byte for byte. With an argument it opens that file before its
@@ -9,9 +9,24 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sched.h>
 #include <sys/random.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+static void print_time(const char *who) {
+    struct timespec real, mono;
+    struct timeval tv;
+    time_t now = 0, again = time(&now);
+    clock_gettime(CLOCK_REALTIME, &real);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    gettimeofday(&tv, 0);
+    printf("%s time %lld %lld realtime %lld.%09ld monotonic %lld.%09ld timeofday %lld.%06ld\n",
+           who, (long long)now, (long long)again, (long long)real.tv_sec, real.tv_nsec,
+           (long long)mono.tv_sec, mono.tv_nsec, (long long)tv.tv_sec, (long)tv.tv_usec);
+}
 
 static void print_random(const char *who) {
     unsigned char r[8];
@@ -25,6 +40,7 @@ static void print_random(const char *who) {
 
 static void *worker(void *arg) {
     printf("thread %d\n", gettid());
+    print_time("thread");
     print_random("thread");
     return arg;
 }
@@ -36,6 +52,10 @@ int main(int argc, char **argv) {
     if (argc > 1)
         close(open(argv[1], O_RDONLY));
     print_random("main");
+    print_time("main");
+    unsigned cpu = 0;
+    if (getcpu(&cpu, 0) == 0)
+        printf("cpu %u\n", cpu);
     printf("pid %d read %zd: %s\n", getpid(), n, input);
     printf("kill(self, 0) = %d\n", kill(getpid(), 0));
     pthread_t t;

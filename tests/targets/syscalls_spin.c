@@ -1,8 +1,7 @@
 /* User CPU time between two system calls (getppid): the thread's CPU
  * clock read around them, a spin, a sleep (no CPU) and another spin
- * between them. Prints the clock's difference as a tally (the vDSO
- * passes that clock to the kernel from code weft does not splice, so
- * these reads are not among the recorded calls).
+ * between them. Prints the clock's difference as a tally (read through
+ * the vDSO, whose calls are recorded as such, outside the two getppid).
  * The spins are fixed work (millions of steps), so that a CPU limit
  * stretches them. Usage: syscalls_spin [millions] (40) */
 #include "tally.h"

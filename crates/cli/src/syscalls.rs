@@ -51,7 +51,8 @@ enum SyscallsCommand {
         #[arg(long)]
         force: bool,
         /// Only the functions matching PATTERN (`libc.so.6:*`, `'*:read'`);
-        /// all of every module by default.
+        /// all of every module by default, and then the clocks the vDSO
+        /// reads without a system call too.
         #[arg(long, value_name = "PATTERN", default_value = "*:*")]
         only: String,
         /// Record the first process only, not the processes it (or, with
@@ -123,13 +124,12 @@ enum SyscallsCommand {
         json: bool,
     },
     /// Run CMD again under weft, fed from the record in DIR: at each
-    /// `syscall` instruction of each process and thread (matched to the
-    /// recorded ones in the order they were made), the call is checked
-    /// against the recorded one; calls whose results a rerun cannot
-    /// reproduce (process and thread ids, clocks made as system calls
-    /// (not the vDSO's yet), random bytes, input
-    /// from outside the workload) get the recorded result and bytes
-    /// without reaching the kernel, the others are made. The first call
+    /// `syscall` instruction and each vDSO clock of each process and
+    /// thread (matched to the recorded ones in the order they were made),
+    /// the call is checked against the recorded one; calls whose results
+    /// a rerun cannot reproduce (process and thread ids, clocks, random
+    /// bytes, input from outside the workload) get the recorded result
+    /// and bytes without reaching the kernel, the others are made. The first call
     /// that differs from the record (another call, or another descriptor)
     /// ends the rerun with a report of both; exit status 1 then, else
     /// CMD's. CMD must be the recorded command (same arguments, same
@@ -557,6 +557,9 @@ fn show(dir: &std::path::Path, json: bool) -> Result<i32> {
             "name": weft_syscalls::name(call.nr),
             "args": call.args,
         });
+        if call.vdso {
+            line["vdso"] = true.into();
+        }
         let buffers: Vec<serde_json::Value> = call
             .buffers
             .iter()

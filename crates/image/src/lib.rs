@@ -30,5 +30,5 @@ pub use error::{Error, Result};
 pub use event_sites::{EventSiteInfo, EVENT_SITES, SITE_MAGIC, SITE_SIZE};
 pub use imports::Export;
 pub use landing_pads::LandingPad;
-pub use pattern::{glob_match, near_misses, Pattern};
+pub use pattern::{glob_match, near_misses, Pattern, VDSO_NAME};
 pub use usdt::{parse_notes, UsdtProbe};

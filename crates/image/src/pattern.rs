@@ -2,6 +2,10 @@
 
 use crate::{Error, Result};
 
+/// The name weft gives the vDSO's module: `linux-vdso.so.1`, as `ldd`
+/// and the dynamic linker call it.
+pub const VDSO_NAME: &str = "linux-vdso.so.1";
+
 /// A function pattern: an optional module glob and a function glob.
 ///
 /// `work`, `str*`, `libc.so.6:malloc`, `*:free`, `libc:malloc` (a module
@@ -76,8 +80,14 @@ impl Pattern {
         })
     }
 
-    /// Whether the pattern applies to a module with this file name.
+    /// Whether the pattern applies to a module with this file name. The
+    /// vDSO ([`VDSO_NAME`]) is the kernel's code: only a pattern that
+    /// names it without a wildcard (`linux-vdso.so.1:*`, `linux-vdso:*`)
+    /// applies to it.
     pub fn matches_module(&self, file_name: &str) -> bool {
+        if file_name == VDSO_NAME {
+            return self.names_vdso();
+        }
         match &self.module {
             None => true,
             Some(glob) => {
@@ -92,6 +102,14 @@ impl Pattern {
                     })
             }
         }
+    }
+
+    /// Whether the pattern's module is the vDSO's name (or its stem),
+    /// without a wildcard.
+    pub fn names_vdso(&self) -> bool {
+        self.module
+            .as_deref()
+            .is_some_and(|m| m == VDSO_NAME || m == "linux-vdso")
     }
 
     /// Whether the pattern's function glob matches a name (raw or demangled).
@@ -259,6 +277,19 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_pattern_that_names_the_vdso_matches_it() {
+        for glob in ["*:*", "clock_gettime", "linux*:*", "*vdso*:*"] {
+            let p = Pattern::parse(glob).unwrap();
+            assert!(!p.matches_module(VDSO_NAME), "{glob}");
+        }
+        for named in ["linux-vdso.so.1:*", "linux-vdso:__vdso_time"] {
+            let p = Pattern::parse(named).unwrap();
+            assert!(p.matches_module(VDSO_NAME), "{named}");
+            assert!(!p.matches_module("libc.so.6"), "{named}");
+        }
+    }
 
     #[test]
     fn parses_forms() {

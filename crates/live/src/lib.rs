@@ -30,7 +30,7 @@ mod shared;
 mod text;
 
 pub use error::{Error, Result};
-pub use module::Module;
+pub use module::{Module, VDSO_NAME};
 pub use session::rich::{EventSite, FieldKind};
 pub use session::{
     decode_records, AddReport, Count, EventIds, EventRecord, PointInfo, Prepared, RawRecords,

@@ -17,6 +17,11 @@ use weft_code::{BranchTargets, FunctionCode};
 use weft_image::{FileAddr, Function, Image};
 use weft_process::{MapEntry, RemoteAddr};
 
+pub use weft_image::VDSO_NAME;
+
+/// The vDSO's path in the maps (and its module's [`Module::path`]).
+const VDSO_PATH: &str = "[vdso]";
+
 /// A loaded ELF file in the target.
 #[derive(Debug)]
 pub struct Module {
@@ -99,6 +104,39 @@ impl Module {
             });
         }
         Ok(out)
+    }
+
+    /// The vDSO of `pid` as a module named [`VDSO_NAME`] (path `[vdso]`),
+    /// its image read from the process's memory (the kernel maps no file
+    /// for it): none if the process has none. Linked at 0, its load bias
+    /// is where it is mapped.
+    pub fn vdso(pid: i32, maps: &[MapEntry]) -> Result<Option<Module>> {
+        use weft_process::ProcessMemory;
+        let base = weft_process::Auxv::read(pid)?.vdso;
+        let Some(m) = maps.iter().find(|m| m.start.0 == base && base != 0) else {
+            return Ok(None);
+        };
+        let bytes = weft_process::ProcMemory::open(pid)?
+            .read_vec(m.start, (m.end.0 - m.start.0) as usize)?;
+        let image = Arc::new(Image::from_bytes(std::path::Path::new(VDSO_PATH), bytes)?);
+        Ok(Some(Module {
+            name: VDSO_NAME.to_string(),
+            path: PathBuf::from(VDSO_PATH),
+            bias: m.start.0,
+            lo: m.start.0,
+            hi: m.end.0,
+            image,
+            targets: OnceLock::new(),
+            foreign: OnceLock::new(),
+            file_targets: Arc::default(),
+            padding: OnceLock::new(),
+            part_targets: Default::default(),
+        }))
+    }
+
+    /// Whether this is the process's vDSO ([`Module::vdso`]).
+    pub fn is_vdso(&self) -> bool {
+        self.path.as_os_str() == VDSO_PATH
     }
 
     /// A module read straight from a file, at its link-time addresses (bias 0).

@@ -125,6 +125,23 @@ pub struct Feed {
     /// The site's number (its `syscall` instruction's, the same before
     /// and after it), reported with a divergence.
     pub site: u32,
+    /// At a vDSO function's entry and returns instead of a `syscall`
+    /// instruction: the call it stands for.
+    pub vdso: Option<VdsoCall>,
+}
+
+/// A vDSO function (`clock_gettime`, `time`, ...) fed as the system call
+/// it stands for: checked at its entry, which the function then runs
+/// (doing no harm: it only reads clocks), and given the recorded result
+/// and bytes at its returns, over what it computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VdsoCall {
+    /// The system call's number.
+    pub nr: u64,
+    /// The per-thread counter that keeps the address of the buffer the
+    /// function fills from its entry to its return
+    /// ([`crate::Allocate::call_buffer`]).
+    pub buffer: u64,
 }
 
 /// Which values of an event are pointers to NUL-terminated strings whose

@@ -39,6 +39,13 @@ pub trait Allocate {
         }
         Ok((base, state))
     }
+    /// The per-thread counter that keeps, from a vDSO function's entry to
+    /// its return, the address of the buffer it fills (whose bytes the
+    /// return records, or gets from the record): the same to every asker
+    /// in the process.
+    fn call_buffer(&mut self) -> Result<u64, Exhausted> {
+        self.thread_counter()
+    }
 }
 
 /// What an event id stands for.

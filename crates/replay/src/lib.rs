@@ -239,6 +239,7 @@ mod tests {
             entry_tsc: entry,
             user_ns: None,
             nr,
+            vdso: false,
             args: std::array::from_fn(|i| args.get(i).copied().unwrap_or(0)),
             exit: Some(Return {
                 tsc: Some(exit),

@@ -19,6 +19,9 @@ pub struct Call {
     pub user_ns: Option<u64>,
     /// The call's number (`rax` at the instruction).
     pub nr: u64,
+    /// The vDSO answered it, in the program, without the kernel (see
+    /// [`crate::VDSO_BIT`]); `strace` does not see such calls.
+    pub vdso: bool,
     /// Its six argument registers.
     pub args: [u64; 6],
     /// Its return: none for a call that does not return (`exit`,
@@ -136,7 +139,8 @@ pub fn calls_at_sites<'a>(
                     ring: tid,
                     entry_tsc: tsc,
                     user_ns: values.get(7).copied(),
-                    nr: value(0),
+                    nr: value(0) & !crate::VDSO_BIT,
+                    vdso: value(0) & crate::VDSO_BIT != 0,
                     args: std::array::from_fn(|i| value(i + 1)),
                     exit: None,
                     buffers: Vec::new(),

@@ -184,6 +184,8 @@ const ARGUMENTS: &[(&str, usize)] = &[
     ("getitimer", 2),
     ("setitimer", 3),
     ("gettimeofday", 2),
+    ("getcpu", 3),
+    ("clock_getres", 2),
     ("sched_setaffinity", 3),
     ("membarrier", 3),
     ("mlock", 2),
@@ -274,14 +276,57 @@ pub fn quoted(bytes: &[u8], truncated: bool, max: usize) -> String {
     out
 }
 
+/// The clocks of `clock_gettime`'s first argument, by number.
+const CLOCKS: [&str; 12] = [
+    "CLOCK_REALTIME",
+    "CLOCK_MONOTONIC",
+    "CLOCK_PROCESS_CPUTIME_ID",
+    "CLOCK_THREAD_CPUTIME_ID",
+    "CLOCK_MONOTONIC_RAW",
+    "CLOCK_REALTIME_COARSE",
+    "CLOCK_MONOTONIC_COARSE",
+    "CLOCK_BOOTTIME",
+    "CLOCK_REALTIME_ALARM",
+    "CLOCK_BOOTTIME_ALARM",
+    "CLOCK_SGI_CYCLE",
+    "CLOCK_TAI",
+];
+
+/// What a clock call wrote, as strace shows it: `{tv_sec=S, tv_nsec=N}`
+/// for a `timespec`, `{tv_sec=S, tv_usec=U}` for a `timeval`, `[S]` for
+/// `time`'s and `[N]` for `getcpu`'s.
+fn clock_structure(name: &str, bytes: &[u8]) -> Option<String> {
+    let word = |k: usize| -> Option<i64> {
+        Some(i64::from_le_bytes(
+            bytes.get(8 * k..8 * k + 8)?.try_into().ok()?,
+        ))
+    };
+    match (name, bytes.len()) {
+        ("clock_gettime" | "clock_getres", 16) => {
+            Some(format!("{{tv_sec={}, tv_nsec={}}}", word(0)?, word(1)?))
+        }
+        ("gettimeofday", 16) => Some(format!("{{tv_sec={}, tv_usec={}}}", word(0)?, word(1)?)),
+        ("time", 8) => Some(format!("[{}]", word(0)?)),
+        ("getcpu", 4) => Some(format!("[{}]", u32::from_le_bytes(bytes.try_into().ok()?))),
+        _ => None,
+    }
+}
+
 /// The call as strace prints it (without its pid): `name(args) = result`,
 /// `= -1 ENAME (description)` for an error, `= ?` when it did not return.
+/// A call the vDSO answered, which strace does not see, ends in
+/// ` (vDSO)`.
 pub fn strace_line(call: &Call) -> String {
     let name = name(call.nr);
     let mut args: Vec<String> = call.args[..arguments(&name)]
         .iter()
         .map(|&v| argument(v))
         .collect();
+    if let ("clock_gettime" | "clock_getres" | "clock_nanosleep", Some(clock)) =
+        (name.as_str(), CLOCKS.get(call.args[0] as usize))
+    {
+        args[0] = clock.to_string();
+    }
     // The buffers, as strace shows them: paths whole, data cut at 32
     // bytes (its `-s 32`).
     // A buffer the call did not fill (it failed, or `wait4` reaped
@@ -303,7 +348,7 @@ pub fn strace_line(call: &Call) -> String {
                 crate::Memory::Path => usize::MAX,
                 _ => 32,
             };
-            *arg = quoted(bytes, b.truncated, max);
+            *arg = clock_structure(&name, bytes).unwrap_or_else(|| quoted(bytes, b.truncated, max));
         }
     }
     let result = match call.exit.map(|e| e.result) {
@@ -312,7 +357,8 @@ pub fn strace_line(call: &Call) -> String {
         Some(r) if RETURN_ADDRESSES.contains(&name.as_str()) => format!("{:#x}", r as u64),
         Some(r) => r.to_string(),
     };
-    format!("{name}({}) = {result}", args.join(", "))
+    let vdso = if call.vdso { " (vDSO)" } else { "" };
+    format!("{name}({}) = {result}{vdso}", args.join(", "))
 }
 
 #[cfg(test)]
@@ -327,6 +373,7 @@ mod tests {
             entry_tsc: 0,
             user_ns: None,
             nr: 257,
+            vdso: false,
             args: [0xffff_ff9c, 0x5555_5555_0000, 0, 0, 0, 0],
             exit: Some(crate::Return {
                 tsc: Some(1),

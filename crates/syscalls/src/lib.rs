@@ -7,9 +7,9 @@
 //!
 //! [`fds`] works out the resources the calls operate on and [`deps`] the
 //! order between different threads' operations on them; [`reexec`] plans
-//! re-execution's feed probes and builds their feed from a record. Replay
-//! is `weft_replay`'s; the vDSO's clocks are not captured yet
-//! (docs/syscalls.md).
+//! re-execution's feed probes and builds their feed from a record; [`vdso`]
+//! captures and feeds the calls the vDSO answers without the kernel.
+//! Replay is `weft_replay`'s (docs/syscalls.md).
 
 mod calls;
 pub mod deps;
@@ -18,12 +18,14 @@ mod format;
 mod inputs;
 pub mod reexec;
 mod stats;
+mod vdso;
 mod writes;
 
 pub use calls::{calls, calls_at_sites, Buffer, Call, Event, Memory, Return};
 pub use format::{errno_name, name, quoted, strace_line};
 pub use inputs::{path_arguments, sent_arguments, Sent};
 pub use stats::{render as render_stats, stats, Row};
+pub use vdso::VDSO_BIT;
 pub use writes::{writes, Count, Writes};
 
 /// Bytes of a buffer the kernel wrote that a return records at most (the
@@ -47,11 +49,21 @@ pub use weft_plan::PointKind::{AfterSyscall as EXIT, Syscall as ENTRY};
 const ENTRY_REGISTERS: [u8; 7] = [0, 7, 6, 2, 10, 8, 9];
 
 /// The probes that capture every system call the functions matching
-/// `pattern` make (`*:*`: every module of the process): the entry's first,
-/// so that a return falling inside the entry's splice joins it.
+/// `pattern` make (`*:*`: every module of the process, and then the
+/// calls the vDSO answers without the kernel too): the entry's first, so
+/// that a return falling inside the entry's splice joins it.
 pub fn capture_specs(pattern: &str) -> Result<Vec<PointSpec>, weft_plan::Error> {
-    syscall_specs(pattern, |exit| Arc::new(Capture { exit }))
+    let mut specs = syscall_specs(pattern, |exit| Arc::new(Capture { exit, vdso: false }))?;
+    if pattern == EVERY_MODULE {
+        specs.extend(vdso::vdso_specs(|exit| {
+            Arc::new(Capture { exit, vdso: true })
+        })?);
+    }
+    Ok(specs)
 }
+
+/// The pattern of every function of every module.
+pub const EVERY_MODULE: &str = "*:*";
 
 /// Probes before (`expand(false)`'s program) and after (`expand(true)`'s)
 /// every `syscall` instruction of the functions matching `pattern`, the
@@ -71,10 +83,12 @@ pub(crate) fn syscall_specs(
     ])
 }
 
-/// The program at a `syscall` (its registers) or after it (`rax`).
+/// The program at a `syscall` (its registers) or after it (`rax`); or
+/// at a vDSO function's entry and returns.
 #[derive(Debug)]
 struct Capture {
     exit: bool,
+    vdso: bool,
 }
 
 impl Expand for Capture {
@@ -87,18 +101,50 @@ impl Expand for Capture {
         // per-thread CPU clock when the process has it: stopped at each
         // `syscall` instruction (its total in the entry's record), started
         // after it.
+        let vdso_call = match self.vdso {
+            true => match vdso::call_of(at.function) {
+                Some(nr) => Some((nr, alloc.call_buffer()?)),
+                None => return Ok(Vec::new()),
+            },
+            false => None,
+        };
         let user_timer = match alloc.cpu_clock() {
             true => Some(alloc.user_timer()?),
             false => None,
         };
-        let (mut values, mut names, strings) = if self.exit {
+        // A vDSO function's entry keeps the address of the buffer it
+        // fills for its return.
+        let mut keep_buffer = None;
+        let (mut values, mut names, strings) = if let Some((nr, buffer)) = vdso_call {
+            let filled = writes(nr).map(|w| (w.arg, w));
+            if self.exit {
+                vdso_return_values(filled.map(|(_, w)| w), buffer)
+            } else {
+                if let Some((arg, _)) = filled {
+                    keep_buffer = Some(Guarded {
+                        predicate: None,
+                        primitive: Primitive::AddThreadCounter(
+                            buffer,
+                            Expr::bin(
+                                BinOp::Sub,
+                                Expr::Arg(arg as u8 + 1),
+                                Expr::ThreadCounter(buffer),
+                            ),
+                        ),
+                    });
+                }
+                (
+                    vdso::entry_values(nr),
+                    ENTRY_NAMES.map(String::from).to_vec(),
+                    Strings::NONE,
+                )
+            }
+        } else if self.exit {
             return_values(at.syscall)
         } else {
             (
                 ENTRY_REGISTERS.iter().map(|&r| Expr::Reg(r)).collect(),
-                ["nr", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6"]
-                    .map(String::from)
-                    .to_vec(),
+                ENTRY_NAMES.map(String::from).to_vec(),
                 Strings::NONE,
             )
         };
@@ -106,10 +152,16 @@ impl Expand for Capture {
             values.push(Expr::ThreadTimer(n));
             names.push("user_ns".to_string());
         }
+        // A vDSO call's events are a system call's entry and return.
+        let kind = match (self.exit, self.vdso) {
+            (_, false) => at.kind,
+            (false, true) => ENTRY,
+            (true, true) => EXIT,
+        };
         let id = alloc.event(EventInfo {
             module: at.module.to_string(),
             function: at.function.to_string(),
-            kind: at.kind,
+            kind,
             args: values.len() as u8,
             strings: strings.mask,
             binary: strings.sized,
@@ -123,12 +175,41 @@ impl Expand for Capture {
             predicate: None,
             primitive,
         };
-        Ok(match (user_timer, self.exit) {
-            (None, _) => vec![emit],
-            (Some(n), false) => vec![timer(Primitive::StopCpuTimer(n)), emit],
-            (Some(n), true) => vec![emit, timer(Primitive::StartCpuTimer(n))],
-        })
+        let mut program: Vec<Guarded> = keep_buffer.into_iter().collect();
+        match (user_timer, self.exit) {
+            (None, _) => program.push(emit),
+            (Some(n), false) => program.extend([timer(Primitive::StopCpuTimer(n)), emit]),
+            (Some(n), true) => program.extend([emit, timer(Primitive::StartCpuTimer(n))]),
+        }
+        Ok(program)
     }
+}
+
+/// The names of an entry's values.
+const ENTRY_NAMES: [&str; 7] = ["nr", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6"];
+
+/// A vDSO function's return values and their names: the result, and the
+/// buffer it filled (`filled`), whose address its entry kept in per-thread
+/// counter `buffer`.
+fn vdso_return_values(filled: Option<Writes>, buffer: u64) -> (Vec<Expr>, Vec<String>, Strings) {
+    let mut values = vec![Expr::Reg(0)];
+    let mut names = vec!["result".to_string()];
+    let Some(w) = filled else {
+        return (values, names, Strings::NONE);
+    };
+    let (address, count) = w.values_at(Expr::ThreadCounter(buffer));
+    let at = values.len();
+    values.extend([address, count]);
+    names.extend([format!("data:{}", w.arg), "count".to_string()]);
+    (
+        values,
+        names,
+        Strings {
+            mask: 1 << at,
+            cap: DATA_MAX,
+            sized: 1 << at,
+        },
+    )
 }
 
 /// `-EFAULT`: the kernel could not read an argument's memory.

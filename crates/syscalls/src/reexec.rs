@@ -16,17 +16,32 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use weft_abi::feed as f;
 use weft_plan::{Allocate, Exhausted, Expand, Feed, Guarded, PointSpec};
-use weft_plan::{Primitive, Resolved};
+use weft_plan::{Primitive, Resolved, VdsoCall};
 
 /// The feed probes at every `syscall` instruction of the functions
 /// matching `pattern`, before it and after it.
 pub fn feed_specs(pattern: &str) -> Result<Vec<PointSpec>, weft_plan::Error> {
-    crate::syscall_specs(pattern, |returning| Arc::new(FeedProbe { returning }))
+    let mut specs = crate::syscall_specs(pattern, |returning| {
+        Arc::new(FeedProbe {
+            returning,
+            vdso: false,
+        })
+    })?;
+    specs.extend(crate::vdso::vdso_specs(|returning| {
+        Arc::new(FeedProbe {
+            returning,
+            vdso: true,
+        })
+    })?);
+    Ok(specs)
 }
 
+/// The feed at a `syscall` instruction (before or after it), or at a
+/// vDSO function's entry or returns.
 #[derive(Debug)]
 struct FeedProbe {
     returning: bool,
+    vdso: bool,
 }
 
 impl Expand for FeedProbe {
@@ -35,6 +50,16 @@ impl Expand for FeedProbe {
         at: &Resolved<'_>,
         alloc: &mut dyn Allocate,
     ) -> Result<Vec<Guarded>, Exhausted> {
+        let vdso = match self.vdso {
+            true => match crate::vdso::call_of(at.function) {
+                Some(nr) => Some(VdsoCall {
+                    nr,
+                    buffer: alloc.call_buffer()?,
+                }),
+                None => return Ok(Vec::new()),
+            },
+            false => None,
+        };
         let (base, state) = alloc.feed()?;
         Ok(vec![Guarded {
             predicate: None,
@@ -43,6 +68,7 @@ impl Expand for FeedProbe {
                 base,
                 state,
                 site: site_number(at.module, at.function),
+                vdso,
             }),
         }])
     }
@@ -88,6 +114,8 @@ pub enum Answer {
     Time,
     /// Random bytes (`getrandom`, a read of `/dev/urandom`).
     Random,
+    /// The CPU the thread ran on (`getcpu`).
+    Cpu,
     /// Input from outside the workload: a read of a descriptor it
     /// inherited (its standard input, a pipe from its caller), or of a
     /// device; `fstat`, `lseek` and a failed `ioctl` of such a
@@ -102,6 +130,7 @@ impl Answer {
             Answer::Id => "process and thread ids",
             Answer::Time => "clocks",
             Answer::Random => "random bytes",
+            Answer::Cpu => "the CPU a thread ran on",
             Answer::Outside => "input from outside the workload",
         }
     }
@@ -149,6 +178,7 @@ pub fn answered(
         39 | 110 | 186 => Some(Answer::Id),
         96 | 201 | 228 | 99 => Some(Answer::Time),
         318 => Some(Answer::Random),
+        309 => Some(Answer::Cpu),
         // read, pread64, recvfrom, fstat
         0 | 17 | 45 | 5 => outside(),
         // newfstatat(fd, "", buf, AT_EMPTY_PATH)
@@ -419,6 +449,7 @@ mod tests {
             entry_tsc: 0,
             user_ns: None,
             nr,
+            vdso: false,
             args,
             exit: Some(Return {
                 tsc: Some(1),

@@ -21,12 +21,18 @@ pub struct Row {
     pub timed: u64,
 }
 
-/// The totals per call name, most time first (then most calls, then name).
+/// The totals per call name, most time first (then most calls, then
+/// name); the calls the vDSO answered apart, as `clock_gettime (vDSO)`.
 pub fn stats(calls: &[Call], ticks_per_ns: f64) -> Vec<Row> {
     let mut rows: BTreeMap<u64, Row> = BTreeMap::new();
     for c in calls {
-        let row = rows.entry(c.nr).or_insert_with(|| Row {
-            name: name(c.nr),
+        // A call the vDSO answered is a row of its own.
+        let key = c.nr | if c.vdso { crate::VDSO_BIT } else { 0 };
+        let row = rows.entry(key).or_insert_with(|| Row {
+            name: match c.vdso {
+                true => format!("{} (vDSO)", name(c.nr)),
+                false => name(c.nr),
+            },
             calls: 0,
             errors: 0,
             seconds: 0.0,
@@ -103,6 +109,7 @@ mod tests {
             entry_tsc: entry,
             user_ns: None,
             nr,
+            vdso: false,
             args: [0; 6],
             exit: exit.map(|(tsc, result)| Return { tsc, result }),
             buffers: Vec::new(),

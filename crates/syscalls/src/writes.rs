@@ -66,6 +66,7 @@ const TABLE: &[(u64, usize, Count)] = &[
     (281, 1, Count::ResultTimes(12)), // epoll_pwait
     (293, 0, Count::OnZero(8)),       // pipe2
     (302, 3, Count::OnZero(16)),      // prlimit64
+    (309, 0, Count::OnZero(4)),       // getcpu
     (318, 0, Count::Result),          // getrandom
     (332, 4, Count::OnZero(256)),     // statx
 ];
@@ -82,6 +83,12 @@ impl Writes {
     /// The buffer's address and byte count as the return probe computes
     /// them (`rax` holds the result there).
     pub(crate) fn values(self) -> (Expr, Expr) {
+        self.values_at(Expr::Reg(ARGUMENT_REGISTERS[self.arg]))
+    }
+
+    /// [`Writes::values`] with the buffer's address given (a vDSO
+    /// function's return no longer has its arguments in registers).
+    pub(crate) fn values_at(self, address: Expr) -> (Expr, Expr) {
         let result = || Expr::Reg(0);
         let count = match self.count {
             Count::Result => result(),
@@ -97,7 +104,7 @@ impl Writes {
                 Expr::Const(n as i64),
             ),
         };
-        (Expr::Reg(ARGUMENT_REGISTERS[self.arg]), count)
+        (address, count)
     }
 }
 

@@ -209,6 +209,7 @@ fn describe_divergence(
     feed: &rx::FeedFile,
     calls: &[Call],
 ) -> String {
+    let site = rx::site_name(d.site).unwrap_or_else(|| format!("site {}", d.site));
     // The call as `show` prints the recorded one, with the paths it named.
     let made = Call {
         tid: d.tid,
@@ -216,6 +217,7 @@ fn describe_divergence(
         entry_tsc: 0,
         user_ns: None,
         nr: d.nr,
+        vdso: site.starts_with(weft_live::VDSO_NAME),
         args: d.args,
         exit: None,
         buffers: weft_syscalls::path_arguments(d.nr)
@@ -231,7 +233,6 @@ fn describe_divergence(
     };
     let line = weft_syscalls::strace_line(&made);
     let asked = line.strip_suffix(" = ?").unwrap_or(&line);
-    let site = rx::site_name(d.site).unwrap_or_else(|| format!("site {}", d.site));
     let Some(i) = d.feed else {
         return format!(
             "weft: the rerun diverged: thread {} is none the record made (its first call: {asked} in {site})",

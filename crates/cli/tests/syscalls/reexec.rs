@@ -1,7 +1,8 @@
 //! `weft syscalls reexec`: the real program run again, fed from its
 //! record, prints what the recorded run printed, byte for byte, though
-//! its pid, its thread's id, its random bytes and its input are new; a
-//! call the record does not have ends the rerun with a report of both.
+//! its time (read through the vDSO), its pid, its thread's id, its random
+//! bytes and its input are new; a call the record does not have ends the
+//! rerun with a report of both.
 
 use super::record_into;
 use crate::support::*;
@@ -54,6 +55,34 @@ fn a_rerun_prints_what_the_recorded_run_printed() {
         ],
     );
     assert_ne!(plain.stdout, recorded.stdout);
+    // Its clocks are read in the vDSO, without a system call: the record
+    // has them as the program printed them.
+    let time_line = |out: &str| {
+        out.lines()
+            .find(|l| l.starts_with("main time "))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no time printed: {out}"))
+    };
+    let printed = time_line(&recorded.stdout);
+    assert_ne!(time_line(&plain.stdout), printed, "the clock moved on");
+    let realtime = printed
+        .split_whitespace()
+        .skip_while(|w| *w != "realtime")
+        .nth(1)
+        .and_then(|t| t.split_once('.'))
+        .map(|(s, ns)| format!("{{tv_sec={s}, tv_nsec={}}}", ns.parse::<u64>().unwrap()))
+        .expect("realtime S.N");
+    let shown = run(
+        weft().args(["syscalls", "show"]).arg(&out),
+        Duration::from_secs(60),
+    );
+    assert!(
+        shown.stdout.contains(&format!(
+            "clock_gettime(CLOCK_REALTIME, {realtime}) = 0 (vDSO)"
+        )),
+        "{realtime} in\n{}",
+        shown.stdout
+    );
     let rerun = with_input(
         "other input",
         &[
@@ -70,6 +99,7 @@ fn a_rerun_prints_what_the_recorded_run_printed() {
         rerun.stderr.contains("answered from the record")
             && rerun.stderr.contains("process and thread ids")
             && rerun.stderr.contains("random bytes")
+            && rerun.stderr.contains("clocks")
             && rerun.stderr.contains("input from outside the workload"),
         "{}",
         rerun.stderr

@@ -156,6 +156,9 @@ struct Given {
     /// Re-execution's feed state, once given
     /// ([`weft_plan::Allocate::feed`]).
     feed: Option<(u64, u64)>,
+    /// The vDSO calls' buffer counter, once given
+    /// ([`weft_plan::Allocate::call_buffer`]).
+    call_buffer: Option<u64>,
     /// Every event id given and its meaning, in the order given.
     events: Vec<(u32, EventInfo)>,
     /// Where event ids come from when sessions share them (a workload's

@@ -87,6 +87,20 @@ impl Session {
         self.prepare_modules(specs, 0, true)
     }
 
+    /// Adds the process's vDSO to the modules when a spec names it (and
+    /// only then: wildcards never match it, see [`weft_image::Pattern`]).
+    fn add_vdso_if_named(&mut self, specs: &[PointSpec]) -> Result<()> {
+        if !specs.iter().any(|s| s.pattern.names_vdso()) || self.modules.iter().any(|m| m.is_vdso())
+        {
+            return Ok(());
+        }
+        let maps = weft_process::maps::read(self.pid)?;
+        if let Some(vdso) = Module::vdso(self.pid, &maps)? {
+            self.modules.push(std::sync::Arc::new(vdso));
+        }
+        Ok(())
+    }
+
     /// Resolves patterns against modules `first..`; with `require_match`, a
     /// pattern matching nothing there is an error.
     pub(super) fn prepare_modules(
@@ -95,6 +109,7 @@ impl Session {
         first: usize,
         require_match: bool,
     ) -> Result<Prepared> {
+        self.add_vdso_if_named(specs)?;
         let mut items = Vec::new();
         let mut skipped = Vec::new();
         let mut pending = Vec::new();

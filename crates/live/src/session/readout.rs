@@ -54,6 +54,15 @@ impl Allocate for Session {
         Ok((base, state))
     }
 
+    fn call_buffer(&mut self) -> Result<u64, Exhausted> {
+        if let Some(n) = self.given.call_buffer {
+            return Ok(n);
+        }
+        let n = self.thread_counter()?;
+        self.given.call_buffer = Some(n);
+        Ok(n)
+    }
+
     fn thread_counter(&mut self) -> Result<u64, Exhausted> {
         let c = self.given.thread_counters;
         if c >= threads::COUNTERS {

@@ -22,6 +22,11 @@
 //! recorded id. Ids go through the map both ways: a recorded id in the
 //! arguments of `kill`, `wait4` and the like becomes the rerun's, and
 //! the rerun's id that `wait4` returns the recorded one.
+//!
+//! At a vDSO function (`weft_plan::VdsoCall`) the same check runs at its
+//! entry, with the number the function stands for; an answered call keeps
+//! the address of its buffer, runs, and gets the recorded result and bytes
+//! at its return, over what it computed.
 
 use super::{Gen, ARG_OFFSET, FIXED_FRAME_RSP, RAX_OFFSET};
 use crate::region::threads as t;
@@ -62,6 +67,9 @@ impl Gen {
         a.mov(r8, qword_ptr(rax))?;
         a.test(r8, r8)?;
         a.jz(done)?;
+        if let (true, Some(vdso)) = (feed.returning, feed.vdso) {
+            return self.feed_vdso_return(current, t::counter(vdso.buffer) as i32, done);
+        }
         if feed.returning {
             return self.feed_after(feed.site, thread, current, parent_of, made_at, done);
         }
@@ -132,7 +140,10 @@ impl Gen {
         a.add(r9, r8)?;
         // The number, then the arguments the record compares.
         let mut differs = a.create_label();
-        a.mov(rax, qword_ptr(rsp + RAX_OFFSET))?;
+        match feed.vdso {
+            Some(v) => a.mov(rax, v.nr)?,
+            None => a.mov(rax, qword_ptr(rsp + RAX_OFFSET))?,
+        }
         a.cmp(rax, qword_ptr(r9 + f::CALL_NR as i32))?;
         a.jne(differs)?;
         a.mov(rsi, qword_ptr(r9 + f::CALL_FLAGS as i32))?;
@@ -199,7 +210,26 @@ impl Gen {
         }
         a.test(rsi, f::ANSWER as i32)?;
         a.jz(done)?;
-        a.mov(qword_ptr(rsp + RAX_OFFSET), -1)?;
+        match feed.vdso {
+            // The function runs; its return gets the recorded bytes at
+            // the address of argument (flags >> 16) - 1, kept till then.
+            Some(v) => {
+                let buffer = t::counter(v.buffer) as i32;
+                a.mov(qword_ptr(r11 + buffer), 0)?;
+                a.shr(rsi, f::FILL_SHIFT as u32)?;
+                a.and(esi, 0xff)?;
+                for (i, off) in ARG_OFFSET.iter().enumerate() {
+                    let mut other = a.create_label();
+                    a.cmp(esi, i as u32 + 1)?;
+                    a.jne(other)?;
+                    a.mov(rax, qword_ptr(rsp + *off))?;
+                    a.mov(qword_ptr(r11 + buffer), rax)?;
+                    a.set_label(&mut other)?;
+                    a.nop()?;
+                }
+            }
+            None => a.mov(qword_ptr(rsp + RAX_OFFSET), -1)?,
+        }
         a.add(qword_ptr(rcx + f::THREAD_ANSWERED as i32), 1)?;
         a.jmp(done)?;
 
@@ -233,9 +263,16 @@ impl Gen {
             a.mov(qword_ptr(r8 + f::DIVERGENCE_CALL as i32), r10)?;
             a.mov(rax, qword_ptr(r11 + t::TID as i32))?;
             a.mov(qword_ptr(r8 + f::DIVERGENCE_TID as i32), rax)?;
-            a.mov(rax, qword_ptr(rsp + RAX_OFFSET))?;
+            match feed.vdso {
+                Some(v) => a.mov(rax, v.nr)?,
+                None => a.mov(rax, qword_ptr(rsp + RAX_OFFSET))?,
+            }
             a.mov(qword_ptr(r8 + f::DIVERGENCE_NR as i32), rax)?;
-            for (i, off) in SYSCALL_ARG_OFFSET.iter().enumerate() {
+            let args = match feed.vdso {
+                Some(_) => &ARG_OFFSET,
+                None => &SYSCALL_ARG_OFFSET,
+            };
+            for (i, off) in args.iter().enumerate() {
                 a.mov(rax, qword_ptr(rsp + *off))?;
                 a.mov(
                     qword_ptr(r8 + (f::DIVERGENCE_ARGS + 8 * i as u64) as i32),
@@ -259,6 +296,35 @@ impl Gen {
             a.pause()?;
             a.jmp(wait)?;
         }
+        a.set_label(&mut done)?;
+        a.nop()?;
+        Ok(())
+    }
+
+    /// At a return of a vDSO function (r8: the feed): an answered call
+    /// gets the recorded result and bytes, over the function's own.
+    fn feed_vdso_return(
+        &mut self,
+        current: i32,
+        buffer: i32,
+        mut done: CodeLabel,
+    ) -> std::result::Result<(), IcedError> {
+        let a = &mut self.a;
+        a.mov(r9, qword_ptr(r11 + current))?;
+        a.test(r9, r9)?;
+        a.jz(done)?;
+        a.mov(qword_ptr(r11 + current), 0)?;
+        a.test(qword_ptr(r9 + f::CALL_FLAGS as i32), f::ANSWER as i32)?;
+        a.jz(done)?;
+        a.mov(rax, qword_ptr(r9 + f::CALL_RESULT as i32))?;
+        a.mov(qword_ptr(rsp + RAX_OFFSET), rax)?;
+        a.mov(rdi, qword_ptr(r11 + buffer))?;
+        a.test(rdi, rdi)?;
+        a.jz(done)?;
+        a.mov(rsi, qword_ptr(r9 + f::CALL_DATA as i32))?;
+        a.add(rsi, r8)?;
+        a.mov(rcx, qword_ptr(r9 + f::CALL_DATA_LEN as i32))?;
+        a.rep().movsb()?;
         a.set_label(&mut done)?;
         a.nop()?;
         Ok(())
