@@ -643,15 +643,16 @@ fn collect_functions(
     out
 }
 
-/// (start, length) of every FDE in `.eh_frame` but signal trampolines.
-fn eh_frame_ranges(file: &object::File<'_>) -> Vec<(FileAddr, u64)> {
-    use gimli::UnwindSection;
-    let Some(section) = file.section_by_name(".eh_frame") else {
-        return vec![];
-    };
-    let Ok(data) = section.data() else {
-        return vec![];
-    };
+/// The file's `.eh_frame` and the base addresses its pointers are
+/// relative to; none if it has no such section.
+pub(crate) fn eh_frame<'d>(
+    file: &object::File<'d>,
+) -> Option<(
+    gimli::EhFrame<gimli::EndianSlice<'d, gimli::LittleEndian>>,
+    gimli::BaseAddresses,
+)> {
+    let section = file.section_by_name(".eh_frame")?;
+    let data = section.data().ok()?;
     let eh_frame = gimli::EhFrame::new(data, gimli::LittleEndian);
     let mut bases = gimli::BaseAddresses::default().set_eh_frame(section.address());
     if let Some(text) = file.section_by_name(".text") {
@@ -660,6 +661,15 @@ fn eh_frame_ranges(file: &object::File<'_>) -> Vec<(FileAddr, u64)> {
     if let Some(got) = file.section_by_name(".got") {
         bases = bases.set_got(got.address());
     }
+    Some((eh_frame, bases))
+}
+
+/// (start, length) of every FDE in `.eh_frame` but signal trampolines.
+fn eh_frame_ranges(file: &object::File<'_>) -> Vec<(FileAddr, u64)> {
+    use gimli::UnwindSection;
+    let Some((eh_frame, bases)) = eh_frame(file) else {
+        return vec![];
+    };
     let mut out = Vec::new();
     let mut entries = eh_frame.entries(&bases);
     while let Ok(Some(entry)) = entries.next() {

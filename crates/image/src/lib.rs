@@ -21,6 +21,7 @@ mod event_sites;
 mod imports;
 mod landing_pads;
 mod pattern;
+mod unwind;
 mod usdt;
 
 pub use addr::FileAddr;
@@ -31,4 +32,5 @@ pub use event_sites::{EventSiteInfo, EVENT_SITES, SITE_MAGIC, SITE_SIZE};
 pub use imports::Export;
 pub use landing_pads::LandingPad;
 pub use pattern::{glob_match, near_misses, Pattern, VDSO_NAME};
+pub use unwind::Frame;
 pub use usdt::{parse_notes, UsdtProbe};

@@ -88,8 +88,14 @@ pub fn reexec(dir: &Path, command: &[String]) -> Result<i32> {
             weft_syscalls::DATA_MAX
         );
     }
-    if let Some((d, paths)) = diverged {
+    if let Some((d, paths, stack)) = diverged {
         say!("{}", describe_divergence(&d, &paths, &feed, &calls));
+        if !stack.is_empty() {
+            say!("weft: its call stack (from .eh_frame):");
+            for (k, frame) in stack.iter().enumerate() {
+                say!("  #{k:<2} {frame}");
+            }
+        }
         return Ok(1);
     }
     // A thread that made fewer calls than its record diverged too.
@@ -127,9 +133,9 @@ impl Drop for Removed {
     }
 }
 
-/// A divergence, with the paths its call named (read from the diverged
-/// thread's memory while it waits).
-type Diverged = (Divergence, Vec<String>);
+/// A divergence, with the paths its call named and its thread's call
+/// stack (read from the diverged thread's memory while it waits).
+type Diverged = (Divergence, Vec<String>, Vec<String>);
 
 /// Watches the feed until `done`: at a divergence, ends the rerun (kills
 /// the diverged thread's process, then each process whose thread stopped
@@ -155,9 +161,9 @@ fn watch(path: &Path, done: &AtomicBool) -> Option<Diverged> {
         let Some(d) = rx::divergence(&bytes) else {
             continue;
         };
-        let paths = match &seen {
-            Some((_, paths)) => paths.clone(),
-            None => paths_of(&d),
+        let (paths, stack) = match &seen {
+            Some((_, paths, stack)) => (paths.clone(), stack.clone()),
+            None => (paths_of(&d), backtrace_of(&d)),
         };
         // The rerun's own threads, waiting in weft's code: each SIGKILL
         // ends its whole process.
@@ -176,7 +182,7 @@ fn watch(path: &Path, done: &AtomicBool) -> Option<Diverged> {
                 );
             }
         }
-        seen = Some((d, paths));
+        seen = Some((d, paths, stack));
     }
     seen
 }
@@ -200,6 +206,74 @@ fn paths_of(d: &Divergence) -> Vec<String> {
             Some(String::from_utf8_lossy(&bytes[..end]).into_owned())
         })
         .collect()
+}
+
+/// Frames a backtrace shows at most.
+const FRAMES_MAX: usize = 32;
+
+/// The diverging thread's call stack, innermost first, each frame as
+/// `module:function+0xOFF`: unwound with the modules' `.eh_frame` from
+/// the registers the feed probe saved (the call's site, `rsp`, the
+/// callee-saved ones), reading the stack while the thread waits.
+fn backtrace_of(d: &Divergence) -> Vec<String> {
+    use weft_process::ProcessMemory;
+    let (Ok(maps), Ok(memory)) = (
+        weft_process::maps::read(d.tid),
+        weft_process::ProcMemory::open(d.tid),
+    ) else {
+        return Vec::new();
+    };
+    let Ok(mut modules) = weft_live::Module::discover(d.tid, &maps, &[]) else {
+        return Vec::new();
+    };
+    if let Ok(Some(vdso)) = weft_live::Module::vdso(d.tid, &maps) {
+        modules.push(vdso);
+    }
+    // The site's name: `module:function+0xOFF` (a vDSO entry's has no
+    // offset).
+    let pc = rx::site_name(d.site).and_then(|site| {
+        let (module, rest) = site.split_once(':')?;
+        let (function, offset) = match rest.rsplit_once("+0x") {
+            Some((f, o)) => (f, u64::from_str_radix(o, 16).ok()?),
+            None => (rest, 0),
+        };
+        let m = modules.iter().find(|m| m.name == module)?;
+        Some(m.runtime(m.image.function_named(function)?.addr).get() + offset)
+    });
+    let Some(pc) = pc else {
+        return Vec::new();
+    };
+    let mut read = |at: u64| {
+        let bytes = memory.read_vec(weft_process::RemoteAddr(at), 8).ok()?;
+        Some(u64::from_le_bytes(bytes.try_into().ok()?))
+    };
+    let mut frame = weft_image::Frame::new(pc, d.rsp, d.callee_saved);
+    let mut out = Vec::new();
+    for k in 0..FRAMES_MAX {
+        let Some(m) = modules.iter().find(|m| (m.lo..m.hi).contains(&frame.pc)) else {
+            out.push(format!("{:#x}", frame.pc));
+            break;
+        };
+        // A return address may be one past its function (a call that
+        // does not return): its function is the call's.
+        let at = m.file_addr(weft_process::RemoteAddr(frame.pc));
+        let lookup = weft_image::FileAddr(at.get() - u64::from(k > 0));
+        out.push(match m.image.function_at(lookup) {
+            Some(f) => format!(
+                "{}:{}+{:#x}",
+                m.name,
+                f.display_name(),
+                at.get() - f.addr.get()
+            ),
+            None => format!("{}+{:#x}", m.name, at.get()),
+        });
+        match m.image.caller(&frame, m.bias, k == 0, &mut read) {
+            // Each caller's frame is above its callee's.
+            Some(up) if up.pc != 0 && up.regs[7] > frame.regs[7] => frame = up,
+            _ => break,
+        }
+    }
+    out
 }
 
 /// The report of a divergence: the rerun's call, the recorded one, where.

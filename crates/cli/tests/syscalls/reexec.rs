@@ -2,7 +2,7 @@
 //! record, prints what the recorded run printed, byte for byte, though
 //! its time (read through the vDSO), its pid, its thread's id, its random
 //! bytes and its input are new; a call the record does not have ends the
-//! rerun with a report of both.
+//! rerun with a report of both and the call's stack (gdb's).
 
 use super::record_into;
 use crate::support::*;
@@ -135,5 +135,57 @@ fn a_call_the_record_does_not_have_ends_the_rerun() {
         !rerun.stdout.contains("child"),
         "the rerun was ended: {}",
         rerun.stdout
+    );
+    // The call's stack, against gdb's at the same `open`: the program's
+    // two frames under it, at the same return addresses.
+    let stack: Vec<&str> = rerun
+        .stderr
+        .lines()
+        .skip_while(|l| !l.contains("its call stack"))
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert!(
+        stack
+            .first()
+            .is_some_and(|f| f.starts_with("libc.so.6:open")),
+        "{}",
+        rerun.stderr
+    );
+    if !have("gdb") {
+        skip("gdb is not installed (apt-get install gdb): the stack is not compared");
+        return;
+    }
+    let input = dir.join("input");
+    std::fs::write(&input, "input").unwrap();
+    let gdb = run(
+        Command::new("gdb")
+            .args(["-q", "-batch", "-ex", "break open", "-ex"])
+            .arg(format!("run /etc/hostname < {}", input.display()))
+            .args(["-ex", "frame 1", "-ex", "info symbol $pc"])
+            .args(["-ex", "frame 2", "-ex", "info symbol $pc"])
+            .arg(&target),
+        Duration::from_secs(60),
+    );
+    // `touch + 13 in section .text of /path`: as weft writes it,
+    // `syscalls_reexec:touch+0xd`.
+    let program = target.file_name().unwrap().to_string_lossy();
+    let expected: Vec<String> = gdb
+        .stdout
+        .lines()
+        .filter_map(|l| {
+            let (symbol, _) = l.split_once(" in section ")?;
+            let (function, offset) = symbol.split_once(" + ")?;
+            Some(format!(
+                "{program}:{function}+{:#x}",
+                offset.parse::<u64>().ok()?
+            ))
+        })
+        .collect();
+    assert_eq!(expected.len(), 2, "gdb: {}\n{}", gdb.stdout, gdb.stderr);
+    assert_eq!(
+        stack[1..3],
+        expected[..],
+        "weft's stack (left), gdb's (right)"
     );
 }
