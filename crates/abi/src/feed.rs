@@ -15,18 +15,27 @@
 //! * the calls, [`CALL_SIZE`] bytes each: the recorded number, what to
 //!   compare, whether to answer with the recorded result instead of
 //!   making the call, the bytes to write into the program's memory then,
-//!   the feed of a child it made;
+//!   the feed of a child it made, the calls of other threads it waits
+//!   for (a list of [`WAIT_ENTRY`]-byte entries);
 //! * the id map, [`MAP_ENTRY`] bytes an entry: a thread of the rerun (its
 //!   kernel id) and the feed it follows. weft writes the first process's
 //!   entry; a thread that makes a process or a thread adds its child's.
 //!   An entry is written feed first, then id, after its index was taken
 //!   with `lock xadd` on [`MAP_USED`]: a reader that sees the id sees the
 //!   feed (x86 keeps stores in order).
+//!
+//! A call waits, at its `syscall` instruction, until each thread feed it
+//! waits for has [`THREAD_DONE`] at least [`WAIT_UNTIL`]: spinning a
+//! while, then sleeping on that word with `futex` (a shared one: the file
+//! is mapped in every process), [`WAIT_TIMEOUT`] at a time, having said
+//! so in [`THREAD_WAITERS`]; a thread whose call returns wakes the
+//! sleepers only when there are some, so a rerun without waits makes no
+//! system call of weft's.
 
 /// `WEFTFEED`, the first u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"WEFTFEED");
 /// Layout version, the second u64.
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 
 /// Header: the version.
 pub const HEADER_VERSION: u64 = 8;
@@ -62,6 +71,8 @@ pub const DIVERGENCE_RSP: u64 = 160;
 /// Divergence: `rbx`, `rbp`, `r12`, `r13`, `r14`, `r15` there (for an
 /// unwinder).
 pub const DIVERGENCE_CALLEE_SAVED: u64 = 168;
+/// Header: the `struct timespec` a sleeping wait gives `futex` (10 ms).
+pub const WAIT_TIMEOUT: u64 = 224;
 /// Bytes of the header.
 pub const HEADER_SIZE: u64 = 256;
 
@@ -89,8 +100,16 @@ pub const THREAD_RERUN_TID: u64 = 40;
 /// Thread feed: 1 once its thread waits for weft after a divergence
 /// (its own, or another thread's: every thread stops at its next call).
 pub const THREAD_STOPPED: u64 = 48;
-/// Bytes of a thread feed.
-pub const THREAD_SIZE: u64 = 64;
+/// Thread feed: how many of its calls returned (its thread sets it to
+/// [`THREAD_CURSOR`] after each call, with `xchg`).
+pub const THREAD_DONE: u64 = 56;
+/// Thread feed: threads asleep on its [`THREAD_DONE`] (`lock add`).
+pub const THREAD_WAITERS: u64 = 64;
+/// Thread feed: waits of its calls that ended without their predecessor
+/// (after [`WAIT_ROUNDS`] sleeps, or a divergence elsewhere).
+pub const THREAD_WAITS_GIVEN_UP: u64 = 72;
+/// Bytes of a thread feed (a power of two).
+pub const THREAD_SIZE: u64 = 128;
 
 /// Call: the recorded number.
 pub const CALL_NR: u64 = 0;
@@ -110,8 +129,25 @@ pub const CALL_DATA_LEN: u64 = 80;
 /// process it made (the program gets the recorded id, [`CALL_RESULT`],
 /// as the result).
 pub const CALL_CHILD: u64 = 88;
+/// Call: offset of the entries of the calls it waits for.
+pub const CALL_WAITS: u64 = 96;
+/// Call: how many.
+pub const CALL_WAIT_COUNT: u64 = 104;
 /// Bytes of a call.
-pub const CALL_SIZE: u64 = 96;
+pub const CALL_SIZE: u64 = 112;
+
+/// Wait entry: the index of the thread feed waited for.
+pub const WAIT_FEED: u64 = 0;
+/// Wait entry: the [`THREAD_DONE`] it waits for (the index of the call
+/// waited for, plus one).
+pub const WAIT_UNTIL: u64 = 8;
+/// Bytes of a wait entry.
+pub const WAIT_ENTRY: u64 = 16;
+/// Sleeps of [`WAIT_TIMEOUT`] a wait takes at most (10 s) before its
+/// call goes on without its predecessor.
+pub const WAIT_ROUNDS: u32 = 1000;
+/// Spins (`pause`) before a wait sleeps.
+pub const WAIT_SPINS: u32 = 1 << 12;
 
 /// Flag: the call is not made; the program gets the recorded result and
 /// bytes.
@@ -139,8 +175,12 @@ pub const ENTRY_FEED: u64 = 8;
 pub const MAP_ENTRY: u64 = 16;
 
 // The parts of each record do not overlap.
-const _: () = assert!(DIVERGENCE_CALLEE_SAVED + 6 * 8 <= HEADER_SIZE);
+const _: () = assert!(DIVERGENCE_CALLEE_SAVED + 6 * 8 <= WAIT_TIMEOUT);
+const _: () = assert!(WAIT_TIMEOUT + 16 <= HEADER_SIZE);
+const _: () = assert!(THREAD_WAITS_GIVEN_UP + 8 <= THREAD_SIZE);
+const _: () = assert!(THREAD_SIZE.is_power_of_two());
 const _: () = assert!(DIVERGENCE_ARGS + 6 * 8 == DIVERGENCE_SITE);
 const _: () = assert!(THREAD_STOPPED + 8 <= THREAD_SIZE);
 const _: () = assert!(CALL_ARGS + 6 * 8 == CALL_RESULT);
-const _: () = assert!(CALL_CHILD + 8 <= CALL_SIZE);
+const _: () = assert!(CALL_CHILD + 8 <= CALL_WAITS);
+const _: () = assert!(CALL_WAIT_COUNT + 8 <= CALL_SIZE);

@@ -232,6 +232,11 @@ pub struct ProbeArgs {
     /// recorded calls in FILE at every `syscall` instruction.
     #[arg(long, value_name = "FILE", hide = true)]
     pub reexec_feed: Option<PathBuf>,
+    /// Start the program with address space layout randomization off
+    /// (`weft syscalls record` and `reexec` do, so that a rerun computes
+    /// with the recorded addresses).
+    #[arg(long, hide = true)]
+    pub no_aslr: bool,
     /// Metric definitions to request with --metric like the built-in ones
     /// (format: docs/metrics.md): a regular file of at most 1 MiB, read
     /// before the program is started or attached to.

@@ -73,6 +73,7 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
     let spec = LaunchSpec {
         program: command[0].clone(),
         args: command[1..].to_vec(),
+        no_aslr: args.no_aslr,
     };
     let mut tracee = Tracee::launch(&spec)?;
     crate::start_background_work(args);

@@ -131,12 +131,20 @@ enum SyscallsCommand {
     /// bytes, input from outside the workload) get the recorded result
     /// and bytes without reaching the kernel, the others are made. The first call
     /// that differs from the record (another call, or another descriptor)
-    /// ends the rerun with a report of both; exit status 1 then, else
-    /// CMD's. CMD must be the recorded command (same arguments, same
-    /// directory).
+    /// ends the rerun with a report of both and the call's stack; exit
+    /// status 1 then, else CMD's. A call that depends on another
+    /// thread's or process's (`deps`) waits until that one returned, as
+    /// in the record. CMD must be the recorded command (same arguments,
+    /// same directory).
     Reexec {
         /// A directory written by `weft syscalls record`.
         dir: PathBuf,
+        /// Wait for every operation on a resource in its recorded order.
+        #[arg(long, conflicts_with = "fine")]
+        coarse: bool,
+        /// Wait only where operations conflict (the default).
+        #[arg(long)]
+        fine: bool,
         /// The program and its arguments, as recorded.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
@@ -280,6 +288,7 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
                 "block",
                 "--events-out",
                 &out.to_string_lossy(),
+                "--no-aslr",
             ]
             .map(String::from)
             .to_vec();
@@ -364,7 +373,18 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             )
         }
         SyscallsCommand::Actual { limits, command } => actual(limits, command),
-        SyscallsCommand::Reexec { dir, command } => reexec::reexec(dir, command),
+        SyscallsCommand::Reexec {
+            dir,
+            coarse,
+            fine: _,
+            command,
+        } => {
+            let mode = match coarse {
+                true => weft_syscalls::deps::Mode::Coarse,
+                false => weft_syscalls::deps::Mode::Fine,
+            };
+            reexec::reexec(dir, mode, command)
+        }
     }
 }
 

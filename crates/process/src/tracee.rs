@@ -54,6 +54,12 @@ pub struct LaunchSpec {
     pub program: String,
     /// Its arguments, not including the program name.
     pub args: Vec<String>,
+    /// Start it with address space layout randomization off
+    /// (`ADDR_NO_RANDOMIZE`, as rr and gdb do): its stack, heap and
+    /// libraries are where they were in the last run so started, and so
+    /// are the addresses it computes with (glibc's temporary file names
+    /// mix in the address of a stack variable).
+    pub no_aslr: bool,
 }
 
 /// A process whose threads are all stopped under weft's control.
@@ -166,6 +172,16 @@ impl Tracee {
                         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
                             limit.rlim_cur = files;
                             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+                        }
+                    }
+                }
+                if spec.no_aslr {
+                    // SAFETY: personality is an async-signal-safe system
+                    // call; 0xffffffff only reads the current persona.
+                    unsafe {
+                        let persona = libc::personality(0xffff_ffff);
+                        if persona != -1 {
+                            libc::personality((persona | libc::ADDR_NO_RANDOMIZE) as libc::c_ulong);
                         }
                     }
                 }
@@ -756,6 +772,7 @@ mod tests {
         Tracee::launch(&LaunchSpec {
             program: program.into(),
             args: args.iter().map(|a| a.to_string()).collect(),
+            no_aslr: false,
         })
     }
 

@@ -10,6 +10,7 @@
 //! every recorded thread's calls in the layout of `weft_abi::feed`, and
 //! reads back what the rerun wrote into it.
 
+use crate::deps::Edge;
 use crate::fds::{Kind, Resources};
 use crate::{Call, Memory};
 use std::collections::HashMap;
@@ -136,6 +137,9 @@ impl Answer {
     }
 }
 
+/// How long a waiting call sleeps at a time (`weft_abi::feed::WAIT_TIMEOUT`).
+const WAIT_TIMEOUT_NS: u64 = 10_000_000;
+
 /// `-EINTR`.
 const EINTR: i64 = -4;
 
@@ -222,12 +226,16 @@ pub struct FeedFile {
     /// Calls a signal interrupted (`EINTR`) that the thread made again
     /// at once: not in the feed.
     pub interrupted: usize,
+    /// Waits of a call for another thread's (the dependencies kept).
+    pub waits: usize,
 }
 
 /// Builds the feed of `calls` (as [`crate::calls`] gives them, with the
-/// resources `fds::resolve` works out for them). The first call's ring is
+/// resources `fds::resolve` works out for them, and the dependencies
+/// between their threads `deps::edges` gives: each becomes a wait of the
+/// later call for the earlier one's return). The first call's ring is
 /// feed 0, the one weft names for the rerun's first process.
-pub fn build_feed(calls: &[Call], resources: &Resources) -> FeedFile {
+pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> FeedFile {
     let mut rings: Vec<i32> = Vec::new();
     let mut feed_of: HashMap<i32, usize> = HashMap::new();
     let mut per_feed: Vec<Vec<usize>> = Vec::new();
@@ -275,6 +283,34 @@ pub fn build_feed(calls: &[Call], resources: &Resources) -> FeedFile {
     put(&mut bytes, f::THREADS, threads_at);
     put(&mut bytes, f::MAP, map_at);
     put(&mut bytes, f::MAP_CAPACITY, map_capacity);
+    put(&mut bytes, f::WAIT_TIMEOUT + 8, WAIT_TIMEOUT_NS);
+    // Each call's thread feed and index there; and what it waits for:
+    // per other feed, the newest call there it depends on (which returned
+    // in the record: one that never returns, an `execve`, is never done).
+    let mut place: HashMap<usize, (usize, usize)> = HashMap::new();
+    for (i, ks) in per_feed.iter().enumerate() {
+        for (p, &k) in ks.iter().enumerate() {
+            place.insert(k, (i, p));
+        }
+    }
+    let mut waits_of: HashMap<usize, std::collections::BTreeMap<usize, usize>> = HashMap::new();
+    for e in edges {
+        let (Some(&(to_feed, _)), Some(&(from_feed, from_at))) =
+            (place.get(&e.to), place.get(&e.from))
+        else {
+            continue;
+        };
+        if to_feed == from_feed || calls[e.from].exit.and_then(|r| r.tsc).is_none() {
+            continue;
+        }
+        let newest = waits_of
+            .entry(e.to)
+            .or_default()
+            .entry(from_feed)
+            .or_default();
+        *newest = (*newest).max(from_at + 1);
+    }
+    let mut waits = 0;
     let mut answers = HashMap::new();
     let mut cut = Vec::new();
     let mut slot = 0u64;
@@ -333,6 +369,19 @@ pub fn build_feed(calls: &[Call], resources: &Resources) -> FeedFile {
                 put(&mut bytes, at + f::CALL_ARGS + 8 * j as u64, *a);
             }
             put(&mut bytes, at + f::CALL_RESULT, result as u64);
+            if let Some(w) = waits_of.get(&k) {
+                bytes.resize(bytes.len().next_multiple_of(8), 0);
+                let first = bytes.len() as u64;
+                put(&mut bytes, at + f::CALL_WAITS, first);
+                put(&mut bytes, at + f::CALL_WAIT_COUNT, w.len() as u64);
+                for (&feed, &until) in w {
+                    let entry = bytes.len() as u64;
+                    bytes.resize(bytes.len() + f::WAIT_ENTRY as usize, 0);
+                    put(&mut bytes, entry + f::WAIT_FEED, feed as u64);
+                    put(&mut bytes, entry + f::WAIT_UNTIL, until as u64);
+                }
+                waits += w.len();
+            }
         }
     }
     FeedFile {
@@ -342,6 +391,7 @@ pub fn build_feed(calls: &[Call], resources: &Resources) -> FeedFile {
         answers,
         cut,
         interrupted: retried.iter().filter(|&&r| r).count(),
+        waits,
     }
 }
 
@@ -369,6 +419,8 @@ pub struct Progress {
     pub tid: i32,
     /// It stopped after a divergence.
     pub stopped: bool,
+    /// Waits for another thread's call it gave up (10 s, or a divergence).
+    pub waits_given_up: u64,
 }
 
 /// The first divergence of a rerun.
@@ -432,6 +484,7 @@ pub fn progress(bytes: &[u8]) -> Vec<Progress> {
                 answered: word(bytes, t + f::THREAD_ANSWERED),
                 tid: word(bytes, t + f::THREAD_RERUN_TID) as i32,
                 stopped: word(bytes, t + f::THREAD_STOPPED) != 0,
+                waits_given_up: word(bytes, t + f::THREAD_WAITS_GIVEN_UP),
             }
         })
         .collect()
@@ -475,7 +528,7 @@ mod tests {
             call(11, 1, [1, 0x8000, 5, 0, 0, 0], 5),
         ];
         let resources = crate::fds::resolve(&calls, &HashMap::new());
-        let feed = build_feed(&calls, &resources);
+        let feed = build_feed(&calls, &resources, &[]);
         assert_eq!(feed.rings, vec![10, 11]);
         assert_eq!(feed.calls, vec![vec![0, 1, 2], vec![3]]);
         assert_eq!(feed.answers.get(&0), Some(&Answer::Id));
@@ -504,7 +557,7 @@ mod tests {
         let wait = |result| call(10, 61, [u64::MAX, 0x7000, 0, 0, 0, 0], result);
         let calls = vec![wait(EINTR), wait(11), wait(EINTR)];
         let resources = crate::fds::resolve(&calls, &HashMap::new());
-        let feed = build_feed(&calls, &resources);
+        let feed = build_feed(&calls, &resources, &[]);
         assert_eq!(
             feed.calls,
             vec![vec![1, 2]],

@@ -17,10 +17,11 @@ use weft_syscalls::Call;
 
 /// Runs `command` fed from the record in `dir`; the exit status: the
 /// program's, or 1 when it diverged from the record.
-pub fn reexec(dir: &Path, command: &[String]) -> Result<i32> {
+pub fn reexec(dir: &Path, mode: weft_syscalls::deps::Mode, command: &[String]) -> Result<i32> {
     let (_, calls, known) = super::read_calls(dir)?;
     let resources = weft_syscalls::fds::resolve(&calls, &known);
-    let feed = rx::build_feed(&calls, &resources);
+    let edges = weft_syscalls::deps::edges(&calls, &resources, mode);
+    let feed = rx::build_feed(&calls, &resources, &edges);
     let path = std::env::temp_dir().join(format!("weft-feed-{}", std::process::id()));
     let _ = std::fs::remove_file(&path);
     std::fs::OpenOptions::new()
@@ -40,6 +41,7 @@ pub fn reexec(dir: &Path, command: &[String]) -> Result<i32> {
         "weft".as_ref(),
         "--reexec-feed".as_ref(),
         path.as_os_str(),
+        "--no-aslr".as_ref(),
     ])?
     .probes;
     let status = crate::run::run(&probes, true, command);
@@ -75,6 +77,17 @@ pub fn reexec(dir: &Path, command: &[String]) -> Result<i32> {
             false => format!(": {}", reasons.join(", ")),
         }
     );
+    if feed.waits > 0 {
+        let given_up: u64 = progress.iter().map(|p| p.waits_given_up).sum();
+        say!(
+            "weft: {} call(s) waited for another thread's, as the record orders them{}",
+            feed.waits,
+            match given_up {
+                0 => String::new(),
+                n => format!(" ({n} wait(s) given up: the other call never came)"),
+            }
+        );
+    }
     if feed.interrupted > 0 {
         say!(
             "weft: {} recorded call(s) that a signal interrupted and the program made again were left out (a call interrupted in the rerun stands for its recorded one again)",

@@ -45,6 +45,19 @@ const SYSCALL_ARG_OFFSET: [i32; 6] = [
     ARG_OFFSET[5],
 ];
 
+/// `futex`'s number, and its wake operation (shared between processes:
+/// not `FUTEX_PRIVATE_FLAG`; waiting is 0).
+const FUTEX: u32 = 202;
+const FUTEX_WAKE: u32 = 1;
+
+/// Pauses a thread stopped after a divergence waits for weft to end its
+/// process before it ends it itself (`exit_group`): some seconds.
+const STOPPED_PAUSES: u32 = 1 << 27;
+/// `exit_group`'s number, and the status a stopped process ends with
+/// (SIGKILL's, as a shell reports it).
+const EXIT_GROUP: u32 = 231;
+const STOPPED_STATUS: u32 = 137;
+
 /// `-EINTR`, as `rax` holds it.
 const EINTR: i32 = -4;
 
@@ -198,6 +211,8 @@ impl Gen {
             a.set_label(&mut kept)?;
             a.nop()?;
         }
+        self.feed_wait(stop)?;
+        let a = &mut self.a;
         a.mov(qword_ptr(r11 + current), r9)?;
         {
             let mut childless = a.create_label();
@@ -293,10 +308,135 @@ impl Gen {
             a.set_label(&mut stop)?;
             a.mov(qword_ptr(rcx + f::THREAD_STOPPED as i32), 1)?;
             a.set_label(&mut wait)?;
+            // weft ends the process once it read what it reports; if it
+            // is gone, the process ends itself, some seconds on.
+            let mut spin = a.create_label();
+            a.mov(ecx, STOPPED_PAUSES)?;
+            a.set_label(&mut spin)?;
             a.pause()?;
-            a.jmp(wait)?;
+            a.sub(ecx, 1)?;
+            a.jnz(spin)?;
+            a.mov(eax, EXIT_GROUP)?;
+            a.mov(edi, STOPPED_STATUS)?;
+            a.syscall()?;
         }
         a.set_label(&mut done)?;
+        a.nop()?;
+        Ok(())
+    }
+
+    /// Before a call (r8: the feed, r9: the call, rcx: the thread feed,
+    /// rsi: the call's flags, kept): waits until each thread feed the
+    /// call waits for has returned the call it waits for (spinning, then
+    /// sleeping on its done word; 10 s at most); after a divergence
+    /// elsewhere the thread stops (`stop`) instead of making the call.
+    fn feed_wait(&mut self, stop: CodeLabel) -> std::result::Result<(), IcedError> {
+        let a = &mut self.a;
+        let mut none = a.create_label();
+        let mut entry = a.create_label();
+        let mut check = a.create_label();
+        let mut sleep = a.create_label();
+        let mut awake = a.create_label();
+        let mut gave_up = a.create_label();
+        let mut over = a.create_label();
+        a.cmp(qword_ptr(r9 + f::CALL_WAIT_COUNT as i32), 0)?;
+        a.je(none)?;
+        a.push(rsi)?;
+        a.mov(rdx, qword_ptr(r9 + f::CALL_WAIT_COUNT as i32))?;
+        a.mov(rdi, qword_ptr(r9 + f::CALL_WAITS as i32))?;
+        a.add(rdi, r8)?;
+        a.set_label(&mut entry)?;
+        // rax := the thread feed waited for, rsi := its done count then.
+        a.mov(rax, qword_ptr(rdi + f::WAIT_FEED as i32))?;
+        a.shl(rax, f::THREAD_SIZE.trailing_zeros())?;
+        a.add(rax, qword_ptr(r8 + f::THREADS as i32))?;
+        a.add(rax, r8)?;
+        a.mov(rsi, qword_ptr(rdi + f::WAIT_UNTIL as i32))?;
+        a.push(rdx)?;
+        a.push(rdi)?;
+        // Sleeps left, at [rsp].
+        a.push(f::WAIT_ROUNDS as i32)?;
+        a.mov(edx, f::WAIT_SPINS)?;
+        a.set_label(&mut check)?;
+        a.cmp(qword_ptr(rax + f::THREAD_DONE as i32), rsi)?;
+        a.jae(over)?;
+        a.cmp(qword_ptr(r8 + f::DIVERGED as i32), 0)?;
+        a.jne(over)?;
+        a.sub(edx, 1)?;
+        a.jz(sleep)?;
+        a.pause()?;
+        a.jmp(check)?;
+        a.set_label(&mut sleep)?;
+        a.sub(qword_ptr(rsp), 1)?;
+        a.jz(gave_up)?;
+        // Said before the done word is read again: a thread that
+        // returns after this read sees a sleeper and wakes it.
+        a.lock().add(qword_ptr(rax + f::THREAD_WAITERS as i32), 1)?;
+        a.mov(rdx, qword_ptr(rax + f::THREAD_DONE as i32))?;
+        a.cmp(rdx, rsi)?;
+        a.jae(awake)?;
+        // futex(&done, FUTEX_WAIT, the low half seen, 10 ms): returns at
+        // once if the word changed since.
+        let kept = [rax, rcx, rsi, r8, r9, r10, r11];
+        for r in kept {
+            a.push(r)?;
+        }
+        a.lea(rdi, qword_ptr(rax + f::THREAD_DONE as i32))?;
+        a.xor(esi, esi)?;
+        a.lea(r10, qword_ptr(r8 + f::WAIT_TIMEOUT as i32))?;
+        a.xor(r8d, r8d)?;
+        a.xor(r9d, r9d)?;
+        a.mov(eax, FUTEX)?;
+        a.syscall()?;
+        for r in kept.into_iter().rev() {
+            a.pop(r)?;
+        }
+        a.set_label(&mut awake)?;
+        a.lock().sub(qword_ptr(rax + f::THREAD_WAITERS as i32), 1)?;
+        a.mov(edx, 1)?;
+        a.jmp(check)?;
+        a.set_label(&mut gave_up)?;
+        a.add(qword_ptr(rcx + f::THREAD_WAITS_GIVEN_UP as i32), 1)?;
+        a.set_label(&mut over)?;
+        a.add(rsp, 8)?;
+        a.pop(rdi)?;
+        a.pop(rdx)?;
+        a.add(rdi, f::WAIT_ENTRY as i32)?;
+        a.sub(rdx, 1)?;
+        a.jnz(entry)?;
+        a.pop(rsi)?;
+        a.cmp(qword_ptr(r8 + f::DIVERGED as i32), 0)?;
+        a.jne(stop)?;
+        a.set_label(&mut none)?;
+        a.nop()?;
+        Ok(())
+    }
+
+    /// After a call of the thread's feed returned (r11: the thread's
+    /// block): the feed's done count becomes its cursor, and the threads
+    /// asleep on it, if any, are woken. Clobbers rax, rdx and rdi.
+    fn feed_done(&mut self, thread: i32) -> std::result::Result<(), IcedError> {
+        let a = &mut self.a;
+        let mut quiet = a.create_label();
+        a.mov(rax, qword_ptr(r11 + thread))?;
+        a.mov(rdx, qword_ptr(rax + f::THREAD_CURSOR as i32))?;
+        // A locked exchange: the waiters are read after the store.
+        a.xchg(qword_ptr(rax + f::THREAD_DONE as i32), rdx)?;
+        a.cmp(qword_ptr(rax + f::THREAD_WAITERS as i32), 0)?;
+        a.je(quiet)?;
+        let kept = [rcx, rsi, r8, r9, r10, r11];
+        for r in kept {
+            a.push(r)?;
+        }
+        a.lea(rdi, qword_ptr(rax + f::THREAD_DONE as i32))?;
+        a.mov(esi, FUTEX_WAKE)?;
+        a.mov(edx, i32::MAX as u32)?;
+        a.mov(eax, FUTEX)?;
+        a.syscall()?;
+        for r in kept.into_iter().rev() {
+            a.pop(r)?;
+        }
+        a.set_label(&mut quiet)?;
         a.nop()?;
         Ok(())
     }
@@ -353,10 +493,11 @@ impl Gen {
         a.mov(rax, qword_ptr(r9 + f::CALL_RESULT as i32))?;
         a.mov(qword_ptr(rsp + RAX_OFFSET), rax)?;
         // The recorded bytes into the buffer of argument (flags >> 16) - 1.
+        let mut filled = a.create_label();
         a.mov(rax, rsi)?;
         a.shr(rax, f::FILL_SHIFT as u32)?;
         a.and(eax, 0xff)?;
-        a.jz(done)?;
+        a.jz(filled)?;
         for (i, off) in SYSCALL_ARG_OFFSET.iter().enumerate() {
             let mut other = a.create_label();
             a.cmp(eax, i as u32 + 1)?;
@@ -369,6 +510,9 @@ impl Gen {
         a.add(rsi, r8)?;
         a.mov(rcx, qword_ptr(r9 + f::CALL_DATA_LEN as i32))?;
         a.rep().movsb()?;
+        a.set_label(&mut filled)?;
+        self.feed_done(thread)?;
+        let a = &mut self.a;
         a.jmp(done)?;
         // The parent's return from a call that made a thread or a process
         // (at the site of that call, with the child's id) names the child
@@ -393,6 +537,15 @@ impl Gen {
             a.set_label(&mut whole)?;
             a.nop()?;
         }
+        {
+            let mut none = a.create_label();
+            a.test(r9, r9)?;
+            a.jz(none)?;
+            self.feed_done(thread)?;
+            self.a.set_label(&mut none)?;
+            self.a.nop()?;
+        }
+        let a = &mut self.a;
         // An id the kernel returned (`wait4`'s child): the recorded one.
         {
             let mut kept = a.create_label();
