@@ -133,8 +133,15 @@ pub const CALL_CHILD: u64 = 88;
 pub const CALL_WAITS: u64 = 96;
 /// Call: how many.
 pub const CALL_WAIT_COUNT: u64 = 104;
+/// Call: the TSC when the rerun made it (after its waits), 0 until then.
+pub const CALL_RERUN_BEGAN: u64 = 112;
+/// Call: the TSC when it returned in the rerun, 0 until then.
+pub const CALL_RERUN_ENDED: u64 = 120;
+/// Call: with [`CLAMP`], the count the rerun asked for, given back to it
+/// after the call.
+pub const CALL_RERUN_COUNT: u64 = 128;
 /// Bytes of a call.
-pub const CALL_SIZE: u64 = 112;
+pub const CALL_SIZE: u64 = 136;
 
 /// Wait entry: the index of the thread feed waited for.
 pub const WAIT_FEED: u64 = 0;
@@ -162,6 +169,11 @@ pub const TRANSLATE_IDS: u64 = 4;
 /// Flag: the result is a process or thread id (`wait4`, `waitid`): the
 /// rerun's id of a thread the record has becomes the recorded one.
 pub const TRANSLATE_RESULT: u64 = 8;
+/// Flag: a read from a pipe between the workload's processes that took
+/// fewer bytes than it asked for: the rerun asks for as many as it took
+/// (its third argument, lowered for the call only), so that each read
+/// takes the recorded bytes.
+pub const CLAMP: u64 = 16;
 /// Flags: first bit of the compared arguments' mask.
 pub const COMPARE_SHIFT: u64 = 8;
 /// Flags: first bit of 1 + the argument to fill.
@@ -183,4 +195,6 @@ const _: () = assert!(DIVERGENCE_ARGS + 6 * 8 == DIVERGENCE_SITE);
 const _: () = assert!(THREAD_STOPPED + 8 <= THREAD_SIZE);
 const _: () = assert!(CALL_ARGS + 6 * 8 == CALL_RESULT);
 const _: () = assert!(CALL_CHILD + 8 <= CALL_WAITS);
-const _: () = assert!(CALL_WAIT_COUNT + 8 <= CALL_SIZE);
+const _: () = assert!(CALL_WAIT_COUNT + 8 <= CALL_RERUN_BEGAN);
+const _: () = assert!(CALL_RERUN_ENDED + 8 <= CALL_RERUN_COUNT);
+const _: () = assert!(CALL_RERUN_COUNT + 8 <= CALL_SIZE);

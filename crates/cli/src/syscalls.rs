@@ -145,6 +145,13 @@ enum SyscallsCommand {
         /// Wait only where operations conflict (the default).
         #[arg(long)]
         fine: bool,
+        /// Also write the report into FILE as one JSON object: `made`,
+        /// `answered`, `waits`, `recorded_s` and `rerun_s` (from the first
+        /// call to the last return), `diverged`, and `calls` (per call, in
+        /// `show`'s order: `began_s` and `ended_s` in the rerun, from its
+        /// first call, null where it did not get there).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
         /// The program and its arguments, as recorded.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
@@ -377,13 +384,14 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             dir,
             coarse,
             fine: _,
+            json,
             command,
         } => {
             let mode = match coarse {
                 true => weft_syscalls::deps::Mode::Coarse,
                 false => weft_syscalls::deps::Mode::Fine,
             };
-            reexec::reexec(dir, mode, command)
+            reexec::reexec(dir, mode, json.as_deref(), command)
         }
     }
 }

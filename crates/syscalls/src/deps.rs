@@ -18,6 +18,13 @@
 //! reorder freely. On a pipe or socket every transfer changes it
 //! (`crate::fds`), so fine and coarse agree there.
 //!
+//! A read from a pipe that overlapped the writes it took its bytes from
+//! still depends on them: counting the bytes in and out of the pipe, it
+//! waits for the write that brought its last byte, if that write returned
+//! before the read did (a write that a full pipe held until the reader
+//! made room is not waited for: that would never end). The rerun then
+//! finds the bytes the read took in the record there.
+//!
 //! Edges are between threads: a thread's own operations keep their order
 //! by running in it. An edge an earlier one of the same thread already
 //! implies (the same predecessor thread, no newer operation) is left out.
@@ -85,9 +92,60 @@ pub fn edges(calls: &[Call], resources: &Resources, mode: Mode) -> Vec<Edge> {
             threads.entry(call.tid).or_default().push(op);
         }
     }
+    for (to, from, resource) in transfers(calls, resources) {
+        out.insert((to, from, resource));
+    }
     out.into_iter()
         .map(|(to, from, resource)| Edge { from, to, resource })
         .collect()
+}
+
+/// Calls that put bytes into a pipe (`write`, `writev`, `pwrite64`,
+/// `sendto`) and that take them out (`read`, `readv`, `recvfrom`).
+const PUTS: [u64; 4] = [1, 20, 18, 44];
+const TAKES: [u64; 3] = [0, 19, 45];
+
+/// Per pipe, each read's edge from the write that brought its last byte
+/// (see the module's documentation): (read, write, resource).
+fn transfers(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usize)> {
+    let moved = |k: usize| {
+        calls[k]
+            .exit
+            .filter(|e| e.tsc.is_some())
+            .map_or(0, |e| e.result.max(0) as u64)
+    };
+    let mut by_pipe: HashMap<usize, Vec<usize>> = HashMap::new();
+    for op in &resources.ops {
+        if resources.resources[op.resource].kind == crate::fds::Kind::Pipe {
+            by_pipe.entry(op.resource).or_default().push(op.call);
+        }
+    }
+    let mut out = Vec::new();
+    for (resource, ks) in by_pipe {
+        // The writes, with the bytes in the pipe once each is in.
+        let mut written = Vec::new();
+        let mut total = 0;
+        for &k in ks.iter().filter(|&&k| PUTS.contains(&calls[k].nr)) {
+            total += moved(k);
+            written.push((total, k));
+        }
+        let mut read = 0;
+        for &k in ks.iter().filter(|&&k| TAKES.contains(&calls[k].nr)) {
+            let n = moved(k);
+            if n == 0 {
+                continue;
+            }
+            read += n;
+            let Some(&(_, w)) = written.get(written.partition_point(|&(t, _)| t < read)) else {
+                continue;
+            };
+            let returned = |k: usize| calls[k].exit.and_then(|e| e.tsc);
+            if calls[w].tid != calls[k].tid && returned(w) < returned(k) {
+                out.push((k, w, resource));
+            }
+        }
+    }
+    out
 }
 
 /// Whether two operations on one resource must keep their order.
@@ -219,10 +277,11 @@ mod tests {
             .iter()
             .map(|e| (e.from, e.to))
             .collect();
-        // The blocked read overlapped the write: no edge either way; the
-        // write came after the child's close, the EOF after the parent's.
-        assert_eq!(e, [(2, 4), (3, 5), (5, 6)]);
-        assert_eq!(edges(&calls, &r, Mode::Coarse).len(), 3);
+        // The blocked read overlapped the write, which returned first
+        // with the bytes it read: it waits for it. The write came after
+        // the child's close, the EOF after the parent's.
+        assert_eq!(e, [(4, 3), (2, 4), (3, 5), (5, 6)]);
+        assert_eq!(edges(&calls, &r, Mode::Coarse).len(), 4);
     }
 
     fn with_sent(mut c: Call, arg: usize, bytes: &[u8]) -> Call {

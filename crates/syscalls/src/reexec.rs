@@ -341,6 +341,12 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
                 flags |= f::TRANSLATE_RESULT;
             }
             let result = c.exit.map_or(0, |e| e.result);
+            let from_pipe = ops
+                .get(&k)
+                .is_some_and(|&r| resources.resources[r].kind == Kind::Pipe);
+            if matches!(c.nr, 0 | 45) && from_pipe && result > 0 && (result as u64) < c.args[2] {
+                flags |= f::CLAMP;
+            }
             if MAKERS.contains(&c.nr) && result > 0 {
                 if let Some(&child) = feed_of.get(&(result as i32)) {
                     flags |= f::HAS_CHILD;
@@ -421,6 +427,26 @@ pub struct Progress {
     pub stopped: bool,
     /// Waits for another thread's call it gave up (10 s, or a divergence).
     pub waits_given_up: u64,
+}
+
+/// When the rerun made each call of the feed and when it returned (TSC),
+/// by the call's index in the record: calls it never made are not there,
+/// and a call that did not return (or a vDSO call) has no end.
+pub fn rerun_times(bytes: &[u8], feed: &FeedFile) -> HashMap<usize, (u64, Option<u64>)> {
+    let threads = word(bytes, f::THREADS);
+    let mut out = HashMap::new();
+    for (i, ks) in feed.calls.iter().enumerate() {
+        let first = word(bytes, threads + f::THREAD_SIZE * i as u64 + f::THREAD_CALLS);
+        for (p, &k) in ks.iter().enumerate() {
+            let at = first + f::CALL_SIZE * p as u64;
+            let began = word(bytes, at + f::CALL_RERUN_BEGAN);
+            let ended = word(bytes, at + f::CALL_RERUN_ENDED);
+            if began != 0 {
+                out.insert(k, (began, (ended != 0).then_some(ended)));
+            }
+        }
+    }
+    out
 }
 
 /// The first divergence of a rerun.

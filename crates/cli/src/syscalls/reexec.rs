@@ -17,8 +17,13 @@ use weft_syscalls::Call;
 
 /// Runs `command` fed from the record in `dir`; the exit status: the
 /// program's, or 1 when it diverged from the record.
-pub fn reexec(dir: &Path, mode: weft_syscalls::deps::Mode, command: &[String]) -> Result<i32> {
-    let (_, calls, known) = super::read_calls(dir)?;
+pub fn reexec(
+    dir: &Path,
+    mode: weft_syscalls::deps::Mode,
+    json: Option<&Path>,
+    command: &[String],
+) -> Result<i32> {
+    let (meta, calls, known) = super::read_calls(dir)?;
     let resources = weft_syscalls::fds::resolve(&calls, &known);
     let edges = weft_syscalls::deps::edges(&calls, &resources, mode);
     let feed = rx::build_feed(&calls, &resources, &edges);
@@ -63,6 +68,8 @@ pub fn reexec(dir: &Path, mode: weft_syscalls::deps::Mode, command: &[String]) -
             }
         }
     }
+    let times = rx::rerun_times(&bytes, &feed);
+    let spans = Spans::of(&calls, &times, meta.ticks_per_ns);
     let reasons: Vec<String> = by_reason
         .iter()
         .map(|(why, n)| format!("{n} {}", why.describe()))
@@ -77,10 +84,15 @@ pub fn reexec(dir: &Path, mode: weft_syscalls::deps::Mode, command: &[String]) -
             false => format!(": {}", reasons.join(", ")),
         }
     );
+    say!(
+        "weft: the fed calls spanned {:.6} s in the rerun, {:.6} s in the record (first call to last return)",
+        spans.rerun_s,
+        spans.recorded_s
+    );
     if feed.waits > 0 {
         let given_up: u64 = progress.iter().map(|p| p.waits_given_up).sum();
         say!(
-            "weft: {} call(s) waited for another thread's, as the record orders them{}",
+            "weft: {} wait(s) of a call for another thread's call it depends on, as the record orders them{}",
             feed.waits,
             match given_up {
                 0 => String::new(),
@@ -100,6 +112,19 @@ pub fn reexec(dir: &Path, mode: weft_syscalls::deps::Mode, command: &[String]) -
             feed.cut.len(),
             weft_syscalls::DATA_MAX
         );
+    }
+    if let Some(path) = json {
+        let report = serde_json::json!({
+            "made": made,
+            "answered": answered,
+            "waits": feed.waits,
+            "recorded_s": spans.recorded_s,
+            "rerun_s": spans.rerun_s,
+            "diverged": diverged.as_ref().map(|(d, paths, _)| describe_divergence(d, paths, &feed, &calls)),
+            "calls": spans.calls,
+        });
+        std::fs::write(path, format!("{report}\n"))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some((d, paths, stack)) = diverged {
         say!("{}", describe_divergence(&d, &paths, &feed, &calls));
@@ -135,6 +160,57 @@ pub fn reexec(dir: &Path, mode: weft_syscalls::deps::Mode, command: &[String]) -
         return Ok(1);
     }
     Ok(status)
+}
+
+/// The time the fed calls took, recorded and in the rerun.
+struct Spans {
+    /// From the record's first call to its last return, in seconds.
+    recorded_s: f64,
+    /// The same in the rerun, over the calls it made.
+    rerun_s: f64,
+    /// Per recorded call: when the rerun made it and when it returned, in
+    /// seconds from the rerun's first call (`began_s`, `ended_s`; null
+    /// where the rerun did not get there).
+    calls: Vec<serde_json::Value>,
+}
+
+impl Spans {
+    fn of(
+        calls: &[Call],
+        times: &std::collections::HashMap<usize, (u64, Option<u64>)>,
+        recorded_ticks_per_ns: f64,
+    ) -> Spans {
+        let span = |first: Option<u64>, last: Option<u64>, ticks_per_ns: f64| match (first, last) {
+            (Some(a), Some(b)) if b > a => (b - a) as f64 / ticks_per_ns / 1e9,
+            _ => 0.0,
+        };
+        let recorded_s = span(
+            calls.iter().map(|c| c.entry_tsc).min(),
+            calls
+                .iter()
+                .filter_map(|c| c.exit.and_then(|e| e.tsc))
+                .max(),
+            recorded_ticks_per_ns,
+        );
+        let ticks_per_ns = weft_live::clock::ticks_per_ns();
+        let first = times.values().map(|t| t.0).min();
+        let last = times.values().filter_map(|t| t.1).max();
+        let seconds = |tsc: u64| tsc.saturating_sub(first.unwrap_or(0)) as f64 / ticks_per_ns / 1e9;
+        let calls = (0..calls.len())
+            .map(|k| match times.get(&k) {
+                Some(&(began, ended)) => serde_json::json!({
+                    "began_s": seconds(began),
+                    "ended_s": ended.map(seconds),
+                }),
+                None => serde_json::json!({"began_s": null, "ended_s": null}),
+            })
+            .collect();
+        Spans {
+            recorded_s,
+            rerun_s: span(first, last, ticks_per_ns),
+            calls,
+        }
+    }
 }
 
 /// The feed file, removed when dropped.

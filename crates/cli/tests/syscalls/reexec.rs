@@ -189,3 +189,135 @@ fn a_call_the_record_does_not_have_ends_the_rerun() {
         "weft's stack (left), gdb's (right)"
     );
 }
+
+/// Re-executes `command` (run in `work`) from its record in `out` with
+/// `--json`: it must run to its end, every recorded call made again and
+/// every dependency `deps` reports kept (the later call began after the
+/// earlier one returned, both stamped by the feed probes with the TSC).
+/// Returns the rerun.
+fn reexec_keeps_every_dependency(
+    out: &std::path::Path,
+    work: &std::path::Path,
+    command: &[&str],
+) -> Finished {
+    let report = out.with_extension("reexec.json");
+    let rerun = run(
+        weft()
+            .current_dir(work)
+            .args(["syscalls", "reexec", "--json"])
+            .arg(&report)
+            .arg(out)
+            .arg("--")
+            .args(command),
+        Duration::from_secs(300),
+    );
+    assert_eq!(rerun.status, 0, "{}\n{}", rerun.stderr, rerun.stdout);
+    assert!(!rerun.stderr.contains("diverged"), "{}", rerun.stderr);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let calls = report["calls"].as_array().unwrap();
+    let deps = run(
+        weft().args(["syscalls", "deps", "--json"]).arg(out),
+        Duration::from_secs(60),
+    );
+    let deps: serde_json::Value = serde_json::from_str(&deps.stdout).unwrap();
+    let edges = deps["edges"].as_array().unwrap();
+    let mut kept = 0;
+    for e in edges {
+        let (from, to) = (
+            &calls[e["from"].as_u64().unwrap() as usize],
+            &calls[e["to"].as_u64().unwrap() as usize],
+        );
+        let (Some(ended), Some(began)) = (from["ended_s"].as_f64(), to["began_s"].as_f64()) else {
+            continue;
+        };
+        assert!(ended <= began, "{e}: {from} then {to}");
+        kept += 1;
+    }
+    assert!(
+        kept >= 5 && kept * 10 >= edges.len() * 9,
+        "{kept} of {} edges",
+        edges.len()
+    );
+    rerun
+}
+
+/// `make -j2` on a two-file C project (make, two compilers, the linker:
+/// ten processes and their pipes) recorded, its outputs removed, then
+/// re-executed: the rerun builds the program again, to the last recorded
+/// call, with every dependency kept.
+#[test]
+fn make_j2_re_executes_with_its_dependencies() {
+    for tool in ["make", "gcc"] {
+        if !have(tool) {
+            skip(&format!(
+                "{tool} is not installed (apt-get install make gcc)"
+            ));
+            return;
+        }
+    }
+    let dir = scratch("syscalls-reexec-make");
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(
+        work.join("a.c"),
+        "#include <stdio.h>\nint b(void);\nint main(void) { printf(\"%d\\n\", b()); return 0; }\n",
+    )
+    .unwrap();
+    std::fs::write(work.join("b.c"), "int b(void) { return 42; }\n").unwrap();
+    std::fs::write(
+        work.join("Makefile"),
+        "prog: a.o b.o\n\tgcc -o prog a.o b.o\n%.o: %.c\n\tgcc -c -o $@ $<\n",
+    )
+    .unwrap();
+    let out = dir.join("rec");
+    let recorded = run(
+        weft()
+            .current_dir(&work)
+            .args(["syscalls", "record", "-o"])
+            .arg(&out)
+            .args(["--", "make", "-j2"]),
+        Duration::from_secs(300),
+    );
+    assert_eq!(recorded.status, 0, "{}", recorded.stderr);
+    for built in ["a.o", "b.o", "prog"] {
+        std::fs::remove_file(work.join(built)).unwrap();
+    }
+    let rerun = reexec_keeps_every_dependency(&out, &work, &["make", "-j2"]);
+    assert_eq!(rerun.stdout, recorded.stdout);
+    let built = run(
+        &mut Command::new(work.join("prog")),
+        Duration::from_secs(10),
+    );
+    assert_eq!(built.stdout, "42\n");
+}
+
+/// A shell pipeline whose reader takes the data in pieces of the sizes
+/// the writer's timing gave it: re-executed, each read takes the recorded
+/// bytes (it waits for the write that brought them, and asks for no
+/// more), so the rerun makes the recorded calls to the end and prints the
+/// recorded output, `date`'s nanoseconds included.
+#[test]
+fn a_pipeline_re_executes_with_its_dependencies() {
+    let dir = scratch("syscalls-reexec-pipeline");
+    // `tail`, not `head`: a reader that exits early makes its writer's
+    // next write fail (`EPIPE`) at a time the rerun does not order yet
+    // (docs/syscalls.md).
+    let script = "seq 1 20000 | sort -rn | tail -3; date +%s%N";
+    let out = dir.join("rec");
+    let recorded = run(
+        weft()
+            .args(["syscalls", "record", "-o"])
+            .arg(&out)
+            .args(["--", "sh", "-c", script]),
+        Duration::from_secs(300),
+    );
+    assert_eq!(recorded.status, 0, "{}", recorded.stderr);
+    assert!(
+        recorded.stdout.starts_with("3\n2\n1\n"),
+        "{}",
+        recorded.stdout
+    );
+    let rerun = reexec_keeps_every_dependency(&out, &dir, &["sh", "-c", script]);
+    assert_eq!(rerun.stdout, recorded.stdout);
+}

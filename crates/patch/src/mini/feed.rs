@@ -213,6 +213,25 @@ impl Gen {
         }
         self.feed_wait(stop)?;
         let a = &mut self.a;
+        // A read that takes at most what it took in the record.
+        {
+            let mut whole = a.create_label();
+            let count = SYSCALL_ARG_OFFSET[2];
+            a.test(rsi, f::CLAMP as i32)?;
+            a.jz(whole)?;
+            a.mov(rax, qword_ptr(rsp + count))?;
+            a.mov(qword_ptr(r9 + f::CALL_RERUN_COUNT as i32), rax)?;
+            a.mov(rax, qword_ptr(r9 + f::CALL_RESULT as i32))?;
+            a.cmp(qword_ptr(rsp + count), rax)?;
+            a.jbe(whole)?;
+            a.mov(qword_ptr(rsp + count), rax)?;
+            a.set_label(&mut whole)?;
+            a.nop()?;
+        }
+        a.rdtsc()?;
+        a.shl(rdx, 32)?;
+        a.or(rax, rdx)?;
+        a.mov(qword_ptr(r9 + f::CALL_RERUN_BEGAN as i32), rax)?;
         a.mov(qword_ptr(r11 + current), r9)?;
         {
             let mut childless = a.create_label();
@@ -413,11 +432,16 @@ impl Gen {
     }
 
     /// After a call of the thread's feed returned (r11: the thread's
-    /// block): the feed's done count becomes its cursor, and the threads
-    /// asleep on it, if any, are woken. Clobbers rax, rdx and rdi.
+    /// block, r9: the call): the call's return time, the feed's done count
+    /// becomes its cursor, and the threads asleep on it, if any, are
+    /// woken. Clobbers rax, rdx and rdi.
     fn feed_done(&mut self, thread: i32) -> std::result::Result<(), IcedError> {
         let a = &mut self.a;
         let mut quiet = a.create_label();
+        a.rdtsc()?;
+        a.shl(rdx, 32)?;
+        a.or(rax, rdx)?;
+        a.mov(qword_ptr(r9 + f::CALL_RERUN_ENDED as i32), rax)?;
         a.mov(rax, qword_ptr(r11 + thread))?;
         a.mov(rdx, qword_ptr(rax + f::THREAD_CURSOR as i32))?;
         // A locked exchange: the waiters are read after the store.
@@ -546,6 +570,18 @@ impl Gen {
             self.a.nop()?;
         }
         let a = &mut self.a;
+        // The count a clamped read asked for, back in its register.
+        {
+            let mut whole = a.create_label();
+            a.test(r9, r9)?;
+            a.jz(whole)?;
+            a.test(rsi, f::CLAMP as i32)?;
+            a.jz(whole)?;
+            a.mov(rax, qword_ptr(r9 + f::CALL_RERUN_COUNT as i32))?;
+            a.mov(qword_ptr(rsp + SYSCALL_ARG_OFFSET[2]), rax)?;
+            a.set_label(&mut whole)?;
+            a.nop()?;
+        }
         // An id the kernel returned (`wait4`'s child): the recorded one.
         {
             let mut kept = a.create_label();
