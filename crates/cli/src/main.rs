@@ -237,6 +237,11 @@ pub struct ProbeArgs {
     /// with the recorded addresses).
     #[arg(long, hide = true)]
     pub no_aslr: bool,
+    /// Move the program into a control group before it runs its first
+    /// instruction: write its pid into FILE (a `cgroup.procs`), as many
+    /// as given (`weft syscalls reexec` with limits).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub join_cgroup: Vec<PathBuf>,
     /// Metric definitions to request with --metric like the built-in ones
     /// (format: docs/metrics.md): a regular file of at most 1 MiB, read
     /// before the program is started or attached to.

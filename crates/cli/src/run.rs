@@ -76,6 +76,20 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
         no_aslr: args.no_aslr,
     };
     let mut tracee = Tracee::launch(&spec)?;
+    // Stopped at its exec: the group holds all it and its children run.
+    for procs in &args.join_cgroup {
+        if let Err(e) = std::fs::write(procs, tracee.pid().to_string()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(tracee.pid()),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            anyhow::bail!(
+                "moving {} into the control group ({}): {e}",
+                command[0],
+                procs.display()
+            );
+        }
+    }
     crate::start_background_work(args);
     let pid = tracee.pid();
     let mut session = workload.session_for(pid, args)?;

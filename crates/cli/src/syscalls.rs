@@ -134,8 +134,10 @@ enum SyscallsCommand {
     /// ends the rerun with a report of both and the call's stack; exit
     /// status 1 then, else CMD's. A call that depends on another
     /// thread's or process's (`deps`) waits until that one returned, as
-    /// in the record. CMD must be the recorded command (same arguments,
-    /// same directory).
+    /// in the record. With --cpu-max, --memory-max or --drop-caches the
+    /// rerun's processes run in such a control group, and the time its
+    /// fed calls span is the prediction. CMD must be the recorded command
+    /// (same arguments, same directory).
     Reexec {
         /// A directory written by `weft syscalls record`.
         dir: PathBuf,
@@ -147,11 +149,14 @@ enum SyscallsCommand {
         fine: bool,
         /// Also write the report into FILE as one JSON object: `made`,
         /// `answered`, `waits`, `recorded_s` and `rerun_s` (from the first
-        /// call to the last return), `diverged`, and `calls` (per call, in
+        /// call to the last return: the prediction, with limits),
+        /// `configuration`, `peak_memory`, `diverged`, and `calls` (per call, in
         /// `show`'s order: `began_s` and `ended_s` in the rerun, from its
         /// first call, null where it did not get there).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        #[command(flatten)]
+        limits: LimitArgs,
         /// The program and its arguments, as recorded.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
@@ -385,13 +390,14 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             coarse,
             fine: _,
             json,
+            limits,
             command,
         } => {
             let mode = match coarse {
                 true => weft_syscalls::deps::Mode::Coarse,
                 false => weft_syscalls::deps::Mode::Fine,
             };
-            reexec::reexec(dir, mode, json.as_deref(), command)
+            reexec::reexec(dir, mode, json.as_deref(), limits, command)
         }
     }
 }

@@ -145,6 +145,12 @@ impl Group {
         Ok(group)
     }
 
+    /// The files that move a process into the group when its id is
+    /// written there (`cgroup.procs`, one per hierarchy).
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
+    }
+
     /// Moves process `pid` into the group.
     pub fn add(&self, pid: i32) -> Result<(), LimitError> {
         for dir in &self.dirs {

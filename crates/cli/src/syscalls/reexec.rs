@@ -21,6 +21,7 @@ pub fn reexec(
     dir: &Path,
     mode: weft_syscalls::deps::Mode,
     json: Option<&Path>,
+    limits: &super::LimitArgs,
     command: &[String],
 ) -> Result<i32> {
     let (meta, calls, known) = super::read_calls(dir)?;
@@ -42,14 +43,19 @@ pub fn reexec(
         let (path, done) = (path.clone(), done.clone());
         std::thread::spawn(move || watch(&path, &done))
     };
-    let probes = <super::Probes as clap::Parser>::try_parse_from([
-        "weft".as_ref(),
-        "--reexec-feed".as_ref(),
-        path.as_os_str(),
-        "--no-aslr".as_ref(),
-    ])?
-    .probes;
+    // The rerun's processes (not weft) in the configuration asked for.
+    let group = limits.prepare(&format!("weft-reexec-{}", std::process::id()))?;
+    let mut options: Vec<std::ffi::OsString> = ["weft", "--reexec-feed"].map(Into::into).to_vec();
+    options.push(path.clone().into());
+    options.push("--no-aslr".into());
+    for procs in group.iter().flat_map(|g| g.procs_files()) {
+        options.push("--join-cgroup".into());
+        options.push(procs.into());
+    }
+    let probes = <super::Probes as clap::Parser>::try_parse_from(options)?.probes;
     let status = crate::run::run(&probes, true, command);
+    let peak = group.as_ref().and_then(|g| g.peak_memory());
+    drop(group);
     done.store(true, Ordering::Relaxed);
     let diverged = watcher.join().unwrap_or(None);
     let bytes = std::fs::read(&feed_path.0)?;
@@ -84,10 +90,16 @@ pub fn reexec(
             false => format!(": {}", reasons.join(", ")),
         }
     );
+    let configuration = limits.describe();
     say!(
-        "weft: the fed calls spanned {:.6} s in the rerun, {:.6} s in the record (first call to last return)",
+        "weft: the fed calls spanned {:.6} s in the rerun{}, {:.6} s in the record (first call to last return){}",
         spans.rerun_s,
-        spans.recorded_s
+        match configuration.is_empty() {
+            true => String::new(),
+            false => format!(" ({configuration})"),
+        },
+        spans.recorded_s,
+        peak.map_or(String::new(), |p| format!("; the rerun's peak memory {:.1} MiB", p as f64 / 1048576.0)),
     );
     if feed.waits > 0 {
         let given_up: u64 = progress.iter().map(|p| p.waits_given_up).sum();
@@ -120,6 +132,8 @@ pub fn reexec(
             "waits": feed.waits,
             "recorded_s": spans.recorded_s,
             "rerun_s": spans.rerun_s,
+            "configuration": configuration,
+            "peak_memory": peak,
             "diverged": diverged.as_ref().map(|(d, paths, _)| describe_divergence(d, paths, &feed, &calls)),
             "calls": spans.calls,
         });

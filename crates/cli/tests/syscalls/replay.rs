@@ -121,7 +121,7 @@ fn a_sandbox_without_the_workloads_files_is_one_clear_line() {
 }
 
 /// The seconds `weft: CMD ran S s` (from `weft syscalls actual`) says.
-fn ran_seconds(stderr: &str) -> f64 {
+pub(super) fn ran_seconds(stderr: &str) -> f64 {
     stderr
         .lines()
         .find_map(|l| l.split(" ran ").nth(1)?.split(" s").next()?.parse().ok())
