@@ -9,6 +9,7 @@
 #   bash bench/run.sh events     # per-event cost: weft trace vs LTTng-UST vs bpftrace
 #   bash bench/run.sh paths      # abstract execution: slowdown and bytes per block vs QEMU, lackey
 #   bash bench/run.sh syscalls   # added ns per captured system call: weft vs strace, bpftrace
+#   bash bench/run.sh figure2    # ULTra's Figure 2: actual, replay and reexec times under memory limits
 #
 # Needs: gcc, bpftrace, uftrace, python3 (apt-get install -y bpftrace uftrace),
 # for paths qemu-user and valgrind, for syscalls strace.
@@ -352,7 +353,7 @@ syscalls() {
     local bin=$out/syscall_loop n=${CALLS:-1000000}
     echo "## added ns per captured system call (median of $REPS runs; $n calls, $SLOW for strace)"
     printf '%-8s %-34s %12s %14s %8s\n' call tool ns/call "added ns/call" ratio
-    for kind in getppid read; do
+    for kind in getppid read clock; do
         base=$(repeat sh -c "'$bin' $n $kind | grep -o 'ns_per_call [0-9.]*' | awk '{print \$2}'")
         row() { printf '%-8s %-34s %12.2f %14.2f %8.1f\n' "$kind" "$1" "$2" "$(echo "$2 - $base" | bc -l)" "$(echo "$2 / $base" | bc -l)"; }
         row baseline "$base"
@@ -379,10 +380,38 @@ syscalls() {
             echo "(perf trace: not installed here)"
         fi
     done
-    echo "(weft and bpftrace: $n calls a run; strace: $SLOW)"
+    echo "(weft and bpftrace: $n calls a run; strace: $SLOW; clock: the vDSO's clock_gettime,"
+    echo " which strace and a sys_enter count never see: their rows time the loop only)"
+}
+
+# ULTra's Figure 2: a file-serving workload (bench/fileserve.py: Python's
+# http.server and a client it forks, every file fetched PASSES times) recorded
+# once, then its actual, replayed and re-executed elapsed times under several
+# memory.max limits, caches dropped before each run.
+figure2() {
+    local root=$out/fig2-www rec=$out/fig2-rec files=${FILES:-64} passes=${PASSES:-3}
+    local port=${PORT:-18431} limits=${LIMITS:-"256M 48M 24M"}
+    rm -rf "$root" "$rec"
+    mkdir -p "$root"
+    for i in $(seq -w 1 "$files"); do head -c 1048576 /dev/urandom > "$root/f$i"; done
+    local cmd=(/usr/bin/python3 bench/fileserve.py "$root" "$port" "$passes")
+    echo "## ULTra Figure 2: ${files} files of 1 MiB served $passes times over HTTP on the loopback"
+    "$WEFT" syscalls record -o "$rec" -- "${cmd[@]}" 2>&1 | grep -E 'event\(s\) written' || true
+    printf '%-10s %10s %10s %10s %12s %12s\n' memory.max actual replay reexec "replay/act" "reexec/act"
+    for m in $limits; do
+        local a r x
+        a=$("$WEFT" syscalls actual --memory-max "$m" --drop-caches -- "${cmd[@]}" 2>&1 >/dev/null | grep -o ' ran [0-9.]*' | awk '{print $2}')
+        r=$("$WEFT" syscalls replay --json --memory-max "$m" --drop-caches "$rec" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["replayed_s"])')
+        "$WEFT" syscalls reexec --json "$out/fig2-reexec.json" --memory-max "$m" --drop-caches "$rec" -- "${cmd[@]}" >/dev/null 2>&1 || true
+        x=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["rerun_s"] if not r["diverged"] else "nan")' "$out/fig2-reexec.json")
+        printf '%-10s %10.3f %10.3f %10.3f %12.2f %12.2f\n' "$m" "$a" "$r" "$x" "$(echo "$r / $a" | bc -l)" "$( [ "$x" = nan ] && echo 0 || echo "$x / $a" | bc -l)"
+    done
+    echo "(seconds; actual: the workload alone in the group, exec to exit; replay: the replayed calls;"
+    echo " reexec: the re-executed program's fed calls, first call to last return; 0 ratio: diverged)"
 }
 
 case "$what" in
+    figure2) figure2 ;;
     syscalls) syscalls ;;
     percall) percall ;;
     splice) splice ;;
@@ -390,5 +419,5 @@ case "$what" in
     events) events ;;
     paths) paths ;;
     all) percall; echo; splice; echo; primitives; echo; events; echo; paths; echo; syscalls ;;
-    *) echo "usage: bash bench/run.sh [all|percall|splice|primitives|events|paths|syscalls]" >&2; exit 2 ;;
+    *) echo "usage: bash bench/run.sh [all|percall|splice|primitives|events|paths|syscalls|figure2]" >&2; exit 2 ;;
 esac

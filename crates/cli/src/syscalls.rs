@@ -441,6 +441,12 @@ fn read_calls(
     Vec<weft_syscalls::Call>,
     HashMap<i32, i32>,
 )> {
+    if !dir.exists() {
+        bail!(
+            "{} does not exist: `weft syscalls record -o DIR -- CMD` makes a record there",
+            dir.display()
+        );
+    }
     if !dir.join("meta.json").exists() {
         bail!(
             "{} is not a record of system calls (it has no meta.json): `weft syscalls record -o DIR -- CMD` makes one",

@@ -19,11 +19,13 @@
 //! (`crate::fds`), so fine and coarse agree there.
 //!
 //! A read from a pipe that overlapped the writes it took its bytes from
-//! still depends on them: counting the bytes in and out of the pipe, it
-//! waits for the write that brought its last byte, if that write returned
-//! before the read did (a write that a full pipe held until the reader
-//! made room is not waited for: that would never end). The rerun then
-//! finds the bytes the read took in the record there.
+//! still depends on them: counting the bytes in and out of the pipe, a
+//! read that was waiting for data when the write that brought its last
+//! byte began (it began first) waits for that write, if the write
+//! returned before the read did. A write that began first may have been
+//! held by a full pipe until this very read made room: waiting for it
+//! could never end, so it gets no such edge. The rerun then finds the
+//! bytes the read took in the record there.
 //!
 //! Edges are between threads: a thread's own operations keep their order
 //! by running in it. An edge an earlier one of the same thread already
@@ -140,7 +142,10 @@ fn transfers(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usize)
                 continue;
             };
             let returned = |k: usize| calls[k].exit.and_then(|e| e.tsc);
-            if calls[w].tid != calls[k].tid && returned(w) < returned(k) {
+            if calls[w].tid != calls[k].tid
+                && calls[k].entry_tsc < calls[w].entry_tsc
+                && returned(w) < returned(k)
+            {
                 out.push((k, w, resource));
             }
         }

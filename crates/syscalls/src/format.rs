@@ -220,6 +220,27 @@ const ARGUMENTS: &[(&str, usize)] = &[
     ("restart_syscall", 0),
 ];
 
+/// Arguments that are sizes, shown in decimal whatever their value, as
+/// strace shows them: (call, argument from 0).
+const SIZES: &[(&str, usize)] = &[
+    ("read", 2),
+    ("write", 2),
+    ("pread64", 2),
+    ("pwrite64", 2),
+    ("getdents64", 2),
+    ("recvfrom", 2),
+    ("sendto", 2),
+    ("readlink", 2),
+    ("readlinkat", 3),
+    ("getrandom", 1),
+    ("mmap", 1),
+    ("munmap", 1),
+    ("mprotect", 1),
+    ("madvise", 1),
+    ("mremap", 1),
+    ("mremap", 2),
+];
+
 /// How many arguments `name` takes (six if this table does not know).
 fn arguments(name: &str) -> usize {
     ARGUMENTS
@@ -322,6 +343,11 @@ pub fn strace_line(call: &Call) -> String {
         .iter()
         .map(|&v| argument(v))
         .collect();
+    for &(_, k) in SIZES.iter().filter(|(n, _)| *n == name) {
+        if let Some(a) = args.get_mut(k) {
+            *a = call.args[k].to_string();
+        }
+    }
     if let ("clock_gettime" | "clock_getres" | "clock_nanosleep", Some(clock)) =
         (name.as_str(), CLOCKS.get(call.args[0] as usize))
     {

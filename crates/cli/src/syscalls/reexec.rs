@@ -25,6 +25,13 @@ pub fn reexec(
     command: &[String],
 ) -> Result<i32> {
     let (meta, calls, known) = super::read_calls(dir)?;
+    if meta.dropped > 0 {
+        anyhow::bail!(
+            "{} lost {} event(s) while it was recorded, so calls are missing from it and a rerun would diverge where they are: record again (`weft syscalls record --force -o DIR -- CMD`)",
+            dir.display(),
+            meta.dropped
+        );
+    }
     let resources = weft_syscalls::fds::resolve(&calls, &known);
     let edges = weft_syscalls::deps::edges(&calls, &resources, mode);
     let feed = rx::build_feed(&calls, &resources, &edges);
@@ -61,7 +68,22 @@ pub fn reexec(
     let bytes = std::fs::read(&feed_path.0)?;
     drop(feed_path);
     let status = status?;
-    let progress = rx::progress(&bytes);
+    let mut progress = rx::progress(&bytes);
+    // The call a thread diverged at was taken from its feed, not made.
+    if let Some((
+        Divergence {
+            feed: Some(i),
+            kind: f::DIFFERS,
+            ..
+        },
+        _,
+        _,
+    )) = &diverged
+    {
+        if let Some(p) = progress.get_mut(*i) {
+            p.cursor = p.cursor.saturating_sub(1);
+        }
+    }
     let mut by_reason: BTreeMap<rx::Answer, usize> = BTreeMap::new();
     let mut made = 0u64;
     let mut answered = 0u64;
