@@ -140,8 +140,11 @@ pub const CALL_RERUN_ENDED: u64 = 120;
 /// Call: with [`CLAMP`], the count the rerun asked for, given back to it
 /// after the call.
 pub const CALL_RERUN_COUNT: u64 = 128;
+/// Call: the result it returned in the rerun (valid once
+/// [`CALL_RERUN_ENDED`] is).
+pub const CALL_RERUN_RESULT: u64 = 136;
 /// Bytes of a call.
-pub const CALL_SIZE: u64 = 136;
+pub const CALL_SIZE: u64 = 144;
 
 /// Wait entry: the index of the thread feed waited for.
 pub const WAIT_FEED: u64 = 0;
@@ -197,4 +200,5 @@ const _: () = assert!(CALL_ARGS + 6 * 8 == CALL_RESULT);
 const _: () = assert!(CALL_CHILD + 8 <= CALL_WAITS);
 const _: () = assert!(CALL_WAIT_COUNT + 8 <= CALL_RERUN_BEGAN);
 const _: () = assert!(CALL_RERUN_ENDED + 8 <= CALL_RERUN_COUNT);
-const _: () = assert!(CALL_RERUN_COUNT + 8 <= CALL_SIZE);
+const _: () = assert!(CALL_RERUN_COUNT + 8 <= CALL_RERUN_RESULT);
+const _: () = assert!(CALL_RERUN_RESULT + 8 <= CALL_SIZE);

@@ -242,6 +242,11 @@ pub struct ProbeArgs {
     /// as given (`weft syscalls reexec` with limits).
     #[arg(long, value_name = "FILE", hide = true)]
     pub join_cgroup: Vec<PathBuf>,
+    /// Start the program with the environment FILE holds (a JSON array
+    /// of `NAME=value`), not weft's (`weft syscalls reexec`: the recorded
+    /// one).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub launch_env: Option<PathBuf>,
     /// Metric definitions to request with --metric like the built-in ones
     /// (format: docs/metrics.md): a regular file of at most 1 MiB, read
     /// before the program is started or attached to.

@@ -74,6 +74,10 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
         program: command[0].clone(),
         args: command[1..].to_vec(),
         no_aslr: args.no_aslr,
+        env: match &args.launch_env {
+            Some(file) => Some(crate::syscalls::read_environment(file)?),
+            None => None,
+        },
     };
     let mut tracee = Tracee::launch(&spec)?;
     // Stopped at its exec: the group holds all it and its children run.

@@ -4,8 +4,11 @@
 //! works out the order between their threads, `replay` (in [`replay`])
 //! makes the calls again.
 
+mod command;
 mod deps;
 mod reexec;
+
+pub use command::read_environment;
 mod replay;
 
 use crate::ProbeArgs;
@@ -28,8 +31,11 @@ enum SyscallsCommand {
     /// attach to a running one with -p, and record each system call its
     /// code makes (from the program's entry on): number, arguments, result
     /// and the TSC at both ends, into DIR (an events directory: `weft
-    /// events DIR` reads it too). Nothing is lost: a thread whose ring is
-    /// full waits for weft. Attached, weft records until Ctrl-C or -d, then
+    /// events DIR` reads it too; a started program's command, directory
+    /// and environment go into DIR/command.json, for `reexec`). A thread
+    /// whose ring is full waits for weft to empty it, a second at most at
+    /// a time: only a weft that stalls longer (a debug build instrumenting
+    /// a new image) loses calls, counted and reported. Attached, weft records until Ctrl-C or -d, then
     /// detaches.
     Record {
         /// Where to write: a new or empty directory.
@@ -150,9 +156,10 @@ enum SyscallsCommand {
         /// Also write the report into FILE as one JSON object: `made`,
         /// `answered`, `waits`, `recorded_s` and `rerun_s` (from the first
         /// call to the last return: the prediction, with limits),
-        /// `configuration`, `peak_memory`, `diverged`, and `calls` (per call, in
+        /// `configuration`, `peak_memory`, `differ` (calls made again that
+        /// returned other results), `diverged`, and `calls` (per call, in
         /// `show`'s order: `began_s` and `ended_s` in the rerun, from its
-        /// first call, null where it did not get there).
+        /// first call, and `result`; null where it did not get there).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
         #[command(flatten)]
@@ -310,7 +317,11 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             let probes = Probes::try_parse_from(options)?.probes;
             match pid {
                 Some(pid) => crate::attach::attach(&[*pid], *duration, None, !no_follow, &probes),
-                None => crate::run::run(&probes, !no_follow, command),
+                None => {
+                    let status = crate::run::run(&probes, !no_follow, command)?;
+                    command::write(out, command)?;
+                    Ok(status)
+                }
             }
         }
         SyscallsCommand::Show { dir, json } => {

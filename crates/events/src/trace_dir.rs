@@ -12,8 +12,10 @@ use rustix::fs::{FileType, Mode};
 use rustix::io::Errno;
 use std::path::Path;
 
-/// The files weft writes at the top of an events directory.
-const TOP_FILES: [&str; 3] = ["meta.json", "events.jsonl", "trace.json"];
+/// The files weft writes at the top of an events directory
+/// (`command.json`: the command `weft syscalls record` started, its
+/// directory and environment).
+const TOP_FILES: [&str; 4] = ["meta.json", "events.jsonl", "trace.json", "command.json"];
 
 /// Whether `name` is one of weft's CTF stream files: `stream_TID`.
 pub(crate) fn is_stream(name: &str) -> bool {

@@ -84,6 +84,68 @@ pub fn read(pid: i32) -> Result<Vec<MapEntry>> {
     Ok(parse(&text))
 }
 
+/// Where weft maps what needs no particular place in a target (its feed,
+/// the CPU clock, return stacks): 16 TiB, below where Linux loads a PIE
+/// executable (about 85 TiB up) and far below the libraries and the
+/// program's own `mmap`s (top-down from under the stack), so that weft's
+/// mappings do not move the program's.
+pub const FAR_BASE: u64 = 0x1000_0000_0000;
+
+/// Bytes below a module that weft's patch memory leaves free: where the
+/// program's own `mmap`s go, top-down under the libraries, so that they
+/// land where they would without weft (and where they did in a recorded
+/// run, whatever weft mapped then).
+pub const LEFT_CLEAR: u64 = 1 << 30;
+
+/// The lowest free, page-aligned range of `size` bytes at or above
+/// `from` (with a guard gap on each side).
+pub fn free_range_from(maps: &[MapEntry], from: u64, size: u64) -> Option<u64> {
+    const PAGE: u64 = weft_abi::mman::PAGE_SIZE;
+    const GUARD: u64 = 16 * PAGE;
+    let mut occupied: Vec<(u64, u64)> = maps.iter().map(|m| (m.start.0, m.end.0)).collect();
+    occupied.sort_unstable();
+    let mut start = (from + PAGE - 1) & !(PAGE - 1);
+    for (s, e) in occupied {
+        if e + GUARD <= start {
+            continue;
+        }
+        if s >= start.checked_add(size)?.checked_add(GUARD)? {
+            return Some(start);
+        }
+        start = start.max((e + GUARD + PAGE - 1) & !(PAGE - 1));
+    }
+    (start.checked_add(size)? <= 0x7fff_ffff_f000).then_some(start)
+}
+
+/// A free, page-aligned range of `size` bytes within `reach` of every
+/// byte of `[lo, hi)` that ends [`LEFT_CLEAR`] or more below `lo`, as
+/// high as that allows; else [`free_range_near`]'s.
+pub fn free_range_below(maps: &[MapEntry], lo: u64, hi: u64, size: u64, reach: u64) -> Option<u64> {
+    const PAGE: u64 = weft_abi::mman::PAGE_SIZE;
+    const GUARD: u64 = 16 * PAGE;
+    let min_start = hi.saturating_sub(reach).max(0x10000);
+    let end_max = lo.saturating_sub(LEFT_CLEAR);
+    let mut occupied: Vec<(u64, u64)> = maps.iter().map(|m| (m.start.0, m.end.0)).collect();
+    occupied.sort_unstable();
+    let mut best = None;
+    let mut prev_end = 0x10000u64;
+    for (s, e) in occupied
+        .into_iter()
+        .chain(std::iter::once((u64::MAX, u64::MAX)))
+    {
+        let gap_lo = ((prev_end + GUARD + PAGE - 1) & !(PAGE - 1)).max(min_start);
+        let gap_hi = s.saturating_sub(GUARD).min(end_max) & !(PAGE - 1);
+        if gap_hi >= gap_lo && gap_hi - gap_lo >= size {
+            best = Some(gap_hi - size);
+        }
+        prev_end = prev_end.max(e);
+        if s >= end_max {
+            break;
+        }
+    }
+    best.or_else(|| free_range_near(maps, lo, hi, size, reach))
+}
+
 /// Finds a free, page-aligned range of `size` bytes whose every byte lies
 /// within `reach` bytes of every byte of `[lo, hi)`, preferring the closest.
 /// Used to place patch memory that `jmp rel32` and RIP-relative operands reach.
@@ -165,5 +227,35 @@ mod tests {
         for m in &maps {
             assert!(at + size <= m.start.0 || at >= m.end.0, "overlaps {m:?}");
         }
+    }
+
+    #[test]
+    fn patch_memory_leaves_the_space_under_a_library_to_the_program() {
+        let maps = parse(SAMPLE);
+        let (lo, hi, size) = (0x7f1e2a000000, 0x7f1e2a022000, 0x200000);
+        let at = free_range_below(&maps, lo, hi, size, 1 << 31).unwrap();
+        assert!(at + size <= lo - LEFT_CLEAR, "{at:#x}");
+        assert!(
+            lo - (at + size) < LEFT_CLEAR + 0x100000,
+            "as high as it can: {at:#x}"
+        );
+        for m in &maps {
+            assert!(at + size <= m.start.0 || at >= m.end.0, "overlaps {m:?}");
+        }
+        // No such room within reach: the nearest place instead.
+        let near = free_range_below(&maps, lo, hi, size, LEFT_CLEAR / 2).unwrap();
+        assert_eq!(
+            Some(near),
+            free_range_near(&maps, lo, hi, size, LEFT_CLEAR / 2)
+        );
+    }
+
+    #[test]
+    fn far_ranges_start_at_the_first_free_place() {
+        let maps = parse(SAMPLE);
+        assert_eq!(free_range_from(&maps, FAR_BASE, 0x10000), Some(FAR_BASE));
+        // Past the executable, with a guard gap.
+        let at = free_range_from(&maps, 0x55d0c0a00000, 0x10000).unwrap();
+        assert!(at >= 0x55d0c0a05000 + 0x10000, "{at:#x}");
     }
 }

@@ -42,6 +42,29 @@ impl Tracee {
         Ok(RemoteAddr(addr))
     }
 
+    /// [`Tracee::remote_mmap`] away from the program's own mappings: at
+    /// the first free range from [`crate::maps::FAR_BASE`] on (or where
+    /// the kernel chooses, if that fails), so that weft's mapping does
+    /// not move where the program's next `mmap`s land.
+    pub fn remote_mmap_far(
+        &mut self,
+        len: u64,
+        prot: i32,
+        flags: i32,
+        fd: i32,
+        offset: u64,
+    ) -> Result<RemoteAddr> {
+        let hint = crate::maps::read(self.pid)
+            .ok()
+            .and_then(|maps| crate::maps::free_range_from(&maps, crate::maps::FAR_BASE, len));
+        if let Some(at) = hint {
+            if let Ok(got) = self.remote_mmap(Some(RemoteAddr(at)), len, prot, flags, fd, offset) {
+                return Ok(got);
+            }
+        }
+        self.remote_mmap(None, len, prot, flags, fd, offset)
+    }
+
     /// `mmap` inside the target at exactly `addr`, replacing what is
     /// mapped there (`MAP_FIXED`): for a forked child's own copy of
     /// memory it shares with its parent.

@@ -60,6 +60,8 @@ pub struct LaunchSpec {
     /// are the addresses it computes with (glibc's temporary file names
     /// mix in the address of a stack variable).
     pub no_aslr: bool,
+    /// Its environment (`NAME=value` each); none: weft's own.
+    pub env: Option<Vec<String>>,
 }
 
 /// A process whose threads are all stopped under weft's control.
@@ -135,6 +137,20 @@ impl Tracee {
         // Prepared before the fork: the child must not allocate.
         let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
         argv_ptrs.push(std::ptr::null());
+        let envp: Option<Vec<CString>> = match &spec.env {
+            Some(env) => Some(
+                env.iter()
+                    .map(|e| CString::new(e.as_str()).map_err(|_| invalid()))
+                    .collect::<Result<_>>()?,
+            ),
+            None => None,
+        };
+        let envp_ptrs: Option<Vec<*const libc::c_char>> = envp.as_ref().map(|env| {
+            env.iter()
+                .map(|e| e.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect()
+        });
         // A pipe with CLOEXEC tells the parent whether exec failed: it reads
         // the child's errno, or end-of-file once exec succeeded.
         let (read_end, write_end) = unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| Error::Io {
@@ -187,11 +203,19 @@ impl Tracee {
                 }
                 // The child stops itself so the parent can seize it, then execs.
                 let _ = signal::raise(Signal::SIGSTOP);
-                // SAFETY: a NUL-terminated program name and a null-terminated
-                // array of pointers to NUL-terminated strings, all alive (they
-                // were built before the fork; `nix`'s execvp would allocate
-                // that array here, after the fork).
-                unsafe { libc::execvp(program.as_ptr(), argv_ptrs.as_ptr()) };
+                // SAFETY: a NUL-terminated program name and null-terminated
+                // arrays of pointers to NUL-terminated strings (the arguments
+                // and, if given, the environment), all alive (they were built
+                // before the fork; `nix`'s execvp would allocate such an
+                // array here, after the fork).
+                unsafe {
+                    match &envp_ptrs {
+                        Some(envp) => {
+                            libc::execvpe(program.as_ptr(), argv_ptrs.as_ptr(), envp.as_ptr())
+                        }
+                        None => libc::execvp(program.as_ptr(), argv_ptrs.as_ptr()),
+                    }
+                };
                 // Only reached when exec failed: report errno and exit.
                 let errno = Errno::last_raw();
                 let _ = unistd::write(&write_end, &errno.to_ne_bytes());
@@ -773,6 +797,7 @@ mod tests {
             program: program.into(),
             args: args.iter().map(|a| a.to_string()).collect(),
             no_aslr: false,
+            env: None,
         })
     }
 
@@ -795,6 +820,25 @@ mod tests {
         assert_eq!(tracee.threads(), vec![pid]);
         tracee.detach().unwrap();
         assert_eq!(wait_child_exit(pid).unwrap(), 3);
+    }
+
+    #[test]
+    fn a_launched_child_gets_the_environment_given_it_and_only_that() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        let tracee = Tracee::launch(&LaunchSpec {
+            program: "sh".into(),
+            args: vec!["-c".into(), "exit $((FROM_SPEC + ${HOME:-0}))".into()],
+            no_aslr: true,
+            env: Some(vec!["FROM_SPEC=5".into()]),
+        })
+        .unwrap();
+        let pid = tracee.pid();
+        tracee.detach().unwrap();
+        assert_eq!(
+            wait_child_exit(pid).unwrap(),
+            5,
+            "weft's HOME is not passed"
+        );
     }
 
     #[test]

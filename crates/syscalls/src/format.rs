@@ -220,6 +220,12 @@ const ARGUMENTS: &[(&str, usize)] = &[
     ("restart_syscall", 0),
 ];
 
+/// Whether call `nr` returns an address (a rerun's may differ from the
+/// record's with nothing wrong).
+pub fn returns_address(nr: u64) -> bool {
+    RETURN_ADDRESSES.contains(&name(nr).as_str())
+}
+
 /// Arguments that are sizes, shown in decimal whatever their value, as
 /// strace shows them: (call, argument from 0).
 const SIZES: &[(&str, usize)] = &[

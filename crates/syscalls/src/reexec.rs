@@ -140,6 +140,13 @@ impl Answer {
 /// How long a waiting call sleeps at a time (`weft_abi::feed::WAIT_TIMEOUT`).
 const WAIT_TIMEOUT_NS: u64 = 10_000_000;
 
+/// Whether the program gets another result than the kernel's for call
+/// `nr` in a rerun: the recorded id of the child it made, or of the one
+/// `wait4` reaped.
+pub fn result_is_translated(nr: u64) -> bool {
+    MAKERS.contains(&nr) || GIVE_IDS.contains(&nr)
+}
+
 /// `-EINTR`.
 const EINTR: i64 = -4;
 
@@ -429,10 +436,19 @@ pub struct Progress {
     pub waits_given_up: u64,
 }
 
-/// When the rerun made each call of the feed and when it returned (TSC),
-/// by the call's index in the record: calls it never made are not there,
-/// and a call that did not return (or a vDSO call) has no end.
-pub fn rerun_times(bytes: &[u8], feed: &FeedFile) -> HashMap<usize, (u64, Option<u64>)> {
+/// A call as the rerun made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rerun {
+    /// TSC when it was made (after its waits).
+    pub began: u64,
+    /// TSC when it returned, and its result then; none for a call that
+    /// did not return (or a vDSO call).
+    pub ended: Option<(u64, i64)>,
+}
+
+/// How the rerun made each call of the feed, by the call's index in the
+/// record: calls it never made are not there.
+pub fn rerun_calls(bytes: &[u8], feed: &FeedFile) -> HashMap<usize, Rerun> {
     let threads = word(bytes, f::THREADS);
     let mut out = HashMap::new();
     for (i, ks) in feed.calls.iter().enumerate() {
@@ -441,8 +457,10 @@ pub fn rerun_times(bytes: &[u8], feed: &FeedFile) -> HashMap<usize, (u64, Option
             let at = first + f::CALL_SIZE * p as u64;
             let began = word(bytes, at + f::CALL_RERUN_BEGAN);
             let ended = word(bytes, at + f::CALL_RERUN_ENDED);
+            let result = word(bytes, at + f::CALL_RERUN_RESULT) as i64;
             if began != 0 {
-                out.insert(k, (began, (ended != 0).then_some(ended)));
+                let ended = (ended != 0).then_some((ended, result));
+                out.insert(k, Rerun { began, ended });
             }
         }
     }

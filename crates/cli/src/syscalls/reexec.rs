@@ -45,6 +45,27 @@ pub fn reexec(
         .and_then(|mut file| std::io::Write::write_all(&mut file, &feed.bytes))
         .with_context(|| format!("writing the feed {}", path.display()))?;
     let feed_path = Removed(path.clone());
+    // The program starts as it was recorded: with its environment.
+    let recorded = super::command::read(dir)?;
+    let env_path = Removed(path.with_extension("env"));
+    if let Some(r) = &recorded {
+        if r.argv != command {
+            say!(
+                "weft: the record is of `{}`, this is `{}`: another command's calls differ",
+                r.argv.join(" "),
+                command.join(" ")
+            );
+        }
+        let here = std::env::current_dir().unwrap_or_default();
+        if r.cwd != here {
+            say!(
+                "weft: the record was made in {}, this is {}: paths relative to it may differ",
+                r.cwd.display(),
+                here.display()
+            );
+        }
+        super::command::write_environment(&env_path.0, &r.env)?;
+    }
     let done = Arc::new(AtomicBool::new(false));
     let watcher = {
         let (path, done) = (path.clone(), done.clone());
@@ -55,6 +76,10 @@ pub fn reexec(
     let mut options: Vec<std::ffi::OsString> = ["weft", "--reexec-feed"].map(Into::into).to_vec();
     options.push(path.clone().into());
     options.push("--no-aslr".into());
+    if recorded.is_some() {
+        options.push("--launch-env".into());
+        options.push(env_path.0.clone().into());
+    }
     for procs in group.iter().flat_map(|g| g.procs_files()) {
         options.push("--join-cgroup".into());
         options.push(procs.into());
@@ -96,8 +121,21 @@ pub fn reexec(
             }
         }
     }
-    let times = rx::rerun_times(&bytes, &feed);
-    let spans = Spans::of(&calls, &times, meta.ticks_per_ns);
+    let reruns = rx::rerun_calls(&bytes, &feed);
+    let spans = Spans::of(&calls, &reruns, meta.ticks_per_ns);
+    // Calls made again whose results are not the recorded ones (addresses
+    // aside): what the rerun found different before it diverged, if it
+    // did.
+    let differ: Vec<(usize, i64)> = (0..calls.len())
+        .filter(|k| !feed.answers.contains_key(k))
+        .filter_map(|k| {
+            let (_, result) = reruns.get(&k)?.ended?;
+            let recorded = calls[k].exit?.result;
+            let nr = calls[k].nr;
+            let comparable = !weft_syscalls::returns_address(nr) && !rx::result_is_translated(nr);
+            (recorded != result && comparable).then_some((k, result))
+        })
+        .collect();
     let reasons: Vec<String> = by_reason
         .iter()
         .map(|(why, n)| format!("{n} {}", why.describe()))
@@ -123,6 +161,14 @@ pub fn reexec(
         spans.recorded_s,
         peak.map_or(String::new(), |p| format!("; the rerun's peak memory {:.1} MiB", p as f64 / 1048576.0)),
     );
+    if let Some(&(k, result)) = differ.first() {
+        say!(
+            "weft: {} call(s) made again returned other results than recorded; the first, of recorded thread {}: {}, returned {result}",
+            differ.len(),
+            calls[k].ring,
+            weft_syscalls::strace_line(&calls[k])
+        );
+    }
     if feed.waits > 0 {
         let given_up: u64 = progress.iter().map(|p| p.waits_given_up).sum();
         say!(
@@ -155,6 +201,7 @@ pub fn reexec(
             "recorded_s": spans.recorded_s,
             "rerun_s": spans.rerun_s,
             "configuration": configuration,
+            "differ": differ.len(),
             "peak_memory": peak,
             "diverged": diverged.as_ref().map(|(d, paths, _)| describe_divergence(d, paths, &feed, &calls)),
             "calls": spans.calls,
@@ -205,15 +252,16 @@ struct Spans {
     /// The same in the rerun, over the calls it made.
     rerun_s: f64,
     /// Per recorded call: when the rerun made it and when it returned, in
-    /// seconds from the rerun's first call (`began_s`, `ended_s`; null
-    /// where the rerun did not get there).
+    /// seconds from the rerun's first call (`began_s`, `ended_s`), and
+    /// its result there (`result`); null where the rerun did not get
+    /// there.
     calls: Vec<serde_json::Value>,
 }
 
 impl Spans {
     fn of(
         calls: &[Call],
-        times: &std::collections::HashMap<usize, (u64, Option<u64>)>,
+        reruns: &std::collections::HashMap<usize, rx::Rerun>,
         recorded_ticks_per_ns: f64,
     ) -> Spans {
         let span = |first: Option<u64>, last: Option<u64>, ticks_per_ns: f64| match (first, last) {
@@ -229,16 +277,17 @@ impl Spans {
             recorded_ticks_per_ns,
         );
         let ticks_per_ns = weft_live::clock::ticks_per_ns();
-        let first = times.values().map(|t| t.0).min();
-        let last = times.values().filter_map(|t| t.1).max();
+        let first = reruns.values().map(|r| r.began).min();
+        let last = reruns.values().filter_map(|r| r.ended).map(|e| e.0).max();
         let seconds = |tsc: u64| tsc.saturating_sub(first.unwrap_or(0)) as f64 / ticks_per_ns / 1e9;
         let calls = (0..calls.len())
-            .map(|k| match times.get(&k) {
-                Some(&(began, ended)) => serde_json::json!({
-                    "began_s": seconds(began),
-                    "ended_s": ended.map(seconds),
+            .map(|k| match reruns.get(&k) {
+                Some(r) => serde_json::json!({
+                    "began_s": seconds(r.began),
+                    "ended_s": r.ended.map(|e| seconds(e.0)),
+                    "result": r.ended.map(|e| e.1),
                 }),
-                None => serde_json::json!({"began_s": null, "ended_s": null}),
+                None => serde_json::json!({"began_s": null, "ended_s": null, "result": null}),
             })
             .collect();
         Spans {

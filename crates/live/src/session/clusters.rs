@@ -48,7 +48,7 @@ impl Session {
         let maps = weft_process::maps::read(self.pid)?;
         let size = self.layout.size + CODE_AREA;
         let addr =
-            weft_process::maps::free_range_near(&maps, lo, hi, size, REACH).ok_or_else(|| {
+            weft_process::maps::free_range_below(&maps, lo, hi, size, REACH).ok_or_else(|| {
                 Error::NoRoom {
                     module: self.modules[module].name.clone(),
                 }

@@ -107,8 +107,7 @@ impl Session {
         );
         tracee.remote_close(pidfd)?;
         let fd = fd? as i32;
-        let at = tracee.remote_mmap(
-            None,
+        let at = tracee.remote_mmap_far(
             v::MAP_SIZE,
             mman::PROT_READ | mman::PROT_WRITE,
             mman::MAP_SHARED,

@@ -22,8 +22,7 @@ impl Session {
         let mut name = path.as_os_str().as_bytes().to_vec();
         name.push(0);
         let fd = clusters::open_through_page(tracee, &name)?;
-        let mapped = tracee.remote_mmap(
-            None,
+        let mapped = tracee.remote_mmap_far(
             len,
             mman::PROT_READ | mman::PROT_WRITE,
             mman::MAP_SHARED,

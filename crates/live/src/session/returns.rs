@@ -144,8 +144,7 @@ impl Session {
         }
         use weft_abi::mman;
         let len = stacks::area_size(self.layout.header.thread_slots);
-        let at = tracee.remote_mmap(
-            None,
+        let at = tracee.remote_mmap_far(
             len,
             mman::PROT_READ | mman::PROT_WRITE,
             mman::MAP_PRIVATE | mman::MAP_ANONYMOUS,

@@ -432,12 +432,14 @@ impl Gen {
     }
 
     /// After a call of the thread's feed returned (r11: the thread's
-    /// block, r9: the call): the call's return time, the feed's done count
+    /// block, r9: the call): the call's result and return time, the feed's done count
     /// becomes its cursor, and the threads asleep on it, if any, are
     /// woken. Clobbers rax, rdx and rdi.
     fn feed_done(&mut self, thread: i32) -> std::result::Result<(), IcedError> {
         let a = &mut self.a;
         let mut quiet = a.create_label();
+        a.mov(rax, qword_ptr(rsp + RAX_OFFSET))?;
+        a.mov(qword_ptr(r9 + f::CALL_RERUN_RESULT as i32), rax)?;
         a.rdtsc()?;
         a.shl(rdx, 32)?;
         a.or(rax, rdx)?;
