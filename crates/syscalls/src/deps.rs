@@ -18,8 +18,9 @@
 //! reorder freely. On a pipe or socket every transfer changes it
 //! (`crate::fds`), so fine and coarse agree there.
 //!
-//! A read from a pipe that overlapped the writes it took its bytes from
-//! still depends on them: counting the bytes in and out of the pipe, a
+//! A read from a pipe (or one end of a connection) that overlapped the
+//! writes it took its bytes from still depends on them: counting the bytes
+//! in and out of the pipe (each direction of the connection), a
 //! read that was waiting for data when the write that brought its last
 //! byte began (it began first) waits for that write, if the write
 //! returned before the read did. A write that began first may have been
@@ -102,51 +103,79 @@ pub fn edges(calls: &[Call], resources: &Resources, mode: Mode) -> Vec<Edge> {
         .collect()
 }
 
-/// Calls that put bytes into a pipe (`write`, `writev`, `pwrite64`,
-/// `sendto`) and that take them out (`read`, `readv`, `recvfrom`).
-const PUTS: [u64; 4] = [1, 20, 18, 44];
-const TAKES: [u64; 3] = [0, 19, 45];
+/// Calls that put bytes into a pipe or a socket (`write`, `writev`,
+/// `pwrite64`, `sendto`, `sendmsg`) and that take them out (`read`,
+/// `readv`, `recvfrom`, `recvmsg`).
+const PUTS: [u64; 5] = [1, 20, 18, 44, 46];
+const TAKES: [u64; 4] = [0, 19, 45, 47];
 
-/// Per pipe, each read's edge from the write that brought its last byte
-/// (see the module's documentation): (read, write, resource).
+/// Per pipe and per direction of a connection, each read's edge from the
+/// write that brought its last byte (see the module's documentation):
+/// (read, write, resource). A connection's reads through one end's
+/// description take what was written through the other end's.
 fn transfers(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usize)> {
+    use crate::fds::Kind;
     let moved = |k: usize| {
         calls[k]
             .exit
             .filter(|e| e.tsc.is_some())
             .map_or(0, |e| e.result.max(0) as u64)
     };
-    let mut by_pipe: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut by_resource: HashMap<usize, Vec<&Op>> = HashMap::new();
     for op in &resources.ops {
-        if resources.resources[op.resource].kind == crate::fds::Kind::Pipe {
-            by_pipe.entry(op.resource).or_default().push(op.call);
+        if matches!(
+            resources.resources[op.resource].kind,
+            Kind::Pipe | Kind::Socket
+        ) {
+            by_resource.entry(op.resource).or_default().push(op);
         }
     }
     let mut out = Vec::new();
-    for (resource, ks) in by_pipe {
-        // The writes, with the bytes in the pipe once each is in.
-        let mut written = Vec::new();
-        let mut total = 0;
-        for &k in ks.iter().filter(|&&k| PUTS.contains(&calls[k].nr)) {
-            total += moved(k);
-            written.push((total, k));
-        }
-        let mut read = 0;
-        for &k in ks.iter().filter(|&&k| TAKES.contains(&calls[k].nr)) {
-            let n = moved(k);
-            if n == 0 {
+    for (resource, ops) in by_resource {
+        let socket = resources.resources[resource].kind == Kind::Socket;
+        // The end a read takes from: on a pipe, the one stream; on a
+        // connection, what was written through the other ends.
+        let ends: BTreeSet<Option<usize>> = match socket {
+            true => ops.iter().map(|op| op.description).collect(),
+            false => [None].into(),
+        };
+        for end in ends {
+            if socket && end.is_none() {
                 continue;
             }
-            read += n;
-            let Some(&(_, w)) = written.get(written.partition_point(|&(t, _)| t < read)) else {
-                continue;
-            };
-            let returned = |k: usize| calls[k].exit.and_then(|e| e.tsc);
-            if calls[w].tid != calls[k].tid
-                && calls[k].entry_tsc < calls[w].entry_tsc
-                && returned(w) < returned(k)
+            let from_other_end =
+                |op: &Op| !socket || op.description.is_some() && op.description != end;
+            // The writes, with the bytes sent once each is in.
+            let mut written = Vec::new();
+            let mut total = 0;
+            for op in ops
+                .iter()
+                .filter(|op| PUTS.contains(&calls[op.call].nr) && from_other_end(op))
             {
-                out.push((k, w, resource));
+                total += moved(op.call);
+                written.push((total, op.call));
+            }
+            let mut read = 0;
+            let reads = ops.iter().filter(|op| {
+                TAKES.contains(&calls[op.call].nr) && (!socket || op.description == end)
+            });
+            for op in reads {
+                let k = op.call;
+                let n = moved(k);
+                if n == 0 {
+                    continue;
+                }
+                read += n;
+                let Some(&(_, w)) = written.get(written.partition_point(|&(t, _)| t < read)) else {
+                    continue;
+                };
+                let returned = |k: usize| calls[k].exit.and_then(|e| e.tsc);
+                if calls[w].tid != calls[k].tid
+                    && calls[k].entry_tsc < calls[w].entry_tsc
+                    && returned(w) < returned(k)
+                {
+                    out.push((k, w, resource));
+                }
             }
         }
     }

@@ -312,43 +312,57 @@ impl Drop for Removed {
 type Diverged = (Divergence, Vec<String>, Vec<String>);
 
 /// Watches the feed until `done`: at a divergence, ends the rerun (kills
-/// the diverged thread's process, then each process whose thread stopped
-/// at its next call) and returns it.
+/// the diverged thread's process, then every other process of the rerun)
+/// and returns it.
 fn watch(path: &Path, done: &AtomicBool) -> Option<Diverged> {
     let file = std::fs::File::open(path).ok()?;
     let mut header = vec![0u8; f::HEADER_SIZE as usize];
+    file.read_exact_at(&mut header, 0).ok()?;
+    // The header and the thread feeds (which follow it): who follows which.
+    let threads = f::HEADER_SIZE + f::THREAD_SIZE * rx::progress(&header).len() as u64;
+    let mut table = vec![0u8; threads as usize];
     let mut seen: Option<Diverged> = None;
+    // Every thread of the rerun seen so far, with its start time: one
+    // whose id names another process by now is not ended.
+    let mut rerun: std::collections::HashMap<i32, u64> = std::collections::HashMap::new();
     let mut killed = std::collections::HashSet::new();
     while !done.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(5));
-        if seen.is_none() {
-            if file.read_exact_at(&mut header, 0).is_err() {
-                continue;
-            }
-            if rx::divergence(&header).is_none() {
-                continue;
+        if file.read_exact_at(&mut table, 0).is_err() {
+            continue;
+        }
+        for p in rx::progress(&table).iter().filter(|p| p.tid > 0) {
+            if let (std::collections::hash_map::Entry::Vacant(v), Some(start)) =
+                (rerun.entry(p.tid), weft_process::start_time(p.tid))
+            {
+                v.insert(start);
             }
         }
-        let Ok(bytes) = std::fs::read(path) else {
-            continue;
-        };
-        let Some(d) = rx::divergence(&bytes) else {
+        let Some(d) = rx::divergence(&table) else {
             continue;
         };
         let (paths, stack) = match &seen {
             Some((_, paths, stack)) => (paths.clone(), stack.clone()),
             None => (paths_of(&d), backtrace_of(&d)),
         };
-        // The rerun's own threads, waiting in weft's code: each SIGKILL
-        // ends its whole process.
-        let mut stopped: Vec<i32> = vec![d.tid];
-        stopped.extend(
-            rx::progress(&bytes)
+        // The rerun is over: each SIGKILL ends a whole process, the
+        // diverged one first, those of threads stopped in weft's code,
+        // and the others (a server waiting for a client that diverged
+        // would wait for ever).
+        let mut ending: Vec<i32> = vec![d.tid];
+        ending.extend(
+            rx::progress(&table)
                 .iter()
                 .filter(|p| p.stopped && p.tid > 0)
                 .map(|p| p.tid),
         );
-        for tid in stopped {
+        ending.extend(
+            rerun
+                .iter()
+                .filter(|&(&tid, &start)| weft_process::start_time(tid) == Some(start))
+                .map(|(&tid, _)| tid),
+        );
+        for tid in ending {
             if killed.insert(tid) {
                 let _ = nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(tid),

@@ -547,6 +547,47 @@ impl Gen {
         // slot before its parent returns, so the call that made it is kept
         // apart from the call under way.
         a.set_label(&mut children)?;
+        // A clamped read that took fewer bytes than in the record (a
+        // stream socket's data arrives in pieces the rerun's timing
+        // cuts): it reads on until it has them, or the end, or an error.
+        {
+            let mut whole = a.create_label();
+            let mut again = a.create_label();
+            a.test(r9, r9)?;
+            a.jz(whole)?;
+            a.test(rsi, f::CLAMP as i32)?;
+            a.jz(whole)?;
+            a.set_label(&mut again)?;
+            a.mov(rax, qword_ptr(rsp + RAX_OFFSET))?;
+            a.test(rax, rax)?;
+            a.jle(whole)?;
+            a.cmp(rax, qword_ptr(r9 + f::CALL_RESULT as i32))?;
+            a.jge(whole)?;
+            let kept = [r8, r9, r11, rsi];
+            let pushed = 8 * kept.len() as i32;
+            for r in kept {
+                a.push(r)?;
+            }
+            a.mov(rdi, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[0]))?;
+            a.mov(rsi, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[1]))?;
+            a.add(rsi, rax)?;
+            a.mov(rdx, qword_ptr(r9 + f::CALL_RESULT as i32))?;
+            a.sub(rdx, rax)?;
+            a.mov(r10, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[3]))?;
+            a.mov(rax, qword_ptr(r9 + f::CALL_NR as i32))?;
+            a.xor(r8d, r8d)?;
+            a.xor(r9d, r9d)?;
+            a.syscall()?;
+            for r in kept.into_iter().rev() {
+                a.pop(r)?;
+            }
+            a.test(rax, rax)?;
+            a.jle(whole)?;
+            a.add(qword_ptr(rsp + RAX_OFFSET), rax)?;
+            a.jmp(again)?;
+            a.set_label(&mut whole)?;
+            a.nop()?;
+        }
         // A call a signal interrupted (`EINTR`) where the recorded one
         // was not: the program makes it again, which the same recorded
         // call stands for.
