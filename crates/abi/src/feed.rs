@@ -173,10 +173,10 @@ pub const TRANSLATE_IDS: u64 = 4;
 /// rerun's id of a thread the record has becomes the recorded one.
 pub const TRANSLATE_RESULT: u64 = 8;
 /// Flag: a read from a pipe or a stream between the workload's processes
-/// that took fewer bytes than it asked for: the rerun asks for as many as
-/// it took (its third argument, lowered for the call only), and one that
-/// gets fewer reads on until it has them (or the end, or an error), so
-/// that each read takes the recorded bytes.
+/// that took some bytes: the rerun asks for no more than it took (its
+/// third argument, lowered for the call only), and one that gets fewer
+/// reads on until it has them (or the end, or an error), so that each
+/// read takes the recorded bytes.
 pub const CLAMP: u64 = 16;
 /// Flags: first bit of the compared arguments' mask.
 pub const COMPARE_SHIFT: u64 = 8;

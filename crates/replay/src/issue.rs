@@ -286,7 +286,32 @@ fn as_table(call: &Call, kinds: &[Arg], gives: Gives, fds: &Mutex<Fds>, paths: &
         }
     }
     drop(table);
-    let result = raw(call.nr, args);
+    // A read of a stream takes the recorded bytes, no more (the count
+    // lowered to them) and no fewer (read on while the stream gives some):
+    // the pieces a reader got are the writer's timing's, and a rerun's
+    // other timing would cut them elsewhere, stalling or ending the
+    // reader early.
+    let stream_read = matches!(call.nr, 0 | 45) && (call.nr == 0 || call.args[4] == 0);
+    let wanted = match (stream_read, recorded_result(call)) {
+        (true, Some(r)) if r > 0 => Some(r as u64),
+        _ => None,
+    };
+    if let Some(w) = wanted {
+        args[2] = args[2].min(w);
+    }
+    let mut result = raw(call.nr, args);
+    if let (Some(w), Some((_, k))) = (wanted, filled) {
+        while result > 0 && (result as u64) < w.min(keep[k].len() as u64) {
+            let mut more = args;
+            more[1] = keep[k][result as usize..].as_ptr() as u64;
+            more[2] = w.min(keep[k].len() as u64) - result as u64;
+            let got = raw(call.nr, more);
+            if got <= 0 {
+                break;
+            }
+            result += got;
+        }
+    }
     if gives == Gives::NewFd {
         adopt(fds, call, result);
     }
@@ -301,6 +326,11 @@ fn as_table(call: &Call, kinds: &[Arg], gives: Gives, fds: &Mutex<Fds>, paths: &
         }
     }
     Issued::Made(result)
+}
+
+/// What the call returned in the record, if it returned.
+fn recorded_result(call: &Call) -> Option<i64> {
+    call.exit.map(|e| e.result)
 }
 
 /// A call on a descriptor the replay does not have: as recorded if the

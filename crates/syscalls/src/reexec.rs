@@ -353,12 +353,7 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
                 .is_some_and(|&r| matches!(resources.resources[r].kind, Kind::Pipe | Kind::Socket));
             // A datagram (recvfrom with a source address) is whole or not.
             let stream = c.nr == 0 || c.args[4] == 0;
-            if matches!(c.nr, 0 | 45)
-                && from_pipe
-                && stream
-                && result > 0
-                && (result as u64) < c.args[2]
-            {
+            if matches!(c.nr, 0 | 45) && from_pipe && stream && result > 0 {
                 flags |= f::CLAMP;
             }
             if MAKERS.contains(&c.nr) && result > 0 {
