@@ -143,7 +143,8 @@ enum SyscallsCommand {
     /// in the record. With --cpu-max, --memory-max or --drop-caches the
     /// rerun's processes run in such a control group, and the time its
     /// fed calls span is the prediction. CMD must be the recorded command
-    /// (same arguments, same directory).
+    /// (same arguments, same directory); it runs with the recorded
+    /// environment (DIR/command.json).
     Reexec {
         /// A directory written by `weft syscalls record`.
         dir: PathBuf,
