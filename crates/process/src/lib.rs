@@ -36,6 +36,7 @@ mod auxv;
 mod call_stub;
 mod error;
 pub mod failpoint;
+mod launch;
 pub mod maps;
 mod memory;
 mod remote;
@@ -47,10 +48,11 @@ pub use addr::RemoteAddr;
 pub use auxv::Auxv;
 pub use call_stub::{CallArea, LEN as CALL_STUB_LEN};
 pub use error::{Error, Result};
+pub use launch::LaunchSpec;
 pub use maps::MapEntry;
 pub use memory::{LocalMemory, ProcMemory, ProcessMemory};
 pub use sys::Registers;
-pub use tracee::{child_has_exited, wait_child_exit, LaunchSpec, StopReason, Tracee};
+pub use tracee::{child_has_exited, wait_child_exit, StopReason, Tracee};
 pub use watch::ExitWatch;
 
 /// Path of `/proc/PID/...` for a process.
