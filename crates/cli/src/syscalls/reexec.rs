@@ -130,7 +130,10 @@ pub fn reexec(
         .filter(|k| !feed.answers.contains_key(k))
         .filter_map(|k| {
             let (_, result) = reruns.get(&k)?.ended?;
-            let recorded = calls[k].exit?.result;
+            // A call that never returned in the record (a successful
+            // `execve`, whose slot the parent's return shares) has no
+            // result to compare.
+            let recorded = calls[k].exit.filter(|e| e.tsc.is_some())?.result;
             let nr = calls[k].nr;
             let comparable = !weft_syscalls::returns_address(nr) && !rx::result_is_translated(nr);
             (recorded != result && comparable).then_some((k, result))

@@ -53,9 +53,10 @@ const FUTEX_WAKE: u32 = 1;
 /// Pauses a thread stopped after a divergence waits for weft to end its
 /// process before it ends it itself (`exit_group`): some seconds.
 const STOPPED_PAUSES: u32 = 1 << 27;
-/// `exit_group`'s number, and the status a stopped process ends with
-/// (SIGKILL's, as a shell reports it).
+/// `exit_group`'s and `exit`'s numbers, and the status a stopped process
+/// or thread ends with (SIGKILL's, as a shell reports it).
 const EXIT_GROUP: u32 = 231;
+const EXIT: u32 = 60;
 const STOPPED_STATUS: u32 = 137;
 
 /// `-EINTR`, as `rax` holds it.
@@ -119,6 +120,16 @@ impl Gen {
             a.sub(rsi, 1)?;
             a.jmp(scan)?;
             a.set_label(&mut not_yet)?;
+            // The rerun diverged meanwhile: a thread no one will name
+            // ends (itself only: weft may still be reading the diverged
+            // thread of its process).
+            let mut waiting = a.create_label();
+            a.cmp(qword_ptr(r8 + f::DIVERGED as i32), 0)?;
+            a.je(waiting)?;
+            a.mov(eax, EXIT)?;
+            a.mov(edi, STOPPED_STATUS)?;
+            a.syscall()?;
+            a.set_label(&mut waiting)?;
             a.pause()?;
             a.sub(r9d, 1)?;
             a.jnz(again)?;
