@@ -111,12 +111,8 @@ enum SyscallsCommand {
     Deps {
         /// A directory written by `weft syscalls record`.
         dir: PathBuf,
-        /// Every operation on a resource keeps its recorded order.
-        #[arg(long, conflicts_with = "fine")]
-        coarse: bool,
-        /// Only conflicting operations keep their order (the default).
-        #[arg(long)]
-        fine: bool,
+        #[command(flatten)]
+        order: OrderArgs,
         /// Also write the calls with edges as a dot graph to FILE (each
         /// thread in a cluster, dropped edges dashed).
         #[arg(long, value_name = "FILE")]
@@ -148,12 +144,8 @@ enum SyscallsCommand {
     Reexec {
         /// A directory written by `weft syscalls record`.
         dir: PathBuf,
-        /// Wait for every operation on a resource in its recorded order.
-        #[arg(long, conflicts_with = "fine")]
-        coarse: bool,
-        /// Wait only where operations conflict (the default).
-        #[arg(long)]
-        fine: bool,
+        #[command(flatten)]
+        order: OrderArgs,
         /// Also write the report into FILE as one JSON object: `made`,
         /// `answered`, `waits`, `recorded_s` and `rerun_s` (from the first
         /// call to the last return: the prediction, with limits),
@@ -193,12 +185,8 @@ enum SyscallsCommand {
     Replay {
         /// A directory written by `weft syscalls record`.
         dir: PathBuf,
-        /// Wait for every operation on a resource in its recorded order.
-        #[arg(long, conflicts_with = "fine")]
-        coarse: bool,
-        /// Wait only where operations conflict (the default).
-        #[arg(long)]
-        fine: bool,
+        #[command(flatten)]
+        order: OrderArgs,
         /// Replay in this directory, which must hold the files the
         /// workload found in place under their own paths (DIR/etc/passwd
         /// for /etc/passwd); relative paths are under DIR followed by the
@@ -218,6 +206,28 @@ enum SyscallsCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Which operations on a resource keep their recorded order (`deps`,
+/// `replay`, `reexec`).
+#[derive(Args, Debug, Clone, Copy)]
+pub struct OrderArgs {
+    /// Every operation on a resource keeps its recorded order.
+    #[arg(long, conflicts_with = "fine")]
+    coarse: bool,
+    /// Only operations that conflict keep it (the default).
+    #[arg(long)]
+    fine: bool,
+}
+
+impl OrderArgs {
+    /// The dependency mode asked for.
+    fn mode(&self) -> weft_syscalls::deps::Mode {
+        match self.coarse {
+            true => weft_syscalls::deps::Mode::Coarse,
+            false => weft_syscalls::deps::Mode::Fine,
+        }
+    }
 }
 
 /// Another configuration to run under (ULTra's prediction): a control
@@ -340,17 +350,13 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
         }
         SyscallsCommand::Deps {
             dir,
-            coarse,
-            fine: _,
+            order,
             dot,
             json,
         } => {
             crate::signals::die_on_closed_output();
             let (meta, calls, known) = read_calls(dir)?;
-            let mode = match coarse {
-                true => weft_syscalls::deps::Mode::Coarse,
-                false => weft_syscalls::deps::Mode::Fine,
-            };
+            let mode = order.mode();
             let found = deps::Found::new(&calls, &known, mode);
             if let Some(path) = dot {
                 let mut file = std::io::BufWriter::new(weft_events::create_output(path)?);
@@ -367,8 +373,7 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
         }
         SyscallsCommand::Replay {
             dir,
-            coarse,
-            fine: _,
+            order,
             root,
             limits,
             stall,
@@ -379,10 +384,7 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             // removes its sandbox and control group.
             crate::signals::catch_stop_requests();
             let (meta, calls, known) = read_calls(dir)?;
-            let mode = match coarse {
-                true => weft_syscalls::deps::Mode::Coarse,
-                false => weft_syscalls::deps::Mode::Fine,
-            };
+            let mode = order.mode();
             replay::replay(
                 &meta,
                 &calls,
@@ -399,16 +401,12 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
         SyscallsCommand::Actual { limits, command } => actual(limits, command),
         SyscallsCommand::Reexec {
             dir,
-            coarse,
-            fine: _,
+            order,
             json,
             limits,
             command,
         } => {
-            let mode = match coarse {
-                true => weft_syscalls::deps::Mode::Coarse,
-                false => weft_syscalls::deps::Mode::Fine,
-            };
+            let mode = order.mode();
             reexec::reexec(dir, mode, json.as_deref(), limits, command)
         }
     }

@@ -464,3 +464,60 @@ fn each_call_carries_its_threads_user_time() {
         "weft {weft_ns} ns, the program's clock {own} ns"
     );
 }
+
+/// The seconds `weft: CMD ran S s` (from `weft syscalls actual`) says.
+fn ran_seconds(stderr: &str) -> f64 {
+    stderr
+        .lines()
+        .find_map(|l| l.split(" ran ").nth(1)?.split(" s").next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no elapsed time in: {stderr}"))
+}
+
+/// ULTra's prediction, held to the program itself: `syscalls_spin 100`
+/// (`target`), run by itself in a control group with half a CPU (`weft
+/// syscalls actual`), takes what `predict` (its JSON report's `key`, for
+/// those limits) says within 20 %, both 1.25x or more the unlimited run
+/// (these machines are shared and the group's quota is enforced per 100
+/// ms: a measurement other tests disturbed is taken again, three times at
+/// most). With --memory-max the group's peak stays under the limit.
+pub(crate) fn half_a_cpu_is_predicted(
+    target: &Path,
+    predict: &dyn Fn(&[&str]) -> serde_json::Value,
+    key: &str,
+) {
+    let actual = |limit: &[&str]| {
+        let a = run(
+            weft()
+                .args(["syscalls", "actual"])
+                .args(limit)
+                .arg("--")
+                .arg(target)
+                .arg("100"),
+            Duration::from_secs(60),
+        );
+        assert_eq!(a.status, 0, "actual {limit:?}: {}", a.stderr);
+        ran_seconds(&a.stderr)
+    };
+    let half = ["--cpu-max", "50%"];
+    let mut seen = Vec::new();
+    let agreed = (0..3).any(|_| {
+        let free = actual(&[]);
+        let (act, pred) = (actual(&half), predict(&half));
+        assert_eq!(pred["configuration"], "50% of a CPU");
+        let pred_s = pred[key].as_f64().unwrap();
+        seen.push(format!(
+            "unlimited {free:.3} s; half a CPU: actual {act:.3} s, predicted {pred_s:.3} s"
+        ));
+        act > free * 1.25 && (pred_s / act - 1.0).abs() <= 0.2
+    });
+    eprintln!("{}", seen.join("\n"));
+    assert!(
+        agreed,
+        "the limit slows the program by 1.25x or more and the prediction is within 20 %: {seen:?}"
+    );
+    let limited = predict(&["--memory-max", "32M", "--drop-caches"]);
+    let peak = limited["peak_memory"]
+        .as_u64()
+        .expect("the group's peak memory");
+    assert!(peak > 0 && peak <= 32 << 20, "peak {peak} bytes");
+}

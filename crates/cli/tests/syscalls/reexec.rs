@@ -339,19 +339,6 @@ fn a_rerun_under_half_a_cpu_predicts_the_programs_time() {
     let target = build("syscalls_spin", &O2);
     let dir = scratch("syscalls-reexec-predict");
     let (out, _) = record_into(&dir, &target, &["100".as_ref()]);
-    let actual = |limit: &[&str]| {
-        let a = run(
-            weft()
-                .args(["syscalls", "actual"])
-                .args(limit)
-                .arg("--")
-                .arg(&target)
-                .arg("100"),
-            Duration::from_secs(60),
-        );
-        assert_eq!(a.status, 0, "actual {limit:?}: {}", a.stderr);
-        super::replay::ran_seconds(&a.stderr)
-    };
     let report = dir.join("reexec.json");
     let predicted = |limit: &[&str]| {
         let r = run(
@@ -369,26 +356,5 @@ fn a_rerun_under_half_a_cpu_predicts_the_programs_time() {
         serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&report).unwrap())
             .unwrap()
     };
-    let half = ["--cpu-max", "50%"];
-    let mut seen = Vec::new();
-    let agreed = (0..3).any(|_| {
-        let free = actual(&[]);
-        let (act, pred) = (actual(&half), predicted(&half));
-        assert_eq!(pred["configuration"], "50% of a CPU");
-        let pred_s = pred["rerun_s"].as_f64().unwrap();
-        seen.push(format!(
-            "unlimited {free:.3} s; half a CPU: actual {act:.3} s, re-executed {pred_s:.3} s"
-        ));
-        act > free * 1.25 && (pred_s / act - 1.0).abs() <= 0.2
-    });
-    eprintln!("{}", seen.join("\n"));
-    assert!(
-        agreed,
-        "the limit slows the program by 1.25x or more and the prediction is within 20 %: {seen:?}"
-    );
-    let limited = predicted(&["--memory-max", "32M", "--drop-caches"]);
-    let peak = limited["peak_memory"]
-        .as_u64()
-        .expect("the group's peak memory");
-    assert!(peak > 0 && peak <= 32 << 20, "peak {peak} bytes");
+    super::half_a_cpu_is_predicted(&target, &predicted, "rerun_s");
 }

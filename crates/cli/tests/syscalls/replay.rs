@@ -120,14 +120,6 @@ fn a_sandbox_without_the_workloads_files_is_one_clear_line() {
     assert!(!nothing.stderr.contains("panicked"), "{}", nothing.stderr);
 }
 
-/// The seconds `weft: CMD ran S s` (from `weft syscalls actual`) says.
-pub(super) fn ran_seconds(stderr: &str) -> f64 {
-    stderr
-        .lines()
-        .find_map(|l| l.split(" ran ").nth(1)?.split(" s").next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no elapsed time in: {stderr}"))
-}
-
 /// ULTra's prediction: a CPU-bound program (two spins of fixed work and a
 /// sleep between two calls) recorded once, then replayed in a control
 /// group with half a CPU, predicts the elapsed time of the program itself
@@ -142,19 +134,6 @@ fn a_replay_under_half_a_cpu_predicts_the_programs_time() {
     if without_user_time(&recorded) {
         return;
     }
-    let actual = |limit: &[&str]| {
-        let a = run(
-            weft()
-                .args(["syscalls", "actual"])
-                .args(limit)
-                .arg("--")
-                .arg(&target)
-                .arg("100"),
-            Duration::from_secs(60),
-        );
-        assert_eq!(a.status, 0, "actual {limit:?}: {}", a.stderr);
-        ran_seconds(&a.stderr)
-    };
     let predicted = |limit: &[&str]| {
         let r = run(
             weft()
@@ -166,30 +145,7 @@ fn a_replay_under_half_a_cpu_predicts_the_programs_time() {
         assert_eq!(r.status, 0, "replay {limit:?}: {}\n{}", r.stderr, r.stdout);
         serde_json::from_str::<serde_json::Value>(r.stdout.trim()).unwrap()
     };
-    // Other tests share the two CPUs: a measurement they disturbed is
-    // taken again, three times at most.
-    let half = ["--cpu-max", "50%"];
-    let mut seen = Vec::new();
-    let agreed = (0..3).any(|_| {
-        let free = actual(&[]);
-        let (act, pred) = (actual(&half), predicted(&half));
-        assert_eq!(pred["configuration"], "50% of a CPU");
-        let pred_s = pred["replayed_s"].as_f64().unwrap();
-        seen.push(format!(
-            "unlimited {free:.3} s; half a CPU: actual {act:.3} s, predicted {pred_s:.3} s"
-        ));
-        act > free * 1.25 && (pred_s / act - 1.0).abs() <= 0.2
-    });
-    eprintln!("{}", seen.join("\n"));
-    assert!(
-        agreed,
-        "the limit slows the program by 1.25x or more and the prediction is within 20 %: {seen:?}"
-    );
-    let limited = predicted(&["--memory-max", "32M", "--drop-caches"]);
-    let peak = limited["peak_memory"]
-        .as_u64()
-        .expect("the group's peak memory");
-    assert!(peak > 0 && peak <= 32 << 20, "peak {peak} bytes");
+    super::half_a_cpu_is_predicted(&target, &predicted, "replayed_s");
 }
 
 /// A server and its client (a forked child) over a Unix socket and over

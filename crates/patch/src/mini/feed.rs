@@ -191,11 +191,7 @@ impl Gen {
                 let mut scan = a.create_label();
                 let mut next = a.create_label();
                 let mut end = a.create_label();
-                a.mov(rdi, qword_ptr(r8 + f::MAP as i32))?;
-                a.add(rdi, r8)?;
-                a.mov(rdx, qword_ptr(r8 + f::MAP_USED as i32))?;
-                a.cmp(rdx, qword_ptr(r8 + f::MAP_CAPACITY as i32))?;
-                a.cmova(rdx, qword_ptr(r8 + f::MAP_CAPACITY as i32))?;
+                map_entries(a)?;
                 a.set_label(&mut scan)?;
                 a.test(rdx, rdx)?;
                 a.jz(end)?;
@@ -203,10 +199,7 @@ impl Gen {
                 a.mov(rax, qword_ptr(rdi + f::ENTRY_FEED as i32))?;
                 a.test(rax, rax)?;
                 a.jz(next)?;
-                a.sub(rax, 1)?;
-                a.shl(rax, f::THREAD_SIZE.trailing_zeros())?;
-                a.add(rax, qword_ptr(r8 + f::THREADS as i32))?;
-                a.mov(rax, qword_ptr(r8 + rax + f::THREAD_TID as i32))?;
+                recorded_tid(a, rax)?;
                 a.cmp(rax, qword_ptr(rsp + *off))?;
                 a.jne(next)?;
                 a.mov(rax, qword_ptr(rdi + f::ENTRY_TID as i32))?;
@@ -648,11 +641,7 @@ impl Gen {
             a.mov(rax, qword_ptr(rsp + RAX_OFFSET))?;
             a.test(rax, rax)?;
             a.jle(kept)?;
-            a.mov(rdi, qword_ptr(r8 + f::MAP as i32))?;
-            a.add(rdi, r8)?;
-            a.mov(rdx, qword_ptr(r8 + f::MAP_USED as i32))?;
-            a.cmp(rdx, qword_ptr(r8 + f::MAP_CAPACITY as i32))?;
-            a.cmova(rdx, qword_ptr(r8 + f::MAP_CAPACITY as i32))?;
+            map_entries(a)?;
             a.set_label(&mut scan)?;
             a.test(rdx, rdx)?;
             a.jz(kept)?;
@@ -661,10 +650,7 @@ impl Gen {
             a.mov(rcx, qword_ptr(rdi + f::ENTRY_FEED as i32))?;
             a.test(rcx, rcx)?;
             a.jz(next)?;
-            a.sub(rcx, 1)?;
-            a.shl(rcx, f::THREAD_SIZE.trailing_zeros())?;
-            a.add(rcx, qword_ptr(r8 + f::THREADS as i32))?;
-            a.mov(rcx, qword_ptr(r8 + rcx + f::THREAD_TID as i32))?;
+            recorded_tid(a, rcx)?;
             a.mov(qword_ptr(rsp + RAX_OFFSET), rcx)?;
             a.jmp(kept)?;
             a.set_label(&mut next)?;
@@ -702,4 +688,25 @@ impl Gen {
         a.nop()?;
         Ok(())
     }
+}
+
+/// rdi := the id map's first entry, rdx := how many entries are taken (at
+/// most its capacity) (r8: the feed).
+fn map_entries(a: &mut CodeAssembler) -> std::result::Result<(), IcedError> {
+    a.mov(rdi, qword_ptr(r8 + f::MAP as i32))?;
+    a.add(rdi, r8)?;
+    a.mov(rdx, qword_ptr(r8 + f::MAP_USED as i32))?;
+    a.cmp(rdx, qword_ptr(r8 + f::MAP_CAPACITY as i32))?;
+    a.cmova(rdx, qword_ptr(r8 + f::MAP_CAPACITY as i32))?;
+    Ok(())
+}
+
+/// `reg` := the recorded thread id of thread feed `reg - 1` (an id map
+/// entry's feed field) (r8: the feed).
+fn recorded_tid(a: &mut CodeAssembler, reg: AsmRegister64) -> std::result::Result<(), IcedError> {
+    a.sub(reg, 1)?;
+    a.shl(reg, f::THREAD_SIZE.trailing_zeros())?;
+    a.add(reg, qword_ptr(r8 + f::THREADS as i32))?;
+    a.mov(reg, qword_ptr(r8 + reg + f::THREAD_TID as i32))?;
+    Ok(())
 }
