@@ -10,6 +10,7 @@
 #   bash bench/run.sh paths      # abstract execution: slowdown and bytes per block vs QEMU, lackey
 #   bash bench/run.sh syscalls   # added ns per captured system call: weft vs strace, bpftrace
 #   bash bench/run.sh figure2    # ULTra's Figure 2: actual, replay and reexec times under memory limits
+#   bash bench/run.sh make       # slowdown of make -j2 on a small C project: weft syscalls record vs strace -f
 #
 # Needs: gcc, bpftrace, uftrace, python3 (apt-get install -y bpftrace uftrace),
 # for paths qemu-user and valgrind, for syscalls strace.
@@ -384,6 +385,52 @@ syscalls() {
     echo " which strace and a sys_enter count never see: their rows time the loop only)"
 }
 
+# Slowdown of `make -j2` on a small C project (8 files of a few functions
+# each, linked into one program) under `weft syscalls record`, against the
+# build alone and under `strace -f`; the median of REPS builds each, every
+# build from clean.
+make_j2() {
+    local proj=$out/make-proj files=${FILES:-8}
+    rm -rf "$proj"
+    mkdir -p "$proj"
+    local objs=""
+    for i in $(seq "$files"); do
+        {
+            echo "#include <stdio.h>"
+            echo "#include <string.h>"
+            for f in 1 2 3 4; do
+                echo "int f${i}_$f(const char *s) { int n = 0; for (size_t k = 0; k < strlen(s); k++) n += s[k] * $f; return n; }"
+            done
+        } > "$proj/m$i.c"
+        objs="$objs m$i.o"
+    done
+    {
+        echo "#include <stdio.h>"
+        for i in $(seq "$files"); do echo "int f${i}_1(const char *);"; done
+        echo "int main(void) { int n = 0;"
+        for i in $(seq "$files"); do echo "n += f${i}_1(\"weft\");"; done
+        echo "printf(\"%d\\n\", n); return 0; }"
+    } > "$proj/main.c"
+    printf 'prog: main.o%s\n\tgcc -o $@ $^\n%%.o: %%.c\n\tgcc -O2 -c -o $@ $<\nclean:\n\trm -f prog *.o\n' "$objs" > "$proj/Makefile"
+    build() { # the build's seconds; a build that made no program says so
+        make -s -C "$proj" clean >/dev/null
+        seconds "$@"
+        [ -x "$proj/prog" ] || echo "make -j2 did not build: $*" >&2
+    }
+    echo "## make -j2 on $((files + 1)) C files (median of $REPS builds, each from clean)"
+    printf '%-34s %10s %8s\n' tool seconds ratio
+    local base w s
+    base=$(for _ in $(seq "$REPS"); do build make -s -j2 -C "$proj"; done | median)
+    printf '%-34s %10.3f %8.2f\n' "make -j2" "$base" 1
+    w=$(for _ in $(seq "$REPS"); do rm -rf "$out/make-rec"; build "$WEFT" syscalls record -o "$out/make-rec" -- make -s -j2 -C "$proj"; done | median)
+    printf '%-34s %10.3f %8.2f\n' "weft syscalls record" "$w" "$(echo "$w / $base" | bc -l)"
+    "$WEFT" syscalls stats "$out/make-rec" 2>/dev/null | tail -1 || true
+    if command -v strace >/dev/null; then
+        s=$(for _ in $(seq "$REPS"); do build strace -f -qq -o /dev/null make -s -j2 -C "$proj"; done | median)
+        printf '%-34s %10.3f %8.2f\n' "strace -f" "$s" "$(echo "$s / $base" | bc -l)"
+    fi
+}
+
 # ULTra's Figure 2: a file-serving workload (bench/fileserve.py: Python's
 # http.server and a client it forks, every file fetched PASSES times) recorded
 # once, then its actual, replayed and re-executed elapsed times under several
@@ -413,6 +460,7 @@ figure2() {
 
 case "$what" in
     figure2) figure2 ;;
+    make) make_j2 ;;
     syscalls) syscalls ;;
     percall) percall ;;
     splice) splice ;;
@@ -420,5 +468,5 @@ case "$what" in
     events) events ;;
     paths) paths ;;
     all) percall; echo; splice; echo; primitives; echo; events; echo; paths; echo; syscalls ;;
-    *) echo "usage: bash bench/run.sh [all|percall|splice|primitives|events|paths|syscalls|figure2]" >&2; exit 2 ;;
+    *) echo "usage: bash bench/run.sh [all|percall|splice|primitives|events|paths|syscalls|figure2|make]" >&2; exit 2 ;;
 esac

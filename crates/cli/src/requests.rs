@@ -354,10 +354,13 @@ impl Requests {
                 self.dump(session);
             }
         } else if let Some(recorder) = &self.recorder {
-            let drained = recorder.borrow_mut().drain(session);
+            let fullest = recorder.borrow_mut().drain(session);
             self.hold_writers(session);
-            // Rings a quarter full or more: drain again at once.
-            busy = drained >= BUSY_DRAIN;
+            // A ring a quarter full or more: drain again at once. Less
+            // full, the writers are left alone for a while: a drain that
+            // follows a writer closely takes the lines it is writing from
+            // its core, and costs it more than the records.
+            busy = fullest >= BUSY_DRAIN;
         }
         // A ring holds a few thousand events: drain often while tracing.
         let most = if busy {
@@ -496,9 +499,9 @@ impl Perturbation {
     }
 }
 
-/// Events per drain above which weft drains again without sleeping (a
-/// quarter of a ring of two-value events).
-const BUSY_DRAIN: u64 = 2048;
+/// How full a ring must be at a drain (a fraction of its size) for weft
+/// to drain again without sleeping.
+const BUSY_DRAIN: f64 = 0.25;
 
 impl Requests {
     /// Block mode: lets writers wait for room until a second from now.

@@ -65,6 +65,12 @@ enum SyscallsCommand {
         /// -p, the process) creates.
         #[arg(long)]
         no_follow: bool,
+        /// Bytes of each thread's ring: a power of two from 64K to 64M. A
+        /// ring holds what a thread's calls write while weft is away (a
+        /// millisecond); 1M holds a tight loop's, and fits in a core's
+        /// cache, which a larger one may not (bench/RESULTS.md).
+        #[arg(long, value_name = "SIZE", default_value = "1M")]
+        ring_size: String,
         /// The program and its arguments.
         #[arg(last = true, required_unless_present = "pid", value_name = "CMD")]
         command: Vec<String>,
@@ -302,6 +308,7 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             force,
             only,
             no_follow,
+            ring_size,
             command,
         } => {
             if duration.is_some() && pid.is_none() {
@@ -316,6 +323,8 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
                 &format!("syscalls:{only}"),
                 "--ring-mode",
                 "block",
+                "--ring-size",
+                ring_size,
                 "--events-out",
                 &out.to_string_lossy(),
                 "--no-aslr",

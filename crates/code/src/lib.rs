@@ -1,5 +1,6 @@
 //! x86-64 machine code analysis: decoding, basic blocks and control-flow
-//! graphs, jump tables, and register and flags liveness.
+//! graphs, jump tables, and register and flags liveness; and the cheap
+//! sequences that save and restore the status flags around inserted code.
 //!
 //! This crate knows nothing of processes or files: it analyses bytes at
 //! addresses, and reads jump tables through a [`DataSource`] the caller
@@ -18,6 +19,7 @@
 
 mod cfg;
 mod decode;
+mod flag_save;
 mod jump_table;
 mod liveness;
 mod regs;
@@ -27,6 +29,7 @@ mod syscall;
 
 pub use cfg::{jump_targets, Block, BlockEnd, FunctionCode};
 pub use decode::{decode_all, format_instruction, BranchTargets};
+pub use flag_save::{restore_status_flags, save_status_flags};
 pub use jump_table::JumpTable;
 pub use liveness::{flags_dead_by_scan, Liveness};
 pub use regs::{RegSet, FLAG_AF, FLAG_CF, FLAG_OF, FLAG_PF, FLAG_SF, FLAG_ZF, STATUS_FLAGS};

@@ -147,6 +147,9 @@ pub fn flags_dead_by_scan(f: &FunctionCode, point: u64, flags: RegSet) -> Option
     let k = f.index_of(point)?;
     let mut pending = flags;
     for i in &f.instructions()[k..] {
+        if i.code() == Code::Syscall {
+            continue; // the flags pass through the kernel (see `effects`)
+        }
         let read = RegSet::from_rflags(i.rflags_read());
         if !(read & pending).is_empty() {
             return Some(false);
@@ -226,8 +229,12 @@ fn effects(
         _ => {}
     }
     if i.code() == Code::Syscall {
-        uses = uses | SYSCALL_USES;
-        defs = defs | SYSCALL_DEFS;
+        // The kernel hands the flags back as they were (`sysret` and
+        // `iret` restore them from what `syscall` saved): neither read
+        // nor written, they stay live across it only if live after it.
+        let flags = RegSet(STATUS_FLAGS);
+        uses = (uses - flags) | SYSCALL_USES;
+        defs = (defs - flags) | SYSCALL_DEFS;
     }
     (uses, defs)
 }
@@ -292,6 +299,36 @@ mod tests {
         assert!(
             live.contains(Register::RAX) && live.contains(Register::RDI),
             "{live}"
+        );
+    }
+
+    #[test]
+    fn the_flags_pass_through_a_syscall() {
+        // 0: b8 27 00 00 00     mov eax, 39
+        // 5: 0f 05              syscall
+        // 7: 48 3d 01 f0 ff ff  cmp rax, -4095
+        // d: c3                 ret
+        let wrapper = [
+            0xb8, 0x27, 0, 0, 0, 0x0f, 0x05, 0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff, 0xc3,
+        ];
+        let f = FunctionCode::analyze(0, &wrapper, &NoData);
+        let live = f.liveness().live_before(5).unwrap();
+        assert!(!live.flags_live(STATUS_FLAGS), "{live}");
+        assert_eq!(
+            super::flags_dead_by_scan(&f, 5, RegSet(STATUS_FLAGS)),
+            Some(true)
+        );
+        // 0: 39 f7  cmp edi, esi
+        // 2: 0f 05  syscall
+        // 4: 0f 9c c0  setl al
+        // 7: c3     ret
+        let kept = [0x39, 0xf7, 0x0f, 0x05, 0x0f, 0x9c, 0xc0, 0xc3];
+        let f = FunctionCode::analyze(0, &kept, &NoData);
+        let live = f.liveness().live_before(2).unwrap();
+        assert!(live.flags_live(FLAG_SF | FLAG_OF), "{live}");
+        assert_eq!(
+            super::flags_dead_by_scan(&f, 2, RegSet(STATUS_FLAGS)),
+            Some(false)
         );
     }
 

@@ -109,12 +109,16 @@ impl Recorder {
         self.events
     }
 
-    /// Drains every ring now; returns the number of events drained.
-    pub fn drain(&mut self, session: &Session) -> u64 {
-        let before = self.events;
+    /// Drains every ring now; returns how full the fullest ring was, as
+    /// a fraction of its size.
+    pub fn drain(&mut self, session: &Session) -> f64 {
         let pid = session.pid();
-        session.drain_records(&mut |raw| self.take(pid, raw));
-        self.events - before
+        let mut fullest = 0;
+        session.drain_records(&mut |raw| {
+            fullest = fullest.max(raw.bytes.len());
+            self.take(pid, raw)
+        });
+        fullest as f64 / session.ring_size().max(1) as f64
     }
 
     /// Flight mode: records what the rings hold now, leaving them as they are.

@@ -105,24 +105,24 @@ impl Snippet {
 
     /// A call to a mini-trampoline with a frame of known size (red zone,
     /// flags, return address), so the mini-trampoline can compute the
-    /// point's `rsp` (for USDT operands such as `112(%rsp)`).
+    /// point's `rsp` (for USDT operands such as `112(%rsp)`). The flags'
+    /// word is saved with `lahf` rather than `pushfq` (see
+    /// `weft_code::save_status_flags`).
     pub fn call_mini_fixed_frame(mini: u64) -> Snippet {
         let (step, call) = (step_rsp, call_rel32(mini));
+        let mut instructions = vec![step(-crate::RED_ZONE)];
+        instructions.extend(weft_code::save_status_flags());
+        instructions.push(call);
+        instructions.extend(weft_code::restore_status_flags());
+        instructions.push(step(crate::RED_ZONE));
         Snippet {
-            instructions: vec![
-                step(-crate::RED_ZONE),
-                Instruction::with(Code::Pushfq),
-                call,
-                Instruction::with(Code::Popfq),
-                step(crate::RED_ZONE),
-            ],
+            instructions,
             clobbers: RegSet::EMPTY,
         }
     }
 
     /// [`Snippet::call_mini_fixed_frame`] where the flags are dead: the
-    /// same frame, with the flags' word left unwritten instead of a
-    /// `pushfq`/`popfq` pair (`popfq` is slow). Clobbers the flags, so it
+    /// same frame, with the flags' word left unwritten. Clobbers the flags, so it
     /// may only stand where liveness says they are dead (it is never
     /// bracketed, which would move its frame).
     pub fn call_mini_fixed_frame_flags_dead(mini: u64) -> Snippet {

@@ -199,7 +199,7 @@ fn wrap_snippet(snippet: &Snippet, live: RegSet) -> Result<Vec<Instruction>> {
             MemoryOperand::with_base_displ(Register::RSP, -RED_ZONE),
         )?);
         if save_flags {
-            body.push(Instruction::with(Code::Pushfq));
+            body.extend(weft_code::save_status_flags());
         }
         for &r in &save_regs {
             body.push(Instruction::with1(Code::Push_r64, r)?);
@@ -211,7 +211,7 @@ fn wrap_snippet(snippet: &Snippet, live: RegSet) -> Result<Vec<Instruction>> {
             body.push(Instruction::with1(Code::Pop_r64, r)?);
         }
         if save_flags {
-            body.push(Instruction::with(Code::Popfq));
+            body.extend(weft_code::restore_status_flags());
         }
         body.push(Instruction::with2(
             Code::Lea_r64_m,
@@ -339,8 +339,13 @@ mod tests {
             .iter()
             .position(|s| s.starts_with("lea") && s.contains("-0x80(%rsp)"))
             .expect("red zone step");
-        assert_eq!(t[lea + 1], "pushf");
-        assert!(t.iter().any(|s| s == "popf"));
+        // The flags' word below it, by `lahf` and `seto`, and back by `sahf`.
+        assert!(
+            t[lea + 1].starts_with("lea") && t[lea + 1].contains("-8(%rsp)"),
+            "{t:?}"
+        );
+        assert!(t.iter().any(|s| s == "lahf") && t.iter().any(|s| s == "sahf"));
+        assert!(!t.iter().any(|s| s == "pushf" || s == "popf"));
         assert!(RegSet(FLAG_ZF).flags_live(STATUS_FLAGS));
     }
 

@@ -6,7 +6,7 @@
 //! addresses in the shared region before generating code.
 
 /// An integer expression.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Expr {
     /// A constant.
     Const(i64),
@@ -48,7 +48,7 @@ pub enum Expr {
 }
 
 /// Binary operators of the predicate language.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BinOp {
     /// `+`
     Add,
@@ -77,7 +77,7 @@ pub enum BinOp {
 }
 
 /// A primitive: an operation on a counter or a timer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Primitive {
     /// Process-wide counter at an absolute address := value.
     SetCounter(u64, Expr),
@@ -109,7 +109,7 @@ pub enum Primitive {
 /// record answers it, turned into one the kernel refuses at once; after
 /// it, such a call gets the recorded result and bytes. Needs the thread's
 /// slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Feed {
     /// After the instruction (else before it).
     pub returning: bool,
@@ -134,7 +134,7 @@ pub struct Feed {
 /// it stands for: checked at its entry, which the function then runs
 /// (doing no harm: it only reads clocks), and given the recorded result
 /// and bytes at its returns, over what it computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct VdsoCall {
     /// The system call's number.
     pub nr: u64,
@@ -148,7 +148,7 @@ pub struct VdsoCall {
 /// text the record carries, or to bytes as many as the next value says,
 /// and how many bytes of each it copies at most. The pointers must be
 /// valid or null, as USDT arguments are, for as many bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct Strings {
     /// Bit `i` set: value `i` (from 0) is a string (or sized bytes).
     pub mask: u16,
@@ -267,7 +267,7 @@ pub fn reads_point_registers(program: &[Guarded]) -> bool {
 }
 
 /// A primitive and the predicate that guards it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Guarded {
     /// Run the primitive only if this is non-zero.
     pub predicate: Option<Expr>,

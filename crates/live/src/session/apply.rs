@@ -331,7 +331,10 @@ impl Session {
                     }
                 } else if follow.is_some() {
                     merged.push(p);
-                } else if let Some(snippet) = self.probe_snippet(ci, p).map_err(SiteError::Fatal)? {
+                } else if let Some(snippet) = self
+                    .probe_snippet(ci, p, sp.live)
+                    .map_err(SiteError::Fatal)?
+                {
                     parts.push(snippet);
                 }
             }

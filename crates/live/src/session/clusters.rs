@@ -339,7 +339,23 @@ impl Session {
     pub(super) fn place_mini(&mut self, ci: usize, program: &[Guarded]) -> Result<u64> {
         let c = self.clusters[ci];
         let at = c.code + c.used;
-        let code = mini_trampoline(at, self.thread_table(ci), program)?;
+        let table = self.thread_table(ci);
+        let key = (
+            ci,
+            format!("{table:?}"),
+            weft_patch::mini::template::shape(program),
+        );
+        let template = match self.mini_templates.get(&key) {
+            Some(t) => t,
+            None => {
+                let made = MiniTemplate::new(table, program)?;
+                self.mini_templates.entry(key).or_insert(made)
+            }
+        };
+        let code = match template {
+            Some(t) => t.code_of(program),
+            None => mini_trampoline(at, table, program)?,
+        };
         self.alloc_code(ci, &code)
     }
 

@@ -59,14 +59,19 @@ use crate::shared::SharedMemory;
 use crate::text::{Splice, TextBatch};
 use crate::{Error, Result};
 use clusters::Cluster;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use traps::TrapHandler;
 use weft_code::{FunctionCode, RegSet};
 use weft_image::FileAddr;
+use weft_patch::mini::template::MiniTemplate;
 use weft_patch::region::{ring, threads, trap_table, Layout};
 use weft_patch::{SpliceChoice, SpliceContext, SpliceMethod, SpliceRecord};
-use weft_plan::{Action, EventInfo, PointKind, PointSpec};
+use weft_plan::{Action, EventInfo, Guarded, PointKind, PointSpec};
+
+/// What a mini-trampoline template is kept under: cluster, thread table,
+/// program shape.
+type MiniKey = (usize, String, Vec<Guarded>);
 use weft_process::{ProcessMemory, RemoteAddr, Tracee};
 
 const COUNTERS: u64 = 1 << 16;
@@ -217,6 +222,11 @@ pub struct Session {
     part_of_workload: bool,
     /// Functions running from copies an instrument laid out, by start.
     rebuilt_at: BTreeMap<u64, rebuilt::RebuiltFunction>,
+    /// Mini-trampolines assembled once per cluster, thread table (as
+    /// `Debug` prints it: the clock may come after the first ones) and
+    /// program shape (`weft_patch::mini::template`); None for a shape that
+    /// must be assembled where it goes.
+    mini_templates: HashMap<MiniKey, Option<MiniTemplate>>,
 }
 
 impl Session {
@@ -271,12 +281,18 @@ impl Session {
             cpu_clock: None,
             part_of_workload: false,
             rebuilt_at: BTreeMap::new(),
+            mini_templates: HashMap::new(),
         })
     }
 
     /// The process.
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// Bytes of data in each thread's event ring (0 without rings).
+    pub fn ring_size(&self) -> u64 {
+        self.layout.header.ring_data
     }
 
     /// Modules known so far.

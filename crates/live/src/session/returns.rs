@@ -382,8 +382,14 @@ impl Session {
         Ok(())
     }
 
-    /// The snippet probe `p` runs at a point of cluster `ci`, if any.
-    pub(super) fn probe_snippet(&mut self, ci: usize, p: usize) -> Result<Option<Snippet>> {
+    /// The snippet probe `p` runs at a point of cluster `ci` where `live`
+    /// may be live, if any.
+    pub(super) fn probe_snippet(
+        &mut self,
+        ci: usize,
+        p: usize,
+        live: RegSet,
+    ) -> Result<Option<Snippet>> {
         let cluster = self.clusters[ci];
         let probe = &self.probes[p];
         Ok(match (&probe.action, probe.counter) {
@@ -406,10 +412,12 @@ impl Session {
                     }
                 }
                 let mini = self.place_mini(ci, &program)?;
-                Some(if weft_plan::reads_point_registers(&program) {
-                    Snippet::call_mini_fixed_frame(mini)
-                } else {
-                    Snippet::call_mini(mini)
+                Some(match weft_plan::reads_point_registers(&program) {
+                    false => Snippet::call_mini(mini),
+                    true if live.flags_live(weft_code::STATUS_FLAGS) => {
+                        Snippet::call_mini_fixed_frame(mini)
+                    }
+                    true => Snippet::call_mini_fixed_frame_flags_dead(mini),
                 })
             }
             // Expansions are stored as programs; counts always have a

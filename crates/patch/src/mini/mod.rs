@@ -17,12 +17,14 @@
 //! `threads` the thread's slot claim and its wall timers, `vclock` its
 //! CPU timers (read from the per-thread CPU clock), `ring_writer` the
 //! producer of ring records (emit, block/flight/discard, and the ring
-//! function of rich events); this file holds the frame and the driver.
+//! function of rich events), `template` code assembled once per shape;
+//! this file holds the frame and the driver.
 
 mod expr;
 mod feed;
 pub mod returns;
 mod ring_writer;
+pub mod template;
 #[cfg(test)]
 mod tests;
 mod threads;
@@ -92,6 +94,11 @@ struct Gen {
     literals: Vec<(CodeLabel, u64)>,
     /// Where the thread table and the ring-mode words are.
     table: ThreadTable,
+    /// Whether the code compiled last left the thread's block's
+    /// [`t::STAMP`] word holding the TSC it read, or 0, on every path: the
+    /// next primitive may then take its time from there (see
+    /// [`Gen::guarded`]).
+    stamp_ready: bool,
 }
 
 impl Gen {
@@ -101,7 +108,12 @@ impl Gen {
         l
     }
 
-    /// Compiles one primitive under its predicate, if any.
+    /// Compiles one primitive under its predicate, if any. A primitive
+    /// that reads the TSC (an event's timestamp, a CPU timer's clock)
+    /// leaves the value in the thread's [`t::STAMP`] word, and one that
+    /// runs right after it reuses it instead of reading the TSC again
+    /// (`rdtsc` costs 10 ns on this project's machines), unless a
+    /// predicate may have skipped the first.
     fn guarded(&mut self, x: &Guarded) -> std::result::Result<(), IcedError> {
         let mut skip = self.a.create_label();
         if let Some(p) = &x.predicate {
@@ -110,6 +122,9 @@ impl Gen {
             self.a.jz(skip)?;
         }
         self.primitive(&x.primitive)?;
+        if x.predicate.is_some() {
+            self.stamp_ready = false;
+        }
         self.a.set_label(&mut skip)?;
         self.a.nop()?; // a label needs an instruction of its own
         Ok(())
@@ -117,6 +132,10 @@ impl Gen {
 
     /// Compiles one primitive (r11: the thread's block, if it uses one).
     fn primitive(&mut self, p: &Primitive) -> std::result::Result<(), IcedError> {
+        let stamps = matches!(
+            p,
+            Primitive::Emit(..) | Primitive::StartCpuTimer(_) | Primitive::StopCpuTimer(_)
+        );
         match p {
             Primitive::SetCounter(addr, e)
             | Primitive::AddCounter(addr, e)
@@ -158,6 +177,7 @@ impl Gen {
             Primitive::StopCpuTimer(n) => self.stop_cpu_timer(*n)?,
             Primitive::Feed(feed) => self.feed(feed)?,
         }
+        self.stamp_ready = stamps && self.table.clock_gettime == 0;
         Ok(())
     }
 }
@@ -189,6 +209,7 @@ pub fn mini_trampoline_with(
         a: CodeAssembler::new(64).map_err(enc)?,
         literals: vec![],
         table,
+        stamp_ready: false,
     };
     (|| -> std::result::Result<(), IcedError> {
         let mut exit = g.a.create_label();
@@ -216,6 +237,7 @@ pub fn mini_trampoline_with(
             g.a.set_label(&mut no_slot)?;
             g.a.mov(rax, table.no_slot)?;
             g.a.lock().add(qword_ptr(rax), 1)?;
+            g.stamp_ready = false;
             for x in actions.iter().filter(|x| {
                 !x.primitive.uses_thread_state()
                     && !x.predicate.as_ref().is_some_and(Expr::uses_thread_state)

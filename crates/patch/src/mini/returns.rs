@@ -104,6 +104,7 @@ impl Gen {
             a: CodeAssembler::new(64).map_err(Error::Encode)?,
             literals: vec![],
             table,
+            stamp_ready: false,
         })
     }
 

@@ -20,17 +20,12 @@ use weft_plan::{Expr, Strings};
 pub(super) const CLOCK_MONOTONIC: u32 = weft_abi::clock::MONOTONIC as u32;
 
 impl Gen {
-    /// rax := an event's timestamp: the TSC, or CLOCK_MONOTONIC in ns from
-    /// the vDSO. The call keeps r8-r11 and aligns the stack as the ABI asks;
-    /// rcx, rdx, rsi and rdi (saved by the mini-trampoline) are clobbered.
-    fn timestamp(&mut self) -> std::result::Result<(), IcedError> {
+    /// rax := an event's timestamp when the clock is not the TSC:
+    /// CLOCK_MONOTONIC in ns from the vDSO. The call keeps r8-r11 and
+    /// aligns the stack as the ABI asks; rcx, rdx, rsi and rdi (saved by
+    /// the mini-trampoline) are clobbered.
+    fn monotonic_timestamp(&mut self) -> std::result::Result<(), IcedError> {
         let a = &mut self.a;
-        if self.table.clock_gettime == 0 {
-            a.rdtsc()?;
-            a.shl(rdx, 32)?;
-            a.or(rax, rdx)?;
-            return Ok(());
-        }
         for r in [r8, r9, r10, r11] {
             a.push(r)?;
         }
@@ -140,6 +135,25 @@ impl Gen {
         let data = self.table.ring_data;
         let mut drop = self.a.create_label();
         let mut done = self.a.create_label();
+        // With the TSC for a clock, the event's time is read before
+        // anything else, or taken from the primitive before (see
+        // `Gen::guarded`), and kept in the block's stamp word for the
+        // record and for the primitive after.
+        let tsc = self.table.clock_gettime == 0;
+        if tsc {
+            let mut have = self.a.create_label();
+            if self.stamp_ready {
+                self.a.mov(rax, qword_ptr(r11 + t::STAMP as i32))?;
+                self.a.test(rax, rax)?;
+                self.a.jnz(have)?;
+            }
+            self.a.rdtsc()?;
+            self.a.shl(rdx, 32)?;
+            self.a.or(rax, rdx)?;
+            self.a.mov(qword_ptr(r11 + t::STAMP as i32), rax)?;
+            self.a.set_label(&mut have)?;
+            self.a.nop()?;
+        }
         self.a.lea(r8, qword_ptr(r11 + t::RING as i32))?;
         self.a.mov(r9, qword_ptr(r8 + r::HEAD as i32))?;
         self.a.mov(rax, r9)?;
@@ -152,7 +166,11 @@ impl Gen {
         self.a.mov(r10, r9)?;
         self.a.and(r10, (data - 1) as i32)?;
         self.a.lea(r10, qword_ptr(r8 + r10 + r::HEADER as i32))?;
-        self.timestamp()?;
+        if tsc {
+            self.a.mov(rax, qword_ptr(r11 + t::STAMP as i32))?;
+        } else {
+            self.monotonic_timestamp()?;
+        }
         self.a.mov(qword_ptr(r10 + r::R_TSC as i32), rax)?;
         self.a.mov(dword_ptr(r10 + r::R_EVENT as i32), event)?;
         self.a
@@ -318,6 +336,7 @@ pub fn ring_function(at: u64, table: ThreadTable) -> Result<Vec<u8>> {
         a: CodeAssembler::new(64).map_err(enc)?,
         literals: vec![],
         table,
+        stamp_ready: false,
     };
     (|| -> std::result::Result<(), IcedError> {
         let mut no_slot = g.a.create_label();

@@ -17,9 +17,13 @@ use weft_abi::vclock as v;
 
 impl Gen {
     /// rax := the calling thread's CPU time in ns (r11: its block);
-    /// jumps to `fail` if it has no entry and none is free. Clobbers
-    /// rcx, rdx, rsi, rdi, r9 and r10; keeps r8 and r11.
-    fn cpu_clock(&mut self, fail: CodeLabel) -> std::result::Result<(), IcedError> {
+    /// jumps to `fail` if it has no entry and none is free. Leaves the TSC
+    /// it used in the block's [`t::STAMP`]; with `reuse`, first tries the
+    /// one there (read by the primitive before, 0 for none), which is good
+    /// unless the thread was switched out since: then the CPU's last
+    /// switch comes after it, and a fresh one is read. Clobbers rcx, rdx,
+    /// rsi, rdi, r9 and r10; keeps r8 and r11.
+    fn cpu_clock(&mut self, fail: CodeLabel, reuse: bool) -> std::result::Result<(), IcedError> {
         let view = self
             .table
             .vclock
@@ -29,11 +33,16 @@ impl Gen {
         let tsc_base = self.literal(view.conversion.tsc_base);
         let ns_base = self.literal(view.conversion.ns_base);
         let mult = self.literal(view.conversion.mult);
+        let cpu = self.table.lanes.cpu_into(iced_x86::Register::ECX);
+        let reuse = reuse && cpu.is_some();
         let a = &mut self.a;
         let mut probe = a.create_label();
         let mut next = a.create_label();
         let mut found = a.create_label();
         let mut retry = a.create_label();
+        let mut again = a.create_label();
+        let mut have_tsc = a.create_label();
+        let mut done = a.create_label();
         a.mov(rsi, qword_ptr(r11 + t::VCLOCK as i32))?;
         a.test(rsi, rsi)?;
         a.jnz(retry)?;
@@ -71,26 +80,55 @@ impl Gen {
         // cost of `rdtsc` on this VM's host). Read apart from the TSC, the
         // two still agree: a thread that moves between them was switched
         // out, which the sequence number catches.
-        match self.table.lanes.cpu_into(iced_x86::Register::ECX) {
+        match cpu {
             Some(cpu) => {
                 a.add_instruction(cpu)?;
+                if reuse {
+                    // edi: 1 while the TSC is the reused one.
+                    a.mov(edi, 1)?;
+                    a.mov(rax, qword_ptr(r11 + t::STAMP as i32))?;
+                    a.test(rax, rax)?;
+                    a.jnz(have_tsc)?;
+                    a.xor(edi, edi)?;
+                }
                 a.rdtsc()?;
             }
             None => a.rdtscp()?,
         }
-        a.and(ecx, (v::CPUS - 1) as u32)?;
         a.shl(rdx, 32)?;
         a.or(rax, rdx)?;
+        a.set_label(&mut have_tsc)?;
+        a.mov(qword_ptr(r11 + t::STAMP as i32), rax)?;
+        a.and(ecx, (v::CPUS - 1) as u32)?;
+        a.shl(ecx, v::ENTRY_SIZE.trailing_zeros())?;
+        a.add(rcx, qword_ptr(cpus))?;
         a.sub(rax, qword_ptr(tsc_base))?;
         a.mul(qword_ptr(mult))?;
         a.shrd(rax, rdx, view.conversion.shift)?;
-        a.add(rax, r10)?;
         a.add(rax, qword_ptr(ns_base))?;
-        a.shl(ecx, v::ENTRY_SIZE.trailing_zeros())?;
-        a.add(rcx, qword_ptr(cpus))?;
+        if reuse {
+            // A reused TSC from before the CPU's last switch (this
+            // thread's own switch in): the thread was away since; read a
+            // fresh one. (A fresh one is never checked: one that converts
+            // a little before the switch, the calibration being off by
+            // that much, must not loop.)
+            let mut checked = a.create_label();
+            a.test(edi, edi)?;
+            a.jz(checked)?;
+            a.cmp(rax, qword_ptr(rcx + v::NS as i32))?;
+            a.jb(again)?;
+            a.set_label(&mut checked)?;
+            a.nop()?;
+        }
+        a.add(rax, r10)?;
         a.sub(rax, qword_ptr(rcx + v::NS as i32))?;
         a.cmp(r9d, dword_ptr(rsi + v::SEQ as i32))?;
-        a.jne(retry)?;
+        a.je(done)?;
+        // Switched out meanwhile: again, with a fresh TSC.
+        a.set_label(&mut again)?;
+        a.mov(qword_ptr(r11 + t::STAMP as i32), 0)?;
+        a.jmp(retry)?;
+        a.set_label(&mut done)?;
         Ok(())
     }
 
@@ -102,6 +140,10 @@ impl Gen {
         let mut done = self.a.create_label();
         let mut full = self.a.create_label();
         let no_slot = self.table.no_slot;
+        let reuse = self.stamp_ready;
+        if !reuse {
+            self.a.mov(qword_ptr(r11 + t::STAMP as i32), 0)?;
+        }
         self.a.lea(r8, qword_ptr(r11 + t::timer(n) as i32))?;
         self.a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?; // odd: updating
         self.a.mov(rax, qword_ptr(r8 + t::TIMER_COUNT as i32))?;
@@ -109,7 +151,7 @@ impl Gen {
         self.a.mov(qword_ptr(r8 + t::TIMER_COUNT as i32), rax)?;
         self.a.cmp(rax, 1)?;
         self.a.jne(done)?;
-        self.cpu_clock(full)?;
+        self.cpu_clock(full, reuse)?;
         self.a.mov(qword_ptr(r8 + t::TIMER_START as i32), rax)?;
         self.a.jmp(done)?;
         self.a.set_label(&mut full)?;
@@ -127,6 +169,10 @@ impl Gen {
     pub(super) fn stop_cpu_timer(&mut self, n: u64) -> std::result::Result<(), IcedError> {
         let mut done = self.a.create_label();
         let mut unmatched = self.a.create_label();
+        let reuse = self.stamp_ready;
+        if !reuse {
+            self.a.mov(qword_ptr(r11 + t::STAMP as i32), 0)?;
+        }
         self.a.lea(r8, qword_ptr(r11 + t::timer(n) as i32))?;
         self.a.mov(rax, qword_ptr(r8 + t::TIMER_COUNT as i32))?;
         self.a.test(rax, rax)?;
@@ -136,7 +182,7 @@ impl Gen {
         self.a.mov(qword_ptr(r8 + t::TIMER_COUNT as i32), rax)?;
         self.a.jnz(done)?;
         // The start claimed the entry, so the clock cannot fail here.
-        self.cpu_clock(done)?;
+        self.cpu_clock(done, reuse)?;
         self.a.sub(rax, qword_ptr(r8 + t::TIMER_START as i32))?;
         self.a.add(qword_ptr(r8 + t::TIMER_TOTAL as i32), rax)?;
         self.a.set_label(&mut done)?;

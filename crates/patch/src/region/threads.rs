@@ -13,7 +13,7 @@
 //! A block: [`TIMERS`] timers of [`TIMER_SIZE`] bytes, then [`COUNTERS`]
 //! per-thread counters (u64 each), then the owner's tid (u64) at [`TID`],
 //! the slot's index (u64) at [`SLOT`], the address of its CPU clock entry
-//! (u64) at [`VCLOCK`], then, at [`RING`], the thread's
+//! (u64) at [`VCLOCK`], a scratch TSC at [`STAMP`], then, at [`RING`], the thread's
 //! event ring (see [`super::ring`]).
 
 /// Keys: `thread_slots` u64 from the start of the table, the owner's thread
@@ -48,6 +48,12 @@ pub const SLOT: u64 = TID + 8;
 /// clock (`weft_abi::vclock`) inside its block (u64, 0 until the thread
 /// first reads the clock and claims its entry; version 8).
 pub const VCLOCK: u64 = SLOT + 8;
+/// Offset of the TSC value the thread's last timestamp-reading primitive
+/// read (u64, 0 when it read none), for the primitive right after it in
+/// the same mini-trampoline: a system call's capture stops its CPU timer
+/// and stamps its entry's record at one instant, with one `rdtsc`. A
+/// scratch word only the owning thread's code reads.
+pub const STAMP: u64 = VCLOCK + 8;
 /// Offset of the thread's event ring in its block (see [`super::ring`]).
 pub const RING: u64 = 4096;
 
@@ -73,7 +79,7 @@ pub const fn counter(c: u64) -> u64 {
 }
 
 // The tid lies before the ring.
-const _: () = assert!(VCLOCK + 8 <= RING);
+const _: () = assert!(STAMP + 8 <= RING);
 
 #[cfg(test)]
 mod tests {

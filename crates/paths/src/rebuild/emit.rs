@@ -468,7 +468,7 @@ impl Builder {
     /// targets, the witness of the edge to each and what is live there;
     /// `live` what is live before the jump. A case's stub restores the
     /// flags only if they are live at its target (else it drops their
-    /// saved copy: `popfq` costs tens of cycles), and its store keeps what
+    /// saved copy), and its store keeps what
     /// is live there.
     pub(super) fn switch(
         &mut self,
@@ -497,7 +497,7 @@ impl Builder {
             pre.push(Instruction::with1(Code::Push_r64, Register::RAX).map_err(enc)?);
         }
         if flags {
-            pre.push(Instruction::with(Code::Pushfq));
+            pre.extend(weft_code::save_status_flags());
         }
         if memory {
             let mem = MemoryOperand::new(
@@ -515,11 +515,11 @@ impl Builder {
         let restore = |flags_live: bool| -> Result<Vec<Instruction>, Refusal> {
             let mut seq = Vec::new();
             if flags {
-                seq.push(if flags_live {
-                    Instruction::with(Code::Popfq)
+                if flags_live {
+                    seq.extend(weft_code::restore_status_flags());
                 } else {
-                    lea_rsp(8)?
-                });
+                    seq.push(lea_rsp(8)?);
+                }
             }
             if push_scratch {
                 seq.push(Instruction::with1(Code::Pop_r64, Register::RAX).map_err(enc)?);

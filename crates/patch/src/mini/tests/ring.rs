@@ -327,3 +327,40 @@ fn block_mode_waits_for_room_until_the_deadline() {
     assert!(waited >= std::time::Duration::from_millis(30), "{waited:?}");
     assert_eq!(mem.read(ring + r::DROPPED), 1);
 }
+
+#[test]
+fn a_template_copy_is_the_code_assembled_in_place() {
+    use crate::region::ring as r;
+    let mem = Memory::new(16);
+    let table = mem.table();
+    let program = |event: u32| {
+        vec![
+            Guarded {
+                predicate: None,
+                primitive: Primitive::Emit(event, vec![Expr::Arg(1), Expr::Arg(2)], Strings::NONE),
+            },
+            Guarded {
+                predicate: None,
+                primitive: Primitive::Emit(event + 1, vec![Expr::Arg(3)], Strings::NONE),
+            },
+        ]
+    };
+    assert_eq!(template::shape(&program(5)), template::shape(&program(40)));
+    let made = template::MiniTemplate::new(table, &program(5)).unwrap();
+    let made = made.expect("the code refers to nothing by a relative address outside it");
+    let exec = Exec::new(4096);
+    for event in [5, 40, 70_000] {
+        let in_place = mini_trampoline(exec.addr(), table, &program(event)).unwrap();
+        assert_eq!(made.code_of(&program(event)), in_place, "event {event}");
+    }
+    exec.load(&made.code_of(&program(40)));
+    exec.call([11, 12, 13, 0, 0, 0]);
+    let ring = mem.ring_of_this_thread();
+    let first = ring + r::HEADER;
+    let second = first + r::record_size(2, 0);
+    assert_eq!(mem.read(first + r::R_EVENT), 40 | 2 << 32);
+    assert_eq!(mem.read(second + r::R_EVENT), 41 | 1 << 32);
+    assert_eq!(mem.read(second + r::R_ARGS), 13);
+    // One `rdtsc` for both: the second record takes the first's time.
+    assert_eq!(mem.read(first + r::R_TSC), mem.read(second + r::R_TSC));
+}
