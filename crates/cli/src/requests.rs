@@ -323,10 +323,10 @@ impl Requests {
         } else if let Some(obstacle) = session.cpu_clock_obstacle() {
             obstacle
         } else {
-            match weft_vclock::VirtualClock::load() {
+            match shared_cpu_clock() {
                 Ok(clock) => {
                     session.set_cpu_clock(clock.map_fd(), clock.conversion())?;
-                    self.sampler.use_cpu_clock(std::sync::Arc::new(clock));
+                    self.sampler.use_cpu_clock(clock);
                     return Ok(());
                 }
                 Err(e) => e.to_string(),
@@ -497,6 +497,27 @@ impl Perturbation {
             None => say!("weft: perturbation{of}: {observed:.3}% of one CPU (observed)"),
         }
     }
+}
+
+/// The per-thread CPU clock, loaded once for all the processes of a
+/// workload while any of them still uses it: loading its BPF program and
+/// map for each process that execs took several milliseconds of each
+/// exec. The processes share its table of threads (65,536 entries; a thread
+/// that finds none has no CPU timers, counted in the no-slot word).
+fn shared_cpu_clock(
+) -> std::result::Result<std::sync::Arc<weft_vclock::VirtualClock>, weft_vclock::Error> {
+    thread_local! {
+        static LOADED: std::cell::RefCell<std::sync::Weak<weft_vclock::VirtualClock>> =
+            const { std::cell::RefCell::new(std::sync::Weak::new()) };
+    }
+    LOADED.with(|loaded| {
+        if let Some(clock) = loaded.borrow().upgrade() {
+            return Ok(clock);
+        }
+        let clock = std::sync::Arc::new(weft_vclock::VirtualClock::load()?);
+        *loaded.borrow_mut() = std::sync::Arc::downgrade(&clock);
+        Ok(clock)
+    })
 }
 
 /// How full a ring must be at a drain (a fraction of its size) for weft
