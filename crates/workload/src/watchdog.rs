@@ -13,7 +13,8 @@
 //! * a byte: weft is done and has resumed everything; it exits;
 //! * end of file: weft is gone (the kernel closed the write end, and the
 //!   programs were detached with weft's descriptors); it sends `SIGCONT`
-//!   to every process still in `held`, and exits.
+//!   to every process still in `held`, again a few times over a second
+//!   (for a stop the program made as weft died), and exits.
 //!
 //! All unsafe code of the crate is here. The child of `fork` only makes
 //! system calls (async-signal-safe), on memory prepared before the fork.
@@ -105,10 +106,26 @@ fn watch(read: RawFd, write: RawFd, map: RawFd) -> ! {
                 _ => libc::_exit(1),
             }
         }
-        resume_held(MAP_FD);
+        // A stop may still come after the first sweep: the kernel lets go
+        // of the follower's program a little after weft's descriptors
+        // close, and a signal the program sent is delivered a little
+        // after it sent it. A process it stops meanwhile is in `held`
+        // too: sweep again for about a second (1 run in 6 of the test
+        // under load left one stopped with a single sweep).
+        for ms in SWEEPS_AFTER_MS {
+            let pause = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: ms * 1_000_000,
+            };
+            libc::nanosleep(&pause, std::ptr::null_mut());
+            resume_held(MAP_FD);
+        }
         libc::_exit(0)
     }
 }
+
+/// The pauses (ms) before each of the watchdog's sweeps after weft died.
+const SWEEPS_AFTER_MS: [libc::c_long; 6] = [0, 10, 40, 100, 250, 600];
 
 /// Sends `SIGCONT` to every process in the `held` map (keys: u32 tgids).
 ///

@@ -4,7 +4,18 @@
 
 use super::*;
 use weft_abi::{fcntl, mman};
+use weft_patch::mini::template::MiniTemplate;
 use weft_patch::mini::{mini_trampoline, ThreadTable};
+
+/// What a session knows of a mini-trampoline shape (see
+/// `Session::place_mini`).
+#[derive(Debug, Clone)]
+pub(super) enum Template {
+    /// One program of the shape was assembled where it went.
+    SeenOnce,
+    /// The shape's template, or None where copies would not be exact.
+    Made(Option<MiniTemplate>),
+}
 use weft_plan::{Expr, Guarded, Primitive};
 
 #[derive(Debug, Clone, Copy)]
@@ -345,16 +356,22 @@ impl Session {
             format!("{table:?}"),
             weft_patch::mini::template::shape(program),
         );
-        let template = match self.mini_templates.get(&key) {
-            Some(t) => t,
+        let code = match self.mini_templates.get(&key) {
             None => {
-                let made = MiniTemplate::new(table, program)?;
-                self.mini_templates.entry(key).or_insert(made)
+                self.mini_templates.insert(key, Template::SeenOnce);
+                mini_trampoline(at, table, program)?
             }
-        };
-        let code = match template {
-            Some(t) => t.code_of(program),
-            None => mini_trampoline(at, table, program)?,
+            Some(Template::SeenOnce) => {
+                let made = MiniTemplate::new(table, program)?;
+                let code = match &made {
+                    Some(t) => t.code_of(program),
+                    None => mini_trampoline(at, table, program)?,
+                };
+                self.mini_templates.insert(key, Template::Made(made));
+                code
+            }
+            Some(Template::Made(Some(t))) => t.code_of(program),
+            Some(Template::Made(None)) => mini_trampoline(at, table, program)?,
         };
         self.alloc_code(ci, &code)
     }

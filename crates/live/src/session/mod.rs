@@ -64,7 +64,6 @@ use std::path::PathBuf;
 use traps::TrapHandler;
 use weft_code::{FunctionCode, RegSet};
 use weft_image::FileAddr;
-use weft_patch::mini::template::MiniTemplate;
 use weft_patch::region::{ring, threads, trap_table, Layout};
 use weft_patch::{SpliceChoice, SpliceContext, SpliceMethod, SpliceRecord};
 use weft_plan::{Action, EventInfo, Guarded, PointKind, PointSpec};
@@ -224,9 +223,10 @@ pub struct Session {
     rebuilt_at: BTreeMap<u64, rebuilt::RebuiltFunction>,
     /// Mini-trampolines assembled once per cluster, thread table (as
     /// `Debug` prints it: the clock may come after the first ones) and
-    /// program shape (`weft_patch::mini::template`); None for a shape that
-    /// must be assembled where it goes.
-    mini_templates: HashMap<MiniKey, Option<MiniTemplate>>,
+    /// program shape (`weft_patch::mini::template`), from the shape's
+    /// second program on (a template costs two assemblies: a shape seen
+    /// once, such as a feed's, which names its site, is not worth one).
+    mini_templates: HashMap<MiniKey, clusters::Template>,
 }
 
 impl Session {
