@@ -68,7 +68,10 @@ enum SyscallsCommand {
         /// Bytes of each thread's ring: a power of two from 64K to 64M. A
         /// ring holds what a thread's calls write while weft is away (a
         /// millisecond); 1M holds a tight loop's, and fits in a core's
-        /// cache, which a larger one may not (bench/RESULTS.md).
+        /// cache, which a larger one may not (bench/RESULTS.md). Rings
+        /// share 1 GiB per process: up to 1M, 512 threads alive at once
+        /// can record; 2M 256, 4M 128, 16M 32, 64M 8 (the calls of threads
+        /// beyond are lost, and counted as dropped).
         #[arg(long, value_name = "SIZE", default_value = "1M")]
         ring_size: String,
         /// The program and its arguments.

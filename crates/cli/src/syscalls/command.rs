@@ -30,8 +30,28 @@ pub fn write(dir: &Path, argv: &[String]) -> Result<()> {
     let cwd = std::env::current_dir().unwrap_or_default();
     let json = serde_json::json!({"argv": argv, "cwd": cwd, "env": env});
     let path = dir.join(FILE);
-    std::fs::write(&path, format!("{json}\n"))
-        .with_context(|| format!("writing {}", path.display()))
+    write_private(&path, format!("{json}\n").as_bytes())
+}
+
+/// Writes `bytes` to `path`, readable by its owner only (0600, like the
+/// record's other files: an environment may hold secrets), and never
+/// through a symbolic link.
+fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let context = || format!("writing {}", path.display());
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .with_context(context)?;
+    // A file an older record left keeps its mode through `open`.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .with_context(context)?;
+    file.write_all(bytes).with_context(context)
 }
 
 /// The start record `dir` holds, if it has one (records of attached
@@ -74,6 +94,5 @@ pub fn read_environment(file: &Path) -> Result<Vec<String>> {
 
 /// Writes `env` as a `--launch-env` file.
 pub fn write_environment(file: &Path, env: &[String]) -> Result<()> {
-    std::fs::write(file, serde_json::to_string(env)?)
-        .with_context(|| format!("writing {}", file.display()))
+    write_private(file, serde_json::to_string(env)?.as_bytes())
 }

@@ -42,6 +42,13 @@ fn a_rerun_prints_what_the_recorded_run_printed() {
         "{}",
         recorded.stdout
     );
+    // The environment is in the record, readable by its owner only.
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(out.join("command.json"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600, "command.json's mode {mode:o}");
     // Run on its own, the program prints other ids and bytes: the
     // comparison below can fail.
     let plain = with_input(
