@@ -109,8 +109,8 @@ pub fn slot_note(without_thread_slot: u64) -> Option<String> {
         format!(
             "{without_thread_slot} execution(s) of per-thread instrumentation (timers, \
              per-thread counters, events) were skipped: more threads were alive at once than \
-             weft has slots for (a smaller --ring-size gives more slots); metrics that need \
-             them are low"
+             weft has slots for (a smaller --ring-size gives more slots); those threads' \
+             events are lost, and metrics that need them are low"
         )
     })
 }

@@ -47,6 +47,9 @@ pub struct Requests {
     /// CLOCK_REALTIME (ns since the epoch) when the clock read `start_tsc`.
     start_realtime_ns: u64,
     started: Instant,
+    /// When the trace this process's events go into began: the workload's
+    /// first traced process's start (the summary's "s of tracing").
+    trace_started: Instant,
     next_sample: Instant,
     /// Whether loading the per-thread CPU clock was tried (at the first
     /// `cpu_time` request).
@@ -171,6 +174,7 @@ impl Requests {
             start_realtime_ns,
             monotonic,
             started: Instant::now(),
+            trace_started: Instant::now(),
             next_sample: Instant::now(),
             cpu_clock_tried: false,
             feed: None,
@@ -244,6 +248,7 @@ impl Requests {
             start_realtime_ns: self.start_realtime_ns,
             monotonic: self.monotonic,
             started: Instant::now(),
+            trace_started: self.trace_started,
             next_sample: Instant::now(),
             cpu_clock_tried: self.cpu_clock_tried,
             feed: self.feed.clone(),
@@ -277,6 +282,7 @@ impl Requests {
     pub fn trace_into(&mut self, other: &Requests) {
         if self.recorder.is_some() {
             self.recorder = other.recorder.clone();
+            self.trace_started = other.trace_started;
         }
         if self.paths.is_some() {
             self.paths = other.paths.clone();
@@ -627,7 +633,7 @@ impl Requests {
             return Ok(());
         };
         let events = recorder.events();
-        let traced_for = self.started.elapsed().as_secs_f64();
+        let traced_for = self.trace_started.elapsed().as_secs_f64();
         let dropped = recorder.dropped();
         let lost = self.ring_mode().lost();
         if let Some(note) = crate::output::slot_note(session.threads_without_slot()) {
