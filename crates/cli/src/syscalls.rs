@@ -301,6 +301,14 @@ struct Probes {
     probes: ProbeArgs,
 }
 
+/// Removes a record directory that a failed start left holding nothing
+/// but an empty `ctf/` (`remove_dir` removes only empty directories).
+fn remove_if_unused(dir: &std::path::Path) {
+    if std::fs::remove_dir(dir.join("ctf")).is_ok() {
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
 /// Runs `weft syscalls ...`; the exit status.
 pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
     match &args.command {
@@ -341,7 +349,13 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             match pid {
                 Some(pid) => crate::attach::attach(&[*pid], *duration, None, !no_follow, &probes),
                 None => {
-                    let status = crate::run::run(&probes, !no_follow, command)?;
+                    let existed = out.exists();
+                    let status =
+                        crate::run::run(&probes, !no_follow, command).inspect_err(|_| {
+                            if !existed {
+                                remove_if_unused(out);
+                            }
+                        })?;
                     command::write(out, command)?;
                     Ok(status)
                 }

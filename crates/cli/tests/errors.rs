@@ -84,6 +84,31 @@ fn program_that_cannot_start() {
 }
 
 #[test]
+fn a_record_of_a_program_that_cannot_start_leaves_no_directory() {
+    let dir = scratch("record-cannot-start");
+    let out_dir = dir.join("rec");
+    let out = fails(
+        weft()
+            .args(["syscalls", "record", "-o"])
+            .arg(&out_dir)
+            .args(["--", "/nonexistent/program"]),
+        &["cannot start /nonexistent/program"],
+    );
+    assert_eq!(out.status, 127);
+    assert!(!out_dir.exists(), "{} was left behind", out_dir.display());
+    // A directory the user made stays.
+    std::fs::create_dir(&out_dir).unwrap();
+    fails(
+        weft()
+            .args(["syscalls", "record", "-o"])
+            .arg(&out_dir)
+            .args(["--", "/nonexistent/program"]),
+        &["cannot start /nonexistent/program"],
+    );
+    assert!(out_dir.is_dir());
+}
+
+#[test]
 fn nothing_to_count() {
     fails(
         weft().args(["run", "--", "/bin/true"]),
