@@ -505,23 +505,29 @@ impl Perturbation {
     }
 }
 
-/// The per-thread CPU clock, loaded once for all the processes of a
-/// workload while any of them still uses it: loading its BPF program and
-/// map for each process that execs took several milliseconds of each
-/// exec. The processes share its table of threads (65,536 entries; a thread
-/// that finds none has no CPU timers, counted in the no-slot word).
+/// The per-thread CPU clock, loaded once for the processes of a workload
+/// that start within 10 s of each other while any of them still uses it:
+/// loading its BPF program and map for each process that execs took
+/// several milliseconds of each exec. A process that starts later gets a
+/// clock of its own, with a fresh calibration (its TSC rate drifts from
+/// the kernel's clock as its calibration ages). The processes that share a
+/// clock share its table of threads (65,536 entries; a thread that finds
+/// none has no CPU timers, counted in the no-slot word).
 fn shared_cpu_clock(
 ) -> std::result::Result<std::sync::Arc<weft_vclock::VirtualClock>, weft_vclock::Error> {
+    const SHARED_FOR: Duration = Duration::from_secs(10);
+    type Loaded = Option<(Instant, std::sync::Weak<weft_vclock::VirtualClock>)>;
     thread_local! {
-        static LOADED: std::cell::RefCell<std::sync::Weak<weft_vclock::VirtualClock>> =
-            const { std::cell::RefCell::new(std::sync::Weak::new()) };
+        static LOADED: std::cell::RefCell<Loaded> = const { std::cell::RefCell::new(None) };
     }
     LOADED.with(|loaded| {
-        if let Some(clock) = loaded.borrow().upgrade() {
-            return Ok(clock);
+        if let Some((at, clock)) = &*loaded.borrow() {
+            if let (true, Some(clock)) = (at.elapsed() < SHARED_FOR, clock.upgrade()) {
+                return Ok(clock);
+            }
         }
         let clock = std::sync::Arc::new(weft_vclock::VirtualClock::load()?);
-        *loaded.borrow_mut() = std::sync::Arc::downgrade(&clock);
+        *loaded.borrow_mut() = Some((Instant::now(), std::sync::Arc::downgrade(&clock)));
         Ok(clock)
     })
 }

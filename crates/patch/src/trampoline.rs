@@ -5,12 +5,15 @@
 //! ```text
 //! [8-byte return-address slots, one per displaced call]
 //! entry:  for each displaced instruction, in order:
-//!           (lea rsp,[rsp-128]; pushfq; push live clobbered registers)  only if needed
+//!           (lea rsp,[rsp-128]; save flags; push live clobbered registers)  only if needed
 //!           the snippets of the points at this instruction
-//!           (pop registers; popfq; lea rsp,[rsp+128])
+//!           (pop registers; restore flags; lea rsp,[rsp+128])
 //!           the instruction, relocated
 //!         jmp <end of window>                                   unless the last one never falls through
 //! ```
+//!
+//! The flags are saved with `lahf`/`seto` and restored with `sahf`
+//! (`weft_code::save_status_flags`), not `pushfq`/`popfq`.
 //!
 //! A site holds one or more points: the point its splice was chosen for,
 //! and any later point that falls inside its window (which, having no

@@ -215,6 +215,11 @@ impl Gen {
         self.a.rdtsc()?;
         self.a.shl(rdx, 32)?;
         self.a.or(rax, rdx)?;
+        if self.table.clock_gettime == 0 {
+            // The record, and a timer after it, take the time the wait
+            // ended, as without one: the wait is not the program's time.
+            self.a.mov(qword_ptr(r11 + t::STAMP as i32), rax)?;
+        }
         self.a.cmp(rax, rcx)?;
         self.a.jae(drop)?;
         self.a.mov(rax, r9)?;
