@@ -28,7 +28,7 @@ fn rax_at(d: i64, store: bool) -> Instruction {
 }
 
 /// `lea rsp, [rsp + d]`: moves the stack pointer, flags untouched.
-fn step(d: i64) -> Instruction {
+pub fn step_rsp(d: i64) -> Instruction {
     Instruction::with2(
         Code::Lea_r64_m,
         Register::RSP,
@@ -41,7 +41,7 @@ fn step(d: i64) -> Instruction {
 /// flags there; every register and flag keeps its value.
 pub fn save_status_flags() -> Vec<Instruction> {
     vec![
-        step(-8),
+        step_rsp(-8),
         rax_at(-8, true),
         Instruction::with1(Code::Seto_rm8, Register::AL).expect("seto al"),
         Instruction::with(Code::Lahf),
@@ -60,7 +60,7 @@ pub fn restore_status_flags() -> Vec<Instruction> {
         Instruction::with2(Code::Add_AL_imm8, Register::AL, 0x7f).expect("add al, 0x7f"),
         Instruction::with(Code::Sahf),
         rax_at(-8, false),
-        step(8),
+        step_rsp(8),
     ]
 }
 

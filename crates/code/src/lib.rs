@@ -29,7 +29,7 @@ mod syscall;
 
 pub use cfg::{jump_targets, Block, BlockEnd, FunctionCode};
 pub use decode::{decode_all, format_instruction, BranchTargets};
-pub use flag_save::{restore_status_flags, save_status_flags};
+pub use flag_save::{restore_status_flags, save_status_flags, step_rsp};
 pub use jump_table::JumpTable;
 pub use liveness::{flags_dead_by_scan, Liveness};
 pub use regs::{RegSet, FLAG_AF, FLAG_CF, FLAG_OF, FLAG_PF, FLAG_SF, FLAG_ZF, STATUS_FLAGS};

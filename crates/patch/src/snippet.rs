@@ -1,7 +1,7 @@
 //! Snippets: the instrumentation code a trampoline runs before the point.
 
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
-use weft_code::{RegSet, FLAG_AF, FLAG_OF, FLAG_PF, FLAG_SF, FLAG_ZF};
+use weft_code::{step_rsp, RegSet, FLAG_AF, FLAG_OF, FLAG_PF, FLAG_SF, FLAG_ZF};
 
 /// Instructions to run at a point, with what they clobber.
 #[derive(Debug, Clone)]
@@ -143,16 +143,6 @@ impl Snippet {
             clobbers: parts.iter().fold(RegSet::EMPTY, |c, s| c | s.clobbers),
         }
     }
-}
-
-/// `lea rsp, [rsp + d]`: moves the stack pointer without touching the flags.
-fn step_rsp(d: i64) -> Instruction {
-    Instruction::with2(
-        Code::Lea_r64_m,
-        Register::RSP,
-        MemoryOperand::with_base_displ(Register::RSP, d),
-    )
-    .expect("lea rsp,[rsp+d] is a valid instruction")
 }
 
 /// `call target` (rel32).
