@@ -217,6 +217,9 @@ pub mod auxv {
     pub const AT_BASE: u64 = 7;
     /// `AT_ENTRY`: the program's entry point.
     pub const AT_ENTRY: u64 = 9;
+    /// `AT_EXECFN`: the file name `execve` was given, as the kernel
+    /// copied it onto the new program's stack.
+    pub const AT_EXECFN: u64 = 31;
     /// `AT_SYSINFO_EHDR`: the vDSO's ELF header.
     pub const AT_SYSINFO_EHDR: u64 = 33;
 }
@@ -368,11 +371,12 @@ mod tests {
         assert_eq!(errno::ETIMEDOUT, libc::ETIMEDOUT);
         use auxv::*;
         assert_eq!(
-            [AT_PHDR, AT_BASE, AT_ENTRY, AT_SYSINFO_EHDR],
+            [AT_PHDR, AT_BASE, AT_ENTRY, AT_EXECFN, AT_SYSINFO_EHDR],
             [
                 libc::AT_PHDR,
                 libc::AT_BASE,
                 libc::AT_ENTRY,
+                libc::AT_EXECFN,
                 libc::AT_SYSINFO_EHDR
             ]
         );

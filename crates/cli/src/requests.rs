@@ -277,6 +277,19 @@ impl Requests {
         Ok(())
     }
 
+    /// Notes in the trace that process `pid` exec'd `path` (found now):
+    /// the `execve` that did it has no return to say so.
+    pub fn note_exec(&self, pid: i32, path: String) {
+        if let Some(r) = &self.recorder {
+            let now = if self.monotonic {
+                weft_live::clock::monotonic_ns()
+            } else {
+                weft_live::clock::tsc()
+            };
+            r.borrow_mut().note_exec(pid, now, path);
+        }
+    }
+
     /// Writes this process's events into the trace of `other` (another
     /// process of the same workload) instead of a trace of its own.
     pub fn trace_into(&mut self, other: &Requests) {

@@ -99,7 +99,17 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
     let mut session = workload.session_for(pid, args)?;
     let setup = (|| -> Result<Result<Requests, i32>> {
         let auxv = Auxv::read(pid)?;
-        match tracee.run_to(RemoteAddr(auxv.entry))? {
+        let started = std::time::Instant::now();
+        // The loader's calls too: probes before its first instruction.
+        let mut early = None;
+        if from_first_instruction(args) && session.begin_startup(&mut tracee)? {
+            let req = Requests::build(args, &mut session, events.take(), definitions.clone())?;
+            let prepared = session.prepare(&req.specs)?;
+            let report = session.apply(&mut tracee, prepared)?;
+            req.map_feed(&mut session, &mut tracee, Some(pid))?;
+            early = Some((req, report));
+        }
+        match run_to_libraries(&session, &mut tracee, auxv.entry, early.is_some())? {
             StopReason::Reached => {}
             StopReason::Exited(code) => return Ok(Err(code)),
             StopReason::Killed(sig) => return Ok(Err(128 + sig)),
@@ -112,17 +122,26 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
                 StopReason::Killed(sig) => return Ok(Err(128 + sig)),
             }
         }
-        let mut req = Requests::build(args, &mut session, events.take(), definitions)?;
+        session.end_startup(&tracee)?;
+        let fed = early.is_some();
+        let (mut req, mut report) = match early.take() {
+            Some(placed) => placed,
+            None => (
+                Requests::build(args, &mut session, events.take(), definitions)?,
+                AddReport::default(),
+            ),
+        };
         let prepared = session.prepare(&req.specs)?;
         workload.note_prepared(&prepared, &req);
-        let started = std::time::Instant::now();
         if let Some(paths) = &req.paths {
             paths
                 .borrow_mut()
                 .prepare_process(&mut session, &mut tracee)?;
         }
-        let report = session.apply(&mut tracee, prepared)?;
-        req.map_feed(&mut session, &mut tracee, Some(pid))?;
+        report.absorb(session.apply(&mut tracee, prepared)?);
+        if !fed {
+            req.map_feed(&mut session, &mut tracee, Some(pid))?;
+        }
         req.sampler.live_from_now();
         session.raise_semaphores(&tracee, &req.semaphores)?;
         session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;
@@ -198,6 +217,79 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
         );
     }
     Ok(code)
+}
+
+/// Whether the probes go in at the program's first instruction, before its
+/// dynamic loader runs (`Session::begin_startup`), so that the loader's
+/// own system calls are recorded (and fed, in a re-execution) like the
+/// program's: for the system call capture and re-execution's feed, unless
+/// the request needs the libraries loaded first (USDT probes, rich events,
+/// metrics) or the C library's thread pointer (`--paths`).
+pub fn from_first_instruction(args: &ProbeArgs) -> bool {
+    let calls = args
+        .trace
+        .iter()
+        .any(|t| t == "syscalls" || t.starts_with("syscalls:"))
+        || args.reexec_feed.is_some();
+    let needs_libraries = !args.metric.is_empty()
+        || args
+            .trace
+            .iter()
+            .any(|t| t.starts_with("usdt:") || t.starts_with("event:"));
+    calls && !needs_libraries && args.paths.is_empty()
+}
+
+/// Runs the program, stopped before its dynamic loader, to where the
+/// probes for its libraries go in: its `entry`, or, for a session that
+/// began at the first instruction (`early`, see
+/// [`from_first_instruction`]), the moment the loader tells debuggers its
+/// libraries are consistent (`_dl_debug_state` with `_r_debug.r_state`
+/// `RT_CONSISTENT`), stopped just after that call. The C library is then
+/// mapped, relocated and set up (the thread pointer too), and no library's
+/// constructor has run yet: their calls are recorded too. A program
+/// without a loader that tells (a static one) runs to its entry.
+pub fn run_to_libraries(
+    session: &Session,
+    tracee: &mut Tracee,
+    entry: u64,
+    early: bool,
+) -> Result<StopReason> {
+    use weft_process::ProcessMemory;
+    let loader = session
+        .modules()
+        .iter()
+        .find(|m| m.name.starts_with("ld-linux"))
+        .filter(|_| early);
+    let notice = loader.and_then(|m| {
+        let state = m.image.symbol_address("_dl_debug_state")?;
+        let debug = m.image.symbol_address("_r_debug")?;
+        Some((m.runtime(state), m.runtime(debug)))
+    });
+    let Some((state, debug)) = notice else {
+        return Ok(tracee.run_to(RemoteAddr(entry))?);
+    };
+    /// `struct r_debug`'s `r_state`, and its value once the loader is done.
+    const R_STATE: u64 = 24;
+    const RT_CONSISTENT: u32 = 0;
+    // RT_ADD before the libraries are mapped, RT_CONSISTENT after; more
+    // with audit modules.
+    for _ in 0..16 {
+        match tracee.run_to(state)? {
+            StopReason::Reached => {}
+            ended => return Ok(ended),
+        }
+        let mut word = [0u8; 4];
+        tracee
+            .memory()
+            .read(RemoteAddr(debug.0 + R_STATE), &mut word)?;
+        if u32::from_le_bytes(word) == RT_CONSISTENT {
+            // Out of the function, whose entry the load hook takes.
+            let rsp = tracee.registers(tracee.pid())?.rsp;
+            let back = tracee.memory().read_u64(RemoteAddr(rsp))?;
+            return Ok(tracee.run_to(RemoteAddr(back))?);
+        }
+    }
+    Ok(tracee.run_to(RemoteAddr(entry))?)
 }
 
 /// Whether the request places code that needs the thread pointer all over

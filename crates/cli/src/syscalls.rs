@@ -95,6 +95,8 @@ enum SyscallsCommand {
         /// `args` are the raw registers (`AT_FDCWD` is 4294967196).
         /// `user_ns`: the thread's user CPU time at the call, in ns from
         /// its first call (when the per-thread CPU clock was there).
+        /// `loader`: the dynamic loader made it (mapping the libraries
+        /// before `main`, or for `dlopen`).
         #[arg(long)]
         json: bool,
     },
@@ -541,7 +543,14 @@ fn read_calls(
             *site_ids.entry((module, function)).or_insert(next)
         })
         .collect();
-    let calls = weft_syscalls::calls_at_sites(events.iter().map(|c| {
+    let loader_events: Vec<bool> = (meta.events.iter())
+        .map(|(module, _, _, _)| module.starts_with("ld-linux"))
+        .collect();
+    let loader_entries: std::collections::HashSet<(i32, u64)> = (events.iter())
+        .filter(|c| !c.exit && loader_events.get(c.event as usize) == Some(&true))
+        .map(|c| (c.tid, c.tsc))
+        .collect();
+    let mut calls = weft_syscalls::calls_at_sites(events.iter().map(|c| {
         let event = match c.exit {
             true => Event::Exit(c.args.first().copied().unwrap_or(0), c.buffers.clone()),
             false => Event::Entry(&c.args),
@@ -549,7 +558,41 @@ fn read_calls(
         let site = sites.get(c.event as usize).copied().unwrap_or(u32::MAX);
         (c.tid, c.tsc, site, event)
     }));
+    for call in &mut calls {
+        call.loader = loader_entries.contains(&(call.ring, call.entry_tsc));
+    }
+    name_programs_execd(meta, &mut calls);
     Ok((meta.clone(), calls, known))
+}
+
+/// Gives each `execve` that succeeded (it has no return, where paths are
+/// recorded) the file name its process's new image was given: the last
+/// such call of the process before weft found that image.
+fn name_programs_execd(meta: &weft_events::Meta, calls: &mut [weft_syscalls::Call]) {
+    for exec in &meta.execs {
+        let made = calls.iter_mut().rfind(|c| {
+            weft_syscalls::is_exec(c.nr)
+                && c.entry_tsc < exec.tsc
+                && (meta.pid_of(c.tid) == exec.pid || c.tid == exec.pid)
+                && c.exit.is_some_and(|e| e.tsc.is_none() && e.result == 0)
+        });
+        if let Some(call) = made {
+            // execveat's path is its second argument.
+            let arg = usize::from(call.nr == 322);
+            if !call
+                .buffers
+                .iter()
+                .any(|b| b.what == weft_syscalls::Memory::Path)
+            {
+                call.buffers.push(weft_syscalls::Buffer {
+                    what: weft_syscalls::Memory::Path,
+                    arg,
+                    bytes: exec.path.as_bytes().to_vec(),
+                    truncated: false,
+                });
+            }
+        }
+    }
 }
 
 /// The buffers a return recorded: each value named `path:K`, `sent:K` or
@@ -654,6 +697,9 @@ fn show(dir: &std::path::Path, json: bool) -> Result<i32> {
         }
         if let Some(user) = call.user_ns {
             line["user_ns"] = user.into();
+        }
+        if call.loader {
+            line["loader"] = true.into();
         }
         if let Some(r) = call.exit {
             line["result"] = r.result.into();

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use weft_live::{Prepared, Session};
-use weft_process::{Auxv, ExitWatch, RemoteAddr, StopReason, Tracee};
+use weft_process::{Auxv, ExitWatch, ProcessMemory, StopReason, Tracee};
 use weft_workload::{Event, Follower};
 
 /// How long a new process may take to stop for weft.
@@ -417,11 +417,29 @@ impl Workload {
         let command = weft_process::command_name(pid).unwrap_or_default();
         let mut tracee = Tracee::attach(pid)?;
         let auxv = Auxv::read(pid)?;
-        match tracee.run_to(RemoteAddr(auxv.entry))? {
+        let exec_path = tracee
+            .memory()
+            .read_c_string(weft_process::RemoteAddr(auxv.execfn), 4096);
+        let mut session = self.session_for(pid, args)?;
+        // The loader's calls too: probes before its first instruction.
+        let mut early = None;
+        if crate::run::from_first_instruction(args) && session.begin_startup(&mut tracee)? {
+            let mut req = Requests::build(args, &mut session, None, self.definitions.clone())?;
+            if let Some(first) = self.members.first() {
+                req.trace_into(&first.req);
+            }
+            if let Some(path) = &exec_path {
+                req.note_exec(pid, path.clone());
+            }
+            let prepared = session.prepare(&req.specs)?;
+            let report = session.apply(&mut tracee, prepared)?;
+            req.map_feed(&mut session, &mut tracee, None)?;
+            early = Some((req, report));
+        }
+        match crate::run::run_to_libraries(&session, &mut tracee, auxv.entry, early.is_some())? {
             StopReason::Reached => {}
             StopReason::Exited(_) | StopReason::Killed(_) => return Ok(None),
         }
-        let mut session = self.session_for(pid, args)?;
         if crate::run::needs_main_first(args) {
             // A static program's start-up code runs before it has a TCB.
             match crate::run::run_to_main_if_static(&mut session, &mut tracee, args)? {
@@ -429,11 +447,22 @@ impl Workload {
                 StopReason::Exited(_) | StopReason::Killed(_) => return Ok(None),
             }
         }
-        let mut req = Requests::build(args, &mut session, None, self.definitions.clone())?;
-        if let Some(first) = self.members.first() {
-            // One trace for the whole workload.
-            req.trace_into(&first.req);
-        }
+        session.end_startup(&tracee)?;
+        let fed = early.is_some();
+        let (mut req, mut report) = match early.take() {
+            Some(placed) => placed,
+            None => {
+                let mut req = Requests::build(args, &mut session, None, self.definitions.clone())?;
+                if let Some(first) = self.members.first() {
+                    // One trace for the whole workload.
+                    req.trace_into(&first.req);
+                }
+                if let Some(path) = exec_path {
+                    req.note_exec(pid, path);
+                }
+                (req, weft_live::AddReport::default())
+            }
+        };
         let prepared = session.prepare(&req.specs)?;
         self.note_prepared(&prepared, &req);
         if let Some(paths) = &req.paths {
@@ -441,8 +470,10 @@ impl Workload {
                 .borrow_mut()
                 .prepare_process(&mut session, &mut tracee)?;
         }
-        let report = session.apply(&mut tracee, prepared)?;
-        req.map_feed(&mut session, &mut tracee, None)?;
+        report.absorb(session.apply(&mut tracee, prepared)?);
+        if !fed {
+            req.map_feed(&mut session, &mut tracee, None)?;
+        }
         req.sampler.live_from_now();
         session.raise_semaphores(&tracee, &req.semaphores)?;
         session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;

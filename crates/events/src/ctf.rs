@@ -253,6 +253,7 @@ pub(crate) mod tests {
             names: vec![],
             threads: Default::default(),
             format: PACKET_FORMAT,
+            execs: vec![],
         }
     }
 

@@ -39,6 +39,8 @@ pub struct Recorder {
     dropped: BTreeMap<i32, u64>,
     /// The process of each thread drained.
     threads: BTreeMap<i32, i32>,
+    /// The programs exec'd (see [`Meta::execs`]).
+    execs: Vec<crate::Exec>,
 }
 
 impl Recorder {
@@ -54,6 +56,7 @@ impl Recorder {
             known: BTreeMap::new(),
             dropped: BTreeMap::new(),
             threads: BTreeMap::new(),
+            execs: Vec::new(),
         }
     }
 
@@ -73,13 +76,21 @@ impl Recorder {
         let (pid, clock) = self.first.unwrap_or((0, clock));
         let several = self.dropped.len() > 1;
         let empty = BTreeMap::new();
-        Meta::of_workload(
+        let mut meta = Meta::of_workload(
             pid,
             &self.known,
             self.dropped.values().sum(),
             if several { &self.threads } else { &empty },
             clock,
-        )
+        );
+        meta.execs = self.execs.clone();
+        meta
+    }
+
+    /// Notes that process `pid` exec'd `path` (weft found the new image
+    /// at TSC `tsc`): a successful `execve` has no return to record it.
+    pub fn note_exec(&mut self, pid: i32, tsc: u64, path: String) {
+        self.execs.push(crate::Exec { pid, tsc, path });
     }
 
     /// Events dropped by every session's rings so far.

@@ -64,6 +64,23 @@ pub struct Meta {
     /// (absent in directories from older weft versions: 1).
     #[serde(default = "format_1")]
     pub format: u32,
+    /// The programs the workload's processes exec'd, as weft found each
+    /// new image (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub execs: Vec<Exec>,
+}
+
+/// A program a process exec'd: what a successful `execve` gives no return
+/// to record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exec {
+    /// The process.
+    pub pid: i32,
+    /// TSC when weft found the new image, after the `execve`'s entry and
+    /// before the new image's first call.
+    pub tsc: u64,
+    /// The file name `execve` was given (`AT_EXECFN`).
+    pub path: String,
 }
 
 fn format_1() -> u32 {
@@ -343,6 +360,7 @@ impl Meta {
             names: (0..count).map(|id| info(id).names.clone()).collect(),
             threads: threads.clone(),
             format: crate::ctf::PACKET_FORMAT,
+            execs: Vec::new(),
         }
     }
 

@@ -92,6 +92,7 @@ impl Costs {
             return_stacks: lab.base + 4096 - 32,
             clock_gettime: 0,
             tid_offset: 0,
+            startup: None,
             // One lane: the cost of adding in the CPU's lane is that of
             // the add plus a few register instructions.
             vclock: None,

@@ -2,7 +2,7 @@
 //! base of the interpreter, the vDSO.
 
 use crate::{proc_path, Error, Result};
-use weft_abi::auxv::{AT_BASE, AT_ENTRY, AT_PHDR, AT_SYSINFO_EHDR};
+use weft_abi::auxv::{AT_BASE, AT_ENTRY, AT_EXECFN, AT_PHDR, AT_SYSINFO_EHDR};
 
 /// The entries of the auxiliary vector weft needs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -15,6 +15,9 @@ pub struct Auxv {
     pub interp_base: u64,
     /// `AT_SYSINFO_EHDR`: where the vDSO's ELF image is mapped, 0 if none.
     pub vdso: u64,
+    /// `AT_EXECFN`: where the file name `execve` was given lies (on the
+    /// new program's stack), 0 if none.
+    pub execfn: u64,
 }
 
 impl Auxv {
@@ -36,6 +39,7 @@ impl Auxv {
                 AT_BASE => auxv.interp_base = value,
                 AT_ENTRY => auxv.entry = value,
                 AT_SYSINFO_EHDR => auxv.vdso = value,
+                AT_EXECFN => auxv.execfn = value,
                 _ => {}
             }
         }
@@ -52,5 +56,14 @@ mod tests {
         let auxv = Auxv::read(std::process::id() as i32).unwrap();
         assert!(auxv.entry != 0 && auxv.phdr != 0);
         assert!(auxv.vdso != 0, "Linux maps a vDSO into every process");
+        // SAFETY: AT_EXECFN points to a NUL-terminated string on this
+        // process's stack, which lives as long as the process.
+        let name = unsafe { std::ffi::CStr::from_ptr(auxv.execfn as *const libc::c_char) };
+        let exe = std::env::args().next().unwrap();
+        assert_eq!(
+            name.to_str().unwrap(),
+            exe,
+            "the name the test was started by"
+        );
     }
 }

@@ -146,8 +146,15 @@ pub fn free_range_below(maps: &[MapEntry], lo: u64, hi: u64, size: u64, reach: u
     best.or_else(|| free_range_near(maps, lo, hi, size, reach))
 }
 
+/// Room kept free above a module for the heap, which the kernel starts
+/// right after the program (with address space layout randomization off,
+/// as `weft syscalls record` runs it): a heap of up to this much grows in
+/// place with `brk` rather than falling back to `mmap`.
+pub const HEAP_ROOM: u64 = 256 << 20;
+
 /// Finds a free, page-aligned range of `size` bytes whose every byte lies
-/// within `reach` bytes of every byte of `[lo, hi)`, preferring the closest.
+/// within `reach` bytes of every byte of `[lo, hi)`, preferring the closest
+/// that leaves [`HEAP_ROOM`] above the module free.
 /// Used to place patch memory that `jmp rel32` and RIP-relative operands reach.
 pub fn free_range_near(maps: &[MapEntry], lo: u64, hi: u64, size: u64, reach: u64) -> Option<u64> {
     const PAGE: u64 = weft_abi::mman::PAGE_SIZE;
@@ -156,7 +163,7 @@ pub fn free_range_near(maps: &[MapEntry], lo: u64, hi: u64, size: u64, reach: u6
     let max_end = lo.saturating_add(reach).min(0x7fff_ffff_f000);
     let mut occupied: Vec<(u64, u64)> = maps.iter().map(|m| (m.start.0, m.end.0)).collect();
     occupied.sort_unstable();
-    let mut best: Option<(u64, u64)> = None;
+    let mut best: Option<(u64, (bool, u64))> = None;
     let mut consider = |gap_lo: u64, gap_hi: u64| {
         let gap_lo = (gap_lo + GUARD + PAGE - 1) & !(PAGE - 1);
         let gap_hi = gap_hi.saturating_sub(GUARD) & !(PAGE - 1);
@@ -165,15 +172,21 @@ pub fn free_range_near(maps: &[MapEntry], lo: u64, hi: u64, size: u64, reach: u6
         if hi_ok < lo_ok || hi_ok - lo_ok < size {
             return;
         }
-        // Closest placement to the module inside this gap.
-        let candidate = if hi_ok <= lo { hi_ok - size } else { lo_ok };
+        // Closest placement to the module inside this gap, past the
+        // heap's room where the gap allows.
+        let mut candidate = if hi_ok <= lo { hi_ok - size } else { lo_ok };
+        if candidate >= hi && candidate < hi + HEAP_ROOM && hi_ok - size >= hi + HEAP_ROOM {
+            candidate = (hi + HEAP_ROOM).next_multiple_of(PAGE).max(candidate);
+        }
         let distance = if candidate >= hi {
             candidate - hi
         } else {
             lo.saturating_sub(candidate + size)
         };
-        if best.is_none_or(|(_, d)| distance < d) {
-            best = Some((candidate, distance));
+        let in_heap_room = candidate >= hi && candidate < hi + HEAP_ROOM;
+        let rank = (in_heap_room, distance);
+        if best.is_none_or(|(_, r)| rank < r) {
+            best = Some((candidate, rank));
         }
     };
     let mut prev_end = 0x10000u64;
@@ -248,6 +261,27 @@ mod tests {
             Some(near),
             free_range_near(&maps, lo, hi, size, LEFT_CLEAR / 2)
         );
+    }
+
+    /// A static program at 0x400000 has no room below it: its patch memory
+    /// goes above, past the room its heap grows into (`brk` failed there
+    /// once weft had mapped its region right after the program).
+    #[test]
+    fn patch_memory_above_a_program_leaves_its_heap_room() {
+        let maps = parse(
+            "\
+00400000-004a2000 r-xp 00000000 fe:01 7 /t/static
+004a2000-004ae000 rw-p 000a2000 fe:01 7 /t/static
+7ffd1c5e0000-7ffd1c601000 rw-p 00000000 00:00 0 [stack]
+",
+        );
+        let (lo, hi, size) = (0x400000, 0x4ae000, 0x4000_0000);
+        let at = free_range_below(&maps, lo, hi, size, 1 << 31).unwrap();
+        assert!(at >= hi + HEAP_ROOM, "{at:#x}");
+        assert!(at + size - lo < 1 << 31, "within reach: {at:#x}");
+        // Without the room within reach, the nearest place.
+        let near = free_range_near(&maps, lo, hi, size, size + 0x200000).unwrap();
+        assert!(near >= hi && near < hi + HEAP_ROOM, "{near:#x}");
     }
 
     #[test]

@@ -25,6 +25,30 @@ pub trait ProcessMemory {
         self.read(addr, &mut b)?;
         Ok(u64::from_le_bytes(b))
     }
+
+    /// The NUL-terminated string at `addr`, read a page at a time (so
+    /// that one at the end of a mapping is read), at most `max` bytes
+    /// (lossy UTF-8); none at address 0, where it cannot be read, or
+    /// without a NUL within `max` bytes.
+    fn read_c_string(&self, addr: RemoteAddr, max: usize) -> Option<String> {
+        const PAGE: u64 = weft_abi::mman::PAGE_SIZE;
+        if addr.0 == 0 {
+            return None;
+        }
+        let mut out = Vec::new();
+        let mut at = addr.0;
+        while out.len() < max {
+            let len = ((PAGE - at % PAGE) as usize).min(max - out.len());
+            let piece = self.read_vec(RemoteAddr(at), len).ok()?;
+            if let Some(end) = piece.iter().position(|&b| b == 0) {
+                out.extend_from_slice(&piece[..end]);
+                return Some(String::from_utf8_lossy(&out).into_owned());
+            }
+            out.extend_from_slice(&piece);
+            at += len as u64;
+        }
+        None
+    }
 }
 
 /// Memory of a live process through `/proc/PID/mem`.
@@ -130,6 +154,25 @@ impl ProcessMemory for LocalMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A string that ends right at the end of the memory (as `AT_EXECFN`'s
+    /// at the top of the stack) is read a page at a time.
+    #[test]
+    fn a_string_at_the_end_of_memory_is_read() {
+        let base = 0x10000 - 6;
+        let mem = LocalMemory::new(base, b"ab\0cd\0".to_vec());
+        assert_eq!(
+            mem.read_c_string(RemoteAddr(base), 4096).as_deref(),
+            Some("ab")
+        );
+        assert_eq!(
+            mem.read_c_string(RemoteAddr(base + 3), 4096).as_deref(),
+            Some("cd")
+        );
+        let unterminated = LocalMemory::new(base, b"abcdef".to_vec());
+        assert_eq!(unterminated.read_c_string(RemoteAddr(base), 4096), None);
+        assert_eq!(mem.read_c_string(RemoteAddr(0), 4096), None);
+    }
 
     #[test]
     fn local_memory_bounds() {

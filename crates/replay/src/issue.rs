@@ -533,6 +533,7 @@ mod tests {
             ring: 1,
             entry_tsc: 0,
             user_ns: None,
+            loader: false,
             nr,
             vdso: false,
             args: std::array::from_fn(|i| args.get(i).copied().unwrap_or(0)),

@@ -238,6 +238,7 @@ mod tests {
             ring: tid,
             entry_tsc: entry,
             user_ns: None,
+            loader: false,
             nr,
             vdso: false,
             args: std::array::from_fn(|i| args.get(i).copied().unwrap_or(0)),

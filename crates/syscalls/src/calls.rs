@@ -17,6 +17,10 @@ pub struct Call {
     /// read from the per-thread CPU clock (preemption and time in the
     /// kernel taken out); none when the clock was not there.
     pub user_ns: Option<u64>,
+    /// Made by the dynamic loader's code (`ld-linux*`): the calls that
+    /// map a new image's libraries, before weft instruments them, and
+    /// `dlopen`'s.
+    pub loader: bool,
     /// The call's number (`rax` at the instruction).
     pub nr: u64,
     /// The vDSO answered it, in the program, without the kernel (see
@@ -69,6 +73,11 @@ pub struct Return {
 
 /// `execve` and `execveat`.
 const EXECS: [u64; 2] = [59, 322];
+
+/// Whether call `nr` is `execve` or `execveat`.
+pub fn is_exec(nr: u64) -> bool {
+    EXECS.contains(&nr)
+}
 /// `exit` and `exit_group`, which never return.
 const EXITS: [u64; 2] = [60, 231];
 /// `clone`, `vfork` and `clone3`: a child that shares its parent's memory
@@ -139,6 +148,7 @@ pub fn calls_at_sites<'a>(
                     ring: tid,
                     entry_tsc: tsc,
                     user_ns: values.get(7).copied(),
+                    loader: false,
                     nr: value(0) & !crate::VDSO_BIT,
                     vdso: value(0) & crate::VDSO_BIT != 0,
                     args: std::array::from_fn(|i| value(i + 1)),

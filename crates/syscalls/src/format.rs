@@ -404,6 +404,7 @@ mod tests {
             ring: 1,
             entry_tsc: 0,
             user_ns: None,
+            loader: false,
             nr: 257,
             vdso: false,
             args: [0xffff_ff9c, 0x5555_5555_0000, 0, 0, 0, 0],

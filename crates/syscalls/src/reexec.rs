@@ -547,6 +547,7 @@ mod tests {
             ring: tid,
             entry_tsc: 0,
             user_ns: None,
+            loader: false,
             nr,
             vdso: false,
             args,

@@ -108,6 +108,7 @@ mod tests {
             ring: 1,
             entry_tsc: entry,
             user_ns: None,
+            loader: false,
             nr,
             vdso: false,
             args: [0; 6],

@@ -271,8 +271,14 @@ impl Spans {
             (Some(a), Some(b)) if b > a => (b - a) as f64 / ticks_per_ns / 1e9,
             _ => 0.0,
         };
+        // From the first call the program's own code made: the loader's
+        // before it come before weft's stop to instrument the libraries.
+        let own = |k: &usize| calls.iter().position(|c| !c.loader).is_none_or(|f| *k >= f);
         let recorded_s = span(
-            calls.iter().map(|c| c.entry_tsc).min(),
+            (0..calls.len())
+                .filter(own)
+                .map(|k| calls[k].entry_tsc)
+                .min(),
             calls
                 .iter()
                 .filter_map(|c| c.exit.and_then(|e| e.tsc))
@@ -280,7 +286,10 @@ impl Spans {
             recorded_ticks_per_ns,
         );
         let ticks_per_ns = weft_live::clock::ticks_per_ns();
-        let first = reruns.values().map(|r| r.began).min();
+        let first = (reruns.iter())
+            .filter(|(k, _)| own(k))
+            .map(|(_, r)| r.began)
+            .min();
         let last = reruns.values().filter_map(|r| r.ended).map(|e| e.0).max();
         let seconds = |tsc: u64| tsc.saturating_sub(first.unwrap_or(0)) as f64 / ticks_per_ns / 1e9;
         let calls = (0..calls.len())
@@ -481,6 +490,7 @@ fn describe_divergence(
         ring: d.tid,
         entry_tsc: 0,
         user_ns: None,
+        loader: false,
         nr: d.nr,
         vdso: site.starts_with(weft_live::VDSO_NAME),
         args: d.args,

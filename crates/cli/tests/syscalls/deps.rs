@@ -284,6 +284,7 @@ fn deps_resources_are_the_ones_strace_names() {
         (0..calls.len())
             .filter(|&k| {
                 tid_of(k) == pid
+                    && calls[k]["loader"] != true
                     && name_of(k) == name
                     && calls[k]["args"][0].as_u64().unwrap() as i64 as i32 as i64 == arg0
             })

@@ -41,11 +41,19 @@ impl Session {
     /// Splices prepared probes into the stopped process.
     pub fn apply(&mut self, tracee: &mut Tracee, prepared: Prepared) -> Result<AddReport> {
         self.adopt(tracee)?;
-        if self.tid_offset.is_none() {
+        // Before the program has a thread pointer of its own, neither can
+        // be read from it (`startup.rs`).
+        if self.tid_offset.is_none() && !self.in_startup() {
             self.tid_offset = Some(self.find_tid_offset(tracee));
         }
         if self.cpu_source.is_none() {
-            self.cpu_source = Some(self.find_cpu_source(tracee));
+            let source = self.find_cpu_source(tracee);
+            self.cpu_source = Some(match source {
+                weft_patch::lanes::CpuSource::Rseq { .. } if self.in_startup() => {
+                    weft_patch::lanes::CpuSource::None
+                }
+                other => other,
+            });
         }
         self.ensure_cpu_clock(tracee)?;
         let (rebuilds, items): (Vec<_>, Vec<_>) = prepared

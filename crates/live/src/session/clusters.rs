@@ -396,6 +396,7 @@ impl Session {
                 + weft_patch::region::sync::RETURN_STACKS,
             clock_gettime: self.clock_gettime,
             tid_offset: self.tid_offset.unwrap_or(0),
+            startup: self.startup_view(ci),
             vclock: self.cpu_clock_view(),
             lanes: self.lanes(),
         }

@@ -204,7 +204,7 @@ impl Session {
             if self.refresh_modules()? == 0 {
                 return Ok(None);
             }
-            let prepared = self.prepare_modules(specs, first, false)?;
+            let prepared = self.prepare_modules(specs, first, false, &[])?;
             let sites = self.requested_sites_from(first);
             let unwinders = self.unhooked_unwinders();
             if prepared.is_empty() && sites.is_empty() && !unwinders {

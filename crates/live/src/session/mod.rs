@@ -47,6 +47,7 @@ mod returns;
 pub(crate) mod rich;
 mod rings;
 mod stacks;
+mod startup;
 mod traps;
 
 pub(crate) use prepare::is_split_part;
@@ -227,6 +228,9 @@ pub struct Session {
     /// second program on (a template costs two assemblies: a shape seen
     /// once, such as a feed's, which names its site, is not worth one).
     mini_templates: HashMap<MiniKey, clusters::Template>,
+    /// Set when the session began at the program's first instruction
+    /// (`startup.rs`).
+    startup: Option<startup::Startup>,
 }
 
 impl Session {
@@ -282,6 +286,7 @@ impl Session {
             part_of_workload: false,
             rebuilt_at: BTreeMap::new(),
             mini_templates: HashMap::new(),
+            startup: None,
         })
     }
 

@@ -19,6 +19,8 @@ pub struct Prepared {
     /// (see [`Session::part_of_workload`]); otherwise such a pattern is
     /// the error [`Error::NoMatch`].
     pub unmatched: Vec<(String, Vec<String>)>,
+    /// Per spec, whether it matched a function.
+    pub(super) matched: Vec<bool>,
 }
 
 impl Prepared {
@@ -82,9 +84,23 @@ impl Session {
     /// Resolves patterns against the modules and analyses the matched
     /// functions. The target may be running. A pattern that matches
     /// nothing is an error naming near misses.
+    /// A session that began at the program's first instruction (see
+    /// `startup.rs`) resolves them in the modules mapped then until
+    /// [`Session::end_startup`], and in the others after it.
     pub fn prepare(&mut self, specs: &[PointSpec]) -> Result<Prepared> {
         self.refresh_modules()?;
-        self.prepare_modules(specs, 0, true)
+        if self.in_startup() {
+            let prepared = self.prepare_modules(specs, 0, false, &[])?;
+            let modules = self.modules.len();
+            if let Some(s) = &mut self.startup {
+                s.modules = Some(modules);
+                s.matched = prepared.matched.clone();
+            }
+            return Ok(prepared);
+        }
+        let (first, matched) = self.startup_done();
+        let matched = matched.to_vec();
+        self.prepare_modules(specs, first, true, &matched)
     }
 
     /// Adds the process's vDSO to the modules when a spec names it (and
@@ -102,12 +118,14 @@ impl Session {
     }
 
     /// Resolves patterns against modules `first..`; with `require_match`, a
-    /// pattern matching nothing there is an error.
+    /// pattern matching nothing there is an error, unless `matched_before`
+    /// says it matched in the modules before `first`.
     pub(super) fn prepare_modules(
         &mut self,
         specs: &[PointSpec],
         first: usize,
         require_match: bool,
+        matched_before: &[bool],
     ) -> Result<Prepared> {
         self.add_vdso_if_named(specs)?;
         let mut items = Vec::new();
@@ -115,8 +133,9 @@ impl Session {
         let mut pending = Vec::new();
         let mut notes = Vec::new();
         let mut unmatched = Vec::new();
+        let mut matched = Vec::with_capacity(specs.len());
         let mut ifuncs: Vec<Option<Result<_, String>>> = vec![None; self.modules.len()];
-        for spec in specs {
+        for (si, spec) in specs.iter().enumerate() {
             let before = items.len() + skipped.len();
             // The functions to analyse: (module, function, name matched,
             // name to report a failure under), analysed at once below.
@@ -225,7 +244,10 @@ impl Session {
                     }),
                 }
             }
-            if require_match && items.len() + skipped.len() == before {
+            let found = items.len() + skipped.len() > before
+                || matched_before.get(si).copied().unwrap_or(false);
+            matched.push(found);
+            if require_match && !found {
                 let module_loaded = self
                     .modules
                     .iter()
@@ -273,6 +295,7 @@ impl Session {
             pending,
             notes,
             unmatched,
+            matched,
         })
     }
 

@@ -59,6 +59,17 @@ pub struct AddReport {
     pub skipped: Vec<SkippedPoint>,
 }
 
+impl AddReport {
+    /// Adds what a later episode of the same placing did.
+    pub fn absorb(&mut self, later: AddReport) {
+        self.probes += later.probes;
+        self.jumps += later.jumps;
+        self.springboards += later.springboards;
+        self.traps += later.traps;
+        self.skipped.extend(later.skipped);
+    }
+}
+
 /// A counted probe and its current value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Count {

@@ -125,8 +125,12 @@ impl Session {
     /// Moves every published record out of every thread's ring, in each
     /// thread's order, handing each thread's records to `take` as one
     /// contiguous run of bytes, and frees the space for the producers.
+    /// A thread with two rings (the one it wrote before its program set
+    /// up its thread pointer, `startup.rs`, and its own) has the older's
+    /// records handed first.
     pub fn drain_records(&self, take: &mut dyn FnMut(RawRecords<'_>)) {
         use weft_patch::region::ring as r;
+        let mut drained: Vec<(i32, u64, Vec<u8>)> = Vec::new();
         for (ring, tid) in self.claimed_rings() {
             let head = self.shm.load_u64(ring + r::HEAD);
             let tail = self.shm.load_u64(ring + r::TAIL);
@@ -137,10 +141,20 @@ impl Session {
             let bytes = self.gather_records(tail, head, &|at, len| self.shm.read(data + at, len));
             // Only now may the producer reuse the space.
             self.shm.store_u64(ring + r::TAIL, head);
+            drained.push((tid, self.shm.load_u64(ring + r::DROPPED), bytes));
+        }
+        // A record starts with its TSC.
+        let first_tsc = |bytes: &[u8]| {
+            bytes
+                .get(..8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+        };
+        drained.sort_by_key(|(tid, _, bytes)| (*tid, first_tsc(bytes)));
+        for (tid, dropped, bytes) in &drained {
             take(RawRecords {
-                tid,
-                dropped: self.shm.load_u64(ring + r::DROPPED),
-                bytes: &bytes,
+                tid: *tid,
+                dropped: *dropped,
+                bytes,
             });
         }
     }

@@ -66,6 +66,9 @@ pub struct ThreadTable {
     /// another id (a finished thread whose thread control block it reuses,
     /// or the parent of a forked child) passes that slot over and claims its own.
     pub tid_offset: u32,
+    /// For code placed before the program set up its thread pointer (a
+    /// `tid_offset` of 0 then): where it finds what weft learns later.
+    pub startup: Option<Startup>,
     /// Absolute address of the word holding the address of the process's
     /// return stacks ([`crate::region::sync::RETURN_STACKS`]) in this
     /// cluster's view.
@@ -77,6 +80,22 @@ pub struct ThreadTable {
     /// CPU's lane, reads sum the lanes, a set writes the first and clears
     /// the others.
     pub lanes: crate::lanes::Lanes,
+}
+
+/// What code placed at a program's first instruction, before the program
+/// has a thread pointer of its own, needs (see
+/// [`crate::region::sync::STARTUP_TCB`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Startup {
+    /// Absolute address of [`crate::region::sync::TID_OFFSET`] in this
+    /// cluster's view: the thread-id offset, once weft knows it.
+    pub tid_offset_word: u64,
+    /// Absolute address of [`crate::region::sync::STARTUP_SLOT`] in this
+    /// cluster's view.
+    pub slot_word: u64,
+    /// The start-up thread control block's address (`fs` base, and the
+    /// key of the slot claimed under it).
+    pub tcb: u64,
 }
 
 /// Saved registers, pushed in this order after the flags.

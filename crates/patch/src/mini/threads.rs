@@ -23,7 +23,10 @@ impl ThreadTable {
 
 impl Gen {
     /// r11 := this thread's block, claiming a slot on first use; jumps to
-    /// `full` when the table has no free slot. Clobbers rax, rcx, rdx,
+    /// `full` when the table has no free slot. Code placed at a program's
+    /// start (`table.startup`) learns the thread-id offset at run time,
+    /// and hands a start-up slot's state over (see
+    /// `region::sync::STARTUP_SLOT`). Clobbers rax, rcx, rdx,
     /// rsi, rdi, r8, r9 and r10.
     pub(super) fn thread_block(
         &mut self,
@@ -32,6 +35,9 @@ impl Gen {
     ) -> std::result::Result<(), IcedError> {
         let keys = self.literal(table.addr);
         let stacks = self.literal(table.return_stacks);
+        let startup = table.startup.filter(|_| table.tid_offset == 0);
+        let tid_word = startup.map(|s| self.literal(s.tid_offset_word));
+        let slot_word = startup.map(|s| self.literal(s.slot_word));
         let a = &mut self.a;
         let mut probe = a.create_label();
         let mut next = a.create_label();
@@ -71,11 +77,22 @@ impl Gen {
                          // where the scheduler preempts the thread, inside whatever the
                          // probe's program times.
         let mut have_tid = a.create_label();
+        let mut ask_kernel = a.create_label();
         if table.tid_offset != 0 {
             a.mov(eax, dword_ptr(u64::from(table.tid_offset)).fs())?;
             a.test(eax, eax)?;
             a.jnz(have_tid)?;
+        } else if let Some(lit) = tid_word {
+            // Placed before weft knew the offset: read it now, if known.
+            a.mov(rax, qword_ptr(lit))?;
+            a.mov(eax, dword_ptr(rax))?;
+            a.test(eax, eax)?;
+            a.jz(ask_kernel)?;
+            a.mov(eax, dword_ptr(rax).fs())?;
+            a.test(eax, eax)?;
+            a.jnz(have_tid)?;
         }
+        a.set_label(&mut ask_kernel)?;
         a.mov(eax, weft_abi::syscall::GETTID)?;
         a.syscall()?; // clobbers rcx and r11
         a.set_label(&mut have_tid)?;
@@ -83,6 +100,43 @@ impl Gen {
         a.lea(r11, qword_ptr(r10 + r11 + (table.slots * 8) as i32))?;
         a.mov(qword_ptr(r11 + t::TID as i32), rax)?;
         a.mov(qword_ptr(r11 + t::SLOT as i32), r9)?;
+        if let (Some(s), Some(slot_word)) = (table.startup, slot_word) {
+            // r8: the key claimed under; rax: the tid.
+            let mut handed = a.create_label();
+            let mut later = a.create_label();
+            a.mov(rdx, qword_ptr(slot_word))?;
+            a.mov(rsi, s.tcb)?;
+            a.cmp(r8, rsi)?;
+            a.jne(later)?;
+            a.lea(rsi, qword_ptr(r9 + 1))?;
+            a.mov(qword_ptr(rdx), rsi)?;
+            a.jmp(handed)?;
+            // The thread that claimed a slot under the start-up thread
+            // control block, now under its own: it takes over that
+            // slot's timers and counters, its CPU clock entry and stamp.
+            a.set_label(&mut later)?;
+            a.mov(rsi, qword_ptr(rdx))?;
+            a.test(rsi, rsi)?;
+            a.jz(handed)?;
+            a.sub(rsi, 1)?;
+            a.imul_3(rsi, rsi, table.block())?;
+            a.lea(rsi, qword_ptr(r10 + rsi + (table.slots * 8) as i32))?;
+            a.cmp(rax, qword_ptr(rsi + t::TID as i32))?;
+            a.jne(handed)?;
+            a.mov(qword_ptr(rdx), 0)?;
+            a.mov(ecx, (t::TID / 8) as u32)?;
+            let mut copy = a.create_label();
+            a.set_label(&mut copy)?;
+            a.mov(r8, qword_ptr(rsi + rcx * 8 - 8))?;
+            a.mov(qword_ptr(r11 + rcx * 8 - 8), r8)?;
+            a.sub(ecx, 1)?;
+            a.jnz(copy)?;
+            for word in [t::VCLOCK, t::STAMP] {
+                a.mov(r8, qword_ptr(rsi + word as i32))?;
+                a.mov(qword_ptr(r11 + word as i32), r8)?;
+            }
+            a.set_label(&mut handed)?;
+        }
         // A forked child (or a thread reusing a finished one's thread
         // control block) that passed over the slot of its thread pointer
         // starts from that slot's return stack: the child's copy of it
@@ -113,7 +167,7 @@ impl Gen {
         a.set_label(&mut found)?;
         a.imul_3(r11, rcx, table.block())?;
         a.lea(r11, qword_ptr(r10 + r11 + (table.slots * 8) as i32))?;
-        if table.tid_offset != 0 {
+        if table.tid_offset != 0 || tid_word.is_some() {
             // The slot is this thread's only if it was claimed under this
             // thread's id; else (a forked child finding its parent's slot,
             // or a thread reusing a finished one's thread control block)
@@ -121,7 +175,18 @@ impl Gen {
             // further; remember the first such slot, whose return stack a
             // slot claimed below starts from.
             let mut keep_first = a.create_label();
-            a.mov(edx, dword_ptr(u64::from(table.tid_offset)).fs())?;
+            match tid_word {
+                Some(lit) if table.tid_offset == 0 => {
+                    // Unchecked while weft does not know the offset (the
+                    // program's start-up: one thread).
+                    a.mov(rdx, qword_ptr(lit))?;
+                    a.mov(edx, dword_ptr(rdx))?;
+                    a.test(edx, edx)?;
+                    a.jz(have)?;
+                    a.mov(edx, dword_ptr(rdx).fs())?;
+                }
+                _ => a.mov(edx, dword_ptr(u64::from(table.tid_offset)).fs())?,
+            }
             a.cmp(edx, dword_ptr(r11 + t::TID as i32))?;
             a.je(have)?;
             a.test(rdi, rdi)?;

@@ -50,3 +50,26 @@ pub const RETURN_STACKS: u64 = 120;
 /// (`weft_abi::vclock`, [`weft_abi::vclock::MAP_SIZE`] bytes), which weft
 /// maps when a CPU timer is first placed; 0 until then. Version 8.
 pub const CPU_CLOCK: u64 = 128;
+/// Where the C library keeps a thread's kernel id (u32, an offset from the
+/// thread pointer like `ThreadTable::tid_offset`), for code weft placed
+/// before the program had set up its thread pointer: 0 until weft has
+/// found it (at the program's entry), and that code then takes each
+/// thread's id from `gettid` and its slot without checking the id.
+/// Version 9.
+pub const TID_OFFSET: u64 = 136;
+/// 1 + the index of the slot claimed under the start-up thread control
+/// block ([`STARTUP_TCB`]), 0 if none or once handed over: the first slot
+/// the same thread claims under its real thread pointer takes over that
+/// slot's timers and counters (its CPU time, its place in a re-execution
+/// feed), so the thread's state goes on across the switch. Version 9.
+pub const STARTUP_SLOT: u64 = 144;
+/// The start-up thread control block: a program starts with no thread
+/// pointer (`fs` base 0) until its dynamic loader, or a static program's
+/// start-up code, sets one up. weft points `fs` here when it places
+/// probes before that, at the program's first instruction: its first word
+/// is its own address (the key a thread's slot is found by), the rest is
+/// zero, up to the end of the page. Version 9.
+pub const STARTUP_TCB: u64 = 2048;
+/// Bytes of the start-up thread control block that generated code may
+/// read (`fs:0` up to the thread-id offsets it tries).
+pub const STARTUP_TCB_SIZE: u64 = 2048;

@@ -101,6 +101,7 @@ impl Memory {
             return_stacks: self.base() + 4096 - 32,
             clock_gettime: 0,
             tid_offset: 0,
+            startup: None,
             vclock: None,
             lanes: crate::lanes::Lanes {
                 source: crate::lanes::CpuSource::None,

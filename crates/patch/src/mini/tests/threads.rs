@@ -123,6 +123,7 @@ fn a_slot_claimed_under_another_thread_id_is_retired() {
     let mem = Memory::new(16);
     let table = ThreadTable {
         tid_offset: offset,
+        startup: None,
         ..mem.table()
     };
     let exec = emitter(table, 1, 1, Strings::NONE);
@@ -177,4 +178,86 @@ fn a_thread_timers_total_is_an_expression() {
     mem.write(block + t::timer(6) + t::TIMER_TOTAL, 123_456_789);
     copy.call([0; 6]);
     assert_eq!(mem.read(block + t::counter(4)), 123_456_789);
+}
+
+/// Code placed at a program's first instruction runs before the program
+/// has a thread pointer of its own (weft gives it a start-up thread
+/// control block). The slot the thread claims there hands its timers and
+/// counters over to the slot it claims under its own thread pointer, and
+/// the thread-id offset, unknown when the code was made, is read when it
+/// runs: no check while it is 0, the usual one once weft has written it.
+#[test]
+fn a_start_up_slot_hands_its_state_to_the_threads_own_slot() {
+    use crate::mini::Startup;
+    let mem = Memory::new(16);
+    let tid_word = mem.base() + 4096 - 40;
+    let slot_word = mem.base() + 4096 - 48;
+    let tp: u64;
+    // SAFETY: reads fs:0, the thread pointer, which the x86-64 TLS ABI
+    // makes point to itself.
+    unsafe { std::arch::asm!("mov {}, fs:0", out(reg) tp) };
+    let table = |tcb| ThreadTable {
+        startup: Some(Startup {
+            tid_offset_word: tid_word,
+            slot_word,
+            tcb,
+        }),
+        ..mem.table()
+    };
+    let program = vec![Guarded {
+        predicate: None,
+        primitive: Primitive::AddThreadCounter(4, Expr::Const(5)),
+    }];
+    let code = |tcb| {
+        let exec = Exec::new(4096);
+        exec.load(&mini_trampoline(exec.addr(), table(tcb), &program).unwrap());
+        exec
+    };
+    let keys = || {
+        (0..16)
+            .map(|s| mem.read(mem.table().addr + s * 8))
+            .filter(|&k| k > RETIRED)
+            .count()
+    };
+    // Under the start-up block (here the thread's own pointer stands for it).
+    code(tp).call([0; 6]);
+    let first = mem.block_of_this_thread();
+    let first_slot = mem.read(first + t::SLOT);
+    assert_eq!(
+        mem.read(slot_word),
+        first_slot + 1,
+        "the start-up slot noted"
+    );
+    assert_eq!(mem.read(first + t::counter(4)), 5);
+    mem.write(first + t::timer(6) + t::TIMER_TOTAL, 77);
+    // The program sets up its thread pointer: the start-up block was
+    // another address.
+    let startup_tcb = 0x7eed_5000;
+    mem.write(mem.table().addr + first_slot * 8, startup_tcb);
+    let own = code(startup_tcb);
+    own.call([0; 6]);
+    let second = mem.block_of_this_thread();
+    assert_ne!(second, first);
+    assert_eq!(mem.read(second + t::counter(4)), 10, "the count went on");
+    assert_eq!(mem.read(second + t::timer(6) + t::TIMER_TOTAL), 77);
+    assert_eq!(mem.read(slot_word), 0, "handed over once");
+    // With the offset unknown, the slot's id is not checked.
+    let tid = mem.read(second + t::TID);
+    mem.write(second + t::TID, 999_999);
+    own.call([0; 6]);
+    assert_eq!(keys(), 2);
+    assert_eq!(mem.read(second + t::counter(4)), 15);
+    // Once weft has written it, a slot under another id is passed over.
+    let mine = tid_offsets();
+    let theirs = std::thread::spawn(tid_offsets).join().unwrap();
+    let offset = *mine
+        .iter()
+        .find(|o| theirs.contains(o))
+        .expect("glibc's tid field");
+    mem.write(tid_word, u64::from(offset));
+    own.call([0; 6]);
+    assert_eq!(keys(), 3, "a slot of its own");
+    let third = mem.block_of_this_thread();
+    assert_eq!(mem.read(third + t::TID), tid);
+    assert_eq!(mem.read(third + t::counter(4)), 5, "a new slot starts at 0");
 }
