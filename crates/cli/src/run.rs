@@ -272,7 +272,8 @@ pub fn run_to_libraries(
     const R_STATE: u64 = 24;
     const RT_CONSISTENT: u32 = 0;
     // RT_ADD before the libraries are mapped, RT_CONSISTENT after; more
-    // with audit modules.
+    // with audit modules. Each time out of the function again (its entry
+    // is where the thread stops, and where the load hook goes).
     for _ in 0..16 {
         match tracee.run_to(state)? {
             StopReason::Reached => {}
@@ -282,11 +283,14 @@ pub fn run_to_libraries(
         tracee
             .memory()
             .read(RemoteAddr(debug.0 + R_STATE), &mut word)?;
+        let rsp = tracee.registers(tracee.pid())?.rsp;
+        let back = tracee.memory().read_u64(RemoteAddr(rsp))?;
+        match tracee.run_to(RemoteAddr(back))? {
+            StopReason::Reached => {}
+            ended => return Ok(ended),
+        }
         if u32::from_le_bytes(word) == RT_CONSISTENT {
-            // Out of the function, whose entry the load hook takes.
-            let rsp = tracee.registers(tracee.pid())?.rsp;
-            let back = tracee.memory().read_u64(RemoteAddr(rsp))?;
-            return Ok(tracee.run_to(RemoteAddr(back))?);
+            return Ok(StopReason::Reached);
         }
     }
     Ok(tracee.run_to(RemoteAddr(entry))?)

@@ -147,6 +147,13 @@ pub fn result_is_translated(nr: u64) -> bool {
     MAKERS.contains(&nr) || GIVE_IDS.contains(&nr)
 }
 
+/// Whether call `nr` returns a process, group, session or thread id that
+/// the rerun does not translate (the rerun's own ids are other numbers):
+/// `set_tid_address`, `getpgrp`, `getpgid`, `getsid`.
+pub fn result_is_an_id(nr: u64) -> bool {
+    [218, 111, 121, 124].contains(&nr)
+}
+
 /// `-EINTR`.
 const EINTR: i64 = -4;
 

@@ -135,7 +135,9 @@ pub fn reexec(
             // result to compare.
             let recorded = calls[k].exit.filter(|e| e.tsc.is_some())?.result;
             let nr = calls[k].nr;
-            let comparable = !weft_syscalls::returns_address(nr) && !rx::result_is_translated(nr);
+            let comparable = !weft_syscalls::returns_address(nr)
+                && !rx::result_is_translated(nr)
+                && !rx::result_is_an_id(nr);
             (recorded != result && comparable).then_some((k, result))
         })
         .collect();

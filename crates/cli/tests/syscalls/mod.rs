@@ -229,28 +229,36 @@ fn calls_before_marker<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<(String,
         })
         .take_while(|(name, result)| !(name == "close" && result == "EBADF"))
         .map(|(name, result)| match name.as_str() {
-            // The thread's id, which differs between the runs.
+            // Ids, which differ between the runs.
             "set_tid_address" => (name, "tid".to_string()),
+            "getppid" => (name, "pid".to_string()),
             _ => (name, result),
         })
         .collect()
 }
 
 /// The calls a program makes before its `main`: the dynamic loader's
-/// (the C library found, mapped, its thread pointer set up) and a static
-/// program's start-up code's, recorded from its first instruction as
-/// strace sees them. But one: the C library's own set-up, which the
-/// loader calls after relocating it and before telling debuggers the
-/// libraries are ready (the point weft instruments them at), makes a
-/// `prlimit64` weft does not see (docs/syscalls.md, "Not yet").
+/// (the C library found, mapped, its thread pointer set up), a library
+/// constructor's (a preloaded library's here) and a static program's
+/// start-up code's, recorded from its first instruction as strace sees
+/// them. But one: the C library's own set-up, which the loader calls
+/// after relocating it and before telling debuggers the libraries are
+/// ready (the point weft instruments them at), makes a `prlimit64` weft
+/// does not see (docs/syscalls.md, "Not yet").
 #[test]
 fn the_calls_before_main_are_recorded_from_the_first_instruction() {
     if !have("strace") {
         skip("strace is not installed (apt-get install strace)");
         return;
     }
+    let preload = build_shared("syscalls_ctor", &O2);
     for (variant, dynamic) in [(&O2, true), (&O2_STATIC, false)] {
         let target = build("syscalls", variant);
+        let preload = if dynamic {
+            preload.as_os_str()
+        } else {
+            "".as_ref()
+        };
         let dir = scratch(&format!("syscalls-start-{}", variant.name));
         let work = dir.join("work");
         std::fs::create_dir_all(&work).unwrap();
@@ -261,7 +269,8 @@ fn the_calls_before_main_are_recorded_from_the_first_instruction() {
                 .arg("-o")
                 .arg(&log)
                 .arg(&target)
-                .arg(&work),
+                .arg(&work)
+                .env("LD_PRELOAD", preload),
             Duration::from_secs(60),
         );
         assert_eq!(plain.status, 0, "strace: {}", plain.stderr);
@@ -277,7 +286,17 @@ fn the_calls_before_main_are_recorded_from_the_first_instruction() {
         }
         let out_dir = dir.join("rec");
         let _ = std::fs::remove_dir_all(&out_dir);
-        record(&out_dir, &target, &work);
+        let recorded = run(
+            weft()
+                .args(["syscalls", "record", "-o"])
+                .arg(&out_dir)
+                .arg("--")
+                .arg(&target)
+                .arg(&work)
+                .env("LD_PRELOAD", preload),
+            Duration::from_secs(120),
+        );
+        assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
         let shown = run(
             weft().args(["syscalls", "show"]).arg(&out_dir),
             Duration::from_secs(60),
@@ -291,6 +310,15 @@ fn the_calls_before_main_are_recorded_from_the_first_instruction() {
             for call in ["openat", "mmap", "arch_prctl", "set_tid_address", "rseq"] {
                 assert!(names(&weft_calls).contains(&call.to_string()), "{call}");
             }
+            // The preloaded library's constructor.
+            let constructor = [
+                ("fchdir".to_string(), "EBADF".to_string()),
+                ("getppid".to_string(), "pid".to_string()),
+            ];
+            assert!(
+                weft_calls.windows(2).any(|w| w == constructor),
+                "{weft_calls:?}"
+            );
         }
         assert!(strace.len() > 5, "{} strace saw {strace:?}", variant.name);
         assert_eq!(
