@@ -228,6 +228,10 @@ pub struct ProbeArgs {
     /// first. A directory holding anything else is refused all the same.
     #[arg(long)]
     pub force: bool,
+    /// Finish --events-out DIR with meta.json and the CTF streams alone,
+    /// without events.jsonl and trace.json (`weft syscalls record`).
+    #[arg(long, hide = true)]
+    pub streams_only: bool,
     /// Re-execution's feed (`weft syscalls reexec` builds it): follow the
     /// recorded calls in FILE at every `syscall` instruction.
     #[arg(long, value_name = "FILE", hide = true)]

@@ -192,7 +192,9 @@ impl Requests {
             crate::signals::catch_dump_requests();
         }
         if req.tracing {
-            req.recorder = Some(Rc::new(RefCell::new(weft_events::Recorder::new(events))));
+            let mut recorder = weft_events::Recorder::new(events);
+            recorder.streams_only(args.streams_only);
+            req.recorder = Some(Rc::new(RefCell::new(recorder)));
         }
         req.hold_writers(session);
         let syscalls = args
@@ -659,14 +661,21 @@ impl Requests {
             say!("weft: {note}");
         }
         let derive = Instant::now();
+        let derives = recorder.derives_files();
         match (recorder.finish(session, clock)?, &self.events_out) {
             (Some(_), Some(dir)) => say!(
                 "weft: {events} event(s) written to {} ({dropped} {lost}); {:.2} s of tracing \
-                 ({:.1} M events/s), then {:.2} s for events.jsonl and trace.json",
+                 ({:.1} M events/s){}",
                 dir.display(),
                 traced_for,
                 events as f64 / traced_for.max(1e-9) / 1e6,
-                derive.elapsed().as_secs_f64()
+                match derives {
+                    true => format!(
+                        ", then {:.2} s for events.jsonl and trace.json",
+                        derive.elapsed().as_secs_f64()
+                    ),
+                    false => String::new(),
+                }
             ),
             _ => say!(
                 "weft: {events} event(s) traced ({dropped} {lost}); --events-out DIR keeps them"

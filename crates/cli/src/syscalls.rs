@@ -29,8 +29,9 @@ pub struct SyscallsArgs {
 enum SyscallsCommand {
     /// Start a program (and, by default, every process it creates), or
     /// attach to a running one with -p, and record each system call its
-    /// code makes (from the program's entry on): number, arguments, result
-    /// and the TSC at both ends, into DIR (an events directory: `weft
+    /// code makes (a started program's from its first instruction, its
+    /// dynamic loader's included): number, arguments, result and the TSC
+    /// at both ends, into DIR (an events directory of CTF streams: `weft
     /// events DIR` reads it too; a started program's command, directory
     /// and environment go into DIR/command.json, for `reexec`). A thread
     /// whose ring is full waits for weft to empty it, a second at most at
@@ -74,6 +75,12 @@ enum SyscallsCommand {
         /// beyond are lost, and counted as dropped).
         #[arg(long, value_name = "SIZE", default_value = "1M")]
         ring_size: String,
+        /// Also write events.jsonl (an object per event) and trace.json
+        /// (Chrome/Perfetto) into DIR, as `weft run --events-out` does: with
+        /// the data of reads and writes in hex they are several times the
+        /// streams' size, and take longer to write than a busy program ran.
+        #[arg(long)]
+        json_files: bool,
         /// The program and its arguments.
         #[arg(last = true, required_unless_present = "pid", value_name = "CMD")]
         command: Vec<String>,
@@ -322,6 +329,7 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             only,
             no_follow,
             ring_size,
+            json_files,
             command,
         } => {
             if duration.is_some() && pid.is_none() {
@@ -346,6 +354,9 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             .to_vec();
             if *force {
                 options.push("--force".into());
+            }
+            if !json_files {
+                options.push("--streams-only".into());
             }
             let probes = Probes::try_parse_from(options)?.probes;
             match pid {
@@ -493,6 +504,20 @@ fn read_calls(
     }
     let trace = weft_events::TraceReader::open(dir)?;
     let meta = trace.meta();
+    // A record weft finished has whole streams: one cut or corrupt since
+    // is refused, not read in part (an unfinished one, weft killed, is
+    // read up to its damage).
+    if let (true, Some(damage)) = (meta.streams_only, trace.damage().first()) {
+        match damage {
+            weft_events::Damage::CutShort { stream, offset, .. } => bail!(
+                "{} is cut short at byte {offset}, though weft finished the record whole: the \
+                 file was changed since (`weft events --repair {}` keeps its whole packets)",
+                stream.display(),
+                dir.display()
+            ),
+            weft_events::Damage::Corrupt(e) => bail!("{e}"),
+        }
+    }
     let kinds: Vec<Option<bool>> = meta
         .events
         .iter()

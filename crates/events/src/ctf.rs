@@ -254,6 +254,7 @@ pub(crate) mod tests {
             threads: Default::default(),
             format: PACKET_FORMAT,
             execs: vec![],
+            streams_only: false,
         }
     }
 

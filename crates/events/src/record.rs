@@ -41,6 +41,8 @@ pub struct Recorder {
     threads: BTreeMap<i32, i32>,
     /// The programs exec'd (see [`Meta::execs`]).
     execs: Vec<crate::Exec>,
+    /// Finish with the streams alone (see [`Meta::streams_only`]).
+    streams_only: bool,
 }
 
 impl Recorder {
@@ -57,6 +59,7 @@ impl Recorder {
             dropped: BTreeMap::new(),
             threads: BTreeMap::new(),
             execs: Vec::new(),
+            streams_only: false,
         }
     }
 
@@ -84,7 +87,19 @@ impl Recorder {
             clock,
         );
         meta.execs = self.execs.clone();
+        meta.streams_only = self.streams_only;
         meta
+    }
+
+    /// Finish the directory with its CTF streams alone, without deriving
+    /// `events.jsonl` and `trace.json` (see [`Meta::streams_only`]).
+    pub fn streams_only(&mut self, on: bool) {
+        self.streams_only = on;
+    }
+
+    /// Whether [`Recorder::finish`] derives `events.jsonl` and `trace.json`.
+    pub fn derives_files(&self) -> bool {
+        !self.streams_only
     }
 
     /// Notes that process `pid` exec'd `path` (weft found the new image

@@ -68,6 +68,12 @@ pub struct Meta {
     /// new image (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub execs: Vec<Exec>,
+    /// The trace is finished with its CTF streams alone, without
+    /// `events.jsonl` and `trace.json` (a system call record, whose data
+    /// would make them many times larger, and slow to write): readers read
+    /// the streams, which are then whole (absent: false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub streams_only: bool,
 }
 
 /// A program a process exec'd: what a successful `execve` gives no return
@@ -361,6 +367,7 @@ impl Meta {
             threads: threads.clone(),
             format: crate::ctf::PACKET_FORMAT,
             execs: Vec::new(),
+            streams_only: false,
         }
     }
 
@@ -391,6 +398,9 @@ pub fn write_meta(dir: &TraceDir, meta: &Meta) -> Result<()> {
 /// at all).
 pub fn finish_dir(dir: &TraceDir, meta: &Meta) -> Result<()> {
     write_meta(dir, meta)?;
+    if meta.streams_only {
+        return Ok(());
+    }
     let ctf = dir.ctf();
     let mut streams: Vec<String> = ctf
         .names()

@@ -1,7 +1,8 @@
-//! Calls as text, in strace's shape: `read(3, 0x7ffd5c1e2a40, 4096) = 12`,
-//! `openat(-100, 0x55d0c8e0, 0) = -1 ENOENT (No such file or directory)`.
-//! Arguments are the raw registers (no decoding of flags or structures
-//! yet), as many as the call takes.
+//! Calls as text, in strace's shape: `read(3, "hello", 4096) = 5`,
+//! `openat(AT_FDCWD, "/nonexistent", O_RDONLY) = -1 ENOENT (No such file
+//! or directory)`. Arguments are the registers, as many as the call takes,
+//! with the flags, constants and structures of the common calls named as
+//! strace names them (`crate::decode`); the others as numbers.
 
 use crate::Call;
 use syscalls::{Errno, Sysno};
@@ -303,6 +304,19 @@ pub fn quoted(bytes: &[u8], truncated: bool, max: usize) -> String {
     out
 }
 
+/// `bytes` as a C string literal of `\x` escapes, as strace writes
+/// random bytes, cut as [`quoted`] cuts.
+fn hex_quoted(bytes: &[u8], truncated: bool, max: usize) -> String {
+    let shown = &bytes[..bytes.len().min(max)];
+    let body: String = shown.iter().map(|b| format!("\\x{b:02x}")).collect();
+    let more = if truncated || bytes.len() > max {
+        "..."
+    } else {
+        ""
+    };
+    format!("\"{body}\"{more}")
+}
+
 /// The clocks of `clock_gettime`'s first argument, by number.
 const CLOCKS: [&str; 12] = [
     "CLOCK_REALTIME",
@@ -359,6 +373,7 @@ pub fn strace_line(call: &Call) -> String {
     {
         args[0] = clock.to_string();
     }
+    crate::decode::arguments(&name, &call.args, &mut args);
     // The buffers, as strace shows them: paths whole, data cut at 32
     // bytes (its `-s 32`).
     // A buffer the call did not fill (it failed, or `wait4` reaped
@@ -380,12 +395,21 @@ pub fn strace_line(call: &Call) -> String {
                 crate::Memory::Path => usize::MAX,
                 _ => 32,
             };
-            *arg = clock_structure(&name, bytes).unwrap_or_else(|| quoted(bytes, b.truncated, max));
+            *arg = clock_structure(&name, bytes)
+                .or_else(|| crate::decode::structure(&name, bytes))
+                .unwrap_or_else(|| match name.as_str() {
+                    // strace writes random bytes in hex whatever they are.
+                    "getrandom" => hex_quoted(bytes, b.truncated, max),
+                    _ => quoted(bytes, b.truncated, max),
+                });
         }
     }
     let result = match call.exit.map(|e| e.result) {
         None => "?".to_string(),
         Some(r) if (-4095..0).contains(&r) => format!("-1 {}", errno_name(-r as i32)),
+        Some(r) if crate::decode::result(&name, &call.args, r).is_some() => {
+            crate::decode::result(&name, &call.args, r).unwrap_or_default()
+        }
         Some(r) if RETURN_ADDRESSES.contains(&name.as_str()) => format!("{:#x}", r as u64),
         Some(r) => r.to_string(),
     };
@@ -416,7 +440,7 @@ mod tests {
         };
         assert_eq!(
             strace_line(&call),
-            "openat(-100, 0x555555550000, 0) = -1 ENOENT (No such file or directory)"
+            "openat(AT_FDCWD, 0x555555550000, O_RDONLY) = -1 ENOENT (No such file or directory)"
         );
         call.nr = 231;
         call.exit = None;
@@ -442,5 +466,17 @@ mod tests {
             format!("\"{}\"...", "a".repeat(32))
         );
         assert_eq!(name(39), "getpid");
+        call.nr = 318;
+        call.args = [0x7ffd_0000_1000, 2, 1, 0, 0, 0];
+        call.exit = Some(crate::Return {
+            tsc: Some(2),
+            result: 2,
+        });
+        call.buffers[0].arg = 0;
+        call.buffers[0].bytes = vec![0x7b, 0x0a];
+        assert_eq!(
+            strace_line(&call),
+            r#"getrandom("\x7b\x0a", 2, GRND_NONBLOCK) = 2"#
+        );
     }
 }

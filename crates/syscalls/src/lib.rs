@@ -12,6 +12,7 @@
 //! Replay is `weft_replay`'s (docs/syscalls.md).
 
 mod calls;
+mod decode;
 pub mod deps;
 pub mod fds;
 mod format;

@@ -237,9 +237,11 @@ fn sockets_connect_in_the_record_and_in_the_replay() {
     }
 }
 
-/// A trace from a newer weft, one cut short and one whose description is
-/// not JSON: `show`, `stats`, `deps` and `replay` each refuse it in one
-/// line that names the file, with status 1, and replay runs nothing.
+/// A trace from a newer weft, one whose stream was cut short after weft
+/// had finished it (a record is its CTF streams and `meta.json`, no
+/// `events.jsonl`) and one whose description is not JSON: `show`,
+/// `stats`, `deps` and `replay` each refuse it in one line that names the
+/// file, with status 1, and replay runs nothing.
 #[test]
 fn damaged_traces_are_one_clear_line_for_every_command() {
     let (dir, out) = record("syscalls-damaged");
@@ -247,9 +249,8 @@ fn damaged_traces_are_one_clear_line_for_every_command() {
         let to = dir.join(name);
         let _ = std::fs::remove_dir_all(&to);
         std::fs::create_dir_all(to.join("ctf")).unwrap();
-        for f in ["meta.json", "events.jsonl", "trace.json"] {
-            std::fs::copy(out.join(f), to.join(f)).unwrap();
-        }
+        assert!(!out.join("events.jsonl").exists() && !out.join("trace.json").exists());
+        std::fs::copy(out.join("meta.json"), to.join("meta.json")).unwrap();
         for f in std::fs::read_dir(out.join("ctf")).unwrap() {
             let f = f.unwrap();
             std::fs::copy(f.path(), to.join("ctf").join(f.file_name())).unwrap();
@@ -262,13 +263,24 @@ fn damaged_traces_are_one_clear_line_for_every_command() {
     doc["format"] = 99.into();
     std::fs::write(newer.join("meta.json"), doc.to_string()).unwrap();
     let cut = copy("cut");
-    let lines = std::fs::read(cut.join("events.jsonl")).unwrap();
-    std::fs::write(cut.join("events.jsonl"), &lines[..lines.len() / 2 + 7]).unwrap();
+    let stream = std::fs::read_dir(cut.join("ctf"))
+        .unwrap()
+        .map(|f| f.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("stream_")
+        })
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let bytes = std::fs::read(&stream).unwrap();
+    std::fs::write(&stream, &bytes[..bytes.len() - 5]).unwrap();
     let garbage = copy("garbage");
     std::fs::write(garbage.join("meta.json"), "not json").unwrap();
     for (trace, says) in [
         (&newer, "newer than"),
-        (&cut, "events.jsonl"),
+        (&cut, "is cut short"),
         (&garbage, "meta.json"),
     ] {
         for command in ["show", "stats", "deps", "replay"] {

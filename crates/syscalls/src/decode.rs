@@ -1,0 +1,705 @@
+//! Flags, constants and structures of the common calls as strace shows
+//! them (`openat(AT_FDCWD, "/etc/passwd", O_RDONLY|O_CLOEXEC)`,
+//! `mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1,
+//! 0)`, `{st_mode=S_IFREG|0644, st_size=39791, ...}`), from the registers
+//! and the bytes a record holds. x86-64 values (`include/uapi`).
+
+/// `AT_FDCWD`.
+const AT_FDCWD: i32 = -100;
+
+/// Bits and their names, the first matching each.
+type Bits = &'static [(u64, &'static str)];
+
+/// `O_*` of `open`'s flags but the access mode.
+const OPEN_FLAGS: Bits = &[
+    (0o100, "O_CREAT"),
+    (0o200, "O_EXCL"),
+    (0o400, "O_NOCTTY"),
+    (0o1000, "O_TRUNC"),
+    (0o2000, "O_APPEND"),
+    (0o4000, "O_NONBLOCK"),
+    (0o4010000, "O_SYNC"),
+    (0o10000, "O_DSYNC"),
+    (0o20000, "O_ASYNC"),
+    (0o40000, "O_DIRECT"),
+    (0o100000, "O_LARGEFILE"),
+    (0o20200000, "O_TMPFILE"),
+    (0o200000, "O_DIRECTORY"),
+    (0o400000, "O_NOFOLLOW"),
+    (0o1000000, "O_NOATIME"),
+    (0o2000000, "O_CLOEXEC"),
+    (0o10000000, "O_PATH"),
+];
+
+const PROT: Bits = &[(1, "PROT_READ"), (2, "PROT_WRITE"), (4, "PROT_EXEC")];
+
+const MAP_FLAGS: Bits = &[
+    (0x10, "MAP_FIXED"),
+    (0x20, "MAP_ANONYMOUS"),
+    (0x40, "MAP_32BIT"),
+    (0x100, "MAP_GROWSDOWN"),
+    (0x800, "MAP_DENYWRITE"),
+    (0x1000, "MAP_EXECUTABLE"),
+    (0x2000, "MAP_LOCKED"),
+    (0x4000, "MAP_NORESERVE"),
+    (0x8000, "MAP_POPULATE"),
+    (0x10000, "MAP_NONBLOCK"),
+    (0x20000, "MAP_STACK"),
+    (0x40000, "MAP_HUGETLB"),
+    (0x80000, "MAP_SYNC"),
+    (0x100000, "MAP_FIXED_NOREPLACE"),
+];
+
+const AT_FLAGS: Bits = &[
+    (0x100, "AT_SYMLINK_NOFOLLOW"),
+    (0x200, "AT_REMOVEDIR"),
+    (0x400, "AT_SYMLINK_FOLLOW"),
+    (0x800, "AT_NO_AUTOMOUNT"),
+    (0x1000, "AT_EMPTY_PATH"),
+];
+
+const ACCESS: Bits = &[(4, "R_OK"), (2, "W_OK"), (1, "X_OK")];
+
+const GRND: Bits = &[
+    (1, "GRND_NONBLOCK"),
+    (2, "GRND_RANDOM"),
+    (4, "GRND_INSECURE"),
+];
+
+const SOCK_FLAGS: Bits = &[(0o4000, "SOCK_NONBLOCK"), (0o2000000, "SOCK_CLOEXEC")];
+
+/// Signals by number (1 to 31).
+const SIGNALS: [&str; 31] = [
+    "SIGHUP",
+    "SIGINT",
+    "SIGQUIT",
+    "SIGILL",
+    "SIGTRAP",
+    "SIGABRT",
+    "SIGBUS",
+    "SIGFPE",
+    "SIGKILL",
+    "SIGUSR1",
+    "SIGSEGV",
+    "SIGUSR2",
+    "SIGPIPE",
+    "SIGALRM",
+    "SIGTERM",
+    "SIGSTKFLT",
+    "SIGCHLD",
+    "SIGCONT",
+    "SIGSTOP",
+    "SIGTSTP",
+    "SIGTTIN",
+    "SIGTTOU",
+    "SIGURG",
+    "SIGXCPU",
+    "SIGXFSZ",
+    "SIGVTALRM",
+    "SIGPROF",
+    "SIGWINCH",
+    "SIGIO",
+    "SIGPWR",
+    "SIGSYS",
+];
+
+/// Resources of `prlimit64` and `getrlimit`, by number.
+const RLIMITS: [&str; 16] = [
+    "RLIMIT_CPU",
+    "RLIMIT_FSIZE",
+    "RLIMIT_DATA",
+    "RLIMIT_STACK",
+    "RLIMIT_CORE",
+    "RLIMIT_RSS",
+    "RLIMIT_NPROC",
+    "RLIMIT_NOFILE",
+    "RLIMIT_MEMLOCK",
+    "RLIMIT_AS",
+    "RLIMIT_LOCKS",
+    "RLIMIT_SIGPENDING",
+    "RLIMIT_MSGQUEUE",
+    "RLIMIT_NICE",
+    "RLIMIT_RTPRIO",
+    "RLIMIT_RTTIME",
+];
+
+/// `fcntl`'s commands.
+const FCNTL: &[(u64, &str)] = &[
+    (0, "F_DUPFD"),
+    (1, "F_GETFD"),
+    (2, "F_SETFD"),
+    (3, "F_GETFL"),
+    (4, "F_SETFL"),
+    (5, "F_GETLK"),
+    (6, "F_SETLK"),
+    (7, "F_SETLKW"),
+    (8, "F_SETOWN"),
+    (9, "F_GETOWN"),
+    (1024, "F_SETLEASE"),
+    (1025, "F_GETLEASE"),
+    (1030, "F_DUPFD_CLOEXEC"),
+    (1031, "F_SETPIPE_SZ"),
+    (1032, "F_GETPIPE_SZ"),
+    (1033, "F_ADD_SEALS"),
+    (1034, "F_GET_SEALS"),
+];
+
+/// `ioctl`'s requests strace names most often.
+const IOCTLS: &[(u64, &str)] = &[
+    (0x5401, "TCGETS"),
+    (0x5402, "TCSETS"),
+    (0x5403, "TCSETSW"),
+    (0x5404, "TCSETSF"),
+    (0x540f, "TIOCGPGRP"),
+    (0x5410, "TIOCSPGRP"),
+    (0x5413, "TIOCGWINSZ"),
+    (0x5414, "TIOCSWINSZ"),
+    (0x541b, "FIONREAD"),
+    (0x5421, "FIONBIO"),
+    (0x5450, "FIONCLEX"),
+    (0x5451, "FIOCLEX"),
+    (0x802c542a, "TCGETS2"),
+];
+
+const ARCH_PRCTL: &[(u64, &str)] = &[
+    (0x1001, "ARCH_SET_GS"),
+    (0x1002, "ARCH_SET_FS"),
+    (0x1003, "ARCH_GET_FS"),
+    (0x1004, "ARCH_GET_GS"),
+    (0x1011, "ARCH_GET_CPUID"),
+    (0x1012, "ARCH_SET_CPUID"),
+    (0x3001, "ARCH_CET_STATUS"),
+    (0x5001, "ARCH_SHSTK_ENABLE"),
+    (0x5002, "ARCH_SHSTK_DISABLE"),
+    (0x5003, "ARCH_SHSTK_LOCK"),
+    (0x5005, "ARCH_SHSTK_STATUS"),
+];
+
+const SEEK: [&str; 5] = ["SEEK_SET", "SEEK_CUR", "SEEK_END", "SEEK_DATA", "SEEK_HOLE"];
+
+const SIGPROCMASK: [&str; 3] = ["SIG_BLOCK", "SIG_UNBLOCK", "SIG_SETMASK"];
+
+const FUTEX_OPS: [&str; 14] = [
+    "FUTEX_WAIT",
+    "FUTEX_WAKE",
+    "FUTEX_FD",
+    "FUTEX_REQUEUE",
+    "FUTEX_CMP_REQUEUE",
+    "FUTEX_WAKE_OP",
+    "FUTEX_LOCK_PI",
+    "FUTEX_UNLOCK_PI",
+    "FUTEX_TRYLOCK_PI",
+    "FUTEX_WAIT_BITSET",
+    "FUTEX_WAKE_BITSET",
+    "FUTEX_WAIT_REQUEUE_PI",
+    "FUTEX_CMP_REQUEUE_PI",
+    "FUTEX_LOCK_PI2",
+];
+
+const DOMAINS: &[(u64, &str)] = &[
+    (1, "AF_UNIX"),
+    (2, "AF_INET"),
+    (10, "AF_INET6"),
+    (16, "AF_NETLINK"),
+    (17, "AF_PACKET"),
+];
+
+const SOCK_TYPES: &[(u64, &str)] = &[
+    (1, "SOCK_STREAM"),
+    (2, "SOCK_DGRAM"),
+    (3, "SOCK_RAW"),
+    (5, "SOCK_SEQPACKET"),
+];
+
+/// `NAME1|NAME2|0x...` for `value`'s bits, `zero` when none is set.
+fn bits(value: u64, names: Bits, zero: &str) -> String {
+    let mut left = value;
+    let mut out: Vec<String> = Vec::new();
+    for &(bit, name) in names {
+        if bit != 0 && left & bit == bit {
+            out.push(name.to_string());
+            left &= !bit;
+        }
+    }
+    if left != 0 {
+        out.push(format!("{left:#x}"));
+    }
+    match out.is_empty() {
+        true => zero.to_string(),
+        false => out.join("|"),
+    }
+}
+
+/// The name `table` gives `value`, else the number.
+fn named(value: u64, table: &[(u64, &str)]) -> String {
+    table
+        .iter()
+        .find(|(v, _)| *v == value)
+        .map_or_else(|| format!("{value:#x}"), |(_, n)| n.to_string())
+}
+
+/// The name at index `value` of `table`, else the number.
+fn indexed(value: u64, table: &[&str]) -> String {
+    table
+        .get(value as usize)
+        .map_or_else(|| value.to_string(), |n| n.to_string())
+}
+
+/// A descriptor that may be `AT_FDCWD`.
+fn dirfd(value: u64) -> String {
+    match value as u32 as i32 {
+        AT_FDCWD => "AT_FDCWD".to_string(),
+        fd => fd.to_string(),
+    }
+}
+
+/// `open`'s flags: the access mode, then the other bits.
+pub(crate) fn open_flags(value: u64) -> String {
+    let mode = ["O_RDONLY", "O_WRONLY", "O_RDWR", "O_ACCMODE"][(value & 3) as usize];
+    match bits(value & !3, OPEN_FLAGS, "") {
+        rest if rest.is_empty() => mode.to_string(),
+        rest => format!("{mode}|{rest}"),
+    }
+}
+
+/// A signal's name (`SIGCHLD`), `SIGRTn` for a real-time one, 0 as 0.
+fn signal(value: u64) -> String {
+    match value {
+        1..=31 => SIGNALS[value as usize - 1].to_string(),
+        32..=64 => format!("SIGRT_{}", value - 32),
+        _ => value.to_string(),
+    }
+}
+
+/// A pointer argument: `NULL` for 0.
+fn pointer(value: u64) -> String {
+    match value {
+        0 => "NULL".to_string(),
+        v => format!("{v:#x}"),
+    }
+}
+
+/// An octal mode as strace writes one (`0644`, `000`).
+fn mode(value: u64) -> String {
+    match value & 0o7777 {
+        0 => "000".to_string(),
+        m => format!("0{m:03o}"),
+    }
+}
+
+/// A file mode creation mask as strace writes one (`022`).
+fn umask(value: u64) -> String {
+    match value & 0o777 {
+        0 => "000".to_string(),
+        m => format!("0{m:02o}"),
+    }
+}
+
+/// The result of call `name` as strace explains it, where it does:
+/// `fcntl`'s flags (`0x8001 (flags O_WRONLY|O_LARGEFILE)`), `umask`'s
+/// mask.
+pub(crate) fn result(name: &str, raw: &[u64; 6], result: i64) -> Option<String> {
+    match (name, raw[1], result) {
+        ("umask", _, r) if r >= 0 => Some(umask(r as u64)),
+        ("fcntl", 1, r) if r > 0 => Some(format!(
+            "{r:#x} (flags {})",
+            bits(r as u64, &[(1, "FD_CLOEXEC")], "0")
+        )),
+        ("fcntl", 3, r) if r >= 0 => Some(format!("{r:#x} (flags {})", open_flags(r as u64))),
+        _ => None,
+    }
+}
+
+/// The `args` of call `name` (already in strace's general shape) with its
+/// flags and constants named, and an argument added or left out where
+/// strace shows one more or fewer (`openat`'s mode with `O_CREAT`,
+/// `fcntl`'s argument with `F_GETFD`).
+pub(crate) fn arguments(name: &str, raw: &[u64; 6], args: &mut Vec<String>) {
+    let mut set = |k: usize, text: String| {
+        if let Some(a) = args.get_mut(k) {
+            *a = text;
+        }
+    };
+    match name {
+        "openat" => {
+            set(0, dirfd(raw[0]));
+            set(2, open_flags(raw[2]));
+            if raw[2] & 0o100 != 0 || raw[2] & 0o20200000 == 0o20200000 {
+                args.truncate(3);
+                args.push(mode(raw[3]));
+            }
+        }
+        "open" => {
+            set(1, open_flags(raw[1]));
+            if raw[1] & 0o100 != 0 {
+                args.truncate(2);
+                args.push(mode(raw[2]));
+            }
+        }
+        "newfstatat" => {
+            set(0, dirfd(raw[0]));
+            set(3, bits(raw[3], AT_FLAGS, "0"));
+        }
+        "statx" => {
+            set(0, dirfd(raw[0]));
+            set(2, bits(raw[2], AT_FLAGS, "0"));
+        }
+        "unlinkat" | "faccessat2" | "fchmodat" => {
+            set(0, dirfd(raw[0]));
+            if name == "unlinkat" {
+                set(2, bits(raw[2], AT_FLAGS, "0"));
+            }
+            if name == "faccessat2" {
+                set(2, bits(raw[2], ACCESS, "F_OK"));
+            }
+            if name == "fchmodat" {
+                set(2, mode(raw[2]));
+            }
+        }
+        "readlinkat" | "mkdirat" | "fchownat" | "utimensat" | "mknodat" | "execveat" => {
+            set(0, dirfd(raw[0]));
+            if name == "mkdirat" {
+                set(2, mode(raw[2]));
+            }
+        }
+        "faccessat" => {
+            set(0, dirfd(raw[0]));
+            set(2, bits(raw[2], ACCESS, "F_OK"));
+        }
+        "renameat" | "renameat2" | "linkat" => {
+            set(0, dirfd(raw[0]));
+            set(2, dirfd(raw[2]));
+        }
+        "symlinkat" => set(1, dirfd(raw[1])),
+        "access" => set(1, bits(raw[1], ACCESS, "F_OK")),
+        "umask" => set(0, umask(raw[0])),
+        "mkdir" | "chmod" | "fchmod" | "creat" => set(1, mode(raw[1])),
+        "mmap" => {
+            set(0, pointer(raw[0]));
+            set(2, bits(raw[2], PROT, "PROT_NONE"));
+            let kind =
+                ["0", "MAP_SHARED", "MAP_PRIVATE", "MAP_SHARED_VALIDATE"][(raw[3] & 3) as usize];
+            set(
+                3,
+                match bits(raw[3] & !3, MAP_FLAGS, "") {
+                    rest if rest.is_empty() => kind.to_string(),
+                    rest => format!("{kind}|{rest}"),
+                },
+            );
+            set(4, (raw[4] as u32 as i32).to_string());
+            set(
+                5,
+                match raw[5] {
+                    0 => "0".to_string(),
+                    offset => format!("{offset:#x}"),
+                },
+            );
+        }
+        "mprotect" | "pkey_mprotect" => set(2, bits(raw[2], PROT, "PROT_NONE")),
+        "brk" => set(0, pointer(raw[0])),
+        "arch_prctl" => set(0, named(raw[0], ARCH_PRCTL)),
+        "lseek" => set(2, indexed(raw[2], &SEEK)),
+        "fcntl" => {
+            set(1, named(raw[1], FCNTL));
+            match raw[1] {
+                // No argument.
+                1 | 3 | 9 | 1025 | 1032 | 1034 => args.truncate(2),
+                2 => set(2, bits(raw[2], &[(1, "FD_CLOEXEC")], "0")),
+                4 => set(2, open_flags(raw[2])),
+                _ => {}
+            }
+        }
+        "ioctl" => set(1, named(raw[1], IOCTLS)),
+        "getrandom" => set(2, bits(raw[2], GRND, "0")),
+        "pipe2" | "dup3" | "eventfd2" | "inotify_init1" | "epoll_create1" => {
+            let k = match name {
+                "pipe2" => 1,
+                "dup3" | "eventfd2" => 2,
+                _ => 0,
+            };
+            set(
+                k,
+                bits(
+                    raw[k],
+                    &[(0o2000000, "O_CLOEXEC"), (0o4000, "O_NONBLOCK")],
+                    "0",
+                ),
+            );
+        }
+        "rt_sigaction" => {
+            set(0, signal(raw[0]));
+            set(1, pointer(raw[1]));
+            set(2, pointer(raw[2]));
+        }
+        "rt_sigprocmask" => {
+            set(0, indexed(raw[0], &SIGPROCMASK));
+            set(1, pointer(raw[1]));
+            set(2, pointer(raw[2]));
+        }
+        "kill" | "tkill" => set(1, signal(raw[1])),
+        "tgkill" => set(2, signal(raw[2])),
+        "prlimit64" => {
+            set(1, indexed(raw[1], &RLIMITS));
+            set(2, pointer(raw[2]));
+            set(3, pointer(raw[3]));
+        }
+        "getrlimit" | "setrlimit" => set(0, indexed(raw[0], &RLIMITS)),
+        "futex" => {
+            let op = raw[1] & 0x7f;
+            let mut text = indexed(op, &FUTEX_OPS);
+            if raw[1] & 128 != 0 {
+                text.push_str("_PRIVATE");
+            }
+            if raw[1] & 256 != 0 {
+                text.push_str("|FUTEX_CLOCK_REALTIME");
+            }
+            set(1, text);
+            // FUTEX_WAKE takes a count only.
+            if op == 1 {
+                args.truncate(3);
+            }
+        }
+        "socket" | "socketpair" => {
+            set(0, named(raw[0], DOMAINS));
+            let kind = named(raw[1] & 0xf, SOCK_TYPES);
+            set(
+                1,
+                match bits(raw[1] & !0xf, SOCK_FLAGS, "") {
+                    rest if rest.is_empty() => kind,
+                    rest => format!("{kind}|{rest}"),
+                },
+            );
+        }
+        "set_robust_list" | "set_tid_address" | "rseq" => set(0, pointer(raw[0])),
+        "wait4" => {
+            set(
+                2,
+                bits(
+                    raw[2],
+                    &[
+                        (1, "WNOHANG"),
+                        (2, "WUNTRACED"),
+                        (8, "WCONTINUED"),
+                        (0x40000000, "__WALL"),
+                        (0x80000000, "__WCLONE"),
+                    ],
+                    "0",
+                ),
+            );
+            set(3, pointer(raw[3]));
+        }
+        _ => {}
+    }
+}
+
+/// What call `name` wrote into a buffer, as strace shows the structure:
+/// a `stat`, `prlimit64`'s limits, `pipe2`'s descriptors, `wait4`'s
+/// status; none for other calls (their bytes are shown as a string).
+pub(crate) fn structure(name: &str, bytes: &[u8]) -> Option<String> {
+    let u32_at = |k: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(bytes.get(k..k + 4)?.try_into().ok()?))
+    };
+    let u64_at = |k: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(bytes.get(k..k + 8)?.try_into().ok()?))
+    };
+    match name {
+        "newfstatat" | "fstat" | "stat" | "lstat" if bytes.len() >= 144 => {
+            let st_mode = u32_at(24)?;
+            let kind = match st_mode & 0o170000 {
+                0o140000 => "S_IFSOCK",
+                0o120000 => "S_IFLNK",
+                0o100000 => "S_IFREG",
+                0o060000 => "S_IFBLK",
+                0o040000 => "S_IFDIR",
+                0o020000 => "S_IFCHR",
+                0o010000 => "S_IFIFO",
+                _ => "0",
+            };
+            let rest = match st_mode & 0o170000 {
+                0o060000 | 0o020000 => {
+                    let rdev = u64_at(40)?;
+                    let major = ((rdev >> 32) & 0xffff_f000) | ((rdev >> 8) & 0xfff);
+                    let minor = ((rdev >> 12) & 0xffff_ff00) | (rdev & 0xff);
+                    format!("st_rdev=makedev({major:#x}, {minor:#x})")
+                }
+                _ => format!("st_size={}", u64_at(48)? as i64),
+            };
+            Some(format!(
+                "{{st_mode={kind}|{}, {rest}, ...}}",
+                mode(u64::from(st_mode))
+            ))
+        }
+        "prlimit64" | "getrlimit" if bytes.len() == 16 => {
+            let limit = |v: u64| match v {
+                u64::MAX => "RLIM64_INFINITY".to_string(),
+                v if v >= 1024 && v % 1024 == 0 => format!("{}*1024", v / 1024),
+                v => v.to_string(),
+            };
+            Some(format!(
+                "{{rlim_cur={}, rlim_max={}}}",
+                limit(u64_at(0)?),
+                limit(u64_at(8)?)
+            ))
+        }
+        "uname" if bytes.len() >= 130 => {
+            let field = |k: usize| {
+                let raw = &bytes[65 * k..65 * (k + 1)];
+                let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+                String::from_utf8_lossy(&raw[..end]).into_owned()
+            };
+            Some(format!(
+                "{{sysname={:?}, nodename={:?}, ...}}",
+                field(0),
+                field(1)
+            ))
+        }
+        "pipe2" | "pipe" | "socketpair" if bytes.len() == 8 => {
+            Some(format!("[{}, {}]", u32_at(0)? as i32, u32_at(4)? as i32))
+        }
+        "wait4" if bytes.len() == 4 => {
+            let s = u32_at(0)?;
+            Some(match (s & 0x7f, (s >> 8) & 0xff) {
+                (0, code) => format!("[{{WIFEXITED(s) && WEXITSTATUS(s) == {code}}}]"),
+                (0x7f, sig) => format!(
+                    "[{{WIFSTOPPED(s) && WSTOPSIG(s) == {}}}]",
+                    signal(sig.into())
+                ),
+                (sig, _) => {
+                    let core = if s & 0x80 != 0 {
+                        " && WCOREDUMP(s)"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        "[{{WIFSIGNALED(s) && WTERMSIG(s) == {}{core}}}]",
+                        signal(sig.into())
+                    )
+                }
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(name: &str, raw: [u64; 6], n: usize) -> String {
+        let mut args: Vec<String> = raw[..n].iter().map(|v| v.to_string()).collect();
+        arguments(name, &raw, &mut args);
+        args.join(", ")
+    }
+
+    /// strace's own lines (strace 6, on this machine's programs).
+    #[test]
+    fn flags_read_as_strace_names_them() {
+        let at = (-100i64) as u64;
+        assert_eq!(
+            shown("openat", [at, 1, 0o2000000, 0, 0, 0], 3),
+            "AT_FDCWD, 1, O_RDONLY|O_CLOEXEC"
+        );
+        assert_eq!(
+            shown("openat", [at, 1, 0o1101, 0o666, 0, 0], 3),
+            "AT_FDCWD, 1, O_WRONLY|O_CREAT|O_TRUNC, 0666"
+        );
+        assert_eq!(
+            shown("mmap", [0, 8192, 3, 0x22, u64::MAX, 0], 6),
+            "NULL, 8192, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0"
+        );
+        assert_eq!(
+            shown("mmap", [0x7f00_0000_0000, 4096, 5, 0x812, 3, 0x26000], 6),
+            "0x7f0000000000, 4096, PROT_READ|PROT_EXEC, MAP_PRIVATE|MAP_FIXED|MAP_DENYWRITE, 3, 0x26000"
+        );
+        assert_eq!(
+            shown("newfstatat", [3, 1, 2, 0x1000, 0, 0], 4),
+            "3, 1, 2, AT_EMPTY_PATH"
+        );
+        assert_eq!(shown("access", [1, 4, 0, 0, 0, 0], 2), "1, R_OK");
+        assert_eq!(shown("access", [1, 0, 0, 0, 0, 0], 2), "1, F_OK");
+        assert_eq!(shown("fcntl", [1, 3, 0, 0, 0, 0], 3), "1, F_GETFL");
+        assert_eq!(
+            shown("fcntl", [11, 2, 1, 0, 0, 0], 3),
+            "11, F_SETFD, FD_CLOEXEC"
+        );
+        assert_eq!(
+            shown("fcntl", [1, 4, 0o102001, 0, 0, 0], 3),
+            "1, F_SETFL, O_WRONLY|O_APPEND|O_LARGEFILE"
+        );
+        assert_eq!(
+            shown("arch_prctl", [0x1002, 9, 0, 0, 0, 0], 2),
+            "ARCH_SET_FS, 9"
+        );
+        assert_eq!(
+            shown("getrandom", [1, 8, 1, 0, 0, 0], 3),
+            "1, 8, GRND_NONBLOCK"
+        );
+        assert_eq!(
+            shown("futex", [1, 129, 2147483647, 0, 0, 0], 6),
+            "1, FUTEX_WAKE_PRIVATE, 2147483647"
+        );
+        assert_eq!(
+            shown("rt_sigprocmask", [0, 5, 0, 8, 0, 0], 4),
+            "SIG_BLOCK, 0x5, NULL, 8"
+        );
+        assert_eq!(
+            shown("prlimit64", [0, 3, 0, 7, 0, 0], 4),
+            "0, RLIMIT_STACK, NULL, 0x7"
+        );
+        assert_eq!(shown("brk", [0, 0, 0, 0, 0, 0], 1), "NULL");
+        assert_eq!(
+            shown("pipe2", [1, 0o2000000, 0, 0, 0, 0], 2),
+            "1, O_CLOEXEC"
+        );
+        assert_eq!(
+            shown("socket", [1, 0o2000001, 0, 0, 0, 0], 3),
+            "AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0"
+        );
+        assert_eq!(shown("kill", [9, 15, 0, 0, 0, 0], 2), "9, SIGTERM");
+        assert_eq!(shown("umask", [0o22, 0, 0, 0, 0, 0], 1), "022");
+        assert_eq!(
+            result("umask", &[0o22, 0, 0, 0, 0, 0], 0o22).unwrap(),
+            "022"
+        );
+        assert_eq!(
+            result("fcntl", &[1, 3, 0, 0, 0, 0], 0x8001).unwrap(),
+            "0x8001 (flags O_WRONLY|O_LARGEFILE)"
+        );
+        assert_eq!(result("fcntl", &[1, 1, 0, 0, 0, 0], 0), None);
+    }
+
+    #[test]
+    fn structures_read_as_strace_shows_them() {
+        let mut stat = vec![0u8; 144];
+        stat[24..28].copy_from_slice(&0o100644u32.to_le_bytes());
+        stat[48..56].copy_from_slice(&39791u64.to_le_bytes());
+        assert_eq!(
+            structure("newfstatat", &stat).unwrap(),
+            "{st_mode=S_IFREG|0644, st_size=39791, ...}"
+        );
+        stat[24..28].copy_from_slice(&0o020620u32.to_le_bytes());
+        stat[40..48].copy_from_slice(&((0x88u64 << 8) | 3).to_le_bytes());
+        assert_eq!(
+            structure("newfstatat", &stat).unwrap(),
+            "{st_mode=S_IFCHR|0620, st_rdev=makedev(0x88, 0x3), ...}"
+        );
+        let mut limits = (8192u64 * 1024).to_le_bytes().to_vec();
+        limits.extend(u64::MAX.to_le_bytes());
+        assert_eq!(
+            structure("prlimit64", &limits).unwrap(),
+            "{rlim_cur=8192*1024, rlim_max=RLIM64_INFINITY}"
+        );
+        assert_eq!(
+            structure("pipe2", &[3, 0, 0, 0, 4, 0, 0, 0]).unwrap(),
+            "[3, 4]"
+        );
+        assert_eq!(
+            structure("wait4", &[0, 1, 0, 0]).unwrap(),
+            "[{WIFEXITED(s) && WEXITSTATUS(s) == 1}]"
+        );
+        assert_eq!(
+            structure("wait4", &[9, 0, 0, 0]).unwrap(),
+            "[{WIFSIGNALED(s) && WTERMSIG(s) == SIGKILL}]"
+        );
+    }
+}
