@@ -649,9 +649,7 @@ fn buffers_of(meta: &weft_events::Meta, e: &weft_live::EventRecord) -> Vec<weft_
             continue;
         };
         let bytes = if binary & (1 << i) != 0 {
-            (0..text.len() / 2)
-                .filter_map(|k| u8::from_str_radix(text.get(2 * k..2 * k + 2)?, 16).ok())
-                .collect()
+            weft_live::from_hex(text)
         } else {
             text.as_bytes().to_vec()
         };
@@ -708,7 +706,7 @@ fn show(dir: &std::path::Path, json: bool) -> Result<i32> {
             .buffers
             .iter()
             .map(|b| {
-                let hex: String = b.bytes.iter().map(|x| format!("{x:02x}")).collect();
+                let hex = weft_live::to_hex(&b.bytes);
                 let what = match b.what {
                     weft_syscalls::Memory::Path => "path",
                     weft_syscalls::Memory::Sent => "sent",

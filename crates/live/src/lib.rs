@@ -33,8 +33,8 @@ pub use error::{Error, Result};
 pub use module::{Module, VDSO_NAME};
 pub use session::rich::{EventSite, FieldKind};
 pub use session::{
-    decode_records, AddReport, Count, EventIds, EventRecord, PointInfo, Prepared, RawRecords,
-    Session, SkipReason, SkippedPoint, ThreadReading,
+    decode_records, from_hex, to_hex, AddReport, Count, EventIds, EventRecord, PointInfo, Prepared,
+    RawRecords, Session, SkipReason, SkippedPoint, ThreadReading,
 };
 pub use shared::SharedMemory;
 pub use weft_patch::region::ring;

@@ -53,7 +53,7 @@ mod traps;
 pub(crate) use prepare::is_split_part;
 pub use prepare::Prepared;
 pub use report::{AddReport, Count, PointInfo, SkipReason, SkippedPoint, ThreadReading};
-pub use rings::{decode_records, EventIds, EventRecord, RawRecords};
+pub use rings::{decode_records, from_hex, to_hex, EventIds, EventRecord, RawRecords};
 
 use crate::module::Module;
 use crate::shared::SharedMemory;

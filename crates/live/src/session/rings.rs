@@ -34,6 +34,28 @@ pub struct RawRecords<'a> {
     pub bytes: &'a [u8],
 }
 
+/// `bytes` in lowercase hex, two digits a byte (how a record's byte arrays
+/// are given as text).
+pub fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = Vec::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)]);
+        out.push(DIGITS[usize::from(b & 15)]);
+    }
+    String::from_utf8(out).expect("hex digits are ASCII")
+}
+
+/// The bytes of [`to_hex`]'s text; a pair that is not two hex digits
+/// is left out.
+pub fn from_hex(text: &str) -> Vec<u8> {
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    text.as_bytes()
+        .chunks_exact(2)
+        .filter_map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect()
+}
+
 /// Decodes records laid out as in a ring (see `region::ring`); `strings`
 /// gives the masks of an event id's values that carry bytes and, among
 /// them, the byte arrays (decoded as hex). Stops at a record that does not
@@ -69,7 +91,7 @@ pub fn decode_records(
             let len = ((value & 0xffff_ffff) as usize).min(text as usize);
             let piece = bytes.get(text_at..text_at + len).unwrap_or_default();
             texts.push(if binary & (1 << i) != 0 {
-                piece.iter().map(|b| format!("{b:02x}")).collect()
+                to_hex(piece)
             } else {
                 String::from_utf8_lossy(piece).into_owned()
             });
@@ -303,5 +325,20 @@ impl EventIds {
         let mut given = self.given.lock().unwrap_or_else(|e| e.into_inner());
         let next = given.len() as u32;
         *given.entry(format!("{info:?}")).or_insert(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{from_hex, to_hex};
+
+    #[test]
+    fn hex_goes_there_and_back() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        let text = to_hex(&bytes);
+        assert_eq!(&text[..8], "00010203");
+        assert_eq!(&text[text.len() - 4..], "feff");
+        assert_eq!(from_hex(&text), bytes);
+        assert_eq!(from_hex("0g7f"), vec![0x7f]);
     }
 }
