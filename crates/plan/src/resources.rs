@@ -46,6 +46,15 @@ pub trait Allocate {
     fn call_buffer(&mut self) -> Result<u64, Exhausted> {
         self.thread_counter()
     }
+    /// The two per-thread counters that keep, from a `syscall`
+    /// instruction whose number its site does not say (glibc's
+    /// `syscall()`) to the instruction after it, the call's number and
+    /// the stack pointer there (a return whose stack pointer is another
+    /// is not that call's: a signal handler's call came in between): the
+    /// same to every asker in the process.
+    fn call_number(&mut self) -> Result<(u64, u64), Exhausted> {
+        Ok((self.thread_counter()?, self.thread_counter()?))
+    }
 }
 
 /// What an event id stands for.

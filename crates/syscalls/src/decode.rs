@@ -471,6 +471,8 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], args: &mut Vec<String>) {
             );
         }
         "set_robust_list" | "set_tid_address" | "rseq" => set(0, pointer(raw[0])),
+        "nanosleep" => set(1, pointer(raw[1])),
+        "clock_nanosleep" => set(3, pointer(raw[3])),
         "wait4" => {
             set(
                 2,

@@ -113,6 +113,21 @@ impl Expand for Capture {
             true => Some(alloc.user_timer()?),
             false => None,
         };
+        // A site that does not say the call's number (glibc's `syscall()`):
+        // the entry keeps the number and the stack pointer for the return.
+        let unknown = (!self.vdso && at.syscall.is_none())
+            .then(|| alloc.call_number())
+            .transpose()?;
+        if let (Some(kept), true) = (unknown, self.exit) {
+            let mut program = unknown_number_return(at, alloc, kept)?;
+            if let Some(n) = user_timer {
+                program.push(Guarded {
+                    predicate: None,
+                    primitive: Primitive::StartCpuTimer(n),
+                });
+            }
+            return Ok(program);
+        }
         // A vDSO function's entry keeps the address of the buffer it
         // fills for its return.
         let mut keep_buffer = None;
@@ -177,6 +192,17 @@ impl Expand for Capture {
             primitive,
         };
         let mut program: Vec<Guarded> = keep_buffer.into_iter().collect();
+        if let Some((number, stack)) = unknown {
+            let keep = |counter: u64, value: Expr| Guarded {
+                predicate: None,
+                primitive: Primitive::AddThreadCounter(
+                    counter,
+                    Expr::bin(BinOp::Sub, value, Expr::ThreadCounter(counter)),
+                ),
+            };
+            program.push(keep(number, Expr::Reg(0)));
+            program.push(keep(stack, Expr::Reg(4)));
+        }
         match (user_timer, self.exit) {
             (None, _) => program.push(emit),
             (Some(n), false) => program.extend([timer(Primitive::StopCpuTimer(n)), emit]),
@@ -211,6 +237,73 @@ fn vdso_return_values(filled: Option<Writes>, buffer: u64) -> (Vec<Expr>, Vec<St
             sized: 1 << at,
         },
     )
+}
+
+/// Numbers above the last call Linux has on x86-64.
+const CALLS: u64 = 470;
+
+/// The return's program at a `syscall` instruction whose site does not say
+/// the number (glibc's `syscall()`, which takes it as an argument): the
+/// entry kept the number and the stack pointer in the per-thread counters
+/// `kept` (see `Allocate::call_number`). One record for each call whose
+/// memory a return records ([`return_values`]), guarded by its number and
+/// by the stack pointer being the entry's; the result alone for any other
+/// number, or when a signal handler's call came in between (its entry
+/// kept another stack pointer), so that no copy follows another call's
+/// arguments.
+fn unknown_number_return(
+    at: &Resolved<'_>,
+    alloc: &mut dyn Allocate,
+    (number, stack): (u64, u64),
+) -> Result<Vec<Guarded>, Exhausted> {
+    let same_call = || Expr::bin(BinOp::Eq, Expr::ThreadCounter(stack), Expr::Reg(4));
+    let mut program = Vec::new();
+    let mut other = Expr::bin(BinOp::Ne, Expr::ThreadCounter(stack), Expr::Reg(4));
+    let mut none_of: Option<Expr> = None;
+    let record = |alloc: &mut dyn Allocate, nr: Option<u64>| {
+        let (values, names, strings) = return_values(nr);
+        let id = alloc.event(EventInfo {
+            module: at.module.to_string(),
+            function: at.function.to_string(),
+            kind: at.kind,
+            args: values.len() as u8,
+            strings: strings.mask,
+            binary: strings.sized,
+            names,
+        })?;
+        Ok::<_, Exhausted>(Primitive::Emit(id, values, strings))
+    };
+    for nr in 0..CALLS {
+        if return_values(Some(nr)).0.len() == 1 {
+            continue;
+        }
+        let is = Expr::bin(
+            BinOp::Eq,
+            Expr::ThreadCounter(number),
+            Expr::Const(nr as i64),
+        );
+        let isnt = Expr::bin(
+            BinOp::Ne,
+            Expr::ThreadCounter(number),
+            Expr::Const(nr as i64),
+        );
+        none_of = Some(match none_of {
+            None => isnt,
+            Some(n) => Expr::bin(BinOp::And, n, isnt),
+        });
+        program.push(Guarded {
+            predicate: Some(Expr::bin(BinOp::And, same_call(), is)),
+            primitive: record(alloc, Some(nr))?,
+        });
+    }
+    if let Some(n) = none_of {
+        other = Expr::bin(BinOp::Or, other, n);
+    }
+    program.push(Guarded {
+        predicate: Some(other),
+        primitive: record(alloc, None)?,
+    });
+    Ok(program)
 }
 
 /// `-EFAULT`: the kernel could not read an argument's memory.
@@ -307,9 +400,9 @@ mod tests {
         let mut ids = weft_plan::Tally::default();
         let at = |kind| Resolved {
             module: "libc.so.6",
-            function: "read",
+            function: "getpid",
             kind,
-            syscall: None,
+            syscall: Some(39),
         };
         for (spec, values) in specs.iter().zip([7, 1]) {
             let Action::Expand(e) = &spec.action else {
@@ -322,5 +415,51 @@ mod tests {
             assert_eq!(v.len(), values);
             assert_eq!(v[0], Expr::Reg(0), "rax: the number, then the result");
         }
+    }
+
+    /// glibc's `syscall()`: the entry keeps the number and the stack
+    /// pointer; the return has a guarded record per call whose memory it
+    /// records (`read`'s data among them) and the result alone otherwise.
+    #[test]
+    fn a_site_without_a_number_keeps_it_for_the_return() {
+        let specs = capture_specs("*:*").unwrap();
+        let mut ids = weft_plan::Tally::default();
+        let at = |kind| Resolved {
+            module: "libc.so.6",
+            function: "syscall+0x1d",
+            kind,
+            syscall: None,
+        };
+        let program = |k: usize, ids: &mut weft_plan::Tally| {
+            let Action::Expand(e) = &specs[k].action else {
+                panic!()
+            };
+            e.expand(&at(specs[k].kind), ids).unwrap()
+        };
+        let entry = program(0, &mut ids);
+        assert!(matches!(
+            &entry[0].primitive,
+            Primitive::AddThreadCounter(_, Expr::Bin(BinOp::Sub, r, _)) if **r == Expr::Reg(0)
+        ));
+        assert!(matches!(
+            &entry[1].primitive,
+            Primitive::AddThreadCounter(_, Expr::Bin(BinOp::Sub, r, _)) if **r == Expr::Reg(4)
+        ));
+        let exit = program(1, &mut ids);
+        assert!(exit.len() > 30, "{} records", exit.len());
+        assert!(exit.iter().all(|g| g.predicate.is_some()));
+        let read = exit
+            .iter()
+            .find(|g| format!("{:?}", g.predicate).contains("Const(0)"))
+            .expect("read's record");
+        let Primitive::Emit(_, values, strings) = &read.primitive else {
+            panic!("{read:?}")
+        };
+        assert_eq!(values.len(), 3, "result, the data and its count");
+        assert_eq!(strings.sized, 2);
+        let Primitive::Emit(_, plain, _) = &exit.last().unwrap().primitive else {
+            panic!()
+        };
+        assert_eq!(plain, &vec![Expr::Reg(0)]);
     }
 }

@@ -164,6 +164,9 @@ struct Given {
     /// The vDSO calls' buffer counter, once given
     /// ([`weft_plan::Allocate::call_buffer`]).
     call_buffer: Option<u64>,
+    /// The number and stack pointer counters of calls whose site does not
+    /// say the number, once given ([`weft_plan::Allocate::call_number`]).
+    call_number: Option<(u64, u64)>,
     /// Every event id given and its meaning, in the order given.
     events: Vec<(u32, EventInfo)>,
     /// Where event ids come from when sessions share them (a workload's

@@ -63,6 +63,15 @@ impl Allocate for Session {
         Ok(n)
     }
 
+    fn call_number(&mut self) -> Result<(u64, u64), Exhausted> {
+        if let Some(n) = self.given.call_number {
+            return Ok(n);
+        }
+        let n = (self.thread_counter()?, self.thread_counter()?);
+        self.given.call_number = Some(n);
+        Ok(n)
+    }
+
     fn thread_counter(&mut self) -> Result<u64, Exhausted> {
         let c = self.given.thread_counters;
         if c >= threads::COUNTERS {
