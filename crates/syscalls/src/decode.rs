@@ -398,7 +398,10 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], args: &mut Vec<String>) {
         "mprotect" | "pkey_mprotect" => set(2, bits(raw[2], PROT, "PROT_NONE")),
         "brk" => set(0, pointer(raw[0])),
         "arch_prctl" => set(0, named(raw[0], ARCH_PRCTL)),
-        "lseek" => set(2, indexed(raw[2], &SEEK)),
+        "lseek" => {
+            set(1, (raw[1] as i64).to_string());
+            set(2, indexed(raw[2], &SEEK));
+        }
         "fcntl" => {
             set(1, named(raw[1], FCNTL));
             match raw[1] {

@@ -66,7 +66,10 @@ pub fn edges(calls: &[Call], resources: &Resources, mode: Mode) -> Vec<Edge> {
     let returned = |op: &Op| calls[op.call].exit.and_then(|e| e.tsc);
     let mut out = BTreeSet::new();
     for (&resource, ops) in &by_resource {
-        // Per thread, its operations on the resource so far.
+        // Per thread, its operations on the resource so far. A process's
+        // end (which closes its descriptors) waits for what came before
+        // it; returning to no one, it comes before nothing here, only
+        // before the writes that found no reader left (below).
         let mut threads: HashMap<i32, Vec<&Op>> = HashMap::new();
         // (later thread, earlier thread) -> the newest earlier operation
         // an edge already brought in.
@@ -96,6 +99,9 @@ pub fn edges(calls: &[Call], resources: &Resources, mode: Mode) -> Vec<Edge> {
         }
     }
     for (to, from, resource) in transfers(calls, resources) {
+        out.insert((to, from, resource));
+    }
+    for (to, from, resource) in broken_pipes(calls, resources) {
         out.insert((to, from, resource));
     }
     out.into_iter()
@@ -177,6 +183,53 @@ fn transfers(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usize)
                     out.push((k, w, resource));
                 }
             }
+        }
+    }
+    out
+}
+
+/// `-EPIPE`: a write to a pipe or a socket no one reads any more.
+const EPIPE: i64 = -32;
+
+/// Each write that failed with `EPIPE`'s edge from the last close of
+/// another end of its pipe or socket that began before it returned: a
+/// `close`, or the end of the process that held it (a reader that exits
+/// without closing, as `head` does in `seq 1 20000 | sort -rn | head -3`).
+/// The result proves the order (no reader was left when the kernel
+/// committed the write); a rerun whose writer came first would write on.
+/// A write that never returned is taken the same way: its `SIGPIPE` ended
+/// it (`sort` re-raises it from its handler and dies), or it was still
+/// blocked when the record ended. The end of a process is done for a
+/// waiter once its thread is gone.
+fn broken_pipes(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usize)> {
+    use crate::fds::Kind;
+    let closes = |op: &Op| matches!(calls[op.call].nr, 3 | crate::fds::EXIT_GROUP);
+    let mut out = Vec::new();
+    for op in &resources.ops {
+        let call = &calls[op.call];
+        let broke = match call.exit {
+            Some(e) if e.result == EPIPE => Some(e.tsc.unwrap_or(u64::MAX)),
+            None => Some(u64::MAX),
+            Some(_) => None,
+        };
+        let (true, Some(returned)) = (PUTS.contains(&call.nr), broke) else {
+            continue;
+        };
+        if !matches!(
+            resources.resources[op.resource].kind,
+            Kind::Pipe | Kind::Socket
+        ) {
+            continue;
+        }
+        let last = resources
+            .ops
+            .iter()
+            .filter(|c| c.resource == op.resource && closes(c))
+            .filter(|c| c.description != op.description)
+            .filter(|c| calls[c.call].tid != call.tid && calls[c.call].entry_tsc < returned)
+            .max_by_key(|c| calls[c.call].entry_tsc);
+        if let Some(c) = last {
+            out.push((op.call, c.call, op.resource));
         }
     }
     out
@@ -317,6 +370,39 @@ mod tests {
         // the child's close, the EOF after the parent's.
         assert_eq!(e, [(4, 3), (2, 4), (3, 5), (5, 6)]);
         assert_eq!(edges(&calls, &r, Mode::Coarse).len(), 4);
+    }
+
+    /// A reader that exits without closing (`head`): the writer's next
+    /// write fails with `EPIPE` after the reader's end, an order only the
+    /// result proves.
+    #[test]
+    fn a_write_that_found_no_reader_waits_for_the_readers_end() {
+        let mut exit = call(11, 13, 0, 231, &[0], 0);
+        exit.exit = None;
+        let calls = vec![
+            with_fds(call(10, 1, 2, 293, &[0, 0], 0), 0, [3, 4]), // pipe2
+            call(10, 3, 4, 57, &[], 11),                          // fork -> 11
+            call(11, 5, 6, 3, &[4], 0),                           // close(4)
+            call(10, 7, 8, 3, &[3], 0),                           // close(3)
+            call(10, 9, 10, 1, &[4, 0, 5], 5),                    // write(4)
+            call(11, 11, 12, 0, &[3, 0, 5], 5),                   // read(3)
+            exit,                                                 // exit_group
+            call(10, 15, 16, 1, &[4, 0, 5], -32),                 // write(4) = -EPIPE
+        ];
+        let r = fds::resolve(&calls, &HashMap::new());
+        let e: Vec<(usize, usize)> = edges(&calls, &r, Mode::Fine)
+            .iter()
+            .map(|e| (e.from, e.to))
+            .collect();
+        assert!(
+            e.contains(&(6, 7)),
+            "the EPIPE after the reader's end: {e:?}"
+        );
+        assert_eq!(
+            e.iter().filter(|&&(from, _)| from == 6).count(),
+            1,
+            "the end comes before the EPIPE alone: {e:?}"
+        );
     }
 
     fn with_sent(mut c: Call, arg: usize, bytes: &[u8]) -> Call {

@@ -100,6 +100,8 @@ const AT_FDCWD: i32 = -100;
 const O_CREAT: u64 = 0o100;
 const O_TRUNC: u64 = 0o1000;
 const O_CLOEXEC: u64 = 0o2000000;
+/// `exit_group`: the process ends, its descriptors closed.
+pub(crate) const EXIT_GROUP: u64 = 231;
 const CLONE_THREAD: u64 = 0x10000;
 const MAP_ANONYMOUS: u64 = 0x20;
 const EBADF: i64 = -9;
@@ -256,6 +258,15 @@ pub fn resolve(calls: &[Call], known: &HashMap<i32, i32>) -> Resources {
         let Some(result) = call.exit.map(|e| e.result) else {
             // No return: only what it named before the kernel ran it.
             sim.paths(k, call, pid);
+            if call.nr == EXIT_GROUP {
+                sim.exit(k, pid);
+            }
+            // A write that never returned (its SIGPIPE ended it, or it
+            // was blocked when the record ended) still went to its
+            // descriptor's resource (`crate::deps`' broken pipes).
+            if matches!(call.nr, 1 | 18 | 20 | 44 | 46) {
+                sim.fd_op(k, call, pid, call.args[0] as i32, Access::Write, true);
+            }
             continue;
         };
         if matches!(call.nr, 56 | 57 | 58 | 435) && result > 0 {
@@ -307,6 +318,25 @@ impl Simulation {
         }
         self.tables.insert(pid, table);
         self.cwd.insert(pid, ".".into());
+    }
+
+    /// Process `pid` ends with call `k` (`exit_group`): the kernel closes
+    /// its descriptors, which the other end of a pipe or a socket sees (a
+    /// writer's `EPIPE` once no reader is left).
+    fn exit(&mut self, k: usize, pid: i32) {
+        let Some(table) = self.tables.get_mut(&pid) else {
+            return;
+        };
+        let held: Vec<usize> = std::mem::take(table)
+            .into_values()
+            .map(|(d, _)| d)
+            .collect();
+        for d in held {
+            let r = self.descriptions[d].resource;
+            if matches!(self.out.resources[r].kind, Kind::Pipe | Kind::Socket) {
+                self.op(k, r, Access::Write, Some((d, false)));
+            }
+        }
     }
 
     /// The resource named so, made if new.

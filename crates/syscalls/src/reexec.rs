@@ -300,7 +300,8 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
     put(&mut bytes, f::WAIT_TIMEOUT + 8, WAIT_TIMEOUT_NS);
     // Each call's thread feed and index there; and what it waits for:
     // per other feed, the newest call there it depends on (which returned
-    // in the record: one that never returns, an `execve`, is never done).
+    // in the record: one that never returns, an `execve`, is never done;
+    // but an `exit_group` is, once weft sees its thread gone: `ended`).
     let mut place: HashMap<usize, (usize, usize)> = HashMap::new();
     for (i, ks) in per_feed.iter().enumerate() {
         for (p, &k) in ks.iter().enumerate() {
@@ -314,7 +315,8 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
         else {
             continue;
         };
-        if to_feed == from_feed || calls[e.from].exit.and_then(|r| r.tsc).is_none() {
+        let returns = calls[e.from].exit.and_then(|r| r.tsc).is_some();
+        if to_feed == from_feed || !returns && calls[e.from].nr != crate::fds::EXIT_GROUP {
             continue;
         }
         let newest = waits_of
@@ -524,6 +526,25 @@ pub fn divergence(bytes: &[u8]) -> Option<Divergence> {
             word(bytes, f::DIVERGENCE_CALLEE_SAVED + 8 * i as u64)
         }),
     })
+}
+
+/// The thread feeds whose rerun thread is gone (`gone`) with calls not
+/// counted done: where each one's [`f::THREAD_DONE`] is in the feed, and
+/// its number of calls, which weft writes there. A call that waits for a
+/// process's end (a write that found no reader: `crate::deps`) waits for
+/// its `exit_group`, which returns to no one; and no later call of a
+/// thread that is gone will come.
+pub fn ended(bytes: &[u8], gone: &dyn Fn(i32) -> bool) -> Vec<(u64, u64)> {
+    let threads = word(bytes, f::THREADS);
+    (0..word(bytes, f::THREAD_COUNT))
+        .filter_map(|i| {
+            let t = threads + f::THREAD_SIZE * i;
+            let tid = word(bytes, t + f::THREAD_RERUN_TID) as i32;
+            let calls = word(bytes, t + f::THREAD_COUNT_CALLS);
+            let done = word(bytes, t + f::THREAD_DONE);
+            (tid > 0 && done < calls && gone(tid)).then_some((t + f::THREAD_DONE, calls))
+        })
+        .collect()
 }
 
 /// Each thread feed's progress, in feed order.

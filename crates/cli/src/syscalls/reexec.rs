@@ -329,7 +329,11 @@ type Diverged = (Divergence, Vec<String>, Vec<String>);
 /// the diverged thread's process, then every other process of the rerun)
 /// and returns it.
 fn watch(path: &Path, done: &AtomicBool) -> Option<Diverged> {
-    let file = std::fs::File::open(path).ok()?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .ok()?;
     let mut header = vec![0u8; f::HEADER_SIZE as usize];
     file.read_exact_at(&mut header, 0).ok()?;
     // The header and the thread feeds (which follow it): who follows which.
@@ -351,6 +355,17 @@ fn watch(path: &Path, done: &AtomicBool) -> Option<Diverged> {
             {
                 v.insert(start);
             }
+        }
+        // A thread gone has done all it will: a call waiting for its
+        // process's end goes on (its sleep ends within 10 ms).
+        let gone = |tid: i32| {
+            !weft_process::is_alive(tid)
+                || rerun
+                    .get(&tid)
+                    .is_some_and(|&s| weft_process::start_time(tid) != Some(s))
+        };
+        for (at, calls) in rx::ended(&table, &gone) {
+            let _ = file.write_all_at(&calls.to_le_bytes(), at);
         }
         let Some(d) = rx::divergence(&table) else {
             continue;
