@@ -66,6 +66,21 @@ const GRND: Bits = &[
     (4, "GRND_INSECURE"),
 ];
 
+const POLL: Bits = &[
+    (0x1, "POLLIN"),
+    (0x2, "POLLPRI"),
+    (0x4, "POLLOUT"),
+    (0x8, "POLLERR"),
+    (0x10, "POLLHUP"),
+    (0x20, "POLLNVAL"),
+    (0x40, "POLLRDNORM"),
+    (0x80, "POLLRDBAND"),
+    (0x100, "POLLWRNORM"),
+    (0x200, "POLLWRBAND"),
+    (0x400, "POLLMSG"),
+    (0x2000, "POLLRDHUP"),
+];
+
 const SOCK_FLAGS: Bits = &[(0o4000, "SOCK_NONBLOCK"), (0o2000000, "SOCK_CLOEXEC")];
 
 /// Signals by number (1 to 31).
@@ -497,6 +512,33 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], args: &mut Vec<String>) {
     }
 }
 
+/// A `poll` array as strace shows it: `[{fd=3, events=POLLIN}]`, or with
+/// `ready` the entries the kernel found ready, `[{fd=3, revents=POLLIN}]`.
+pub(crate) fn pollfds(bytes: &[u8], ready: bool) -> String {
+    let entries: Vec<String> = bytes
+        .chunks_exact(8)
+        .filter_map(|e| {
+            let fd = i32::from_le_bytes([e[0], e[1], e[2], e[3]]);
+            let (events, revents) = (
+                u16::from_le_bytes([e[4], e[5]]),
+                u16::from_le_bytes([e[6], e[7]]),
+            );
+            match ready {
+                false => Some(format!(
+                    "{{fd={fd}, events={}}}",
+                    bits(events.into(), POLL, "0")
+                )),
+                true if revents != 0 => Some(format!(
+                    "{{fd={fd}, revents={}}}",
+                    bits(revents.into(), POLL, "0")
+                )),
+                true => None,
+            }
+        })
+        .collect();
+    format!("[{}]", entries.join(", "))
+}
+
 /// What call `name` wrote into a buffer, as strace shows the structure:
 /// a `stat`, `prlimit64`'s limits, `pipe2`'s descriptors, `wait4`'s
 /// status; none for other calls (their bytes are shown as a string).
@@ -558,6 +600,7 @@ pub(crate) fn structure(name: &str, bytes: &[u8]) -> Option<String> {
                 field(1)
             ))
         }
+        "poll" | "ppoll" => Some(pollfds(bytes, false)),
         "pipe2" | "pipe" | "socketpair" if bytes.len() == 8 => {
             Some(format!("[{}, {}]", u32_at(0)? as i32, u32_at(4)? as i32))
         }
@@ -698,6 +741,12 @@ mod tests {
             structure("pipe2", &[3, 0, 0, 0, 4, 0, 0, 0]).unwrap(),
             "[3, 4]"
         );
+        let polled = [3, 0, 0, 0, 1, 0, 0x11, 0, 5, 0, 0, 0, 1, 0, 0, 0];
+        assert_eq!(
+            structure("poll", &polled).unwrap(),
+            "[{fd=3, events=POLLIN}, {fd=5, events=POLLIN}]"
+        );
+        assert_eq!(pollfds(&polled, true), "[{fd=3, revents=POLLIN|POLLHUP}]");
         assert_eq!(
             structure("wait4", &[0, 1, 0, 0]).unwrap(),
             "[{WIFEXITED(s) && WEXITSTATUS(s) == 1}]"

@@ -104,6 +104,9 @@ pub fn edges(calls: &[Call], resources: &Resources, mode: Mode) -> Vec<Edge> {
     for (to, from, resource) in broken_pipes(calls, resources) {
         out.insert((to, from, resource));
     }
+    for (to, from, resource) in ready_polls(calls, resources) {
+        out.insert((to, from, resource));
+    }
     out.into_iter()
         .map(|(to, from, resource)| Edge { from, to, resource })
         .collect()
@@ -230,6 +233,53 @@ fn broken_pipes(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usi
             .max_by_key(|c| calls[c.call].entry_tsc);
         if let Some(c) = last {
             out.push((op.call, c.call, op.resource));
+        }
+    }
+    out
+}
+
+/// Each `poll` that found a pipe or a socket ready's edge from the last
+/// write or close through another end that returned before the `poll`
+/// did (it may have been blocked, and woken by it: the TSCs alone leave
+/// such a pair unordered). Re-execution answers the `poll` with the
+/// recorded readiness (`crate::reexec`), so the data or the end it
+/// reported must be there first. A write still going on when the `poll`
+/// returned (held by a full pipe until the poller reads) is not waited
+/// for: that wait would never end, and the read waits by itself.
+fn ready_polls(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usize)> {
+    use crate::fds::Kind;
+    let readied = |op: &Op| {
+        PUTS.contains(&calls[op.call].nr) || matches!(calls[op.call].nr, 3 | crate::fds::EXIT_GROUP)
+    };
+    let returned = |k: usize| calls[k].exit.and_then(|e| e.tsc);
+    // A process's end, which returns to no one, closes its descriptors
+    // when it begins, as far as the record can tell.
+    let done = |k: usize| {
+        returned(k).or((calls[k].nr == crate::fds::EXIT_GROUP).then_some(calls[k].entry_tsc))
+    };
+    let mut out = Vec::new();
+    for op in &resources.ops {
+        let call = &calls[op.call];
+        if !matches!(call.nr, 7 | 271)
+            || !matches!(
+                resources.resources[op.resource].kind,
+                Kind::Pipe | Kind::Socket
+            )
+        {
+            continue;
+        }
+        let Some(polled) = returned(op.call) else {
+            continue;
+        };
+        let last = resources
+            .ops
+            .iter()
+            .filter(|w| w.resource == op.resource && readied(w))
+            .filter(|w| w.description != op.description && calls[w.call].tid != call.tid)
+            .filter(|w| done(w.call).is_some_and(|t| t < polled))
+            .max_by_key(|w| done(w.call));
+        if let Some(w) = last {
+            out.push((op.call, w.call, op.resource));
         }
     }
     out
@@ -402,6 +452,51 @@ mod tests {
             e.iter().filter(|&&(from, _)| from == 6).count(),
             1,
             "the end comes before the EPIPE alone: {e:?}"
+        );
+    }
+
+    /// A parent that `poll`s its child's pipe (Python's `subprocess` with
+    /// `capture_output`): a `poll` woken by the write it overlapped waits
+    /// for it, and one that found the end (`POLLHUP`) waits for the
+    /// child's exit.
+    #[test]
+    fn a_poll_waits_for_what_made_its_descriptor_ready() {
+        let polled = |c: Call, revents: u16| {
+            let mut c = c;
+            c.buffers.push(Buffer {
+                what: Memory::Filled,
+                arg: 0,
+                bytes: [
+                    3i32.to_le_bytes().as_slice(),
+                    &1u16.to_le_bytes(),
+                    &revents.to_le_bytes(),
+                ]
+                .concat(),
+                truncated: false,
+            });
+            c
+        };
+        let mut exit = call(11, 15, 0, 231, &[0], 0);
+        exit.exit = None;
+        let calls = vec![
+            with_fds(call(10, 1, 2, 293, &[0, 0], 0), 0, [3, 4]), // pipe2
+            call(10, 3, 4, 57, &[], 11),                          // fork -> 11
+            call(11, 5, 6, 3, &[3], 0),                           // close(3)
+            call(10, 7, 8, 3, &[4], 0),                           // close(4)
+            polled(call(10, 9, 14, 7, &[0, 1, u64::MAX], 1), 1),  // poll: POLLIN
+            call(11, 10, 12, 1, &[4, 0, 5], 5),                   // write(4)
+            exit,                                                 // exit_group
+            polled(call(10, 16, 20, 7, &[0, 1, u64::MAX], 1), 0x10), // poll: POLLHUP
+        ];
+        let r = fds::resolve(&calls, &HashMap::new());
+        let e: Vec<(usize, usize)> = edges(&calls, &r, Mode::Fine)
+            .iter()
+            .map(|e| (e.from, e.to))
+            .collect();
+        assert!(e.contains(&(5, 4)), "the poll woken by the write: {e:?}");
+        assert!(
+            e.contains(&(6, 7)),
+            "the POLLHUP after the child's end: {e:?}"
         );
     }
 

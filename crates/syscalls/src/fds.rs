@@ -476,6 +476,12 @@ impl Simulation {
             9 if call.args[3] & MAP_ANONYMOUS == 0 && (fd(4) >= 0) => {
                 self.fd_op(k, call, pid, fd(4), Access::Read, false);
             }
+            // poll, ppoll: each descriptor it found ready (`revents`).
+            7 | 271 if result > 0 => {
+                for fd in ready(call) {
+                    self.fd_op(k, call, pid, fd, Access::Read, false);
+                }
+            }
             _ => {}
         }
         // bind, listen, connect: operations on the address too (a
@@ -731,6 +737,26 @@ impl Simulation {
 
 /// `path` resolved against directory `base`, `.` and `..` taken out as
 /// text (`..` of `/` is `/`; of a relative directory, kept).
+/// The descriptors a `poll` or `ppoll` found ready: its array of
+/// `struct pollfd` (`fd`, `events`, `revents`; 8 bytes) as the kernel
+/// filled it, entries with `revents` set.
+pub(crate) fn ready(call: &Call) -> Vec<i32> {
+    let Some(array) = call
+        .buffers
+        .iter()
+        .find(|b| b.what == crate::Memory::Filled)
+    else {
+        return Vec::new();
+    };
+    array
+        .bytes
+        .chunks_exact(8)
+        .filter(|e| u16::from_le_bytes([e[6], e[7]]) != 0)
+        .map(|e| i32::from_le_bytes([e[0], e[1], e[2], e[3]]))
+        .filter(|&fd| fd >= 0)
+        .collect()
+}
+
 fn join(base: &str, path: &str) -> String {
     let whole = match path.starts_with('/') {
         true => path.to_string(),

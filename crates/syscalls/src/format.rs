@@ -413,6 +413,17 @@ pub fn strace_line(call: &Call) -> String {
         Some(r) if RETURN_ADDRESSES.contains(&name.as_str()) => format!("{:#x}", r as u64),
         Some(r) => r.to_string(),
     };
+    // strace says which descriptors `poll` found ready after its count.
+    let result = match (
+        name.as_str(),
+        call.exit.map(|e| e.result),
+        call.buffers.first(),
+    ) {
+        ("poll" | "ppoll", Some(r), Some(b)) if r > 0 && !b.bytes.is_empty() => {
+            format!("{result} ({})", crate::decode::pollfds(&b.bytes, true))
+        }
+        _ => result,
+    };
     let vdso = if call.vdso { " (vDSO)" } else { "" };
     format!("{name}({}) = {result}{vdso}", args.join(", "))
 }

@@ -122,6 +122,9 @@ pub enum Answer {
     /// device; `fstat`, `lseek` and a failed `ioctl` of such a
     /// descriptor.
     Outside,
+    /// Which of its descriptors `poll` found ready (the writes and
+    /// closes that made them so are waited for).
+    Ready,
 }
 
 impl Answer {
@@ -132,6 +135,7 @@ impl Answer {
             Answer::Time => "clocks",
             Answer::Random => "random bytes",
             Answer::Cpu => "the CPU a thread ran on",
+            Answer::Ready => "which descriptors were ready (poll)",
             Answer::Outside => "input from outside the workload",
         }
     }
@@ -197,6 +201,10 @@ pub fn answered(
         96 | 201 | 228 | 99 => Some(Answer::Time),
         318 => Some(Answer::Random),
         309 => Some(Answer::Cpu),
+        // poll, ppoll: which descriptors were ready is timing; the
+        // recorded answer, with the writes and closes that made them
+        // ready waited for (`crate::deps`).
+        7 | 271 if call.exit.is_some_and(|e| e.result >= 0) => Some(Answer::Ready),
         // read, pread64, recvfrom, fstat
         0 | 17 | 45 | 5 => outside(),
         // newfstatat(fd, "", buf, AT_EMPTY_PATH)

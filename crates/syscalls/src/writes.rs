@@ -16,6 +16,9 @@ pub enum Count {
     OnZero(u64),
     /// This many when the result is above 0 (`wait4`'s status).
     OnPositive(u64),
+    /// Argument `.0` times `.1` when the call did not fail (`poll`'s
+    /// array of `nfds` entries of 8 bytes, whose `revents` it filled).
+    ArgTimes(usize, u64),
 }
 
 /// A call's buffer: its argument (0 to 5) and the bytes written there.
@@ -37,6 +40,7 @@ pub(crate) const ARGUMENT_REGISTERS: [u8; 6] = [7, 6, 2, 10, 8, 9];
 const TABLE: &[(u64, usize, Count)] = &[
     (0, 1, Count::Result),            // read
     (4, 1, Count::OnZero(144)),       // stat
+    (7, 0, Count::ArgTimes(1, 8)),    // poll
     (5, 1, Count::OnZero(144)),       // fstat
     (6, 1, Count::OnZero(144)),       // lstat
     (17, 1, Count::Result),           // pread64
@@ -64,6 +68,7 @@ const TABLE: &[(u64, usize, Count)] = &[
     (262, 2, Count::OnZero(144)),     // newfstatat
     (267, 2, Count::Result),          // readlinkat
     (281, 1, Count::ResultTimes(12)), // epoll_pwait
+    (271, 0, Count::ArgTimes(1, 8)),  // ppoll
     (293, 0, Count::OnZero(8)),       // pipe2
     (302, 3, Count::OnZero(16)),      // prlimit64
     (309, 0, Count::OnZero(4)),       // getcpu
@@ -102,6 +107,15 @@ impl Writes {
                 BinOp::Mul,
                 Expr::bin(BinOp::Gt, result(), Expr::Const(0)),
                 Expr::Const(n as i64),
+            ),
+            Count::ArgTimes(k, n) => Expr::bin(
+                BinOp::Mul,
+                Expr::bin(BinOp::Ge, result(), Expr::Const(0)),
+                Expr::bin(
+                    BinOp::Mul,
+                    Expr::Reg(ARGUMENT_REGISTERS[k]),
+                    Expr::Const(n as i64),
+                ),
             ),
         };
         (address, count)

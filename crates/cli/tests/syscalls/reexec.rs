@@ -406,6 +406,55 @@ fn a_pipeline_whose_reader_ends_first_re_executes() {
     }
 }
 
+/// Python's `subprocess.run(..., capture_output=True)`: the parent
+/// `poll`s its child's two pipes, and which of them is ready at each
+/// `poll` is timing (here the child writes one, sleeps, then the other).
+/// Re-executed, each `poll` is answered with the recorded readiness after
+/// the writes, closes and exit that made it so (`deps`' ready polls), so
+/// the parent reads the pipes in the recorded order: three reruns in a
+/// row make every recorded call (before, three of four diverged at the
+/// first read, of the other pipe).
+#[test]
+fn a_parent_polling_its_childs_pipes_re_executes() {
+    let python = "/usr/bin/python3";
+    if !std::path::Path::new(python).exists() {
+        skip("Debian's python3 missing (bash scripts/install-deps.sh installs it)");
+        return;
+    }
+    let dir = scratch("syscalls-reexec-poll");
+    let script = "import subprocess; r = subprocess.run(['sh', '-c', 'echo out; sleep 0.05; \
+                  echo err >&2'], capture_output=True); print(r.stdout, r.stderr)";
+    let out = dir.join("rec");
+    let _ = std::fs::remove_dir_all(&out);
+    let recorded = run(
+        weft()
+            .args(["syscalls", "record", "-o"])
+            .arg(&out)
+            .args(["--", python, "-c", script]),
+        Duration::from_secs(300),
+    );
+    assert_eq!(recorded.status, 0, "{}", recorded.stderr);
+    assert_eq!(recorded.stdout, "b'out\\n' b'err\\n'\n");
+    let shown = run(
+        weft().args(["syscalls", "show"]).arg(&out),
+        Duration::from_secs(60),
+    );
+    assert!(
+        shown.stdout.contains("revents=POLLIN"),
+        "the record's polls say what was ready:\n{}",
+        shown.stdout
+    );
+    for _ in 0..3 {
+        let rerun = reexec_keeps_every_dependency(&out, &dir, &[python, "-c", script]);
+        assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+        assert!(
+            rerun.stderr.contains("which descriptors were ready (poll)"),
+            "{}",
+            rerun.stderr
+        );
+    }
+}
+
 /// ULTra's prediction by re-execution: `syscalls_spin` (two spins of
 /// fixed work and a sleep between two calls) recorded once, then
 /// re-executed in a control group with half a CPU: the time its fed calls
