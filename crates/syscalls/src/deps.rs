@@ -231,8 +231,28 @@ fn broken_pipes(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usi
             .filter(|c| c.description != op.description)
             .filter(|c| calls[c.call].tid != call.tid && calls[c.call].entry_tsc < returned)
             .max_by_key(|c| calls[c.call].entry_tsc);
-        if let Some(c) = last {
-            out.push((op.call, c.call, op.resource));
+        let Some(c) = last else {
+            continue;
+        };
+        out.push((op.call, c.call, op.resource));
+        // And that close or end came after every write through the same
+        // end that went in before it: a process's end closes its
+        // descriptors some time after its `exit_group` began, and writes
+        // that filled the pipe in that time were taken.
+        let filled = resources
+            .ops
+            .iter()
+            .filter(|w| w.resource == op.resource && w.description == op.description)
+            .filter(|w| PUTS.contains(&calls[w.call].nr) && calls[w.call].tid != calls[c.call].tid)
+            .filter(|w| {
+                calls[w.call]
+                    .exit
+                    .is_some_and(|e| e.result > 0 && e.tsc.is_some())
+            })
+            .filter(|w| calls[w.call].entry_tsc < call.entry_tsc)
+            .max_by_key(|w| calls[w.call].entry_tsc);
+        if let Some(w) = filled {
+            out.push((c.call, w.call, op.resource));
         }
     }
     out
@@ -447,6 +467,10 @@ mod tests {
         assert!(
             e.contains(&(6, 7)),
             "the EPIPE after the reader's end: {e:?}"
+        );
+        assert!(
+            e.contains(&(4, 6)),
+            "the end after the write that went in: {e:?}"
         );
         assert_eq!(
             e.iter().filter(|&&(from, _)| from == 6).count(),

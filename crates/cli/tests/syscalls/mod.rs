@@ -70,18 +70,27 @@ pub(crate) fn result(text: &str) -> String {
     }
 }
 
-/// (name, result) of each line `name(...) = result` from the first
-/// `close(-7)` on, but for the calls the vDSO answered, which strace
-/// does not see.
+/// (name, result) of each line `name(...) = result`, but for the calls
+/// the vDSO answered, which strace does not see.
+fn names_and_results<'a, I: Iterator<Item = &'a str>>(
+    lines: I,
+) -> impl Iterator<Item = (String, String)> + use<'a, I> {
+    lines.filter(|l| !l.ends_with(" (vDSO)")).filter_map(|l| {
+        let (call, result_text) = l.rsplit_once(" = ")?;
+        let name = call.split('(').next()?.trim().rsplit(' ').next()?;
+        Some((name.to_string(), result(result_text)))
+    })
+}
+
+/// Whether a call is the test program's marker, `close(-7)`.
+fn is_marker((name, result): &(String, String)) -> bool {
+    name == "close" && result == "EBADF"
+}
+
+/// [`names_and_results`] from the first `close(-7)` on.
 fn calls_from_marker<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<(String, String)> {
-    lines
-        .filter(|l| !l.ends_with(" (vDSO)"))
-        .filter_map(|l| {
-            let (call, result_text) = l.rsplit_once(" = ")?;
-            let name = call.split('(').next()?.trim().rsplit(' ').next()?;
-            Some((name.to_string(), result(result_text)))
-        })
-        .skip_while(|(name, result)| !(name == "close" && result == "EBADF"))
+    names_and_results(lines)
+        .skip_while(|c| !is_marker(c))
         .collect()
 }
 
@@ -217,14 +226,8 @@ fn recorded_calls_are_the_ones_strace_sees() {
 /// (name, result) of each line `name(...) = result` before the first
 /// `close(-7)`, but for the calls the vDSO answered.
 fn calls_before_marker<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<(String, String)> {
-    lines
-        .filter(|l| !l.ends_with(" (vDSO)"))
-        .filter_map(|l| {
-            let (call, result_text) = l.rsplit_once(" = ")?;
-            let name = call.split('(').next()?.trim().rsplit(' ').next()?;
-            Some((name.to_string(), result(result_text)))
-        })
-        .take_while(|(name, result)| !(name == "close" && result == "EBADF"))
+    names_and_results(lines)
+        .take_while(|c| !is_marker(c))
         .map(|(name, result)| match name.as_str() {
             // Ids, which differ between the runs.
             "set_tid_address" => (name, "tid".to_string()),

@@ -9,6 +9,16 @@ use crate::support::*;
 use std::process::Command;
 use std::time::Duration;
 
+/// `weft syscalls show OUT`, which must succeed.
+fn shown(out: &std::path::Path) -> Finished {
+    let shown = run(
+        weft().args(["syscalls", "show"]).arg(out),
+        Duration::from_secs(60),
+    );
+    assert_eq!(shown.status, 0, "{}", shown.stderr);
+    shown
+}
+
 /// `weft ARGS...` with `input` on its standard input (a pipe).
 fn with_input(input: &str, args: &[&std::ffi::OsStr]) -> Finished {
     run(
@@ -374,21 +384,14 @@ fn a_pipeline_whose_reader_ends_first_re_executes() {
         ),
         ("read", "seq 1 100000 | (read x; echo $x)", "1\n"),
     ] {
-        let out = dir.join(name);
-        let _ = std::fs::remove_dir_all(&out);
-        let recorded = run(
-            weft()
-                .args(["syscalls", "record", "-o"])
-                .arg(&out)
-                .args(["--", "sh", "-c", script]),
-            Duration::from_secs(300),
+        std::fs::create_dir_all(dir.join(name)).unwrap();
+        let (out, recorded) = record_into(
+            &dir.join(name),
+            "sh".as_ref(),
+            &["-c".as_ref(), script.as_ref()],
         );
-        assert_eq!(recorded.status, 0, "{}", recorded.stderr);
         assert_eq!(recorded.stdout, printed);
-        let shown = run(
-            weft().args(["syscalls", "show"]).arg(&out),
-            Duration::from_secs(60),
-        );
+        let shown = shown(&out);
         assert!(
             shown.stdout.contains("WTERMSIG(s) == SIGPIPE"),
             "{script}: the writer died of SIGPIPE\n{}",
@@ -424,21 +427,9 @@ fn a_parent_polling_its_childs_pipes_re_executes() {
     let dir = scratch("syscalls-reexec-poll");
     let script = "import subprocess; r = subprocess.run(['sh', '-c', 'echo out; sleep 0.05; \
                   echo err >&2'], capture_output=True); print(r.stdout, r.stderr)";
-    let out = dir.join("rec");
-    let _ = std::fs::remove_dir_all(&out);
-    let recorded = run(
-        weft()
-            .args(["syscalls", "record", "-o"])
-            .arg(&out)
-            .args(["--", python, "-c", script]),
-        Duration::from_secs(300),
-    );
-    assert_eq!(recorded.status, 0, "{}", recorded.stderr);
+    let (out, recorded) = record_into(&dir, python.as_ref(), &["-c".as_ref(), script.as_ref()]);
     assert_eq!(recorded.stdout, "b'out\\n' b'err\\n'\n");
-    let shown = run(
-        weft().args(["syscalls", "show"]).arg(&out),
-        Duration::from_secs(60),
-    );
+    let shown = shown(&out);
     assert!(
         shown.stdout.contains("revents=POLLIN"),
         "the record's polls say what was ready:\n{}",

@@ -111,15 +111,19 @@ fn tid_offsets() -> Vec<u32> {
         .collect()
 }
 
-#[test]
-fn a_slot_claimed_under_another_thread_id_is_retired() {
-    // The offset where two threads both find their own id.
+/// The offset where two threads both find their own id (glibc's tid).
+fn common_tid_offset() -> u32 {
     let mine = tid_offsets();
     let theirs = std::thread::spawn(tid_offsets).join().unwrap();
-    let offset = *mine
+    *mine
         .iter()
         .find(|o| theirs.contains(o))
-        .expect("glibc's tid field");
+        .expect("glibc's tid field")
+}
+
+#[test]
+fn a_slot_claimed_under_another_thread_id_is_retired() {
+    let offset = common_tid_offset();
     let mem = Memory::new(16);
     let table = ThreadTable {
         tid_offset: offset,
@@ -248,13 +252,7 @@ fn a_start_up_slot_hands_its_state_to_the_threads_own_slot() {
     assert_eq!(keys(), 2);
     assert_eq!(mem.read(second + t::counter(4)), 15);
     // Once weft has written it, a slot under another id is passed over.
-    let mine = tid_offsets();
-    let theirs = std::thread::spawn(tid_offsets).join().unwrap();
-    let offset = *mine
-        .iter()
-        .find(|o| theirs.contains(o))
-        .expect("glibc's tid field");
-    mem.write(tid_word, u64::from(offset));
+    mem.write(tid_word, u64::from(common_tid_offset()));
     own.call([0; 6]);
     assert_eq!(keys(), 3, "a slot of its own");
     let third = mem.block_of_this_thread();
