@@ -113,9 +113,15 @@ impl Expand for Capture {
             true => Some(alloc.user_timer()?),
             false => None,
         };
-        // A site that does not say the call's number (glibc's `syscall()`):
-        // the entry keeps the number and the stack pointer for the return.
-        let unknown = (!self.vdso && at.syscall.is_none())
+        // The C library's `syscall()`, whose site does not say the call's
+        // number (it is the function's first argument): the entry keeps
+        // the number and the stack pointer for the return. Other sites
+        // whose number the decoder could not tell (a futex wait whose
+        // number is set before a branch) have one number each, and would
+        // pay a record of every call's shape in code: their returns
+        // record the result alone.
+        let generic = at.function.split('+').next() == Some("syscall");
+        let unknown = (!self.vdso && at.syscall.is_none() && generic)
             .then(|| alloc.call_number())
             .transpose()?;
         if let (Some(kept), true) = (unknown, self.exit) {
