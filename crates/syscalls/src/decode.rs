@@ -10,7 +10,7 @@ const AT_FDCWD: i32 = -100;
 /// Bits and their names, the first matching each.
 type Bits = &'static [(u64, &'static str)];
 
-/// `O_*` of `open`'s flags but the access mode.
+/// `O_*` of `open`'s flags but the access mode, in strace's order.
 const OPEN_FLAGS: Bits = &[
     (0o100, "O_CREAT"),
     (0o200, "O_EXCL"),
@@ -23,12 +23,12 @@ const OPEN_FLAGS: Bits = &[
     (0o20000, "O_ASYNC"),
     (0o40000, "O_DIRECT"),
     (0o100000, "O_LARGEFILE"),
-    (0o20200000, "O_TMPFILE"),
-    (0o200000, "O_DIRECTORY"),
     (0o400000, "O_NOFOLLOW"),
     (0o1000000, "O_NOATIME"),
     (0o2000000, "O_CLOEXEC"),
     (0o10000000, "O_PATH"),
+    (0o20200000, "O_TMPFILE"),
+    (0o200000, "O_DIRECTORY"),
 ];
 
 const PROT: Bits = &[(1, "PROT_READ"), (2, "PROT_WRITE"), (4, "PROT_EXEC")];
@@ -81,7 +81,7 @@ const POLL: Bits = &[
     (0x2000, "POLLRDHUP"),
 ];
 
-const SOCK_FLAGS: Bits = &[(0o4000, "SOCK_NONBLOCK"), (0o2000000, "SOCK_CLOEXEC")];
+const SOCK_FLAGS: Bits = &[(0o2000000, "SOCK_CLOEXEC"), (0o4000, "SOCK_NONBLOCK")];
 
 /// Signals by number (1 to 31).
 const SIGNALS: [&str; 31] = [
@@ -286,6 +286,26 @@ fn signal(value: u64) -> String {
     }
 }
 
+/// `PREFIX_CLOEXEC|PREFIX_NONBLOCK` (`O_`, `EPOLL_`, `EFD_`, `IN_`: one
+/// value, named after the call), `0` for none.
+fn cloexec_nonblock(value: u64, prefix: &str) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut left = value;
+    for (bit, name) in [(0o2000000, "CLOEXEC"), (0o4000, "NONBLOCK")] {
+        if left & bit != 0 {
+            out.push(format!("{prefix}_{name}"));
+            left &= !bit;
+        }
+    }
+    if left != 0 || out.is_empty() {
+        out.push(match left {
+            0 => "0".to_string(),
+            v => format!("{v:#x}"),
+        });
+    }
+    out.join("|")
+}
+
 /// A pointer argument: `NULL` for 0.
 fn pointer(value: u64) -> String {
     match value {
@@ -430,20 +450,21 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], args: &mut Vec<String>) {
         "ioctl" => set(1, named(raw[1], IOCTLS)),
         "getrandom" => set(2, bits(raw[2], GRND, "0")),
         "pipe2" | "dup3" | "eventfd2" | "inotify_init1" | "epoll_create1" => {
-            let k = match name {
-                "pipe2" => 1,
-                "dup3" | "eventfd2" => 2,
-                _ => 0,
+            let (k, prefix) = match name {
+                "pipe2" => (1, "O"),
+                "dup3" => (2, "O"),
+                "eventfd2" => (1, "EFD"),
+                "inotify_init1" => (0, "IN"),
+                _ => (0, "EPOLL"),
             };
-            set(
-                k,
-                bits(
-                    raw[k],
-                    &[(0o2000000, "O_CLOEXEC"), (0o4000, "O_NONBLOCK")],
-                    "0",
-                ),
-            );
+            set(k, cloexec_nonblock(raw[k], prefix));
         }
+        // Counts and limits strace prints in decimal however large.
+        "close_range" => {
+            set(0, (raw[0] as u32).to_string());
+            set(1, (raw[1] as u32).to_string());
+        }
+        "getxattr" | "lgetxattr" | "fgetxattr" => set(2, pointer(raw[2])),
         "rt_sigaction" => {
             set(0, signal(raw[0]));
             set(1, pointer(raw[1]));
@@ -472,6 +493,7 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], args: &mut Vec<String>) {
                 text.push_str("|FUTEX_CLOCK_REALTIME");
             }
             set(1, text);
+            set(2, (raw[2] as u32 as i32).to_string());
             // FUTEX_WAKE takes a count only.
             if op == 1 {
                 args.truncate(3);
@@ -488,7 +510,11 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], args: &mut Vec<String>) {
                 },
             );
         }
-        "set_robust_list" | "set_tid_address" | "rseq" => set(0, pointer(raw[0])),
+        "set_robust_list" | "set_tid_address" => set(0, pointer(raw[0])),
+        "rseq" => {
+            set(0, pointer(raw[0]));
+            set(1, format!("{:#x}", raw[1]));
+        }
         "nanosleep" => set(1, pointer(raw[1])),
         "clock_nanosleep" => set(3, pointer(raw[3])),
         "wait4" => {
@@ -699,6 +725,26 @@ mod tests {
             shown("pipe2", [1, 0o2000000, 0, 0, 0, 0], 2),
             "1, O_CLOEXEC"
         );
+        assert_eq!(
+            shown("epoll_create1", [0o2000000, 0, 0, 0, 0, 0], 1),
+            "EPOLL_CLOEXEC"
+        );
+        assert_eq!(shown("dup3", [3, 4, 0, 0, 0, 0], 3), "3, 4, 0");
+        assert_eq!(
+            shown("openat", [at, 1, 0o2204000, 0, 0, 0], 3),
+            "AT_FDCWD, 1, O_RDONLY|O_NONBLOCK|O_CLOEXEC|O_DIRECTORY"
+        );
+        assert_eq!(
+            shown("close_range", [5, 0x7fff_ffff, 0, 0, 0, 0], 3),
+            "5, 2147483647, 0"
+        );
+        assert_eq!(
+            shown("socket", [1, 0o2004001, 0, 0, 0, 0], 3),
+            "AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC|SOCK_NONBLOCK, 0"
+        );
+        let mut wake = vec!["1".to_string(), "129".into(), "0x7fffffff".into()];
+        arguments("futex", &[1, 129, 0x7fff_ffff, 0, 0, 0], &mut wake);
+        assert_eq!(wake[2], "2147483647", "a count in decimal");
         assert_eq!(
             shown("socket", [1, 0o2000001, 0, 0, 0, 0], 3),
             "AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0"
