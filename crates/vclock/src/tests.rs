@@ -31,14 +31,14 @@ fn measure(clock: &VirtualClock, work: impl FnOnce()) -> (u64, u64) {
     let (v0, k0) = (clock.read_own(slot), thread_cpu_ns());
     work();
     let (v1, k1) = (clock.read_own(slot), thread_cpu_ns());
-    let stolen = steal_ns() - steal;
-    eprintln!(
-        "clock {} ns, kernel {} ns, {stolen} ns stolen",
-        v1 - v0,
-        k1 - k0
-    );
+    let stolen = steal_ns().saturating_sub(steal);
+    // A thread moved to another CPU may read its clock a few ns behind its
+    // last reading there (the CPUs' TSCs agree only that closely): such a
+    // difference counts as none, not as a wrap to 2^64.
+    let (clock_ns, kernel_ns) = (v1.saturating_sub(v0), k1.saturating_sub(k0));
+    eprintln!("clock {clock_ns} ns, kernel {kernel_ns} ns, {stolen} ns stolen");
     STOLEN.fetch_max(stolen, std::sync::atomic::Ordering::Relaxed);
-    (v1 - v0, k1 - k0)
+    (clock_ns, kernel_ns)
 }
 
 /// The most the machine's CPUs had stolen during one `measure`.
