@@ -57,6 +57,18 @@ pub mod syscall {
     pub const PIDFD_GETFD: u32 = 438;
 }
 
+/// The dispatch module weft maps into a process whose system calls go
+/// to its SIGSYS handler (Syscall User Dispatch, `weft_patch::dispatch`).
+pub mod dispatch {
+    /// The module's name (its events' module).
+    pub const MODULE_NAME: &str = "weft-dispatch";
+    /// The name of its one function, where the calls are made: glibc's
+    /// `syscall()`'s, whose probes keep the number at the entry.
+    pub const FUNCTION_NAME: &str = "syscall";
+    /// The name of the entry value holding the address the call was made
+    /// from (after its `syscall` instruction).
+    pub const SITE_VALUE: &str = "site";
+}
 pub mod feed;
 pub mod schedule;
 pub mod vclock;

@@ -104,8 +104,7 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
         let mut early = None;
         if from_first_instruction(args) && session.begin_startup(&mut tracee)? {
             let req = Requests::build(args, &mut session, events.take(), definitions.clone())?;
-            let prepared = session.prepare(&req.specs)?;
-            let report = session.apply(&mut tracee, prepared)?;
+            let report = place_first(args, &mut session, &mut tracee, &req)?;
             req.map_feed(&mut session, &mut tracee, Some(pid))?;
             early = Some((req, report));
         }
@@ -217,6 +216,28 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
         );
     }
     Ok(code)
+}
+
+/// Places the probes at a new image's first instruction: with
+/// `--dispatch`, the dispatch module's and those of the sites that make
+/// threads and processes, then dispatch on (every site again, as without
+/// it, if the dispatch function could not be spliced).
+pub fn place_first(
+    args: &ProbeArgs,
+    session: &mut Session,
+    tracee: &mut Tracee,
+    req: &Requests,
+) -> Result<AddReport> {
+    if args.dispatch {
+        session.begin_dispatch(tracee)?;
+    }
+    let prepared = session.prepare(&req.specs)?;
+    let mut report = session.apply(tracee, prepared)?;
+    if args.dispatch && !session.enable_dispatch(tracee)? {
+        let prepared = session.prepare(&req.specs)?;
+        report.absorb(session.apply(tracee, prepared)?);
+    }
+    Ok(report)
 }
 
 /// Whether the probes go in at the program's first instruction, before its

@@ -81,6 +81,11 @@ enum SyscallsCommand {
         /// streams' size, and take longer to write than a busy program ran.
         #[arg(long)]
         json_files: bool,
+        /// Catch the calls of sites not rewritten with Syscall User
+        /// Dispatch instead of rewriting every site first (see
+        /// docs/syscalls.md).
+        #[arg(long, hide = true)]
+        dispatch: bool,
         /// The program and its arguments.
         #[arg(last = true, required_unless_present = "pid", value_name = "CMD")]
         command: Vec<String>,
@@ -330,6 +335,7 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             no_follow,
             ring_size,
             json_files,
+            dispatch,
             command,
         } => {
             if duration.is_some() && pid.is_none() {
@@ -357,6 +363,9 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             }
             if !json_files {
                 options.push("--streams-only".into());
+            }
+            if *dispatch {
+                options.push("--dispatch".into());
             }
             let probes = Probes::try_parse_from(options)?.probes;
             match pid {

@@ -431,8 +431,7 @@ impl Workload {
             if let Some(path) = &exec_path {
                 req.note_exec(pid, path.clone());
             }
-            let prepared = session.prepare(&req.specs)?;
-            let report = session.apply(&mut tracee, prepared)?;
+            let report = crate::run::place_first(args, &mut session, &mut tracee, &req)?;
             req.map_feed(&mut session, &mut tracee, None)?;
             early = Some((req, report));
         }

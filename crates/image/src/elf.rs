@@ -114,6 +114,9 @@ pub struct Image {
     pub(crate) frame_parts: std::sync::OnceLock<Vec<u64>>,
     /// Code addresses kept in data (`code_pointers.rs`), read when first asked.
     pub(crate) code_pointers: std::sync::OnceLock<Vec<u64>>,
+    /// Indices into `functions` of those whose bytes hold a `syscall`
+    /// (0f 05), found when first asked.
+    pub(crate) syscall_functions: std::sync::OnceLock<Vec<usize>>,
     /// Symbols the dynamic symbol table defines (`imports.rs`), read when
     /// first asked.
     pub(crate) exports: std::sync::OnceLock<std::collections::HashMap<String, crate::Export>>,
@@ -224,6 +227,7 @@ impl Image {
             landing_pads: std::sync::OnceLock::new(),
             frame_parts: std::sync::OnceLock::new(),
             code_pointers: std::sync::OnceLock::new(),
+            syscall_functions: std::sync::OnceLock::new(),
         })
     }
 
@@ -274,6 +278,23 @@ impl Image {
     /// Functions sorted by address.
     pub fn functions(&self) -> &[Function] {
         &self.functions
+    }
+
+    /// The functions whose bytes hold a `syscall` instruction's (0f 05),
+    /// the only ones that can make a system call directly: found once per
+    /// file, for every process that maps it. A function whose bytes are
+    /// not in the file is among them.
+    pub fn functions_with_syscall_bytes(&self) -> impl Iterator<Item = &Function> {
+        let indices = self.syscall_functions.get_or_init(|| {
+            (self.functions.iter().enumerate())
+                .filter(|(_, f)| match self.bytes_at(f.addr, f.size as usize) {
+                    Some(bytes) => bytes.windows(2).any(|w| w == [0x0f, 0x05]),
+                    None => true,
+                })
+                .map(|(i, _)| i)
+                .collect()
+        });
+        indices.iter().map(|&i| &self.functions[i])
     }
 
     /// The function containing a link-time address.

@@ -134,6 +134,25 @@ impl Module {
         }))
     }
 
+    /// A module weft generated and mapped at `base` (`image` linked at 0,
+    /// `size` bytes), named `name`, its path `[name]` as the kernel names
+    /// memory that is no file.
+    pub fn generated(name: &str, image: Image, base: u64, size: u64) -> Module {
+        Module {
+            name: name.to_string(),
+            path: PathBuf::from(format!("[{name}]")),
+            bias: base,
+            lo: base,
+            hi: base + size,
+            image: Arc::new(image),
+            targets: OnceLock::new(),
+            foreign: OnceLock::new(),
+            file_targets: Arc::default(),
+            padding: OnceLock::new(),
+            part_targets: Default::default(),
+        }
+    }
+
     /// Whether this is the process's vDSO ([`Module::vdso`]).
     pub fn is_vdso(&self) -> bool {
         self.path.as_os_str() == VDSO_PATH

@@ -88,6 +88,8 @@ impl Costs {
             ring_overwrite: lab.base + 4096 - 16,
             ring_data: ring::DEFAULT_DATA,
             no_slot: lab.base + 4096 - 24,
+            // Never set: no dispatch range.
+            dispatch: lab.base + 4096 - 48,
             // Never set: no return stacks.
             return_stacks: lab.base + 4096 - 32,
             clock_gettime: 0,

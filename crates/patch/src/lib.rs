@@ -15,6 +15,7 @@
 //! file: this crate produces splice records (address, old bytes, new bytes)
 //! and trampoline bytes for a given address, nothing else.
 
+pub mod dispatch;
 mod error;
 pub mod lanes;
 pub mod load_hook;

@@ -57,12 +57,8 @@ pub fn handler_code(at: u64, table: u64, capacity: u64) -> Result<HandlerCode> {
     let mut after_int3 = a.create_label();
     let mut stale = a.create_label();
     let mut not_found = a.create_label();
-    let mut ignore = a.create_label();
-    let mut default = a.create_label();
     let mut removed = a.create_label();
     let mut restorer = a.create_label();
-    let mut nodefer = a.create_label();
-    let mut keep = a.create_label();
     let mut table_lit = a.create_label();
     let r = UCONTEXT_RIP as i32;
     (|| -> std::result::Result<(), IcedError> {
@@ -99,65 +95,7 @@ pub fn handler_code(at: u64, table: u64, capacity: u64) -> Result<HandlerCode> {
         a.mov(qword_ptr(rdx + r), rax)?;
         a.ret()?;
         a.set_label(&mut not_found)?;
-        a.mov(r8, qword_ptr(table_lit))?; // the table again, not a buffer
-        a.mov(r9, qword_ptr(r8 + tt::OLD_HANDLER as i32))?;
-        a.cmp(r9, SIG_IGN as i32)?;
-        a.je(ignore)?;
-        a.test(r9, r9)?;
-        a.jz(default)?;
-        // The program's own handler, with the same arguments, run as the
-        // kernel would have run it: its mask blocked, SIGTRAP too unless
-        // SA_NODEFER, and its action reset to the default first with
-        // SA_RESETHAND. (The signal frame's saved mask is restored on
-        // return, so nothing here outlives the handler.)
-        a.mov(rax, qword_ptr(r8 + (tt::OLD_ACTION + sa::MASK) as i32))?;
-        a.mov(rcx, qword_ptr(r8 + (tt::OLD_ACTION + sa::FLAGS) as i32))?;
-        a.bt(rcx, SA_NODEFER.trailing_zeros())?;
-        a.jc(nodefer)?;
-        a.bts(rax, (SIGTRAP - 1) as u32)?;
-        a.set_label(&mut nodefer)?;
-        a.bt(rcx, SA_RESETHAND.trailing_zeros())?;
-        a.jnc(keep)?;
-        a.mov(qword_ptr(r8 + tt::OLD_HANDLER as i32), 0)?;
-        a.set_label(&mut keep)?;
-        a.push(rdi)?;
-        a.push(rsi)?;
-        a.push(rdx)?;
-        a.push(rax)?; // the set to block, for rt_sigprocmask to read
-        a.mov(edi, SIG_BLOCK as u32)?;
-        a.mov(rsi, rsp)?;
-        a.xor(edx, edx)?;
-        a.mov(r10d, sa::SIGSET_SIZE as u32)?;
-        a.mov(eax, syscall::RT_SIGPROCMASK)?;
-        a.syscall()?;
-        a.pop(rax)?;
-        a.pop(rdx)?;
-        a.pop(rsi)?;
-        a.pop(rdi)?;
-        a.jmp(r9)?;
-        a.set_label(&mut ignore)?;
-        a.ret()?;
-        a.set_label(&mut default)?;
-        // The default action: restore it and send the signal again, so the
-        // program dies of this SIGTRAP exactly as it would have (it is
-        // delivered as this handler returns; SA_NODEFER leaves it unblocked).
-        a.mov(edi, SIGTRAP as u32)?;
-        a.lea(rsi, qword_ptr(r8 + tt::DEFAULT_ACTION as i32))?;
-        a.xor(edx, edx)?;
-        a.mov(r10d, sa::SIGSET_SIZE as u32)?;
-        a.mov(eax, syscall::RT_SIGACTION)?;
-        a.syscall()?;
-        a.mov(eax, syscall::GETPID)?;
-        a.syscall()?;
-        a.mov(r9, rax)?;
-        a.mov(eax, syscall::GETTID)?;
-        a.syscall()?;
-        a.mov(rdi, r9)?;
-        a.mov(rsi, rax)?;
-        a.mov(edx, SIGTRAP as u32)?;
-        a.mov(eax, syscall::TGKILL)?;
-        a.syscall()?;
-        a.ret()?;
+        chain_to_program(&mut a, table_lit, SIGTRAP)?;
         a.set_label(&mut restorer)?;
         a.mov(eax, syscall::RT_SIGRETURN)?;
         a.syscall()?;
@@ -179,6 +117,84 @@ pub fn handler_code(at: u64, table: u64, capacity: u64) -> Result<HandlerCode> {
         handler: at,
         restorer: restorer_at,
     })
+}
+
+/// Hands a signal that is not weft's to the disposition the program
+/// had, kept in the table whose address is at `table_lit` (its
+/// `OLD_ACTION` and a `DEFAULT_ACTION`, at the trap table's offsets):
+/// its handler, run as the kernel would have run it; nothing, if
+/// ignored; or the default action, restored and the signal sent again so
+/// the program ends exactly as it would have. Entered with the handler's
+/// three arguments in rdi, rsi, rdx.
+pub(crate) fn chain_to_program(
+    a: &mut CodeAssembler,
+    table_lit: CodeLabel,
+    signal: i32,
+) -> std::result::Result<(), IcedError> {
+    let mut ignore = a.create_label();
+    let mut default = a.create_label();
+    let mut nodefer = a.create_label();
+    let mut keep = a.create_label();
+    a.mov(r8, qword_ptr(table_lit))?; // the table again, not a buffer
+    a.mov(r9, qword_ptr(r8 + tt::OLD_HANDLER as i32))?;
+    a.cmp(r9, SIG_IGN as i32)?;
+    a.je(ignore)?;
+    a.test(r9, r9)?;
+    a.jz(default)?;
+    // The program's own handler, with the same arguments, run as the
+    // kernel would have run it: its mask blocked, SIGTRAP too unless
+    // SA_NODEFER, and its action reset to the default first with
+    // SA_RESETHAND. (The signal frame's saved mask is restored on
+    // return, so nothing here outlives the handler.)
+    a.mov(rax, qword_ptr(r8 + (tt::OLD_ACTION + sa::MASK) as i32))?;
+    a.mov(rcx, qword_ptr(r8 + (tt::OLD_ACTION + sa::FLAGS) as i32))?;
+    a.bt(rcx, SA_NODEFER.trailing_zeros())?;
+    a.jc(nodefer)?;
+    a.bts(rax, (signal - 1) as u32)?;
+    a.set_label(&mut nodefer)?;
+    a.bt(rcx, SA_RESETHAND.trailing_zeros())?;
+    a.jnc(keep)?;
+    a.mov(qword_ptr(r8 + tt::OLD_HANDLER as i32), 0)?;
+    a.set_label(&mut keep)?;
+    a.push(rdi)?;
+    a.push(rsi)?;
+    a.push(rdx)?;
+    a.push(rax)?; // the set to block, for rt_sigprocmask to read
+    a.mov(edi, SIG_BLOCK as u32)?;
+    a.mov(rsi, rsp)?;
+    a.xor(edx, edx)?;
+    a.mov(r10d, sa::SIGSET_SIZE as u32)?;
+    a.mov(eax, syscall::RT_SIGPROCMASK)?;
+    a.syscall()?;
+    a.pop(rax)?;
+    a.pop(rdx)?;
+    a.pop(rsi)?;
+    a.pop(rdi)?;
+    a.jmp(r9)?;
+    a.set_label(&mut ignore)?;
+    a.ret()?;
+    a.set_label(&mut default)?;
+    // The default action: restore it and send the signal again, so the
+    // program dies of this SIGTRAP exactly as it would have (it is
+    // delivered as this handler returns; SA_NODEFER leaves it unblocked).
+    a.mov(edi, signal as u32)?;
+    a.lea(rsi, qword_ptr(r8 + tt::DEFAULT_ACTION as i32))?;
+    a.xor(edx, edx)?;
+    a.mov(r10d, sa::SIGSET_SIZE as u32)?;
+    a.mov(eax, syscall::RT_SIGACTION)?;
+    a.syscall()?;
+    a.mov(eax, syscall::GETPID)?;
+    a.syscall()?;
+    a.mov(r9, rax)?;
+    a.mov(eax, syscall::GETTID)?;
+    a.syscall()?;
+    a.mov(rdi, r9)?;
+    a.mov(rsi, rax)?;
+    a.mov(edx, signal as u32)?;
+    a.mov(eax, syscall::TGKILL)?;
+    a.syscall()?;
+    a.ret()?;
+    Ok(())
 }
 
 /// Binary-searches the trap table's buffer in use for the site in rax:

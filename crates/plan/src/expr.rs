@@ -102,6 +102,12 @@ pub enum Primitive {
     Emit(u32, Vec<Expr>, Strings),
     /// Re-execution's feed at a system call (`weft_abi::feed`).
     Feed(Feed),
+    /// Turns Syscall User Dispatch on for the calling thread, with the
+    /// range the process's region names, if it names one: a thread or a
+    /// process the program just made, which the kernel does not give its
+    /// creator's setting (`weft_patch::dispatch`). The one primitive that
+    /// makes a system call, once per thread.
+    EnableDispatch,
 }
 
 /// Re-execution at one `syscall` instruction: before it, the call is
@@ -186,6 +192,7 @@ impl Primitive {
             | Primitive::StopCpuTimer(_)
             | Primitive::Emit(..)
             | Primitive::Feed(_) => true,
+            Primitive::EnableDispatch => false,
             Primitive::SetCounter(_, e)
             | Primitive::AddCounter(_, e)
             | Primitive::SubCounter(_, e) => e.uses_thread_state(),

@@ -148,8 +148,30 @@ impl Tracee {
     /// the thread was blocked in is set up for its restart here, as the
     /// kernel would have (see [`restarted`]).
     pub fn remote_syscall(&mut self, name: &'static str, nr: i64, args: [u64; 6]) -> Result<u64> {
-        use crate::ProcessMemory;
         let tid = self.call_thread()?;
+        // A thread whose calls weft's SIGSYS handler takes (Syscall User
+        // Dispatch) would send this one there too: off for the call.
+        let dispatch = self.dispatch(tid).ok().filter(|c| c.mode != 0);
+        if dispatch.is_some() {
+            self.set_dispatch(tid, &crate::DispatchConfig::default())?;
+        }
+        let result = self.remote_syscall_undispatched(tid, name, nr, args);
+        if let Some(config) = dispatch {
+            self.set_dispatch(tid, &config)?;
+        }
+        result
+    }
+
+    /// [`remote_syscall`](Self::remote_syscall) on thread `tid`, whose
+    /// calls run.
+    fn remote_syscall_undispatched(
+        &mut self,
+        tid: i32,
+        name: &'static str,
+        nr: i64,
+        args: [u64; 6],
+    ) -> Result<u64> {
+        use crate::ProcessMemory;
         let saved = self.registers(tid)?;
         // The stub goes in the call area, where it resumes the thread by
         // itself if weft dies during the call; without one, two bytes at

@@ -138,6 +138,65 @@ pub(crate) fn syscall_side(tid: i32) -> io::Result<Option<SyscallSide>> {
     })
 }
 
+/// A thread's Syscall User Dispatch setting (`struct ptrace_sud_config`):
+/// with `mode` on, a system call made from outside `[offset, offset +
+/// len)` is not run but sent to the thread as SIGSYS.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DispatchConfig {
+    /// `PR_SYS_DISPATCH_OFF` (0) or `PR_SYS_DISPATCH_ON` (1).
+    pub mode: u64,
+    /// Address of the selector byte (0: none, every call outside the
+    /// range is dispatched).
+    pub selector: u64,
+    /// Start of the range whose calls run.
+    pub offset: u64,
+    /// Its length.
+    pub len: u64,
+}
+
+/// `PTRACE_GET_SYSCALL_USER_DISPATCH_CONFIG` (Linux 6.4).
+const GET_DISPATCH: libc::c_uint = 0x4211;
+/// `PTRACE_SET_SYSCALL_USER_DISPATCH_CONFIG` (Linux 6.4).
+const SET_DISPATCH: libc::c_uint = 0x4210;
+
+/// A stopped thread's dispatch setting.
+pub(crate) fn dispatch_config(tid: i32) -> io::Result<DispatchConfig> {
+    let mut config = DispatchConfig::default();
+    // SAFETY: the kernel writes at most `size_of::<DispatchConfig>()`
+    // bytes (the size passed) into `config`, a plain struct of that size.
+    let ret = unsafe {
+        libc::ptrace(
+            GET_DISPATCH,
+            tid,
+            std::mem::size_of::<DispatchConfig>() as *mut libc::c_void,
+            (&mut config as *mut DispatchConfig).cast::<libc::c_void>(),
+        )
+    };
+    if ret == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(config)
+}
+
+/// Sets a stopped thread's dispatch setting.
+pub(crate) fn set_dispatch_config(tid: i32, config: &DispatchConfig) -> io::Result<()> {
+    // SAFETY: the kernel reads `size_of::<DispatchConfig>()` bytes (the
+    // size passed) from `config`, which is that large.
+    let ret = unsafe {
+        libc::ptrace(
+            SET_DISPATCH,
+            tid,
+            std::mem::size_of::<DispatchConfig>() as *mut libc::c_void,
+            (config as *const DispatchConfig).cast::<libc::c_void>(),
+        )
+    };
+    if ret == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// `PTRACE_GETREGS`.
 pub(crate) fn get_regs(tid: i32) -> io::Result<Registers> {
     Ok(ptrace::getregs(pid(tid))?)

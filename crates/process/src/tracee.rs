@@ -130,6 +130,19 @@ impl Tracee {
         sys::set_regs(tid, regs).map_err(|e| self.ptrace_error("SETREGS", tid, e))
     }
 
+    /// A stopped thread's Syscall User Dispatch setting.
+    pub fn dispatch(&self, tid: i32) -> Result<sys::DispatchConfig> {
+        sys::dispatch_config(tid)
+            .map_err(|e| self.ptrace_error("GET_SYSCALL_USER_DISPATCH", tid, e))
+    }
+
+    /// Sets a stopped thread's Syscall User Dispatch (see
+    /// [`DispatchConfig`](crate::DispatchConfig)).
+    pub fn set_dispatch(&self, tid: i32, config: &sys::DispatchConfig) -> Result<()> {
+        sys::set_dispatch_config(tid, config)
+            .map_err(|e| self.ptrace_error("SET_SYSCALL_USER_DISPATCH", tid, e))
+    }
+
     /// The instruction pointer of every held thread. A thread stopped in
     /// a system call that the kernel will restart when it resumes (its
     /// result one of the `-ERESTART*` codes) also counts at its `syscall`

@@ -174,6 +174,12 @@ impl Expand for Capture {
             values.push(Expr::ThreadTimer(n));
             names.push("user_ns".to_string());
         }
+        // weft's SIGSYS handler makes the calls of code not rewritten at
+        // the dispatch function, the address they were made from in rcx.
+        if !self.exit && at.module == weft_abi::dispatch::MODULE_NAME {
+            values.push(Expr::Reg(1));
+            names.push(weft_abi::dispatch::SITE_VALUE.to_string());
+        }
         // A vDSO call's events are a system call's entry and return.
         let kind = match (self.exit, self.vdso) {
             (_, false) => at.kind,
@@ -214,9 +220,21 @@ impl Expand for Capture {
             (Some(n), false) => program.extend([timer(Primitive::StopCpuTimer(n)), emit]),
             (Some(n), true) => program.extend([emit, timer(Primitive::StartCpuTimer(n))]),
         }
+        // A thread or a process made here starts without its creator's
+        // Syscall User Dispatch: the child (result 0) turns it on.
+        if self.exit && at.syscall.is_some_and(|nr| MAKE_TASKS.contains(&nr)) {
+            program.push(Guarded {
+                predicate: Some(Expr::bin(BinOp::Eq, Expr::Reg(0), Expr::Const(0))),
+                primitive: Primitive::EnableDispatch,
+            });
+        }
         Ok(program)
     }
 }
+
+/// `clone`, `fork`, `vfork` and `clone3`: the calls that make a thread or
+/// a process.
+const MAKE_TASKS: [u64; 4] = [56, 57, 58, 435];
 
 /// The names of an entry's values.
 const ENTRY_NAMES: [&str; 7] = ["nr", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6"];

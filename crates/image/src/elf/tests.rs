@@ -148,6 +148,7 @@ fn bias_of_pie_mapping() {
         landing_pads: Default::default(),
         frame_parts: Default::default(),
         code_pointers: Default::default(),
+        syscall_functions: Default::default(),
     };
     assert_eq!(
         img.load_bias(0x5555_0000_1000, 0x1000),

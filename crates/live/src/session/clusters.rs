@@ -98,6 +98,7 @@ impl Session {
             used: 0,
             mapped: true,
         });
+        self.write_unrecorded_ranges();
         Ok(self.clusters.len() - 1)
     }
 
@@ -391,6 +392,9 @@ impl Session {
                 + weft_patch::region::sync::RING_OVERWRITE,
             ring_data: self.layout.header.ring_data,
             no_slot: c.data + self.layout.header.sync_offset + weft_patch::region::sync::NO_SLOT,
+            dispatch: c.data
+                + self.layout.header.sync_offset
+                + weft_patch::region::sync::DISPATCH_START,
             return_stacks: c.data
                 + self.layout.header.sync_offset
                 + weft_patch::region::sync::RETURN_STACKS,

@@ -32,6 +32,7 @@
 mod apply;
 mod clusters;
 mod cpu_clock;
+mod dispatch;
 mod feed;
 mod fork;
 mod journal;
@@ -234,6 +235,9 @@ pub struct Session {
     /// Set when the session began at the program's first instruction
     /// (`startup.rs`).
     startup: Option<startup::Startup>,
+    /// Set when the process's calls go to weft's SIGSYS handler
+    /// (`dispatch.rs`).
+    dispatch: Option<dispatch::Dispatch>,
 }
 
 impl Session {
@@ -290,6 +294,7 @@ impl Session {
             rebuilt_at: BTreeMap::new(),
             mini_templates: HashMap::new(),
             startup: None,
+            dispatch: None,
         })
     }
 

@@ -144,7 +144,19 @@ impl Session {
                 if !spec.pattern.matches_module(&module.name) {
                     continue;
                 }
-                for f in module.image.functions() {
+                let for_syscalls =
+                    matches!(spec.kind, PointKind::Syscall | PointKind::AfterSyscall);
+                // Only functions whose bytes hold a `syscall` (0f 05) are
+                // worth decoding for one: most of a library's are not,
+                // and decoding them all made every exec slow.
+                let functions: Box<dyn Iterator<Item = &Function>> = match for_syscalls {
+                    true => Box::new(module.image.functions_with_syscall_bytes()),
+                    false => Box::new(module.image.functions().iter()),
+                };
+                for f in functions {
+                    if for_syscalls && !self.dispatch_wants(mi, f) {
+                        continue;
+                    }
                     // Report the function under the name the pattern matched.
                     let matched = if spec
                         .pattern
@@ -176,15 +188,7 @@ impl Session {
                     }
                     // An IFUNC's implementations make their system calls
                     // under their own names.
-                    let for_syscalls =
-                        matches!(spec.kind, PointKind::Syscall | PointKind::AfterSyscall);
                     if f.ifunc && for_syscalls {
-                        continue;
-                    }
-                    // Only functions whose bytes hold a `syscall` (0f 05)
-                    // are worth decoding for one: most of a library's are
-                    // not, and decoding them all made every exec slow.
-                    if for_syscalls && !holds_syscall_bytes(module, f) {
                         continue;
                     }
                     // An IFUNC: the implementation this process uses.
@@ -230,7 +234,11 @@ impl Session {
                         item.action = spec.action.clone();
                         item.tag = spec.tag;
                         if matches!(item.kind, PointKind::Syscall | PointKind::AfterSyscall) {
-                            items.extend(per_syscall(item));
+                            items.extend(
+                                per_syscall(item)
+                                    .into_iter()
+                                    .filter(|p| self.dispatch_keeps(mi, p.syscall)),
+                            );
                         } else {
                             items.push(item)
                         }
@@ -489,15 +497,6 @@ fn prepare_probe(
         arm_return,
         syscall: None,
     })
-}
-
-/// Whether `f`'s bytes in its file hold `0f 05` (a `syscall` instruction,
-/// or those bytes inside another); true when they cannot be read.
-fn holds_syscall_bytes(module: &Module, f: &Function) -> bool {
-    match module.image.bytes_at(f.addr, f.size as usize) {
-        Some(bytes) => bytes.windows(2).any(|w| w == [0x0f, 0x05]),
-        None => true,
-    }
 }
 
 /// A system call probe of a function, one per `syscall` instruction, each

@@ -57,6 +57,10 @@ pub struct ThreadTable {
     /// free thread slot ([`crate::region::sync::NO_SLOT`]) in this
     /// cluster's view.
     pub no_slot: u64,
+    /// Absolute address of the words naming the range whose system calls
+    /// run under Syscall User Dispatch ([`crate::region::sync::DISPATCH_START`]
+    /// and `DISPATCH_LEN`) in this cluster's view.
+    pub dispatch: u64,
     /// Event timestamps: 0 for the TSC, else the address of the process's
     /// vDSO `clock_gettime`, called for CLOCK_MONOTONIC in nanoseconds.
     pub clock_gettime: u64,
@@ -195,9 +199,33 @@ impl Gen {
             Primitive::StartCpuTimer(n) => self.start_cpu_timer(*n)?,
             Primitive::StopCpuTimer(n) => self.stop_cpu_timer(*n)?,
             Primitive::Feed(feed) => self.feed(feed)?,
+            Primitive::EnableDispatch => self.enable_dispatch()?,
         }
         self.stamp_ready = stamps && self.table.clock_gettime == 0;
         Ok(())
+    }
+}
+
+impl Gen {
+    /// `prctl(PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON, start,
+    /// len, NULL)` with the sync page's range, if it names one (see
+    /// `crate::dispatch`). Keeps r11, the thread's block.
+    fn enable_dispatch(&mut self) -> std::result::Result<(), IcedError> {
+        use crate::dispatch::{PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON};
+        let mut off = self.a.create_label();
+        self.a.push(r11)?;
+        self.a.mov(rax, self.table.dispatch)?;
+        self.a.mov(rdx, qword_ptr(rax))?;
+        self.a.mov(r10, qword_ptr(rax + 8))?;
+        self.a.test(r10, r10)?;
+        self.a.jz(off)?;
+        self.a.mov(edi, PR_SET_SYSCALL_USER_DISPATCH)?;
+        self.a.mov(esi, PR_SYS_DISPATCH_ON)?;
+        self.a.xor(r8d, r8d)?;
+        self.a.mov(eax, 157u32)?; // prctl
+        self.a.syscall()?;
+        self.a.set_label(&mut off)?;
+        self.a.pop(r11)
     }
 }
 

@@ -63,6 +63,28 @@ pub const TID_OFFSET: u64 = 136;
 /// slot's timers and counters (its CPU time, its place in a re-execution
 /// feed), so the thread's state goes on across the switch. Version 9.
 pub const STARTUP_SLOT: u64 = 144;
+/// Syscall User Dispatch (`crate::dispatch`): the start (u64) of the
+/// range whose system calls the kernel runs, the code area of the cluster
+/// holding weft's SIGSYS handler; every call made from outside it goes to
+/// that handler. Version 10.
+pub const DISPATCH_START: u64 = 152;
+/// The length (u64) of that range; 0 while the process's calls are not
+/// dispatched. A new thread or process, which the kernel does not give its
+/// creator's setting, turns dispatch on with these two words.
+pub const DISPATCH_LEN: u64 = 160;
+/// The SIGSYS handler's table, at the trap table's offsets
+/// (`super::trap_table`): the program's own SIGSYS action at
+/// `DISPATCH_TABLE + OLD_ACTION` (kept here, never given to the kernel,
+/// which keeps weft's), a default action at `DISPATCH_TABLE +
+/// DEFAULT_ACTION`. Version 10.
+pub const DISPATCH_TABLE: u64 = 168;
+/// Ranges whose system calls the SIGSYS handler runs without recording
+/// them: [`UNRECORDED_RANGE_COUNT`] pairs of u64 (start, end; 0, 0 unused),
+/// the code areas of weft's other clusters (whose code records the calls
+/// it makes, or makes its own) and the vDSO. Version 10.
+pub const UNRECORDED_RANGES: u64 = 288;
+/// Entries of [`UNRECORDED_RANGES`].
+pub const UNRECORDED_RANGE_COUNT: u64 = 16;
 /// The start-up thread control block: a program starts with no thread
 /// pointer (`fs` base 0) until its dynamic loader, or a static program's
 /// start-up code, sets one up. weft points `fs` here when it places

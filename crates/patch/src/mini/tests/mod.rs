@@ -98,6 +98,8 @@ impl Memory {
             ring_overwrite: self.base() + 4096 - 16,
             ring_data: RING_DATA,
             no_slot: self.base() + 4096 - 24,
+            // Never set: no dispatch range.
+            dispatch: self.base() + 4096 - 48,
             return_stacks: self.base() + 4096 - 32,
             clock_gettime: 0,
             tid_offset: 0,

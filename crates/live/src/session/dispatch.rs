@@ -1,0 +1,219 @@
+//! Syscall User Dispatch in a live process (`weft_patch::dispatch`): the
+//! dispatch module mapped next to the start-up cluster, the SIGSYS
+//! handler placed in that cluster's code area, dispatch turned on for
+//! every thread, and the probes of other modules' `syscall` sites left
+//! out but for the calls that make threads and processes.
+//!
+//! Rewriting every `syscall` instruction of a new image (over a thousand,
+//! most in the C library) took 60 to 70 ms per `exec`; with dispatch on,
+//! a call is recorded from the site it was made at without any site
+//! being rewritten first. Only `clone`, `clone3`, `fork` and `vfork` are
+//! rewritten wherever the dispatch cluster reaches: a thread or a process
+//! sharing its creator's memory cannot be made from a signal handler, and
+//! their probes turn dispatch on in the child (`Primitive::EnableDispatch`).
+
+use super::*;
+use weft_abi::mman;
+use weft_image::Function;
+use weft_patch::dispatch as d;
+use weft_patch::region::{sync, trap_table as tt};
+
+/// A session whose process's calls go to weft's SIGSYS handler.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Dispatch {
+    /// The cluster whose code area is the range whose calls run.
+    pub(super) cluster: usize,
+    /// The dispatch module's index among the modules.
+    pub(super) module: usize,
+    /// Whether the handler is installed and dispatch on.
+    pub(super) on: bool,
+}
+
+/// `mov eax, imm32` for the calls that make threads and processes: a
+/// function holding none of them has no site to rewrite under dispatch.
+const MAKE_TASK_MOVES: [[u8; 5]; 4] = [
+    [0xb8, 56, 0, 0, 0],
+    [0xb8, 57, 0, 0, 0],
+    [0xb8, 58, 0, 0, 0],
+    [0xb8, 0xb3, 0x01, 0, 0],
+];
+
+/// The calls that make threads and processes.
+const MAKE_TASKS: [u64; 4] = [56, 57, 58, 435];
+
+impl Session {
+    /// At the program's first instruction, after
+    /// [`begin_startup`](Session::begin_startup): maps the dispatch module
+    /// next to the start-up cluster, for [`prepare`](Session::prepare) to
+    /// probe like any module. From now on, `syscall` sites of other
+    /// modules are probed only where they make threads or processes.
+    /// [`enable_dispatch`](Session::enable_dispatch) turns it on once the
+    /// probes are applied.
+    pub fn begin_dispatch(&mut self, tracee: &mut Tracee) -> Result<()> {
+        let Some(startup) = &self.startup else {
+            return Ok(());
+        };
+        let tcb = startup.tcb;
+        let Some(cluster) = self
+            .clusters
+            .iter()
+            .position(|c| c.mapped && (c.data..c.code).contains(&tcb))
+        else {
+            return Ok(());
+        };
+        let (lo, hi) = self.clusters[cluster].range();
+        let maps = weft_process::maps::read(self.pid)?;
+        let addr = weft_process::maps::free_range_below(&maps, lo, hi, d::MODULE_SIZE, REACH)
+            .ok_or_else(|| Error::NoRoom {
+                module: d::MODULE_NAME.to_string(),
+            })?;
+        let mapped = tracee.remote_mmap(
+            Some(RemoteAddr(addr)),
+            d::MODULE_SIZE,
+            mman::PROT_READ | mman::PROT_EXEC,
+            mman::MAP_PRIVATE | mman::MAP_ANONYMOUS,
+            -1,
+            0,
+        )?;
+        if mapped.0 != addr {
+            return Err(Error::NoRoom {
+                module: d::MODULE_NAME.to_string(),
+            });
+        }
+        let bytes = d::module_image();
+        tracee.memory().write(mapped, &bytes)?;
+        let path = std::path::Path::new(d::MODULE_NAME);
+        let image = weft_image::Image::from_bytes(path, bytes)?;
+        let module = Module::generated(d::MODULE_NAME, image, addr, d::MODULE_SIZE);
+        self.modules.push(std::sync::Arc::new(module));
+        self.dispatch = Some(Dispatch {
+            cluster,
+            module: self.modules.len() - 1,
+            on: false,
+        });
+        Ok(())
+    }
+
+    /// Installs the SIGSYS handler and turns dispatch on for every thread,
+    /// once [`apply`](Session::apply) has spliced the dispatch function.
+    /// False, with dispatch given up for the session, when it was not (its
+    /// `syscall` would send the handler back to itself): every site is
+    /// then probed from the next `prepare` on, as without dispatch.
+    pub fn enable_dispatch(&mut self, tracee: &mut Tracee) -> Result<bool> {
+        let Some(dispatch) = self.dispatch else {
+            return Ok(false);
+        };
+        if dispatch.on {
+            return Ok(true);
+        }
+        let function = self.modules[dispatch.module].bias + d::FUNCTION;
+        let mut first = [0u8; 1];
+        tracee.memory().read(RemoteAddr(function), &mut first)?;
+        if first[0] != 0xe9 {
+            self.dispatch = None;
+            return Ok(false);
+        }
+        let ci = dispatch.cluster;
+        let c = self.clusters[ci];
+        let sync_at = self.layout.header.sync_offset;
+        let sync_addr = c.data + sync_at;
+        let at = c.code + c.used;
+        let code = d::handler_code(at, sync_addr, function)?;
+        let placed = self.alloc_code(ci, &code.bytes)?;
+        debug_assert_eq!(placed, at);
+        let table = sync_at + sync::DISPATCH_TABLE;
+        self.shm.write(
+            table + tt::NEW_ACTION,
+            &weft_patch::trap::kernel_sigaction(code.handler, d::HANDLER_FLAGS, code.restorer, 0),
+        );
+        self.shm.write(
+            table + tt::DEFAULT_ACTION,
+            &weft_patch::trap::kernel_sigaction(
+                0,
+                weft_patch::trap::RESTORER_FLAG,
+                code.restorer,
+                0,
+            ),
+        );
+        self.shm.store_u64(sync_at + sync::DISPATCH_START, c.code);
+        self.shm.store_u64(sync_at + sync::DISPATCH_LEN, CODE_AREA);
+        self.write_unrecorded_ranges();
+        tracee.remote_sigaction(
+            d::SIGSYS,
+            RemoteAddr(sync_addr + sync::DISPATCH_TABLE + tt::NEW_ACTION),
+            RemoteAddr(sync_addr + sync::DISPATCH_TABLE + tt::OLD_ACTION),
+        )?;
+        let config = weft_process::DispatchConfig {
+            mode: d::PR_SYS_DISPATCH_ON as u64,
+            selector: 0,
+            offset: c.code,
+            len: CODE_AREA,
+        };
+        for tid in tracee.threads() {
+            tracee.set_dispatch(tid, &config)?;
+        }
+        if let Some(dispatch) = &mut self.dispatch {
+            dispatch.on = true;
+        }
+        Ok(true)
+    }
+
+    /// Whether the process's calls go to weft's SIGSYS handler.
+    pub fn dispatching(&self) -> bool {
+        self.dispatch.is_some_and(|d| d.on)
+    }
+
+    /// Tells the handler the ranges whose calls it makes unrecorded: the
+    /// code areas of every cluster but the dispatch one, and the vDSO.
+    pub(super) fn write_unrecorded_ranges(&self) {
+        let Some(dispatch) = self.dispatch else {
+            return;
+        };
+        let mut ranges: Vec<(u64, u64)> = (self.clusters.iter().enumerate())
+            .filter(|&(i, c)| c.mapped && i != dispatch.cluster)
+            .map(|(_, c)| (c.code, c.code + CODE_AREA))
+            .collect();
+        if let Some(vdso) = self.modules.iter().find(|m| m.is_vdso()) {
+            ranges.push((vdso.lo, vdso.hi));
+        }
+        let at = self.layout.header.sync_offset + sync::UNRECORDED_RANGES;
+        for k in 0..sync::UNRECORDED_RANGE_COUNT {
+            let (start, end) = ranges.get(k as usize).copied().unwrap_or((0, 0));
+            self.shm.store_u64(at + 16 * k, start);
+            self.shm.store_u64(at + 16 * k + 8, end);
+        }
+    }
+
+    /// Under dispatch, whether function `f` of module `mi` is worth
+    /// decoding for its `syscall` sites: the dispatch module's is, and a
+    /// function of a module the dispatch cluster reaches that makes
+    /// threads or processes.
+    pub(super) fn dispatch_wants(&self, mi: usize, f: &Function) -> bool {
+        let Some(dispatch) = self.dispatch else {
+            return true;
+        };
+        if mi == dispatch.module {
+            return true;
+        }
+        let module = &self.modules[mi];
+        if !self.clusters[dispatch.cluster].reaches(module.lo, module.hi) {
+            return false;
+        }
+        match module.image.bytes_at(f.addr, f.size as usize) {
+            Some(bytes) => bytes
+                .windows(5)
+                .any(|w| MAKE_TASK_MOVES.iter().any(|m| w == m)),
+            None => false,
+        }
+    }
+
+    /// Under dispatch, whether a `syscall` site of module `mi` making call
+    /// `nr` is probed (see [`dispatch_wants`](Self::dispatch_wants)).
+    pub(super) fn dispatch_keeps(&self, mi: usize, nr: Option<u64>) -> bool {
+        match self.dispatch {
+            None => true,
+            Some(d) if d.module == mi => true,
+            Some(_) => nr.is_some_and(|nr| MAKE_TASKS.contains(&nr)),
+        }
+    }
+}
