@@ -68,6 +68,18 @@ pub mod dispatch {
     /// The name of the entry value holding the address the call was made
     /// from (after its `syscall` instruction).
     pub const SITE_VALUE: &str = "site";
+    /// Bytes the SIGSYS handler takes on the stack below its signal frame
+    /// before it calls the dispatch function: the call's arguments and
+    /// copies of what they point to.
+    pub const HANDLER_FRAME: u64 = 128;
+
+    /// The signal frame's `ucontext_t` of a call made at the dispatch
+    /// function, from the stack pointer at its `syscall`: above the return
+    /// address the handler's call pushed, the handler's own bytes, and the
+    /// frame's first word (the return address into its restorer).
+    pub fn ucontext_at(rsp: u64) -> u64 {
+        rsp + 8 + HANDLER_FRAME + 8
+    }
 }
 pub mod feed;
 pub mod schedule;
@@ -148,6 +160,43 @@ pub mod sigaction {
     /// Offset of `uc_mcontext.gregs[REG_RIP]` in the `ucontext_t` a
     /// `SA_SIGINFO` handler receives as its third argument.
     pub const UCONTEXT_RIP: u64 = 168;
+    /// Offsets in that `ucontext_t` of the general registers saved in
+    /// `uc_mcontext.gregs`, and of `uc_sigmask` (the mask `rt_sigreturn`
+    /// installs).
+    pub mod ucontext {
+        /// `gregs[REG_R8]`.
+        pub const R8: u64 = 40;
+        /// `gregs[REG_R9]`.
+        pub const R9: u64 = 48;
+        /// `gregs[REG_R10]`.
+        pub const R10: u64 = 56;
+        /// `gregs[REG_R12]`.
+        pub const R12: u64 = 72;
+        /// `gregs[REG_R13]`.
+        pub const R13: u64 = 80;
+        /// `gregs[REG_R14]`.
+        pub const R14: u64 = 88;
+        /// `gregs[REG_R15]`.
+        pub const R15: u64 = 96;
+        /// `gregs[REG_RDI]`.
+        pub const RDI: u64 = 104;
+        /// `gregs[REG_RSI]`.
+        pub const RSI: u64 = 112;
+        /// `gregs[REG_RBP]`.
+        pub const RBP: u64 = 120;
+        /// `gregs[REG_RBX]`.
+        pub const RBX: u64 = 128;
+        /// `gregs[REG_RDX]`.
+        pub const RDX: u64 = 136;
+        /// `gregs[REG_RAX]`.
+        pub const RAX: u64 = 144;
+        /// `gregs[REG_RSP]`.
+        pub const RSP: u64 = 160;
+        /// `gregs[REG_RIP]`.
+        pub const RIP: u64 = super::UCONTEXT_RIP;
+        /// `uc_sigmask`.
+        pub const SIGMASK: u64 = 296;
+    }
 }
 
 /// `siginfo_t`: where its code lies and the codes weft tells apart
@@ -339,6 +388,52 @@ mod tests {
             (std::mem::offset_of!(libc::ucontext_t, uc_mcontext)
                 + std::mem::offset_of!(libc::mcontext_t, gregs)
                 + 8 * libc::REG_RIP as usize) as u64
+        );
+        let greg = |r: i32| {
+            (std::mem::offset_of!(libc::ucontext_t, uc_mcontext)
+                + std::mem::offset_of!(libc::mcontext_t, gregs)
+                + 8 * r as usize) as u64
+        };
+        use ucontext as uc;
+        assert_eq!(
+            [uc::R8, uc::R9, uc::R10, uc::R12, uc::R13, uc::R14, uc::R15],
+            [
+                libc::REG_R8,
+                libc::REG_R9,
+                libc::REG_R10,
+                libc::REG_R12,
+                libc::REG_R13,
+                libc::REG_R14,
+                libc::REG_R15
+            ]
+            .map(greg)
+        );
+        assert_eq!(
+            [
+                uc::RDI,
+                uc::RSI,
+                uc::RBP,
+                uc::RBX,
+                uc::RDX,
+                uc::RAX,
+                uc::RSP,
+                uc::RIP
+            ],
+            [
+                libc::REG_RDI,
+                libc::REG_RSI,
+                libc::REG_RBP,
+                libc::REG_RBX,
+                libc::REG_RDX,
+                libc::REG_RAX,
+                libc::REG_RSP,
+                libc::REG_RIP
+            ]
+            .map(greg)
+        );
+        assert_eq!(
+            uc::SIGMASK,
+            std::mem::offset_of!(libc::ucontext_t, uc_sigmask) as u64
         );
         assert_eq!(clock::REALTIME, libc::CLOCK_REALTIME);
         assert_eq!(clock::MONOTONIC, libc::CLOCK_MONOTONIC);

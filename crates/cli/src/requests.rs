@@ -283,12 +283,32 @@ impl Requests {
     /// the `execve` that did it has no return to say so.
     pub fn note_exec(&self, pid: i32, path: String) {
         if let Some(r) = &self.recorder {
-            let now = if self.monotonic {
-                weft_live::clock::monotonic_ns()
-            } else {
-                weft_live::clock::tsc()
-            };
-            r.borrow_mut().note_exec(pid, now, path);
+            r.borrow_mut().note_exec(pid, self.now(), path);
+        }
+    }
+
+    /// Notes in the trace where process `pid`'s new image has its dynamic
+    /// loader (found now), for the calls weft's SIGSYS handler records.
+    pub fn note_loader(&self, pid: i32, (lo, hi): (u64, u64)) {
+        if let Some(r) = &self.recorder {
+            r.borrow_mut().note_loader(pid, self.now(), lo, hi);
+        }
+    }
+
+    /// Notes in the trace that weft lets process `pid`'s new image run its
+    /// own code now.
+    pub fn note_ready(&self, pid: i32) {
+        if let Some(r) = &self.recorder {
+            r.borrow_mut().note_ready(pid, self.now());
+        }
+    }
+
+    /// The trace's clock now.
+    fn now(&self) -> u64 {
+        if self.monotonic {
+            weft_live::clock::monotonic_ns()
+        } else {
+            weft_live::clock::tsc()
         }
     }
 

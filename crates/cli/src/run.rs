@@ -189,6 +189,7 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
         }
     };
     let perturbation = Perturbation::new(&req)?;
+    req.note_ready(pid);
     workload.add(Member {
         pid,
         command: weft_process::command_name(pid).unwrap_or_default(),
@@ -228,14 +229,23 @@ pub fn place_first(
     tracee: &mut Tracee,
     req: &Requests,
 ) -> Result<AddReport> {
-    if args.dispatch {
+    let dispatch = args.dispatch || std::env::var_os("WEFT_DISPATCH").is_some();
+    if dispatch {
         session.begin_dispatch(tracee)?;
     }
     let prepared = session.prepare(&req.specs)?;
     let mut report = session.apply(tracee, prepared)?;
-    if args.dispatch && !session.enable_dispatch(tracee)? {
+    if dispatch && !session.enable_dispatch(tracee)? {
         let prepared = session.prepare(&req.specs)?;
         report.absorb(session.apply(tracee, prepared)?);
+    }
+    if session.dispatching() {
+        let loader = (session.modules().iter())
+            .find(|m| m.name.starts_with("ld-linux"))
+            .map(|m| (m.lo, m.hi));
+        if let Some(range) = loader {
+            req.note_loader(tracee.pid(), range);
+        }
     }
     Ok(report)
 }

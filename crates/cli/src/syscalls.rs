@@ -580,9 +580,31 @@ fn read_calls(
     let loader_events: Vec<bool> = (meta.events.iter())
         .map(|(module, _, _, _)| module.starts_with("ld-linux"))
         .collect();
+    // The calls weft's SIGSYS handler made say where they were made
+    // from: the value comes off, and tells the loader's.
+    let site_value: Vec<Option<usize>> = (0..meta.events.len())
+        .map(|id| {
+            let names = meta.names.get(id)?;
+            names
+                .iter()
+                .position(|n| n == weft_abi::dispatch::SITE_VALUE)
+        })
+        .collect();
+    let mut dispatched_by_loader = std::collections::HashSet::new();
+    for c in events.iter_mut().filter(|c| !c.exit) {
+        if let Some(&Some(k)) = site_value.get(c.event as usize) {
+            if k < c.args.len() {
+                let site = c.args.remove(k);
+                if meta.in_loader(meta.pid_of(c.tid), c.tsc, site) {
+                    dispatched_by_loader.insert((c.tid, c.tsc));
+                }
+            }
+        }
+    }
     let loader_entries: std::collections::HashSet<(i32, u64)> = (events.iter())
         .filter(|c| !c.exit && loader_events.get(c.event as usize) == Some(&true))
         .map(|c| (c.tid, c.tsc))
+        .chain(dispatched_by_loader)
         .collect();
     let mut calls = weft_syscalls::calls_at_sites(events.iter().map(|c| {
         let event = match c.exit {

@@ -478,6 +478,7 @@ impl Workload {
         session.enable_event_sites(&mut tracee, &req.event_sites, args.string_max)?;
         req.describe_trace(&session)?;
         session.install_load_hook(&mut tracee)?;
+        req.note_ready(pid);
         tracee.detach()?;
         if args.verbose {
             say!(

@@ -254,6 +254,7 @@ pub(crate) mod tests {
             threads: Default::default(),
             format: PACKET_FORMAT,
             execs: vec![],
+            loaders: vec![],
             streams_only: false,
         }
     }

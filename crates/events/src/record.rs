@@ -41,6 +41,8 @@ pub struct Recorder {
     threads: BTreeMap<i32, i32>,
     /// The programs exec'd (see [`Meta::execs`]).
     execs: Vec<crate::Exec>,
+    /// The processes' loaders (see [`Meta::loaders`]).
+    loaders: Vec<crate::Loader>,
     /// Finish with the streams alone (see [`Meta::streams_only`]).
     streams_only: bool,
 }
@@ -59,6 +61,7 @@ impl Recorder {
             dropped: BTreeMap::new(),
             threads: BTreeMap::new(),
             execs: Vec::new(),
+            loaders: Vec::new(),
             streams_only: false,
         }
     }
@@ -87,6 +90,7 @@ impl Recorder {
             clock,
         );
         meta.execs = self.execs.clone();
+        meta.loaders = self.loaders.clone();
         meta.streams_only = self.streams_only;
         meta
     }
@@ -106,6 +110,26 @@ impl Recorder {
     /// at TSC `tsc`): a successful `execve` has no return to record it.
     pub fn note_exec(&mut self, pid: i32, tsc: u64, path: String) {
         self.execs.push(crate::Exec { pid, tsc, path });
+    }
+
+    /// Notes that process `pid`'s image found at `tsc` has its dynamic
+    /// loader at `lo..hi`.
+    pub fn note_loader(&mut self, pid: i32, tsc: u64, lo: u64, hi: u64) {
+        self.loaders.push(crate::Loader {
+            pid,
+            tsc,
+            lo,
+            hi,
+            ready: None,
+        });
+    }
+
+    /// Notes that weft let process `pid`'s latest image run its own code
+    /// at `tsc`.
+    pub fn note_ready(&mut self, pid: i32, tsc: u64) {
+        if let Some(l) = self.loaders.iter_mut().rev().find(|l| l.pid == pid) {
+            l.ready.get_or_insert(tsc);
+        }
     }
 
     /// Events dropped by every session's rings so far.

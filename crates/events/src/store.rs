@@ -68,6 +68,11 @@ pub struct Meta {
     /// new image (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub execs: Vec<Exec>,
+    /// Where each process image's dynamic loader lies, for the calls weft's
+    /// SIGSYS handler recorded with the address they were made from
+    /// (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loaders: Vec<Loader>,
     /// The trace is finished with its CTF streams alone, without
     /// `events.jsonl` and `trace.json` (a system call record, whose data
     /// would make them many times larger, and slow to write): readers read
@@ -87,6 +92,37 @@ pub struct Exec {
     pub tsc: u64,
     /// The file name `execve` was given (`AT_EXECFN`).
     pub path: String,
+}
+
+/// A process image's dynamic loader: its code's addresses, from when weft
+/// found the image (`tsc`) until the process's next image.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Loader {
+    /// The process.
+    pub pid: i32,
+    /// TSC when weft found the image.
+    pub tsc: u64,
+    /// Its lowest address.
+    pub lo: u64,
+    /// One past its highest.
+    pub hi: u64,
+    /// TSC when weft let the image run its own code, its libraries
+    /// loaded and set up (absent until then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<u64>,
+}
+
+impl Meta {
+    /// Whether a call process `pid` made from address `site` at TSC `tsc`
+    /// was its image's start-up: made by the dynamic loader's code, or
+    /// before weft let the image run its own (the C library's set-up,
+    /// which the loader calls).
+    pub fn in_loader(&self, pid: i32, tsc: u64, site: u64) -> bool {
+        (self.loaders.iter())
+            .rev()
+            .find(|l| l.pid == pid && l.tsc <= tsc)
+            .is_some_and(|l| (l.lo..l.hi).contains(&site) || l.ready.is_some_and(|r| tsc < r))
+    }
 }
 
 fn format_1() -> u32 {
@@ -367,6 +403,7 @@ impl Meta {
             threads: threads.clone(),
             format: crate::ctf::PACKET_FORMAT,
             execs: Vec::new(),
+            loaders: Vec::new(),
             streams_only: false,
         }
     }

@@ -43,7 +43,7 @@
 use crate::region::{sync, trap_table as tt};
 use crate::{Error, Result};
 use iced_x86::code_asm::*;
-use weft_abi::sigaction::{SIZE as ACTION_SIZE, UCONTEXT_RIP};
+use weft_abi::sigaction::SIZE as ACTION_SIZE;
 use weft_abi::syscall;
 
 /// `si_code` of a SIGSYS the kernel sent for Syscall User Dispatch.
@@ -84,20 +84,19 @@ const FUNCTION_CODE: [u8; 13] = [
     0x0f, 0x1f, 0x44, 0x00, 0x00, 0x0f, 0x05, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3,
 ];
 
-/// `ucontext_t` offsets of the saved registers (x86-64 `mcontext_t`
-/// general registers follow `uc_flags`, `uc_link` and `uc_stack`).
+/// `ucontext_t` offsets of the saved registers, as displacements.
 mod uc {
-    pub const R8: i32 = 40;
-    pub const R9: i32 = 48;
-    pub const R10: i32 = 56;
-    pub const RDI: i32 = 104;
-    pub const RSI: i32 = 112;
-    pub const RDX: i32 = 136;
-    pub const RAX: i32 = 144;
-    pub const RSP: i32 = 160;
-    pub const RIP: i32 = super::UCONTEXT_RIP as i32;
-    /// `uc_sigmask`, after the 256 bytes of `mcontext_t`.
-    pub const SIGMASK: i32 = 296;
+    use weft_abi::sigaction::ucontext as u;
+    pub const R8: i32 = u::R8 as i32;
+    pub const R9: i32 = u::R9 as i32;
+    pub const R10: i32 = u::R10 as i32;
+    pub const RDI: i32 = u::RDI as i32;
+    pub const RSI: i32 = u::RSI as i32;
+    pub const RDX: i32 = u::RDX as i32;
+    pub const RAX: i32 = u::RAX as i32;
+    pub const RSP: i32 = u::RSP as i32;
+    pub const RIP: i32 = u::RIP as i32;
+    pub const SIGMASK: i32 = u::SIGMASK as i32;
 }
 
 /// The dispatch module: a shared object of one page, linked at 0, whose
@@ -292,7 +291,7 @@ pub fn handler_code(at: u64, sync: u64, function: u64) -> Result<HandlerCode> {
 
 /// Stack the handler takes for the arguments (six words at `[rsp]`) and
 /// the copies of what they point to ([`COPY`] on).
-const FRAME: i32 = 128;
+const FRAME: i32 = weft_abi::dispatch::HANDLER_FRAME as i32;
 /// Where the copies go.
 const COPY: i32 = 48;
 

@@ -220,13 +220,8 @@ impl Expand for Capture {
             (Some(n), false) => program.extend([timer(Primitive::StopCpuTimer(n)), emit]),
             (Some(n), true) => program.extend([emit, timer(Primitive::StartCpuTimer(n))]),
         }
-        // A thread or a process made here starts without its creator's
-        // Syscall User Dispatch: the child (result 0) turns it on.
-        if self.exit && at.syscall.is_some_and(|nr| MAKE_TASKS.contains(&nr)) {
-            program.push(Guarded {
-                predicate: Some(Expr::bin(BinOp::Eq, Expr::Reg(0), Expr::Const(0))),
-                primitive: Primitive::EnableDispatch,
-            });
+        if self.exit {
+            program.extend(child_dispatch(at));
         }
         Ok(program)
     }
@@ -235,6 +230,17 @@ impl Expand for Capture {
 /// `clone`, `fork`, `vfork` and `clone3`: the calls that make a thread or
 /// a process.
 const MAKE_TASKS: [u64; 4] = [56, 57, 58, 435];
+
+/// After a call that makes a thread or a process: the child (result 0),
+/// which starts without its creator's Syscall User Dispatch, turns it on.
+pub(crate) fn child_dispatch(at: &Resolved<'_>) -> Option<Guarded> {
+    at.syscall
+        .is_some_and(|nr| MAKE_TASKS.contains(&nr))
+        .then(|| Guarded {
+            predicate: Some(Expr::bin(BinOp::Eq, Expr::Reg(0), Expr::Const(0))),
+            primitive: Primitive::EnableDispatch,
+        })
+}
 
 /// The names of an entry's values.
 const ENTRY_NAMES: [&str; 7] = ["nr", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6"];

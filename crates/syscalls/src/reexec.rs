@@ -62,7 +62,7 @@ impl Expand for FeedProbe {
             false => None,
         };
         let (base, state) = alloc.feed()?;
-        Ok(vec![Guarded {
+        let feed = Guarded {
             predicate: None,
             primitive: Primitive::Feed(Feed {
                 returning: self.returning,
@@ -71,7 +71,11 @@ impl Expand for FeedProbe {
                 site: site_number(at.module, at.function),
                 vdso,
             }),
-        }])
+        };
+        let child = (self.returning && !self.vdso)
+            .then(|| crate::child_dispatch(at))
+            .flatten();
+        Ok([feed].into_iter().chain(child).collect())
     }
 }
 

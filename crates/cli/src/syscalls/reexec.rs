@@ -208,14 +208,14 @@ pub fn reexec(
             "configuration": configuration,
             "differ": differ.len(),
             "peak_memory": peak,
-            "diverged": diverged.as_ref().map(|(d, paths, _)| describe_divergence(d, paths, &feed, &calls)),
+            "diverged": diverged.as_ref().map(|(d, paths, stack)| describe_divergence(d, paths, stack, &feed, &calls)),
             "calls": spans.calls,
         });
         std::fs::write(path, format!("{report}\n"))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some((d, paths, stack)) = diverged {
-        say!("{}", describe_divergence(&d, &paths, &feed, &calls));
+        say!("{}", describe_divergence(&d, &paths, &stack, &feed, &calls));
         if !stack.is_empty() {
             say!("weft: its call stack (from .eh_frame):");
             for (k, frame) in stack.iter().enumerate() {
@@ -457,14 +457,29 @@ fn backtrace_of(d: &Divergence) -> Vec<String> {
         let m = modules.iter().find(|m| m.name == module)?;
         Some(m.runtime(m.image.function_named(function)?.addr).get() + offset)
     });
-    let Some(pc) = pc else {
-        return Vec::new();
-    };
     let mut read = |at: u64| {
         let bytes = memory.read_vec(weft_process::RemoteAddr(at), 8).ok()?;
         Some(u64::from_le_bytes(bytes.try_into().ok()?))
     };
-    let mut frame = weft_image::Frame::new(pc, d.rsp, d.callee_saved);
+    // A call weft's SIGSYS handler made: the thread's own registers are in
+    // the signal frame, its call 2 bytes before the pc there.
+    let dispatched = rx::site_name(d.site)
+        .is_some_and(|s| s.starts_with(&format!("{}:", weft_abi::dispatch::MODULE_NAME)));
+    let mut frame = match (dispatched, pc) {
+        (true, _) => {
+            use weft_abi::sigaction::ucontext as uc;
+            let at = weft_abi::dispatch::ucontext_at(d.rsp);
+            let reg = |offset: u64| read(at + offset);
+            let (Some(pc), Some(rsp)) = (reg(uc::RIP), reg(uc::RSP)) else {
+                return Vec::new();
+            };
+            let saved = [uc::RBX, uc::RBP, uc::R12, uc::R13, uc::R14, uc::R15]
+                .map(|offset| reg(offset).unwrap_or(0));
+            weft_image::Frame::new(pc - 2, rsp, saved)
+        }
+        (false, Some(pc)) => weft_image::Frame::new(pc, d.rsp, d.callee_saved),
+        (false, None) => return Vec::new(),
+    };
     let mut out = Vec::new();
     for k in 0..FRAMES_MAX {
         let Some(m) = modules.iter().find(|m| (m.lo..m.hi).contains(&frame.pc)) else {
@@ -497,10 +512,17 @@ fn backtrace_of(d: &Divergence) -> Vec<String> {
 fn describe_divergence(
     d: &Divergence,
     paths: &[String],
+    stack: &[String],
     feed: &rx::FeedFile,
     calls: &[Call],
 ) -> String {
-    let site = rx::site_name(d.site).unwrap_or_else(|| format!("site {}", d.site));
+    let mut site = rx::site_name(d.site).unwrap_or_else(|| format!("site {}", d.site));
+    // A call weft's SIGSYS handler made was made where its stack begins.
+    if site.starts_with(&format!("{}:", weft_abi::dispatch::MODULE_NAME)) {
+        if let Some(first) = stack.first() {
+            site = first.clone();
+        }
+    }
     // The call as `show` prints the recorded one, with the paths it named.
     let made = Call {
         tid: d.tid,
