@@ -419,12 +419,15 @@ make_j2() {
     }
     echo "## make -j2 on $((files + 1)) C files (median of $REPS builds, each from clean)"
     printf '%-34s %10s %8s\n' tool seconds ratio
-    local base w s
+    local base w e s
     base=$(for _ in $(seq "$REPS"); do build make -s -j2 -C "$proj"; done | median)
     printf '%-34s %10.3f %8.2f\n' "make -j2" "$base" 1
     w=$(for _ in $(seq "$REPS"); do rm -rf "$out/make-rec"; build "$WEFT" syscalls record -o "$out/make-rec" -- make -s -j2 -C "$proj"; done | median)
     printf '%-34s %10.3f %8.2f\n' "weft syscalls record" "$w" "$(echo "$w / $base" | bc -l)"
     "$WEFT" syscalls stats "$out/make-rec" 2>/dev/null | tail -1 || true
+    # Every site rewritten at each exec, as before Syscall User Dispatch.
+    e=$(for _ in $(seq "$REPS"); do rm -rf "$out/make-rec"; build "$WEFT" syscalls record --no-dispatch -o "$out/make-rec" -- make -s -j2 -C "$proj"; done | median)
+    printf '%-34s %10.3f %8.2f\n' "weft syscalls record --no-dispatch" "$e" "$(echo "$e / $base" | bc -l)"
     if command -v strace >/dev/null; then
         s=$(for _ in $(seq "$REPS"); do build strace -f -qq -o /dev/null make -s -j2 -C "$proj"; done | median)
         printf '%-34s %10.3f %8.2f\n' "strace -f" "$s" "$(echo "$s / $base" | bc -l)"

@@ -232,11 +232,12 @@ pub struct ProbeArgs {
     /// without events.jsonl and trace.json (`weft syscalls record`).
     #[arg(long, hide = true)]
     pub streams_only: bool,
-    /// Record system calls through Syscall User Dispatch from each image's
-    /// first instruction, rewriting only the sites that make threads and
-    /// processes (`weft syscalls record`, docs/syscalls.md).
+    /// Rewrite every `syscall` site of each image at its first
+    /// instruction, instead of catching the calls of sites not rewritten
+    /// with Syscall User Dispatch and rewriting the busy ones
+    /// (`weft syscalls record`, docs/syscalls.md).
     #[arg(long, hide = true)]
-    pub dispatch: bool,
+    pub no_dispatch: bool,
     /// Re-execution's feed (`weft syscalls reexec` builds it): follow the
     /// recorded calls in FILE at every `syscall` instruction.
     #[arg(long, value_name = "FILE", hide = true)]

@@ -219,17 +219,18 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
     Ok(code)
 }
 
-/// Places the probes at a new image's first instruction: with
-/// `--dispatch`, the dispatch module's and those of the sites that make
-/// threads and processes, then dispatch on (every site again, as without
-/// it, if the dispatch function could not be spliced).
+/// Places the probes at a new image's first instruction: the dispatch
+/// module's and those of the sites that make threads and processes, then
+/// Syscall User Dispatch on (every site, as with `--no-dispatch`, if
+/// the dispatch function could not be spliced or the kernel has no
+/// dispatch).
 pub fn place_first(
     args: &ProbeArgs,
     session: &mut Session,
     tracee: &mut Tracee,
     req: &Requests,
 ) -> Result<AddReport> {
-    let dispatch = args.dispatch || std::env::var_os("WEFT_DISPATCH").is_some();
+    let dispatch = !args.no_dispatch;
     if dispatch {
         session.begin_dispatch(tracee)?;
     }

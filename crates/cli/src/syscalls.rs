@@ -81,11 +81,11 @@ enum SyscallsCommand {
         /// streams' size, and take longer to write than a busy program ran.
         #[arg(long)]
         json_files: bool,
-        /// Catch the calls of sites not rewritten with Syscall User
-        /// Dispatch instead of rewriting every site first (see
-        /// docs/syscalls.md).
+        /// Rewrite every `syscall` site of each program first, instead of
+        /// catching the calls of sites not rewritten with Syscall User
+        /// Dispatch (see docs/syscalls.md).
         #[arg(long, hide = true)]
-        dispatch: bool,
+        no_dispatch: bool,
         /// The program and its arguments.
         #[arg(last = true, required_unless_present = "pid", value_name = "CMD")]
         command: Vec<String>,
@@ -335,7 +335,7 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             no_follow,
             ring_size,
             json_files,
-            dispatch,
+            no_dispatch,
             command,
         } => {
             if duration.is_some() && pid.is_none() {
@@ -364,8 +364,8 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             if !json_files {
                 options.push("--streams-only".into());
             }
-            if *dispatch {
-                options.push("--dispatch".into());
+            if *no_dispatch {
+                options.push("--no-dispatch".into());
             }
             let probes = Probes::try_parse_from(options)?.probes;
             match pid {

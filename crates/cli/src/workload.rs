@@ -271,6 +271,24 @@ impl Workload {
         if self.following() {
             share = share.min(FOLLOW_SLICE);
         }
+        for m in self.members.iter_mut().filter(|m| !m.done) {
+            // Sites the SIGSYS handler makes many calls for: rewritten.
+            match m.session.rewrite_busy_sites(&m.req.specs) {
+                Ok(Some(report)) => {
+                    if args.verbose {
+                        say!(
+                            "weft: process {}: {} busy system call site(s) rewritten",
+                            m.pid,
+                            report.probes
+                        );
+                    }
+                    m.req.describe_trace(&m.session)?;
+                }
+                Ok(None) => {}
+                Err(e) if is_gone(&e) => m.finish(),
+                Err(e) => return Err(e.into()),
+            }
+        }
         for i in 0..self.members.len() {
             if self.members[i].done || !self.members[i].session.load_pending(share) {
                 continue;

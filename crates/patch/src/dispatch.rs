@@ -215,6 +215,12 @@ pub fn handler_code(at: u64, sync: u64, function: u64) -> Result<HandlerCode> {
         }
         by_number(&mut a, &mut l)?;
         a.set_label(&mut l.call)?;
+        // The site, among the last ones seen.
+        a.mov(eax, 1)?;
+        a.lock()
+            .xadd(qword_ptr(r13 + sync::DISPATCH_SEEN_HEAD as i32), rax)?;
+        a.and(eax, (sync::DISPATCH_SEEN_COUNT - 1) as u32)?;
+        a.mov(qword_ptr(r13 + rax * 8 + sync::DISPATCH_SEEN as i32), r12)?;
         a.mov(rdi, qword_ptr(rsp))?;
         a.mov(rsi, qword_ptr(rsp + 8))?;
         a.mov(rdx, qword_ptr(rsp + 16))?;

@@ -206,9 +206,19 @@ impl Tracee {
         // The thread's own registers first, then the bytes under the stub:
         // until the registers are back, the stub is the thread's way home.
         let restored = match &outcome {
-            Ok(_) => self.set_registers(tid, &restarted(saved)),
+            Ok((_, dispatched)) => {
+                let mut back = restarted(saved);
+                // Its call made before the stop was sent to the SIGSYS
+                // handler as the stub ran: made again (see
+                // `took_dispatched_call`).
+                if *dispatched {
+                    back.rip -= 2;
+                }
+                self.set_registers(tid, &back)
+            }
             Err(_) => Ok(()),
         };
+        let outcome = outcome.map(|(result, _)| result);
         if let Some(orig) = borrowed {
             self.mem.write(gadget, &orig)?;
         }
@@ -226,10 +236,13 @@ impl Tracee {
     }
 
     /// Runs the `syscall` at `gadget` to its exit stop and returns its
-    /// result. Signals the thread takes meanwhile are the program's: they
-    /// are kept for delivery when the thread resumes.
-    fn step_over_syscall(&mut self, tid: i32, gadget: RemoteAddr) -> Result<u64> {
+    /// result, and whether the thread took the SIGSYS of a call it had
+    /// made before (Syscall User Dispatch), which is left out. Other
+    /// signals the thread takes meanwhile are the program's: they are kept
+    /// for delivery when the thread resumes.
+    fn step_over_syscall(&mut self, tid: i32, gadget: RemoteAddr) -> Result<(u64, bool)> {
         let mut entered = false;
+        let mut dispatched = false;
         for _ in 0..64 {
             crate::failpoint::step();
             sys::to_syscall_stop(tid).map_err(|e| self.ptrace_error("SYSCALL", tid, e))?;
@@ -250,9 +263,13 @@ impl Tracee {
                             Some(sys::SyscallSide::Entry) if regs.rip == gadget.0 + 2 => {
                                 entered = true;
                             }
-                            Some(sys::SyscallSide::Exit) if entered => return Ok(regs.rax),
+                            Some(sys::SyscallSide::Exit) if entered => {
+                                return Ok((regs.rax, dispatched))
+                            }
                             _ => {}
                         }
+                    } else if event == 0 && is_dispatch_signal(tid, signal) {
+                        dispatched = true;
                     } else if event == 0 {
                         self.push_signal(tid, signal);
                     }
@@ -343,7 +360,11 @@ impl Tracee {
                 }
                 Wait::Stopped {
                     signal, event: 0, ..
-                } => signals.push(signal),
+                } => {
+                    if !self.took_dispatched_call(tid, signal) {
+                        signals.push(signal)
+                    }
+                }
                 Wait::Stopped { .. } | Wait::Nothing => {}
                 Wait::Exited { tid: t, .. } | Wait::Signaled { tid: t, .. } if t == self.pid => {
                     return Err(self.process_ended(w));
@@ -390,6 +411,15 @@ pub(crate) fn restarted(mut regs: sys::Registers) -> sys::Registers {
     }
     regs.rip -= 2;
     regs
+}
+
+/// Whether `signal`, which stopped `tid` (in a signal-delivery-stop), is
+/// the SIGSYS Syscall User Dispatch sends for a call it did not run.
+pub(crate) fn is_dispatch_signal(tid: i32, signal: i32) -> bool {
+    /// SIGSYS, and its `si_code` for a dispatched call.
+    const SIGSYS: i32 = 31;
+    const SYS_USER_DISPATCH: i32 = 2;
+    signal == SIGSYS && sys::signal_code(tid).ok() == Some(SYS_USER_DISPATCH)
 }
 
 #[cfg(test)]

@@ -207,6 +207,12 @@ pub(crate) fn set_regs(tid: i32, regs: &Registers) -> io::Result<()> {
     Ok(ptrace::setregs(pid(tid), *regs)?)
 }
 
+/// `si_code` of a stopped thread's signal (`PTRACE_GETSIGINFO`), in a
+/// signal-delivery-stop.
+pub(crate) fn signal_code(tid: i32) -> io::Result<i32> {
+    Ok(ptrace::getsiginfo(pid(tid))?.si_code)
+}
+
 /// `PTRACE_GETEVENTMSG`.
 pub(crate) fn get_event_msg(tid: i32) -> io::Result<u64> {
     Ok(ptrace::getevent(pid(tid))? as u64)

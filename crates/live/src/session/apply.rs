@@ -74,7 +74,10 @@ impl Session {
         // functions, which changes the code the threads run.
         let mut hooks: Vec<Option<usize>> = Vec::with_capacity(prepared.items.len());
         for item in &prepared.items {
-            hooks.push(if item.kind == PointKind::Exit {
+            // A vDSO function calls nothing that could unwind it: its exits
+            // are its returns.
+            let follows = !self.modules[item.module].is_vdso();
+            hooks.push(if item.kind == PointKind::Exit && follows {
                 let (module, function) = (item.module, item.function_addr);
                 self.return_hook_for(tracee, module, function, item.arm_return)?
             } else {

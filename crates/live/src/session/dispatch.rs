@@ -19,7 +19,7 @@ use weft_patch::dispatch as d;
 use weft_patch::region::{sync, trap_table as tt};
 
 /// A session whose process's calls go to weft's SIGSYS handler.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Dispatch {
     /// The cluster whose code area is the range whose calls run.
     pub(super) cluster: usize,
@@ -27,7 +27,28 @@ pub(super) struct Dispatch {
     pub(super) module: usize,
     /// Whether the handler is installed and dispatch on.
     pub(super) on: bool,
+    /// The handler's count of calls when weft last looked
+    /// (`sync::DISPATCH_SEEN_HEAD`).
+    seen: u64,
+    /// Per site, the dispatched calls weft saw made there.
+    calls: HashMap<u64, u32>,
+    /// Sites rewritten since (or found not worth it): never again.
+    done: std::collections::HashSet<u64>,
+    /// While a batch of busy sites is prepared: those sites, the only
+    /// ones probed then.
+    batch: Option<std::collections::HashSet<u64>>,
 }
+
+/// Dispatched calls weft sees made at one site before it rewrites the
+/// site: a call through the handler costs one or two microseconds more
+/// than through a rewritten site, a rewrite a stop of the process of a
+/// few milliseconds (bench/RESULTS.md).
+const BUSY: u32 = 256;
+
+/// Calls never rewritten under dispatch: the handler takes SIGSYS out of
+/// the signal masks they install (and `rt_sigreturn` is made on the
+/// program's frame), which a rewritten site would not.
+const STAY_DISPATCHED: [u64; 8] = [13, 14, 15, 130, 270, 271, 281, 441];
 
 /// `mov eax, imm32` for the calls that make threads and processes: a
 /// function holding none of them has no site to rewrite under dispatch.
@@ -53,6 +74,11 @@ impl Session {
         let Some(startup) = &self.startup else {
             return Ok(());
         };
+        // A kernel before 6.4 has no ptrace access to the setting (and one
+        // built without generic entry no dispatch): every site is rewritten.
+        if tracee.dispatch(tracee.pid()).is_err() {
+            return Ok(());
+        }
         let tcb = startup.tcb;
         let Some(cluster) = self
             .clusters
@@ -90,6 +116,10 @@ impl Session {
             cluster,
             module: self.modules.len() - 1,
             on: false,
+            seen: 0,
+            calls: HashMap::new(),
+            done: Default::default(),
+            batch: None,
         });
         Ok(())
     }
@@ -100,7 +130,7 @@ impl Session {
     /// `syscall` would send the handler back to itself): every site is
     /// then probed from the next `prepare` on, as without dispatch.
     pub fn enable_dispatch(&mut self, tracee: &mut Tracee) -> Result<bool> {
-        let Some(dispatch) = self.dispatch else {
+        let Some(dispatch) = self.dispatch.clone() else {
             return Ok(false);
         };
         if dispatch.on {
@@ -160,13 +190,13 @@ impl Session {
 
     /// Whether the process's calls go to weft's SIGSYS handler.
     pub fn dispatching(&self) -> bool {
-        self.dispatch.is_some_and(|d| d.on)
+        self.dispatch.as_ref().is_some_and(|d| d.on)
     }
 
     /// Tells the handler the ranges whose calls it makes unrecorded: the
     /// code areas of every cluster but the dispatch one, and the vDSO.
     pub(super) fn write_unrecorded_ranges(&self) {
-        let Some(dispatch) = self.dispatch else {
+        let Some(dispatch) = &self.dispatch else {
             return;
         };
         let mut ranges: Vec<(u64, u64)> = (self.clusters.iter().enumerate())
@@ -189,15 +219,21 @@ impl Session {
     /// function of a module the dispatch cluster reaches that makes
     /// threads or processes.
     pub(super) fn dispatch_wants(&self, mi: usize, f: &Function) -> bool {
-        let Some(dispatch) = self.dispatch else {
+        let Some(dispatch) = &self.dispatch else {
             return true;
         };
-        if mi == dispatch.module {
-            return true;
-        }
         let module = &self.modules[mi];
+        if mi == dispatch.module {
+            return dispatch.batch.is_none();
+        }
+        // A rewritten site runs its call in its cluster: the dispatch
+        // cluster's range, or the handler again.
         if !self.clusters[dispatch.cluster].reaches(module.lo, module.hi) {
             return false;
+        }
+        if let Some(batch) = &dispatch.batch {
+            let lo = module.runtime(f.addr).0;
+            return (batch.iter()).any(|&after| (lo..lo + f.size).contains(&(after - 2)));
         }
         match module.image.bytes_at(f.addr, f.size as usize) {
             Some(bytes) => bytes
@@ -207,13 +243,75 @@ impl Session {
         }
     }
 
-    /// Under dispatch, whether a `syscall` site of module `mi` making call
-    /// `nr` is probed (see [`dispatch_wants`](Self::dispatch_wants)).
-    pub(super) fn dispatch_keeps(&self, mi: usize, nr: Option<u64>) -> bool {
-        match self.dispatch {
+    /// Under dispatch, whether the `syscall` instruction at `site` of
+    /// module `mi`, making call `nr`, is probed (see
+    /// [`dispatch_wants`](Self::dispatch_wants)).
+    pub(super) fn dispatch_keeps(&self, mi: usize, site: u64, nr: Option<u64>) -> bool {
+        match &self.dispatch {
             None => true,
-            Some(d) if d.module == mi => true,
-            Some(_) => nr.is_some_and(|nr| MAKE_TASKS.contains(&nr)),
+            Some(d) => match &d.batch {
+                Some(batch) => batch.contains(&(site + 2)),
+                None if d.module == mi => true,
+                None => nr.is_some_and(|nr| MAKE_TASKS.contains(&nr)),
+            },
         }
+    }
+
+    /// Rewrites the sites whose calls the SIGSYS handler has been making
+    /// often, with the probes of `specs`, in a stop of the process; None
+    /// when there is none to rewrite. A site whose call is not known from
+    /// its code, or installs a signal mask, stays dispatched.
+    pub fn rewrite_busy_sites(&mut self, specs: &[PointSpec]) -> Result<Option<AddReport>> {
+        let busy = self.busy_sites();
+        if busy.is_empty() {
+            return Ok(None);
+        }
+        if let Some(d) = &mut self.dispatch {
+            d.done.extend(busy.iter().copied());
+            d.batch = Some(busy.into_iter().collect());
+        }
+        let prepared = self.prepare_modules(specs, 0, false, &[]);
+        if let Some(d) = &mut self.dispatch {
+            d.batch = None;
+        }
+        let mut prepared = prepared?;
+        prepared.items.retain(|item| {
+            item.syscall
+                .is_some_and(|nr| !STAY_DISPATCHED.contains(&nr))
+        });
+        prepared.skipped.clear();
+        if prepared.items.is_empty() {
+            return Ok(None);
+        }
+        let mut tracee = Tracee::attach(self.pid)?;
+        let report = self.apply(&mut tracee, prepared)?;
+        tracee.detach()?;
+        Ok(Some(report))
+    }
+
+    /// The sites the handler's list shows busy since weft last looked, and
+    /// not rewritten yet.
+    fn busy_sites(&mut self) -> Vec<u64> {
+        let sync_at = self.layout.header.sync_offset;
+        let head = self.shm.load_u64(sync_at + sync::DISPATCH_SEEN_HEAD);
+        let Some(d) = self.dispatch.as_mut().filter(|d| d.on) else {
+            return Vec::new();
+        };
+        let from = d.seen.max(head.saturating_sub(sync::DISPATCH_SEEN_COUNT));
+        let mut busy = Vec::new();
+        for k in from..head {
+            let at = sync_at + sync::DISPATCH_SEEN + 8 * (k % sync::DISPATCH_SEEN_COUNT);
+            let site = self.shm.load_u64(at);
+            if site == 0 || d.done.contains(&site) {
+                continue;
+            }
+            let n = d.calls.entry(site).or_default();
+            *n += 1;
+            if *n == BUSY {
+                busy.push(site);
+            }
+        }
+        d.seen = head;
+        busy
     }
 }

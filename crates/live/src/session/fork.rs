@@ -83,7 +83,7 @@ impl Session {
             rebuilt_at: self.rebuilt_at.clone(),
             mini_templates: self.mini_templates.clone(),
             startup: self.startup.clone(),
-            dispatch: self.dispatch,
+            dispatch: self.dispatch.clone(),
         };
         session.map_own_region(tracee)?;
         Ok(session)

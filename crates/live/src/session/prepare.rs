@@ -234,11 +234,11 @@ impl Session {
                         item.action = spec.action.clone();
                         item.tag = spec.tag;
                         if matches!(item.kind, PointKind::Syscall | PointKind::AfterSyscall) {
-                            items.extend(
-                                per_syscall(item)
-                                    .into_iter()
-                                    .filter(|p| self.dispatch_keeps(mi, p.syscall)),
-                            );
+                            items.extend(per_syscall(item).into_iter().filter(|p| {
+                                let site = p.parts[0].points[0]
+                                    - 2 * u64::from(p.kind == PointKind::AfterSyscall);
+                                self.dispatch_keeps(mi, site, p.syscall)
+                            }));
                         } else {
                             items.push(item)
                         }

@@ -183,6 +183,17 @@ fn dispatched_calls_return_the_kernels_answers_and_keep_sigsys_deliverable() {
     assert_eq!(after, mine);
     let kept = (sync::DISPATCH_TABLE + tt::OLD_ACTION) as usize / 8;
     assert_eq!(dispatched.sync[kept], 0x1234);
+    // The sites of the calls it made are listed, the last one last.
+    let head = dispatched.sync[(sync::DISPATCH_SEEN_HEAD / 8) as usize];
+    assert_eq!(head, 5, "getpid, close, three rt_sigprocmask");
+    let code = dispatched.code as u64..dispatched.code as u64 + CODE_LEN as u64;
+    for k in 0..head {
+        let site = dispatched.sync[(sync::DISPATCH_SEEN / 8 + k) as usize];
+        assert!(
+            site != 0 && !code.contains(&site),
+            "{site:#x}: a site of this test's"
+        );
+    }
     // Still weft's handler: calls are still answered.
     assert_eq!(
         raw(libc::SYS_getppid, 0, 0, 0, 0),

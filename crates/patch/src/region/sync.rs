@@ -85,6 +85,15 @@ pub const DISPATCH_TABLE: u64 = 168;
 pub const UNRECORDED_RANGES: u64 = 288;
 /// Entries of [`UNRECORDED_RANGES`].
 pub const UNRECORDED_RANGE_COUNT: u64 = 16;
+/// The calls the SIGSYS handler recorded (u64): the handler adds 1 for
+/// each (`lock xadd`) and writes the address it was made from at entry
+/// `count % DISPATCH_SEEN_COUNT` of [`DISPATCH_SEEN`], so weft sees which
+/// sites are busy and rewrites them. Version 10.
+pub const DISPATCH_SEEN_HEAD: u64 = 544;
+/// The last [`DISPATCH_SEEN_COUNT`] sites (u64 each) of dispatched calls.
+pub const DISPATCH_SEEN: u64 = 552;
+/// Entries of [`DISPATCH_SEEN`] (a power of two).
+pub const DISPATCH_SEEN_COUNT: u64 = 128;
 /// The start-up thread control block: a program starts with no thread
 /// pointer (`fs` base 0) until its dynamic loader, or a static program's
 /// start-up code, sets one up. weft points `fs` here when it places
