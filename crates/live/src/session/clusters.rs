@@ -18,6 +18,22 @@ pub(super) enum Template {
 }
 use weft_plan::{Expr, Guarded, Primitive};
 
+/// Mini-trampolines assembled once per thread table (as `Debug` prints
+/// it: its addresses, which are the cluster's, and the clock, which may
+/// come after the first ones) and program shape
+/// (`weft_patch::mini::template`), from the shape's second program on (a
+/// template costs two assemblies: a shape seen once, such as a feed's,
+/// which names its site, is not worth one). Kept for every session of
+/// this weft: the processes of a workload recorded without address space
+/// randomisation have their clusters at the same addresses, and share
+/// their templates (the dispatch function's return alone is some sixty
+/// records).
+static MINI_TEMPLATES: std::sync::LazyLock<std::sync::Mutex<MiniTemplates>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// What [`MINI_TEMPLATES`] holds, by thread table and program shape.
+type MiniTemplates = HashMap<(String, Vec<Guarded>), Template>;
+
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Cluster {
     pub(super) data: u64,
@@ -353,13 +369,13 @@ impl Session {
         let at = c.code + c.used;
         let table = self.thread_table(ci);
         let key = (
-            ci,
             format!("{table:?}"),
             weft_patch::mini::template::shape(program),
         );
-        let code = match self.mini_templates.get(&key) {
+        let mut templates = MINI_TEMPLATES.lock().unwrap_or_else(|e| e.into_inner());
+        let code = match templates.get(&key) {
             None => {
-                self.mini_templates.insert(key, Template::SeenOnce);
+                templates.insert(key, Template::SeenOnce);
                 mini_trampoline(at, table, program)?
             }
             Some(Template::SeenOnce) => {
@@ -368,12 +384,13 @@ impl Session {
                     Some(t) => t.code_of(program),
                     None => mini_trampoline(at, table, program)?,
                 };
-                self.mini_templates.insert(key, Template::Made(made));
+                templates.insert(key, Template::Made(made));
                 code
             }
             Some(Template::Made(Some(t))) => t.code_of(program),
             Some(Template::Made(None)) => mini_trampoline(at, table, program)?,
         };
+        drop(templates);
         self.alloc_code(ci, &code)
     }
 
@@ -448,6 +465,9 @@ impl Session {
                     return CpuSource::Rseq { offset };
                 }
             }
+            // The one C library of the process defines them: not
+            // registered (yet), there is no other to look in.
+            break;
         }
         if weft_process::cpu_flags().iter().any(|f| f == "rdpid") {
             CpuSource::Rdpid

@@ -81,7 +81,6 @@ impl Session {
             },
             part_of_workload: self.part_of_workload,
             rebuilt_at: self.rebuilt_at.clone(),
-            mini_templates: self.mini_templates.clone(),
             startup: self.startup.clone(),
             dispatch: self.dispatch.clone(),
         };

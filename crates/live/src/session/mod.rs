@@ -68,11 +68,8 @@ use weft_code::{FunctionCode, RegSet};
 use weft_image::FileAddr;
 use weft_patch::region::{ring, threads, trap_table, Layout};
 use weft_patch::{SpliceChoice, SpliceContext, SpliceMethod, SpliceRecord};
-use weft_plan::{Action, EventInfo, Guarded, PointKind, PointSpec};
+use weft_plan::{Action, EventInfo, PointKind, PointSpec};
 
-/// What a mini-trampoline template is kept under: cluster, thread table,
-/// program shape.
-type MiniKey = (usize, String, Vec<Guarded>);
 use weft_process::{ProcessMemory, RemoteAddr, Tracee};
 
 const COUNTERS: u64 = 1 << 16;
@@ -226,12 +223,6 @@ pub struct Session {
     part_of_workload: bool,
     /// Functions running from copies an instrument laid out, by start.
     rebuilt_at: BTreeMap<u64, rebuilt::RebuiltFunction>,
-    /// Mini-trampolines assembled once per cluster, thread table (as
-    /// `Debug` prints it: the clock may come after the first ones) and
-    /// program shape (`weft_patch::mini::template`), from the shape's
-    /// second program on (a template costs two assemblies: a shape seen
-    /// once, such as a feed's, which names its site, is not worth one).
-    mini_templates: HashMap<MiniKey, clusters::Template>,
     /// Set when the session began at the program's first instruction
     /// (`startup.rs`).
     startup: Option<startup::Startup>,
@@ -292,7 +283,6 @@ impl Session {
             cpu_clock: None,
             part_of_workload: false,
             rebuilt_at: BTreeMap::new(),
-            mini_templates: HashMap::new(),
             startup: None,
             dispatch: None,
         })

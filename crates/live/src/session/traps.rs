@@ -68,6 +68,11 @@ impl Session {
             .filter(|&m| self.modules[m].name.starts_with("libc.so"))
             .collect();
         if candidates.is_empty() {
+            // A dynamic program before its loader mapped the C library: the
+            // hook comes with the library (at the next `apply`).
+            if self.modules.iter().any(|m| m.name.starts_with("ld-linux")) {
+                return Ok(());
+            }
             candidates = (0..self.modules.len()).collect();
         }
         for mi in candidates {
