@@ -3,6 +3,7 @@
 //! order, without stopping the program per call.
 
 mod deps;
+mod dispatch;
 mod reexec;
 mod replay;
 

@@ -202,3 +202,19 @@ fn dispatched_calls_return_the_kernels_answers_and_keep_sigsys_deliverable() {
     drop(dispatched);
     assert_eq!(raw(libc::SYS_getpid, 0, 0, 0, 0), pid);
 }
+
+/// The dispatch module reads as any module does: one function, named as
+/// glibc's `syscall()`, whose `syscall` instruction is where the entry's
+/// splice ends and the return's begins.
+#[test]
+fn the_dispatch_module_is_an_elf_file_with_its_one_function() {
+    let image =
+        weft_image::Image::from_bytes(std::path::Path::new(MODULE_NAME), module_image()).unwrap();
+    let functions: Vec<_> = image.functions_with_syscall_bytes().collect();
+    assert_eq!(functions.len(), 1);
+    let f = functions[0];
+    assert_eq!((f.name.as_str(), f.addr.get()), (FUNCTION_NAME, FUNCTION));
+    let code = image.bytes_at(f.addr, f.size as usize).unwrap();
+    assert_eq!(&code[5..7], &[0x0f, 0x05], "the syscall after a 5-byte nop");
+    assert_eq!(code.last(), Some(&0xc3));
+}
