@@ -68,6 +68,9 @@ pub mod dispatch {
     /// The name of the entry value holding the address the call was made
     /// from (after its `syscall` instruction).
     pub const SITE_VALUE: &str = "site";
+    /// The register (encoding order: `r14`) holding the call's number
+    /// across the handler's call of the dispatch function, for its return.
+    pub const NUMBER_REGISTER: u8 = 14;
     /// Bytes the SIGSYS handler takes on the stack below its signal frame
     /// before it calls the dispatch function: the call's arguments and
     /// copies of what they point to.

@@ -1,6 +1,6 @@
 //! `weft syscalls`: record every system call of a workload (probes at its
-//! `syscall` instructions writing into per-thread rings, no stop per
-//! call) and print them back in strace's shape; `deps` (in [`deps`])
+//! `syscall` instructions writing into per-thread rings, and weft's
+//! SIGSYS handler for the ones not rewritten yet; no stop per call) and print them back in strace's shape; `deps` (in [`deps`])
 //! works out the order between their threads, `replay` (in [`replay`])
 //! makes the calls again.
 
@@ -36,8 +36,11 @@ enum SyscallsCommand {
     /// and environment go into DIR/command.json, for `reexec`). A thread
     /// whose ring is full waits for weft to empty it, a second at most at
     /// a time: only a weft that stalls longer (a debug build instrumenting
-    /// a new image) loses calls, counted and reported. Attached, weft records until Ctrl-C or -d, then
-    /// detaches.
+    /// a new image) loses calls, counted and reported. A started
+    /// program's calls go to weft's SIGSYS handler in the process (Syscall
+    /// User Dispatch) until their site is busy enough to be rewritten; an
+    /// attached one has every site rewritten at once. Attached, weft
+    /// records until Ctrl-C or -d, then detaches.
     Record {
         /// Where to write: a new or empty directory.
         #[arg(short = 'o', long = "out", value_name = "DIR")]

@@ -277,9 +277,13 @@ impl Workload {
                 Ok(Some(report)) => {
                     if args.verbose {
                         say!(
-                            "weft: process {}: {} busy system call site(s) rewritten",
+                            "weft: process {}: {} busy system call site(s) rewritten ({} jmp, {} \
+                             springboard and {} int3 splice(s))",
                             m.pid,
-                            report.probes
+                            report.probes / 2,
+                            report.jumps,
+                            report.springboards,
+                            report.traps
                         );
                     }
                     m.req.describe_trace(&m.session)?;

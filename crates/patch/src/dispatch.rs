@@ -24,8 +24,11 @@
 //!   (weft's other clusters, the vDSO) is made as it is, not recorded;
 //! * the program's `rt_sigaction` for SIGSYS is answered from the table
 //!   at [`sync::DISPATCH_TABLE`] and never reaches the kernel, which keeps
-//!   weft's handler; a SIGSYS that is not a dispatch (seccomp, `kill`)
-//!   goes to the action kept there (`crate::trap::chain_to_program`);
+//!   weft's handler (and for SIGTRAP from the trap table, as the C
+//!   library's `sigaction` hook answers it; neither call is recorded); a SIGSYS that is not a dispatch (seccomp, `kill`)
+//!   goes to the action kept there (`crate::trap::chain_to_program`),
+//!   with SIGSYS left unblocked while the program's handler runs (its
+//!   calls are dispatched too);
 //! * SIGSYS is taken out of every signal mask a call would install
 //!   (`rt_sigprocmask`, `rt_sigaction`'s, `rt_sigsuspend`, `ppoll`,
 //!   `pselect6`, `epoll_pwait`, `epoll_pwait2`): the kernel kills a thread
@@ -184,8 +187,12 @@ pub fn module_image() -> Vec<u8> {
 pub use crate::trap::HandlerCode;
 
 /// Generates the SIGSYS handler at `at`: `sync` is the address of the
-/// sync page it reads, `function` the dispatch function's runtime address.
-pub fn handler_code(at: u64, sync: u64, function: u64) -> Result<HandlerCode> {
+/// sync page it reads, `function` the dispatch function's runtime address,
+/// `trap_table` the trap table's, whose `OLD_ACTION` keeps the program's
+/// SIGTRAP action while weft's SIGTRAP handler is installed (the
+/// program's `rt_sigaction` for SIGTRAP is answered from there, as the C
+/// library's `sigaction` hook answers it: `crate::sigaction_hook`).
+pub fn handler_code(at: u64, sync: u64, function: u64, trap_table: u64) -> Result<HandlerCode> {
     let enc = Error::Encode;
     let mut a = CodeAssembler::new(64).map_err(enc)?;
     let mut l = Labels::new(&mut a);
@@ -200,7 +207,10 @@ pub fn handler_code(at: u64, sync: u64, function: u64) -> Result<HandlerCode> {
         a.mov(rbx, rdx)?; // the frame
         a.mov(r12, qword_ptr(rbx + uc::RIP))?; // after the call's `syscall`
         a.mov(r13, qword_ptr(l.sync_lit))?;
-        a.mov(r14, qword_ptr(rbx + uc::RAX))?; // the number
+        // The number, in the register the dispatch function's return
+        // reads it from (`weft_abi::dispatch::NUMBER_REGISTER`).
+        const _: () = assert!(weft_abi::dispatch::NUMBER_REGISTER == 14);
+        a.mov(r14, qword_ptr(rbx + uc::RAX))?;
         a.cmp(r14, syscall::RT_SIGRETURN as i32)?;
         a.je(l.sigreturn)?;
         unrecorded_ranges(&mut a, &mut l)?;
@@ -267,7 +277,7 @@ pub fn handler_code(at: u64, sync: u64, function: u64) -> Result<HandlerCode> {
         a.ret()?;
         special_calls(&mut a, &mut l)?;
         a.set_label(&mut l.foreign)?;
-        crate::trap::chain_to_program(&mut a, l.table_lit, SIGSYS)?;
+        crate::trap::chain_to_program(&mut a, l.table_lit, SIGSYS, true)?;
         a.set_label(&mut l.restorer)?;
         a.mov(eax, syscall::RT_SIGRETURN)?;
         a.syscall()?;
@@ -278,6 +288,8 @@ pub fn handler_code(at: u64, sync: u64, function: u64) -> Result<HandlerCode> {
         a.dq(&[sync + sync::DISPATCH_TABLE])?;
         a.set_label(&mut l.function_lit)?;
         a.dq(&[function])?;
+        a.set_label(&mut l.trap_table_lit)?;
+        a.dq(&[trap_table])?;
         Ok(())
     })()
     .map_err(enc)?;
@@ -315,6 +327,7 @@ struct Labels {
     sync_lit: CodeLabel,
     table_lit: CodeLabel,
     function_lit: CodeLabel,
+    trap_table_lit: CodeLabel,
 }
 
 impl Labels {
@@ -332,6 +345,7 @@ impl Labels {
             sync_lit: a.create_label(),
             table_lit: a.create_label(),
             function_lit: a.create_label(),
+            trap_table_lit: a.create_label(),
         }
     }
 }
@@ -449,11 +463,18 @@ fn special_calls(a: &mut CodeAssembler, l: &mut Labels) -> std::result::Result<(
     let mut no_old = a.create_label();
     let mut no_new = a.create_label();
     // rt_sigaction(sig, act, oldact, size): SIGSYS's action is the
-    // table's; any other's mask loses SIGSYS.
+    // dispatch table's, SIGTRAP's the trap table's (r15: the table); any
+    // other's mask loses SIGSYS.
+    let mut kept_here = a.create_label();
     a.set_label(&mut l.sigaction)?;
+    a.lea(r15, qword_ptr(r13 + sync::DISPATCH_TABLE as i32))?;
     a.cmp(qword_ptr(rsp), SIGSYS)?;
+    a.je(kept_here)?;
+    a.mov(r15, qword_ptr(l.trap_table_lit))?;
+    a.cmp(qword_ptr(rsp), weft_abi::signal::SIGTRAP)?;
     a.jne(not_sigsys)?;
-    let kept = (sync::DISPATCH_TABLE + tt::OLD_ACTION) as i32;
+    a.set_label(&mut kept_here)?;
+    let kept = tt::OLD_ACTION as i32;
     // The new action first into the copy (act and oldact may be one).
     a.mov(rax, qword_ptr(rsp + 8))?;
     a.test(rax, rax)?;
@@ -467,7 +488,7 @@ fn special_calls(a: &mut CodeAssembler, l: &mut Labels) -> std::result::Result<(
     a.test(rax, rax)?;
     a.jz(no_old)?;
     for w in 0..(ACTION_SIZE as i32 / 8) {
-        a.mov(rdx, qword_ptr(r13 + kept + 8 * w))?;
+        a.mov(rdx, qword_ptr(r15 + kept + 8 * w))?;
         a.mov(qword_ptr(rax + 8 * w), rdx)?;
     }
     a.set_label(&mut no_old)?;
@@ -476,7 +497,7 @@ fn special_calls(a: &mut CodeAssembler, l: &mut Labels) -> std::result::Result<(
     a.je(keep_none)?;
     for w in 0..(ACTION_SIZE as i32 / 8) {
         a.mov(rdx, qword_ptr(rsp + COPY + 8 * w))?;
-        a.mov(qword_ptr(r13 + kept + 8 * w), rdx)?;
+        a.mov(qword_ptr(r15 + kept + 8 * w), rdx)?;
     }
     a.set_label(&mut keep_none)?;
     a.mov(qword_ptr(rbx + uc::RAX), 0)?;

@@ -95,7 +95,7 @@ pub fn handler_code(at: u64, table: u64, capacity: u64) -> Result<HandlerCode> {
         a.mov(qword_ptr(rdx + r), rax)?;
         a.ret()?;
         a.set_label(&mut not_found)?;
-        chain_to_program(&mut a, table_lit, SIGTRAP)?;
+        chain_to_program(&mut a, table_lit, SIGTRAP, false)?;
         a.set_label(&mut restorer)?;
         a.mov(eax, syscall::RT_SIGRETURN)?;
         a.syscall()?;
@@ -125,11 +125,15 @@ pub fn handler_code(at: u64, table: u64, capacity: u64) -> Result<HandlerCode> {
 /// its handler, run as the kernel would have run it; nothing, if
 /// ignored; or the default action, restored and the signal sent again so
 /// the program ends exactly as it would have. Entered with the handler's
-/// three arguments in rdi, rsi, rdx.
+/// three arguments in rdi, rsi, rdx. With `never_block`, the signal stays
+/// unblocked while the program's handler runs, whatever its mask says
+/// (SIGSYS, which the kernel must be able to send for the handler's own
+/// system calls).
 pub(crate) fn chain_to_program(
     a: &mut CodeAssembler,
     table_lit: CodeLabel,
     signal: i32,
+    never_block: bool,
 ) -> std::result::Result<(), IcedError> {
     let mut ignore = a.create_label();
     let mut default = a.create_label();
@@ -152,6 +156,9 @@ pub(crate) fn chain_to_program(
     a.jc(nodefer)?;
     a.bts(rax, (signal - 1) as u32)?;
     a.set_label(&mut nodefer)?;
+    if never_block {
+        a.btr(rax, (signal - 1) as u32)?;
+    }
     a.bt(rcx, SA_RESETHAND.trailing_zeros())?;
     a.jnc(keep)?;
     a.mov(qword_ptr(r8 + tt::OLD_HANDLER as i32), 0)?;

@@ -39,12 +39,14 @@ pub trait Allocate {
         }
         Ok((base, state))
     }
-    /// The per-thread counter that keeps, from a vDSO function's entry to
-    /// its return, the address of the buffer it fills (whose bytes the
-    /// return records, or gets from the record): the same to every asker
+    /// The two per-thread counters that keep, from a vDSO function's entry
+    /// to its return, the address of the buffer it fills (whose bytes the
+    /// return records, or gets from the record) and the stack pointer
+    /// there (a return whose stack pointer is another is not that call's:
+    /// a signal handler's call came in between): the same to every asker
     /// in the process.
-    fn call_buffer(&mut self) -> Result<u64, Exhausted> {
-        self.thread_counter()
+    fn call_buffer(&mut self) -> Result<(u64, u64), Exhausted> {
+        Ok((self.thread_counter()?, self.thread_counter()?))
     }
     /// The two per-thread counters that keep, from a `syscall`
     /// instruction whose number its site does not say (glibc's

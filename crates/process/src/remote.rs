@@ -149,13 +149,17 @@ impl Tracee {
     /// kernel would have (see [`restarted`]).
     pub fn remote_syscall(&mut self, name: &'static str, nr: i64, args: [u64; 6]) -> Result<u64> {
         let tid = self.call_thread()?;
+        // A thread stopped as its dispatched call's SIGSYS was delivered
+        // leaves that stop for this call: it makes its own call again
+        // afterwards (see `took_dispatched_call`).
+        let again = self.take_dispatch_signal(tid);
         // A thread whose calls weft's SIGSYS handler takes (Syscall User
         // Dispatch) would send this one there too: off for the call.
         let dispatch = self.dispatch(tid).ok().filter(|c| c.mode != 0);
         if dispatch.is_some() {
             self.set_dispatch(tid, &crate::DispatchConfig::default())?;
         }
-        let result = self.remote_syscall_undispatched(tid, name, nr, args);
+        let result = self.remote_syscall_undispatched(tid, name, nr, args, again);
         if let Some(config) = dispatch {
             self.set_dispatch(tid, &config)?;
         }
@@ -163,13 +167,15 @@ impl Tracee {
     }
 
     /// [`remote_syscall`](Self::remote_syscall) on thread `tid`, whose
-    /// calls run.
+    /// calls run; with `again`, the thread is backed up onto its own
+    /// `syscall` instruction afterwards.
     fn remote_syscall_undispatched(
         &mut self,
         tid: i32,
         name: &'static str,
         nr: i64,
         args: [u64; 6],
+        again: bool,
     ) -> Result<u64> {
         use crate::ProcessMemory;
         let saved = self.registers(tid)?;
@@ -211,7 +217,7 @@ impl Tracee {
                 // Its call made before the stop was sent to the SIGSYS
                 // handler as the stub ran: made again (see
                 // `took_dispatched_call`).
-                if *dispatched {
+                if *dispatched || again {
                     back.rip -= 2;
                 }
                 self.set_registers(tid, &back)
@@ -302,6 +308,23 @@ impl Tracee {
         };
         self.threads.clear();
         Error::ProcessGone(self.pid)
+    }
+
+    /// Takes out the SIGSYS a stopped thread holds for a call Syscall User
+    /// Dispatch sent to the handler (the first signal it took, while it is
+    /// still in that signal-delivery stop): true if there was one.
+    fn take_dispatch_signal(&mut self, tid: i32) -> bool {
+        let holds = matches!(
+            self.threads.get(&tid),
+            Some(ThreadState::Stopped { signals, .. })
+                if signals.first() == Some(&31) && is_dispatch_signal(tid, 31)
+        );
+        if let (true, Some(ThreadState::Stopped { signals, .. })) =
+            (holds, self.threads.get_mut(&tid))
+        {
+            signals.remove(0);
+        }
+        holds
     }
 
     /// The thread remote system calls run on: one holding no signal,

@@ -338,9 +338,11 @@ impl Tracee {
     /// call Syscall User Dispatch sent to the program's handler instead of
     /// running it; the thread is then backed up onto its `syscall`
     /// instruction (the kernel left the call's number in `rax`), and makes
-    /// the call again when it runs on, to be sent to the handler again. A
-    /// signal kept for later could only be sent again without the
-    /// kernel's account of the call, which the handler needs.
+    /// the call again when it runs on, to be sent to the handler again.
+    /// For a thread moved on from this stop: its signal could only be sent
+    /// again without the kernel's account of the call, which the handler
+    /// needs. (A thread left in the stop gets the signal as it was when
+    /// weft lets it go.)
     pub(crate) fn took_dispatched_call(&mut self, tid: i32, signal: i32) -> bool {
         if !crate::remote::is_dispatch_signal(tid, signal) {
             return false;
@@ -450,11 +452,7 @@ impl Tracee {
                     nap = (nap * 2).min(Duration::from_millis(2));
                 }
                 Wait::Stopped { tid, signal, event } => {
-                    if event == 0 && self.took_dispatched_call(tid, signal) {
-                        self.note_stop(tid, 0, PTRACE_EVENT_STOP)?;
-                    } else {
-                        self.note_stop(tid, signal, event)?;
-                    }
+                    self.note_stop(tid, signal, event)?;
                 }
                 Wait::Exited { tid, code } if tid == self.pid => {
                     self.threads.clear();

@@ -121,9 +121,18 @@ impl Expand for Capture {
         // pay a record of every call's shape in code: their returns
         // record the result alone.
         let generic = at.function.split('+').next() == Some("syscall");
-        let unknown = (!self.vdso && at.syscall.is_none() && generic)
-            .then(|| alloc.call_number())
-            .transpose()?;
+        // weft's SIGSYS handler keeps the number in r14 for the return of
+        // the call it makes at its dispatch function: nothing to keep, and
+        // nothing a signal handler's call in between could overwrite.
+        let dispatched = at.module == weft_abi::dispatch::MODULE_NAME;
+        let unknown = match (!self.vdso && at.syscall.is_none() && generic, dispatched) {
+            (false, _) => None,
+            (true, true) => Some(Kept::Register(weft_abi::dispatch::NUMBER_REGISTER)),
+            (true, false) => {
+                let (number, stack) = alloc.call_number()?;
+                Some(Kept::Counters { number, stack })
+            }
+        };
         if let (Some(kept), true) = (unknown, self.exit) {
             let mut program = unknown_number_return(at, alloc, kept)?;
             if let Some(n) = user_timer {
@@ -136,24 +145,24 @@ impl Expand for Capture {
         }
         // A vDSO function's entry keeps the address of the buffer it
         // fills for its return.
-        let mut keep_buffer = None;
-        let (mut values, mut names, strings) = if let Some((nr, buffer)) = vdso_call {
+        let mut keep_buffer = Vec::new();
+        let (mut values, mut names, strings) = if let Some((nr, kept)) = vdso_call {
             let filled = writes(nr).map(|w| (w.arg, w));
             if self.exit {
-                vdso_return_values(filled.map(|(_, w)| w), buffer)
+                vdso_return_values(filled.map(|(_, w)| w), kept)
             } else {
                 if let Some((arg, _)) = filled {
-                    keep_buffer = Some(Guarded {
+                    let keep = |counter: u64, value: Expr| Guarded {
                         predicate: None,
                         primitive: Primitive::AddThreadCounter(
-                            buffer,
-                            Expr::bin(
-                                BinOp::Sub,
-                                Expr::Arg(arg as u8 + 1),
-                                Expr::ThreadCounter(buffer),
-                            ),
+                            counter,
+                            Expr::bin(BinOp::Sub, value, Expr::ThreadCounter(counter)),
                         ),
-                    });
+                    };
+                    keep_buffer = vec![
+                        keep(kept.0, Expr::Arg(arg as u8 + 1)),
+                        keep(kept.1, Expr::Reg(4)),
+                    ];
                 }
                 (
                     vdso::entry_values(nr),
@@ -203,8 +212,8 @@ impl Expand for Capture {
             predicate: None,
             primitive,
         };
-        let mut program: Vec<Guarded> = keep_buffer.into_iter().collect();
-        if let Some((number, stack)) = unknown {
+        let mut program: Vec<Guarded> = keep_buffer;
+        if let Some(Kept::Counters { number, stack }) = unknown {
             let keep = |counter: u64, value: Expr| Guarded {
                 predicate: None,
                 primitive: Primitive::AddThreadCounter(
@@ -247,14 +256,24 @@ const ENTRY_NAMES: [&str; 7] = ["nr", "arg1", "arg2", "arg3", "arg4", "arg5", "a
 
 /// A vDSO function's return values and their names: the result, and the
 /// buffer it filled (`filled`), whose address its entry kept in per-thread
-/// counter `buffer`.
-fn vdso_return_values(filled: Option<Writes>, buffer: u64) -> (Vec<Expr>, Vec<String>, Strings) {
+/// counter `buffer` with the stack pointer in `stack`: none (a null
+/// address, no byte) when the stack pointer is another here, a signal
+/// handler's vDSO call having come in between and kept its own.
+fn vdso_return_values(
+    filled: Option<Writes>,
+    (buffer, stack): (u64, u64),
+) -> (Vec<Expr>, Vec<String>, Strings) {
     let mut values = vec![Expr::Reg(0)];
     let mut names = vec!["result".to_string()];
     let Some(w) = filled else {
         return (values, names, Strings::NONE);
     };
+    let same_call = || Expr::bin(BinOp::Eq, Expr::ThreadCounter(stack), Expr::Reg(4));
     let (address, count) = w.values_at(Expr::ThreadCounter(buffer));
+    let (address, count) = (
+        Expr::bin(BinOp::Mul, address, same_call()),
+        Expr::bin(BinOp::Mul, count, same_call()),
+    );
     let at = values.len();
     values.extend([address, count]);
     names.extend([format!("data:{}", w.arg), "count".to_string()]);
@@ -267,6 +286,17 @@ fn vdso_return_values(filled: Option<Writes>, buffer: u64) -> (Vec<Expr>, Vec<St
             sized: 1 << at,
         },
     )
+}
+
+/// Where the return of a call whose site does not say its number finds
+/// the number.
+#[derive(Debug, Clone, Copy)]
+enum Kept {
+    /// In the per-thread counters the entry kept it and the stack pointer
+    /// in (see `Allocate::call_number`).
+    Counters { number: u64, stack: u64 },
+    /// In a register the caller keeps it in across the call.
+    Register(u8),
 }
 
 /// Numbers above the last call Linux has on x86-64.
@@ -284,11 +314,18 @@ const CALLS: u64 = 470;
 fn unknown_number_return(
     at: &Resolved<'_>,
     alloc: &mut dyn Allocate,
-    (number, stack): (u64, u64),
+    kept: Kept,
 ) -> Result<Vec<Guarded>, Exhausted> {
-    let same_call = || Expr::bin(BinOp::Eq, Expr::ThreadCounter(stack), Expr::Reg(4));
+    let (number, same_call, mut other) = match kept {
+        Kept::Counters { number, stack } => (
+            Expr::ThreadCounter(number),
+            Expr::bin(BinOp::Eq, Expr::ThreadCounter(stack), Expr::Reg(4)),
+            Expr::bin(BinOp::Ne, Expr::ThreadCounter(stack), Expr::Reg(4)),
+        ),
+        Kept::Register(r) => (Expr::Reg(r), Expr::Const(1), Expr::Const(0)),
+    };
+    let same_call = || same_call.clone();
     let mut program = Vec::new();
-    let mut other = Expr::bin(BinOp::Ne, Expr::ThreadCounter(stack), Expr::Reg(4));
     let mut none_of: Option<Expr> = None;
     let record = |alloc: &mut dyn Allocate, nr: Option<u64>| {
         let (values, names, strings) = return_values(nr);
@@ -307,16 +344,8 @@ fn unknown_number_return(
         if return_values(Some(nr)).0.len() == 1 {
             continue;
         }
-        let is = Expr::bin(
-            BinOp::Eq,
-            Expr::ThreadCounter(number),
-            Expr::Const(nr as i64),
-        );
-        let isnt = Expr::bin(
-            BinOp::Ne,
-            Expr::ThreadCounter(number),
-            Expr::Const(nr as i64),
-        );
+        let is = Expr::bin(BinOp::Eq, number.clone(), Expr::Const(nr as i64));
+        let isnt = Expr::bin(BinOp::Ne, number.clone(), Expr::Const(nr as i64));
         none_of = Some(match none_of {
             None => isnt,
             Some(n) => Expr::bin(BinOp::And, n, isnt),
@@ -491,5 +520,41 @@ mod tests {
             panic!()
         };
         assert_eq!(plain, &vec![Expr::Reg(0)]);
+    }
+
+    /// weft's dispatch function: the number is in r14 at the return, where
+    /// the SIGSYS handler keeps it, so the entry keeps nothing a signal
+    /// handler's call in between could overwrite; the entry records the
+    /// address the call was made from (rcx).
+    #[test]
+    fn the_dispatch_function_reads_the_number_from_the_handlers_register() {
+        let specs = capture_specs("*:*").unwrap();
+        let mut ids = weft_plan::Tally::default();
+        let at = |kind| Resolved {
+            module: weft_abi::dispatch::MODULE_NAME,
+            function: "syscall+0x5",
+            kind,
+            syscall: None,
+        };
+        let program = |k: usize, ids: &mut weft_plan::Tally| {
+            let Action::Expand(e) = &specs[k].action else {
+                panic!()
+            };
+            e.expand(&at(specs[k].kind), ids).unwrap()
+        };
+        let entry = program(0, &mut ids);
+        assert!(entry
+            .iter()
+            .all(|g| !matches!(g.primitive, Primitive::AddThreadCounter(..))));
+        let Primitive::Emit(_, values, _) = &entry.last().unwrap().primitive else {
+            panic!("{entry:?}")
+        };
+        assert_eq!(values.last(), Some(&Expr::Reg(1)), "the site");
+        let exit = program(1, &mut ids);
+        let read = exit
+            .iter()
+            .find(|g| format!("{:?}", g.predicate).contains("Reg(14)"))
+            .expect("a record guarded by the number in r14");
+        assert!(!format!("{:?}", read.predicate).contains("ThreadCounter"));
     }
 }

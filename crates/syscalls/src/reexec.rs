@@ -55,7 +55,7 @@ impl Expand for FeedProbe {
             true => match crate::vdso::call_of(at.function) {
                 Some(nr) => Some(VdsoCall {
                     nr,
-                    buffer: alloc.call_buffer()?,
+                    buffer: alloc.call_buffer()?.0,
                 }),
                 None => return Ok(Vec::new()),
             },

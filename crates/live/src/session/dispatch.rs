@@ -45,6 +45,9 @@ pub(super) struct Dispatch {
 /// few milliseconds (bench/RESULTS.md).
 const BUSY: u32 = 256;
 
+/// Calls seen at a busy site weft could not rewrite before it tries again.
+const RETRY_AFTER: u32 = 32;
+
 /// Calls never rewritten under dispatch: the handler takes SIGSYS out of
 /// the signal masks they install (and `rt_sigreturn` is made on the
 /// program's frame), which a rewritten site would not.
@@ -148,7 +151,8 @@ impl Session {
         let sync_at = self.layout.header.sync_offset;
         let sync_addr = c.data + sync_at;
         let at = c.code + c.used;
-        let code = d::handler_code(at, sync_addr, function)?;
+        let trap_table = c.data + self.layout.header.trap_offset;
+        let code = d::handler_code(at, sync_addr, function, trap_table)?;
         let placed = self.alloc_code(ci, &code.bytes)?;
         debug_assert_eq!(placed, at);
         let table = sync_at + sync::DISPATCH_TABLE;
@@ -173,6 +177,11 @@ impl Session {
             RemoteAddr(sync_addr + sync::DISPATCH_TABLE + tt::NEW_ACTION),
             RemoteAddr(sync_addr + sync::DISPATCH_TABLE + tt::OLD_ACTION),
         )?;
+        // SIGTRAP's handler too, now: installing it later, for an `int3`
+        // a busy site's splice needs, takes a remote call on a thread that
+        // may be stopped with a dispatched call, which then makes that
+        // call again from inside the bytes to splice.
+        self.install_trap_handler(tracee, ci)?;
         let config = weft_process::DispatchConfig {
             mode: d::PR_SYS_DISPATCH_ON as u64,
             selector: 0,
@@ -283,9 +292,28 @@ impl Session {
         if prepared.items.is_empty() {
             return Ok(None);
         }
+        let wanted: Vec<u64> = (prepared.items.iter())
+            .filter(|item| item.kind == PointKind::Syscall)
+            .map(|item| item.parts[0].points[0])
+            .collect();
         let mut tracee = Tracee::attach(self.pid)?;
         let report = self.apply(&mut tracee, prepared)?;
+        // A site left as it was (a thread was inside the bytes its splice
+        // needs): tried again after some more calls.
+        let mut left = Vec::new();
+        for site in wanted {
+            let mut bytes = [0u8; 2];
+            if tracee.memory().read(RemoteAddr(site), &mut bytes).is_ok() && bytes == [0x0f, 0x05] {
+                left.push(site + 2);
+            }
+        }
         tracee.detach()?;
+        if let Some(d) = &mut self.dispatch {
+            for after in left {
+                d.done.remove(&after);
+                d.calls.insert(after, BUSY - RETRY_AFTER);
+            }
+        }
         Ok(Some(report))
     }
 
@@ -298,16 +326,20 @@ impl Session {
             return Vec::new();
         };
         let from = d.seen.max(head.saturating_sub(sync::DISPATCH_SEEN_COUNT));
+        // The list holds the last calls only: each one there stands for as
+        // many as were made since weft last looked, over the list's length
+        // (so a busy site is found as soon however seldom weft looks).
+        let weight = ((head - d.seen) / (head - from).max(1)).max(1) as u32;
         let mut busy = Vec::new();
         for k in from..head {
             let at = sync_at + sync::DISPATCH_SEEN + 8 * (k % sync::DISPATCH_SEEN_COUNT);
             let site = self.shm.load_u64(at);
-            if site == 0 || d.done.contains(&site) {
+            if site == 0 || d.done.contains(&site) || busy.contains(&site) {
                 continue;
             }
             let n = d.calls.entry(site).or_default();
-            *n += 1;
-            if *n == BUSY {
+            *n = n.saturating_add(weight);
+            if *n >= BUSY {
                 busy.push(site);
             }
         }

@@ -159,9 +159,9 @@ struct Given {
     /// Re-execution's feed state, once given
     /// ([`weft_plan::Allocate::feed`]).
     feed: Option<(u64, u64)>,
-    /// The vDSO calls' buffer counter, once given
+    /// The vDSO calls' buffer and stack pointer counters, once given
     /// ([`weft_plan::Allocate::call_buffer`]).
-    call_buffer: Option<u64>,
+    call_buffer: Option<(u64, u64)>,
     /// The number and stack pointer counters of calls whose site does not
     /// say the number, once given ([`weft_plan::Allocate::call_number`]).
     call_number: Option<(u64, u64)>,

@@ -54,11 +54,11 @@ impl Allocate for Session {
         Ok((base, state))
     }
 
-    fn call_buffer(&mut self) -> Result<u64, Exhausted> {
+    fn call_buffer(&mut self) -> Result<(u64, u64), Exhausted> {
         if let Some(n) = self.given.call_buffer {
             return Ok(n);
         }
-        let n = self.thread_counter()?;
+        let n = (self.thread_counter()?, self.thread_counter()?);
         self.given.call_buffer = Some(n);
         Ok(n)
     }

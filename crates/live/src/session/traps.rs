@@ -130,6 +130,13 @@ impl Session {
         let Some(t) = self.trap.filter(|t| t.installed) else {
             return Ok(());
         };
+        // Under Syscall User Dispatch every `rt_sigaction` of the program's
+        // reaches weft's SIGSYS handler, which answers SIGTRAP's itself:
+        // no remote call (which would move a thread stopped with a
+        // dispatched call of its own; see `dispatch.rs`).
+        if self.dispatching() {
+            return Ok(());
+        }
         let c = self.clusters[t.cluster];
         let base = self.layout.header.trap_offset;
         let scratch = self.layout.header.scratch_offset;

@@ -31,7 +31,9 @@ impl Dispatched {
         let mut sync = vec![0u64; 4096 / 8];
         let sync_at = sync.as_mut_ptr() as u64;
         let function = code as u64;
-        let handler = handler_code(function + 64, sync_at, function).unwrap();
+        // No trap table here: SIGTRAP's calls read and write a spare part of
+        // the sync page.
+        let handler = handler_code(function + 64, sync_at, function, sync_at + 3072).unwrap();
         // SAFETY: the mapping is writable and CODE_LEN long, more than the
         // function's 3 bytes at 0 and the handler's at 64.
         unsafe {
@@ -183,6 +185,22 @@ fn dispatched_calls_return_the_kernels_answers_and_keep_sigsys_deliverable() {
     assert_eq!(after, mine);
     let kept = (sync::DISPATCH_TABLE + tt::OLD_ACTION) as usize / 8;
     assert_eq!(dispatched.sync[kept], 0x1234);
+    // So is its SIGTRAP action, in the trap table.
+    let trap = crate::trap::kernel_sigaction(0x5678, 0, 0, 0);
+    assert_eq!(
+        raw(
+            libc::SYS_rt_sigaction,
+            libc::SIGTRAP as i64,
+            trap.as_ptr() as i64,
+            0,
+            8
+        ),
+        0
+    );
+    assert_eq!(
+        dispatched.sync[(3072 + tt::OLD_ACTION) as usize / 8],
+        0x5678
+    );
     // The sites of the calls it made are listed, the last one last.
     let head = dispatched.sync[(sync::DISPATCH_SEEN_HEAD / 8) as usize];
     assert_eq!(head, 5, "getpid, close, three rt_sigprocmask");
