@@ -293,18 +293,7 @@ pub fn handler_code(at: u64, sync: u64, function: u64, trap_table: u64) -> Resul
         Ok(())
     })()
     .map_err(enc)?;
-    let result = a
-        .assemble_options(
-            at,
-            iced_x86::BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
-        )
-        .map_err(enc)?;
-    let restorer = result.label_ip(&l.restorer).map_err(enc)?;
-    Ok(HandlerCode {
-        bytes: result.inner.code_buffer,
-        handler: at,
-        restorer,
-    })
+    crate::trap::assemble_handler(a, at, &l.restorer)
 }
 
 /// Stack the handler takes for the arguments (six words at `[rsp]`) and

@@ -105,13 +105,23 @@ pub fn handler_code(at: u64, table: u64, capacity: u64) -> Result<HandlerCode> {
         Ok(())
     })()
     .map_err(enc)?;
+    assemble_handler(a, at, &restorer)
+}
+
+/// A signal handler assembled at `at`, its restorer at label `restorer`.
+pub(crate) fn assemble_handler(
+    mut a: CodeAssembler,
+    at: u64,
+    restorer: &CodeLabel,
+) -> Result<HandlerCode> {
+    let enc = Error::Encode;
     let result = a
         .assemble_options(
             at,
             iced_x86::BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
         )
         .map_err(enc)?;
-    let restorer_at = result.label_ip(&restorer).map_err(enc)?;
+    let restorer_at = result.label_ip(restorer).map_err(enc)?;
     Ok(HandlerCode {
         bytes: result.inner.code_buffer,
         handler: at,

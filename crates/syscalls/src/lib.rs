@@ -476,25 +476,34 @@ mod tests {
         }
     }
 
+    /// The program of capture spec `k` (0: the entry, 1: the return) at a
+    /// site of `function` in `module` whose code does not say the number.
+    fn expanded(
+        module: &str,
+        function: &str,
+        k: usize,
+        ids: &mut weft_plan::Tally,
+    ) -> Vec<Guarded> {
+        let specs = capture_specs("*:*").unwrap();
+        let Action::Expand(e) = &specs[k].action else {
+            panic!("{:?}", specs[k].action)
+        };
+        let at = Resolved {
+            module,
+            function,
+            kind: specs[k].kind,
+            syscall: None,
+        };
+        e.expand(&at, ids).unwrap()
+    }
+
     /// glibc's `syscall()`: the entry keeps the number and the stack
     /// pointer; the return has a guarded record per call whose memory it
     /// records (`read`'s data among them) and the result alone otherwise.
     #[test]
     fn a_site_without_a_number_keeps_it_for_the_return() {
-        let specs = capture_specs("*:*").unwrap();
         let mut ids = weft_plan::Tally::default();
-        let at = |kind| Resolved {
-            module: "libc.so.6",
-            function: "syscall+0x1d",
-            kind,
-            syscall: None,
-        };
-        let program = |k: usize, ids: &mut weft_plan::Tally| {
-            let Action::Expand(e) = &specs[k].action else {
-                panic!()
-            };
-            e.expand(&at(specs[k].kind), ids).unwrap()
-        };
+        let program = |k, ids: &mut _| expanded("libc.so.6", "syscall+0x1d", k, ids);
         let entry = program(0, &mut ids);
         assert!(matches!(
             &entry[0].primitive,
@@ -528,20 +537,9 @@ mod tests {
     /// address the call was made from (rcx).
     #[test]
     fn the_dispatch_function_reads_the_number_from_the_handlers_register() {
-        let specs = capture_specs("*:*").unwrap();
         let mut ids = weft_plan::Tally::default();
-        let at = |kind| Resolved {
-            module: weft_abi::dispatch::MODULE_NAME,
-            function: "syscall+0x5",
-            kind,
-            syscall: None,
-        };
-        let program = |k: usize, ids: &mut weft_plan::Tally| {
-            let Action::Expand(e) = &specs[k].action else {
-                panic!()
-            };
-            e.expand(&at(specs[k].kind), ids).unwrap()
-        };
+        let program =
+            |k, ids: &mut _| expanded(weft_abi::dispatch::MODULE_NAME, "syscall+0x5", k, ids);
         let entry = program(0, &mut ids);
         assert!(entry
             .iter()
