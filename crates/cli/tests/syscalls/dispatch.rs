@@ -78,3 +78,67 @@ fn calls_from_code_generated_at_run_time_are_recorded() {
         (strace_count("getppid"), strace_count("getpid"))
     );
 }
+
+/// A signal handler that writes into a pipe, every millisecond, while its
+/// thread makes calls in a loop, so that it often comes in while weft's
+/// code writes the thread's record of a call: the program runs as
+/// without weft (every byte it wrote is in its pipe), and the handler's
+/// calls weft could not record then are counted as dropped, never written
+/// over the record they interrupted (which once crashed or hung such a
+/// program).
+#[test]
+fn a_signal_handlers_calls_inside_a_record_being_written_are_dropped_whole() {
+    let target = build("syscalls_signals", &O2);
+    let dir = scratch("syscalls-dispatch-signals");
+    let out = dir.join("rec");
+    let _ = std::fs::remove_dir_all(&out);
+    let recorded = run(
+        weft()
+            .args(["syscalls", "record", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&target)
+            .arg("300"),
+        Duration::from_secs(120),
+    );
+    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
+    let own = tallies(&recorded.stdout);
+    assert!(own["handled"] > 20, "the timer fired: {}", recorded.stdout);
+    assert_eq!(
+        own["handled"], own["piped"],
+        "every byte written is in the pipe"
+    );
+    let dropped: u64 = recorded
+        .stderr
+        .split(" dropped)")
+        .next()
+        .and_then(|s| s.rsplit('(').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the dropped count: {}", recorded.stderr));
+    let shown = run(
+        weft().args(["syscalls", "show", "--json"]).arg(&out),
+        Duration::from_secs(60),
+    );
+    // `show` says the record lost calls, and fails, after showing them.
+    assert_eq!(shown.status, i32::from(dropped > 0), "{}", shown.stderr);
+    let writes = shown
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|c| c["name"] == "write" && c["result"] == 1)
+        .count() as u64;
+    eprintln!(
+        "handler ran {} times: {writes} writes recorded, {dropped} records dropped",
+        own["handled"]
+    );
+    assert!(
+        writes <= own["handled"],
+        "{writes} writes for {} handler runs",
+        own["handled"]
+    );
+    assert!(
+        own["handled"] - writes <= dropped,
+        "{} handler runs, {writes} writes recorded, {dropped} records dropped",
+        own["handled"]
+    );
+}

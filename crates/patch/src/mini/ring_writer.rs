@@ -135,6 +135,14 @@ impl Gen {
         let data = self.table.ring_data;
         let mut drop = self.a.create_label();
         let mut done = self.a.create_label();
+        let mut nested = self.a.create_label();
+        let mut after = self.a.create_label();
+        // A record begun under one being written (a signal handler's, on
+        // this thread) is dropped: the ring's head is read, the record
+        // written, the head stored, and a second writer in between would
+        // write over the first's record.
+        self.a.bts(qword_ptr(r11 + t::WRITING as i32), 0)?;
+        self.a.jc(nested)?;
         // With the TSC for a clock, the event's time is read before
         // anything else, or taken from the primitive before (see
         // `Gen::guarded`), and kept in the block's stamp word for the
@@ -258,6 +266,12 @@ impl Gen {
         self.a.set_label(&mut drop)?;
         self.a.add(qword_ptr(r8 + r::DROPPED as i32), 1)?;
         self.a.set_label(&mut done)?;
+        self.a.mov(qword_ptr(r11 + t::WRITING as i32), 0)?;
+        self.a.jmp(after)?;
+        self.a.set_label(&mut nested)?;
+        self.a
+            .add(qword_ptr(r11 + (t::RING + r::DROPPED) as i32), 1)?;
+        self.a.set_label(&mut after)?;
         self.a.nop()?;
         Ok(())
     }

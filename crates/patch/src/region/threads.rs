@@ -54,6 +54,12 @@ pub const VCLOCK: u64 = SLOT + 8;
 /// and stamps its entry's record at one instant, with one `rdtsc`. A
 /// scratch word only the owning thread's code reads.
 pub const STAMP: u64 = VCLOCK + 8;
+/// Bit 0 set while the thread writes a record into its ring (u64): a
+/// signal handler's record that comes in meanwhile is dropped, and
+/// counted, instead of written over the one being written, since the
+/// ring has one writer, the thread, and a record is published only when
+/// whole. Version 10.
+pub const WRITING: u64 = STAMP + 8;
 /// Offset of the thread's event ring in its block (see [`super::ring`]).
 pub const RING: u64 = 4096;
 
