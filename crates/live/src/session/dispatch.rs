@@ -8,9 +8,12 @@
 //! most in the C library) took 60 to 70 ms per `exec`; with dispatch on,
 //! a call is recorded from the site it was made at without any site
 //! being rewritten first. Only `clone`, `clone3`, `fork` and `vfork` are
-//! rewritten wherever the dispatch cluster reaches: a thread or a process
-//! sharing its creator's memory cannot be made from a signal handler, and
-//! their probes turn dispatch on in the child (`Primitive::EnableDispatch`).
+//! rewritten at once wherever the dispatch cluster reaches: a thread or a
+//! process sharing its creator's memory cannot be made from a signal
+//! handler, and their probes turn dispatch on in the child
+//! (`Primitive::EnableDispatch`). Other sites are rewritten once the
+//! handler's list of the sites it made calls for shows them busy
+//! ([`Session::rewrite_busy_sites`]), in a stop of the process.
 
 use super::*;
 use weft_abi::mman;
