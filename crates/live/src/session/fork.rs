@@ -135,6 +135,10 @@ impl Session {
         let block = self.layout.thread_block(slot);
         shm.copy_data_from(&self.shm, block..block + threads::RING)?;
         shm.store_u64(block + threads::TID, tracee.pid() as u64);
+        // Copied while the parent runs on: a record it was writing then is
+        // none of the child's, whose records would all be dropped as
+        // begun inside it.
+        shm.store_u64(block + threads::WRITING, 0);
         let entry = self
             .cpu_clock
             .as_ref()
