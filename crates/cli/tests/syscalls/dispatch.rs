@@ -89,19 +89,11 @@ fn calls_from_code_generated_at_run_time_are_recorded() {
 #[test]
 fn a_signal_handlers_calls_inside_a_record_being_written_are_dropped_whole() {
     let target = build("syscalls_signals", &O2);
-    let dir = scratch("syscalls-dispatch-signals");
-    let out = dir.join("rec");
-    let _ = std::fs::remove_dir_all(&out);
-    let recorded = run(
-        weft()
-            .args(["syscalls", "record", "-o"])
-            .arg(&out)
-            .arg("--")
-            .arg(&target)
-            .arg("300"),
-        Duration::from_secs(120),
+    let (out, recorded) = record_into(
+        &scratch("syscalls-dispatch-signals"),
+        &target,
+        &["300".as_ref()],
     );
-    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
     let own = tallies(&recorded.stdout);
     assert!(own["handled"] > 20, "the timer fired: {}", recorded.stdout);
     assert_eq!(
