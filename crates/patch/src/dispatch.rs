@@ -468,26 +468,17 @@ fn special_calls(a: &mut CodeAssembler, l: &mut Labels) -> std::result::Result<(
     a.mov(rax, qword_ptr(rsp + 8))?;
     a.test(rax, rax)?;
     a.jz(no_new)?;
-    for w in 0..(ACTION_SIZE as i32 / 8) {
-        a.mov(rdx, qword_ptr(rax + 8 * w))?;
-        a.mov(qword_ptr(rsp + COPY + 8 * w), rdx)?;
-    }
+    copy_action(a, (rax, 0), (rsp, COPY))?;
     a.set_label(&mut no_new)?;
     a.mov(rax, qword_ptr(rsp + 16))?;
     a.test(rax, rax)?;
     a.jz(no_old)?;
-    for w in 0..(ACTION_SIZE as i32 / 8) {
-        a.mov(rdx, qword_ptr(r15 + kept + 8 * w))?;
-        a.mov(qword_ptr(rax + 8 * w), rdx)?;
-    }
+    copy_action(a, (r15, kept), (rax, 0))?;
     a.set_label(&mut no_old)?;
     let mut keep_none = a.create_label();
     a.cmp(qword_ptr(rsp + 8), 0)?;
     a.je(keep_none)?;
-    for w in 0..(ACTION_SIZE as i32 / 8) {
-        a.mov(rdx, qword_ptr(rsp + COPY + 8 * w))?;
-        a.mov(qword_ptr(r15 + kept + 8 * w), rdx)?;
-    }
+    copy_action(a, (rsp, COPY), (r15, kept))?;
     a.set_label(&mut keep_none)?;
     a.mov(qword_ptr(rbx + uc::RAX), 0)?;
     a.add(rsp, FRAME)?;
@@ -497,10 +488,7 @@ fn special_calls(a: &mut CodeAssembler, l: &mut Labels) -> std::result::Result<(
     a.mov(rax, qword_ptr(rsp + 8))?;
     a.test(rax, rax)?;
     a.jz(plain_action)?;
-    for w in 0..(ACTION_SIZE as i32 / 8) {
-        a.mov(rdx, qword_ptr(rax + 8 * w))?;
-        a.mov(qword_ptr(rsp + COPY + 8 * w), rdx)?;
-    }
+    copy_action(a, (rax, 0), (rsp, COPY))?;
     a.btr(
         qword_ptr(rsp + COPY + weft_abi::sigaction::MASK as i32),
         (SIGSYS - 1) as u32,
@@ -541,6 +529,20 @@ fn special_calls(a: &mut CodeAssembler, l: &mut Labels) -> std::result::Result<(
     a.mov(eax, syscall::RT_SIGRETURN)?;
     a.syscall()?;
     a.int3()
+}
+
+/// Copies a kernel `struct sigaction` from `[from.0 + from.1]` to
+/// `[to.0 + to.1]`. Clobbers rdx.
+fn copy_action(
+    a: &mut CodeAssembler,
+    from: (AsmRegister64, i32),
+    to: (AsmRegister64, i32),
+) -> std::result::Result<(), IcedError> {
+    for w in 0..(ACTION_SIZE as i32 / 8) {
+        a.mov(rdx, qword_ptr(from.0 + from.1 + 8 * w))?;
+        a.mov(qword_ptr(to.0 + to.1 + 8 * w), rdx)?;
+    }
+    Ok(())
 }
 
 /// The handler's flags: three arguments, returning through its restorer,
