@@ -666,6 +666,16 @@ fn buffers_of(meta: &weft_events::Meta, e: &weft_live::EventRecord) -> Vec<weft_
     let mut out = Vec::new();
     for (i, &word) in e.args.iter().enumerate() {
         if mask & (1 << i) == 0 {
+            // A plain value the call's memory held (`flags:K`).
+            let name = meta.value_name(e.event, i);
+            if let Some(arg) = name.strip_prefix("flags:").and_then(|a| a.parse().ok()) {
+                out.push(weft_syscalls::Buffer {
+                    what: weft_syscalls::Memory::Flags,
+                    arg,
+                    bytes: word.to_le_bytes().to_vec(),
+                    truncated: false,
+                });
+            }
             continue;
         }
         let Some(text) = texts.next() else { break };
@@ -677,6 +687,9 @@ fn buffers_of(meta: &weft_events::Meta, e: &weft_live::EventRecord) -> Vec<weft_
             "path" => weft_syscalls::Memory::Path,
             "sent" => weft_syscalls::Memory::Sent,
             "data" => weft_syscalls::Memory::Filled,
+            "iov" => weft_syscalls::Memory::Iovecs,
+            "addr" => weft_syscalls::Memory::Address,
+            "control" => weft_syscalls::Memory::Control,
             _ => continue,
         };
         let (Ok(arg), false) = (arg.parse(), word & NULL != 0) else {
@@ -745,6 +758,10 @@ fn show(dir: &std::path::Path, json: bool) -> Result<i32> {
                     weft_syscalls::Memory::Path => "path",
                     weft_syscalls::Memory::Sent => "sent",
                     weft_syscalls::Memory::Filled => "filled",
+                    weft_syscalls::Memory::Iovecs => "iovecs",
+                    weft_syscalls::Memory::Address => "address",
+                    weft_syscalls::Memory::Control => "control",
+                    weft_syscalls::Memory::Flags => "flags",
                 };
                 serde_json::json!({"what": what, "arg": b.arg, "hex": hex, "truncated": b.truncated})
             })

@@ -109,6 +109,7 @@ mod tests {
             mask: 0b10,
             cap: 64,
             sized: 0,
+            gathered: 0,
         };
         let trace = FunctionEvents { args: 3, strings };
         let mut ids = Tally::default();
@@ -140,6 +141,7 @@ mod tests {
                 mask: 1,
                 cap: 32,
                 sized: 0,
+                gathered: 0,
             },
         };
         let mut ids = Tally::default();

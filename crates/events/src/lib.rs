@@ -99,6 +99,7 @@ pub fn trace_specs(request: &str, args: u8, string_max: u16) -> Result<Vec<Point
                 mask,
                 cap: string_max,
                 sized: 0,
+                gathered: 0,
             };
             let entry = PointSpec::parse(what)?
                 .with_action(FunctionEvents::action(args.max(highest).min(6), strings));

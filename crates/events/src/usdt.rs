@@ -174,6 +174,7 @@ pub fn usdt_specs(
         mask,
         cap: string_max,
         sized: 0,
+        gathered: 0,
     };
     let (provider, name) = what
         .split_once(':')

@@ -165,6 +165,11 @@ pub struct Strings {
     /// NUL-terminated string. What the kernel wrote into a buffer: a
     /// `read`'s data, its count the call's result.
     pub sized: u16,
+    /// Bit `i` set (and in `sized`): value `i` points to an array of
+    /// `struct iovec` (base, length) whose entries, value `i + 2` of them,
+    /// hold the bytes, as many as value `i + 1` says, gathered in order:
+    /// what `readv` or `recvmsg` filled, what `writev` or `sendmsg` sent.
+    pub gathered: u16,
 }
 
 impl Strings {
@@ -173,6 +178,7 @@ impl Strings {
         mask: 0,
         cap: 0,
         sized: 0,
+        gathered: 0,
     };
 
     /// Bytes of text a record may need at most.

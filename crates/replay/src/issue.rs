@@ -2,8 +2,8 @@
 //! replay process's own, its paths moved into the sandbox, its buffers
 //! made here (what it wrote out as recorded, zeros past what the record
 //! holds; what the kernel fills, a buffer of the size the program gave).
-//! Calls with memory the record does not hold (`readv`'s vectors,
-//! `connect`'s address, `fcntl`'s locks), and calls that only concern the
+//! Calls with memory the record does not hold or the replay cannot make
+//! again (a message's control data, `fcntl`'s locks), and calls that only concern the
 //! recorded process's own memory, signals or scheduling (`mmap`, `brk`,
 //! `futex`, `rt_sigaction`, ...), are not made again: [`Issued::Skipped`]
 //! says why.
@@ -161,14 +161,16 @@ pub(crate) fn issue(call: &Call, fds: &Mutex<Fds>, paths: &Paths, took_ns: u64) 
             std::thread::sleep(std::time::Duration::from_nanos(took_ns));
             Issued::Made(recorded.unwrap_or(0))
         }
-        // readv, writev: the vectors are not recorded, their total is
-        // (the result): as many bytes read, or written as zeros.
+        // readv, writev: made as one read or write of their total (the
+        // result), with the bytes the record gathered through their
+        // vectors (zeros past what it holds).
         19 | 20 => match recorded {
             Some(n) if n >= 0 => {
                 let mut flat = call.clone();
                 flat.nr -= 19;
                 flat.args[2] = n as u64;
-                flat.buffers.clear();
+                flat.buffers
+                    .retain(|b| matches!(b.what, Memory::Sent | Memory::Filled));
                 let kinds: &[Arg] = match call.nr {
                     19 => &[Fd, Filled(2), Int],
                     _ => &[Fd, Sent(2), Int],
@@ -177,6 +179,32 @@ pub(crate) fn issue(call: &Call, fds: &Mutex<Fds>, paths: &Paths, took_ns: u64) 
             }
             _ => Issued::Skipped(NO_MEMORY),
         },
+        // sendmsg, recvmsg without an address or control messages: made
+        // as `sendto` and `recvfrom` of their data.
+        46 | 47
+            if recorded.is_some_and(|n| n >= 0)
+                && !call.buffers.iter().any(|b| {
+                    matches!(b.what, Memory::Address | Memory::Control) && !b.bytes.is_empty()
+                }) =>
+        {
+            let mut flat = call.clone();
+            flat.nr -= 2;
+            flat.args = [
+                call.args[0],
+                0,
+                recorded.unwrap_or(0) as u64,
+                call.args[2],
+                0,
+                0,
+            ];
+            flat.buffers
+                .retain(|b| matches!(b.what, Memory::Sent | Memory::Filled));
+            let kinds: &[Arg] = match call.nr {
+                47 => &[Fd, Filled(2), Int, Int, Null, Null],
+                _ => &[Fd, Sent(2), Int, Int, Null, Int],
+            };
+            as_table(&flat, kinds, Gives::Value, fds, paths)
+        }
         // An exec that failed only looked its path up: the replay looks
         // it up in the sandbox (can it execute it?).
         59 if recorded.is_some_and(|r| r < 0) => {

@@ -45,6 +45,19 @@ pub enum Memory {
     Sent,
     /// Bytes the kernel wrote into the program's memory (`read`'s).
     Filled,
+    /// The `iovec` array of a vectored call (`readv`, `writev`,
+    /// `recvmsg`'s and `sendmsg`'s `msg_iov`): its entries' addresses and
+    /// lengths, which split its `Filled` or `Sent` bytes.
+    Iovecs,
+    /// A message's socket address (`msg_name`): the peer's, filled by
+    /// `recvmsg`; the destination `sendmsg` read.
+    Address,
+    /// A message's control data (`msg_control`): what `recvmsg` filled,
+    /// what `sendmsg` sent (`SCM_RIGHTS`' descriptors, credentials).
+    Control,
+    /// Flags the kernel set in a structure the call filled (`recvmsg`'s
+    /// `msg_flags`), as eight little-endian bytes.
+    Flags,
 }
 
 /// One of a call's buffers.

@@ -7,7 +7,10 @@
 /// `AT_FDCWD`.
 const AT_FDCWD: i32 = -100;
 
+mod messages;
 mod names;
+
+pub(crate) use messages::{ioctl, iovecs, message, sockaddr, Message};
 
 use names::*;
 
@@ -233,6 +236,14 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], args: &mut Vec<String>) {
             }
         }
         "ioctl" => set(1, named(raw[1], IOCTLS)),
+        "sendto" | "recvfrom" => {
+            set(3, bits(raw[3], messages::MSG_FLAGS, "0"));
+            set(4, pointer(raw[4]));
+            if name == "recvfrom" {
+                set(5, pointer(raw[5]));
+            }
+        }
+        "sendmsg" | "recvmsg" => set(2, bits(raw[2], messages::MSG_FLAGS, "0")),
         "getrandom" => set(2, bits(raw[2], GRND, "0")),
         "pipe2" | "dup3" | "eventfd2" | "inotify_init1" | "epoll_create1" => {
             let (k, prefix) = match name {

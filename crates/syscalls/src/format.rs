@@ -353,6 +353,53 @@ fn clock_structure(name: &str, bytes: &[u8]) -> Option<String> {
     }
 }
 
+/// The arguments of a vectored call (`readv`, `writev`, ...), of a
+/// message call (`recvmsg`, `sendmsg`) and of an `ioctl` whose buffer
+/// the record holds, from their buffers; whether the call was one.
+fn vectors(call: &Call, name: &str, args: &mut [String]) -> bool {
+    use crate::Memory;
+    let find = |what: Memory| call.buffers.iter().find(|b| b.what == what);
+    let data = find(Memory::Filled).or_else(|| find(Memory::Sent));
+    let shown = match name {
+        "readv" | "writev" | "preadv" | "pwritev" | "preadv2" | "pwritev2" => {
+            let (Some(iov), Some(data)) = (find(Memory::Iovecs), data) else {
+                return false;
+            };
+            crate::decode::iovecs(&iov.bytes, &data.bytes, data.truncated, 32)
+        }
+        "recvmsg" | "sendmsg" => {
+            let (Some(iov), Some(data)) = (find(Memory::Iovecs), data) else {
+                return false;
+            };
+            crate::decode::message(
+                &crate::decode::Message {
+                    address: find(Memory::Address).map(|b| &b.bytes[..]),
+                    iov: &iov.bytes,
+                    data: (&data.bytes, data.truncated),
+                    control: find(Memory::Control).map(|b| &b.bytes[..]),
+                    flags: find(Memory::Flags)
+                        .and_then(|b| Some(u64::from_le_bytes(b.bytes.get(..8)?.try_into().ok()?))),
+                },
+                32,
+            )
+        }
+        "ioctl" => match data.and_then(|d| crate::decode::ioctl(call.args[1], &d.bytes)) {
+            Some(s) => {
+                if let Some(a) = args.get_mut(2) {
+                    *a = s;
+                }
+                return true;
+            }
+            None => return false,
+        },
+        _ => return false,
+    };
+    if let Some(a) = args.get_mut(1) {
+        *a = shown;
+    }
+    true
+}
+
 /// The call as strace prints it (without its pid): `name(args) = result`,
 /// `= -1 ENAME (description)` for an error, `= ?` when it did not return.
 /// A call the vDSO answered, which strace does not see, ends in
@@ -380,7 +427,8 @@ pub fn strace_line(call: &Call) -> String {
     // nobody) keeps its address, as strace shows it.
     let sized_by_result = crate::writes(call.nr)
         .is_some_and(|w| matches!(w.count, crate::Count::Result | crate::Count::ResultTimes(_)));
-    for b in &call.buffers {
+    let structured = vectors(call, &name, &mut args);
+    for b in call.buffers.iter().filter(|_| !structured) {
         let failed = call.exit.is_some_and(|e| e.result < 0);
         if b.what == crate::Memory::Filled && b.bytes.is_empty() && (failed || !sized_by_result) {
             continue;
@@ -395,8 +443,13 @@ pub fn strace_line(call: &Call) -> String {
                 crate::Memory::Path => usize::MAX,
                 _ => 32,
             };
+            let address = matches!(
+                (name.as_str(), b.arg),
+                ("connect" | "bind", 1) | ("sendto", 4)
+            );
             *arg = clock_structure(&name, bytes)
                 .or_else(|| crate::decode::structure(&name, bytes))
+                .or_else(|| address.then(|| crate::decode::sockaddr(bytes)))
                 .unwrap_or_else(|| match name.as_str() {
                     // strace writes random bytes in hex whatever they are.
                     "getrandom" => hex_quoted(bytes, b.truncated, max),

@@ -20,6 +20,7 @@ mod inputs;
 pub mod reexec;
 mod stats;
 mod vdso;
+mod vectored;
 mod writes;
 
 pub use calls::{calls, calls_at_sites, is_exec, Buffer, Call, Event, Memory, Return};
@@ -35,6 +36,7 @@ pub use writes::{writes, Count, Writes};
 pub const DATA_MAX: u16 = 4096;
 
 use std::sync::Arc;
+use vectored::Record;
 use weft_plan::{
     Action, Allocate, BinOp, EventInfo, Exhausted, Expand, Expr, Guarded, PointKind, PointSpec,
     Primitive, Resolved, Strings,
@@ -146,10 +148,15 @@ impl Expand for Capture {
         // A vDSO function's entry keeps the address of the buffer it
         // fills for its return.
         let mut keep_buffer = Vec::new();
-        let (mut values, mut names, strings) = if let Some((nr, kept)) = vdso_call {
+        let entry = |values: Vec<Expr>| Record {
+            values,
+            names: ENTRY_NAMES.map(String::from).to_vec(),
+            strings: Strings::NONE,
+        };
+        let mut records = if let Some((nr, kept)) = vdso_call {
             let filled = writes(nr).map(|w| (w.arg, w));
             if self.exit {
-                vdso_return_values(filled.map(|(_, w)| w), kept)
+                vec![(None, vdso_return_values(filled.map(|(_, w)| w), kept))]
             } else {
                 if let Some((arg, _)) = filled {
                     let keep = |counter: u64, value: Expr| Guarded {
@@ -164,30 +171,24 @@ impl Expand for Capture {
                         keep(kept.1, Expr::Reg(4)),
                     ];
                 }
-                (
-                    vdso::entry_values(nr),
-                    ENTRY_NAMES.map(String::from).to_vec(),
-                    Strings::NONE,
-                )
+                vec![(None, entry(vdso::entry_values(nr)))]
             }
         } else if self.exit {
-            return_values(at.syscall)
+            return_records(at.syscall)
         } else {
-            (
-                ENTRY_REGISTERS.iter().map(|&r| Expr::Reg(r)).collect(),
-                ENTRY_NAMES.map(String::from).to_vec(),
-                Strings::NONE,
-            )
+            let registers = ENTRY_REGISTERS.iter().map(|&r| Expr::Reg(r)).collect();
+            vec![(None, entry(registers))]
         };
-        if let (Some(n), false) = (user_timer, self.exit) {
-            values.push(Expr::ThreadTimer(n));
-            names.push("user_ns".to_string());
-        }
-        // weft's SIGSYS handler makes the calls of code not rewritten at
-        // the dispatch function, the address they were made from in rcx.
-        if !self.exit && at.module == weft_abi::dispatch::MODULE_NAME {
-            values.push(Expr::Reg(1));
-            names.push(weft_abi::dispatch::SITE_VALUE.to_string());
+        for (_, record) in records.iter_mut().filter(|_| !self.exit) {
+            if let Some(n) = user_timer {
+                record.plain("user_ns", Expr::ThreadTimer(n));
+            }
+            // weft's SIGSYS handler makes the calls of code not rewritten
+            // at the dispatch function, the address they were made from
+            // in rcx.
+            if at.module == weft_abi::dispatch::MODULE_NAME {
+                record.plain(weft_abi::dispatch::SITE_VALUE, Expr::Reg(1));
+            }
         }
         // A vDSO call's events are a system call's entry and return.
         let kind = match (self.exit, self.vdso) {
@@ -195,19 +196,22 @@ impl Expand for Capture {
             (false, true) => ENTRY,
             (true, true) => EXIT,
         };
-        let id = alloc.event(EventInfo {
-            module: at.module.to_string(),
-            function: at.function.to_string(),
-            kind,
-            args: values.len() as u8,
-            strings: strings.mask,
-            binary: strings.sized,
-            names,
-        })?;
-        let emit = Guarded {
-            predicate: None,
-            primitive: Primitive::Emit(id, values, strings),
-        };
+        let mut emits = Vec::new();
+        for (predicate, record) in records {
+            let id = alloc.event(EventInfo {
+                module: at.module.to_string(),
+                function: at.function.to_string(),
+                kind,
+                args: record.values.len() as u8,
+                strings: record.strings.mask,
+                binary: record.strings.sized,
+                names: record.names,
+            })?;
+            emits.push(Guarded {
+                predicate,
+                primitive: Primitive::Emit(id, record.values, record.strings),
+            });
+        }
         let timer = |primitive| Guarded {
             predicate: None,
             primitive,
@@ -225,9 +229,15 @@ impl Expand for Capture {
             program.push(keep(stack, Expr::Reg(4)));
         }
         match (user_timer, self.exit) {
-            (None, _) => program.push(emit),
-            (Some(n), false) => program.extend([timer(Primitive::StopCpuTimer(n)), emit]),
-            (Some(n), true) => program.extend([emit, timer(Primitive::StartCpuTimer(n))]),
+            (None, _) => program.extend(emits),
+            (Some(n), false) => {
+                program.push(timer(Primitive::StopCpuTimer(n)));
+                program.extend(emits);
+            }
+            (Some(n), true) => {
+                program.extend(emits);
+                program.push(timer(Primitive::StartCpuTimer(n)));
+            }
         }
         if self.exit {
             program.extend(child_dispatch(at));
@@ -259,33 +269,20 @@ const ENTRY_NAMES: [&str; 7] = ["nr", "arg1", "arg2", "arg3", "arg4", "arg5", "a
 /// counter `buffer` with the stack pointer in `stack`: none (a null
 /// address, no byte) when the stack pointer is another here, a signal
 /// handler's vDSO call having come in between and kept its own.
-fn vdso_return_values(
-    filled: Option<Writes>,
-    (buffer, stack): (u64, u64),
-) -> (Vec<Expr>, Vec<String>, Strings) {
-    let mut values = vec![Expr::Reg(0)];
-    let mut names = vec!["result".to_string()];
+fn vdso_return_values(filled: Option<Writes>, (buffer, stack): (u64, u64)) -> Record {
+    let mut record = Record::result();
     let Some(w) = filled else {
-        return (values, names, Strings::NONE);
+        return record;
     };
     let same_call = || Expr::bin(BinOp::Eq, Expr::ThreadCounter(stack), Expr::Reg(4));
     let (address, count) = w.values_at(Expr::ThreadCounter(buffer));
-    let (address, count) = (
+    record.sized(
+        format!("data:{}", w.arg),
         Expr::bin(BinOp::Mul, address, same_call()),
         Expr::bin(BinOp::Mul, count, same_call()),
     );
-    let at = values.len();
-    values.extend([address, count]);
-    names.extend([format!("data:{}", w.arg), "count".to_string()]);
-    (
-        values,
-        names,
-        Strings {
-            mask: 1 << at,
-            cap: DATA_MAX,
-            sized: 1 << at,
-        },
-    )
+    record.strings.cap = DATA_MAX;
+    record
 }
 
 /// Where the return of a call whose site does not say its number finds
@@ -327,21 +324,21 @@ fn unknown_number_return(
     let same_call = || same_call.clone();
     let mut program = Vec::new();
     let mut none_of: Option<Expr> = None;
-    let record = |alloc: &mut dyn Allocate, nr: Option<u64>| {
-        let (values, names, strings) = return_values(nr);
+    let emit = |alloc: &mut dyn Allocate, record: Record| {
         let id = alloc.event(EventInfo {
             module: at.module.to_string(),
             function: at.function.to_string(),
             kind: at.kind,
-            args: values.len() as u8,
-            strings: strings.mask,
-            binary: strings.sized,
-            names,
+            args: record.values.len() as u8,
+            strings: record.strings.mask,
+            binary: record.strings.sized,
+            names: record.names,
         })?;
-        Ok::<_, Exhausted>(Primitive::Emit(id, values, strings))
+        Ok::<_, Exhausted>(Primitive::Emit(id, record.values, record.strings))
     };
     for nr in 0..CALLS {
-        if return_values(Some(nr)).0.len() == 1 {
+        let records = return_records(Some(nr));
+        if records.len() == 1 && records[0].1.values.len() == 1 {
             continue;
         }
         let is = Expr::bin(BinOp::Eq, number.clone(), Expr::Const(nr as i64));
@@ -350,17 +347,24 @@ fn unknown_number_return(
             None => isnt,
             Some(n) => Expr::bin(BinOp::And, n, isnt),
         });
-        program.push(Guarded {
-            predicate: Some(Expr::bin(BinOp::And, same_call(), is)),
-            primitive: record(alloc, Some(nr))?,
-        });
+        for (shape, record) in records {
+            let this_call = Expr::bin(BinOp::And, same_call(), is.clone());
+            let predicate = match shape {
+                Some(p) => Expr::bin(BinOp::And, this_call, p),
+                None => this_call,
+            };
+            program.push(Guarded {
+                predicate: Some(predicate),
+                primitive: emit(alloc, record)?,
+            });
+        }
     }
     if let Some(n) = none_of {
         other = Expr::bin(BinOp::Or, other, n);
     }
     program.push(Guarded {
         predicate: Some(other),
-        primitive: record(alloc, None)?,
+        primitive: emit(alloc, return_values(None))?,
     });
     Ok(program)
 }
@@ -377,33 +381,23 @@ const EFAULT: i64 = -14;
 /// wrote out (as many as it did), the buffer the kernel filled (see
 /// [`writes`]). Names: `result`, `path:K`, `sent:K` and `data:K` (`K` the
 /// argument), each sized one followed by its `count`.
-fn return_values(nr: Option<u64>) -> (Vec<Expr>, Vec<String>, Strings) {
+fn return_values(nr: Option<u64>) -> Record {
     let result = || Expr::Reg(0);
-    let mut values = vec![result()];
-    let mut names = vec!["result".to_string()];
-    let (mut mask, mut sized) = (0u16, 0u16);
+    let mut record = Record::result();
     let Some(nr) = nr else {
-        return (values, names, Strings::NONE);
+        return record;
     };
     for &arg in path_arguments(nr) {
         let unless_efault = Expr::bin(BinOp::Ne, result(), Expr::Const(EFAULT));
-        mask |= 1 << values.len();
-        values.push(Expr::bin(
-            BinOp::Mul,
-            Expr::Reg(writes::ARGUMENT_REGISTERS[arg]),
-            unless_efault,
-        ));
-        names.push(format!("path:{arg}"));
+        record.string(
+            format!("path:{arg}"),
+            Expr::bin(
+                BinOp::Mul,
+                Expr::Reg(writes::ARGUMENT_REGISTERS[arg]),
+                unless_efault,
+            ),
+        );
     }
-    let mut sized_value =
-        |values: &mut Vec<Expr>, names: &mut Vec<String>, what: String, pair: (Expr, Expr)| {
-            mask |= 1 << values.len();
-            sized |= 1 << values.len();
-            values.push(pair.0);
-            values.push(pair.1);
-            names.push(what);
-            names.push("count".to_string());
-        };
     for &(arg, count) in sent_arguments(nr) {
         let buffer = Expr::Reg(writes::ARGUMENT_REGISTERS[arg]);
         let count = match count {
@@ -421,30 +415,31 @@ fn return_values(nr: Option<u64>) -> (Vec<Expr>, Vec<String>, Strings) {
                 ),
             ),
         };
-        sized_value(
-            &mut values,
-            &mut names,
-            format!("sent:{arg}"),
-            (buffer, count),
-        );
+        record.sized(format!("sent:{arg}"), buffer, count);
     }
     if let Some(w) = writes(nr) {
-        sized_value(
-            &mut values,
-            &mut names,
-            format!("data:{}", w.arg),
-            w.values(),
-        );
+        let (address, count) = w.values();
+        record.sized(format!("data:{}", w.arg), address, count);
     }
-    (
-        values,
-        names,
-        Strings {
-            mask,
-            cap: DATA_MAX,
-            sized,
-        },
-    )
+    record.strings.cap = DATA_MAX;
+    record
+}
+
+/// The records a return writes, each with the condition it is written
+/// under (none: always): [`return_values`]' one, or for a call whose
+/// memory lies behind another structure, one for each shape of it
+/// (`vectored`).
+fn return_records(nr: Option<u64>) -> Vec<(Option<Expr>, Record)> {
+    match nr {
+        Some(nr) if vectored::covers(nr) => vectored::records(nr)
+            .into_iter()
+            .map(|(p, mut r)| {
+                r.strings.cap = DATA_MAX;
+                (p, r)
+            })
+            .collect(),
+        _ => vec![(None, return_values(nr))],
+    }
 }
 
 #[cfg(test)]

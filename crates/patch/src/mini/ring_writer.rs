@@ -56,14 +56,19 @@ impl Gen {
         &mut self,
         nargs: usize,
         slots: &[usize],
-        sized: u16,
+        strings: &Strings,
         cap: u64,
     ) -> std::result::Result<(), IcedError> {
+        let (sized, gathered) = (strings.sized, strings.gathered);
         let text_start = (r::R_ARGS + 8 * nargs as u64) as i32;
         let a = &mut self.a;
         a.lea(rdi, qword_ptr(r10 + text_start))?;
         for &i in slots {
             let slot = r::R_ARGS as i32 + 8 * i as i32;
+            if gathered & (1 << i) != 0 && i + 2 < nargs {
+                copy_gathered(a, slot, cap)?;
+                continue;
+            }
             if sized & (1 << i) != 0 && i + 1 < nargs {
                 copy_sized(a, slot, cap)?;
                 continue;
@@ -192,7 +197,7 @@ impl Gen {
         if string_slots.is_empty() {
             self.a.add(r9, size as i32)?;
         } else {
-            self.copy_strings(nargs, &string_slots, strings.sized, text_cap)?;
+            self.copy_strings(nargs, &string_slots, strings, text_cap)?;
         }
         self.a.mov(qword_ptr(r8 + r::HEAD as i32), r9)?; // publish the record
         self.a.jmp(done)?;
@@ -340,6 +345,99 @@ fn copy_sized(a: &mut CodeAssembler, slot: i32, cap: u64) -> std::result::Result
     a.mov(rax, r::STR_NULL as i64)?;
     a.mov(qword_ptr(r10 + slot), rax)?;
     a.set_label(&mut store)?;
+    Ok(())
+}
+
+/// Copies the bytes an array of `struct iovec` holds, as [`copy_sized`]
+/// copies one buffer's: value `slot` of the record at r10 is the array's
+/// address, the next value how many bytes to take (from the first entry
+/// on, each entry's length at most), the one after it how many entries
+/// the array has. Replaces the address by the count copied and flags.
+/// Uses rax, rcx, rdx and rsi, and r8 and r9 saved on the stack.
+fn copy_gathered(a: &mut CodeAssembler, slot: i32, cap: u64) -> std::result::Result<(), IcedError> {
+    let mut some = a.create_label();
+    let mut fits = a.create_label();
+    let mut counted = a.create_label();
+    let mut entry = a.create_label();
+    let mut within = a.create_label();
+    let mut words = a.create_label();
+    let mut bytes = a.create_label();
+    let mut done = a.create_label();
+    let mut null = a.create_label();
+    let mut end = a.create_label();
+    a.mov(rsi, qword_ptr(r10 + slot))?;
+    a.mov(rcx, qword_ptr(r10 + slot + 8))?;
+    a.test(rsi, rsi)?;
+    a.jz(null)?;
+    a.test(rcx, rcx)?;
+    a.jg(some)?;
+    a.xor(ecx, ecx)?;
+    a.set_label(&mut some)?;
+    a.cmp(rcx, cap as i32)?;
+    a.jbe(fits)?;
+    a.mov(ecx, cap as u32)?;
+    a.mov(rax, r::STR_TRUNCATED as i64)?;
+    a.or(rax, rcx)?;
+    a.jmp(counted)?;
+    a.set_label(&mut fits)?;
+    a.mov(rax, rcx)?;
+    a.set_label(&mut counted)?;
+    a.mov(qword_ptr(r10 + slot), rax)?;
+    // r8: the next entry; r9: the entries left; rax: the bytes left.
+    a.push(r8)?;
+    a.push(r9)?;
+    a.mov(r8, rsi)?;
+    a.mov(r9, qword_ptr(r10 + slot + 16))?;
+    a.mov(rax, rcx)?;
+    a.set_label(&mut entry)?;
+    a.test(rax, rax)?;
+    a.jz(done)?;
+    a.test(r9, r9)?;
+    a.jle(done)?;
+    a.mov(rsi, qword_ptr(r8))?;
+    a.mov(rcx, qword_ptr(r8 + 8))?;
+    a.add(r8, 16)?;
+    a.sub(r9, 1)?;
+    a.cmp(rcx, rax)?;
+    a.jbe(within)?;
+    a.mov(rcx, rax)?;
+    a.set_label(&mut within)?;
+    a.sub(rax, rcx)?;
+    // As `copy_sized`: eight bytes a step while eight remain, then one.
+    a.set_label(&mut words)?;
+    a.cmp(rcx, 8)?;
+    a.jb(bytes)?;
+    a.mov(rdx, qword_ptr(rsi))?;
+    a.mov(qword_ptr(rdi), rdx)?;
+    a.add(rsi, 8)?;
+    a.add(rdi, 8)?;
+    a.sub(rcx, 8)?;
+    a.jmp(words)?;
+    a.set_label(&mut bytes)?;
+    a.test(rcx, rcx)?;
+    a.jz(entry)?;
+    a.mov(dl, byte_ptr(rsi))?;
+    a.mov(byte_ptr(rdi), dl)?;
+    a.add(rsi, 1)?;
+    a.add(rdi, 1)?;
+    a.sub(rcx, 1)?;
+    a.jmp(bytes)?;
+    // Entries that held fewer bytes than the count said: the word says
+    // how many were copied.
+    a.set_label(&mut done)?;
+    a.sub(qword_ptr(r10 + slot), rax)?;
+    a.pop(r9)?;
+    a.pop(r8)?;
+    a.mov(rcx, r::STR_TRUNCATED as i64 - 1)?;
+    a.and(rcx, qword_ptr(r10 + slot))?;
+    a.neg(rcx)?;
+    a.and(rcx, r::TEXT_ALIGN as i32 - 1)?;
+    a.add(rdi, rcx)?;
+    a.jmp(end)?;
+    a.set_label(&mut null)?;
+    a.mov(rax, r::STR_NULL as i64)?;
+    a.mov(qword_ptr(r10 + slot), rax)?;
+    a.set_label(&mut end)?;
     Ok(())
 }
 

@@ -168,6 +168,8 @@ pub(super) const IOCTLS: &[(u64, &str)] = &[
     (0x5450, "FIONCLEX"),
     (0x5451, "FIOCLEX"),
     (0x802c542a, "TCGETS2"),
+    (0x80045430, "TIOCGPTN"),
+    (0x40045431, "TIOCSPTLCK"),
 ];
 
 pub(super) const ARCH_PRCTL: &[(u64, &str)] = &[

@@ -79,6 +79,7 @@ fn string_values_carry_their_text() {
             mask: 0b101,
             cap: 16,
             sized: 0,
+            gathered: 0,
         },
     );
     let short = b"main.py\0";
@@ -123,6 +124,7 @@ fn sized_values_carry_as_many_bytes_as_the_next_value_says() {
             mask: 0b001,
             cap: 16,
             sized: 0b001,
+            gathered: 0,
         },
     );
     let data = b"\0binary\0data, longer than sixteen";
@@ -159,6 +161,71 @@ fn sized_values_carry_as_many_bytes_as_the_next_value_says() {
 }
 
 #[test]
+fn gathered_values_carry_the_bytes_of_each_iovec_in_turn() {
+    use crate::region::ring as r;
+    let mem = Memory::new(16);
+    let table = mem.table();
+    // Value 0: an iovec array, value 1 the bytes to take, value 2 its
+    // entries.
+    let exec = emitter(
+        table,
+        9,
+        3,
+        Strings {
+            mask: 0b001,
+            cap: 16,
+            sized: 0b001,
+            gathered: 0b001,
+        },
+    );
+    let (first, second, third) = (
+        b"abc".to_vec(),
+        b"defghij".to_vec(),
+        b"klmnopqrstu".to_vec(),
+    );
+    let iov: [u64; 6] = [
+        first.as_ptr() as u64,
+        3,
+        second.as_ptr() as u64,
+        7,
+        third.as_ptr() as u64,
+        11,
+    ];
+    let all = b"abcdefghijklmnopqrstu";
+    // (count, entries, the slot's word, bytes copied, bytes the text takes)
+    let cases: [(i64, i64, u64, usize, u64); 7] = [
+        (2, 3, 2, 2, 8),
+        (3, 3, 3, 3, 8),
+        (9, 3, 9, 9, 16),
+        (16, 3, 16, 16, 16),
+        (21, 3, 16 | r::STR_TRUNCATED, 16, 16),
+        // Fewer bytes in the entries than the count: those there are.
+        (12, 2, 10, 10, 16),
+        (-11, 3, 0, 0, 0),
+    ];
+    let mut pos = 0;
+    for (count, entries, word, copied, padded) in cases {
+        exec.call([iov.as_ptr() as i64, count, entries, 0, 0, 0]);
+        let ring = mem.ring_of_this_thread();
+        let rec = ring + r::HEADER + pos;
+        let shape = (mem.read(rec + r::R_EVENT) >> 32) as u32;
+        assert_eq!(r::shape(shape), (3, padded), "{count}");
+        assert_eq!(mem.read(rec + r::R_ARGS), word, "{count}");
+        assert_eq!(mem.read(rec + r::R_ARGS + 8) as i64, count);
+        assert_eq!(mem.read(rec + r::R_ARGS + 16) as i64, entries);
+        let start = rec + r::R_ARGS + 24;
+        // SAFETY: the record lies in `mem`, `copied` bytes after its values.
+        let got = unsafe { std::slice::from_raw_parts(start as *const u8, copied) };
+        assert_eq!(got, &all[..copied], "{count}");
+        pos += r::record_size(3, padded);
+        assert_eq!(mem.read(ring + r::HEAD), pos);
+    }
+    exec.call([0, 5, 1, 0, 0, 0]);
+    let rec = mem.ring_of_this_thread() + r::HEADER + pos;
+    assert_eq!(mem.read(rec + r::R_ARGS), r::STR_NULL);
+}
+
+#[test]
 fn flight_mode_overwrites_the_oldest_records() {
     use crate::region::ring as r;
     let mem = Memory::new(16);
@@ -173,6 +240,7 @@ fn flight_mode_overwrites_the_oldest_records() {
             mask: 0b10,
             cap: 32,
             sized: 0,
+            gathered: 0,
         },
     );
     mem.write(table.ring_overwrite, 1);
