@@ -1,6 +1,7 @@
 /* What a rerun cannot reproduce by itself, printed: the time (from the
- * vDSO's clocks, no system call), its pid, a thread's id, random bytes, what it read from its standard input (a pipe from
- * outside), the id of the child it forks and that child's view of both
+ * vDSO's clocks, no system call), its pid, a thread's id, random bytes,
+ * what it read from its standard input (a pipe from outside, with read
+ * and readv), the id of the child it forks and that child's view of both
  * ids. Under `weft syscalls reexec` the output must be the recorded
  * run's, byte for byte. With an argument it opens that file before its
  * random bytes: a call the record does not have (a divergence). */
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <sched.h>
 #include <sys/random.h>
+#include <sys/uio.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -54,8 +56,15 @@ __attribute__((noinline)) static void touch(const char *path) {
 }
 
 int main(int argc, char **argv) {
+    /* Its first four bytes with read, the rest with readv into two
+     * pieces: a rerun gets both from the record, through the vector. */
     char input[256];
-    ssize_t n = read(0, input, sizeof input - 1);
+    ssize_t n = read(0, input, 4);
+    if (n == 4) {
+        struct iovec rest[2] = {{input + 4, 5}, {input + 9, sizeof input - 10}};
+        ssize_t more = readv(0, rest, 2);
+        n += more > 0 ? more : 0;
+    }
     input[n > 0 ? n : 0] = 0;
     if (argc > 1)
         touch(argv[1]);

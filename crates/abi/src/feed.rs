@@ -178,6 +178,10 @@ pub const TRANSLATE_RESULT: u64 = 8;
 /// reads on until it has them (or the end, or an error), so that each
 /// read takes the recorded bytes.
 pub const CLAMP: u64 = 16;
+/// Flag: the argument to fill is an array of `struct iovec`, with as
+/// many entries as the next argument says (`readv`): the recorded bytes
+/// go through it, each entry taking its length's share in turn.
+pub const SCATTER: u64 = 32;
 /// Flags: first bit of the compared arguments' mask.
 pub const COMPARE_SHIFT: u64 = 8;
 /// Flags: first bit of 1 + the argument to fill.

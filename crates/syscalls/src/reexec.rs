@@ -162,6 +162,10 @@ pub fn result_is_an_id(nr: u64) -> bool {
     [218, 111, 121, 124].contains(&nr)
 }
 
+/// `readv`, `preadv`, `preadv2`: their recorded bytes go back through
+/// their vectors (`weft_abi::feed::SCATTER`).
+const VECTORED_READS: [u64; 3] = [19, 295, 327];
+
 /// `-EINTR`.
 const EINTR: i64 = -4;
 
@@ -209,16 +213,21 @@ pub fn answered(
         // recorded answer, with the writes and closes that made them
         // ready waited for (`crate::deps`).
         7 | 271 if call.exit.is_some_and(|e| e.result >= 0) => Some(Answer::Ready),
-        // read, pread64, recvfrom, fstat
-        0 | 17 | 45 | 5 => outside(),
+        // read, pread64, recvfrom, fstat; readv, preadv, preadv2
+        0 | 17 | 45 | 5 | 19 | 295 | 327 => outside(),
         // newfstatat(fd, "", buf, AT_EMPTY_PATH)
         262 if call.args[3] & 0x1000 != 0 => outside(),
-        // lseek, and an ioctl that failed (isatty's `ENOTTY`): what the
-        // program learns of a descriptor it inherited (a file, a pipe, a
-        // terminal) is what it learnt then. An ioctl that succeeded
-        // filled memory the record does not hold: it is made.
+        // lseek, and an ioctl that failed (isatty's `ENOTTY`) or filled
+        // memory the record holds (a terminal's settings and size): what
+        // the program learns of a descriptor it inherited (a file, a
+        // pipe, a terminal) is what it learnt then. Another ioctl that
+        // succeeded filled memory the record does not hold: it is made.
         8 => outside(),
-        16 if call.exit.is_some_and(|e| e.result < 0) => outside(),
+        16 if call.exit.is_some_and(|e| e.result < 0)
+            || call.buffers.iter().any(|b| b.what == Memory::Filled) =>
+        {
+            outside()
+        }
         _ => None,
     };
     let Some(answer) = answer else {
@@ -389,6 +398,9 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
                     flags |= f::ANSWER;
                     if let Some(b) = c.buffers.iter().find(|b| b.what == Memory::Filled) {
                         flags |= (b.arg as u64 + 1) << f::FILL_SHIFT;
+                        if VECTORED_READS.contains(&c.nr) {
+                            flags |= f::SCATTER;
+                        }
                         let data = bytes.len() as u64;
                         bytes.extend_from_slice(&b.bytes);
                         bytes.resize(bytes.len().next_multiple_of(8), 0);

@@ -528,18 +528,56 @@ impl Gen {
         a.shr(rax, f::FILL_SHIFT as u32)?;
         a.and(eax, 0xff)?;
         a.jz(filled)?;
+        // rdi: the argument; rdx: the next one (a vector's entries).
         for (i, off) in SYSCALL_ARG_OFFSET.iter().enumerate() {
             let mut other = a.create_label();
             a.cmp(eax, i as u32 + 1)?;
             a.jne(other)?;
             a.mov(rdi, qword_ptr(rsp + *off))?;
+            if let Some(next) = SYSCALL_ARG_OFFSET.get(i + 1) {
+                a.mov(rdx, qword_ptr(rsp + *next))?;
+            }
             a.set_label(&mut other)?;
             a.nop()?;
         }
+        a.mov(rax, rsi)?;
         a.mov(rsi, qword_ptr(r9 + f::CALL_DATA as i32))?;
         a.add(rsi, r8)?;
         a.mov(rcx, qword_ptr(r9 + f::CALL_DATA_LEN as i32))?;
+        let mut scatter = a.create_label();
+        a.test(eax, f::SCATTER as i32)?;
+        a.jnz(scatter)?;
         a.rep().movsb()?;
+        a.jmp(filled)?;
+        // Through the vector: r10 the next entry, rdx the entries left,
+        // rax the bytes left.
+        a.set_label(&mut scatter)?;
+        {
+            let mut entry = a.create_label();
+            let mut within = a.create_label();
+            let mut last = a.create_label();
+            a.push(r10)?;
+            a.mov(r10, rdi)?;
+            a.mov(rax, rcx)?;
+            a.set_label(&mut entry)?;
+            a.test(rax, rax)?;
+            a.jz(last)?;
+            a.test(rdx, rdx)?;
+            a.jle(last)?;
+            a.mov(rdi, qword_ptr(r10))?;
+            a.mov(rcx, qword_ptr(r10 + 8))?;
+            a.add(r10, 16)?;
+            a.sub(rdx, 1)?;
+            a.cmp(rcx, rax)?;
+            a.jbe(within)?;
+            a.mov(rcx, rax)?;
+            a.set_label(&mut within)?;
+            a.sub(rax, rcx)?;
+            a.rep().movsb()?;
+            a.jmp(entry)?;
+            a.set_label(&mut last)?;
+            a.pop(r10)?;
+        }
         a.set_label(&mut filled)?;
         self.feed_done(thread)?;
         let a = &mut self.a;
