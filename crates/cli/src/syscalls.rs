@@ -568,6 +568,57 @@ fn read_calls(
         }
         Ok(())
     })?;
+    // A return that recorded the whole call (`weft_syscalls::ENTRY_TIME`
+    // among its values) stands for its entry too: the entry's values
+    // come off it, at the entry's instant (at the return's when a signal
+    // handler's call made it unknown).
+    let whole: Vec<Option<usize>> = (0..meta.events.len())
+        .map(|id| {
+            let names = meta.names.get(id)?;
+            names.iter().position(|n| n == "nr")?;
+            names.iter().position(|n| n == weft_syscalls::ENTRY_TIME)
+        })
+        .collect();
+    if whole.iter().any(Option::is_some) {
+        let mut split = Vec::with_capacity(events.len() * 2);
+        for mut c in events {
+            let at = match (c.exit, whole.get(c.event as usize)) {
+                (true, Some(&Some(at))) if at < c.args.len() => at,
+                _ => {
+                    split.push(c);
+                    continue;
+                }
+            };
+            let names = &meta.names[c.event as usize];
+            let nr_at = names.iter().position(|n| n == "nr").unwrap_or(at);
+            let entry_tsc = match c.args[at] {
+                0 => c.tsc,
+                t => t.min(c.tsc),
+            };
+            let mut entry: Vec<u64> = c.args[nr_at..at].to_vec();
+            // nr, arg1..argK, user_ns: the arguments not recorded are 0.
+            let recorded_args = names[nr_at + 1..at]
+                .iter()
+                .filter(|n| n.starts_with("arg"))
+                .count();
+            let user = entry.split_off(1 + recorded_args);
+            entry.resize(7, 0);
+            entry.extend(user);
+            c.args.truncate(nr_at.min(c.args.len()));
+            split.push(Captured {
+                tid: c.tid,
+                tsc: entry_tsc,
+                event: c.event,
+                exit: false,
+                args: entry,
+                buffers: Vec::new(),
+            });
+            split.push(c);
+        }
+        // Entries before returns of the same instant, as they were made.
+        split.sort_by_key(|c| (c.tsc, c.exit));
+        events = split;
+    }
     let known: HashMap<i32, i32> = events.iter().map(|c| (c.tid, meta.pid_of(c.tid))).collect();
     // An entry and its return are events of one site (the same module
     // and function+offset).

@@ -96,6 +96,10 @@ pub enum Primitive {
     StartCpuTimer(u64),
     /// Stop the calling thread's CPU timer `n` (nesting).
     StopCpuTimer(u64),
+    /// The calling thread's counter `n` := the event clock now (the TSC,
+    /// or CLOCK_MONOTONIC where records are stamped with it), the same
+    /// instant as the primitive before it read, if it read one.
+    KeepTime(u64),
     /// Write an event (TSC timestamp, id, up to twelve values, and the
     /// text of the values that are strings) into the calling thread's ring;
     /// dropped and counted if the ring is full (discard mode).
@@ -192,6 +196,7 @@ impl Primitive {
     pub fn uses_thread_state(&self) -> bool {
         match self {
             Primitive::AddThreadCounter(..)
+            | Primitive::KeepTime(_)
             | Primitive::StartTimer(_)
             | Primitive::StopTimer(_)
             | Primitive::StartCpuTimer(_)

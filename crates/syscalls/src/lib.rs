@@ -21,6 +21,7 @@ pub mod reexec;
 mod stats;
 mod vdso;
 mod vectored;
+mod whole;
 mod writes;
 
 pub use calls::{calls, calls_at_sites, is_exec, Buffer, Call, Event, Memory, Return};
@@ -28,6 +29,7 @@ pub use format::{errno_name, name, quoted, returns_address, strace_line};
 pub use inputs::{path_arguments, sent_arguments, Sent};
 pub use stats::{render as render_stats, stats, Row};
 pub use vdso::VDSO_BIT;
+pub use whole::ENTRY_TIME;
 pub use writes::{writes, Count, Writes};
 
 /// Bytes of a buffer the kernel wrote that a return records at most (the
@@ -135,6 +137,20 @@ impl Expand for Capture {
                 Some(Kept::Counters { number, stack })
             }
         };
+        // A call whose site says its number: one record, the return's
+        // (`whole`), where it fits.
+        if let (Some(nr), false, false) = (at.syscall, self.vdso, dispatched) {
+            let records = return_records(Some(nr));
+            if whole::is_whole(nr, &records, user_timer.is_some()) {
+                let entry = alloc.call_entry()?;
+                if !self.exit {
+                    return whole::entry_program(at, alloc, nr, entry, user_timer);
+                }
+                let mut program = whole::return_program(at, alloc, nr, records, entry, user_timer)?;
+                program.extend(child_dispatch(at));
+                return Ok(program);
+            }
+        }
         if let (Some(kept), true) = (unknown, self.exit) {
             let mut program = unknown_number_return(at, alloc, kept)?;
             if let Some(n) = user_timer {
@@ -452,23 +468,47 @@ mod tests {
         assert_eq!(specs[0].kind, PointKind::Syscall);
         assert_eq!(specs[1].kind, PointKind::AfterSyscall);
         let mut ids = weft_plan::Tally::default();
-        let at = |kind| Resolved {
+        let at = |kind, nr| Resolved {
             module: "libc.so.6",
             function: "getpid",
             kind,
-            syscall: Some(39),
+            syscall: Some(nr),
         };
-        for (spec, values) in specs.iter().zip([7, 1]) {
-            let Action::Expand(e) = &spec.action else {
-                panic!("{:?}", spec.action)
+        let program = |k: usize, nr, ids: &mut weft_plan::Tally| {
+            let Action::Expand(e) = &specs[k].action else {
+                panic!("{:?}", specs[k].action)
             };
-            let program = e.expand(&at(spec.kind), &mut ids).unwrap();
-            let Primitive::Emit(_, v, _) = &program[0].primitive else {
-                panic!("{program:?}")
-            };
-            assert_eq!(v.len(), values);
-            assert_eq!(v[0], Expr::Reg(0), "rax: the number, then the result");
-        }
+            e.expand(&at(specs[k].kind, nr), ids).unwrap()
+        };
+        let emits = |p: &[Guarded]| -> Vec<(bool, Vec<Expr>)> {
+            p.iter()
+                .filter_map(|g| match &g.primitive {
+                    Primitive::Emit(_, v, _) => Some((g.predicate.is_some(), v.clone())),
+                    _ => None,
+                })
+                .collect()
+        };
+        // getpid: one record, the return's, with the number after the
+        // result; the entry writes one only for another number in rax
+        // (restart_syscall), and keeps the instant.
+        let entry = program(0, 39, &mut ids);
+        assert_eq!(emits(&entry).len(), 1);
+        assert!(emits(&entry)[0].0, "guarded by rax being another number");
+        assert!(entry
+            .iter()
+            .any(|g| matches!(g.primitive, Primitive::KeepTime(_))));
+        let ret = emits(&program(1, 39, &mut ids));
+        assert_eq!(ret.len(), 2, "the whole call, and the result alone");
+        assert_eq!(ret[0].1[..2], [Expr::Reg(0), Expr::Const(39)]);
+        assert_eq!(ret[1].1, [Expr::Reg(0)]);
+        // execve: an entry record of the seven registers, a return record
+        // of the result.
+        let entry = emits(&program(0, 59, &mut ids));
+        assert_eq!((entry[0].0, entry[0].1.len()), (false, 7));
+        assert_eq!(entry[0].1[0], Expr::Reg(0), "rax: the number");
+        let ret = emits(&program(1, 59, &mut ids));
+        assert_eq!(ret.len(), 1);
+        assert_eq!(ret[0].1[0], Expr::Reg(0), "rax: the result");
     }
 
     /// The program of capture spec `k` (0: the entry, 1: the return) at a

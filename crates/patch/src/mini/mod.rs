@@ -139,6 +139,7 @@ impl Gen {
     /// predicate may have skipped the first.
     fn guarded(&mut self, x: &Guarded) -> std::result::Result<(), IcedError> {
         let mut skip = self.a.create_label();
+        let ready_before = self.stamp_ready;
         if let Some(p) = &x.predicate {
             self.expr(p, 0)?;
             self.a.test(rax, rax)?;
@@ -146,7 +147,10 @@ impl Gen {
         }
         self.primitive(&x.primitive)?;
         if x.predicate.is_some() {
-            self.stamp_ready = false;
+            // Skipped, the primitive left the stamp word as it was: still
+            // this instant's if it was before, and if the primitive keeps
+            // it when it runs.
+            self.stamp_ready &= ready_before;
         }
         self.a.set_label(&mut skip)?;
         self.a.nop()?; // a label needs an instruction of its own
@@ -157,7 +161,10 @@ impl Gen {
     fn primitive(&mut self, p: &Primitive) -> std::result::Result<(), IcedError> {
         let stamps = matches!(
             p,
-            Primitive::Emit(..) | Primitive::StartCpuTimer(_) | Primitive::StopCpuTimer(_)
+            Primitive::Emit(..)
+                | Primitive::StartCpuTimer(_)
+                | Primitive::StopCpuTimer(_)
+                | Primitive::KeepTime(_)
         );
         match p {
             Primitive::SetCounter(addr, e)
@@ -192,6 +199,10 @@ impl Gen {
             Primitive::AddThreadCounter(n, e) => {
                 self.expr(e, 0)?;
                 self.a.add(qword_ptr(r11 + t::counter(*n) as i32), rax)?;
+            }
+            Primitive::KeepTime(n) => {
+                self.event_time()?;
+                self.a.mov(qword_ptr(r11 + t::counter(*n) as i32), rax)?;
             }
             Primitive::Emit(event, args, strings) => self.emit(*event, args, strings)?,
             Primitive::StartTimer(n) => self.start_timer(*n)?,

@@ -47,6 +47,28 @@ impl Gen {
         Ok(())
     }
 
+    /// rax := the event clock now: the TSC the primitive before read
+    /// (the block's stamp word) if it read one, else a fresh one, kept in
+    /// the stamp word for the primitive after; CLOCK_MONOTONIC from the
+    /// vDSO where records are stamped with it. r11: the thread's block.
+    pub(super) fn event_time(&mut self) -> std::result::Result<(), IcedError> {
+        if self.table.clock_gettime != 0 {
+            return self.monotonic_timestamp();
+        }
+        let mut have = self.a.create_label();
+        if self.stamp_ready {
+            self.a.mov(rax, qword_ptr(r11 + t::STAMP as i32))?;
+            self.a.test(rax, rax)?;
+            self.a.jnz(have)?;
+        }
+        self.a.rdtsc()?;
+        self.a.shl(rdx, 32)?;
+        self.a.or(rax, rdx)?;
+        self.a.mov(qword_ptr(r11 + t::STAMP as i32), rax)?;
+        self.a.set_label(&mut have)?;
+        self.a.nop()
+    }
+
     /// Copies the text of the string values of the record at r10 (whose
     /// value slots hold the pointers) after its values, replaces each
     /// pointer by its length and flags, writes the shape word and advances

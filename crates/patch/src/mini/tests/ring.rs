@@ -432,3 +432,40 @@ fn a_template_copy_is_the_code_assembled_in_place() {
     // One `rdtsc` for both: the second record takes the first's time.
     assert_eq!(mem.read(first + r::R_TSC), mem.read(second + r::R_TSC));
 }
+
+#[test]
+fn a_kept_time_is_the_instant_of_the_record_after_it() {
+    use crate::region::ring as r;
+    let mem = Memory::new(16);
+    let table = mem.table();
+    let exec = Exec::new(4096);
+    // Counter 3 := the clock; then a record of counter 3: the same TSC as
+    // the record's own stamp.
+    let program = vec![
+        Guarded {
+            predicate: None,
+            primitive: Primitive::KeepTime(3),
+        },
+        Guarded {
+            predicate: None,
+            primitive: Primitive::Emit(4, vec![Expr::ThreadCounter(3)], Strings::NONE),
+        },
+    ];
+    exec.load(&mini_trampoline(exec.addr(), table, &program).unwrap());
+    // SAFETY: rdtsc has no preconditions on x86-64.
+    let before = unsafe { std::arch::x86_64::_rdtsc() };
+    exec.call([0; 6]);
+    // SAFETY: as above.
+    let after = unsafe { std::arch::x86_64::_rdtsc() };
+    let block = mem.block_of_this_thread();
+    let kept = mem.read(block + t::counter(3));
+    assert!(before <= kept && kept <= after, "{before} {kept} {after}");
+    let rec = block + t::RING + r::HEADER;
+    assert_eq!(mem.read(rec + r::R_TSC), kept);
+    assert_eq!(mem.read(rec + r::R_ARGS), kept);
+    // Alone, it reads a fresh one.
+    let alone = Exec::new(4096);
+    alone.load(&mini_trampoline(alone.addr(), table, &program[..1]).unwrap());
+    alone.call([0; 6]);
+    assert!(mem.read(block + t::counter(3)) > kept);
+}
