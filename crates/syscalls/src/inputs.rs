@@ -32,13 +32,17 @@ pub enum Sent {
 
 /// The buffers whose bytes call `nr` hands the kernel: the argument
 /// holding each and how many bytes (`write`, `pwrite64`, `sendto`'s data
-/// and address, `connect` and `bind`'s address, `setsockopt`'s value).
+/// and address, `connect` and `bind`'s address, `setsockopt`'s value,
+/// `rt_sigprocmask`'s new set).
 pub fn sent_arguments(nr: u64) -> &'static [(usize, Sent)] {
     match nr {
         1 | 18 => &[(1, Sent::Result)],
         44 => &[(1, Sent::Result), (4, Sent::Arg(5))],
         42 | 49 => &[(1, Sent::Arg(2))],
         54 => &[(3, Sent::Arg(4))],
+        // rt_sigprocmask's new set, as long as its size argument says
+        // (8: the kernel reads it before it looks at `how`).
+        14 => &[(1, Sent::Arg(3))],
         _ => &[],
     }
 }
