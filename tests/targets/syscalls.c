@@ -3,14 +3,19 @@
  * own calls begin (weft records from the program's entry, strace from
  * exec). Usage: syscalls DIR (a scratch directory). */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -74,6 +79,73 @@ static void vectored_calls(void)
     close(pty);
 }
 
+/* Calls whose flags, signal sets and structures are decoded as strace
+ * decodes them, each the same in every run: clones that fail (a child
+ * would be weft's but not strace's without -f), signals by the kernel's
+ * numbers, buffers strace shows by address at a fixed one. */
+static void decoded_calls(const char *dir)
+{
+    syscall(SYS_clone, CLONE_SIGHAND | SIGCHLD, 0, 0, 0, 0);
+    /* Without CLONE_VM: weft loses the calls after a CLONE_VM clone that
+     * fails (it waits for the child's return on the parent's thread). */
+    syscall(SYS_clone,
+            CLONE_FS | CLONE_NEWNS | CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID |
+                CLONE_CHILD_SETTID | SIGCHLD,
+            0x1000, 0x2000, 0x3000, 0x4000);
+    /* No process group is above the largest pid. */
+    kill(-4194305, 32);
+    kill(-4194305, 33);
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGRTMIN + 1);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    struct sigaction action;
+    sigaction(SIGUSR2, NULL, &action);
+    char path[600], other[600], sub[600], entry[700];
+    snprintf(path, sizeof path, "%s/m", dir);
+    snprintf(other, sizeof other, "%s/n", dir);
+    snprintf(sub, sizeof sub, "%s/e", dir);
+    snprintf(entry, sizeof entry, "%s/e/x", dir);
+    faccessat(AT_FDCWD, path, R_OK, AT_EACCESS);
+    int fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 04755);
+    write(fd, "abc", 3);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    posix_fadvise(fd, 0, 0, 77);
+    int to = open(other, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    lseek(fd, 0, SEEK_SET);
+    copy_file_range(fd, NULL, to, NULL, 3, 0);
+    fchmod(fd, 07);
+    chmod(path, 01777);
+    struct statx sx;
+    statx(AT_FDCWD, path, 0, STATX_TYPE | STATX_MODE | STATX_SIZE, &sx);
+    statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_ALL, &sx);
+    syscall(SYS_setresuid, -1, -1, -1);
+    syscall(SYS_setresgid, -1, -1, -1);
+    struct sysinfo info;
+    sysinfo(&info);
+    char *fixed = mmap((void *)0x10000000, 65536, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (fixed != MAP_FAILED) {
+        mkdir(sub, 0700);
+        close(open(entry, O_CREAT | O_WRONLY, 0600));
+        int d = open(sub, O_RDONLY | O_DIRECTORY);
+        getdents64(d, fixed, 4096);
+        getdents64(d, fixed, 4096);
+        close(d);
+        statx(AT_FDCWD, entry, 0, STATX_ALL, (struct statx *)(fixed + 8192));
+        unlink(entry);
+        rmdir(sub);
+        statx(AT_FDCWD, entry, 0, STATX_ALL, (struct statx *)(fixed + 8192));
+        munmap(fixed, 65536);
+    }
+    close(to);
+    close(fd);
+    unlink(other);
+    unlink(path);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -104,6 +176,7 @@ int main(int argc, char **argv)
     close(p[0]);
     close(p[1]);
     vectored_calls();
+    decoded_calls(argv[1]);
     char dir[600];
     snprintf(dir, sizeof dir, "%s/d", argv[1]);
     mkdir(dir, 0700);

@@ -2,20 +2,28 @@
 //! them (`openat(AT_FDCWD, "/etc/passwd", O_RDONLY|O_CLOEXEC)`,
 //! `mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1,
 //! 0)`, `{st_mode=S_IFREG|0644, st_size=39791, ...}`), from the registers
-//! and the bytes a record holds. x86-64 values (`include/uapi`).
+//! and the bytes a record holds. x86-64 values (`include/uapi`). By role:
+//! `signals` (names, sets, actions), `process` (`clone`, `sysinfo`),
+//! `files` (modes, `statx`, directory entries), `messages` (vectors,
+//! messages, addresses, terminal `ioctl`s), `names` (the tables).
 
 /// `AT_FDCWD`.
 const AT_FDCWD: i32 = -100;
 
+mod files;
 mod messages;
 mod names;
+mod process;
+mod signals;
 
 pub(crate) use messages::{ioctl, iovecs, message, sockaddr, Message};
 
+use files::numeric_mode as mode;
 use names::*;
+use signals::signal;
 
 /// `NAME1|NAME2|0x...` for `value`'s bits, `zero` when none is set.
-fn bits(value: u64, names: Bits, zero: &str) -> String {
+fn bits(value: u64, names: &[(u64, &str)], zero: &str) -> String {
     let mut left = value;
     let mut out: Vec<String> = Vec::new();
     for &(bit, name) in names {
@@ -65,15 +73,6 @@ pub(crate) fn open_flags(value: u64) -> String {
     }
 }
 
-/// A signal's name (`SIGCHLD`), `SIGRTn` for a real-time one, 0 as 0.
-fn signal(value: u64) -> String {
-    match value {
-        1..=31 => SIGNALS[value as usize - 1].to_string(),
-        32..=64 => format!("SIGRT_{}", value - 32),
-        _ => value.to_string(),
-    }
-}
-
 /// `PREFIX_CLOEXEC|PREFIX_NONBLOCK` (`O_`, `EPOLL_`, `EFD_`, `IN_`: one
 /// value, named after the call), `0` for none.
 fn cloexec_nonblock(value: u64, prefix: &str) -> String {
@@ -99,14 +98,6 @@ fn pointer(value: u64) -> String {
     match value {
         0 => "NULL".to_string(),
         v => format!("{v:#x}"),
-    }
-}
-
-/// An octal mode as strace writes one (`0644`, `000`).
-fn mode(value: u64) -> String {
-    match value & 0o7777 {
-        0 => "000".to_string(),
-        m => format!("0{m:03o}"),
     }
 }
 
@@ -136,8 +127,13 @@ pub(crate) fn result(name: &str, raw: &[u64; 6], result: i64) -> Option<String> 
 /// The `args` of call `name` (already in strace's general shape) with its
 /// flags and constants named, and an argument added or left out where
 /// strace shows one more or fewer (`openat`'s mode with `O_CREAT`,
-/// `fcntl`'s argument with `F_GETFD`).
-pub(crate) fn arguments(name: &str, raw: &[u64; 6], args: &mut Vec<String>) {
+/// `fcntl`'s argument with `F_GETFD`); `result` is the call's, if it
+/// returned (`clone`'s names the new thread).
+pub(crate) fn arguments(name: &str, raw: &[u64; 6], result: Option<i64>, args: &mut Vec<String>) {
+    if name == "clone" {
+        *args = process::clone(raw, result);
+        return;
+    }
     let mut set = |k: usize, text: String| {
         if let Some(a) = args.get_mut(k) {
             *a = text;
@@ -165,7 +161,8 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], args: &mut Vec<String>) {
         }
         "statx" => {
             set(0, dirfd(raw[0]));
-            set(2, bits(raw[2], AT_FLAGS, "0"));
+            set(2, files::statx_flags(raw[2]));
+            set(3, files::statx_mask(raw[3]));
         }
         "unlinkat" | "faccessat2" | "fchmodat" => {
             set(0, dirfd(raw[0]));
@@ -174,6 +171,7 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], args: &mut Vec<String>) {
             }
             if name == "faccessat2" {
                 set(2, bits(raw[2], ACCESS, "F_OK"));
+                set(3, files::faccessat_flags(raw[3]));
             }
             if name == "fchmodat" {
                 set(2, mode(raw[2]));
@@ -267,11 +265,15 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], args: &mut Vec<String>) {
             set(2, pointer(raw[2]));
         }
         "rt_sigprocmask" => {
-            set(0, indexed(raw[0], &SIGPROCMASK));
+            set(0, signals::sigprocmask_how(raw[0]));
             set(1, pointer(raw[1]));
             set(2, pointer(raw[2]));
         }
-        "kill" | "tkill" => set(1, signal(raw[1])),
+        "kill" | "tkill" => {
+            // A pid is an `int`: a process group's is negative.
+            set(0, (raw[0] as u32 as i32).to_string());
+            set(1, signal(raw[1]));
+        }
         "tgkill" => set(2, signal(raw[2])),
         "prlimit64" => {
             set(1, indexed(raw[1], &RLIMITS));
@@ -312,6 +314,18 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], args: &mut Vec<String>) {
             set(1, format!("{:#x}", raw[1]));
         }
         "nanosleep" => set(1, pointer(raw[1])),
+        "fadvise64" => {
+            set(1, (raw[1] as i64).to_string());
+            set(2, (raw[2] as i64).to_string());
+            set(3, files::advice(raw[3]));
+        }
+        // The offsets: strace reads them where they are not NULL, which
+        // the record does not hold.
+        "copy_file_range" => {
+            set(1, pointer(raw[1]));
+            set(3, pointer(raw[3]));
+            set(4, raw[4].to_string());
+        }
         "clock_nanosleep" => set(3, pointer(raw[3])),
         "wait4" => {
             set(
@@ -328,6 +342,7 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], args: &mut Vec<String>) {
                     "0",
                 ),
             );
+            set(1, pointer(raw[1]));
             set(3, pointer(raw[3]));
         }
         _ => {}
@@ -361,6 +376,33 @@ pub(crate) fn pollfds(bytes: &[u8], ready: bool) -> String {
     format!("[{}]", entries.join(", "))
 }
 
+/// A buffer of call `name` the record holds (its argument `arg`, its
+/// bytes, whether they were cut) as strace shows it, where that needs
+/// the call's registers or shows the address: signal sets and actions,
+/// `statx`'s and `sysinfo`'s structures, `getdents64`'s entries. The
+/// address when the bytes cannot be what strace read (a set of another
+/// size, entries cut short).
+pub(crate) fn recorded(
+    name: &str,
+    raw: &[u64; 6],
+    arg: usize,
+    bytes: &[u8],
+    truncated: bool,
+) -> Option<String> {
+    let address = || pointer(raw.get(arg).copied().unwrap_or(0));
+    match (name, arg) {
+        ("rt_sigprocmask", 1 | 2) => Some(signals::sigset(bytes).unwrap_or_else(address)),
+        ("rt_sigaction", 2) => Some(signals::sigaction(bytes).unwrap_or_else(address)),
+        ("statx", 4) => Some(files::statx(bytes).unwrap_or_else(address)),
+        ("sysinfo", 0) => Some(process::sysinfo(bytes).unwrap_or_else(address)),
+        // strace leaves out the entries of a call that said it wrote more
+        // than its buffer holds.
+        ("getdents64", 1) if truncated || bytes.len() as u64 > raw[2] => Some(address()),
+        ("getdents64", 1) => Some(files::dirents(raw[1], bytes)),
+        _ => None,
+    }
+}
+
 /// What call `name` wrote into a buffer, as strace shows the structure:
 /// a `stat`, `prlimit64`'s limits, `pipe2`'s descriptors, `wait4`'s
 /// status; none for other calls (their bytes are shown as a string).
@@ -374,16 +416,6 @@ pub(crate) fn structure(name: &str, bytes: &[u8]) -> Option<String> {
     match name {
         "newfstatat" | "fstat" | "stat" | "lstat" if bytes.len() >= 144 => {
             let st_mode = u32_at(24)?;
-            let kind = match st_mode & 0o170000 {
-                0o140000 => "S_IFSOCK",
-                0o120000 => "S_IFLNK",
-                0o100000 => "S_IFREG",
-                0o060000 => "S_IFBLK",
-                0o040000 => "S_IFDIR",
-                0o020000 => "S_IFCHR",
-                0o010000 => "S_IFIFO",
-                _ => "0",
-            };
             let rest = match st_mode & 0o170000 {
                 0o060000 | 0o020000 => {
                     let rdev = u64_at(40)?;
@@ -394,8 +426,8 @@ pub(crate) fn structure(name: &str, bytes: &[u8]) -> Option<String> {
                 _ => format!("st_size={}", u64_at(48)? as i64),
             };
             Some(format!(
-                "{{st_mode={kind}|{}, {rest}, ...}}",
-                mode(u64::from(st_mode))
+                "{{st_mode={}, {rest}, ...}}",
+                files::symbolic_mode(u64::from(st_mode))
             ))
         }
         "prlimit64" | "getrlimit" if bytes.len() == 16 => {
@@ -457,7 +489,7 @@ mod tests {
 
     fn shown(name: &str, raw: [u64; 6], n: usize) -> String {
         let mut args: Vec<String> = raw[..n].iter().map(|v| v.to_string()).collect();
-        arguments(name, &raw, &mut args);
+        arguments(name, &raw, None, &mut args);
         args.join(", ")
     }
 
@@ -539,7 +571,7 @@ mod tests {
             "AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC|SOCK_NONBLOCK, 0"
         );
         let mut wake = vec!["1".to_string(), "129".into(), "0x7fffffff".into()];
-        arguments("futex", &[1, 129, 0x7fff_ffff, 0, 0, 0], &mut wake);
+        arguments("futex", &[1, 129, 0x7fff_ffff, 0, 0, 0], None, &mut wake);
         assert_eq!(wake[2], "2147483647", "a count in decimal");
         assert_eq!(
             shown("socket", [1, 0o2000001, 0, 0, 0, 0], 3),
@@ -558,6 +590,100 @@ mod tests {
         assert_eq!(result("fcntl", &[1, 1, 0, 0, 0, 0], 0), None);
     }
 
+    /// strace 6.1's lines on this machine (`tests/targets/syscalls.c`'s
+    /// calls and others).
+    #[test]
+    fn more_arguments_read_as_strace_names_them() {
+        let at = (-100i64) as u64;
+        assert_eq!(
+            shown("faccessat2", [at, 1, 4, 0x200, 0, 0], 4),
+            "AT_FDCWD, 1, R_OK, AT_EACCESS"
+        );
+        assert_eq!(
+            shown("faccessat2", [at, 1, 0, 0x300, 0, 0], 4),
+            "AT_FDCWD, 1, F_OK, AT_SYMLINK_NOFOLLOW|AT_EACCESS"
+        );
+        assert_eq!(
+            shown("fadvise64", [3, 0, 100, 4, 0, 0], 4),
+            "3, 0, 100, POSIX_FADV_DONTNEED"
+        );
+        assert_eq!(
+            shown("copy_file_range", [3, 0, 4, 0, 3, 0], 6),
+            "3, NULL, 4, NULL, 3, 0"
+        );
+        assert_eq!(
+            shown("statx", [3, 1, 0x1100, 0xfff, 5, 0], 5),
+            "3, 1, AT_STATX_SYNC_AS_STAT|AT_SYMLINK_NOFOLLOW|AT_EMPTY_PATH, STATX_ALL, 5"
+        );
+        assert_eq!(
+            shown("kill", [(-4194305i32) as u32 as u64, 32, 0, 0, 0, 0], 2),
+            "-4194305, SIGRTMIN"
+        );
+        assert_eq!(shown("chmod", [1, 0o1777, 0, 0, 0, 0], 2), "1, 01777");
+        assert_eq!(shown("fchmod", [3, 0o7, 0, 0, 0, 0], 2), "3, 007");
+        assert_eq!(
+            shown("openat", [at, 1, 0o102, 0o4755, 0, 0], 3),
+            "AT_FDCWD, 1, O_RDWR|O_CREAT, 04755"
+        );
+        assert_eq!(
+            shown("wait4", [8480, 0, 0, 0, 0, 0], 4),
+            "8480, NULL, 0, NULL"
+        );
+        // rt_sigprocmask(SIG_BLOCK, NULL, [], 8): no new set recorded.
+        assert_eq!(
+            recorded(
+                "rt_sigprocmask",
+                &[0, 0, 0x7ffd_0000, 8, 0, 0],
+                1,
+                &[],
+                false
+            )
+            .unwrap(),
+            "NULL"
+        );
+        // rt_sigprocmask(SIG_SETMASK, 0x7fff355187d8, ..., 4): a size
+        // strace does not read.
+        assert_eq!(
+            recorded(
+                "rt_sigprocmask",
+                &[2, 0x7fff_3551_87d8, 0, 4, 0, 0],
+                1,
+                &[0; 4],
+                false
+            )
+            .unwrap(),
+            "0x7fff355187d8"
+        );
+        assert_eq!(
+            recorded(
+                "getdents64",
+                &[5, 0x1000_0000, 4096, 0, 0, 0],
+                1,
+                &[],
+                false
+            )
+            .unwrap(),
+            "0x10000000 /* 0 entries */"
+        );
+        assert_eq!(
+            recorded(
+                "getdents64",
+                &[5, 0x1000_0000, 4096, 0, 0, 0],
+                1,
+                &[0; 64],
+                true
+            )
+            .unwrap(),
+            "0x10000000",
+            "entries cut short are not counted"
+        );
+        assert_eq!(
+            recorded("statx", &[0; 6], 1, b"/tmp", false),
+            None,
+            "its path"
+        );
+    }
+
     #[test]
     fn structures_read_as_strace_shows_them() {
         let mut stat = vec![0u8; 144];
@@ -572,6 +698,18 @@ mod tests {
         assert_eq!(
             structure("newfstatat", &stat).unwrap(),
             "{st_mode=S_IFCHR|0620, st_rdev=makedev(0x88, 0x3), ...}"
+        );
+        stat[24..28].copy_from_slice(&0o41777u32.to_le_bytes());
+        stat[48..56].copy_from_slice(&12288u64.to_le_bytes());
+        assert_eq!(
+            structure("newfstatat", &stat).unwrap(),
+            "{st_mode=S_IFDIR|S_ISVTX|0777, st_size=12288, ...}"
+        );
+        stat[24..28].copy_from_slice(&0o42755u32.to_le_bytes());
+        stat[48..56].copy_from_slice(&4096u64.to_le_bytes());
+        assert_eq!(
+            structure("newfstatat", &stat).unwrap(),
+            "{st_mode=S_IFDIR|S_ISGID|0755, st_size=4096, ...}"
         );
         let mut limits = (8192u64 * 1024).to_le_bytes().to_vec();
         limits.extend(u64::MAX.to_le_bytes());

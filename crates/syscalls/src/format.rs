@@ -205,6 +205,10 @@ const ARGUMENTS: &[(&str, usize)] = &[
     ("getsid", 1),
     ("setuid", 1),
     ("setgid", 1),
+    ("setresuid", 3),
+    ("setresgid", 3),
+    ("getresuid", 3),
+    ("getresgid", 3),
     ("sigaltstack", 2),
     ("prctl", 5),
     ("sched_getaffinity", 3),
@@ -420,7 +424,7 @@ pub fn strace_line(call: &Call) -> String {
     {
         args[0] = clock.to_string();
     }
-    crate::decode::arguments(&name, &call.args, &mut args);
+    crate::decode::arguments(&name, &call.args, call.exit.map(|e| e.result), &mut args);
     // The buffers, as strace shows them: paths whole, data cut at 32
     // bytes (its `-s 32`).
     // A buffer the call did not fill (it failed, or `wait4` reaped
@@ -447,7 +451,8 @@ pub fn strace_line(call: &Call) -> String {
                 (name.as_str(), b.arg),
                 ("connect" | "bind", 1) | ("sendto", 4)
             );
-            *arg = clock_structure(&name, bytes)
+            *arg = crate::decode::recorded(&name, &call.args, b.arg, bytes, b.truncated)
+                .or_else(|| clock_structure(&name, bytes))
                 .or_else(|| crate::decode::structure(&name, bytes))
                 .or_else(|| address.then(|| crate::decode::sockaddr(bytes)))
                 .unwrap_or_else(|| match name.as_str() {

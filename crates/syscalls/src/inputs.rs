@@ -28,17 +28,24 @@ pub enum Sent {
     /// As many as this argument says (`connect`'s address length),
     /// unless the call failed with `EFAULT`.
     Arg(usize),
+    /// This many when the call returned 0 (`rt_sigprocmask`'s set, which
+    /// the kernel reads only once its size argument is right).
+    OnZero(u64),
 }
 
 /// The buffers whose bytes call `nr` hands the kernel: the argument
 /// holding each and how many bytes (`write`, `pwrite64`, `sendto`'s data
-/// and address, `connect` and `bind`'s address, `setsockopt`'s value).
+/// and address, `connect` and `bind`'s address, `setsockopt`'s value,
+/// `rt_sigprocmask`'s new set).
 pub fn sent_arguments(nr: u64) -> &'static [(usize, Sent)] {
     match nr {
         1 | 18 => &[(1, Sent::Result)],
         44 => &[(1, Sent::Result), (4, Sent::Arg(5))],
         42 | 49 => &[(1, Sent::Arg(2))],
         54 => &[(3, Sent::Arg(4))],
+        // rt_sigprocmask's new set: the kernel refuses any size but 8
+        // before it reads it.
+        14 => &[(1, Sent::OnZero(8))],
         _ => &[],
     }
 }

@@ -418,6 +418,11 @@ fn return_values(nr: Option<u64>) -> Record {
         let buffer = Expr::Reg(writes::ARGUMENT_REGISTERS[arg]);
         let count = match count {
             Sent::Result => result(),
+            Sent::OnZero(n) => Expr::bin(
+                BinOp::Mul,
+                Expr::bin(BinOp::Eq, result(), Expr::Const(0)),
+                Expr::Const(n as i64),
+            ),
             // The kernel read that many unless it faulted; a null
             // address (`sendto` on a connected socket) with a length
             // is not read at all.

@@ -41,6 +41,8 @@ const TABLE: &[(u64, usize, Count)] = &[
     (0, 1, Count::Result),            // read
     (4, 1, Count::OnZero(144)),       // stat
     (7, 0, Count::ArgTimes(1, 8)),    // poll
+    (13, 2, Count::OnZero(32)),       // rt_sigaction's old action
+    (14, 2, Count::OnZero(8)),        // rt_sigprocmask's old set
     (5, 1, Count::OnZero(144)),       // fstat
     (6, 1, Count::OnZero(144)),       // lstat
     (17, 1, Count::Result),           // pread64

@@ -188,8 +188,6 @@ pub(super) const ARCH_PRCTL: &[(u64, &str)] = &[
 
 pub(super) const SEEK: [&str; 5] = ["SEEK_SET", "SEEK_CUR", "SEEK_END", "SEEK_DATA", "SEEK_HOLE"];
 
-pub(super) const SIGPROCMASK: [&str; 3] = ["SIG_BLOCK", "SIG_UNBLOCK", "SIG_SETMASK"];
-
 pub(super) const FUTEX_OPS: [&str; 14] = [
     "FUTEX_WAIT",
     "FUTEX_WAKE",

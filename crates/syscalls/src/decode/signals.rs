@@ -1,0 +1,198 @@
+//! Signals as strace 6 names them: a signal (`SIGCHLD`, `SIGRTMIN` for 32,
+//! `SIGRT_1` for 33), a signal set (`[INT RT_8]`, `~[RTMIN RT_1]` when
+//! most are in it), `rt_sigprocmask`'s `how` and a kernel `struct
+//! sigaction` (`{sa_handler=SIG_DFL, sa_mask=[], sa_flags=0}`).
+
+use super::names::{Bits, SIGNALS};
+use super::{bits, pointer};
+
+/// The first real-time signal (the kernel's, not glibc's `SIGRTMIN`,
+/// which reserves two for itself).
+const SIGRTMIN: u64 = 32;
+/// The last signal.
+const SIGRTMAX: u64 = 64;
+
+/// A signal's name (`SIGCHLD`, `SIGRTMIN`, `SIGRT_1`), else the number
+/// (0, or a number beyond the last signal).
+pub(super) fn signal(value: u64) -> String {
+    match value {
+        1..=31 => SIGNALS[value as usize - 1].to_string(),
+        SIGRTMIN => "SIGRTMIN".to_string(),
+        33..=SIGRTMAX => format!("SIGRT_{}", value - SIGRTMIN),
+        _ => value.to_string(),
+    }
+}
+
+/// A signal's name in a set: without its `SIG` (`INT`, `RTMIN`, `RT_1`).
+fn member(signal_number: u64) -> String {
+    let name = signal(signal_number);
+    match name.strip_prefix("SIG") {
+        Some(short) => short.to_string(),
+        None => name,
+    }
+}
+
+/// A kernel signal set of 8 bytes as strace prints one: its signals in
+/// brackets, or `~` and those left out when two thirds or more are in it
+/// (`~[]` for all). Another size is not decoded (strace shows the
+/// address then).
+pub(super) fn sigset(bytes: &[u8]) -> Option<String> {
+    let mut mask = u64::from_le_bytes(bytes.try_into().ok()?);
+    let mut out = String::new();
+    // strace counts 64 bits; 43 set is two thirds.
+    if mask.count_ones() >= 64 * 2 / 3 {
+        mask = !mask;
+        out.push('~');
+    }
+    let members: Vec<String> = (0..64)
+        .filter(|bit| mask & (1 << bit) != 0)
+        .map(|bit| member(bit + 1))
+        .collect();
+    out.push_str(&format!("[{}]", members.join(" ")));
+    Some(out)
+}
+
+/// `rt_sigprocmask`'s `how`: its name, else the number in hex with
+/// strace's comment.
+pub(super) fn sigprocmask_how(value: u64) -> String {
+    match value {
+        0 => "SIG_BLOCK".to_string(),
+        1 => "SIG_UNBLOCK".to_string(),
+        2 => "SIG_SETMASK".to_string(),
+        v => format!("{v:#x} /* SIG_??? */"),
+    }
+}
+
+/// `sa_flags`' bits, in strace's order.
+const SA_FLAGS: Bits = &[
+    (0x0400_0000, "SA_RESTORER"),
+    (0x0800_0000, "SA_ONSTACK"),
+    (0x1000_0000, "SA_RESTART"),
+    (0x2000_0000, "SA_INTERRUPT"),
+    (0x4000_0000, "SA_NODEFER"),
+    (0x8000_0000, "SA_RESETHAND"),
+    (0x4, "SA_SIGINFO"),
+    (0x1, "SA_NOCLDSTOP"),
+    (0x2, "SA_NOCLDWAIT"),
+];
+
+/// `SA_RESTORER`: strace shows `sa_restorer` only with it.
+const SA_RESTORER: u64 = 0x0400_0000;
+
+/// A kernel `struct sigaction` (x86-64: handler, flags, restorer, mask;
+/// 32 bytes) as strace shows it; none for fewer bytes.
+pub(super) fn sigaction(bytes: &[u8]) -> Option<String> {
+    let field = |k: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(
+            bytes.get(8 * k..8 * k + 8)?.try_into().ok()?,
+        ))
+    };
+    let (handler, flags, restorer) = (field(0)?, field(1)?, field(2)?);
+    let mask = sigset(bytes.get(24..32)?)?;
+    let handler = match handler {
+        0 => "SIG_DFL".to_string(),
+        1 => "SIG_IGN".to_string(),
+        u64::MAX => "SIG_ERR".to_string(),
+        h => pointer(h),
+    };
+    let restorer = match flags & SA_RESTORER {
+        0 => String::new(),
+        _ => format!(", sa_restorer={}", pointer(restorer)),
+    };
+    Some(format!(
+        "{{sa_handler={handler}, sa_mask={mask}, sa_flags={}{restorer}}}",
+        bits(flags, SA_FLAGS, "0")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(text: &str) -> Vec<u8> {
+        (0..text.len())
+            .step_by(2)
+            .map(|k| u8::from_str_radix(&text[k..k + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// strace 6.1's lines for `kill(-99999, N)`, `rt_sigprocmask` and
+    /// `rt_sigaction` on this machine, with the bytes the kernel had.
+    #[test]
+    fn signals_read_as_strace_names_them() {
+        assert_eq!(signal(17), "SIGCHLD");
+        assert_eq!(signal(32), "SIGRTMIN");
+        assert_eq!(signal(33), "SIGRT_1");
+        assert_eq!(signal(34), "SIGRT_2");
+        assert_eq!(signal(64), "SIGRT_32");
+        assert_eq!(signal(65), "65");
+        assert_eq!(signal(0), "0");
+        assert_eq!(sigprocmask_how(2), "SIG_SETMASK");
+        assert_eq!(sigprocmask_how(7), "0x7 /* SIG_??? */");
+    }
+
+    #[test]
+    fn sets_read_as_strace_shows_them() {
+        assert_eq!(sigset(&[0; 8]).unwrap(), "[]");
+        assert_eq!(sigset(&[0xff; 8]).unwrap(), "~[]");
+        // [USR1 RT_2 RT_3 RT_32]
+        let set = (1u64 << 9) | (1 << 33) | (1 << 34) | (1 << 63);
+        assert_eq!(
+            sigset(&set.to_le_bytes()).unwrap(),
+            "[USR1 RT_2 RT_3 RT_32]"
+        );
+        assert_eq!(
+            sigset(&0x5555_5555_5555_5555u64.to_le_bytes()).unwrap(),
+            "[HUP QUIT TRAP BUS KILL SEGV PIPE TERM CHLD STOP TTIN URG XFSZ PROF IO SYS \
+             RT_1 RT_3 RT_5 RT_7 RT_9 RT_11 RT_13 RT_15 RT_17 RT_19 RT_21 RT_23 RT_25 \
+             RT_27 RT_29 RT_31]"
+        );
+        assert_eq!(
+            sigset(&0xffff_ffff_7fff_fffeu64.to_le_bytes()).unwrap(),
+            "~[HUP RTMIN]"
+        );
+        assert_eq!(
+            sigset(&hex("fefefb7fffffffff")).unwrap(),
+            "~[HUP KILL STOP RTMIN]"
+        );
+        assert_eq!(sigset(&[0; 4]), None, "strace shows the address");
+    }
+
+    #[test]
+    fn actions_read_as_strace_shows_them() {
+        assert_eq!(
+            sigaction(&hex(
+                "e013d18321560000040000140000000050e03409747f00000200000080000000"
+            ))
+            .unwrap(),
+            "{sa_handler=0x562183d113e0, sa_mask=[INT RT_8], \
+             sa_flags=SA_RESTORER|SA_RESTART|SA_SIGINFO, sa_restorer=0x7f740934e050}"
+        );
+        assert_eq!(
+            sigaction(&[0; 32]).unwrap(),
+            "{sa_handler=SIG_DFL, sa_mask=[], sa_flags=0}"
+        );
+        let mut ignored = [0u8; 32];
+        ignored[0] = 1;
+        ignored[8..16].copy_from_slice(&SA_RESTORER.to_le_bytes());
+        ignored[16..24].copy_from_slice(&0x7fe0_9636_5050u64.to_le_bytes());
+        assert_eq!(
+            sigaction(&ignored).unwrap(),
+            "{sa_handler=SIG_IGN, sa_mask=[], sa_flags=SA_RESTORER, sa_restorer=0x7fe096365050}"
+        );
+        // A new action as strace showed it (weft records only the old
+        // one, but the layout is the same): glibc's flags sign-extended.
+        let mut flagged = [0u8; 32];
+        flagged[8..16].copy_from_slice(&0xffff_ffff_cc00_0407u64.to_le_bytes());
+        flagged[0..8].copy_from_slice(&0x564a_2e67_4660u64.to_le_bytes());
+        flagged[16..24].copy_from_slice(&0x7fe0_9636_5050u64.to_le_bytes());
+        flagged[24..32].copy_from_slice(&0xffff_fffe_7fff_ffffu64.to_le_bytes());
+        assert_eq!(
+            sigaction(&flagged).unwrap(),
+            "{sa_handler=0x564a2e674660, sa_mask=~[RTMIN RT_1], \
+             sa_flags=SA_RESTORER|SA_ONSTACK|SA_NODEFER|SA_RESETHAND|SA_SIGINFO|SA_NOCLDSTOP|\
+             SA_NOCLDWAIT|0xffffffff00000400, sa_restorer=0x7fe096365050}"
+        );
+        assert_eq!(sigaction(&[0; 31]), None);
+    }
+}
