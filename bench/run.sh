@@ -454,11 +454,12 @@ figure2() {
         # replay exits 1 when results differ: its JSON says how long it took all the same.
         r=$({ "$WEFT" syscalls replay --json --memory-max "$m" --drop-caches "$rec" 2>/dev/null || true; } | python3 -c 'import json,sys; print(json.load(sys.stdin)["replayed_s"])')
         "$WEFT" syscalls reexec --json "$out/fig2-reexec.json" --memory-max "$m" --drop-caches "$rec" -- "${cmd[@]}" >/dev/null 2>&1 || true
-        x=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["rerun_s"] if not r["diverged"] else "nan")' "$out/fig2-reexec.json")
+        x=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["predicted_s"] if not r["diverged"] else "nan")' "$out/fig2-reexec.json")
         printf '%-10s %10.3f %10.3f %10.3f %12.2f %12.2f\n' "$m" "$a" "$r" "$x" "$(echo "$r / $a" | bc -l)" "$( [ "$x" = nan ] && echo 0 || echo "$x / $a" | bc -l)"
     done
     echo "(seconds; actual: the workload alone in the group, exec to exit; replay: the replayed calls;"
-    echo " reexec: the re-executed program's fed calls, first call to last return; 0 ratio: diverged)"
+    echo " reexec: the re-executed program's fed calls, first call to last return, without weft's"
+    echo " holds of the workload's only process (predicted_s); 0 ratio: diverged)"
 }
 
 case "$what" in

@@ -174,7 +174,10 @@ enum SyscallsCommand {
         order: OrderArgs,
         /// Also write the report into FILE as one JSON object: `made`,
         /// `answered`, `waits`, `recorded_s` and `rerun_s` (from the first
-        /// call to the last return: the prediction, with limits),
+        /// call to the last return), `held_s` (of which weft held the
+        /// workload's only process to instrument a library or an image),
+        /// `predicted_s` (the rerun's span without them: the prediction,
+        /// with limits),
         /// `configuration`, `peak_memory`, `differ` (calls made again that
         /// returned other results), `diverged`, and `calls` (per call, in
         /// `show`'s order: `began_s` and `ended_s` in the rerun, from its

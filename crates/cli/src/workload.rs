@@ -257,6 +257,15 @@ impl Workload {
         self.members.iter_mut().find(|m| m.pid == pid && !m.done)
     }
 
+    /// Whether process `pid` is the workload's only live one (weft holding
+    /// it holds the whole workload).
+    fn sole(&self, pid: i32) -> bool {
+        let mut live = self.members.iter().filter(|m| !m.done);
+        live.next().is_some_and(|m| m.pid == pid)
+            && live.next().is_none()
+            && self.sharing.is_empty()
+    }
+
     /// Serves the workload for up to `step`: new processes and images,
     /// processes that ended, and every live image's library loads.
     pub fn serve(&mut self, args: &ProbeArgs, step: Duration) -> Result<()> {
@@ -300,9 +309,15 @@ impl Workload {
             // A fork before this load is given its region first: its
             // copy of the session must not claim a library it never mapped.
             self.handle_events(args)?;
+            let sole = self.sole(self.members[i].pid);
+            let held_from = weft_live::clock::tsc();
             let m = &mut self.members[i];
             if !m.done {
-                match m.session.handle_loads(&m.req.specs) {
+                let handled = m.session.handle_loads(&m.req.specs);
+                if sole {
+                    note_sole_hold(held_from);
+                }
+                match handled {
                     Ok(Some(report)) => {
                         report_load(&report, args.verbose);
                         m.req.describe_trace(&m.session)?;
@@ -411,7 +426,12 @@ impl Workload {
             );
             return;
         }
-        match self.instrument_new_image(args, pid) {
+        let held_from = weft_live::clock::tsc();
+        let instrumented = self.instrument_new_image(args, pid);
+        if self.members.iter().all(|m| m.done || m.pid == pid) && self.sharing.is_empty() {
+            note_sole_hold(held_from);
+        }
+        match instrumented {
             Ok(Some(member)) => self.members.push(member),
             Ok(None) => {}
             Err(e) => say!("weft: process {pid} ran exec; its new program is not measured: {e:#}"),
@@ -639,6 +659,24 @@ pub fn write_parts(
 /// Why weft cannot follow from its pid namespace, if it cannot: the
 /// follower compares the kernel's pids, which a nested namespace (a
 /// container) numbers otherwise.
+/// The times weft held the workload's only live process, as TSC
+/// intervals: a library load instrumented while the process waited in
+/// the load hook, a new image instrumented while it was stopped at its
+/// exec. The workload did nothing then that it would do without weft:
+/// `syscalls reexec` takes them out of the rerun's span for its
+/// prediction.
+pub static SOLE_HOLDS: std::sync::Mutex<Vec<(u64, u64)>> = std::sync::Mutex::new(Vec::new());
+
+/// Notes a hold of the workload's only live process, from TSC `from` to
+/// now.
+fn note_sole_hold(from: u64) {
+    let to = weft_live::clock::tsc();
+    SOLE_HOLDS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((from, to));
+}
+
 fn nested_pid_namespace() -> Option<String> {
     weft_process::in_nested_pid_namespace()
         .then(|| "weft runs in a nested pid namespace (a container)".to_string())

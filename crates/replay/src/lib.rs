@@ -188,7 +188,8 @@ impl Plan {
             }
         }
         let mut waits = vec![Vec::new(); calls.len()];
-        for e in edges {
+        // A blocking read waits for its bytes by itself.
+        for e in edges.iter().filter(|e| !e.waits_by_itself) {
             waits[e.to].push(e.from);
         }
         let first = calls.first().map_or(0, |c| c.entry_tsc);
@@ -278,6 +279,7 @@ mod tests {
             from: 2,
             to: 4,
             resource: 0,
+            waits_by_itself: false,
         }];
         let plan = Plan::new(&calls, &process, &edges, 2.0);
         let starts: Vec<(i32, Start)> = plan.threads.iter().map(|t| (t.tid, t.start)).collect();

@@ -15,11 +15,16 @@
 //! keeps an order only between operations that conflict: one of them
 //! writes the resource, or both go through one open file description and
 //! one of them uses its offset; reads through different descriptions
-//! reorder freely. On a pipe or socket every transfer changes it
-//! (`crate::fds`), so fine and coarse agree there.
+//! reorder freely. On a pipe or a connection, transfers keep their order
+//! within each direction (writes into it, reads out of it), a read
+//! depends on the write that brought its last byte, and a write on no
+//! read (a full pipe holds it by itself): a rerun's writer and reader do
+//! not run in lockstep, each waiting for the other's last transfer. A
+//! read that took nothing keeps its order with the writes around it.
 //!
-//! A read from a pipe (or one end of a connection) that overlapped the
-//! writes it took its bytes from still depends on them: counting the bytes
+//! A read from a pipe (or one end of a connection) depends on the writes
+//! it took its bytes from, whether it overlapped them or not (a blocking
+//! one waits for them by itself: [`Edge::waits_by_itself`]): counting the bytes
 //! in and out of the pipe (each direction of the connection), a
 //! read that was waiting for data when the write that brought its last
 //! byte began (it began first) waits for that write, if the write
@@ -34,7 +39,7 @@
 
 use crate::fds::{Access, Op, Resources};
 use crate::Call;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Which operations keep their order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +59,11 @@ pub struct Edge {
     pub to: usize,
     /// The resource they share (an index in [`Resources::resources`]).
     pub resource: usize,
+    /// The later call waits for the earlier one by itself: a blocking
+    /// read of a pipe or a connection, which the kernel holds until the
+    /// bytes the earlier write brought are there (a rerun asks for no
+    /// more than it took). A rerun need not hold it.
+    pub waits_by_itself: bool,
 }
 
 /// The dependencies of `calls` with their `resources`, in `mode`: the
@@ -64,8 +74,18 @@ pub fn edges(calls: &[Call], resources: &Resources, mode: Mode) -> Vec<Edge> {
         by_resource.entry(op.resource).or_default().push(op);
     }
     let returned = |op: &Op| calls[op.call].exit.and_then(|e| e.tsc);
-    let mut out = BTreeSet::new();
+    // (later, earlier, resource) -> whether the later call waits for the
+    // earlier one by itself.
+    let mut out: BTreeMap<(usize, usize, usize), bool> = BTreeMap::new();
+    let mut keep = |key: (usize, usize, usize), by_itself: bool| {
+        let e = out.entry(key).or_insert(by_itself);
+        *e &= by_itself;
+    };
     for (&resource, ops) in &by_resource {
+        let stream = matches!(
+            resources.resources[resource].kind,
+            crate::fds::Kind::Pipe | crate::fds::Kind::Socket
+        );
         // Per thread, its operations on the resource so far. A process's
         // end (which closes its descriptors) waits for what came before
         // it; returning to no one, it comes before nothing here, only
@@ -84,7 +104,7 @@ pub fn edges(calls: &[Call], resources: &Resources, mode: Mode) -> Vec<Edge> {
                 // before this one began and conflicts with it.
                 let found = earlier.iter().rev().position(|a| {
                     returned(a).is_some_and(|t| t < call.entry_tsc)
-                        && (mode == Mode::Coarse || conflict(a, op))
+                        && (mode == Mode::Coarse || conflict(calls, stream, a, op))
                 });
                 let Some(back) = found else { continue };
                 let a = earlier[earlier.len() - 1 - back];
@@ -93,22 +113,27 @@ pub fn edges(calls: &[Call], resources: &Resources, mode: Mode) -> Vec<Edge> {
                     continue;
                 }
                 *seen = a.call;
-                out.insert((op.call, a.call, resource));
+                keep((op.call, a.call, resource), false);
             }
             threads.entry(call.tid).or_default().push(op);
         }
     }
-    for (to, from, resource) in transfers(calls, resources) {
-        out.insert((to, from, resource));
+    for (to, from, resource, by_itself) in transfers(calls, resources) {
+        keep((to, from, resource), by_itself);
     }
     for (to, from, resource) in broken_pipes(calls, resources) {
-        out.insert((to, from, resource));
+        keep((to, from, resource), false);
     }
     for (to, from, resource) in ready_polls(calls, resources) {
-        out.insert((to, from, resource));
+        keep((to, from, resource), false);
     }
     out.into_iter()
-        .map(|(to, from, resource)| Edge { from, to, resource })
+        .map(|((to, from, resource), waits_by_itself)| Edge {
+            from,
+            to,
+            resource,
+            waits_by_itself,
+        })
         .collect()
 }
 
@@ -122,7 +147,7 @@ const TAKES: [u64; 4] = [0, 19, 45, 47];
 /// write that brought its last byte (see the module's documentation):
 /// (read, write, resource). A connection's reads through one end's
 /// description take what was written through the other end's.
-fn transfers(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usize)> {
+fn transfers(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usize, bool)> {
     use crate::fds::Kind;
     let moved = |k: usize| {
         calls[k]
@@ -179,11 +204,13 @@ fn transfers(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usize)
                     continue;
                 };
                 let returned = |k: usize| calls[k].exit.and_then(|e| e.tsc);
-                if calls[w].tid != calls[k].tid
-                    && calls[k].entry_tsc < calls[w].entry_tsc
-                    && returned(w) < returned(k)
-                {
-                    out.push((k, w, resource));
+                // The write returned before the read began; or the read
+                // was waiting when the write began and it returned first.
+                let before = returned(w).is_some_and(|t| t < calls[k].entry_tsc);
+                let overlapped =
+                    calls[k].entry_tsc < calls[w].entry_tsc && returned(w) < returned(k);
+                if calls[w].tid != calls[k].tid && (before || overlapped) {
+                    out.push((k, w, resource, !op.nonblocking));
                 }
             }
         }
@@ -306,10 +333,44 @@ fn ready_polls(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usiz
 }
 
 /// Whether two operations on one resource must keep their order.
-fn conflict(a: &Op, b: &Op) -> bool {
+fn conflict(calls: &[Call], stream: bool, a: &Op, b: &Op) -> bool {
+    if stream {
+        if let Some(c) = stream_conflict(calls, a, b) {
+            return c;
+        }
+    }
     a.access == Access::Write
         || b.access == Access::Write
         || a.description.is_some() && a.description == b.description && a.offset && b.offset
+}
+
+/// Whether two transfers on a pipe or a connection (`a` the earlier)
+/// conflict, in [`Mode::Fine`]; none when one of them is not a transfer
+/// (a `close`, a `shutdown`: they keep every order). Bytes in one
+/// direction keep their order: writes into it among themselves, reads
+/// out of it among themselves (on a connection, the direction is the end
+/// written or read through). A read that took bytes depends on the write
+/// that brought its last one ([`transfers`]) and on nothing else: a write
+/// need not wait for the reads before it (a full pipe holds it by
+/// itself), and writes and reads of the two directions of a connection
+/// are apart. A read that took none (`EAGAIN`, the end) keeps its order
+/// with the writes around it: a rerun must find nothing there too.
+fn stream_conflict(calls: &[Call], a: &Op, b: &Op) -> Option<bool> {
+    let put = |op: &Op| PUTS.contains(&calls[op.call].nr);
+    let take = |op: &Op| TAKES.contains(&calls[op.call].nr);
+    let took_none = |op: &Op| {
+        calls[op.call]
+            .exit
+            .is_none_or(|e| e.tsc.is_none() || e.result <= 0)
+    };
+    if !(put(a) || take(a)) || !(put(b) || take(b)) {
+        return None;
+    }
+    Some(match (put(a), put(b)) {
+        (true, true) => a.description == b.description,
+        (false, false) => a.description == b.description || took_none(a) || took_none(b),
+        _ => took_none(a) || took_none(b),
+    })
 }
 
 #[cfg(test)]
@@ -440,6 +501,65 @@ mod tests {
         // the child's close, the EOF after the parent's.
         assert_eq!(e, [(4, 3), (2, 4), (3, 5), (5, 6)]);
         assert_eq!(edges(&calls, &r, Mode::Coarse).len(), 4);
+    }
+
+    /// A stream's writes do not wait for the reads before them, only
+    /// reads for the writes that brought their bytes (a blocking read by
+    /// itself): a writer and a reader in turn do not run in lockstep. A
+    /// read that found nothing (`EAGAIN`) keeps its place before the
+    /// write after it.
+    #[test]
+    fn a_streams_writes_do_not_wait_for_its_reads() {
+        let calls = vec![
+            with_fds(call(10, 1, 2, 293, &[0, 0o4000], 0), 0, [3, 4]), // pipe2(O_NONBLOCK)
+            call(10, 3, 4, 57, &[], 11),                               // fork -> 11
+            call(11, 5, 6, 3, &[4], 0),                                // close(4)
+            call(10, 7, 8, 1, &[4, 0, 5], 5),                          // write(4) 5
+            call(11, 9, 10, 0, &[3, 0, 64], 5),                        // read(3) 5
+            call(10, 11, 12, 1, &[4, 0, 5], 5),                        // write(4) 5
+            call(11, 13, 14, 0, &[3, 0, 64], 5),                       // read(3) 5
+            call(11, 15, 16, 0, &[3, 0, 64], -11),                     // read(3): EAGAIN
+            call(10, 17, 18, 1, &[4, 0, 5], 5),                        // write(4) 5
+            call(11, 19, 20, 0, &[3, 0, 64], 5),                       // read(3) 5
+        ];
+        let r = fds::resolve(&calls, &HashMap::new());
+        let fine = |calls: &[Call]| -> Vec<(usize, usize, bool)> {
+            let r = fds::resolve(calls, &HashMap::new());
+            edges(calls, &r, Mode::Fine)
+                .iter()
+                .map(|e| (e.from, e.to, e.waits_by_itself))
+                .filter(|&(from, _, _)| from >= 3)
+                .collect()
+        };
+        // Non-blocking: each read waits for its write.
+        assert_eq!(
+            fine(&calls),
+            [
+                (3, 4, false),
+                (5, 6, false),
+                (5, 7, false),
+                (7, 8, false),
+                (8, 9, false)
+            ]
+        );
+        let coarse = edges(&calls, &r, Mode::Coarse);
+        assert!(
+            coarse.iter().any(|e| (e.from, e.to) == (4, 5)),
+            "coarse keeps the write after the read: {coarse:?}"
+        );
+        // Blocking: the reads wait for their bytes by themselves.
+        let mut blocking = calls.clone();
+        blocking[0].args[1] = 0;
+        assert_eq!(
+            fine(&blocking),
+            [
+                (3, 4, true),
+                (5, 6, true),
+                (5, 7, false),
+                (7, 8, false),
+                (8, 9, true)
+            ]
+        );
     }
 
     /// A reader that exits without closing (`head`): the writer's next

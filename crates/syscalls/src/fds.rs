@@ -69,6 +69,11 @@ pub struct Op {
     /// It used or moved that description's offset (`read`, `write`,
     /// `lseek`, `getdents64`; not `pread64`).
     pub offset: bool,
+    /// It would not wait: its description was non-blocking then
+    /// (`O_NONBLOCK`, `SOCK_NONBLOCK`, `fcntl`'s `F_SETFL`, `FIONBIO`), or
+    /// the call said `MSG_DONTWAIT`. A blocking read of a pipe or a socket
+    /// waits for its bytes by itself.
+    pub nonblocking: bool,
 }
 
 /// The resources of a workload and its calls' operations on them.
@@ -90,6 +95,8 @@ pub struct Resources {
 #[derive(Debug, Clone, Copy)]
 struct Description {
     resource: usize,
+    /// Its calls do not wait (`O_NONBLOCK`).
+    nonblocking: bool,
 }
 
 /// One process's descriptor table: descriptor to (description,
@@ -100,6 +107,12 @@ const AT_FDCWD: i32 = -100;
 const O_CREAT: u64 = 0o100;
 const O_TRUNC: u64 = 0o1000;
 const O_CLOEXEC: u64 = 0o2000000;
+/// `O_NONBLOCK`, and `SOCK_NONBLOCK` (the same bit).
+const O_NONBLOCK: u64 = 0o4000;
+/// `MSG_DONTWAIT`.
+const MSG_DONTWAIT: u64 = 0x40;
+/// `ioctl`'s `FIONBIO`.
+const FIONBIO: u64 = 0x5421;
 /// `exit_group`: the process ends, its descriptors closed.
 pub(crate) const EXIT_GROUP: u64 = 231;
 const CLONE_THREAD: u64 = 0x10000;
@@ -350,8 +363,19 @@ impl Simulation {
 
     /// A new open file description of `resource`.
     fn describe(&mut self, resource: usize) -> usize {
-        self.descriptions.push(Description { resource });
+        self.descriptions.push(Description {
+            resource,
+            nonblocking: false,
+        });
         self.descriptions.len() - 1
+    }
+
+    /// A new open file description of `resource`, non-blocking if
+    /// `flags` (an `open` or `socket` flags argument) say so.
+    fn describe_with(&mut self, resource: usize, flags: u64) -> usize {
+        let d = self.describe(resource);
+        self.descriptions[d].nonblocking = flags & O_NONBLOCK != 0;
+        d
     }
 
     /// The description behind `fd` in `pid`'s table; one of a resource of
@@ -378,6 +402,7 @@ impl Simulation {
             access,
             description: through.map(|t| t.0),
             offset: through.is_some_and(|t| t.1),
+            nonblocking: through.is_some_and(|t| self.descriptions[t.0].nonblocking),
         });
     }
 
@@ -396,6 +421,17 @@ impl Simulation {
                 false => access,
             };
             self.op(k, resource, access, Some((d, false)));
+            // recvfrom, sendto (flags argument 3); recvmsg, sendmsg (2).
+            let flags = match call.nr {
+                44 | 45 => call.args[3],
+                46 | 47 => call.args[2],
+                _ => 0,
+            };
+            if flags & MSG_DONTWAIT != 0 {
+                if let Some(op) = self.out.ops.last_mut() {
+                    op.nonblocking = true;
+                }
+            }
         } else {
             self.op(k, resource, access, Some((d, offset)));
         }
@@ -520,7 +556,7 @@ impl Simulation {
                     return;
                 };
                 let r = self.resource(Kind::File, path.clone());
-                let d = self.describe(r);
+                let d = self.describe_with(r, flags);
                 if flags & O_CREAT != 0 {
                     let dir = self.resource(Kind::File, parent(&path));
                     self.op(k, dir, Access::Write, None);
@@ -552,7 +588,7 @@ impl Simulation {
                 let name = self.made_name(kind);
                 let r = self.resource(kind, name);
                 for fd in pair {
-                    let d = self.describe(r);
+                    let d = self.describe_with(r, flags);
                     self.install(pid, fd, d, flags & O_CLOEXEC != 0);
                 }
             }
@@ -566,12 +602,12 @@ impl Simulation {
                     }
                     _ => self.accepted(pid, fd(0)),
                 };
-                let d = self.describe(r);
                 let flags = match call.nr {
                     41 => call.args[1],
                     288 => call.args[3],
                     _ => 0,
                 };
+                let d = self.describe_with(r, flags);
                 if call.nr != 41 {
                     self.fd_op(k, call, pid, fd(0), Access::Write, false);
                 }
@@ -596,8 +632,25 @@ impl Simulation {
                         entry.1 = call.args[2] & 1 != 0;
                     }
                 }
+                // F_SETFL: the description's O_NONBLOCK.
+                4 => {
+                    if let Some(d) = self.lookup(pid, fd(0)) {
+                        self.descriptions[d].nonblocking = call.args[2] & O_NONBLOCK != 0;
+                    }
+                }
                 _ => {}
             },
+            // ioctl(FIONBIO, &int): the int the kernel read.
+            16 if call.args[1] == FIONBIO => {
+                let on = call
+                    .buffers
+                    .iter()
+                    .find(|b| b.what == crate::Memory::Sent && b.arg == 2)
+                    .and_then(|b| Some(i32::from_le_bytes(b.bytes.get(..4)?.try_into().ok()?)));
+                if let (Some(on), Some(d)) = (on, self.lookup(pid, fd(0))) {
+                    self.descriptions[d].nonblocking = on != 0;
+                }
+            }
             // close: the other end of a pipe or socket sees it.
             3 => {
                 if let Some((d, _)) = self.tables.get_mut(&pid).and_then(|t| t.remove(&fd(0))) {

@@ -337,7 +337,10 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             continue;
         };
         let returns = calls[e.from].exit.and_then(|r| r.tsc).is_some();
-        if to_feed == from_feed || !returns && calls[e.from].nr != crate::fds::EXIT_GROUP {
+        if to_feed == from_feed
+            || e.waits_by_itself
+            || !returns && calls[e.from].nr != crate::fds::EXIT_GROUP
+        {
             continue;
         }
         let newest = waits_of

@@ -148,9 +148,14 @@ impl<'a> Found<'a> {
             }
             writeln!(out, "\n{title}:")?;
             for e in list {
+                // A blocking read that a rerun need not hold.
+                let by_itself = match e.waits_by_itself {
+                    true => " (a blocking read: waits for the bytes by itself)",
+                    false => "",
+                };
                 writeln!(
                     out,
-                    "{}\n    {}\n -> {}",
+                    "{}{by_itself}\n    {}\n -> {}",
                     r.resources[e.resource].name,
                     self.call_line(e.from),
                     self.call_line(e.to)
@@ -164,8 +169,14 @@ impl<'a> Found<'a> {
     pub fn json(&self, out: &mut dyn Write) -> Result<()> {
         let r = &self.resources;
         let rows = self.per_resource();
-        let edge =
-            |e: &Edge| serde_json::json!({"from": e.from, "to": e.to, "resource": e.resource});
+        let edge = |e: &Edge| {
+            serde_json::json!({
+                "from": e.from,
+                "to": e.to,
+                "resource": e.resource,
+                "waits_by_itself": e.waits_by_itself,
+            })
+        };
         let doc = serde_json::json!({
             "mode": self.mode_name(),
             "resources": r.resources.iter().zip(&rows).map(|(x, row)| serde_json::json!({

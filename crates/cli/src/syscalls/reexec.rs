@@ -157,14 +157,21 @@ pub fn reexec(
     );
     let configuration = limits.describe();
     say!(
-        "weft: the fed calls spanned {:.6} s in the rerun{}, {:.6} s in the record (first call to last return){}",
+        "weft: the fed calls spanned {:.6} s in the rerun{}, {:.6} s of it weft's holds of the \
+         workload's only process (predicted: {:.6} s), {:.6} s in the record (first call to last \
+         return){}",
         spans.rerun_s,
         match configuration.is_empty() {
             true => String::new(),
             false => format!(" ({configuration})"),
         },
+        spans.held_s,
+        spans.predicted_s,
         spans.recorded_s,
-        peak.map_or(String::new(), |p| format!("; the rerun's peak memory {:.1} MiB", p as f64 / 1048576.0)),
+        peak.map_or(String::new(), |p| format!(
+            "; the rerun's peak memory {:.1} MiB",
+            p as f64 / 1048576.0
+        )),
     );
     if let Some(&(k, result)) = differ.first() {
         say!(
@@ -205,6 +212,8 @@ pub fn reexec(
             "waits": feed.waits,
             "recorded_s": spans.recorded_s,
             "rerun_s": spans.rerun_s,
+            "held_s": spans.held_s,
+            "predicted_s": spans.predicted_s,
             "configuration": configuration,
             "differ": differ.len(),
             "peak_memory": peak,
@@ -256,6 +265,11 @@ struct Spans {
     recorded_s: f64,
     /// The same in the rerun, over the calls it made.
     rerun_s: f64,
+    /// Of which weft held the workload's only live process (a library
+    /// load or a new image instrumented: `workload::SOLE_HOLDS`).
+    held_s: f64,
+    /// The rerun's span without weft's holds: the prediction.
+    predicted_s: f64,
     /// Per recorded call: when the rerun made it and when it returned, in
     /// seconds from the rerun's first call (`began_s`, `ended_s`), and
     /// its result there (`result`); null where the rerun did not get
@@ -304,9 +318,28 @@ impl Spans {
                 None => serde_json::json!({"began_s": null, "ended_s": null, "result": null}),
             })
             .collect();
+        // weft's holds of the workload's only process within the span.
+        let held_s = match (first, last) {
+            (Some(a), Some(b)) => {
+                let holds = crate::workload::SOLE_HOLDS
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                holds
+                    .iter()
+                    .map(|&(from, to)| to.min(b).saturating_sub(from.max(a)))
+                    .sum::<u64>() as f64
+                    / ticks_per_ns
+                    / 1e9
+            }
+            _ => 0.0,
+        };
+        let rerun_s = span(first, last, ticks_per_ns);
         Spans {
             recorded_s,
-            rerun_s: span(first, last, ticks_per_ns),
+            rerun_s,
+            held_s,
+            predicted_s: (rerun_s - held_s).max(0.0),
             calls,
         }
     }
