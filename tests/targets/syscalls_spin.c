@@ -3,8 +3,12 @@
  * between them. Prints the clock's difference as a tally (read through
  * the vDSO, whose calls are recorded as such, outside the two getppid).
  * The spins are fixed work (millions of steps), so that a CPU limit
- * stretches them. Usage: syscalls_spin [millions] (40) */
+ * stretches them. With "fork", a child it forks then does the same
+ * (two getppid around a spin) and prints its own tally, child_spin_ns.
+ * Usage: syscalls_spin [millions] (40) [fork] */
 #include "tally.h"
+#include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,5 +41,22 @@ int main(int argc, char **argv)
     getppid();
     long t1 = now(CLOCK_THREAD_CPUTIME_ID);
     printf("tally spin_ns %ld\n", t1 - t0);
+    if (argc > 2 && strcmp(argv[2], "fork") == 0) {
+        fflush(stdout);
+        pid_t child = fork();
+        if (child == 0) {
+            long c0 = now(CLOCK_THREAD_CPUTIME_ID);
+            getppid();
+            spin(steps);
+            getppid();
+            long c1 = now(CLOCK_THREAD_CPUTIME_ID);
+            printf("tally child_spin_ns %ld\n", c1 - c0);
+            return 0;
+        }
+        /* Running its own code (its timer on) while weft copies its
+         * state for the child. */
+        spin(steps);
+        waitpid(child, 0, 0);
+    }
     return 0;
 }

@@ -156,6 +156,15 @@ impl Session {
                 shm.store_u64(at + threads::TIMER_START, 0);
             }
         }
+        // The system call capture's user-time timer: the child resumes
+        // inside the call that made it, where the timer is stopped, and its
+        // return starts it. The parent's count now may be another (it has
+        // returned and runs on): the child's user time never grew.
+        if let Some(t) = self.given.user_timer {
+            let at = block + threads::timer(t);
+            shm.store_u64(at + threads::TIMER_COUNT, 0);
+            shm.store_u64(at + threads::TIMER_START, 0);
+        }
         Ok(())
     }
 
