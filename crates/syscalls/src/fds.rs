@@ -260,6 +260,7 @@ pub fn resolve(calls: &[Call], known: &HashMap<i32, i32>) -> Resources {
         made: (0, 0),
         bound: HashMap::new(),
         pending: HashMap::new(),
+        passing: HashMap::new(),
     };
     let mut process_of: HashMap<i32, i32> = known.clone();
     for (k, call) in calls.iter().enumerate() {
@@ -317,6 +318,9 @@ struct Simulation {
     /// taken yet: (accepted, waiting for their `connect`; connected,
     /// waiting for their `accept`), oldest first.
     pending: HashMap<String, (VecDeque<usize>, VecDeque<usize>)>,
+    /// Per socket, the descriptions passed with `SCM_RIGHTS` not yet
+    /// received, with the end each went through ([`passing`]).
+    passing: HashMap<usize, VecDeque<passing::Passed>>,
 }
 
 impl Simulation {
@@ -518,6 +522,12 @@ impl Simulation {
                     self.fd_op(k, call, pid, fd, Access::Read, false);
                 }
             }
+            _ => {}
+        }
+        // sendmsg, recvmsg: descriptors passed (`SCM_RIGHTS`).
+        match call.nr {
+            46 if result >= 0 => self.sent_rights(call, pid),
+            47 if result >= 0 => self.received_rights(call, pid),
             _ => {}
         }
         // bind, listen, connect: operations on the address too (a
@@ -788,6 +798,7 @@ impl Simulation {
     }
 }
 
+mod passing;
 mod read;
 
 use read::{address, join, parent, ready};
