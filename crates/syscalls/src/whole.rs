@@ -11,10 +11,14 @@
 //! A return with no call open records its result alone: its call's entry
 //! wrote a record of its own (`restart_syscall`), or there was no call (a
 //! jump to the instruction after a `syscall`), which the reader leaves
-//! out. A return whose stack
-//! pointer is not the one kept had a signal handler's call come in
-//! between, which kept its own: its entry's instant is unknown (0), and
-//! the reader puts the entry at the return. Calls whose return may not
+//! out. Only the outermost open call keeps its instant and stack
+//! pointer: a signal handler's calls inside a blocked call (interrupted,
+//! or restarted after the handler) find theirs not kept (the stack
+//! pointer is another), say their entry's instant unknown (0), and the
+//! reader puts their entries at their returns, inside the blocked call,
+//! whose record keeps its own entry and duration. A handler that jumps
+//! out of a blocked call (`siglongjmp`) leaves it open for good: the
+//! thread's later calls then say their entries unknown too. Calls whose return may not
 //! come back to the same thread keep an entry record of their own
 //! ([`ENTRY_RECORDED`]).
 
@@ -175,16 +179,33 @@ pub(crate) fn entry_program(
         names,
     })?;
     let site_number = || Expr::bin(BinOp::Eq, Expr::Reg(0), Expr::Const(nr as i64));
+    // Only the outermost call keeps its instant and stack pointer: a
+    // signal handler's calls inside a blocked one (interrupted, or
+    // restarted after the handler) must not take its place, so that its
+    // record keeps its own entry and duration and comes before theirs.
+    let outermost = || {
+        Some(Expr::bin(
+            BinOp::Eq,
+            Expr::ThreadCounter(entry.open),
+            Expr::Const(0),
+        ))
+    };
     program.extend([
         Guarded {
             predicate: Some(Expr::bin(BinOp::Ne, Expr::Reg(0), Expr::Const(nr as i64))),
             primitive: Primitive::Emit(id, values, weft_plan::Strings::NONE),
         },
-        always(Primitive::KeepTime(entry.time)),
-        always(Primitive::AddThreadCounter(
-            entry.stack,
-            Expr::bin(BinOp::Sub, Expr::Reg(4), Expr::ThreadCounter(entry.stack)),
-        )),
+        Guarded {
+            predicate: outermost(),
+            primitive: Primitive::KeepTime(entry.time),
+        },
+        Guarded {
+            predicate: outermost(),
+            primitive: Primitive::AddThreadCounter(
+                entry.stack,
+                Expr::bin(BinOp::Sub, Expr::Reg(4), Expr::ThreadCounter(entry.stack)),
+            ),
+        },
         Guarded {
             predicate: Some(site_number()),
             primitive: Primitive::AddThreadCounter(entry.open, Expr::Const(1)),

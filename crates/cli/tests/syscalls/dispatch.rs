@@ -134,3 +134,56 @@ fn a_signal_handlers_calls_inside_a_record_being_written_are_dropped_whole() {
         own["handled"]
     );
 }
+
+/// Blocking reads a signal handler's call interrupts, each site
+/// rewritten at the exec (`--no-dispatch`: one record a call): each read
+/// keeps its own entry, so that it lasts as long as the program's own
+/// clock says (the timer's 20 ms), and comes before the handler's
+/// `getppid`, which comes inside it, as strace shows them.
+#[test]
+fn a_blocked_call_keeps_its_entry_when_a_handler_calls_inside_it() {
+    let target = build("syscalls_interrupted", &O2);
+    let dir = scratch("syscalls-interrupted");
+    let out = dir.join("rec");
+    let _ = std::fs::remove_dir_all(&out);
+    let recorded = run(
+        weft()
+            .args(["syscalls", "record", "--no-dispatch", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&target)
+            .arg("5"),
+        Duration::from_secs(120),
+    );
+    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
+    let own = tallies(&recorded.stdout);
+    assert_eq!(own["interrupted"], 5, "{}", recorded.stdout);
+    let shown = run(
+        weft().args(["syscalls", "show", "--json"]).arg(&out),
+        Duration::from_secs(60),
+    );
+    assert_eq!(shown.status, 0, "{}", shown.stderr);
+    let calls: Vec<serde_json::Value> = shown
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let reads: Vec<(usize, &serde_json::Value)> = (calls.iter().enumerate())
+        .filter(|(_, c)| c["name"] == "read" && c["errno"] == "EINTR")
+        .collect();
+    assert_eq!(reads.len(), 5, "{}", shown.stdout);
+    let weft_ns: u64 = reads
+        .iter()
+        .map(|(_, c)| c["duration_ns"].as_u64().unwrap_or(0))
+        .sum();
+    let read_ns = own["read_ns"];
+    eprintln!("interrupted reads: weft {weft_ns} ns, the program's own clock {read_ns} ns");
+    assert!(
+        weft_ns <= read_ns && weft_ns * 10 >= read_ns * 9,
+        "weft {weft_ns} ns, the program's clock {read_ns} ns"
+    );
+    // Each read, then the handler's getppid, then the next read.
+    for &(k, _) in &reads {
+        assert_eq!(calls[k + 1]["name"], "getppid", "{}", shown.stdout);
+    }
+}
