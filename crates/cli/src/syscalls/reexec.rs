@@ -156,17 +156,22 @@ pub fn reexec(
         }
     );
     let configuration = limits.describe();
+    let held = match spans.held_s > 0.0 {
+        true => format!(
+            ", {:.6} s of it weft instrumenting libraries or images while the workload had no \
+             other process (predicted without it: {:.6} s)",
+            spans.held_s, spans.predicted_s
+        ),
+        false => String::new(),
+    };
     say!(
-        "weft: the fed calls spanned {:.6} s in the rerun{}, {:.6} s of it weft's holds of the \
-         workload's only process (predicted: {:.6} s), {:.6} s in the record (first call to last \
-         return){}",
+        "weft: the fed calls spanned {:.6} s in the rerun{}{held}, {:.6} s in the record (first \
+         call to last return){}",
         spans.rerun_s,
         match configuration.is_empty() {
             true => String::new(),
             false => format!(" ({configuration})"),
         },
-        spans.held_s,
-        spans.predicted_s,
         spans.recorded_s,
         peak.map_or(String::new(), |p| format!(
             "; the rerun's peak memory {:.1} MiB",
