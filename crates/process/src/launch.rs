@@ -8,7 +8,7 @@ use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::signal::{self, Signal};
 use nix::unistd::{self, ForkResult, Pid};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::CString;
 use std::io::Read;
 
@@ -178,6 +178,7 @@ impl Tracee {
             mem,
             call_area: None,
             exit: None,
+            restart_owed: BTreeSet::new(),
         })
     }
 }

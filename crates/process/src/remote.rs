@@ -213,13 +213,24 @@ impl Tracee {
         // until the registers are back, the stub is the thread's way home.
         let restored = match &outcome {
             Ok((_, dispatched)) => {
-                let mut back = restarted(saved);
                 // Its call made before the stop was sent to the SIGSYS
                 // handler as the stub ran: made again (see
                 // `took_dispatched_call`).
-                if *dispatched || again {
-                    back.rip -= 2;
-                }
+                let back = match *dispatched || again {
+                    true => {
+                        let mut back = restarted(saved);
+                        back.rip -= 2;
+                        back
+                    }
+                    // A call the stop interrupted keeps its registers
+                    // until the thread resumes (`Tracee::settle_restart`).
+                    false => {
+                        if restarted(saved) != saved {
+                            self.restart_owed.insert(tid);
+                        }
+                        saved
+                    }
+                };
                 self.set_registers(tid, &back)
             }
             Err(_) => Ok(()),

@@ -13,7 +13,7 @@ use crate::sys::{
 };
 use crate::{thread_ids, Error, ProcMemory, RemoteAddr, Result};
 use nix::errno::Errno;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 use weft_abi::signal::SIGTRAP;
 
@@ -50,6 +50,11 @@ pub struct Tracee {
     pub(crate) mem: ProcMemory,
     pub(crate) call_area: Option<crate::CallArea>,
     pub(crate) exit: Option<StopReason>,
+    /// Threads interrupted in a call and then used for a remote system
+    /// call: left in that call's exit stop, the kernel restarts nothing
+    /// when they resume, so weft sets their call up for its restart then,
+    /// unless a signal comes first (see [`Tracee::settle_restart`]).
+    pub(crate) restart_owed: BTreeSet<i32>,
 }
 
 impl ThreadState {
@@ -85,6 +90,7 @@ impl Tracee {
                 mem,
                 call_area: None,
                 exit: None,
+                restart_owed: BTreeSet::new(),
             };
             match tracee.seize_all().and_then(|()| tracee.wait_all_stopped()) {
                 Ok(()) => return Ok(tracee),
@@ -504,7 +510,45 @@ impl Tracee {
         Ok(())
     }
 
+    /// Before thread `tid` resumes: a call interrupted by weft's stop and
+    /// left in a remote call's exit stop (`restart_owed`) is set up for
+    /// its restart, as the kernel does when no handler runs; with a signal
+    /// coming, its registers stay as the interrupted call left them, and
+    /// the kernel restarts it or makes it fail with EINTR as the handler's
+    /// SA_RESTART says. (Set up for its restart, a call a handler should
+    /// have ended, a read a timer times out, would block for good.)
+    fn settle_restart(&mut self, tid: i32) {
+        if !self.restart_owed.remove(&tid) || self.signal_coming(tid) {
+            return;
+        }
+        if let Ok(regs) = self.registers(tid) {
+            let _ = self.set_registers(tid, &crate::remote::restarted(regs));
+        }
+    }
+
+    /// Whether thread `tid` takes a signal when it resumes: one weft holds
+    /// for it, or one queued for it or its process that it does not block
+    /// (`/proc/PID/task/TID/status`).
+    pub(crate) fn signal_coming(&self, tid: i32) -> bool {
+        if !self.pending_signals(tid).is_empty() {
+            return true;
+        }
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{}/task/{tid}/status", self.pid))
+        else {
+            return false;
+        };
+        let mask = |field: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+                .unwrap_or(0)
+        };
+        (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") != 0
+    }
+
     fn resume_thread(&mut self, tid: i32) -> Result<()> {
+        self.settle_restart(tid);
         let signals = match self.threads.get_mut(&tid) {
             Some(ThreadState::Stopped { signals, .. }) => std::mem::take(signals),
             _ => return Ok(()),
@@ -537,6 +581,9 @@ impl Tracee {
         }
         // Errors only mean threads (or the process) went away meanwhile.
         let _ = self.wait_all_stopped_within(Duration::from_secs(2));
+        for tid in self.threads.keys().copied().collect::<Vec<_>>() {
+            self.settle_restart(tid);
+        }
         let threads = std::mem::take(&mut self.threads);
         let mut first_error = None;
         for (tid, state) in threads {

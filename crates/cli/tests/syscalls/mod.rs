@@ -592,6 +592,44 @@ fn attaching_to_a_thread_asleep_in_a_call_restarts_the_call() {
     assert_eq!(count("restart_syscall"), 1, "{}", shown.stdout);
 }
 
+/// Attaching to, and detaching from, a thread whose blocking reads a
+/// one-shot timer's handler interrupts (no `SA_RESTART`: `EINTR`): the
+/// timer that fires while weft holds the thread still ends its read, as
+/// it does without weft, rather than the read being made again after the
+/// handler, which would block it for good (found by a new-user trial).
+#[test]
+fn a_read_a_handler_interrupts_while_weft_attaches_still_fails() {
+    let target = build("syscalls_interrupted", &O2);
+    let dir = scratch("syscalls-attach-interrupted");
+    let out_dir = dir.join("rec");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let stdout = dir.join("stdout");
+    let program = std::process::Command::new(&target)
+        .arg("60")
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .spawn()
+        .unwrap();
+    let mut program = KillOnDrop(program);
+    std::thread::sleep(Duration::from_millis(150));
+    let recorded = run(
+        weft()
+            .args(["syscalls", "record", "-d", "500ms", "-o"])
+            .arg(&out_dir)
+            .arg("-p")
+            .arg(program.0.id().to_string()),
+        Duration::from_secs(60),
+    );
+    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
+    let status = wait_bounded(&mut program.0, Duration::from_secs(30));
+    assert_eq!(
+        status,
+        Some(0),
+        "the program ended (its reads all timed out)"
+    );
+    let own = tallies(&std::fs::read_to_string(&stdout).unwrap());
+    assert_eq!(own["interrupted"], 60);
+}
+
 /// Each call's record carries its thread's user CPU time, from the
 /// per-thread CPU clock (BPF): between two `getppid` calls with two spins
 /// and a sleep between them, weft's user time grows by what the
