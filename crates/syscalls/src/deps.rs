@@ -140,21 +140,23 @@ pub fn edges(calls: &[Call], resources: &Resources, mode: Mode) -> Vec<Edge> {
 /// Calls that put bytes into a pipe or a socket (`write`, `writev`,
 /// `pwrite64`, `sendto`, `sendmsg`) and that take them out (`read`,
 /// `readv`, `recvfrom`, `recvmsg`).
-const PUTS: [u64; 5] = [1, 20, 18, 44, 46];
-const TAKES: [u64; 4] = [0, 19, 45, 47];
+pub(crate) const PUTS: [u64; 5] = [1, 20, 18, 44, 46];
+pub(crate) const TAKES: [u64; 4] = [0, 19, 45, 47];
 
-/// Per pipe and per direction of a connection, each read's edge from the
-/// write that brought its last byte (see the module's documentation):
-/// (read, write, resource). A connection's reads through one end's
-/// description take what was written through the other end's.
-fn transfers(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usize, bool)> {
+/// One stream of bytes: a pipe, or one direction of a connection (what
+/// one end reads, the other ends wrote).
+pub(crate) struct Direction<'a> {
+    /// The pipe or socket (an index in [`Resources::resources`]).
+    pub resource: usize,
+    /// The transfers into it, in the calls' order.
+    pub writes: Vec<&'a Op>,
+    /// The transfers out of it, in the calls' order.
+    pub reads: Vec<&'a Op>,
+}
+
+/// Every stream of `resources`' pipes and connections.
+pub(crate) fn directions<'a>(calls: &[Call], resources: &'a Resources) -> Vec<Direction<'a>> {
     use crate::fds::Kind;
-    let moved = |k: usize| {
-        calls[k]
-            .exit
-            .filter(|e| e.tsc.is_some())
-            .map_or(0, |e| e.result.max(0) as u64)
-    };
     let mut by_resource: HashMap<usize, Vec<&Op>> = HashMap::new();
     for op in &resources.ops {
         if matches!(
@@ -167,51 +169,68 @@ fn transfers(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usize,
     let mut out = Vec::new();
     for (resource, ops) in by_resource {
         let socket = resources.resources[resource].kind == Kind::Socket;
-        // The end a read takes from: on a pipe, the one stream; on a
-        // connection, what was written through the other ends.
         let ends: BTreeSet<Option<usize>> = match socket {
             true => ops.iter().map(|op| op.description).collect(),
             false => [None].into(),
         };
-        for end in ends {
-            if socket && end.is_none() {
-                continue;
-            }
+        for end in ends.into_iter().filter(|e| !socket || e.is_some()) {
             let from_other_end =
                 |op: &Op| !socket || op.description.is_some() && op.description != end;
-            // The writes, with the bytes sent once each is in.
-            let mut written = Vec::new();
-            let mut total = 0;
-            for op in ops
-                .iter()
-                .filter(|op| PUTS.contains(&calls[op.call].nr) && from_other_end(op))
-            {
-                total += moved(op.call);
-                written.push((total, op.call));
-            }
-            let mut read = 0;
-            let reads = ops.iter().filter(|op| {
-                TAKES.contains(&calls[op.call].nr) && (!socket || op.description == end)
+            out.push(Direction {
+                resource,
+                writes: (ops.iter().copied())
+                    .filter(|op| PUTS.contains(&calls[op.call].nr) && from_other_end(op))
+                    .collect(),
+                reads: (ops.iter().copied())
+                    .filter(|op| {
+                        TAKES.contains(&calls[op.call].nr) && (!socket || op.description == end)
+                    })
+                    .collect(),
             });
-            for op in reads {
-                let k = op.call;
-                let n = moved(k);
-                if n == 0 {
-                    continue;
-                }
-                read += n;
-                let Some(&(_, w)) = written.get(written.partition_point(|&(t, _)| t < read)) else {
-                    continue;
-                };
-                let returned = |k: usize| calls[k].exit.and_then(|e| e.tsc);
-                // The write returned before the read began; or the read
-                // was waiting when the write began and it returned first.
-                let before = returned(w).is_some_and(|t| t < calls[k].entry_tsc);
-                let overlapped =
-                    calls[k].entry_tsc < calls[w].entry_tsc && returned(w) < returned(k);
-                if calls[w].tid != calls[k].tid && (before || overlapped) {
-                    out.push((k, w, resource, !op.nonblocking));
-                }
+        }
+    }
+    out
+}
+
+/// The bytes call `k` moved, as its return says (none without one).
+pub(crate) fn moved(calls: &[Call], k: usize) -> u64 {
+    calls[k]
+        .exit
+        .filter(|e| e.tsc.is_some())
+        .map_or(0, |e| e.result.max(0) as u64)
+}
+
+/// Per pipe and per direction of a connection, each read's edge from the
+/// write that brought its last byte (see the module's documentation):
+/// (read, write, resource, whether the read waits for it by itself).
+fn transfers(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usize, bool)> {
+    let mut out = Vec::new();
+    for d in directions(calls, resources) {
+        // The writes, with the bytes sent once each is in.
+        let mut written = Vec::new();
+        let mut total = 0;
+        for op in &d.writes {
+            total += moved(calls, op.call);
+            written.push((total, op.call));
+        }
+        let mut read = 0;
+        for op in &d.reads {
+            let k = op.call;
+            let n = moved(calls, k);
+            if n == 0 {
+                continue;
+            }
+            read += n;
+            let Some(&(_, w)) = written.get(written.partition_point(|&(t, _)| t < read)) else {
+                continue;
+            };
+            let returned = |k: usize| calls[k].exit.and_then(|e| e.tsc);
+            // The write returned before the read began; or the read
+            // was waiting when the write began and it returned first.
+            let before = returned(w).is_some_and(|t| t < calls[k].entry_tsc);
+            let overlapped = calls[k].entry_tsc < calls[w].entry_tsc && returned(w) < returned(k);
+            if calls[w].tid != calls[k].tid && (before || overlapped) {
+                out.push((k, w, d.resource, !op.nonblocking));
             }
         }
     }
@@ -376,26 +395,9 @@ fn stream_conflict(calls: &[Call], a: &Op, b: &Op) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{fds, Buffer, Memory, Return};
+    use crate::{fds, Buffer, Memory};
 
-    /// A call of `tid` from `entry` to `exit` (TSC).
-    fn call(tid: i32, entry: u64, exit: u64, nr: u64, args: &[u64], result: i64) -> Call {
-        Call {
-            tid,
-            ring: tid,
-            entry_tsc: entry,
-            user_ns: None,
-            loader: false,
-            nr,
-            vdso: false,
-            args: std::array::from_fn(|i| args.get(i).copied().unwrap_or(0)),
-            exit: Some(Return {
-                tsc: Some(exit),
-                result,
-            }),
-            buffers: Vec::new(),
-        }
-    }
+    use crate::test_calls::call;
 
     fn with_path(mut c: Call, arg: usize, path: &str) -> Call {
         c.buffers.push(Buffer {

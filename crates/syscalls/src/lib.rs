@@ -20,6 +20,8 @@ mod inputs;
 pub mod known;
 pub mod reexec;
 mod stats;
+#[cfg(test)]
+mod test_calls;
 mod vdso;
 mod vectored;
 mod whole;
@@ -41,8 +43,8 @@ pub const DATA_MAX: u16 = 4096;
 use std::sync::Arc;
 use vectored::Record;
 use weft_plan::{
-    Action, Allocate, BinOp, EventInfo, Exhausted, Expand, Expr, Guarded, PointKind, PointSpec,
-    Primitive, Resolved, Strings,
+    Action, Allocate, BinOp, Exhausted, Expand, Expr, Guarded, PointKind, PointSpec, Primitive,
+    Resolved, Strings,
 };
 
 /// The kind an events trace gives a call's entry (its number and
@@ -215,18 +217,9 @@ impl Expand for Capture {
         };
         let mut emits = Vec::new();
         for (predicate, record) in records {
-            let id = alloc.event(EventInfo {
-                module: at.module.to_string(),
-                function: at.function.to_string(),
-                kind,
-                args: record.values.len() as u8,
-                strings: record.strings.mask,
-                binary: record.strings.sized,
-                names: record.names,
-            })?;
             emits.push(Guarded {
                 predicate,
-                primitive: Primitive::Emit(id, record.values, record.strings),
+                primitive: record.emit(at, kind, alloc)?,
             });
         }
         let timer = |primitive| Guarded {
@@ -341,18 +334,7 @@ fn unknown_number_return(
     let same_call = || same_call.clone();
     let mut program = Vec::new();
     let mut none_of: Option<Expr> = None;
-    let emit = |alloc: &mut dyn Allocate, record: Record| {
-        let id = alloc.event(EventInfo {
-            module: at.module.to_string(),
-            function: at.function.to_string(),
-            kind: at.kind,
-            args: record.values.len() as u8,
-            strings: record.strings.mask,
-            binary: record.strings.sized,
-            names: record.names,
-        })?;
-        Ok::<_, Exhausted>(Primitive::Emit(id, record.values, record.strings))
-    };
+    let emit = |alloc: &mut dyn Allocate, record: Record| record.emit(at, at.kind, alloc);
     for nr in 0..CALLS {
         let records = return_records(Some(nr));
         if records.len() == 1 && records[0].1.values.len() == 1 {

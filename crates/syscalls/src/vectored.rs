@@ -13,7 +13,8 @@
 //! argument once it returned 0.
 
 use crate::writes::ARGUMENT_REGISTERS;
-use weft_plan::{BinOp, Expr, Strings};
+use weft_plan::{Allocate, BinOp, EventInfo, Exhausted, Expr, PointKind, Primitive};
+use weft_plan::{Resolved, Strings};
 
 /// A return record's values, their names and which are bytes.
 #[derive(Debug, Clone)]
@@ -31,6 +32,26 @@ impl Record {
             names: vec!["result".to_string()],
             strings: Strings::NONE,
         }
+    }
+
+    /// The record as an event of kind `kind` at `at` (its id given by
+    /// `alloc`), written by the primitive returned.
+    pub fn emit(
+        self,
+        at: &Resolved<'_>,
+        kind: PointKind,
+        alloc: &mut dyn Allocate,
+    ) -> Result<Primitive, Exhausted> {
+        let id = alloc.event(EventInfo {
+            module: at.module.to_string(),
+            function: at.function.to_string(),
+            kind,
+            args: self.values.len() as u8,
+            strings: self.strings.mask,
+            binary: self.strings.sized,
+            names: self.names,
+        })?;
+        Ok(Primitive::Emit(id, self.values, self.strings))
     }
 
     /// Adds a string value (a NUL-terminated path).

@@ -24,7 +24,7 @@
 
 use crate::vectored::Record;
 use weft_plan::Resolved;
-use weft_plan::{Allocate, BinOp, CallEntry, EventInfo, Exhausted, Expr, Guarded, Primitive};
+use weft_plan::{Allocate, BinOp, CallEntry, Exhausted, Expr, Guarded, Primitive};
 
 /// The name of a whole call's value holding its entry's instant (0 when
 /// unknown): what tells a reader that a return's record is the whole
@@ -161,23 +161,17 @@ pub(crate) fn entry_program(
         .map(|n| always(Primitive::StopCpuTimer(n)))
         .into_iter()
         .collect();
-    let mut values: Vec<Expr> = [0u8, 7, 6, 2, 10, 8, 9].map(Expr::Reg).to_vec();
-    let mut names: Vec<String> = ["nr", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6"]
-        .map(String::from)
-        .to_vec();
+    let mut record = Record {
+        values: [0u8, 7, 6, 2, 10, 8, 9].map(Expr::Reg).to_vec(),
+        names: ["nr", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6"]
+            .map(String::from)
+            .to_vec(),
+        strings: weft_plan::Strings::NONE,
+    };
     if let Some(n) = user_timer {
-        values.push(Expr::ThreadTimer(n));
-        names.push("user_ns".to_string());
+        record.plain("user_ns", Expr::ThreadTimer(n));
     }
-    let id = alloc.event(EventInfo {
-        module: at.module.to_string(),
-        function: at.function.to_string(),
-        kind: weft_plan::PointKind::Syscall,
-        args: values.len() as u8,
-        strings: 0,
-        binary: 0,
-        names,
-    })?;
+    let entry_record = record.emit(at, weft_plan::PointKind::Syscall, alloc)?;
     let site_number = || Expr::bin(BinOp::Eq, Expr::Reg(0), Expr::Const(nr as i64));
     // Only the outermost call keeps its instant and stack pointer: a
     // signal handler's calls inside a blocked one (interrupted, or
@@ -193,7 +187,7 @@ pub(crate) fn entry_program(
     program.extend([
         Guarded {
             predicate: Some(Expr::bin(BinOp::Ne, Expr::Reg(0), Expr::Const(nr as i64))),
-            primitive: Primitive::Emit(id, values, weft_plan::Strings::NONE),
+            primitive: entry_record,
         },
         Guarded {
             predicate: outermost(),
@@ -245,43 +239,26 @@ pub(crate) fn return_program(
             ENTRY_TIME,
             Expr::bin(BinOp::Mul, Expr::ThreadCounter(entry.time), same_stack),
         );
-        let id = alloc.event(EventInfo {
-            module: at.module.to_string(),
-            function: at.function.to_string(),
-            kind: at.kind,
-            args: record.values.len() as u8,
-            strings: record.strings.mask,
-            binary: record.strings.sized,
-            names: record.names,
-        })?;
+        let emit = record.emit(at, at.kind, alloc)?;
         let predicate = match shape {
             Some(p) => Expr::bin(BinOp::And, open(), p),
             None => open(),
         };
         program.push(Guarded {
             predicate: Some(predicate),
-            primitive: Primitive::Emit(id, record.values, record.strings),
+            primitive: emit,
         });
     }
     // No call open: a call whose entry wrote its own record (see
     // [`entry_program`]), or no call at all (a jump here), which the
     // reader leaves out as it finds no entry of this site open.
-    let id = alloc.event(EventInfo {
-        module: at.module.to_string(),
-        function: at.function.to_string(),
-        kind: at.kind,
-        args: 1,
-        strings: 0,
-        binary: 0,
-        names: vec!["result".to_string()],
-    })?;
     program.push(Guarded {
         predicate: Some(Expr::bin(
             BinOp::Eq,
             Expr::ThreadCounter(entry.open),
             Expr::Const(0),
         )),
-        primitive: Primitive::Emit(id, vec![Expr::Reg(0)], weft_plan::Strings::NONE),
+        primitive: Record::result().emit(at, at.kind, alloc)?,
     });
     program.push(Guarded {
         predicate: Some(open()),

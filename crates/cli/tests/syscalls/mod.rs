@@ -548,29 +548,7 @@ fn a_workloads_threads_and_processes_have_straces_calls() {
 /// sleep included (as `restart_syscall`, like strace shows it).
 #[test]
 fn attaching_to_a_thread_asleep_in_a_call_restarts_the_call() {
-    let target = build("syscalls_sleep", &O2);
-    let dir = scratch("syscalls-attach");
-    let out_dir = dir.join("rec");
-    let _ = std::fs::remove_dir_all(&out_dir);
-    let stdout = dir.join("stdout");
-    let program = std::process::Command::new(&target)
-        .arg("250")
-        .stdout(std::fs::File::create(&stdout).unwrap())
-        .spawn()
-        .unwrap();
-    let mut program = KillOnDrop(program);
-    std::thread::sleep(Duration::from_millis(200));
-    let recorded = run(
-        weft()
-            .args(["syscalls", "record", "-d", "1s", "-o"])
-            .arg(&out_dir)
-            .arg("-p")
-            .arg(program.0.id().to_string()),
-        Duration::from_secs(60),
-    );
-    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
-    let status = wait_bounded(&mut program.0, Duration::from_secs(30));
-    assert_eq!(status, Some(0), "the program's exit code");
+    let (out_dir, stdout) = attach_and_record("syscalls_sleep", "250", "syscalls-attach", "1s");
     assert_eq!(
         std::fs::read_to_string(&stdout).unwrap(),
         "tally getppid 250\n"
@@ -592,20 +570,23 @@ fn attaching_to_a_thread_asleep_in_a_call_restarts_the_call() {
     assert_eq!(count("restart_syscall"), 1, "{}", shown.stdout);
 }
 
-/// Attaching to, and detaching from, a thread whose blocking reads a
-/// one-shot timer's handler interrupts (no `SA_RESTART`: `EINTR`): the
-/// timer that fires while weft holds the thread still ends its read, as
-/// it does without weft, rather than the read being made again after the
-/// handler, which would block it for good (found by a new-user trial).
-#[test]
-fn a_read_a_handler_interrupts_while_weft_attaches_still_fails() {
-    let target = build("syscalls_interrupted", &O2);
-    let dir = scratch("syscalls-attach-interrupted");
+/// Starts test target `name` with argument `arg` (its output into a file),
+/// lets it run a moment, records it attached for `duration`, and waits
+/// for it to end by itself with status 0: the record and the program's
+/// output file.
+fn attach_and_record(
+    name: &str,
+    arg: &str,
+    scratch_name: &str,
+    duration: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let target = build(name, &O2);
+    let dir = scratch(scratch_name);
     let out_dir = dir.join("rec");
     let _ = std::fs::remove_dir_all(&out_dir);
     let stdout = dir.join("stdout");
     let program = std::process::Command::new(&target)
-        .arg("60")
+        .arg(arg)
         .stdout(std::fs::File::create(&stdout).unwrap())
         .spawn()
         .unwrap();
@@ -613,7 +594,7 @@ fn a_read_a_handler_interrupts_while_weft_attaches_still_fails() {
     std::thread::sleep(Duration::from_millis(150));
     let recorded = run(
         weft()
-            .args(["syscalls", "record", "-d", "500ms", "-o"])
+            .args(["syscalls", "record", "-d", duration, "-o"])
             .arg(&out_dir)
             .arg("-p")
             .arg(program.0.id().to_string()),
@@ -621,10 +602,22 @@ fn a_read_a_handler_interrupts_while_weft_attaches_still_fails() {
     );
     assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
     let status = wait_bounded(&mut program.0, Duration::from_secs(30));
-    assert_eq!(
-        status,
-        Some(0),
-        "the program ended (its reads all timed out)"
+    assert_eq!(status, Some(0), "{name} ended by itself with status 0");
+    (out_dir, stdout)
+}
+
+/// Attaching to, and detaching from, a thread whose blocking reads a
+/// one-shot timer's handler interrupts (no `SA_RESTART`: `EINTR`): the
+/// timer that fires while weft holds the thread still ends its read, as
+/// it does without weft, rather than the read being made again after the
+/// handler, which would block it for good (found by a new-user trial).
+#[test]
+fn a_read_a_handler_interrupts_while_weft_attaches_still_fails() {
+    let (_, stdout) = attach_and_record(
+        "syscalls_interrupted",
+        "60",
+        "syscalls-attach-interrupted",
+        "500ms",
     );
     let own = tallies(&std::fs::read_to_string(&stdout).unwrap());
     assert_eq!(own["interrupted"], 60);

@@ -176,18 +176,7 @@ impl Gen {
         // record and for the primitive after.
         let tsc = self.table.clock_gettime == 0;
         if tsc {
-            let mut have = self.a.create_label();
-            if self.stamp_ready {
-                self.a.mov(rax, qword_ptr(r11 + t::STAMP as i32))?;
-                self.a.test(rax, rax)?;
-                self.a.jnz(have)?;
-            }
-            self.a.rdtsc()?;
-            self.a.shl(rdx, 32)?;
-            self.a.or(rax, rdx)?;
-            self.a.mov(qword_ptr(r11 + t::STAMP as i32), rax)?;
-            self.a.set_label(&mut have)?;
-            self.a.nop()?;
+            self.event_time()?;
         }
         self.a.lea(r8, qword_ptr(r11 + t::RING as i32))?;
         self.a.mov(r9, qword_ptr(r8 + r::HEAD as i32))?;
@@ -304,89 +293,19 @@ impl Gen {
     }
 }
 
-/// Copies the bytes value `slot` of the record at r10 points to, as many as
-/// the next value says (none for 0 or less, `cap` at most, flagged
-/// truncated beyond), to rdi; replaces the pointer by the count and flags
-/// (`STR_NULL` for a null pointer) and moves rdi past the bytes, aligned.
-/// Uses rax, rcx, rdx and rsi (saved by the mini-trampoline).
-fn copy_sized(a: &mut CodeAssembler, slot: i32, cap: u64) -> std::result::Result<(), IcedError> {
-    let mut some = a.create_label();
-    let mut fits = a.create_label();
-    let mut copy = a.create_label();
-    let mut store = a.create_label();
-    let mut null = a.create_label();
-    a.mov(rsi, qword_ptr(r10 + slot))?;
-    a.mov(rcx, qword_ptr(r10 + slot + 8))?;
-    a.test(rsi, rsi)?;
-    a.jz(null)?;
-    a.test(rcx, rcx)?;
-    a.jg(some)?;
-    a.xor(ecx, ecx)?;
-    a.set_label(&mut some)?;
-    a.cmp(rcx, cap as i32)?;
-    a.jbe(fits)?;
-    a.mov(ecx, cap as u32)?;
-    a.mov(rax, r::STR_TRUNCATED as i64)?;
-    a.or(rax, rcx)?;
-    a.jmp(copy)?;
-    a.set_label(&mut fits)?;
-    a.mov(rax, rcx)?;
-    a.set_label(&mut copy)?;
-    // Eight bytes a step while eight remain, then one at a time: no read
-    // past the buffer's end, and no string instruction (whose direction
-    // would be the program's flag's). rdi ends past the bytes; the count
-    // stays in rax.
-    let mut bytes = a.create_label();
-    let mut copied = a.create_label();
-    a.cmp(rcx, 8)?;
-    a.jb(bytes)?;
-    a.mov(rdx, qword_ptr(rsi))?;
-    a.mov(qword_ptr(rdi), rdx)?;
-    a.add(rsi, 8)?;
-    a.add(rdi, 8)?;
-    a.sub(rcx, 8)?;
-    a.jmp(copy)?;
-    a.set_label(&mut bytes)?;
-    a.test(rcx, rcx)?;
-    a.jz(copied)?;
-    a.mov(dl, byte_ptr(rsi))?;
-    a.mov(byte_ptr(rdi), dl)?;
-    a.add(rsi, 1)?;
-    a.add(rdi, 1)?;
-    a.sub(rcx, 1)?;
-    a.jmp(bytes)?;
-    a.set_label(&mut copied)?;
-    a.mov(qword_ptr(r10 + slot), rax)?;
-    a.mov(rcx, r::STR_TRUNCATED as i64 - 1)?;
-    a.and(rcx, rax)?;
-    a.neg(rcx)?;
-    a.and(rcx, r::TEXT_ALIGN as i32 - 1)?;
-    a.add(rdi, rcx)?;
-    a.jmp(store)?;
-    a.set_label(&mut null)?;
-    a.mov(rax, r::STR_NULL as i64)?;
-    a.mov(qword_ptr(r10 + slot), rax)?;
-    a.set_label(&mut store)?;
-    Ok(())
-}
-
-/// Copies the bytes an array of `struct iovec` holds, as [`copy_sized`]
-/// copies one buffer's: value `slot` of the record at r10 is the array's
-/// address, the next value how many bytes to take (from the first entry
-/// on, each entry's length at most), the one after it how many entries
-/// the array has. Replaces the address by the count copied and flags.
-/// Uses rax, rcx, rdx and rsi, and r8 and r9 saved on the stack.
-fn copy_gathered(a: &mut CodeAssembler, slot: i32, cap: u64) -> std::result::Result<(), IcedError> {
+/// The count of a sized value `slot` of the record at r10 (its next
+/// value), as a copy takes it: rsi := the value (the address; jumps to
+/// `null` if 0), rcx := the count, none when 0 or less, `cap` at most,
+/// and rax := rcx, flagged truncated when the count was more.
+fn sized_count(
+    a: &mut CodeAssembler,
+    slot: i32,
+    cap: u64,
+    null: CodeLabel,
+) -> std::result::Result<(), IcedError> {
     let mut some = a.create_label();
     let mut fits = a.create_label();
     let mut counted = a.create_label();
-    let mut entry = a.create_label();
-    let mut within = a.create_label();
-    let mut words = a.create_label();
-    let mut bytes = a.create_label();
-    let mut done = a.create_label();
-    let mut null = a.create_label();
-    let mut end = a.create_label();
     a.mov(rsi, qword_ptr(r10 + slot))?;
     a.mov(rcx, qword_ptr(r10 + slot + 8))?;
     a.test(rsi, rsi)?;
@@ -404,6 +323,83 @@ fn copy_gathered(a: &mut CodeAssembler, slot: i32, cap: u64) -> std::result::Res
     a.set_label(&mut fits)?;
     a.mov(rax, rcx)?;
     a.set_label(&mut counted)?;
+    a.nop()
+}
+
+/// Copies rcx bytes from rsi to rdi, eight a step while eight remain,
+/// then one at a time: no read past the buffer's end, and no string
+/// instruction (whose direction would be the program's flag's). rsi and
+/// rdi end past the bytes, rcx at 0; uses rdx.
+fn copy_bytes(a: &mut CodeAssembler) -> std::result::Result<(), IcedError> {
+    let mut words = a.create_label();
+    let mut bytes = a.create_label();
+    let mut copied = a.create_label();
+    a.set_label(&mut words)?;
+    a.cmp(rcx, 8)?;
+    a.jb(bytes)?;
+    a.mov(rdx, qword_ptr(rsi))?;
+    a.mov(qword_ptr(rdi), rdx)?;
+    a.add(rsi, 8)?;
+    a.add(rdi, 8)?;
+    a.sub(rcx, 8)?;
+    a.jmp(words)?;
+    a.set_label(&mut bytes)?;
+    a.test(rcx, rcx)?;
+    a.jz(copied)?;
+    a.mov(dl, byte_ptr(rsi))?;
+    a.mov(byte_ptr(rdi), dl)?;
+    a.add(rsi, 1)?;
+    a.add(rdi, 1)?;
+    a.sub(rcx, 1)?;
+    a.jmp(bytes)?;
+    a.set_label(&mut copied)?;
+    a.nop()
+}
+
+/// Moves rdi past the padding after the bytes value `slot` of the record
+/// at r10 counts (its word, flags aside), to the text's alignment. Uses
+/// rcx.
+fn pad_text(a: &mut CodeAssembler, slot: i32) -> std::result::Result<(), IcedError> {
+    a.mov(rcx, r::STR_TRUNCATED as i64 - 1)?;
+    a.and(rcx, qword_ptr(r10 + slot))?;
+    a.neg(rcx)?;
+    a.and(rcx, r::TEXT_ALIGN as i32 - 1)?;
+    a.add(rdi, rcx)
+}
+
+/// Copies the bytes value `slot` of the record at r10 points to, as many as
+/// the next value says (none for 0 or less, `cap` at most, flagged
+/// truncated beyond), to rdi; replaces the pointer by the count and flags
+/// (`STR_NULL` for a null pointer) and moves rdi past the bytes, aligned.
+/// Uses rax, rcx, rdx and rsi (saved by the mini-trampoline).
+fn copy_sized(a: &mut CodeAssembler, slot: i32, cap: u64) -> std::result::Result<(), IcedError> {
+    let mut null = a.create_label();
+    let mut end = a.create_label();
+    sized_count(a, slot, cap, null)?;
+    a.mov(qword_ptr(r10 + slot), rax)?;
+    copy_bytes(a)?;
+    pad_text(a, slot)?;
+    a.jmp(end)?;
+    a.set_label(&mut null)?;
+    a.mov(rax, r::STR_NULL as i64)?;
+    a.mov(qword_ptr(r10 + slot), rax)?;
+    a.set_label(&mut end)?;
+    a.nop()
+}
+
+/// Copies the bytes an array of `struct iovec` holds, as [`copy_sized`]
+/// copies one buffer's: value `slot` of the record at r10 is the array's
+/// address, the next value how many bytes to take (from the first entry
+/// on, each entry's length at most), the one after it how many entries
+/// the array has. Replaces the address by the count copied and flags.
+/// Uses rax, rcx, rdx and rsi, and r8 and r9 saved on the stack.
+fn copy_gathered(a: &mut CodeAssembler, slot: i32, cap: u64) -> std::result::Result<(), IcedError> {
+    let mut entry = a.create_label();
+    let mut within = a.create_label();
+    let mut done = a.create_label();
+    let mut null = a.create_label();
+    let mut end = a.create_label();
+    sized_count(a, slot, cap, null)?;
     a.mov(qword_ptr(r10 + slot), rax)?;
     // r8: the next entry; r9: the entries left; rax: the bytes left.
     a.push(r8)?;
@@ -425,42 +421,21 @@ fn copy_gathered(a: &mut CodeAssembler, slot: i32, cap: u64) -> std::result::Res
     a.mov(rcx, rax)?;
     a.set_label(&mut within)?;
     a.sub(rax, rcx)?;
-    // As `copy_sized`: eight bytes a step while eight remain, then one.
-    a.set_label(&mut words)?;
-    a.cmp(rcx, 8)?;
-    a.jb(bytes)?;
-    a.mov(rdx, qword_ptr(rsi))?;
-    a.mov(qword_ptr(rdi), rdx)?;
-    a.add(rsi, 8)?;
-    a.add(rdi, 8)?;
-    a.sub(rcx, 8)?;
-    a.jmp(words)?;
-    a.set_label(&mut bytes)?;
-    a.test(rcx, rcx)?;
-    a.jz(entry)?;
-    a.mov(dl, byte_ptr(rsi))?;
-    a.mov(byte_ptr(rdi), dl)?;
-    a.add(rsi, 1)?;
-    a.add(rdi, 1)?;
-    a.sub(rcx, 1)?;
-    a.jmp(bytes)?;
+    copy_bytes(a)?;
+    a.jmp(entry)?;
     // Entries that held fewer bytes than the count said: the word says
     // how many were copied.
     a.set_label(&mut done)?;
     a.sub(qword_ptr(r10 + slot), rax)?;
     a.pop(r9)?;
     a.pop(r8)?;
-    a.mov(rcx, r::STR_TRUNCATED as i64 - 1)?;
-    a.and(rcx, qword_ptr(r10 + slot))?;
-    a.neg(rcx)?;
-    a.and(rcx, r::TEXT_ALIGN as i32 - 1)?;
-    a.add(rdi, rcx)?;
+    pad_text(a, slot)?;
     a.jmp(end)?;
     a.set_label(&mut null)?;
     a.mov(rax, r::STR_NULL as i64)?;
     a.mov(qword_ptr(r10 + slot), rax)?;
     a.set_label(&mut end)?;
-    Ok(())
+    a.nop()
 }
 
 /// Generates, at address `at`, a C-callable function `void *f(void)` that

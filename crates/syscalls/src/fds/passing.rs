@@ -110,36 +110,13 @@ impl Simulation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Buffer, Return};
     use std::collections::HashMap;
 
-    /// A call of `tid` from `entry` (its return one tick later).
-    fn call(tid: i32, entry: u64, nr: u64, args: &[u64], result: i64) -> Call {
-        Call {
-            tid,
-            ring: tid,
-            entry_tsc: entry,
-            user_ns: None,
-            loader: false,
-            nr,
-            vdso: false,
-            args: std::array::from_fn(|i| args.get(i).copied().unwrap_or(0)),
-            exit: Some(Return {
-                tsc: Some(entry + 1),
-                result,
-            }),
-            buffers: Vec::new(),
-        }
-    }
+    use crate::test_calls::with;
 
-    fn with(mut c: Call, what: Memory, arg: usize, bytes: Vec<u8>) -> Call {
-        c.buffers.push(Buffer {
-            what,
-            arg,
-            bytes,
-            truncated: false,
-        });
-        c
+    /// A call of `tid` from `entry`, returning a tick later.
+    fn call(tid: i32, entry: u64, nr: u64, args: &[u64], result: i64) -> Call {
+        crate::test_calls::call(tid, entry, entry + 1, nr, args, result)
     }
 
     /// A control message passing descriptor `fd`.
