@@ -10,12 +10,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -138,8 +141,24 @@ static void decoded_calls(const char *dir)
         unlink(entry);
         rmdir(sub);
         statx(AT_FDCWD, entry, 0, STATX_ALL, (struct statx *)(fixed + 8192));
+        madvise(fixed, 65536, MADV_DONTNEED);
+        madvise(fixed, 65536, MADV_WILLNEED);
         munmap(fixed, 65536);
     }
+    /* Sockets' protocols and options, a timer set and read back, the
+     * close-on-exec ioctls. */
+    int tcp = socket(AF_INET, SOCK_STREAM, 0);
+    int udp = socket(AF_INET, SOCK_DGRAM, IPPROTO_UDP);
+    int one = 1;
+    setsockopt(tcp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(tcp, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    ioctl(udp, FIOCLEX);
+    ioctl(udp, FIONCLEX);
+    close(tcp);
+    close(udp);
+    struct itimerval none = {{0, 0}, {0, 0}}, before;
+    setitimer(ITIMER_VIRTUAL, &none, &before);
+    getitimer(ITIMER_VIRTUAL, &before);
     close(to);
     close(fd);
     unlink(other);

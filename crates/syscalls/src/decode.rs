@@ -15,6 +15,7 @@ mod messages;
 mod names;
 mod process;
 mod signals;
+mod sockets;
 
 pub(crate) use messages::{ioctl, iovecs, message, sockaddr, Message};
 
@@ -233,7 +234,25 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], result: Option<i64>, args: &
                 _ => {}
             }
         }
-        "ioctl" => set(1, named(raw[1], IOCTLS)),
+        "ioctl" => {
+            set(1, named(raw[1], IOCTLS));
+            // FIONCLEX, FIOCLEX: no argument.
+            if matches!(raw[1], 0x5450 | 0x5451) {
+                args.truncate(2);
+            }
+        }
+        "setsockopt" | "getsockopt" => {
+            let (level, option) = sockets::level_and_option(raw[1], raw[2]);
+            set(1, level);
+            set(2, option);
+        }
+        "madvise" => set(2, named(raw[2], sockets::ADVICE)),
+        "setitimer" | "getitimer" => {
+            set(0, named(raw[0], sockets::TIMERS));
+            if name == "setitimer" {
+                set(2, pointer(raw[2]));
+            }
+        }
         "sendto" | "recvfrom" => {
             set(3, bits(raw[3], messages::MSG_FLAGS, "0"));
             set(4, pointer(raw[4]));
@@ -299,6 +318,7 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], result: Option<i64>, args: &
         }
         "socket" | "socketpair" => {
             set(0, named(raw[0], DOMAINS));
+            set(2, sockets::protocol(raw[0], raw[2]));
             let kind = named(raw[1] & 0xf, SOCK_TYPES);
             set(
                 1,
@@ -395,6 +415,10 @@ pub(crate) fn recorded(
         ("rt_sigaction", 2) => Some(signals::sigaction(bytes).unwrap_or_else(address)),
         ("statx", 4) => Some(files::statx(bytes).unwrap_or_else(address)),
         ("sysinfo", 0) => Some(process::sysinfo(bytes).unwrap_or_else(address)),
+        ("setitimer", 1 | 2) | ("getitimer", 1) => {
+            Some(sockets::itimerval(bytes).unwrap_or_else(address))
+        }
+        ("setsockopt", 3) => sockets::option_value(bytes),
         // strace leaves out the entries of a call that said it wrote more
         // than its buffer holds.
         ("getdents64", 1) if truncated || bytes.len() as u64 > raw[2] => Some(address()),

@@ -52,6 +52,8 @@ const ARGUMENTS: &[(&str, usize)] = &[
     ("pwrite64", 4),
     ("readv", 3),
     ("writev", 3),
+    ("preadv2", 5),
+    ("pwritev2", 5),
     ("access", 2),
     ("pipe", 1),
     ("sched_yield", 0),

@@ -46,6 +46,8 @@ pub fn sent_arguments(nr: u64) -> &'static [(usize, Sent)] {
         // rt_sigprocmask's new set: the kernel refuses any size but 8
         // before it reads it.
         14 => &[(1, Sent::OnZero(8))],
+        // setitimer's new value.
+        38 => &[(1, Sent::OnZero(32))],
         _ => &[],
     }
 }

@@ -43,6 +43,8 @@ const TABLE: &[(u64, usize, Count)] = &[
     (7, 0, Count::ArgTimes(1, 8)),    // poll
     (13, 2, Count::OnZero(32)),       // rt_sigaction's old action
     (14, 2, Count::OnZero(8)),        // rt_sigprocmask's old set
+    (36, 1, Count::OnZero(32)),       // getitimer
+    (38, 2, Count::OnZero(32)),       // setitimer's old value
     (5, 1, Count::OnZero(144)),       // fstat
     (6, 1, Count::OnZero(144)),       // lstat
     (17, 1, Count::Result),           // pread64
