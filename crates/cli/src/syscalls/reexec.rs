@@ -67,9 +67,11 @@ pub fn reexec(
         super::command::write_environment(&env_path.0, &r.env)?;
     }
     let done = Arc::new(AtomicBool::new(false));
+    let unfinished = unfinished_ends(&calls, &feed, meta.ticks_per_ns);
+    let ended_inside = Arc::new(std::sync::Mutex::new(None));
     let watcher = {
-        let (path, done) = (path.clone(), done.clone());
-        std::thread::spawn(move || watch(&path, &done))
+        let (path, done, ended_inside) = (path.clone(), done.clone(), ended_inside.clone());
+        std::thread::spawn(move || watch(&path, &done, &unfinished, &ended_inside))
     };
     // The rerun's processes (not weft) in the configuration asked for.
     let group = limits.prepare(&format!("weft-reexec-{}", std::process::id()))?;
@@ -90,6 +92,14 @@ pub fn reexec(
     drop(group);
     done.store(true, Ordering::Relaxed);
     let diverged = watcher.join().unwrap_or(None);
+    let ended_inside = *ended_inside.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(k) = ended_inside {
+        say!(
+            "weft: the record ends inside {} (its process was killed, or the record stopped \
+             there): the rerun, as long in it, was ended",
+            weft_syscalls::strace_line(&calls[k])
+        );
+    }
     let bytes = std::fs::read(&feed_path.0)?;
     drop(feed_path);
     let status = status?;
@@ -366,7 +376,63 @@ type Diverged = (Divergence, Vec<String>, Vec<String>);
 /// Watches the feed until `done`: at a divergence, ends the rerun (kills
 /// the diverged thread's process, then every other process of the rerun)
 /// and returns it.
-fn watch(path: &Path, done: &AtomicBool) -> Option<Diverged> {
+/// A thread feed's last call that never returned in the record (its
+/// process was killed in it, or the record stopped): where its rerun
+/// entry's times are in the feed, and how long the record went on after
+/// it began (TSC ticks of this machine), with its index in the record.
+#[derive(Debug, Clone, Copy)]
+struct Unfinished {
+    began_at: u64,
+    ended_at: u64,
+    allowed: u64,
+    call: usize,
+}
+
+/// The unfinished last calls of `feed`'s thread feeds (see
+/// [`Unfinished`]), the record's TSC at `ticks_per_ns`.
+fn unfinished_ends(calls: &[Call], feed: &rx::FeedFile, ticks_per_ns: f64) -> Vec<Unfinished> {
+    let word = |at: u64| {
+        let at = at as usize;
+        feed.bytes
+            .get(at..at + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+    };
+    let end = (calls.iter())
+        .map(|c| c.exit.and_then(|e| e.tsc).unwrap_or(c.entry_tsc))
+        .max()
+        .unwrap_or(0);
+    let here = weft_live::clock::ticks_per_ns();
+    let threads = word(f::THREADS);
+    let mut out = Vec::new();
+    for (i, ks) in feed.calls.iter().enumerate() {
+        let (Some(&k), Some(p)) = (ks.last(), ks.len().checked_sub(1)) else {
+            continue;
+        };
+        let c = &calls[k];
+        let never_returns = [60, 231].contains(&c.nr) || weft_syscalls::is_exec(c.nr);
+        if c.exit.is_some() || never_returns {
+            continue;
+        }
+        let first = word(threads + f::THREAD_SIZE * i as u64 + f::THREAD_CALLS);
+        let at = first + f::CALL_SIZE * p as u64;
+        let recorded_ns = end.saturating_sub(c.entry_tsc) as f64 / ticks_per_ns.max(1e-9);
+        out.push(Unfinished {
+            began_at: at + f::CALL_RERUN_BEGAN,
+            ended_at: at + f::CALL_RERUN_ENDED,
+            // As long as in the record, and a second more.
+            allowed: ((recorded_ns + 1e9) * here) as u64,
+            call: k,
+        });
+    }
+    out
+}
+
+fn watch(
+    path: &Path,
+    done: &AtomicBool,
+    unfinished: &[Unfinished],
+    ended_inside: &std::sync::Mutex<Option<usize>>,
+) -> Option<Diverged> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -404,6 +470,30 @@ fn watch(path: &Path, done: &AtomicBool) -> Option<Diverged> {
         };
         for (at, calls) in rx::ended(&table, &gone) {
             let _ = file.write_all_at(&calls.to_le_bytes(), at);
+        }
+        // A call the record ends inside, made in the rerun as long as
+        // the record went on after it: the rerun ends there too.
+        let read_word = |at: u64| {
+            let mut b = [0u8; 8];
+            file.read_exact_at(&mut b, at)
+                .map_or(0, |_| u64::from_le_bytes(b))
+        };
+        let overdue = unfinished.iter().find(|u| {
+            let began = read_word(u.began_at);
+            began != 0
+                && read_word(u.ended_at) == 0
+                && weft_live::clock::tsc().saturating_sub(began) > u.allowed
+        });
+        if let Some(u) = overdue {
+            *ended_inside.lock().unwrap_or_else(|e| e.into_inner()) = Some(u.call);
+            for &tid in rerun.keys() {
+                if killed.insert(tid) {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(tid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
         }
         let Some(d) = rx::divergence(&table) else {
             continue;
