@@ -4,11 +4,11 @@
 # USDT probes), libc's detached debug symbols (weft names stripped code with
 # them), clang and libelf for the BPF programs (CPU clock, workload
 # follower, schedule), QEMU and valgrind (ground truth for --paths and its
-# data addresses), strace (ground truth for system calls) and zstd, and Rust
-# if absent.
+# data addresses), strace (ground truth for system calls), gzip (a pipeline
+# replayed) and zstd, and Rust if absent.
 set -euo pipefail
 need=()
-for pkg in gcc g++ libc6-dev libc6-dbg bpftrace clang libelf-dev zlib1g-dev pkg-config make gdb python3 sqlite3 binutils bc chromium babeltrace2 systemtap-sdt-dev postgresql qemu-user valgrind zstd strace; do
+for pkg in gcc g++ libc6-dev libc6-dbg bpftrace clang libelf-dev zlib1g-dev pkg-config make gdb python3 sqlite3 binutils bc chromium babeltrace2 systemtap-sdt-dev postgresql qemu-user valgrind zstd strace gzip; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
