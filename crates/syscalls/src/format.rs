@@ -431,8 +431,12 @@ pub fn strace_line(call: &Call) -> String {
     // bytes (its `-s 32`).
     // A buffer the call did not fill (it failed, or `wait4` reaped
     // nobody) keeps its address, as strace shows it.
-    let sized_by_result = crate::writes(call.nr)
-        .is_some_and(|w| matches!(w.count, crate::Count::Result | crate::Count::ResultTimes(_)));
+    let sized_by_result = crate::writes(call.nr).is_some_and(|w| {
+        matches!(
+            w.count,
+            crate::Count::Result | crate::Count::ResultWithin(_) | crate::Count::ResultTimes(_)
+        )
+    });
     let structured = vectors(call, &name, &mut args);
     for b in call.buffers.iter().filter(|_| !structured) {
         let failed = call.exit.is_some_and(|e| e.result < 0);

@@ -374,6 +374,12 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             if FD_SECOND.contains(&c.nr) {
                 flags |= 2 << f::COMPARE_SHIFT;
             }
+            // An ioctl answered with the bytes its request filled: the
+            // rerun's must be the same request, or they would go into a
+            // buffer of another size.
+            if c.nr == 16 && c.buffers.iter().any(|b| b.what == Memory::Filled) {
+                flags |= 2 << f::COMPARE_SHIFT;
+            }
             if TAKE_IDS.contains(&c.nr) {
                 flags |= f::TRANSLATE_IDS;
             }

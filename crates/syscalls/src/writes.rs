@@ -10,6 +10,9 @@ use weft_plan::{BinOp, Expr};
 pub enum Count {
     /// As many as the result says (`read`, `getdents64`).
     Result,
+    /// As many as the result says, no more than argument `.0` (`recvfrom`
+    /// with `MSG_TRUNC` returns the datagram's length, past its buffer).
+    ResultWithin(usize),
     /// The result times this many (`epoll_wait`'s events).
     ResultTimes(u64),
     /// This many when the call succeeded with 0 (`fstat`, `pipe2`).
@@ -49,7 +52,7 @@ const TABLE: &[(u64, usize, Count)] = &[
     (6, 1, Count::OnZero(144)),       // lstat
     (17, 1, Count::Result),           // pread64
     (22, 0, Count::OnZero(8)),        // pipe
-    (45, 1, Count::Result),           // recvfrom
+    (45, 1, Count::ResultWithin(2)),  // recvfrom
     (53, 3, Count::OnZero(8)),        // socketpair
     (61, 1, Count::OnPositive(4)),    // wait4
     (63, 0, Count::OnZero(390)),      // uname
@@ -101,6 +104,19 @@ impl Writes {
         let result = || Expr::Reg(0);
         let count = match self.count {
             Count::Result => result(),
+            // result + (len - result) * (len < result)
+            Count::ResultWithin(k) => {
+                let len = || Expr::Reg(ARGUMENT_REGISTERS[k]);
+                Expr::bin(
+                    BinOp::Add,
+                    result(),
+                    Expr::bin(
+                        BinOp::Mul,
+                        Expr::bin(BinOp::Sub, len(), result()),
+                        Expr::bin(BinOp::Lt, len(), result()),
+                    ),
+                )
+            }
             Count::ResultTimes(n) => Expr::bin(BinOp::Mul, result(), Expr::Const(n as i64)),
             Count::OnZero(n) => Expr::bin(
                 BinOp::Mul,

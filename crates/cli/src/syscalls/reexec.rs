@@ -68,10 +68,11 @@ pub fn reexec(
     }
     let done = Arc::new(AtomicBool::new(false));
     let unfinished = unfinished_ends(&calls, &feed, meta.ticks_per_ns);
+    let feed_lengths: Vec<u64> = feed.calls.iter().map(|ks| ks.len() as u64).collect();
     let ended_inside = Arc::new(std::sync::Mutex::new(None));
     let watcher = {
         let (path, done, ended_inside) = (path.clone(), done.clone(), ended_inside.clone());
-        std::thread::spawn(move || watch(&path, &done, &unfinished, &ended_inside))
+        std::thread::spawn(move || watch(&path, &done, (&unfinished, &feed_lengths), &ended_inside))
     };
     // The rerun's processes (not weft) in the configuration asked for.
     let group = limits.prepare(&format!("weft-reexec-{}", std::process::id()))?;
@@ -430,7 +431,7 @@ fn unfinished_ends(calls: &[Call], feed: &rx::FeedFile, ticks_per_ns: f64) -> Ve
 fn watch(
     path: &Path,
     done: &AtomicBool,
-    unfinished: &[Unfinished],
+    (unfinished, feed_lengths): (&[Unfinished], &[u64]),
     ended_inside: &std::sync::Mutex<Option<usize>>,
 ) -> Option<Diverged> {
     let file = std::fs::OpenOptions::new()
@@ -478,15 +479,26 @@ fn watch(
             file.read_exact_at(&mut b, at)
                 .map_or(0, |_| u64::from_le_bytes(b))
         };
+        // Only once every live thread of the rerun has made all its
+        // recorded calls: a slower rerun of the others is not cut short.
+        let all_made = (rx::progress(&table).iter().enumerate())
+            .filter(|(_, p)| p.tid > 0 && !gone(p.tid))
+            .all(|(i, p)| feed_lengths.get(i).is_some_and(|&n| p.cursor >= n));
         let overdue = unfinished.iter().find(|u| {
             let began = read_word(u.began_at);
+            // Ended before it began again: an interrupted try, retried.
+            let ended = read_word(u.ended_at);
             began != 0
-                && read_word(u.ended_at) == 0
+                && (ended == 0 || ended < began)
                 && weft_live::clock::tsc().saturating_sub(began) > u.allowed
         });
-        if let Some(u) = overdue {
+        if let (Some(u), true) = (overdue, all_made) {
             *ended_inside.lock().unwrap_or_else(|e| e.into_inner()) = Some(u.call);
-            for &tid in rerun.keys() {
+            let alive = (rerun.iter())
+                .filter(|&(&tid, &start)| weft_process::start_time(tid) == Some(start))
+                .map(|(&tid, _)| tid)
+                .collect::<Vec<_>>();
+            for tid in alive {
                 if killed.insert(tid) {
                     let _ = nix::sys::signal::kill(
                         nix::unistd::Pid::from_raw(tid),
