@@ -26,16 +26,7 @@ fn calls_from_code_generated_at_run_time_are_recorded() {
         "{}",
         recorded.stderr
     );
-    let shown = run(
-        weft().args(["syscalls", "show", "--json"]).arg(&out),
-        Duration::from_secs(60),
-    );
-    assert_eq!(shown.status, 0, "{}", shown.stderr);
-    let calls: Vec<serde_json::Value> = shown
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let calls = shown_calls(&out);
     let count = |name: &str| calls.iter().filter(|c| c["name"] == name).count() as u64;
     // Each loop step makes the call twice: from the generated code and
     // through the C library.
@@ -158,20 +149,11 @@ fn a_blocked_call_keeps_its_entry_when_a_handler_calls_inside_it() {
     assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
     let own = tallies(&recorded.stdout);
     assert_eq!(own["interrupted"], 5, "{}", recorded.stdout);
-    let shown = run(
-        weft().args(["syscalls", "show", "--json"]).arg(&out),
-        Duration::from_secs(60),
-    );
-    assert_eq!(shown.status, 0, "{}", shown.stderr);
-    let calls: Vec<serde_json::Value> = shown
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let calls = shown_calls(&out);
     let reads: Vec<(usize, &serde_json::Value)> = (calls.iter().enumerate())
         .filter(|(_, c)| c["name"] == "read" && c["errno"] == "EINTR")
         .collect();
-    assert_eq!(reads.len(), 5, "{}", shown.stdout);
+    assert_eq!(reads.len(), 5, "{calls:?}");
     let weft_ns: u64 = reads
         .iter()
         .map(|(_, c)| c["duration_ns"].as_u64().unwrap_or(0))
@@ -184,6 +166,6 @@ fn a_blocked_call_keeps_its_entry_when_a_handler_calls_inside_it() {
     );
     // Each read, then the handler's getppid, then the next read.
     for &(k, _) in &reads {
-        assert_eq!(calls[k + 1]["name"], "getppid", "{}", shown.stdout);
+        assert_eq!(calls[k + 1]["name"], "getppid", "{calls:?}");
     }
 }

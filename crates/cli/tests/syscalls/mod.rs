@@ -33,6 +33,20 @@ pub(crate) fn record_into(
     (out, recorded)
 }
 
+/// `weft syscalls show --json OUT`, which must succeed: its calls.
+pub(crate) fn shown_calls(out: &Path) -> Vec<serde_json::Value> {
+    let shown = run(
+        weft().args(["syscalls", "show", "--json"]).arg(out),
+        Duration::from_secs(60),
+    );
+    assert_eq!(shown.status, 0, "{}", shown.stderr);
+    shown
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// Whether weft recorded without the threads' user time (no per-thread
 /// CPU clock here), said as a skip.
 pub(crate) fn without_user_time(recorded: &Finished) -> bool {
