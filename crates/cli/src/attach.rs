@@ -202,6 +202,7 @@ fn attach_one(
         watch: Some(watch),
         done: false,
         exec: (!workload.following()).then(|| crate::run::ExecNotice::new(pid)),
+        starting: None,
     })
 }
 

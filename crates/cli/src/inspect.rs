@@ -253,7 +253,7 @@ pub fn inspect(args: &InspectArgs) -> Result<()> {
 }
 
 fn matches(p: &Pattern, f: &Function) -> bool {
-    p.matches_function(&f.name, f.demangled.as_deref())
+    p.matches_function(&f.name, f.demangled())
         || f.aliases.iter().any(|a| p.matches_function(a, None))
 }
 
@@ -298,8 +298,11 @@ fn find(target: &str, function: &str) -> Result<Vec<(String, Function, FunctionC
             let shown = match chosen.get(&f.name).and_then(|&at| m.image.function_at(at)) {
                 Some(to) if f.ifunc => {
                     let mut to = to.clone();
-                    to.name = format!("{} [ifunc -> {}]", f.display_name(), to.display_name());
-                    to.demangled = None;
+                    to.rename(format!(
+                        "{} [ifunc -> {}]",
+                        f.display_name(),
+                        to.display_name()
+                    ));
                     to
                 }
                 _ => f.clone(),

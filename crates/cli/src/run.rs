@@ -200,6 +200,7 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
         done: false,
         // The program weft instrumented, read while it is still stopped.
         exec: (!workload.following()).then(|| ExecNotice::new(pid)),
+        starting: None,
     });
     workload.follow(pid)?;
     tracee.detach()?;
@@ -410,8 +411,9 @@ fn wait_for_workload(pid: i32, workload: &mut Workload, args: &ProbeArgs) -> Res
             code = Some(wait_child_exit(pid)?);
             exited_at = Some(std::time::Instant::now());
         }
-        let running = workload.outstanding();
         if let Some(code) = code {
+            // Only once the program has exited: it reads the follower's map.
+            let running = workload.outstanding();
             if running == 0 || signals::stop_requested() {
                 return Ok(code);
             }

@@ -19,10 +19,12 @@ use weft_workload::{Event, Follower};
 /// How long a new process may take to stop for weft.
 const STOP_WAIT: Duration = Duration::from_secs(5);
 
-/// The longest weft waits for one process's library loads before it
-/// looks at the workload's events again, while following: a new process
-/// waits stopped until weft sees it.
-const FOLLOW_SLICE: Duration = Duration::from_millis(2);
+/// The longest weft waits for the workload's library loads before it
+/// looks at its events again, while following. The follower's thread
+/// wakes weft at each event (`weft_workload::Wake`); this bounds the wait
+/// should a wake-up be missed, since a new process waits stopped until
+/// weft sees it.
+const FOLLOW_SLICE: Duration = Duration::from_millis(20);
 
 /// One image of one process: its session and requests.
 pub struct Member {
@@ -39,6 +41,11 @@ pub struct Member {
     /// Says when the process runs exec, where the workload is not
     /// followed.
     pub exec: Option<crate::run::ExecNotice>,
+    /// The image runs through its dynamic loader, recorded from its first
+    /// instruction, while weft does other work: its libraries are
+    /// instrumented when the loader's hook says they are there
+    /// (`Workload::libraries_loaded`). Holds what was placed before.
+    pub starting: Option<weft_live::AddReport>,
 }
 
 impl Member {
@@ -269,16 +276,15 @@ impl Workload {
     /// Serves the workload for up to `step`: new processes and images,
     /// processes that ended, and every live image's library loads.
     pub fn serve(&mut self, args: &ProbeArgs, step: Duration) -> Result<()> {
+        // Read before the events are: one sent after them changes it.
+        let news = (self.follower.as_ref())
+            .and_then(|f| f.news())
+            .map(|w| w.load(std::sync::atomic::Ordering::SeqCst));
         self.handle_events(args)?;
         for m in self.members.iter_mut().filter(|m| !m.done) {
             if m.watch.as_ref().is_some_and(|w| w.wait(Duration::ZERO)) {
                 m.finish();
             }
-        }
-        let alive = self.members.iter().filter(|m| !m.done).count().max(1);
-        let mut share = step / alive as u32;
-        if self.following() {
-            share = share.min(FOLLOW_SLICE);
         }
         for m in self.members.iter_mut().filter(|m| !m.done) {
             // Sites the SIGSYS handler makes many calls for: rewritten.
@@ -302,8 +308,29 @@ impl Workload {
                 Err(e) => return Err(e.into()),
             }
         }
+        // Until a process waits in its load hook, the follower has news,
+        // or the step is over.
+        if !(self.members.iter()).any(|m| !m.done && m.session.loads_waiting()) {
+            let mut words: Vec<weft_live::Waited> = (self.members.iter())
+                .filter(|m| !m.done)
+                .map(|m| m.session.load_word())
+                .collect();
+            let word = self.follower.as_ref().and_then(|f| f.news());
+            if let (Some(word), Some(unchanged)) = (word, news) {
+                words.push(weft_live::Waited {
+                    word,
+                    unchanged,
+                    shared: false,
+                });
+            }
+            let wait = match self.following() {
+                true => step.min(FOLLOW_SLICE),
+                false => step,
+            };
+            weft_live::wait_any(&words, wait);
+        }
         for i in 0..self.members.len() {
-            if self.members[i].done || !self.members[i].session.load_pending(share) {
+            if self.members[i].done || !self.members[i].session.loads_waiting() {
                 continue;
             }
             // A fork before this load is given its region first: its
@@ -311,6 +338,32 @@ impl Workload {
             self.handle_events(args)?;
             let sole = self.sole(self.members[i].pid);
             let held_from = weft_live::clock::tsc();
+            if self.members[i].starting.is_some() && !self.members[i].done {
+                let mut m = self.members.remove(i);
+                let outcome = self.libraries_loaded(args, &mut m);
+                if sole {
+                    note_sole_hold(held_from);
+                }
+                let gone = |e: &anyhow::Error| {
+                    e.downcast_ref::<weft_live::Error>().is_some_and(is_gone)
+                        || e.downcast_ref::<weft_process::Error>()
+                            .is_some_and(|p| p.is_gone())
+                };
+                match outcome {
+                    Ok(()) => {}
+                    Err(e) if gone(&e) => m.finish(),
+                    Err(e) => {
+                        say!(
+                            "weft: process {} ran exec; its libraries are not measured: {e:#}",
+                            m.pid
+                        );
+                        m.session.release_loads();
+                        m.starting = None;
+                    }
+                }
+                self.members.insert(i, m);
+                continue;
+            }
             let m = &mut self.members[i];
             if !m.done {
                 let handled = m.session.handle_loads(&m.req.specs);
@@ -327,9 +380,6 @@ impl Workload {
                     Err(e) => return Err(e.into()),
                 }
             }
-        }
-        if self.members.iter().all(|m| m.done) {
-            std::thread::sleep(share);
         }
         Ok(())
     }
@@ -475,6 +525,27 @@ impl Workload {
             }
             let report = crate::run::place_first(args, &mut session, &mut tracee, &req)?;
             req.map_feed(&mut session, &mut tracee, None)?;
+            // The loader runs on its own, its calls going to the SIGSYS
+            // handler in the process rather than each a stop in weft, and
+            // weft serves the rest of the workload meanwhile: the load hook
+            // holds it where its libraries are in place.
+            if session.libraries_consistent()?.is_some()
+                && session.install_load_hook(&mut tracee)?
+            {
+                tracee.detach()?;
+                let perturbation = Perturbation::new(&req)?;
+                return Ok(Some(Member {
+                    pid,
+                    command,
+                    session,
+                    req,
+                    perturbation,
+                    watch: ExitWatch::new(pid).ok(),
+                    done: false,
+                    exec: None,
+                    starting: Some(report),
+                }));
+            }
             early = Some((req, report));
         }
         match crate::run::run_to_libraries(&session, &mut tracee, auxv.entry, early.is_some())? {
@@ -539,7 +610,44 @@ impl Workload {
             watch: ExitWatch::new(pid).ok(),
             done: false,
             exec: None,
+            starting: None,
         }))
+    }
+
+    /// A new image that weft let run through its loader has reported a
+    /// library load (see [`Member::starting`]): once the loader says its
+    /// libraries are consistent, they get their probes, as at the stop of
+    /// `run_to_libraries`; the hook's thread waits meanwhile.
+    fn libraries_loaded(&mut self, args: &ProbeArgs, m: &mut Member) -> Result<()> {
+        if m.session.libraries_consistent()? != Some(true) {
+            m.session.release_loads();
+            return Ok(());
+        }
+        let mut tracee = Tracee::attach(m.pid)?;
+        m.session.end_startup(&tracee)?;
+        let prepared = m.session.prepare(&m.req.specs)?;
+        self.note_prepared(&prepared, &m.req);
+        let mut report = m.starting.take().unwrap_or_default();
+        report.absorb(m.session.apply(&mut tracee, prepared)?);
+        m.req.sampler.live_from_now();
+        m.session.raise_semaphores(&tracee, &m.req.semaphores)?;
+        m.session
+            .enable_event_sites(&mut tracee, &m.req.event_sites, args.string_max)?;
+        m.req.describe_trace(&m.session)?;
+        m.req.note_ready(m.pid);
+        tracee.detach()?;
+        m.session.release_loads();
+        if args.verbose {
+            say!(
+                "weft: process {} ran exec ({}): {} probe(s) placed",
+                m.pid,
+                m.command,
+                report.probes
+            );
+        }
+        report_skipped(&report, args.verbose);
+        m.perturbation = Perturbation::new(&m.req)?;
+        Ok(())
     }
 
     /// Completes the trace, writes the report and says a pattern that no
@@ -625,6 +733,7 @@ fn own_session(parent: &Member, thread: i32, child: i32) -> Result<Option<Member
         watch: ExitWatch::new(child).ok(),
         done: false,
         exec: None,
+        starting: None,
     }))
 }
 

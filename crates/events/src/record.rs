@@ -45,6 +45,9 @@ pub struct Recorder {
     loaders: Vec<crate::Loader>,
     /// Finish with the streams alone (see [`Meta::streams_only`]).
     streams_only: bool,
+    /// How many ids the last `meta.json` written held, and when it was
+    /// written (see [`Recorder::describe`]).
+    described: Option<(usize, std::time::Instant)>,
 }
 
 impl Recorder {
@@ -63,6 +66,7 @@ impl Recorder {
             execs: Vec::new(),
             loaders: Vec::new(),
             streams_only: false,
+            described: None,
         }
     }
 
@@ -146,12 +150,29 @@ impl Recorder {
     /// `ctf/metadata`) now, so that the streams can be read even if weft
     /// never finishes; call it once tracing has started and whenever ids
     /// are added.
+    ///
+    /// The files are written again when an id was added, and otherwise at
+    /// most once a second: a workload's every new image calls this, and
+    /// with ids shared between its processes most add none. What changed
+    /// in between (execs, loaders, threads, dropped counts) is written at
+    /// the next write and by [`Recorder::finish`]; a weft that dies before
+    /// then leaves streams whose every event can still be read.
     pub fn describe(&mut self, session: &Session, clock: TraceClock) -> Result<()> {
+        const AT_MOST_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
         self.learn(session, clock);
-        match &self.dir {
-            Some(dir) => crate::store::write_meta(dir, &self.meta(clock)),
-            None => Ok(()),
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let due = match self.described {
+            None => true,
+            Some((ids, at)) => ids < self.known.len() || at.elapsed() >= AT_MOST_EVERY,
+        };
+        if !due {
+            return Ok(());
         }
+        crate::store::write_meta(dir, &self.meta(clock))?;
+        self.described = Some((self.known.len(), std::time::Instant::now()));
+        Ok(())
     }
 
     /// Events recorded so far.

@@ -24,8 +24,10 @@ pub struct Function {
     pub name: String,
     /// Other names at the same address.
     pub aliases: Vec<String>,
-    /// Demangled form of `name`, if it is mangled.
-    pub demangled: Option<String>,
+    /// Demangled form of `name`, if it is mangled: worked out at its first
+    /// use ([`Function::demangled`]), since a C++ program exports tens of
+    /// thousands of names (`cc1`: 29,000) and most are never shown.
+    demangled: std::sync::OnceLock<Option<String>>,
     /// Link-time virtual address.
     pub addr: FileAddr,
     /// Size in bytes (never 0: unsized symbols get the distance to the next function).
@@ -39,7 +41,20 @@ pub struct Function {
 impl Function {
     /// The name to show a person: demangled when possible.
     pub fn display_name(&self) -> &str {
-        self.demangled.as_deref().unwrap_or(&self.name)
+        self.demangled().unwrap_or(&self.name)
+    }
+
+    /// The demangled form of `name`, if it is mangled.
+    pub fn demangled(&self) -> Option<&str> {
+        self.demangled
+            .get_or_init(|| demangle(&self.name))
+            .as_deref()
+    }
+
+    /// Shows the function as `name`, which is not a mangled one.
+    pub fn rename(&mut self, name: String) {
+        self.name = name;
+        self.demangled = std::sync::OnceLock::from(None);
     }
 
     /// Whether a link-time address lies inside the function.
@@ -310,9 +325,7 @@ impl Image {
     /// Finds a function by exact name (or alias, or demangled name).
     pub fn function_named(&self, name: &str) -> Option<&Function> {
         self.functions.iter().find(|f| {
-            f.name == name
-                || f.aliases.iter().any(|a| a == name)
-                || f.demangled.as_deref() == Some(name)
+            f.name == name || f.aliases.iter().any(|a| a == name) || f.demangled() == Some(name)
         })
     }
 
@@ -650,11 +663,10 @@ fn collect_functions(
         e.names.sort();
         let mut names = e.names.into_iter().map(|(_, n)| n);
         let name = names.next().unwrap_or_default();
-        let demangled = demangle(&name);
         out.push(Function {
             name,
             aliases: names.collect(),
-            demangled,
+            demangled: std::sync::OnceLock::new(),
             addr,
             size: e.size,
             source: e.source,

@@ -36,6 +36,6 @@ pub use session::{
     decode_records, from_hex, to_hex, AddReport, Count, EventIds, EventRecord, PointInfo, Prepared,
     RawRecords, Session, SkipReason, SkippedPoint, ThreadReading,
 };
-pub use shared::SharedMemory;
+pub use shared::{wait_any, SharedMemory, Waited};
 pub use weft_patch::region::ring;
 pub use weft_patch::sigaction_hook::Kept as KeptAction;

@@ -121,7 +121,7 @@ impl SharedMemory {
     }
 
     /// The u32 word at `offset`, as an atomic.
-    fn atomic_u32(&self, offset: u64) -> &AtomicU32 {
+    pub(crate) fn atomic_u32(&self, offset: u64) -> &AtomicU32 {
         let off = self.checked_offset(offset, 4);
         // SAFETY: as in atomic_u64.
         unsafe { AtomicU32::from_ptr(self.map.as_mut_ptr().add(off).cast()) }
@@ -311,6 +311,54 @@ impl SharedMemory {
     }
 }
 
+/// A futex word to wait on with others ([`wait_any`]): its value while
+/// there is nothing new, and whether another process shares it.
+#[derive(Debug, Clone, Copy)]
+pub struct Waited<'a> {
+    pub word: &'a AtomicU32,
+    pub unchanged: u32,
+    pub shared: bool,
+}
+
+/// Waits up to `timeout` until one of `words` no longer holds its
+/// unchanged value (or is woken), with one `futex_waitv` (Linux 5.16); a
+/// word that has changed already returns at once. Waits on no more than
+/// the kernel's 128 words: those past them are left to the timeout.
+pub fn wait_any(words: &[Waited<'_>], timeout: std::time::Duration) {
+    if words.is_empty() {
+        std::thread::sleep(timeout);
+        return;
+    }
+    let waiters: Vec<futex::Wait> = words
+        .iter()
+        .take(128)
+        .map(|w| {
+            let mut wait = futex::Wait::new();
+            wait.val = u64::from(w.unchanged);
+            wait.uaddr = futex::WaitPtr::new(w.word.as_ptr().cast());
+            wait.flags = match w.shared {
+                true => futex::WaitFlags::SIZE_U32,
+                false => futex::WaitFlags::SIZE_U32 | futex::WaitFlags::PRIVATE,
+            };
+            wait
+        })
+        .collect();
+    // futex_waitv's timeout is an instant of the monotonic clock.
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let end = std::time::Duration::new(now.tv_sec as u64, now.tv_nsec as u32) + timeout;
+    let until = futex::Timespec {
+        tv_sec: end.as_secs() as _,
+        tv_nsec: end.subsec_nanos() as _,
+    };
+    // A timeout, a wake-up, a changed value and EINTR all just return.
+    let _ = futex::waitv(
+        &waiters,
+        futex::WaitvFlags::empty(),
+        Some(&until),
+        rustix::time::ClockId::Monotonic,
+    );
+}
+
 impl Drop for SharedMemory {
     fn drop(&mut self) {
         // The mapping and the file go with the fields.
@@ -380,5 +428,57 @@ mod tests {
         shm.store_u32(64, 7);
         shm.futex_wake(64);
         assert_eq!(waiter.join().unwrap(), 7);
+    }
+
+    #[test]
+    fn wait_any_wakes_for_any_word_and_returns_at_once_for_a_changed_one() {
+        use std::time::{Duration, Instant};
+        let shm = std::sync::Arc::new(SharedMemory::create(1 << 16).unwrap());
+        let private = std::sync::Arc::new(AtomicU32::new(3));
+        let waited = |shm: &SharedMemory, private: &AtomicU32, unchanged: u32| {
+            let words = [
+                Waited {
+                    word: shm.atomic_u32(64),
+                    unchanged,
+                    shared: true,
+                },
+                Waited {
+                    word: private,
+                    unchanged: 3,
+                    shared: false,
+                },
+            ];
+            let start = Instant::now();
+            wait_any(&words, Duration::from_secs(10));
+            start.elapsed()
+        };
+        // A word that is not as expected: no wait.
+        assert!(waited(&shm, &private, 1) < Duration::from_secs(5));
+        // Woken through the second (private) word.
+        let bumper = {
+            let private = private.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                private.store(4, Ordering::SeqCst);
+                let _ = futex::wake(&private, futex::Flags::PRIVATE, u32::MAX);
+            })
+        };
+        let took = waited(&shm, &private, 0);
+        bumper.join().unwrap();
+        assert!(
+            took >= Duration::from_millis(40) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+        // Nothing changes: the timeout.
+        let start = Instant::now();
+        wait_any(
+            &[Waited {
+                word: shm.atomic_u32(64),
+                unchanged: 0,
+                shared: true,
+            }],
+            Duration::from_millis(30),
+        );
+        assert!(start.elapsed() >= Duration::from_millis(30));
     }
 }

@@ -1,13 +1,19 @@
-//! Batched access to the target's code during an episode: each executable
-//! mapping is read once, splices are applied to the cached pages, and each
-//! run of changed pages is written back with a single write. A site costs
-//! no system call of its own; libc's 3700 entries cost a few hundred writes.
+//! Batched access to the target's code during an episode: the code is
+//! read in windows of a few pages around what is asked for (each page
+//! once), splices are applied to the cached pages, and each run of changed
+//! pages is written back with a single write. A site costs no system call
+//! of its own; libc's 3700 entries cost a few hundred writes, and a new
+//! image's few sites a few reads rather than all its code.
 
 use crate::Result;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use weft_process::{MapEntry, ProcessMemory, RemoteAddr};
 
 const PAGE: u64 = weft_abi::mman::PAGE_SIZE;
+
+/// Pages read at once around a page that is not cached yet (clipped to
+/// its mapping).
+const WINDOW: u64 = 16 * PAGE;
 
 /// Bytes to write over code: a splice, or the original bytes back.
 #[derive(Debug, Clone)]
@@ -20,10 +26,11 @@ pub(crate) struct Splice {
     pub(crate) paired: bool,
 }
 
-/// Cached executable mappings with pending changes.
+/// Cached pages of the executable mappings, with pending changes.
 pub(crate) struct TextBatch {
     mappings: Vec<MapEntry>,
-    cached: Vec<(u64, Vec<u8>)>,
+    /// Page address to the page's bytes, pending changes included.
+    cached: BTreeMap<u64, Vec<u8>>,
     dirty: BTreeSet<u64>,
 }
 
@@ -36,21 +43,15 @@ impl TextBatch {
             .collect();
         Ok(TextBatch {
             mappings,
-            cached: Vec::new(),
+            cached: BTreeMap::new(),
             dirty: BTreeSet::new(),
         })
     }
 
-    /// Index of the cached mapping holding `[addr, addr + len)`, reading it on first use.
-    fn chunk(&mut self, mem: &impl ProcessMemory, addr: u64, len: usize) -> Result<Option<usize>> {
+    /// The pages holding `[addr, addr + len)`, read where not cached yet,
+    /// if one executable mapping holds the range.
+    fn pages(&mut self, mem: &impl ProcessMemory, addr: u64, len: usize) -> Result<Option<()>> {
         let end = addr + len as u64;
-        if let Some(i) = self
-            .cached
-            .iter()
-            .position(|(s, b)| addr >= *s && end <= s + b.len() as u64)
-        {
-            return Ok(Some(i));
-        }
         let Some(m) = self
             .mappings
             .iter()
@@ -58,9 +59,23 @@ impl TextBatch {
         else {
             return Ok(None);
         };
-        let bytes = mem.read_vec(m.start, m.len() as usize)?;
-        self.cached.push((m.start.0, bytes));
-        Ok(Some(self.cached.len() - 1))
+        let (lo, hi) = (m.start.0, m.end.0);
+        let mut page = addr & !(PAGE - 1);
+        while page < end {
+            if !self.cached.contains_key(&page) {
+                let from = (page & !(WINDOW - 1)).max(lo);
+                let to = (from + WINDOW).min(hi).max(page + PAGE);
+                let bytes = mem.read_vec(RemoteAddr(from), (to - from) as usize)?;
+                for (k, chunk) in bytes.chunks(PAGE as usize).enumerate() {
+                    // A cached page may hold changes not written yet.
+                    self.cached
+                        .entry(from + k as u64 * PAGE)
+                        .or_insert_with(|| chunk.to_vec());
+                }
+            }
+            page += PAGE;
+        }
+        Ok(Some(()))
     }
 
     /// The current bytes at `addr`, pending changes included.
@@ -70,31 +85,40 @@ impl TextBatch {
         addr: u64,
         len: usize,
     ) -> Result<Vec<u8>> {
-        match self.chunk(mem, addr, len)? {
-            Some(i) => {
-                let (s, b) = &self.cached[i];
-                let off = (addr - s) as usize;
-                Ok(b[off..off + len].to_vec())
-            }
-            None => Ok(mem.read_vec(RemoteAddr(addr), len)?),
+        if self.pages(mem, addr, len)?.is_none() {
+            return Ok(mem.read_vec(RemoteAddr(addr), len)?);
         }
+        let mut out = Vec::with_capacity(len);
+        let mut at = addr;
+        while at < addr + len as u64 {
+            let page = at & !(PAGE - 1);
+            let stop = (page + PAGE).min(addr + len as u64);
+            out.extend_from_slice(
+                &self.cached[&page][(at - page) as usize..(stop - page) as usize],
+            );
+            at = stop;
+        }
+        Ok(out)
     }
 
     /// Changes bytes at `addr` (written at `flush`; immediately if the
     /// address is outside the executable mappings).
     pub(crate) fn write(&mut self, mem: &impl ProcessMemory, addr: u64, data: &[u8]) -> Result<()> {
-        match self.chunk(mem, addr, data.len())? {
-            Some(i) => {
-                let (s, b) = &mut self.cached[i];
-                let off = (addr - *s) as usize;
-                b[off..off + data.len()].copy_from_slice(data);
-                let first = addr & !(PAGE - 1);
-                let last = (addr + data.len() as u64 - 1) & !(PAGE - 1);
-                self.dirty.extend((first..=last).step_by(PAGE as usize));
-                Ok(())
-            }
-            None => Ok(mem.write(RemoteAddr(addr), data)?),
+        if self.pages(mem, addr, data.len())?.is_none() {
+            return Ok(mem.write(RemoteAddr(addr), data)?);
         }
+        let mut at = addr;
+        let mut rest = data;
+        while !rest.is_empty() {
+            let page = at & !(PAGE - 1);
+            let n = ((page + PAGE - at) as usize).min(rest.len());
+            let bytes = self.cached.get_mut(&page).expect("read by pages()");
+            bytes[(at - page) as usize..(at - page) as usize + n].copy_from_slice(&rest[..n]);
+            self.dirty.insert(page);
+            rest = &rest[n..];
+            at += n as u64;
+        }
+        Ok(())
     }
 
     /// Writes splices so that the target is whole whenever weft might
@@ -146,28 +170,22 @@ impl TextBatch {
         let pages: Vec<u64> = std::mem::take(&mut self.dirty).into_iter().collect();
         let mut k = 0;
         while k < pages.len() {
+            // A run never crosses mappings.
+            let mapping_end = self
+                .mappings
+                .iter()
+                .find(|m| pages[k] >= m.start.0 && pages[k] < m.end.0)
+                .map_or(pages[k] + PAGE, |m| m.end.0);
             let start = pages[k];
+            let mut run = self.cached[&start].clone();
             let mut end = start + PAGE;
             k += 1;
-            while k < pages.len() && pages[k] == end {
+            while k < pages.len() && pages[k] == end && end < mapping_end {
+                run.extend_from_slice(&self.cached[&end]);
                 end += PAGE;
                 k += 1;
             }
-            // A run never crosses mappings: split it where the cache does.
-            let mut at = start;
-            while at < end {
-                let Some(i) = self
-                    .cached
-                    .iter()
-                    .position(|(s, b)| at >= *s && at < s + b.len() as u64)
-                else {
-                    break;
-                };
-                let (s, b) = &self.cached[i];
-                let stop = end.min(s + b.len() as u64);
-                mem.write(RemoteAddr(at), &b[(at - s) as usize..(stop - s) as usize])?;
-                at = stop;
-            }
+            mem.write(RemoteAddr(start), &run)?;
         }
         Ok(())
     }
@@ -186,7 +204,7 @@ mod tests {
                 base,
                 base + pages * PAGE
             )),
-            cached: vec![],
+            cached: BTreeMap::new(),
             dirty: BTreeSet::new(),
         }
     }
@@ -205,6 +223,35 @@ mod tests {
         assert_eq!(&c[10..15], &[0xe9, 1, 2, 3, 4]);
         assert_eq!(c[2 * PAGE as usize + 5], 0xcc);
         assert_eq!(c[PAGE as usize], 0x90);
+    }
+
+    #[test]
+    fn a_range_across_windows_reads_and_writes_whole() {
+        let base = 0x13000u64;
+        let pages = WINDOW / PAGE * 2 + 3;
+        let old: Vec<u8> = (0..pages * PAGE).map(|i| (i % 251) as u8).collect();
+        let mem = LocalMemory::new(base, old.clone());
+        let mut batch = batch_over(base, pages);
+        // The mapping starts off a window's alignment; the range crosses
+        // the first window's end.
+        let at = (base & !(WINDOW - 1)) + WINDOW - 3;
+        let o = (at - base) as usize;
+        assert_eq!(batch.read(&mem, at, 8).unwrap(), &old[o..o + 8]);
+        batch.write(&mem, at, &[1, 2, 3, 4, 5, 6]).unwrap();
+        assert_eq!(
+            batch.read(&mem, at - 1, 8).unwrap(),
+            [old[o - 1], 1, 2, 3, 4, 5, 6, old[o + 6]]
+        );
+        // A page read later keeps the pending change.
+        let last = base + (pages - 1) * PAGE;
+        assert_eq!(
+            batch.read(&mem, last, 4).unwrap(),
+            &old[(last - base) as usize..][..4]
+        );
+        batch.flush(&mem).unwrap();
+        let mut want = old;
+        want[o..o + 6].copy_from_slice(&[1, 2, 3, 4, 5, 6]);
+        assert_eq!(mem.contents(), want);
     }
 
     /// Memory that keeps a copy of itself after every write.

@@ -29,7 +29,10 @@ use std::time::Duration;
 
 #[cfg(test)]
 mod tests;
+mod wake;
 mod watchdog;
+
+pub use wake::Wake;
 
 /// The BPF object compiled by `build.rs`.
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/follow.bpf.o"));
@@ -138,6 +141,9 @@ impl Event {
 /// must have been resumed).
 pub struct Follower {
     ring: libbpf_rs::RingBuffer<'static>,
+    /// Bumps a word at each new event (see [`Follower::news`]), started at
+    /// the first call.
+    wake: std::cell::OnceCell<Option<Wake>>,
     /// Resumes the processes stopped for weft if weft dies; told to go
     /// quietly when the follower is dropped.
     _watchdog: watchdog::Watchdog,
@@ -222,6 +228,7 @@ impl Follower {
         })?;
         Ok(Follower {
             ring,
+            wake: std::cell::OnceCell::new(),
             _watchdog: watchdog,
             queue,
             links,
@@ -277,6 +284,26 @@ impl Follower {
     /// [`next`](Self::next).
     pub fn stop(&mut self) {
         self.links.clear();
+    }
+
+    /// A word of weft's (a private futex) bumped whenever the kernel
+    /// signals new events: wait on it, with other words, to wake for them
+    /// (see `wake.rs`). Read its value before [`next`](Self::next) finds
+    /// nothing, then wait for it to change.
+    ///
+    /// The thread starts at the first call, which must come after weft has
+    /// started its program: a thread makes the C library handle SIGSETXID,
+    /// and the program must start with the signal dispositions weft had.
+    /// `None` if it cannot start (weft then looks at the events when its
+    /// waits time out).
+    pub fn news(&self) -> Option<&std::sync::atomic::AtomicU32> {
+        self.wake
+            .get_or_init(|| {
+                let events = self.object.maps().find(|m| m.name() == "events")?;
+                Wake::start(events.as_fd()).ok()
+            })
+            .as_ref()
+            .map(Wake::word)
     }
 
     /// The next event, waiting up to `timeout` for one.

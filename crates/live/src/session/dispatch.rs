@@ -248,9 +248,11 @@ impl Session {
             return (batch.iter()).any(|&after| (lo..lo + f.size).contains(&(after - 2)));
         }
         match module.image.bytes_at(f.addr, f.size as usize) {
-            Some(bytes) => bytes
-                .windows(5)
-                .any(|w| MAKE_TASK_MOVES.iter().any(|m| w == m)),
+            // Each `mov $nr, %eax` starts with 0xb8: memchr finds those
+            // (every process looks at each of its C library's functions
+            // that holds a `syscall`).
+            Some(bytes) => memchr::memchr_iter(0xb8, bytes)
+                .any(|i| MAKE_TASK_MOVES.iter().any(|m| bytes[i..].starts_with(m))),
             None => false,
         }
     }

@@ -182,16 +182,19 @@ impl Session {
         self.layout.header.sync_offset + word
     }
 
-    /// Waits up to `timeout` for a thread of the target to report a library
-    /// load; true if one is waiting for weft.
-    pub fn load_pending(&self, timeout: std::time::Duration) -> bool {
-        let generation = self.shm.load_u32(self.sync(GENERATION));
-        if generation != self.loads_acked {
-            return true;
-        }
-        self.shm
-            .futex_wait(self.sync(GENERATION), generation, timeout);
+    /// Whether a thread of the target waits in the load hook for weft.
+    pub fn loads_waiting(&self) -> bool {
         self.shm.load_u32(self.sync(GENERATION)) != self.loads_acked
+    }
+
+    /// The word the load hook bumps, to wait on with other processes'
+    /// (see [`crate::wait_any`]).
+    pub fn load_word(&self) -> crate::Waited<'_> {
+        crate::Waited {
+            word: self.shm.atomic_u32(self.sync(GENERATION)),
+            unchanged: self.loads_acked,
+            shared: true,
+        }
     }
 
     /// Instruments the libraries that appeared (with the same requests),
@@ -244,6 +247,35 @@ impl Session {
         out.sort();
         out.dedup();
         out
+    }
+
+    /// For a process let run through its dynamic loader with the load hook
+    /// in place (see `install_load_hook`), once a thread waits in the hook:
+    /// whether the loader has said its libraries are consistent
+    /// (`_r_debug.r_state` is `RT_CONSISTENT`: the C library mapped,
+    /// relocated and set up, no constructor run yet), read while the
+    /// process runs. `None` when the loader has no `_r_debug`.
+    pub fn libraries_consistent(&self) -> Result<Option<bool>> {
+        /// `struct r_debug`'s `r_state`, and its value once the loader is done.
+        const R_STATE: u64 = 24;
+        const RT_CONSISTENT: u32 = 0;
+        let Some(loader) = self.modules.iter().find(|m| m.name.starts_with("ld-linux")) else {
+            return Ok(None);
+        };
+        let Some(debug) = loader.image.symbol_address("_r_debug") else {
+            return Ok(None);
+        };
+        let memory = weft_process::ProcMemory::open(self.pid)?;
+        let mut word = [0u8; 4];
+        memory.read(RemoteAddr(loader.runtime(debug).0 + R_STATE), &mut word)?;
+        Ok(Some(u32::from_le_bytes(word) == RT_CONSISTENT))
+    }
+
+    /// Lets the threads waiting in the load hook go on, with nothing
+    /// instrumented for what they reported.
+    pub fn release_loads(&mut self) {
+        let generation = self.shm.load_u32(self.sync(GENERATION));
+        self.release_loaders(generation);
     }
 
     /// Acknowledges every load up to `generation` and wakes the waiters.

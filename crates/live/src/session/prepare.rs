@@ -158,10 +158,7 @@ impl Session {
                         continue;
                     }
                     // Report the function under the name the pattern matched.
-                    let matched = if spec
-                        .pattern
-                        .matches_function(&f.name, f.demangled.as_deref())
-                    {
+                    let matched = if spec.pattern.matches_function(&f.name, f.demangled()) {
                         f.display_name()
                     } else if let Some(a) = f
                         .aliases
@@ -372,10 +369,11 @@ fn ifunc_implementation<'m>(
 /// `--paths all` setup's first half).
 fn parallel_map<T: Sync, R: Send>(xs: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     const MIN_EACH: usize = 64;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get().min(4))
-        .min(xs.len() / MIN_EACH)
-        .max(1);
+    // Asked once: the standard library reads the cgroup's CPU quota
+    // each time (three files), and every new image asks.
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = cpus.min(4).min(xs.len() / MIN_EACH).max(1);
     if threads == 1 {
         return xs.iter().map(f).collect();
     }
