@@ -391,17 +391,18 @@ fn parse_percent(text: &str) -> std::result::Result<f64, String> {
 }
 
 /// Starts what weft needs later and can do meanwhile on other threads:
-/// measuring the TSC, loading the schedule's BPF programs. Called once
-/// `run` has started its program: a thread makes the C library handle
-/// SIGSETXID, and the program must start with the dispositions weft had.
+/// loading the schedule's BPF programs. Called once `run` has started its
+/// program: a thread makes the C library handle SIGSETXID, and the
+/// program must start with the dispositions weft had.
 pub(crate) fn start_background_work(probes: &ProbeArgs) {
-    weft_live::clock::measure_ticks_in_background();
     if !probes.paths.is_empty() {
         paths::load_schedule_in_background();
     }
 }
 
 fn main() -> ExitCode {
+    // The TSC's rate is measured across weft's start-up, at no wait.
+    weft_live::clock::start_measuring_ticks();
     let cli = Cli::parse();
     weft_process::raise_open_file_limit();
     let result = match cli.command {

@@ -82,25 +82,16 @@ pub fn vdso_clock_gettime(pid: i32) -> crate::Result<u64> {
     Ok(base + addr.get())
 }
 
-/// How long [`ticks_per_ns`] measures.
-const CALIBRATION: Duration = Duration::from_millis(20);
-
-static TICKS_PER_NS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-
-/// TSC ticks per nanosecond, measured once per weft over 20 ms (by
-/// [`measure_ticks_in_background`] if it was called: this then waits for
-/// what is left of it).
+/// TSC ticks per nanosecond, measured once per weft run across its
+/// start-up (`weft_vclock::rate`: call [`start_measuring_ticks`] first
+/// thing).
 pub fn ticks_per_ns() -> f64 {
-    *TICKS_PER_NS.get_or_init(|| calibrate(CALIBRATION))
+    weft_vclock::rate::ticks_per_ns()
 }
 
-/// Starts [`ticks_per_ns`]'s measurement on a thread of its own, so that
-/// its 20 ms of sleep pass while weft starts the program and plans.
-pub fn measure_ticks_in_background() {
-    // A thread that cannot start leaves the measurement to the first caller.
-    let _ = std::thread::Builder::new()
-        .name("weft-calibrate".into())
-        .spawn(ticks_per_ns);
+/// Takes the first half of [`ticks_per_ns`]'s measurement now.
+pub fn start_measuring_ticks() {
+    weft_vclock::rate::start();
 }
 
 /// TSC ticks per nanosecond, measured over `over`.
@@ -189,11 +180,10 @@ mod tests {
     }
 
     #[test]
-    fn the_background_measurement_is_the_one_every_caller_gets() {
-        measure_ticks_in_background();
+    fn the_runs_measurement_is_the_one_every_caller_gets() {
+        start_measuring_ticks();
         let first = ticks_per_ns();
         assert!(first > 0.1 && first < 10.0, "{first} ticks per ns");
-        // Measured once: later callers get the same figure.
         assert_eq!(ticks_per_ns().to_bits(), first.to_bits());
         let again = calibrate(Duration::from_millis(20));
         assert!((again - first).abs() / first < 0.05, "{first} then {again}");

@@ -40,9 +40,9 @@ pub struct Module {
     pub image: Arc<Image>,
     targets: OnceLock<BranchTargets>,
     foreign: OnceLock<BranchTargets>,
-    /// The file's branch targets at its link-time addresses, shared like
-    /// the image.
-    file_targets: Arc<OnceLock<FileTargets>>,
+    /// The file's branch targets at its link-time addresses and its
+    /// functions' analysed code, shared like the image.
+    file_targets: Arc<PerFile>,
     padding: OnceLock<Vec<(u64, u64)>>,
     /// Per other part of a function (`.cold`), by its entry: the runtime
     /// addresses its jumps and switch cases reach (see
@@ -118,7 +118,24 @@ impl Module {
         };
         let bytes = weft_process::ProcMemory::open(pid)?
             .read_vec(m.start, (m.end.0 - m.start.0) as usize)?;
-        let image = Arc::new(Image::from_bytes(std::path::Path::new(VDSO_PATH), bytes)?);
+        // Every process of a workload has the same vDSO: indexed and
+        // analysed once, like a file.
+        type Seen = Vec<(Vec<u8>, Arc<Image>, Arc<PerFile>)>;
+        static SEEN: std::sync::Mutex<Seen> = std::sync::Mutex::new(Vec::new());
+        let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+        let (image, file_targets) = match seen.iter().find(|(b, _, _)| *b == bytes) {
+            Some((_, image, shared)) => (Arc::clone(image), Arc::clone(shared)),
+            None => {
+                let image = Arc::new(Image::from_bytes(
+                    std::path::Path::new(VDSO_PATH),
+                    bytes.clone(),
+                )?);
+                let shared: Arc<PerFile> = Arc::default();
+                seen.push((bytes, Arc::clone(&image), Arc::clone(&shared)));
+                (image, shared)
+            }
+        };
+        drop(seen);
         Ok(Some(Module {
             name: VDSO_NAME.to_string(),
             path: PathBuf::from(VDSO_PATH),
@@ -128,7 +145,7 @@ impl Module {
             image,
             targets: OnceLock::new(),
             foreign: OnceLock::new(),
-            file_targets: Arc::default(),
+            file_targets,
             padding: OnceLock::new(),
             part_targets: Default::default(),
         }))
@@ -245,7 +262,7 @@ impl Module {
 
     /// Decoded once per file, at link-time addresses.
     fn file_targets(&self) -> &FileTargets {
-        self.file_targets.get_or_init(|| {
+        self.file_targets.targets.get_or_init(|| {
             let mut all = BranchTargets::new();
             let mut foreign = BranchTargets::new();
             for f in self.image.functions() {
@@ -308,8 +325,22 @@ impl Module {
         })
     }
 
-    /// The analysed code of a function, in runtime addresses.
+    /// The analysed code of a function, in runtime addresses: analysed
+    /// once per file and load address, for every process that maps the
+    /// file there (each `exec` of a build asks for the C library's
+    /// `clone`, `fork` and `vfork`).
     pub fn function_code(&self, f: &Function) -> Option<FunctionCode> {
+        let key = (self.bias, f.addr.get(), f.size);
+        let codes = &self.file_targets.codes;
+        if let Some(code) = codes.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Some(FunctionCode::clone(code));
+        }
+        let code = self.analyse(f)?;
+        (codes.lock().unwrap_or_else(|e| e.into_inner())).insert(key, Arc::new(code.clone()));
+        Some(code)
+    }
+
+    fn analyse(&self, f: &Function) -> Option<FunctionCode> {
         let bytes = self.image.bytes_at(f.addr, f.size as usize)?;
         let data = |addr: u64, len: usize| {
             self.bytes_at_runtime(RemoteAddr(addr), len)
@@ -454,6 +485,16 @@ struct FileTargets {
     foreign: BranchTargets,
 }
 
+/// What weft works out once per file (or vDSO image) for every process
+/// that maps it.
+#[derive(Debug, Default)]
+struct PerFile {
+    /// Branch targets at link-time addresses.
+    targets: OnceLock<FileTargets>,
+    /// Analysed functions by (load bias, link-time address, size).
+    codes: std::sync::Mutex<std::collections::HashMap<(u64, u64, u64), Arc<FunctionCode>>>,
+}
+
 /// The image of the file at `path`, read and indexed once per weft for
 /// each version of each file (by device, inode, size and modification
 /// time), with its branch targets' shared slot: every process of a
@@ -461,9 +502,9 @@ struct FileTargets {
 /// them.
 fn opened(
     path: &std::path::Path,
-) -> std::result::Result<(Arc<Image>, Arc<OnceLock<FileTargets>>), weft_image::Error> {
+) -> std::result::Result<(Arc<Image>, Arc<PerFile>), weft_image::Error> {
     use std::os::unix::fs::MetadataExt;
-    type Cache = BTreeMap<(u64, u64, u64, i64, i64), (Arc<Image>, Arc<OnceLock<FileTargets>>)>;
+    type Cache = BTreeMap<(u64, u64, u64, i64, i64), (Arc<Image>, Arc<PerFile>)>;
     static CACHE: Mutex<Cache> = Mutex::new(BTreeMap::new());
     let key = std::fs::metadata(path)
         .ok()
@@ -475,7 +516,7 @@ fn opened(
         }
     }
     let image = Arc::new(Image::open(path)?);
-    let targets: Arc<OnceLock<FileTargets>> = Arc::default();
+    let targets: Arc<PerFile> = Arc::default();
     if let Some(k) = key {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         cache.insert(k, (Arc::clone(&image), Arc::clone(&targets)));
