@@ -203,6 +203,7 @@ fn attach_one(
         done: false,
         exec: (!workload.following()).then(|| crate::run::ExecNotice::new(pid)),
         starting: None,
+        rewrites_failed: 0,
     })
 }
 

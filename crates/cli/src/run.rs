@@ -80,6 +80,19 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
         },
     };
     let mut tracee = Tracee::launch(&spec)?;
+    if weft_process::runs_64_bit(tracee.pid()) == Some(false) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(tracee.pid()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let pid = tracee.pid();
+        drop(tracee);
+        let _ = wait_child_exit(pid);
+        anyhow::bail!(
+            "{} is a 32-bit program, and weft measures x86-64 programs only",
+            command[0]
+        );
+    }
     // Stopped at its exec: the group holds all it and its children run.
     for procs in &args.join_cgroup {
         if let Err(e) = std::fs::write(procs, tracee.pid().to_string()) {
@@ -201,6 +214,7 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
         // The program weft instrumented, read while it is still stopped.
         exec: (!workload.following()).then(|| ExecNotice::new(pid)),
         starting: None,
+        rewrites_failed: 0,
     });
     workload.follow(pid)?;
     tracee.detach()?;

@@ -86,8 +86,11 @@ enum SyscallsCommand {
         json_files: bool,
         /// Rewrite every `syscall` site of each program first, instead of
         /// catching the calls of sites not rewritten with Syscall User
-        /// Dispatch (see docs/syscalls.md).
-        #[arg(long, hide = true)]
+        /// Dispatch: for measuring weft. Each exec is slower, and the C
+        /// library's first calls (before its libraries are instrumented)
+        /// are missing, so `reexec` of such a record diverges at once
+        /// (docs/syscalls.md).
+        #[arg(long)]
         no_dispatch: bool,
         /// The program and its arguments.
         #[arg(last = true, required_unless_present = "pid", value_name = "CMD")]

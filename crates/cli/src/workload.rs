@@ -46,6 +46,9 @@ pub struct Member {
     /// instrumented when the loader's hook says they are there
     /// (`Workload::libraries_loaded`). Holds what was placed before.
     pub starting: Option<weft_live::AddReport>,
+    /// How many times rewriting the image's busy system call sites failed
+    /// (see [`Workload::serve`]): at two, weft stops trying.
+    pub rewrites_failed: u8,
 }
 
 impl Member {
@@ -286,7 +289,7 @@ impl Workload {
                 m.finish();
             }
         }
-        for m in self.members.iter_mut().filter(|m| !m.done) {
+        for m in (self.members.iter_mut()).filter(|m| !m.done && m.rewrites_failed < 2) {
             // Sites the SIGSYS handler makes many calls for: rewritten.
             match m.session.rewrite_busy_sites(&m.req.specs) {
                 Ok(Some(report)) => {
@@ -305,7 +308,21 @@ impl Workload {
                 }
                 Ok(None) => {}
                 Err(e) if is_gone(&e) => m.finish(),
-                Err(e) => return Err(e.into()),
+                // A process that has just exec'd fails so (its old image's
+                // code is gone) until its exec event, handled next, ends
+                // this image: tried once more after it. Its calls go on
+                // through the handler either way, and the record is whole.
+                Err(e) => {
+                    m.rewrites_failed += 1;
+                    if m.rewrites_failed == 2 {
+                        say!(
+                            "weft: process {}: its busy system call sites are not rewritten \
+                             ({e}); their calls go on through weft's SIGSYS handler, a \
+                             microsecond or two slower each",
+                            m.pid
+                        );
+                    }
+                }
             }
         }
         // Until a process waits in its load hook, the follower has news,
@@ -507,6 +524,9 @@ impl Workload {
             anyhow::bail!("it did not stop for weft within {STOP_WAIT:?}");
         }
         let command = weft_process::command_name(pid).unwrap_or_default();
+        if weft_process::runs_64_bit(pid) == Some(false) {
+            anyhow::bail!("{command} is a 32-bit program, and weft measures x86-64 programs only");
+        }
         let mut tracee = Tracee::attach(pid)?;
         let auxv = Auxv::read(pid)?;
         let exec_path = tracee
@@ -544,6 +564,7 @@ impl Workload {
                     done: false,
                     exec: None,
                     starting: Some(report),
+                    rewrites_failed: 0,
                 }));
             }
             early = Some((req, report));
@@ -611,6 +632,7 @@ impl Workload {
             done: false,
             exec: None,
             starting: None,
+            rewrites_failed: 0,
         }))
     }
 
@@ -734,6 +756,7 @@ fn own_session(parent: &Member, thread: i32, child: i32) -> Result<Option<Member
         done: false,
         exec: None,
         starting: None,
+        rewrites_failed: 0,
     }))
 }
 

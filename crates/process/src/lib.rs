@@ -71,6 +71,22 @@ pub fn exe_path(pid: i32) -> Result<std::path::PathBuf> {
     })
 }
 
+/// Whether the process runs a 64-bit program: the class byte of its
+/// executable's ELF header (`/proc/PID/exe`). `None` if it cannot be read
+/// or is no ELF file.
+pub fn runs_64_bit(pid: i32) -> Option<bool> {
+    use std::io::Read;
+    let mut head = [0u8; 5];
+    std::fs::File::open(proc_path(pid, "exe"))
+        .and_then(|mut f| f.read_exact(&mut head))
+        .ok()?;
+    match (&head[..4] == b"\x7fELF", head[4]) {
+        (true, 1) => Some(false),
+        (true, 2) => Some(true),
+        _ => None,
+    }
+}
+
 /// The process's command name (`/proc/PID/comm`, the program's file name cut
 /// to 15 bytes); readable while the process is a zombie too. It changes
 /// when the process runs exec.

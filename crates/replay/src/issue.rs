@@ -138,6 +138,7 @@ pub(crate) const NOT_FILES: &str = "not a call on files, descriptors or time";
 pub(crate) const NO_DESCRIPTOR: &str = "a descriptor the replay does not have";
 pub(crate) const NO_PATH: &str = "a path the record does not hold";
 pub(crate) const NO_MEMORY: &str = "memory the record does not hold";
+pub(crate) const INTERRUPTED: &str = "a call a signal interrupted (EINTR)";
 
 /// The most bytes a buffer made for a call holds.
 const BUFFER_MAX: u64 = 16 << 20;
@@ -145,6 +146,7 @@ const BUFFER_MAX: u64 = 16 << 20;
 const STRUCT_SIZE: usize = 4096;
 const AT_FDCWD: i32 = -100;
 const EBADF: i64 = -9;
+const EINTR: i64 = -4;
 const O_CLOEXEC: u64 = 0o2000000;
 
 /// Makes `call` again in a replay process whose descriptors `fds`
@@ -152,6 +154,11 @@ const O_CLOEXEC: u64 = 0o2000000;
 /// took in the record (a sleep sleeps that long).
 pub(crate) fn issue(call: &Call, fds: &Mutex<Fds>, paths: &Paths, took_ns: u64) -> Issued {
     let recorded = call.exit.map(|e| e.result);
+    // Made again, it would wait for what the signal cut short (a `close`
+    // closes all the same).
+    if recorded == Some(EINTR) && call.nr != 3 {
+        return Issued::Skipped(INTERRUPTED);
+    }
     match call.nr {
         3 => close(call, fds),
         22 | 293 | 53 => pair(call, fds),

@@ -150,6 +150,7 @@ const REASONS: &[&str] = &[
     crate::issue::NO_DESCRIPTOR,
     crate::issue::NO_PATH,
     crate::issue::NO_MEMORY,
+    crate::issue::INTERRUPTED,
     DID_NOT_RETURN,
     MADE_NOTHING,
     NOT_MADE_HERE,

@@ -169,3 +169,39 @@ fn a_blocked_call_keeps_its_entry_when_a_handler_calls_inside_it() {
         assert_eq!(calls[k + 1]["name"], "getppid", "{calls:?}");
     }
 }
+
+/// `xargs -P 4` forks and execs while it polls its children with
+/// `wait4(WNOHANG)`, whose site turns busy: the copy of the session a
+/// child got at its fork then asks for that site to be rewritten as the
+/// child execs, and its old code is gone. Before session 22 that ended the
+/// record with "cannot access ... memory" while the workload ran on; now
+/// the record is whole: the workload's output is its own, every `echo`
+/// is in it, nothing dropped.
+#[test]
+fn a_busy_site_of_a_process_that_execs_meanwhile_loses_nothing() {
+    let pipeline = "seq 300 | xargs -P 4 -n 1 /bin/echo | sort -n | md5sum";
+    let plain = run(
+        std::process::Command::new("sh").args(["-c", pipeline]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(plain.status, 0, "{}", plain.stderr);
+    let dir = scratch("syscalls-dispatch-xargs");
+    let (out, recorded) = record_into(
+        &dir,
+        Path::new("/bin/sh"),
+        &["-c".as_ref(), pipeline.as_ref()],
+    );
+    assert_eq!(recorded.stdout, plain.stdout);
+    assert!(
+        recorded.stderr.contains("(0 dropped)") && !recorded.stderr.contains("not rewritten"),
+        "{}",
+        recorded.stderr
+    );
+    let calls = shown_calls(&out);
+    let echoed = calls
+        .iter()
+        .filter(|c| c["name"] == "write" && c["result"] == 4)
+        .count();
+    // "NNN\n" for 100 to 300: every echo's write is in the record.
+    assert_eq!(echoed, 201, "writes of four bytes");
+}

@@ -5,6 +5,7 @@
 mod deps;
 mod dispatch;
 mod reexec;
+mod refused;
 mod replay;
 
 use crate::support::*;
@@ -14,6 +15,17 @@ use std::time::Duration;
 /// `weft syscalls record -o DIR/rec -- TARGET ARGS...`, which must
 /// succeed: the record and what weft printed.
 pub(crate) fn record_into(
+    dir: &Path,
+    target: &Path,
+    args: &[&std::ffi::OsStr],
+) -> (std::path::PathBuf, Finished) {
+    let (out, recorded) = record_into_status(dir, target, args);
+    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
+    (out, recorded)
+}
+
+/// [`record_into`] whatever weft's exit status.
+pub(crate) fn record_into_status(
     dir: &Path,
     target: &Path,
     args: &[&std::ffi::OsStr],
@@ -29,7 +41,6 @@ pub(crate) fn record_into(
             .args(args),
         Duration::from_secs(120),
     );
-    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
     (out, recorded)
 }
 
