@@ -355,10 +355,9 @@ impl Workload {
         // Until a process waits in its load hook, the follower has news,
         // or the step is over.
         if !(self.members.iter()).any(|m| !m.done && m.session.loads_waiting()) {
-            let mut words: Vec<weft_live::Waited> = (self.members.iter())
-                .filter(|m| !m.done)
-                .map(|m| m.session.load_word())
-                .collect();
+            // The follower's first: past 128 words, the kernel's most, a
+            // new process would wait for the timeout.
+            let mut words: Vec<weft_live::Waited> = Vec::new();
             let word = self.follower.as_ref().and_then(|f| f.news());
             if let (Some(word), Some(unchanged)) = (word, news) {
                 words.push(weft_live::Waited {
@@ -367,6 +366,11 @@ impl Workload {
                     shared: false,
                 });
             }
+            words.extend(
+                (self.members.iter())
+                    .filter(|m| !m.done)
+                    .map(|m| m.session.load_word()),
+            );
             let wait = match self.following() {
                 true => step.min(FOLLOW_SLICE),
                 false => step,

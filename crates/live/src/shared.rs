@@ -323,7 +323,8 @@ pub struct Waited<'a> {
 /// Waits up to `timeout` until one of `words` no longer holds its
 /// unchanged value (or is woken), with one `futex_waitv` (Linux 5.16); a
 /// word that has changed already returns at once. Waits on no more than
-/// the kernel's 128 words: those past them are left to the timeout.
+/// the kernel's 128 words: those past them are left to the timeout (put
+/// the most urgent first). Without `futex_waitv`, waits on the first.
 pub fn wait_any(words: &[Waited<'_>], timeout: std::time::Duration) {
     if words.is_empty() {
         std::thread::sleep(timeout);
@@ -351,12 +352,29 @@ pub fn wait_any(words: &[Waited<'_>], timeout: std::time::Duration) {
         tv_nsec: end.subsec_nanos() as _,
     };
     // A timeout, a wake-up, a changed value and EINTR all just return.
-    let _ = futex::waitv(
+    let waited = futex::waitv(
         &waiters,
         futex::WaitvFlags::empty(),
         Some(&until),
         rustix::time::ClockId::Monotonic,
     );
+    use rustix::io::Errno;
+    if let Err(e) = waited {
+        if ![Errno::AGAIN, Errno::TIMEDOUT, Errno::INTR].contains(&e) {
+            // No futex_waitv (before Linux 5.16, or a seccomp filter):
+            // the first word alone, rather than no wait at all.
+            let first = &words[0];
+            let flags = match first.shared {
+                true => futex::Flags::empty(),
+                false => futex::Flags::PRIVATE,
+            };
+            let ts = futex::Timespec {
+                tv_sec: timeout.as_secs() as _,
+                tv_nsec: timeout.subsec_nanos() as _,
+            };
+            let _ = futex::wait(first.word, flags, first.unchanged, Some(&ts));
+        }
+    }
 }
 
 impl Drop for SharedMemory {

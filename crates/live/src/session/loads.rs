@@ -296,9 +296,10 @@ impl Session {
 
 impl Drop for Session {
     /// A session that ends (weft exiting, even on an error) stops answering
-    /// the load hook, so no thread of the target waits for it.
+    /// the load hook, and lets go the threads waiting in it (a new image
+    /// waits there for its libraries), so no thread of the target waits
+    /// for it.
     fn drop(&mut self) {
-        self.shm.store_u32(self.sync(LISTENING), 0);
-        self.shm.futex_wake(self.sync(ACK));
+        self.release_all_loaders();
     }
 }
