@@ -35,7 +35,7 @@
 /// `WEFTFEED`, the first u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"WEFTFEED");
 /// Layout version, the second u64.
-pub const VERSION: u64 = 2;
+pub const VERSION: u64 = 3;
 
 /// Header: the version.
 pub const HEADER_VERSION: u64 = 8;
@@ -143,8 +143,13 @@ pub const CALL_RERUN_COUNT: u64 = 128;
 /// Call: the result it returned in the rerun (valid once
 /// [`CALL_RERUN_ENDED`] is).
 pub const CALL_RERUN_RESULT: u64 = 136;
+/// Call: the program's first three argument registers (`rdi`, `rsi`,
+/// `rdx`) as it made a call whose arguments the feed changes
+/// ([`TRANSLATE_IDS`], [`REAP`]), given back to it after the call: the
+/// kernel keeps them across `syscall`, and code may rely on that.
+pub const CALL_GIVEN_ARGS: u64 = 144;
 /// Bytes of a call.
-pub const CALL_SIZE: u64 = 144;
+pub const CALL_SIZE: u64 = 168;
 
 /// Wait entry: the index of the thread feed waited for.
 pub const WAIT_FEED: u64 = 0;
@@ -182,6 +187,12 @@ pub const CLAMP: u64 = 16;
 /// many entries as the next argument says (`readv`): the recorded bytes
 /// go through it, each entry taking its length's share in turn.
 pub const SCATTER: u64 = 32;
+/// Flag: a `wait4` that reaped a child in the record: the rerun's waits
+/// for that child alone (the recorded id, [`CALL_RESULT`], as its first
+/// argument, translated; `WNOHANG` cleared), so that it reaps the same
+/// child the record did, once that child has ended, whichever ended
+/// first in the rerun.
+pub const REAP: u64 = 64;
 /// Flags: first bit of the compared arguments' mask.
 pub const COMPARE_SHIFT: u64 = 8;
 /// Flags: first bit of 1 + the argument to fill.
@@ -206,4 +217,5 @@ const _: () = assert!(CALL_CHILD + 8 <= CALL_WAITS);
 const _: () = assert!(CALL_WAIT_COUNT + 8 <= CALL_RERUN_BEGAN);
 const _: () = assert!(CALL_RERUN_ENDED + 8 <= CALL_RERUN_COUNT);
 const _: () = assert!(CALL_RERUN_COUNT + 8 <= CALL_RERUN_RESULT);
-const _: () = assert!(CALL_RERUN_RESULT + 8 <= CALL_SIZE);
+const _: () = assert!(CALL_RERUN_RESULT + 8 <= CALL_GIVEN_ARGS);
+const _: () = assert!(CALL_GIVEN_ARGS + 3 * 8 <= CALL_SIZE);

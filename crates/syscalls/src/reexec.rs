@@ -129,6 +129,9 @@ pub enum Answer {
     /// Which of its descriptors `poll` found ready (the writes and
     /// closes that made them so are waited for).
     Ready,
+    /// That no child had ended yet (`wait4` with `WNOHANG` that found
+    /// none): the rerun's children end when its timing has them end.
+    NotYet,
 }
 
 impl Answer {
@@ -141,6 +144,7 @@ impl Answer {
             Answer::Cpu => "the CPU a thread ran on",
             Answer::Ready => "which descriptors were ready (poll)",
             Answer::Outside => "input from outside the workload",
+            Answer::NotYet => "children not ended yet (wait4 WNOHANG)",
         }
     }
 }
@@ -182,6 +186,8 @@ const MAKERS: &[u64] = &[56, 57, 58, 435];
 /// `tkill`, `tgkill`, `wait4`, `waitid`, `setpgid`, `getpgid`, `getsid`,
 /// `sched_setaffinity`, `sched_getaffinity`, `prlimit64`, `pidfd_open`.
 const TAKE_IDS: &[u64] = &[62, 200, 234, 61, 247, 109, 121, 124, 203, 204, 302, 434];
+/// `wait4`'s option not to wait.
+const WNOHANG: u64 = 1;
 /// Calls whose result is a process id: `wait4`, `waitid` (0 or an error,
 /// its id in `siginfo`, not translated).
 const GIVE_IDS: &[u64] = &[61];
@@ -213,6 +219,10 @@ pub fn answered(
         // recorded answer, with the writes and closes that made them
         // ready waited for (`crate::deps`).
         7 | 271 if call.exit.is_some_and(|e| e.result >= 0) => Some(Answer::Ready),
+        // wait4(..., WNOHANG) = 0: whether a child had ended is timing.
+        61 if call.args[2] & WNOHANG != 0 && call.exit.is_some_and(|e| e.result == 0) => {
+            Some(Answer::NotYet)
+        }
         // read, pread64, recvfrom, fstat; readv, preadv, preadv2
         0 | 17 | 45 | 5 | 19 | 295 | 327 => outside(),
         // newfstatat(fd, "", buf, AT_EMPTY_PATH)
@@ -385,6 +395,11 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             }
             if GIVE_IDS.contains(&c.nr) {
                 flags |= f::TRANSLATE_RESULT;
+            }
+            // A wait4 that reaped a child reaps that one in the rerun:
+            // which of the children ended first is timing too.
+            if c.nr == 61 && c.exit.is_some_and(|e| e.result > 0) {
+                flags |= f::REAP;
             }
             let result = c.exit.map_or(0, |e| e.result);
             let from_pipe = ops

@@ -542,3 +542,58 @@ fn a_rerun_ends_where_its_record_ends_inside_a_call() {
     );
     assert_ne!(rerun.status, 0, "the rerun was ended, as the record was");
 }
+
+/// Which child a `wait4` finds is the rerun's timing: here the children
+/// end in the other order in the rerun (their delays, read from files,
+/// swapped after the record). Each `wait4` still finds what the record's
+/// did: none for the one with `WNOHANG` that found none (answered), and
+/// the recorded child for the others (each waits for that one), so the
+/// rerun prints what the record printed and makes every recorded call.
+#[test]
+fn each_wait_reaps_the_recorded_child_whichever_ends_first() {
+    let target = build("syscalls_reap", &O2);
+    let dir = scratch("syscalls-reexec-reap");
+    let delays = |a: &str, b: &str| {
+        std::fs::write(dir.join("delay_a"), a).unwrap();
+        std::fs::write(dir.join("delay_b"), b).unwrap();
+    };
+    delays("150", "300");
+    let out = dir.join("rec");
+    let recorded = run(
+        weft()
+            .current_dir(&dir)
+            .args(["syscalls", "record", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&target),
+        Duration::from_secs(60),
+    );
+    assert_eq!(recorded.status, 0, "{}", recorded.stderr);
+    assert_eq!(recorded.stdout, "early none, first a, then b\n");
+    // Run itself so, b ends before the parent looks, then a.
+    delays("300", "000");
+    let itself = run(
+        Command::new(&target).current_dir(&dir),
+        Duration::from_secs(10),
+    );
+    assert_eq!(itself.stdout, "early b, first b, then a\n");
+    let rerun = run(
+        weft()
+            .current_dir(&dir)
+            .args(["syscalls", "reexec"])
+            .arg(&out)
+            .arg("--")
+            .arg(&target),
+        Duration::from_secs(60),
+    );
+    assert_eq!(rerun.status, 0, "{}", rerun.stderr);
+    assert!(!rerun.stderr.contains("diverged"), "{}", rerun.stderr);
+    assert_eq!(rerun.stdout, recorded.stdout);
+    assert!(
+        rerun
+            .stderr
+            .contains("1 children not ended yet (wait4 WNOHANG)"),
+        "{}",
+        rerun.stderr
+    );
+}

@@ -59,6 +59,9 @@ const EXIT_GROUP: u32 = 231;
 const EXIT: u32 = 60;
 const STOPPED_STATUS: u32 = 137;
 
+/// `wait4`'s `WNOHANG` option.
+const WNOHANG: i32 = 1;
+
 /// `-EINTR`, as `rax` holds it.
 const EINTR: i32 = -4;
 
@@ -179,6 +182,33 @@ impl Gen {
             a.cmp(rax, qword_ptr(r9 + (f::CALL_ARGS + 8 * i as u64) as i32))?;
             a.jne(differs)?;
             a.set_label(&mut same)?;
+            a.nop()?;
+        }
+        // The program's arguments, kept for after the call, when the
+        // feed changes them.
+        {
+            let mut unchanged = a.create_label();
+            a.test(rsi, (f::TRANSLATE_IDS | f::REAP) as i32)?;
+            a.jz(unchanged)?;
+            for (i, off) in SYSCALL_ARG_OFFSET[..3].iter().enumerate() {
+                a.mov(rax, qword_ptr(rsp + *off))?;
+                a.mov(
+                    qword_ptr(r9 + (f::CALL_GIVEN_ARGS + 8 * i as u64) as i32),
+                    rax,
+                )?;
+            }
+            a.set_label(&mut unchanged)?;
+            a.nop()?;
+        }
+        // A `wait4` that reaped a child in the record waits for that one.
+        {
+            let mut any = a.create_label();
+            a.test(rsi, f::REAP as i32)?;
+            a.jz(any)?;
+            a.mov(rax, qword_ptr(r9 + f::CALL_RESULT as i32))?;
+            a.mov(qword_ptr(rsp + SYSCALL_ARG_OFFSET[0]), rax)?;
+            a.and(qword_ptr(rsp + SYSCALL_ARG_OFFSET[2]), !WNOHANG)?;
+            a.set_label(&mut any)?;
             a.nop()?;
         }
         // Ids the program got from answered calls are the recorded ones:
@@ -579,6 +609,8 @@ impl Gen {
             a.pop(r10)?;
         }
         a.set_label(&mut filled)?;
+        a.mov(rsi, qword_ptr(r9 + f::CALL_FLAGS as i32))?;
+        give_back_args(a)?;
         self.feed_done(thread)?;
         let a = &mut self.a;
         a.jmp(done)?;
@@ -667,6 +699,14 @@ impl Gen {
             a.set_label(&mut whole)?;
             a.nop()?;
         }
+        {
+            let mut none = a.create_label();
+            a.test(r9, r9)?;
+            a.jz(none)?;
+            give_back_args(a)?;
+            a.set_label(&mut none)?;
+            a.nop()?;
+        }
         // An id the kernel returned (`wait4`'s child): the recorded one.
         {
             let mut kept = a.create_label();
@@ -726,6 +766,23 @@ impl Gen {
         a.nop()?;
         Ok(())
     }
+}
+
+/// The program's argument registers back, after a call whose arguments
+/// the feed changed (r9: the call, rsi: its flags; clobbers rax).
+fn give_back_args(a: &mut CodeAssembler) -> std::result::Result<(), IcedError> {
+    let mut unchanged = a.create_label();
+    a.test(rsi, (f::TRANSLATE_IDS | f::REAP) as i32)?;
+    a.jz(unchanged)?;
+    for (i, off) in SYSCALL_ARG_OFFSET[..3].iter().enumerate() {
+        a.mov(
+            rax,
+            qword_ptr(r9 + (f::CALL_GIVEN_ARGS + 8 * i as u64) as i32),
+        )?;
+        a.mov(qword_ptr(rsp + *off), rax)?;
+    }
+    a.set_label(&mut unchanged)?;
+    a.nop()
 }
 
 /// rdi := the id map's first entry, rdx := how many entries are taken (at
