@@ -345,10 +345,14 @@ pub fn run_to_libraries(
 
 /// Whether the request places code that needs the thread pointer all over
 /// the program, start-up code included: `--paths`' witness stores, and the
-/// system call probes (a static program's start-up code makes calls before
-/// it has set up its thread pointer).
+/// system call probes, recording or feeding (a static program's start-up
+/// code makes calls before it has set up its thread pointer). Placed at
+/// the first instruction, they follow the start-up code to `main`, where
+/// the start-up ends: a static program that stopped at its entry would
+/// still be in it, and the probes would go in a second time.
 pub fn needs_main_first(args: &ProbeArgs) -> bool {
     !args.paths.is_empty()
+        || args.reexec_feed.is_some()
         || args
             .trace
             .iter()

@@ -131,6 +131,52 @@ fn a_rerun_prints_what_the_recorded_run_printed() {
     );
 }
 
+/// A static program's start-up code (`brk`, `arch_prctl`, ... before
+/// `main`) is fed too, each call once: the probes placed at its first
+/// instruction follow it to `main` (they went in a second time at its
+/// entry before, and the rerun diverged at its third call).
+#[test]
+fn a_static_program_re_executes_from_its_first_call() {
+    let target = build("syscalls_reexec", &O2_STATIC);
+    let dir = scratch("syscalls-reexec-static");
+    let out = dir.join("rec");
+    let recorded = with_input(
+        "recorded input",
+        &[
+            "syscalls".as_ref(),
+            "record".as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            "--".as_ref(),
+            target.as_os_str(),
+        ],
+    );
+    assert_eq!(recorded.status, 0, "{}", recorded.stderr);
+    let first = shown(&out);
+    assert!(
+        first
+            .stdout
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("brk(NULL)")),
+        "the record begins at the start-up code's first call: {}",
+        first.stdout
+    );
+    let rerun = with_input(
+        "other input",
+        &[
+            "syscalls".as_ref(),
+            "reexec".as_ref(),
+            out.as_os_str(),
+            "--".as_ref(),
+            target.as_os_str(),
+        ],
+    );
+    assert_eq!(rerun.status, 0, "{}", rerun.stderr);
+    assert!(!rerun.stderr.contains("diverged"), "{}", rerun.stderr);
+    assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+}
+
 #[test]
 fn a_call_the_record_does_not_have_ends_the_rerun() {
     let target = build("syscalls_reexec", &O2);

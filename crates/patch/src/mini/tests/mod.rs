@@ -134,6 +134,18 @@ impl Memory {
             .map(|s| table.addr + table.slots * 8 + s * t::block_size(RING_DATA))
             .expect("a claimed slot")
     }
+    /// The block of the slot claimed under thread pointer `key` (of two,
+    /// the one whose id a test did not overwrite with 999,999): unlike
+    /// [`Memory::block_of_this_thread`], right wherever the probing for a
+    /// free slot wrapped around the table.
+    fn block_keyed(&self, key: u64) -> u64 {
+        let table = self.table();
+        (0..table.slots)
+            .filter(|&s| self.read(table.addr + s * 8) == key)
+            .map(|s| table.addr + table.slots * 8 + s * t::block_size(RING_DATA))
+            .max_by_key(|&block| self.read(block + t::TID) != 999_999)
+            .expect("a slot claimed under the key")
+    }
     fn ring_of_this_thread(&self) -> u64 {
         self.block_of_this_thread() + t::RING
     }

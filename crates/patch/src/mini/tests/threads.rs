@@ -225,7 +225,7 @@ fn a_start_up_slot_hands_its_state_to_the_threads_own_slot() {
     };
     // Under the start-up block (here the thread's own pointer stands for it).
     code(tp).call([0; 6]);
-    let first = mem.block_of_this_thread();
+    let first = mem.block_keyed(tp);
     let first_slot = mem.read(first + t::SLOT);
     assert_eq!(
         mem.read(slot_word),
@@ -240,7 +240,7 @@ fn a_start_up_slot_hands_its_state_to_the_threads_own_slot() {
     mem.write(mem.table().addr + first_slot * 8, startup_tcb);
     let own = code(startup_tcb);
     own.call([0; 6]);
-    let second = mem.block_of_this_thread();
+    let second = mem.block_keyed(tp);
     assert_ne!(second, first);
     assert_eq!(mem.read(second + t::counter(4)), 10, "the count went on");
     assert_eq!(mem.read(second + t::timer(6) + t::TIMER_TOTAL), 77);
@@ -255,7 +255,7 @@ fn a_start_up_slot_hands_its_state_to_the_threads_own_slot() {
     mem.write(tid_word, u64::from(common_tid_offset()));
     own.call([0; 6]);
     assert_eq!(keys(), 3, "a slot of its own");
-    let third = mem.block_of_this_thread();
+    let third = mem.block_keyed(tp);
     assert_eq!(mem.read(third + t::TID), tid);
     assert_eq!(mem.read(third + t::counter(4)), 5, "a new slot starts at 0");
 }
