@@ -279,11 +279,14 @@ impl Requests {
         Ok(())
     }
 
-    /// Notes in the trace that process `pid` exec'd `path` (found now):
-    /// the `execve` that did it has no return to say so.
+    /// Notes in the trace that process `pid` exec'd `path` (found now),
+    /// with its arguments: the `execve` that did it has no return to say
+    /// so.
     pub fn note_exec(&self, pid: i32, path: String) {
         if let Some(r) = &self.recorder {
-            r.borrow_mut().note_exec(pid, self.now(), path);
+            let now = self.now();
+            let arguments = weft_process::exec_arguments(pid);
+            r.borrow_mut().note_exec(pid, now, path, arguments);
         }
     }
 

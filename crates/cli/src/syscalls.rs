@@ -551,6 +551,8 @@ fn show(dir: &std::path::Path, json: bool) -> Result<i32> {
                     weft_syscalls::Memory::Address => "address",
                     weft_syscalls::Memory::Control => "control",
                     weft_syscalls::Memory::Flags => "flags",
+                    weft_syscalls::Memory::Argv => "argv",
+                    weft_syscalls::Memory::Environment => "environment",
                 };
                 serde_json::json!({"what": what, "arg": b.arg, "hex": hex, "truncated": b.truncated})
             })

@@ -110,10 +110,28 @@ impl Recorder {
         !self.streams_only
     }
 
-    /// Notes that process `pid` exec'd `path` (weft found the new image
-    /// at TSC `tsc`): a successful `execve` has no return to record it.
-    pub fn note_exec(&mut self, pid: i32, tsc: u64, path: String) {
-        self.execs.push(crate::Exec { pid, tsc, path });
+    /// Notes that process `pid` exec'd `path` with `arguments` (its argv
+    /// and how many environment variables, when weft could read them;
+    /// weft found the new image at TSC `tsc`): a successful `execve` has
+    /// no return to record it.
+    pub fn note_exec(
+        &mut self,
+        pid: i32,
+        tsc: u64,
+        path: String,
+        arguments: Option<(Vec<String>, usize)>,
+    ) {
+        let (argv, vars) = match arguments {
+            Some((argv, vars)) => (argv, Some(vars)),
+            None => (Vec::new(), None),
+        };
+        self.execs.push(crate::Exec {
+            pid,
+            tsc,
+            path,
+            argv,
+            vars,
+        });
     }
 
     /// Notes that process `pid`'s image found at `tsc` has its dynamic

@@ -203,6 +203,27 @@ pub fn start_time(pid: i32) -> Option<u64> {
     rest.get(19)?.parse().ok()
 }
 
+/// The arguments process `pid`'s image was started with
+/// (`/proc/PID/cmdline`, as `execve` gave them, read before the image
+/// runs) and how many environment variables (`/proc/PID/environ`): what
+/// strace shows of an `execve` that succeeded. Arguments that are not
+/// UTF-8 are read lossily.
+pub fn exec_arguments(pid: i32) -> Option<(Vec<String>, usize)> {
+    let split = |bytes: &[u8]| -> Vec<String> {
+        let bytes = bytes.strip_suffix(&[0]).unwrap_or(bytes);
+        match bytes.is_empty() {
+            true => Vec::new(),
+            false => bytes
+                .split(|&b| b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect(),
+        }
+    };
+    let argv = split(&std::fs::read(proc_path(pid, "cmdline")).ok()?);
+    let vars = split(&std::fs::read(proc_path(pid, "environ")).ok()?).len();
+    Some((argv, vars))
+}
+
 /// The value of environment variable `name` in process `pid` as it
 /// started (`/proc/PID/environ`), `None` when it is not set there.
 pub fn environ_var(pid: i32, name: &str) -> Option<String> {

@@ -80,10 +80,19 @@ fn records_say_where_each_thread_stream_was() {
     })
     .join()
     .unwrap();
+    // Until each event asserted below is in (a switch-in of the thread's
+    // start may come before the rest, from another CPU's buffer).
+    let complete = |got: &[Event]| {
+        let mine = || got.iter().filter(|e| e.tid == tid);
+        let out = mine().find(|e| e.kind == Kind::SwitchOut && e.seq == 777);
+        mine().any(|e| e.kind == Kind::SyscallEntry && e.nr == libc::SYS_getppid as u32)
+            && mine().any(|e| e.kind == Kind::SyscallExit && e.nr == libc::SYS_getppid as u32)
+            && out.is_some_and(|o| mine().any(|e| e.kind == Kind::SwitchIn && e.ns > o.ns))
+    };
     let mut got = Vec::new();
-    for _ in 0..20 {
+    for _ in 0..40 {
         got.extend(events(&recorder.take(Duration::from_millis(50)).unwrap()));
-        if got.iter().any(|e| e.tid == tid && e.kind == Kind::SwitchIn) {
+        if complete(&got) {
             break;
         }
     }

@@ -58,6 +58,12 @@ pub enum Memory {
     /// Flags the kernel set in a structure the call filled (`recvmsg`'s
     /// `msg_flags`), as eight little-endian bytes.
     Flags,
+    /// The arguments an `execve` that succeeded gave its new image (each
+    /// string followed by a NUL), as weft read them from the image.
+    Argv,
+    /// How many environment variables it gave (eight little-endian
+    /// bytes).
+    Environment,
 }
 
 /// One of a call's buffers.

@@ -412,7 +412,7 @@ pub(crate) fn recorded(
     let address = || pointer(raw.get(arg).copied().unwrap_or(0));
     match (name, arg) {
         ("rt_sigprocmask", 1 | 2) => Some(signals::sigset(bytes).unwrap_or_else(address)),
-        ("rt_sigaction", 2) => Some(signals::sigaction(bytes).unwrap_or_else(address)),
+        ("rt_sigaction", 1 | 2) => Some(signals::sigaction(bytes).unwrap_or_else(address)),
         ("statx", 4) => Some(files::statx(bytes).unwrap_or_else(address)),
         ("sysinfo", 0) => Some(process::sysinfo(bytes).unwrap_or_else(address)),
         ("setitimer", 1 | 2) | ("getitimer", 1) => {
@@ -453,6 +453,14 @@ pub(crate) fn structure(name: &str, bytes: &[u8]) -> Option<String> {
                 "{{st_mode={}, {rest}, ...}}",
                 files::symbolic_mode(u64::from(st_mode))
             ))
+        }
+        // The CPUs of the set, each bit's number.
+        "sched_getaffinity" => {
+            let cpus: Vec<String> = (0..bytes.len() * 8)
+                .filter(|&bit| bytes[bit / 8] & (1 << (bit % 8)) != 0)
+                .map(|bit| bit.to_string())
+                .collect();
+            Some(format!("[{}]", cpus.join(" ")))
         }
         "prlimit64" | "getrlimit" if bytes.len() == 16 => {
             let limit = |v: u64| match v {
@@ -706,6 +714,20 @@ mod tests {
             None,
             "its path"
         );
+    }
+
+    /// strace 6.1's `sched_getaffinity(0, 8, [0 1]) = 8` on this
+    /// two-CPU machine, and a set of CPUs 3 and 9 of 16 bytes.
+    #[test]
+    fn cpu_sets_read_as_strace_shows_them() {
+        assert_eq!(
+            structure("sched_getaffinity", &[3, 0, 0, 0, 0, 0, 0, 0]).unwrap(),
+            "[0 1]"
+        );
+        let mut set = [0u8; 16];
+        set[0] = 1 << 3;
+        set[1] = 1 << 1;
+        assert_eq!(structure("sched_getaffinity", &set).unwrap(), "[3 9]");
     }
 
     #[test]

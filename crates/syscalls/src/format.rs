@@ -406,6 +406,22 @@ fn vectors(call: &Call, name: &str, args: &mut [String]) -> bool {
     true
 }
 
+/// An `execve`'s arguments (each followed by a NUL) as strace shows the
+/// array: each string quoted and cut at 32 bytes, the first 32 of them.
+fn argument_list(bytes: &[u8]) -> String {
+    let strings: Vec<&[u8]> = match bytes.strip_suffix(&[0]) {
+        Some(b) => b.split(|&c| c == 0).collect(),
+        None => Vec::new(),
+    };
+    let mut shown: Vec<String> = (strings.iter().take(32))
+        .map(|a| quoted(a, false, 32))
+        .collect();
+    if strings.len() > 32 {
+        shown.push("...".to_string());
+    }
+    format!("[{}]", shown.join(", "))
+}
+
 /// The call as strace prints it (without its pid): `name(args) = result`,
 /// `= -1 ENAME (description)` for an error, `= ?` when it did not return.
 /// A call the vDSO answered, which strace does not see, ends in
@@ -449,6 +465,19 @@ pub fn strace_line(call: &Call) -> String {
             _ => &b.bytes[..],
         };
         if let Some(arg) = args.get_mut(b.arg) {
+            match b.what {
+                crate::Memory::Argv => {
+                    *arg = argument_list(bytes);
+                    continue;
+                }
+                crate::Memory::Environment => {
+                    let vars = u64::from_le_bytes(bytes.try_into().unwrap_or_default());
+                    let noun = if vars == 1 { "var" } else { "vars" };
+                    *arg = format!("{arg} /* {vars} {noun} */");
+                    continue;
+                }
+                _ => {}
+            }
             let max = match b.what {
                 crate::Memory::Path => usize::MAX,
                 _ => 32,
@@ -552,6 +581,112 @@ mod tests {
         assert_eq!(
             strace_line(&call),
             r#"getrandom("\x7b\x0a", 2, GRND_NONBLOCK) = 2"#
+        );
+    }
+
+    /// strace 6.1's lines for `sh -c 'exec /bin/true $(seq 1 40)'`'s
+    /// `execve`, and for one with a single variable.
+    #[test]
+    fn an_execve_reads_like_strace() {
+        let argv: Vec<u8> = std::iter::once("/bin/true".to_string())
+            .chain((1..=40).map(|k| k.to_string()))
+            .flat_map(|a| a.into_bytes().into_iter().chain([0]))
+            .collect();
+        let mut call = Call {
+            tid: 1,
+            ring: 1,
+            entry_tsc: 0,
+            user_ns: None,
+            loader: false,
+            nr: 59,
+            vdso: false,
+            args: [
+                0x5623_d271_6000,
+                0x5623_d271_6100,
+                0x5623_d271_61a8,
+                0,
+                0,
+                0,
+            ],
+            exit: Some(crate::Return {
+                tsc: None,
+                result: 0,
+            }),
+            buffers: vec![
+                crate::Buffer {
+                    what: crate::Memory::Path,
+                    arg: 0,
+                    bytes: b"/bin/true".to_vec(),
+                    truncated: false,
+                },
+                crate::Buffer {
+                    what: crate::Memory::Argv,
+                    arg: 1,
+                    bytes: argv,
+                    truncated: false,
+                },
+                crate::Buffer {
+                    what: crate::Memory::Environment,
+                    arg: 2,
+                    bytes: 35u64.to_le_bytes().to_vec(),
+                    truncated: false,
+                },
+            ],
+        };
+        let numbers: Vec<String> = (1..=31).map(|k| format!("\"{k}\"")).collect();
+        assert_eq!(
+            strace_line(&call),
+            format!(
+                "execve(\"/bin/true\", [\"/bin/true\", {}, ...], 0x5623d27161a8 /* 35 vars */) = 0",
+                numbers.join(", ")
+            )
+        );
+        call.buffers[1].bytes = b"sh\0-c\0exec /bin/nonexist aaaaaaaaaaaaaaaaaaaaaaaaa\0".to_vec();
+        call.buffers[2].bytes = 1u64.to_le_bytes().to_vec();
+        assert_eq!(
+            strace_line(&call),
+            "execve(\"/bin/true\", [\"sh\", \"-c\", \"exec /bin/nonexist aaaaaaaaaaaaa\"...], \
+             0x5623d27161a8 /* 1 var */) = 0"
+        );
+    }
+
+    /// strace 6.1's line for `sigaction(SIGINT, &ignore, NULL)` in a
+    /// program, with the action the C library hands the kernel.
+    #[test]
+    fn a_new_signal_action_reads_like_strace() {
+        let mut action = vec![0u8; 32];
+        action[..8].copy_from_slice(&1u64.to_le_bytes());
+        action[8..16].copy_from_slice(&0x0400_0000u64.to_le_bytes());
+        action[16..24].copy_from_slice(&0x7fff_f7df_1050u64.to_le_bytes());
+        let call = Call {
+            tid: 1,
+            ring: 1,
+            entry_tsc: 0,
+            user_ns: None,
+            loader: false,
+            nr: 13,
+            vdso: false,
+            args: [2, 0x7fff_ffff_d628, 0, 8, 0, 0],
+            exit: Some(crate::Return {
+                tsc: Some(1),
+                result: 0,
+            }),
+            buffers: vec![crate::Buffer {
+                what: crate::Memory::Sent,
+                arg: 1,
+                bytes: action,
+                truncated: false,
+            }],
+        };
+        assert_eq!(
+            strace_line(&call),
+            "rt_sigaction(SIGINT, {sa_handler=SIG_IGN, sa_mask=[], sa_flags=SA_RESTORER, \
+             sa_restorer=0x7ffff7df1050}, NULL, 8) = 0"
+        );
+        assert_eq!(
+            crate::sent_arguments(13),
+            [(1, crate::Sent::OnZero(32))],
+            "recorded when the kernel took it"
         );
     }
 }

@@ -36,7 +36,7 @@ pub enum Sent {
 /// The buffers whose bytes call `nr` hands the kernel: the argument
 /// holding each and how many bytes (`write`, `pwrite64`, `sendto`'s data
 /// and address, `connect` and `bind`'s address, `setsockopt`'s value,
-/// `rt_sigprocmask`'s new set).
+/// `rt_sigprocmask`'s new set, `rt_sigaction`'s new action).
 pub fn sent_arguments(nr: u64) -> &'static [(usize, Sent)] {
     match nr {
         1 | 18 => &[(1, Sent::Result)],
@@ -48,6 +48,10 @@ pub fn sent_arguments(nr: u64) -> &'static [(usize, Sent)] {
         14 => &[(1, Sent::OnZero(8))],
         // setitimer's new value.
         38 => &[(1, Sent::OnZero(32))],
+        // rt_sigaction's new action (handler, flags, restorer and an
+        // 8-byte mask: the kernel refuses any other size before it reads
+        // it).
+        13 => &[(1, Sent::OnZero(32))],
         _ => &[],
     }
 }

@@ -68,6 +68,7 @@ const TABLE: &[(u64, usize, Count)] = &[
     (195, 1, Count::Result),          // llistxattr
     (196, 1, Count::Result),          // flistxattr
     (201, 0, Count::OnPositive(8)),   // time
+    (204, 2, Count::Result),          // sched_getaffinity
     (217, 1, Count::Result),          // getdents64
     (228, 1, Count::OnZero(16)),      // clock_gettime
     (229, 1, Count::OnZero(16)),      // clock_getres

@@ -190,8 +190,9 @@ pub(super) fn read_calls(
 }
 
 /// Gives each `execve` that succeeded (it has no return, where paths are
-/// recorded) the file name its process's new image was given: the last
-/// such call of the process before weft found that image.
+/// recorded) the file name its process's new image was given, and its
+/// arguments and environment's size where weft read them: the last such
+/// call of the process before weft found that image.
 fn name_programs_execd(meta: &weft_events::Meta, calls: &mut [weft_syscalls::Call]) {
     for exec in &meta.execs {
         let made = calls.iter_mut().rfind(|c| {
@@ -212,6 +213,21 @@ fn name_programs_execd(meta: &weft_events::Meta, calls: &mut [weft_syscalls::Cal
                     what: weft_syscalls::Memory::Path,
                     arg,
                     bytes: exec.path.as_bytes().to_vec(),
+                    truncated: false,
+                });
+            }
+            if let Some(vars) = exec.vars {
+                let strings = exec.argv.iter().flat_map(|a| a.bytes().chain([0]));
+                call.buffers.push(weft_syscalls::Buffer {
+                    what: weft_syscalls::Memory::Argv,
+                    arg: arg + 1,
+                    bytes: strings.collect(),
+                    truncated: false,
+                });
+                call.buffers.push(weft_syscalls::Buffer {
+                    what: weft_syscalls::Memory::Environment,
+                    arg: arg + 2,
+                    bytes: (vars as u64).to_le_bytes().to_vec(),
                     truncated: false,
                 });
             }

@@ -2,6 +2,7 @@
 //! instructions are strace's (names, results, argument registers), in
 //! order, without stopping the program per call.
 
+mod decoded;
 mod deps;
 mod dispatch;
 mod reexec;
