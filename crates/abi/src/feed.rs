@@ -148,8 +148,13 @@ pub const CALL_RERUN_RESULT: u64 = 136;
 /// ([`TRANSLATE_IDS`], [`REAP`]), given back to it after the call: the
 /// kernel keeps them across `syscall`, and code may rely on that.
 pub const CALL_GIVEN_ARGS: u64 = 144;
+/// Call: the call its thread had under way when this one began (its
+/// slot's current call, 0 for none), put back when this one returns: a
+/// signal handler's calls come between a call's return and the code
+/// after its instruction.
+pub const CALL_OUTER: u64 = 168;
 /// Bytes of a call.
-pub const CALL_SIZE: u64 = 168;
+pub const CALL_SIZE: u64 = 176;
 
 /// Wait entry: the index of the thread feed waited for.
 pub const WAIT_FEED: u64 = 0;
@@ -218,4 +223,5 @@ const _: () = assert!(CALL_WAIT_COUNT + 8 <= CALL_RERUN_BEGAN);
 const _: () = assert!(CALL_RERUN_ENDED + 8 <= CALL_RERUN_COUNT);
 const _: () = assert!(CALL_RERUN_COUNT + 8 <= CALL_RERUN_RESULT);
 const _: () = assert!(CALL_RERUN_RESULT + 8 <= CALL_GIVEN_ARGS);
-const _: () = assert!(CALL_GIVEN_ARGS + 3 * 8 <= CALL_SIZE);
+const _: () = assert!(CALL_GIVEN_ARGS + 3 * 8 <= CALL_OUTER);
+const _: () = assert!(CALL_OUTER + 8 <= CALL_SIZE);

@@ -159,8 +159,10 @@ enum SyscallsCommand {
     /// thread (matched to the recorded ones in the order they were made),
     /// the call is checked against the recorded one; calls whose results
     /// a rerun cannot reproduce (process and thread ids, clocks, random
-    /// bytes, input from outside the workload) get the recorded result
-    /// and bytes without reaching the kernel, the others are made. The first call
+    /// bytes, input from outside the workload, a `wait4` with `WNOHANG`
+    /// that found no child ended) get the recorded result and bytes
+    /// without reaching the kernel, the others are made (a `wait4` that
+    /// reaped a child waits for that child). The first call
     /// that differs from the record (another call, or another descriptor)
     /// ends the rerun with a report of both and the call's stack; exit
     /// status 1 then, else CMD's. A call that depends on another

@@ -119,11 +119,11 @@ impl Recorder {
         pid: i32,
         tsc: u64,
         path: String,
-        arguments: Option<(Vec<String>, usize)>,
+        arguments: Option<(Vec<String>, Option<usize>)>,
     ) {
         let (argv, vars) = match arguments {
-            Some((argv, vars)) => (argv, Some(vars)),
-            None => (Vec::new(), None),
+            Some((argv, vars)) => (Some(argv), vars),
+            None => (None, None),
         };
         self.execs.push(crate::Exec {
             pid,

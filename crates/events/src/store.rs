@@ -92,10 +92,10 @@ pub struct Exec {
     pub tsc: u64,
     /// The file name `execve` was given (`AT_EXECFN`).
     pub path: String,
-    /// The arguments it was given (empty where weft could not read them,
+    /// The arguments it was given (none where weft could not read them,
     /// or in a record made before session 23).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub argv: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
     /// How many environment variables it was given, if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vars: Option<usize>,

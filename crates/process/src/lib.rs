@@ -205,22 +205,25 @@ pub fn start_time(pid: i32) -> Option<u64> {
 
 /// The arguments process `pid`'s image was started with
 /// (`/proc/PID/cmdline`, as `execve` gave them, read before the image
-/// runs) and how many environment variables (`/proc/PID/environ`): what
+/// runs) and how many environment variables (`/proc/PID/environ`, if
+/// readable): what
 /// strace shows of an `execve` that succeeded. Arguments that are not
 /// UTF-8 are read lossily.
-pub fn exec_arguments(pid: i32) -> Option<(Vec<String>, usize)> {
+pub fn exec_arguments(pid: i32) -> Option<(Vec<String>, Option<usize>)> {
+    // Each string ends in a NUL: none is no string, one NUL an empty one.
     let split = |bytes: &[u8]| -> Vec<String> {
-        let bytes = bytes.strip_suffix(&[0]).unwrap_or(bytes);
-        match bytes.is_empty() {
-            true => Vec::new(),
-            false => bytes
+        match bytes.strip_suffix(&[0]) {
+            None => Vec::new(),
+            Some(strings) => strings
                 .split(|&b| b == 0)
                 .map(|a| String::from_utf8_lossy(a).into_owned())
                 .collect(),
         }
     };
     let argv = split(&std::fs::read(proc_path(pid, "cmdline")).ok()?);
-    let vars = split(&std::fs::read(proc_path(pid, "environ")).ok()?).len();
+    let vars = std::fs::read(proc_path(pid, "environ"))
+        .ok()
+        .map(|e| split(&e).len());
     Some((argv, vars))
 }
 

@@ -10,6 +10,7 @@
 /// `AT_FDCWD`.
 const AT_FDCWD: i32 = -100;
 
+mod epoll;
 mod files;
 mod messages;
 mod names;
@@ -262,6 +263,10 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], result: Option<i64>, args: &
         }
         "sendmsg" | "recvmsg" => set(2, bits(raw[2], messages::MSG_FLAGS, "0")),
         "getrandom" => set(2, bits(raw[2], GRND, "0")),
+        "epoll_ctl" => {
+            set(1, epoll::operation(raw[1]));
+            set(3, pointer(raw[3]));
+        }
         "pipe2" | "dup3" | "eventfd2" | "inotify_init1" | "epoll_create1" => {
             let (k, prefix) = match name {
                 "pipe2" => (1, "O"),
@@ -419,6 +424,7 @@ pub(crate) fn recorded(
             Some(sockets::itimerval(bytes).unwrap_or_else(address))
         }
         ("setsockopt", 3) => sockets::option_value(bytes),
+        ("epoll_ctl", 3) => Some(epoll::event(bytes).unwrap_or_else(address)),
         // strace leaves out the entries of a call that said it wrote more
         // than its buffer holds.
         ("getdents64", 1) if truncated || bytes.len() as u64 > raw[2] => Some(address()),
@@ -454,6 +460,7 @@ pub(crate) fn structure(name: &str, bytes: &[u8]) -> Option<String> {
                 files::symbolic_mode(u64::from(st_mode))
             ))
         }
+        "epoll_wait" | "epoll_pwait" | "epoll_pwait2" => epoll::events(bytes),
         // The CPUs of the set, each bit's number.
         "sched_getaffinity" => {
             let cpus: Vec<String> = (0..bytes.len() * 8)

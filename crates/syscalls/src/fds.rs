@@ -136,6 +136,7 @@ pub fn resolve(calls: &[Call], known: &HashMap<i32, i32>) -> Resources {
         bound: HashMap::new(),
         pending: HashMap::new(),
         passing: HashMap::new(),
+        epolls: HashMap::new(),
     };
     let mut process_of: HashMap<i32, i32> = known.clone();
     for (k, call) in calls.iter().enumerate() {
@@ -169,6 +170,7 @@ pub fn resolve(calls: &[Call], known: &HashMap<i32, i32>) -> Resources {
                 let cwd = sim.cwd.get(&pid).cloned().unwrap_or_else(|| ".".into());
                 sim.tables.insert(child, table);
                 sim.cwd.insert(child, cwd);
+                sim.fork_epolls(pid, child);
             }
         }
         sim.call(k, call, pid, result);
@@ -196,6 +198,9 @@ struct Simulation {
     /// Per socket, the descriptions passed with `SCM_RIGHTS` not yet
     /// received, with the end each went through ([`passing`]).
     passing: HashMap<usize, VecDeque<passing::Passed>>,
+    /// Per process and epoll descriptor, the description each registered
+    /// event data stands for ([`epoll`]).
+    epolls: HashMap<(i32, i32), HashMap<u64, usize>>,
 }
 
 impl Simulation {
@@ -397,6 +402,10 @@ impl Simulation {
                     self.fd_op(k, call, pid, fd, Access::Read, false);
                 }
             }
+            // epoll_ctl; epoll_wait, epoll_pwait, epoll_pwait2: each
+            // description an event stands for.
+            233 if result == 0 => self.epoll_ctl(pid, call),
+            232 | 281 | 441 if result > 0 => self.epoll_ready(k, call, pid),
             _ => {}
         }
         // sendmsg, recvmsg: descriptors passed (`SCM_RIGHTS`).
@@ -673,6 +682,7 @@ impl Simulation {
     }
 }
 
+mod epoll;
 mod passing;
 mod read;
 mod tables;

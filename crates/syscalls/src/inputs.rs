@@ -48,6 +48,9 @@ pub fn sent_arguments(nr: u64) -> &'static [(usize, Sent)] {
         14 => &[(1, Sent::OnZero(8))],
         // setitimer's new value.
         38 => &[(1, Sent::OnZero(32))],
+        // epoll_ctl's event (12 bytes: events, then the data a wait
+        // gives back; none for EPOLL_CTL_DEL).
+        233 => &[(3, Sent::OnZero(12))],
         // rt_sigaction's new action (handler, flags, restorer and an
         // 8-byte mask: the kernel refuses any other size before it reads
         // it).

@@ -142,7 +142,7 @@ impl Answer {
             Answer::Time => "clocks",
             Answer::Random => "random bytes",
             Answer::Cpu => "the CPU a thread ran on",
-            Answer::Ready => "which descriptors were ready (poll)",
+            Answer::Ready => "which descriptors were ready (poll, epoll)",
             Answer::Outside => "input from outside the workload",
             Answer::NotYet => "children not ended yet (wait4 WNOHANG)",
         }
@@ -186,8 +186,28 @@ const MAKERS: &[u64] = &[56, 57, 58, 435];
 /// `tkill`, `tgkill`, `wait4`, `waitid`, `setpgid`, `getpgid`, `getsid`,
 /// `sched_setaffinity`, `sched_getaffinity`, `prlimit64`, `pidfd_open`.
 const TAKE_IDS: &[u64] = &[62, 200, 234, 61, 247, 109, 121, 124, 203, 204, 302, 434];
-/// `wait4`'s option not to wait.
+/// `wait4`'s options not to wait, and to report stops and continues.
 const WNOHANG: u64 = 1;
+const WUNTRACED: u64 = 2;
+const WCONTINUED: u64 = 8;
+
+/// The child a `wait4` reaped: one whose end it reported (its status
+/// says it exited or was killed; without a status, options that report
+/// nothing else), not a stop or a continue, which an outside signal may
+/// have caused and a rerun would wait for in vain.
+fn reaped(call: &Call) -> Option<i32> {
+    let child = call.exit.filter(|e| call.nr == 61 && e.result > 0)?.result as i32;
+    let status = call
+        .buffers
+        .iter()
+        .find(|b| b.what == Memory::Filled && b.arg == 1)
+        .and_then(|b| Some(u32::from_le_bytes(b.bytes.get(..4)?.try_into().ok()?)));
+    let ended = match status {
+        Some(s) => s & 0x7f != 0x7f && s != 0xffff,
+        None => call.args[2] & (WUNTRACED | WCONTINUED) == 0,
+    };
+    ended.then_some(child)
+}
 /// Calls whose result is a process id: `wait4`, `waitid` (0 or an error,
 /// its id in `siginfo`, not translated).
 const GIVE_IDS: &[u64] = &[61];
@@ -219,6 +239,9 @@ pub fn answered(
         // recorded answer, with the writes and closes that made them
         // ready waited for (`crate::deps`).
         7 | 271 if call.exit.is_some_and(|e| e.result >= 0) => Some(Answer::Ready),
+        // epoll_wait, epoll_pwait, epoll_pwait2: the same, by the
+        // descriptions their events' data stand for (`fds::epoll`).
+        232 | 281 | 441 if call.exit.is_some_and(|e| e.result >= 0) => Some(Answer::Ready),
         // wait4(..., WNOHANG) = 0: whether a child had ended is timing.
         61 if call.args[2] & WNOHANG != 0 && call.exit.is_some_and(|e| e.result == 0) => {
             Some(Answer::NotYet)
@@ -398,7 +421,7 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             }
             // A wait4 that reaped a child reaps that one in the rerun:
             // which of the children ended first is timing too.
-            if c.nr == 61 && c.exit.is_some_and(|e| e.result > 0) {
+            if reaped(c).is_some_and(|child| feed_of.contains_key(&child)) {
                 flags |= f::REAP;
             }
             let result = c.exit.map_or(0, |e| e.result);

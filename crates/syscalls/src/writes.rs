@@ -76,6 +76,7 @@ const TABLE: &[(u64, usize, Count)] = &[
     (262, 2, Count::OnZero(144)),     // newfstatat
     (267, 2, Count::Result),          // readlinkat
     (281, 1, Count::ResultTimes(12)), // epoll_pwait
+    (441, 1, Count::ResultTimes(12)), // epoll_pwait2
     (271, 0, Count::ArgTimes(1, 8)),  // ppoll
     (293, 0, Count::OnZero(8)),       // pipe2
     (302, 3, Count::OnZero(16)),      // prlimit64

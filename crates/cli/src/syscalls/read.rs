@@ -216,16 +216,21 @@ fn name_programs_execd(meta: &weft_events::Meta, calls: &mut [weft_syscalls::Cal
                     truncated: false,
                 });
             }
-            if let Some(vars) = exec.vars {
-                let strings = exec.argv.iter().flat_map(|a| a.bytes().chain([0]));
+            let has =
+                |call: &weft_syscalls::Call, what| call.buffers.iter().any(|b| b.what == what);
+            if let (Some(argv), false) = (&exec.argv, has(call, weft_syscalls::Memory::Argv)) {
+                let strings = argv.iter().flat_map(|a| a.bytes().chain([0]));
                 call.buffers.push(weft_syscalls::Buffer {
                     what: weft_syscalls::Memory::Argv,
                     arg: arg + 1,
                     bytes: strings.collect(),
                     truncated: false,
                 });
+            }
+            let environment = weft_syscalls::Memory::Environment;
+            if let (Some(vars), false) = (exec.vars, has(call, environment)) {
                 call.buffers.push(weft_syscalls::Buffer {
-                    what: weft_syscalls::Memory::Environment,
+                    what: environment,
                     arg: arg + 2,
                     bytes: (vars as u64).to_le_bytes().to_vec(),
                     truncated: false,

@@ -495,7 +495,9 @@ fn a_parent_polling_its_childs_pipes_re_executes() {
         let rerun = reexec_keeps_every_dependency(&out, &dir, &[python, "-c", script]);
         assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
         assert!(
-            rerun.stderr.contains("which descriptors were ready (poll)"),
+            rerun
+                .stderr
+                .contains("which descriptors were ready (poll, epoll)"),
             "{}",
             rerun.stderr
         );
@@ -593,8 +595,9 @@ fn a_rerun_ends_where_its_record_ends_inside_a_call() {
 /// end in the other order in the rerun (their delays, read from files,
 /// swapped after the record). Each `wait4` still finds what the record's
 /// did: none for the one with `WNOHANG` that found none (answered), and
-/// the recorded child for the others (each waits for that one), so the
-/// rerun prints what the record printed and makes every recorded call.
+/// the recorded child for the others (each waits for that one, the one
+/// with `WNOHANG` that found one too), so the rerun prints what the record
+/// printed and makes every recorded call.
 #[test]
 fn each_wait_reaps_the_recorded_child_whichever_ends_first() {
     let target = build("syscalls_reap", &O2);
@@ -603,7 +606,70 @@ fn each_wait_reaps_the_recorded_child_whichever_ends_first() {
         std::fs::write(dir.join("delay_a"), a).unwrap();
         std::fs::write(dir.join("delay_b"), b).unwrap();
     };
-    delays("150", "300");
+    // The parent looks 100 ms on: before either ended, then after a did.
+    for (recorded_a, printed, answered) in [
+        ("150", "early none, first a, then b\n", 1),
+        ("050", "early a, first a, then b\n", 0),
+    ] {
+        delays(recorded_a, "300");
+        let out = dir.join("rec");
+        let _ = std::fs::remove_dir_all(&out);
+        let recorded = run(
+            weft()
+                .current_dir(&dir)
+                .args(["syscalls", "record", "-o"])
+                .arg(&out)
+                .arg("--")
+                .arg(&target),
+            Duration::from_secs(60),
+        );
+        assert_eq!(recorded.status, 0, "{}", recorded.stderr);
+        assert_eq!(recorded.stdout, printed);
+        // Run itself so, b ends before the parent looks, then a.
+        delays("300", "000");
+        let itself = run(
+            Command::new(&target).current_dir(&dir),
+            Duration::from_secs(10),
+        );
+        assert_eq!(itself.stdout, "early b, first b, then a\n");
+        let rerun = run(
+            weft()
+                .current_dir(&dir)
+                .args(["syscalls", "reexec"])
+                .arg(&out)
+                .arg("--")
+                .arg(&target),
+            Duration::from_secs(60),
+        );
+        assert_eq!(rerun.status, 0, "{}", rerun.stderr);
+        assert!(!rerun.stderr.contains("diverged"), "{}", rerun.stderr);
+        assert_eq!(rerun.stdout, recorded.stdout);
+        assert_eq!(
+            rerun
+                .stderr
+                .contains("1 children not ended yet (wait4 WNOHANG)"),
+            answered == 1,
+            "{}",
+            rerun.stderr
+        );
+    }
+}
+
+/// Which pipe an `epoll_wait` finds ready first is timing too: here the
+/// children write in the other order in the rerun (their delays swapped
+/// after the record). Each wait is answered with its recorded event once
+/// the write that made its pipe ready is done (`deps` maps the event's
+/// data to the pipe through the `epoll_ctl` that registered it), so the
+/// parent reads the pipes in the recorded order and prints what it did.
+#[test]
+fn an_epoll_wait_reports_the_recorded_pipe_whichever_is_written_first() {
+    let target = build("syscalls_epoll", &O2);
+    let dir = scratch("syscalls-reexec-epoll");
+    let delays = |a: &str, b: &str| {
+        std::fs::write(dir.join("delay_a"), a).unwrap();
+        std::fs::write(dir.join("delay_b"), b).unwrap();
+    };
+    delays("100", "300");
     let out = dir.join("rec");
     let recorded = run(
         weft()
@@ -615,14 +681,16 @@ fn each_wait_reaps_the_recorded_child_whichever_ends_first() {
         Duration::from_secs(60),
     );
     assert_eq!(recorded.status, 0, "{}", recorded.stderr);
-    assert_eq!(recorded.stdout, "early none, first a, then b\n");
-    // Run itself so, b ends before the parent looks, then a.
+    assert_eq!(recorded.stdout, "read a, then b\n");
     delays("300", "000");
     let itself = run(
         Command::new(&target).current_dir(&dir),
         Duration::from_secs(10),
     );
-    assert_eq!(itself.stdout, "early b, first b, then a\n");
+    assert_eq!(
+        itself.stdout, "read b, then a\n",
+        "the swap changes the order"
+    );
     let rerun = run(
         weft()
             .current_dir(&dir)
@@ -638,8 +706,32 @@ fn each_wait_reaps_the_recorded_child_whichever_ends_first() {
     assert!(
         rerun
             .stderr
-            .contains("1 children not ended yet (wait4 WNOHANG)"),
+            .contains("2 which descriptors were ready (poll, epoll)"),
         "{}",
         rerun.stderr
     );
+    // The record's view: a wait after the write that readied its pipe, or
+    // the writer's end (which closed it). Only one that returned before
+    // the wait did: a write that woke the waiter may return after it,
+    // and the TSCs leave the two unordered then (the read after the wait
+    // waits for the bytes by itself), so one of the two may have none.
+    let deps = run(
+        weft().args(["syscalls", "deps", "--json"]).arg(&out),
+        Duration::from_secs(60),
+    );
+    let deps: serde_json::Value = serde_json::from_str(&deps.stdout).unwrap();
+    let shown = shown(&out);
+    let lines: Vec<&str> = shown.stdout.lines().collect();
+    let waits_after_writes: std::collections::BTreeSet<u64> = deps["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            let line = |k: &str| lines[e[k].as_u64().unwrap() as usize];
+            line("to").contains("epoll_wait(")
+                && (line("from").contains("write(") || line("from").contains("exit_group("))
+        })
+        .map(|e| e["to"].as_u64().unwrap())
+        .collect();
+    assert!(!waits_after_writes.is_empty(), "{}", deps["edges"]);
 }

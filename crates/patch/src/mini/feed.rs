@@ -59,7 +59,8 @@ const EXIT_GROUP: u32 = 231;
 const EXIT: u32 = 60;
 const STOPPED_STATUS: u32 = 137;
 
-/// `wait4`'s `WNOHANG` option.
+/// `wait4`'s number and its `WNOHANG` option.
+const WAIT4: u32 = 61;
 const WNOHANG: i32 = 1;
 
 /// `-EINTR`, as `rax` holds it.
@@ -266,6 +267,8 @@ impl Gen {
         a.shl(rdx, 32)?;
         a.or(rax, rdx)?;
         a.mov(qword_ptr(r9 + f::CALL_RERUN_BEGAN as i32), rax)?;
+        a.mov(rax, qword_ptr(r11 + current))?;
+        a.mov(qword_ptr(r9 + f::CALL_OUTER as i32), rax)?;
         a.mov(qword_ptr(r11 + current), r9)?;
         {
             let mut childless = a.create_label();
@@ -513,7 +516,8 @@ impl Gen {
         a.mov(r9, qword_ptr(r11 + current))?;
         a.test(r9, r9)?;
         a.jz(done)?;
-        a.mov(qword_ptr(r11 + current), 0)?;
+        a.mov(rax, qword_ptr(r9 + f::CALL_OUTER as i32))?;
+        a.mov(qword_ptr(r11 + current), rax)?;
         a.test(qword_ptr(r9 + f::CALL_FLAGS as i32), f::ANSWER as i32)?;
         a.jz(done)?;
         a.mov(rax, qword_ptr(r9 + f::CALL_RESULT as i32))?;
@@ -546,7 +550,8 @@ impl Gen {
         a.mov(r9, qword_ptr(r11 + current))?;
         a.test(r9, r9)?;
         a.jz(children)?;
-        a.mov(qword_ptr(r11 + current), 0)?;
+        a.mov(rax, qword_ptr(r9 + f::CALL_OUTER as i32))?;
+        a.mov(qword_ptr(r11 + current), rax)?;
         a.mov(rsi, qword_ptr(r9 + f::CALL_FLAGS as i32))?;
         a.test(rsi, f::ANSWER as i32)?;
         a.jz(children)?;
@@ -658,6 +663,38 @@ impl Gen {
             a.test(rax, rax)?;
             a.jle(whole)?;
             a.add(qword_ptr(rsp + RAX_OFFSET), rax)?;
+            a.jmp(again)?;
+            a.set_label(&mut whole)?;
+            a.nop()?;
+        }
+        // A reaping wait4 a signal interrupted (the recorded one reaped):
+        // made again here, as a program that asked not to wait, or does
+        // not retry, would not make it again itself.
+        {
+            let mut whole = a.create_label();
+            let mut again = a.create_label();
+            a.test(r9, r9)?;
+            a.jz(whole)?;
+            a.test(rsi, f::REAP as i32)?;
+            a.jz(whole)?;
+            a.set_label(&mut again)?;
+            a.cmp(qword_ptr(rsp + RAX_OFFSET), EINTR)?;
+            a.jne(whole)?;
+            let kept = [r8, r9, r11, rsi];
+            let pushed = 8 * kept.len() as i32;
+            for r in kept {
+                a.push(r)?;
+            }
+            a.mov(rdi, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[0]))?;
+            a.mov(rsi, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[1]))?;
+            a.mov(rdx, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[2]))?;
+            a.mov(r10, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[3]))?;
+            a.mov(eax, WAIT4)?;
+            a.syscall()?;
+            for r in kept.into_iter().rev() {
+                a.pop(r)?;
+            }
+            a.mov(qword_ptr(rsp + RAX_OFFSET), rax)?;
             a.jmp(again)?;
             a.set_label(&mut whole)?;
             a.nop()?;
