@@ -326,7 +326,7 @@ fn ready_polls(calls: &[Call], resources: &Resources) -> Vec<(usize, usize, usiz
     let mut out = Vec::new();
     for op in &resources.ops {
         let call = &calls[op.call];
-        if !matches!(call.nr, 7 | 271 | 232 | 281 | 441)
+        if !matches!(call.nr, 7 | 271 | 232 | 281 | 441 | 23 | 270)
             || !matches!(
                 resources.resources[op.resource].kind,
                 Kind::Pipe | Kind::Socket

@@ -402,6 +402,12 @@ impl Simulation {
                     self.fd_op(k, call, pid, fd, Access::Read, false);
                 }
             }
+            // select, pselect6: each descriptor of its read set.
+            23 | 270 if result > 0 => {
+                for fd in read::selected(call) {
+                    self.fd_op(k, call, pid, fd, Access::Read, false);
+                }
+            }
             // epoll_ctl; epoll_wait, epoll_pwait, epoll_pwait2: each
             // description an event stands for.
             233 if result == 0 => self.epoll_ctl(pid, call),

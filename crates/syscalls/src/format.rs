@@ -466,6 +466,11 @@ pub fn strace_line(call: &Call) -> String {
         };
         if let Some(arg) = args.get_mut(b.arg) {
             match b.what {
+                // The read set as the kernel wrote it back: strace shows
+                // it after the result (the record lacks the set given).
+                crate::Memory::Filled if matches!(name.as_str(), "select" | "pselect6") => {
+                    continue;
+                }
                 crate::Memory::Argv => {
                     *arg = argument_list(bytes);
                     continue;
@@ -514,6 +519,11 @@ pub fn strace_line(call: &Call) -> String {
     ) {
         ("poll" | "ppoll", Some(r), Some(b)) if r > 0 && !b.bytes.is_empty() => {
             format!("{result} ({})", crate::decode::pollfds(&b.bytes, true))
+        }
+        // and which `select` found, or that its time ran out.
+        ("select" | "pselect6", Some(0), _) => format!("{result} (Timeout)"),
+        ("select" | "pselect6", Some(r), Some(b)) if r > 0 && b.arg == 1 => {
+            format!("{result} (in {})", crate::decode::fd_set(&b.bytes))
         }
         _ => result,
     };
@@ -647,6 +657,46 @@ mod tests {
             strace_line(&call),
             "execve(\"/bin/true\", [\"sh\", \"-c\", \"exec /bin/nonexist aaaaaaaaaaaaa\"...], \
              0x5623d27161a8 /* 1 var */) = 0"
+        );
+    }
+
+    /// strace 6.1's result for a `select` on descriptors 3 and 5 that
+    /// found 5 ready (its set given is not in the record: the address),
+    /// and for one whose time ran out.
+    #[test]
+    fn a_select_reads_like_strace() {
+        let mut call = Call {
+            tid: 1,
+            ring: 1,
+            entry_tsc: 0,
+            user_ns: None,
+            loader: false,
+            nr: 270,
+            vdso: false,
+            args: [6, 0x7fff_ffff_e0b0, 0, 0, 0, 0],
+            exit: Some(crate::Return {
+                tsc: Some(1),
+                result: 1,
+            }),
+            buffers: vec![crate::Buffer {
+                what: crate::Memory::Filled,
+                arg: 1,
+                bytes: vec![0x20, 0, 0, 0, 0, 0, 0, 0],
+                truncated: false,
+            }],
+        };
+        assert_eq!(
+            strace_line(&call),
+            "pselect6(6, 0x7fffffffe0b0, NULL, NULL, NULL, NULL) = 1 (in [5])"
+        );
+        call.exit = Some(crate::Return {
+            tsc: Some(1),
+            result: 0,
+        });
+        call.buffers[0].bytes = vec![0; 8];
+        assert_eq!(
+            strace_line(&call),
+            "pselect6(6, 0x7fffffffe0b0, NULL, NULL, NULL, NULL) = 0 (Timeout)"
         );
     }
 

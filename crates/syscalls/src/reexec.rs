@@ -142,7 +142,7 @@ impl Answer {
             Answer::Time => "clocks",
             Answer::Random => "random bytes",
             Answer::Cpu => "the CPU a thread ran on",
-            Answer::Ready => "which descriptors were ready (poll, epoll)",
+            Answer::Ready => "which descriptors were ready (poll, epoll, select)",
             Answer::Outside => "input from outside the workload",
             Answer::NotYet => "children not ended yet (wait4 WNOHANG)",
         }
@@ -242,6 +242,18 @@ pub fn answered(
         // epoll_wait, epoll_pwait, epoll_pwait2: the same, by the
         // descriptions their events' data stand for (`fds::epoll`).
         232 | 281 | 441 if call.exit.is_some_and(|e| e.result >= 0) => Some(Answer::Ready),
+        // select, pselect6 with a read set only: the same, by the bits
+        // the kernel wrote back (write and exception sets, which the
+        // record does not hold, leave the call to be made, as does a
+        // select with no set at all, a sleep).
+        23 | 270
+            if call.exit.is_some_and(|e| e.result >= 0)
+                && call.args[1] != 0
+                && call.args[2] == 0
+                && call.args[3] == 0 =>
+        {
+            Some(Answer::Ready)
+        }
         // wait4(..., WNOHANG) = 0: whether a child had ended is timing.
         61 if call.args[2] & WNOHANG != 0 && call.exit.is_some_and(|e| e.result == 0) => {
             Some(Answer::NotYet)

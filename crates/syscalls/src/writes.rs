@@ -22,6 +22,10 @@ pub enum Count {
     /// Argument `.0` times `.1` when the call did not fail (`poll`'s
     /// array of `nfds` entries of 8 bytes, whose `revents` it filled).
     ArgTimes(usize, u64),
+    /// The bytes of a descriptor set of as many descriptors as argument
+    /// `.0` (an `int`) says, in whole 8-byte words, as the kernel copies
+    /// it back, when the call did not fail (`select`'s read set).
+    FdSet(usize),
 }
 
 /// A call's buffer: its argument (0 to 5) and the bytes written there.
@@ -52,6 +56,7 @@ const TABLE: &[(u64, usize, Count)] = &[
     (6, 1, Count::OnZero(144)),       // lstat
     (17, 1, Count::Result),           // pread64
     (22, 0, Count::OnZero(8)),        // pipe
+    (23, 1, Count::FdSet(0)),         // select's read set
     (45, 1, Count::ResultWithin(2)),  // recvfrom
     (53, 3, Count::OnZero(8)),        // socketpair
     (61, 1, Count::OnPositive(4)),    // wait4
@@ -78,6 +83,7 @@ const TABLE: &[(u64, usize, Count)] = &[
     (281, 1, Count::ResultTimes(12)), // epoll_pwait
     (441, 1, Count::ResultTimes(12)), // epoll_pwait2
     (271, 0, Count::ArgTimes(1, 8)),  // ppoll
+    (270, 1, Count::FdSet(0)),        // pselect6's read set
     (293, 0, Count::OnZero(8)),       // pipe2
     (302, 3, Count::OnZero(16)),      // prlimit64
     (309, 0, Count::OnZero(4)),       // getcpu
@@ -137,6 +143,24 @@ impl Writes {
                     BinOp::Mul,
                     Expr::Reg(ARGUMENT_REGISTERS[k]),
                     Expr::Const(n as i64),
+                ),
+            ),
+            // ((nfds + 63) / 64) * 8, the low 32 bits of the register.
+            Count::FdSet(k) => Expr::bin(
+                BinOp::Mul,
+                Expr::bin(BinOp::Ge, result(), Expr::Const(0)),
+                Expr::bin(
+                    BinOp::Mul,
+                    Expr::bin(
+                        BinOp::Div,
+                        Expr::bin(
+                            BinOp::Add,
+                            Expr::Narrow(Box::new(Expr::Reg(ARGUMENT_REGISTERS[k])), 4, true),
+                            Expr::Const(63),
+                        ),
+                        Expr::Const(64),
+                    ),
+                    Expr::Const(8),
                 ),
             ),
         };

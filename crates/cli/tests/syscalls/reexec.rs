@@ -497,7 +497,7 @@ fn a_parent_polling_its_childs_pipes_re_executes() {
         assert!(
             rerun
                 .stderr
-                .contains("which descriptors were ready (poll, epoll)"),
+                .contains("which descriptors were ready (poll, epoll, select)"),
             "{}",
             rerun.stderr
         );
@@ -655,83 +655,93 @@ fn each_wait_reaps_the_recorded_child_whichever_ends_first() {
     }
 }
 
-/// Which pipe an `epoll_wait` finds ready first is timing too: here the
-/// children write in the other order in the rerun (their delays swapped
-/// after the record). Each wait is answered with its recorded event once
-/// the write that made its pipe ready is done (`deps` maps the event's
-/// data to the pipe through the `epoll_ctl` that registered it), so the
-/// parent reads the pipes in the recorded order and prints what it did.
+/// Which pipe an `epoll_wait` or a `select` finds ready first is timing
+/// too: here the children write in the other order in the rerun (their
+/// delays swapped after the record). Each wait is answered with what it
+/// found in the record once the write that made its pipe ready is done
+/// (`deps` maps an epoll event's data to the pipe through the `epoll_ctl`
+/// that registered it, a `select`'s bits to descriptors), so the parent
+/// reads the pipes in the recorded order and prints what it did.
 #[test]
-fn an_epoll_wait_reports_the_recorded_pipe_whichever_is_written_first() {
-    let target = build("syscalls_epoll", &O2);
-    let dir = scratch("syscalls-reexec-epoll");
+fn a_wait_for_pipes_reports_the_recorded_pipe_whichever_is_written_first() {
+    let target = build("syscalls_ready", &O2);
+    let dir = scratch("syscalls-reexec-ready");
     let delays = |a: &str, b: &str| {
         std::fs::write(dir.join("delay_a"), a).unwrap();
         std::fs::write(dir.join("delay_b"), b).unwrap();
     };
-    delays("100", "300");
-    let out = dir.join("rec");
-    let recorded = run(
-        weft()
-            .current_dir(&dir)
-            .args(["syscalls", "record", "-o"])
-            .arg(&out)
-            .arg("--")
-            .arg(&target),
-        Duration::from_secs(60),
-    );
-    assert_eq!(recorded.status, 0, "{}", recorded.stderr);
-    assert_eq!(recorded.stdout, "read a, then b\n");
-    delays("300", "000");
-    let itself = run(
-        Command::new(&target).current_dir(&dir),
-        Duration::from_secs(10),
-    );
-    assert_eq!(
-        itself.stdout, "read b, then a\n",
-        "the swap changes the order"
-    );
-    let rerun = run(
-        weft()
-            .current_dir(&dir)
-            .args(["syscalls", "reexec"])
-            .arg(&out)
-            .arg("--")
-            .arg(&target),
-        Duration::from_secs(60),
-    );
-    assert_eq!(rerun.status, 0, "{}", rerun.stderr);
-    assert!(!rerun.stderr.contains("diverged"), "{}", rerun.stderr);
-    assert_eq!(rerun.stdout, recorded.stdout);
-    assert!(
-        rerun
-            .stderr
-            .contains("2 which descriptors were ready (poll, epoll)"),
-        "{}",
-        rerun.stderr
-    );
-    // The record's view: a wait after the write that readied its pipe, or
-    // the writer's end (which closed it). Only one that returned before
-    // the wait did: a write that woke the waiter may return after it,
-    // and the TSCs leave the two unordered then (the read after the wait
-    // waits for the bytes by itself), so one of the two may have none.
-    let deps = run(
-        weft().args(["syscalls", "deps", "--json"]).arg(&out),
-        Duration::from_secs(60),
-    );
-    let deps: serde_json::Value = serde_json::from_str(&deps.stdout).unwrap();
-    let shown = shown(&out);
-    let lines: Vec<&str> = shown.stdout.lines().collect();
-    let waits_after_writes: std::collections::BTreeSet<u64> = deps["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| {
-            let line = |k: &str| lines[e[k].as_u64().unwrap() as usize];
-            line("to").contains("epoll_wait(")
-                && (line("from").contains("write(") || line("from").contains("exit_group("))
-        })
-        .map(|e| e["to"].as_u64().unwrap())
-        .collect();
-    assert!(!waits_after_writes.is_empty(), "{}", deps["edges"]);
+    for (how, call) in [("epoll", "epoll_wait("), ("select", "pselect6(")] {
+        delays("100", "300");
+        let out = dir.join(format!("rec-{how}"));
+        let recorded = run(
+            weft()
+                .current_dir(&dir)
+                .args(["syscalls", "record", "-o"])
+                .arg(&out)
+                .arg("--")
+                .arg(&target)
+                .arg(how),
+            Duration::from_secs(60),
+        );
+        assert_eq!(recorded.status, 0, "{}", recorded.stderr);
+        assert_eq!(recorded.stdout, "read a, then b\n");
+        delays("300", "000");
+        let itself = run(
+            Command::new(&target).arg(how).current_dir(&dir),
+            Duration::from_secs(10),
+        );
+        assert_eq!(
+            itself.stdout, "read b, then a\n",
+            "{how}: the swap changes the order"
+        );
+        let rerun = run(
+            weft()
+                .current_dir(&dir)
+                .args(["syscalls", "reexec"])
+                .arg(&out)
+                .arg("--")
+                .arg(&target)
+                .arg(how),
+            Duration::from_secs(60),
+        );
+        assert_eq!(rerun.status, 0, "{how}: {}", rerun.stderr);
+        assert!(
+            !rerun.stderr.contains("diverged"),
+            "{how}: {}",
+            rerun.stderr
+        );
+        assert_eq!(rerun.stdout, recorded.stdout, "{how}");
+        assert!(
+            rerun
+                .stderr
+                .contains("2 which descriptors were ready (poll, epoll, select)"),
+            "{how}: {}",
+            rerun.stderr
+        );
+        // The record's view: a wait after the write that readied its
+        // pipe, or the writer's end (which closed it). Only one that
+        // returned before the wait did: a write that woke the waiter may
+        // return after it, and the TSCs leave the two unordered then (the
+        // read after the wait waits for the bytes by itself), so one of
+        // the two may have none.
+        let deps = run(
+            weft().args(["syscalls", "deps", "--json"]).arg(&out),
+            Duration::from_secs(60),
+        );
+        let deps: serde_json::Value = serde_json::from_str(&deps.stdout).unwrap();
+        let shown = shown(&out);
+        let lines: Vec<&str> = shown.stdout.lines().collect();
+        let waits_after_writes: std::collections::BTreeSet<u64> = deps["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| {
+                let line = |k: &str| lines[e[k].as_u64().unwrap() as usize];
+                line("to").contains(call)
+                    && (line("from").contains("write(") || line("from").contains("exit_group("))
+            })
+            .map(|e| e["to"].as_u64().unwrap())
+            .collect();
+        assert!(!waits_after_writes.is_empty(), "{how}: {}", deps["edges"]);
+    }
 }

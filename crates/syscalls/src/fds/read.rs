@@ -1,6 +1,6 @@
 //! What the record's bytes and texts say, read for the descriptor
 //! simulation: paths joined as text, socket addresses, the descriptors a
-//! `poll` found ready.
+//! `poll` or a `select` found ready.
 
 use crate::Call;
 
@@ -21,6 +21,22 @@ pub(crate) fn ready(call: &Call) -> Vec<i32> {
         .filter(|e| u16::from_le_bytes([e[6], e[7]]) != 0)
         .map(|e| i32::from_le_bytes([e[0], e[1], e[2], e[3]]))
         .filter(|&fd| fd >= 0)
+        .collect()
+}
+
+/// The descriptors a `select` or `pselect6` found ready to read: the
+/// bits of its read set as the kernel wrote it back.
+pub(crate) fn selected(call: &Call) -> Vec<i32> {
+    let Some(set) = call
+        .buffers
+        .iter()
+        .find(|b| b.what == crate::Memory::Filled && b.arg == 1)
+    else {
+        return Vec::new();
+    };
+    (0..set.bytes.len() * 8)
+        .filter(|&bit| set.bytes[bit / 8] & (1 << (bit % 8)) != 0)
+        .map(|bit| bit as i32)
         .collect()
 }
 
