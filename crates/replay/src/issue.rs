@@ -148,6 +148,8 @@ const AT_FDCWD: i32 = -100;
 const EBADF: i64 = -9;
 const EINTR: i64 = -4;
 const O_CLOEXEC: u64 = 0o2000000;
+/// `ioctl`'s request that sets or clears `O_NONBLOCK` by an `int`.
+const FIONBIO: u64 = 0x5421;
 
 /// Makes `call` again in a replay process whose descriptors `fds`
 /// translates, with paths in `sandbox`; `took_ns` is how long the call
@@ -164,6 +166,10 @@ pub(crate) fn issue(call: &Call, fds: &Mutex<Fds>, paths: &Paths, took_ns: u64) 
         22 | 293 | 53 => pair(call, fds),
         33 | 292 => dup_to(call, fds),
         72 => fcntl(call, fds),
+        // ioctl(FIONBIO): a descriptor's O_NONBLOCK, as fcntl's F_SETFL
+        // (a socket left blocking waits for ever in a read whose recorded
+        // one failed with EAGAIN).
+        16 if call.args[1] == FIONBIO => fionbio(call, fds),
         35 | 230 => {
             std::thread::sleep(std::time::Duration::from_nanos(took_ns));
             Issued::Made(recorded.unwrap_or(0))
@@ -544,6 +550,25 @@ fn fcntl(call: &Call, fds: &Mutex<Fds>) -> Issued {
     }
 }
 
+/// `ioctl(fd, FIONBIO, &on)` on the translated descriptor, with the `int`
+/// the record holds.
+fn fionbio(call: &Call, fds: &Mutex<Fds>) -> Issued {
+    let fd = call.args[0] as i32;
+    let Some(real) = fds.lock().expect("unpoisoned").map.get(&fd).copied() else {
+        return unknown(call);
+    };
+    let sent = call
+        .buffers
+        .iter()
+        .find(|b| b.what == Memory::Sent && b.arg == 2)
+        .and_then(|b| Some(i32::from_le_bytes(b.bytes.get(..4)?.try_into().ok()?)));
+    let Some(mut on) = sent else {
+        return Issued::Skipped(NO_MEMORY);
+    };
+    let at = std::ptr::addr_of_mut!(on) as u64;
+    Issued::Made(raw(16, [real as u64, FIONBIO, at, 0, 0, 0]))
+}
+
 /// An `execve` that succeeded closes the close-on-exec descriptors.
 fn close_on_exec(fds: &Mutex<Fds>) {
     let mut t = fds.lock().expect("no replay thread panics holding it");
@@ -634,6 +659,19 @@ mod tests {
             issue(&call(0, &[40, 1, 16], 3, vec![]), &fds, &sandbox, 0),
             Issued::Made(3)
         );
+        // ioctl(FIONBIO, [1]) makes the pipe's end non-blocking (an empty
+        // pipe's read fails at once then, as the recorded one did).
+        let nonblocking = call(
+            16,
+            &[40, FIONBIO, 1],
+            0,
+            vec![bytes(Memory::Sent, 2, &1i32.to_le_bytes())],
+        );
+        assert_eq!(issue(&nonblocking, &fds, &sandbox, 0), Issued::Made(0));
+        let Issued::Made(flags) = issue(&call(72, &[40, 3], 0, vec![]), &fds, &sandbox, 0) else {
+            panic!("F_GETFL is made");
+        };
+        assert_ne!(flags & 0o4000, 0, "O_NONBLOCK in {flags:o}");
         assert_eq!(
             issue(
                 &call(9, &[0, 4096, 3, 0x22], 0x1000, vec![]),

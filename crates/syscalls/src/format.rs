@@ -665,37 +665,23 @@ mod tests {
     /// and for one whose time ran out.
     #[test]
     fn a_select_reads_like_strace() {
-        let mut call = Call {
-            tid: 1,
-            ring: 1,
-            entry_tsc: 0,
-            user_ns: None,
-            loader: false,
-            nr: 270,
-            vdso: false,
-            args: [6, 0x7fff_ffff_e0b0, 0, 0, 0, 0],
-            exit: Some(crate::Return {
-                tsc: Some(1),
-                result: 1,
-            }),
-            buffers: vec![crate::Buffer {
-                what: crate::Memory::Filled,
-                arg: 1,
-                bytes: vec![0x20, 0, 0, 0, 0, 0, 0, 0],
-                truncated: false,
-            }],
+        use crate::test_calls::{call, with};
+        let found = vec![0x20, 0, 0, 0, 0, 0, 0, 0];
+        let select = |result, set| {
+            with(
+                call(1, 0, 1, 270, &[6, 0x7fff_ffff_e0b0], result),
+                crate::Memory::Filled,
+                1,
+                set,
+            )
         };
+        let call = select(1, found);
         assert_eq!(
             strace_line(&call),
             "pselect6(6, 0x7fffffffe0b0, NULL, NULL, NULL, NULL) = 1 (in [5])"
         );
-        call.exit = Some(crate::Return {
-            tsc: Some(1),
-            result: 0,
-        });
-        call.buffers[0].bytes = vec![0; 8];
         assert_eq!(
-            strace_line(&call),
+            strace_line(&select(0, vec![0; 8])),
             "pselect6(6, 0x7fffffffe0b0, NULL, NULL, NULL, NULL) = 0 (Timeout)"
         );
     }
@@ -708,26 +694,12 @@ mod tests {
         action[..8].copy_from_slice(&1u64.to_le_bytes());
         action[8..16].copy_from_slice(&0x0400_0000u64.to_le_bytes());
         action[16..24].copy_from_slice(&0x7fff_f7df_1050u64.to_le_bytes());
-        let call = Call {
-            tid: 1,
-            ring: 1,
-            entry_tsc: 0,
-            user_ns: None,
-            loader: false,
-            nr: 13,
-            vdso: false,
-            args: [2, 0x7fff_ffff_d628, 0, 8, 0, 0],
-            exit: Some(crate::Return {
-                tsc: Some(1),
-                result: 0,
-            }),
-            buffers: vec![crate::Buffer {
-                what: crate::Memory::Sent,
-                arg: 1,
-                bytes: action,
-                truncated: false,
-            }],
-        };
+        let call = crate::test_calls::with(
+            crate::test_calls::call(1, 0, 1, 13, &[2, 0x7fff_ffff_d628, 0, 8], 0),
+            crate::Memory::Sent,
+            1,
+            action,
+        );
         assert_eq!(
             strace_line(&call),
             "rt_sigaction(SIGINT, {sa_handler=SIG_IGN, sa_mask=[], sa_flags=SA_RESTORER, \

@@ -31,6 +31,10 @@ pub enum Sent {
     /// This many when the call returned 0 (`rt_sigprocmask`'s set, which
     /// the kernel reads only once its size argument is right).
     OnZero(u64),
+    /// This many when the call returned 0 and argument `.0` is not `.1`
+    /// (`epoll_ctl`'s event, which `EPOLL_CTL_DEL` does not read: a
+    /// program may pass any address there, even one that is not mapped).
+    OnZeroUnless(usize, u64, u64),
 }
 
 /// The buffers whose bytes call `nr` hands the kernel: the argument
@@ -49,8 +53,8 @@ pub fn sent_arguments(nr: u64) -> &'static [(usize, Sent)] {
         // setitimer's new value.
         38 => &[(1, Sent::OnZero(32))],
         // epoll_ctl's event (12 bytes: events, then the data a wait
-        // gives back; none for EPOLL_CTL_DEL).
-        233 => &[(3, Sent::OnZero(12))],
+        // gives back), unless EPOLL_CTL_DEL, which ignores it.
+        233 => &[(3, Sent::OnZeroUnless(1, 2, 12))],
         // rt_sigaction's new action (handler, flags, restorer and an
         // 8-byte mask: the kernel refuses any other size before it reads
         // it).

@@ -406,6 +406,20 @@ fn return_values(nr: Option<u64>) -> Record {
                 Expr::bin(BinOp::Eq, result(), Expr::Const(0)),
                 Expr::Const(n as i64),
             ),
+            Sent::OnZeroUnless(k, value, n) => Expr::bin(
+                BinOp::Mul,
+                Expr::bin(
+                    BinOp::And,
+                    Expr::bin(BinOp::Eq, result(), Expr::Const(0)),
+                    // The argument is an `int`: its register's low half.
+                    Expr::bin(
+                        BinOp::Ne,
+                        Expr::Narrow(Box::new(Expr::Reg(writes::ARGUMENT_REGISTERS[k])), 4, false),
+                        Expr::Const(value as i64),
+                    ),
+                ),
+                Expr::Const(n as i64),
+            ),
             // The kernel read that many unless it faulted; a null
             // address (`sendto` on a connected socket) with a length
             // is not read at all.

@@ -642,24 +642,17 @@ impl Gen {
             a.jle(whole)?;
             a.cmp(rax, qword_ptr(r9 + f::CALL_RESULT as i32))?;
             a.jge(whole)?;
-            let kept = [r8, r9, r11, rsi];
-            let pushed = 8 * kept.len() as i32;
-            for r in kept {
-                a.push(r)?;
-            }
-            a.mov(rdi, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[0]))?;
-            a.mov(rsi, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[1]))?;
-            a.add(rsi, rax)?;
-            a.mov(rdx, qword_ptr(r9 + f::CALL_RESULT as i32))?;
-            a.sub(rdx, rax)?;
-            a.mov(r10, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[3]))?;
-            a.mov(rax, qword_ptr(r9 + f::CALL_NR as i32))?;
-            a.xor(r8d, r8d)?;
-            a.xor(r9d, r9d)?;
-            a.syscall()?;
-            for r in kept.into_iter().rev() {
-                a.pop(r)?;
-            }
+            call_again(a, |a, pushed| {
+                a.mov(rdi, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[0]))?;
+                a.mov(rsi, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[1]))?;
+                a.add(rsi, rax)?;
+                a.mov(rdx, qword_ptr(r9 + f::CALL_RESULT as i32))?;
+                a.sub(rdx, rax)?;
+                a.mov(r10, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[3]))?;
+                a.mov(rax, qword_ptr(r9 + f::CALL_NR as i32))?;
+                a.xor(r8d, r8d)?;
+                a.xor(r9d, r9d)
+            })?;
             a.test(rax, rax)?;
             a.jle(whole)?;
             a.add(qword_ptr(rsp + RAX_OFFSET), rax)?;
@@ -680,20 +673,12 @@ impl Gen {
             a.set_label(&mut again)?;
             a.cmp(qword_ptr(rsp + RAX_OFFSET), EINTR)?;
             a.jne(whole)?;
-            let kept = [r8, r9, r11, rsi];
-            let pushed = 8 * kept.len() as i32;
-            for r in kept {
-                a.push(r)?;
-            }
-            a.mov(rdi, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[0]))?;
-            a.mov(rsi, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[1]))?;
-            a.mov(rdx, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[2]))?;
-            a.mov(r10, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[3]))?;
-            a.mov(eax, WAIT4)?;
-            a.syscall()?;
-            for r in kept.into_iter().rev() {
-                a.pop(r)?;
-            }
+            call_again(a, |a, pushed| {
+                for (i, r) in [rdi, rsi, rdx, r10].into_iter().enumerate() {
+                    a.mov(r, qword_ptr(rsp + pushed + SYSCALL_ARG_OFFSET[i]))?;
+                }
+                a.mov(eax, WAIT4)
+            })?;
             a.mov(qword_ptr(rsp + RAX_OFFSET), rax)?;
             a.jmp(again)?;
             a.set_label(&mut whole)?;
@@ -803,6 +788,25 @@ impl Gen {
         a.nop()?;
         Ok(())
     }
+}
+
+/// A system call of the feed's own after the instruction, made with the
+/// registers `setup` sets (given how far the saves it pushes moved the
+/// stack), keeping r8, r9, r11 and rsi; rax holds its result.
+fn call_again(
+    a: &mut CodeAssembler,
+    setup: impl FnOnce(&mut CodeAssembler, i32) -> std::result::Result<(), IcedError>,
+) -> std::result::Result<(), IcedError> {
+    let kept = [r8, r9, r11, rsi];
+    for r in kept {
+        a.push(r)?;
+    }
+    setup(a, 8 * kept.len() as i32)?;
+    a.syscall()?;
+    for r in kept.into_iter().rev() {
+        a.pop(r)?;
+    }
+    Ok(())
 }
 
 /// The program's argument registers back, after a call whose arguments
