@@ -17,6 +17,7 @@ mod names;
 mod process;
 mod signals;
 mod sockets;
+mod times;
 
 pub(crate) use messages::{ioctl, iovecs, message, sockaddr, Message};
 
@@ -183,6 +184,13 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], result: Option<i64>, args: &
             set(0, dirfd(raw[0]));
             if name == "mkdirat" {
                 set(2, mode(raw[2]));
+            }
+            // utimensat on the descriptor itself: no path; its times and
+            // flags.
+            if name == "utimensat" {
+                set(1, pointer(raw[1]));
+                set(2, pointer(raw[2]));
+                set(3, bits(raw[3], AT_FLAGS, "0"));
             }
         }
         "faccessat" => {
@@ -430,6 +438,7 @@ pub(crate) fn recorded(
         }
         ("setsockopt", 3) => sockets::option_value(bytes),
         ("epoll_ctl", 3) => Some(epoll::event(bytes).unwrap_or_else(address)),
+        ("utimensat", 2) => Some(times::utimens(bytes).unwrap_or_else(address)),
         // strace leaves out the entries of a call that said it wrote more
         // than its buffer holds.
         ("getdents64", 1) if truncated || bytes.len() as u64 > raw[2] => Some(address()),

@@ -55,6 +55,8 @@ pub fn sent_arguments(nr: u64) -> &'static [(usize, Sent)] {
         // epoll_ctl's event (12 bytes: events, then the data a wait
         // gives back), unless EPOLL_CTL_DEL, which ignores it.
         233 => &[(3, Sent::OnZeroUnless(1, 2, 12))],
+        // utimensat's two times (none: now).
+        280 => &[(2, Sent::OnZero(32))],
         // rt_sigaction's new action (handler, flags, restorer and an
         // 8-byte mask: the kernel refuses any other size before it reads
         // it).
