@@ -7,6 +7,7 @@
 mod command;
 mod deps;
 mod reexec;
+mod watch;
 
 pub use command::read_environment;
 mod read;
@@ -191,6 +192,12 @@ enum SyscallsCommand {
         json: Option<PathBuf>,
         #[command(flatten)]
         limits: LimitArgs,
+        /// End a rerun whose call has waited this long past ten times its
+        /// recorded call's time (what it waits for is not part of the
+        /// rerun: a process outside the workload, the other end of a
+        /// FIFO, a server), with a report of the call: 30s, 2s, 500ms.
+        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::duration::parse)]
+        stall: std::time::Duration,
         /// The program and its arguments, as recorded.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
@@ -463,10 +470,11 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             order,
             json,
             limits,
+            stall,
             command,
         } => {
             let mode = order.mode();
-            reexec::reexec(dir, mode, json.as_deref(), limits, command)
+            reexec::reexec(dir, mode, json.as_deref(), limits, *stall, command)
         }
     }
 }

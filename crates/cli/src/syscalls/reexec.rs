@@ -4,9 +4,10 @@
 //! instruction of every process it makes, watches the feed for a
 //! divergence (ending the rerun at the first), and reports.
 
+use super::watch::{unfinished_ends, watch, Ended, Stall};
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,6 +23,7 @@ pub fn reexec(
     mode: weft_syscalls::deps::Mode,
     json: Option<&Path>,
     limits: &super::LimitArgs,
+    stall: Duration,
     command: &[String],
 ) -> Result<i32> {
     let (meta, calls, known) = super::read_calls(dir)?;
@@ -69,10 +71,13 @@ pub fn reexec(
     let done = Arc::new(AtomicBool::new(false));
     let unfinished = unfinished_ends(&calls, &feed, meta.ticks_per_ns);
     let feed_lengths: Vec<u64> = feed.calls.iter().map(|ks| ks.len() as u64).collect();
-    let ended_inside = Arc::new(std::sync::Mutex::new(None));
+    let stall = Stall::new(&calls, &feed, meta.ticks_per_ns, stall);
+    let ended = Arc::new(std::sync::Mutex::new(Ended::default()));
     let watcher = {
-        let (path, done, ended_inside) = (path.clone(), done.clone(), ended_inside.clone());
-        std::thread::spawn(move || watch(&path, &done, (&unfinished, &feed_lengths), &ended_inside))
+        let (path, done, ended) = (path.clone(), done.clone(), ended.clone());
+        std::thread::spawn(move || {
+            watch(&path, &done, (&unfinished, &feed_lengths), &stall, &ended)
+        })
     };
     // The rerun's processes (not weft) in the configuration asked for.
     let group = limits.prepare(&format!("weft-reexec-{}", std::process::id()))?;
@@ -93,12 +98,27 @@ pub fn reexec(
     drop(group);
     done.store(true, Ordering::Relaxed);
     let diverged = watcher.join().unwrap_or(None);
-    let ended_inside = *ended_inside.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(k) = ended_inside {
+    let ended = *ended.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(k) = ended.inside {
         say!(
             "weft: the record ends inside {} (its process was killed, or the record stopped \
              there): the rerun, as long in it, was ended",
             weft_syscalls::strace_line(&calls[k])
+        );
+    }
+    if let Some((k, waited)) = ended.stalled {
+        let c = &calls[k];
+        let took = (c.exit.and_then(|e| e.tsc)).map_or(0, |end| end.saturating_sub(c.entry_tsc))
+            as f64
+            / meta.ticks_per_ns.max(1e-9)
+            / 1e9;
+        say!(
+            "weft: the rerun stalled: recorded thread {}'s call waited {waited:.1} s in the rerun: {}, which returned after \
+             {took:.6} s in the record. What it waits for is not part of the rerun (a process \
+             outside the workload, the other end of a FIFO, a server it talks to): weft ended \
+             the rerun (--stall sets how long past ten times the recorded time it waits)",
+            c.tid,
+            weft_syscalls::strace_line(c)
         );
     }
     let bytes = std::fs::read(&feed_path.0)?;
@@ -249,6 +269,9 @@ pub fn reexec(
         }
         return Ok(1);
     }
+    if ended.stalled.is_some() {
+        return Ok(1);
+    }
     // A thread that made fewer calls than its record diverged too.
     let short: Vec<String> = progress
         .iter()
@@ -370,183 +393,9 @@ impl Drop for Removed {
     }
 }
 
-/// A divergence, with the paths its call named and its thread's call
-/// stack (read from the diverged thread's memory while it waits).
-type Diverged = (Divergence, Vec<String>, Vec<String>);
-
-/// Watches the feed until `done`: at a divergence, ends the rerun (kills
-/// the diverged thread's process, then every other process of the rerun)
-/// and returns it.
-/// A thread feed's last call that never returned in the record (its
-/// process was killed in it, or the record stopped): where its rerun
-/// entry's times are in the feed, and how long the record went on after
-/// it began (TSC ticks of this machine), with its index in the record.
-#[derive(Debug, Clone, Copy)]
-struct Unfinished {
-    began_at: u64,
-    ended_at: u64,
-    allowed: u64,
-    call: usize,
-}
-
-/// The unfinished last calls of `feed`'s thread feeds (see
-/// [`Unfinished`]), the record's TSC at `ticks_per_ns`.
-fn unfinished_ends(calls: &[Call], feed: &rx::FeedFile, ticks_per_ns: f64) -> Vec<Unfinished> {
-    let word = |at: u64| {
-        let at = at as usize;
-        feed.bytes
-            .get(at..at + 8)
-            .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-    };
-    let end = (calls.iter())
-        .map(|c| c.exit.and_then(|e| e.tsc).unwrap_or(c.entry_tsc))
-        .max()
-        .unwrap_or(0);
-    let here = weft_live::clock::ticks_per_ns();
-    let threads = word(f::THREADS);
-    let mut out = Vec::new();
-    for (i, ks) in feed.calls.iter().enumerate() {
-        let (Some(&k), Some(p)) = (ks.last(), ks.len().checked_sub(1)) else {
-            continue;
-        };
-        let c = &calls[k];
-        let never_returns = [60, 231].contains(&c.nr) || weft_syscalls::is_exec(c.nr);
-        if c.exit.is_some() || never_returns {
-            continue;
-        }
-        let first = word(threads + f::THREAD_SIZE * i as u64 + f::THREAD_CALLS);
-        let at = first + f::CALL_SIZE * p as u64;
-        let recorded_ns = end.saturating_sub(c.entry_tsc) as f64 / ticks_per_ns.max(1e-9);
-        out.push(Unfinished {
-            began_at: at + f::CALL_RERUN_BEGAN,
-            ended_at: at + f::CALL_RERUN_ENDED,
-            // As long as in the record, and a second more.
-            allowed: ((recorded_ns + 1e9) * here) as u64,
-            call: k,
-        });
-    }
-    out
-}
-
-fn watch(
-    path: &Path,
-    done: &AtomicBool,
-    (unfinished, feed_lengths): (&[Unfinished], &[u64]),
-    ended_inside: &std::sync::Mutex<Option<usize>>,
-) -> Option<Diverged> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .ok()?;
-    let mut header = vec![0u8; f::HEADER_SIZE as usize];
-    file.read_exact_at(&mut header, 0).ok()?;
-    // The header and the thread feeds (which follow it): who follows which.
-    let threads = f::HEADER_SIZE + f::THREAD_SIZE * rx::progress(&header).len() as u64;
-    let mut table = vec![0u8; threads as usize];
-    let mut seen: Option<Diverged> = None;
-    // Every thread of the rerun seen so far, with its start time: one
-    // whose id names another process by now is not ended.
-    let mut rerun: std::collections::HashMap<i32, u64> = std::collections::HashMap::new();
-    let mut killed = std::collections::HashSet::new();
-    while !done.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(5));
-        if file.read_exact_at(&mut table, 0).is_err() {
-            continue;
-        }
-        for p in rx::progress(&table).iter().filter(|p| p.tid > 0) {
-            if let (std::collections::hash_map::Entry::Vacant(v), Some(start)) =
-                (rerun.entry(p.tid), weft_process::start_time(p.tid))
-            {
-                v.insert(start);
-            }
-        }
-        // A thread gone has done all it will: a call waiting for its
-        // process's end goes on (its sleep ends within 10 ms).
-        let gone = |tid: i32| {
-            !weft_process::is_alive(tid)
-                || rerun
-                    .get(&tid)
-                    .is_some_and(|&s| weft_process::start_time(tid) != Some(s))
-        };
-        for (at, calls) in rx::ended(&table, &gone) {
-            let _ = file.write_all_at(&calls.to_le_bytes(), at);
-        }
-        // A call the record ends inside, made in the rerun as long as
-        // the record went on after it: the rerun ends there too.
-        let read_word = |at: u64| {
-            let mut b = [0u8; 8];
-            file.read_exact_at(&mut b, at)
-                .map_or(0, |_| u64::from_le_bytes(b))
-        };
-        // Only once every live thread of the rerun has made all its
-        // recorded calls: a slower rerun of the others is not cut short.
-        let all_made = (rx::progress(&table).iter().enumerate())
-            .filter(|(_, p)| p.tid > 0 && !gone(p.tid))
-            .all(|(i, p)| feed_lengths.get(i).is_some_and(|&n| p.cursor >= n));
-        let overdue = unfinished.iter().find(|u| {
-            let began = read_word(u.began_at);
-            // Ended before it began again: an interrupted try, retried.
-            let ended = read_word(u.ended_at);
-            began != 0
-                && (ended == 0 || ended < began)
-                && weft_live::clock::tsc().saturating_sub(began) > u.allowed
-        });
-        if let (Some(u), true) = (overdue, all_made) {
-            *ended_inside.lock().unwrap_or_else(|e| e.into_inner()) = Some(u.call);
-            let alive = (rerun.iter())
-                .filter(|&(&tid, &start)| weft_process::start_time(tid) == Some(start))
-                .map(|(&tid, _)| tid)
-                .collect::<Vec<_>>();
-            for tid in alive {
-                if killed.insert(tid) {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(tid),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
-            }
-        }
-        let Some(d) = rx::divergence(&table) else {
-            continue;
-        };
-        let (paths, stack) = match &seen {
-            Some((_, paths, stack)) => (paths.clone(), stack.clone()),
-            None => (paths_of(&d), backtrace_of(&d)),
-        };
-        // The rerun is over: each SIGKILL ends a whole process, the
-        // diverged one first, those of threads stopped in weft's code,
-        // and the others (a server waiting for a client that diverged
-        // would wait for ever).
-        let mut ending: Vec<i32> = vec![d.tid];
-        ending.extend(
-            rx::progress(&table)
-                .iter()
-                .filter(|p| p.stopped && p.tid > 0)
-                .map(|p| p.tid),
-        );
-        ending.extend(
-            rerun
-                .iter()
-                .filter(|&(&tid, &start)| weft_process::start_time(tid) == Some(start))
-                .map(|(&tid, _)| tid),
-        );
-        for tid in ending {
-            if killed.insert(tid) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(tid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-        }
-        seen = Some((d, paths, stack));
-    }
-    seen
-}
-
 /// The paths a diverging call names, read from its thread's memory (it
 /// waits in weft's code until weft ends it).
-fn paths_of(d: &Divergence) -> Vec<String> {
+pub(super) fn paths_of(d: &Divergence) -> Vec<String> {
     use weft_process::ProcessMemory;
     let Ok(memory) = weft_process::ProcMemory::open(d.tid) else {
         return Vec::new();
@@ -572,7 +421,7 @@ const FRAMES_MAX: usize = 32;
 /// `module:function+0xOFF`: unwound with the modules' `.eh_frame` from
 /// the registers the feed probe saved (the call's site, `rsp`, the
 /// callee-saved ones), reading the stack while the thread waits.
-fn backtrace_of(d: &Divergence) -> Vec<String> {
+pub(super) fn backtrace_of(d: &Divergence) -> Vec<String> {
     use weft_process::ProcessMemory;
     let (Ok(maps), Ok(memory)) = (
         weft_process::maps::read(d.tid),

@@ -5,6 +5,7 @@
 mod decoded;
 mod deps;
 mod dispatch;
+mod ends;
 mod reexec;
 mod refused;
 mod replay;

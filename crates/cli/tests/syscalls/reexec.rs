@@ -537,60 +537,6 @@ fn a_rerun_under_half_a_cpu_predicts_the_programs_time() {
     super::half_a_cpu_is_predicted(&target, &predicted, "predicted_s");
 }
 
-/// A program killed while blocked in a read nobody would end: its record
-/// ends inside that read, and its rerun, blocked there too, is ended once
-/// it has been in the read as long as the record went on after it began,
-/// with a line that says so, rather than waiting for ever.
-#[test]
-fn a_rerun_ends_where_its_record_ends_inside_a_call() {
-    let target = build("syscalls_blocked", &O2);
-    let dir = scratch("syscalls-reexec-blocked");
-    let out = dir.join("rec");
-    let _ = std::fs::remove_dir_all(&out);
-    let stdout = dir.join("stdout");
-    let weft_run = weft()
-        .args(["syscalls", "record", "-o"])
-        .arg(&out)
-        .arg("--")
-        .arg(&target)
-        .stdout(std::fs::File::create(&stdout).unwrap())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut weft_run = KillOnDrop(weft_run);
-    let pid: i32 = (0..200)
-        .find_map(|_| {
-            std::thread::sleep(Duration::from_millis(50));
-            let text = std::fs::read_to_string(&stdout).ok()?;
-            text.split_whitespace().nth(1)?.parse().ok()
-        })
-        .expect("the program said its pid within 10 s");
-    std::thread::sleep(Duration::from_millis(300));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    assert!(
-        wait_bounded(&mut weft_run.0, Duration::from_secs(30)).is_some(),
-        "weft ended with its program"
-    );
-    let rerun = run(
-        weft()
-            .args(["syscalls", "reexec"])
-            .arg(&out)
-            .arg("--")
-            .arg(&target),
-        Duration::from_secs(60),
-    );
-    assert!(
-        rerun.stderr.contains("the record ends inside read(3"),
-        "{}",
-        rerun.stderr
-    );
-    assert_ne!(rerun.status, 0, "the rerun was ended, as the record was");
-}
-
 /// Which child a `wait4` finds is the rerun's timing: here the children
 /// end in the other order in the rerun (their delays, read from files,
 /// swapped after the record). Each `wait4` still finds what the record's
