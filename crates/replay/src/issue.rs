@@ -134,7 +134,8 @@ const CALLS: &[(u64, &[Arg], Gives)] = &[
 ];
 
 /// Why a call is not made again.
-pub(crate) const NOT_FILES: &str = "not a call on files, descriptors or time";
+pub(crate) const NOT_FILES: &str =
+    "not made again (only calls on files, descriptors and sleeps are)";
 pub(crate) const NO_DESCRIPTOR: &str = "a descriptor the replay does not have";
 pub(crate) const NO_PATH: &str = "a path the record does not hold";
 pub(crate) const NO_MEMORY: &str = "memory the record does not hold";

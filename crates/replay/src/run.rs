@@ -593,10 +593,25 @@ fn watch(ctx: &Context, roots: &[i32], options: &Options<'_>) -> Option<String> 
 }
 
 /// The first calls not done, per thread, and what they wait for: `thread
-/// 12 at call 40 (read), waiting for call 38 (write) of thread 13`, or
-/// `in the call` when it waits for nothing (a call that blocks).
+/// 12 at its call 40 (read; line 97 of show), waiting for its call 38
+/// (write; line 95 of show) of thread 13`, or `in its call ...` when it
+/// waits for nothing (a call that blocks). A thread's calls count from 1,
+/// as `reexec` counts them; the line is `weft syscalls show`'s.
 fn waiting(table: &Table, plan: &Plan, calls: &[Call]) -> String {
-    let name = |k: usize| weft_syscalls::name(calls[k].nr);
+    let mut place: HashMap<usize, usize> = HashMap::new();
+    for t in &plan.threads {
+        for (p, &k) in t.calls.iter().enumerate() {
+            place.insert(k, p + 1);
+        }
+    }
+    let call = |k: usize| {
+        format!(
+            "its call {} ({}; line {} of show)",
+            place.get(&k).copied().unwrap_or(0),
+            weft_syscalls::name(calls[k].nr),
+            k + 1
+        )
+    };
     let mut out = Vec::new();
     for t in &plan.threads {
         let Some(&k) = t.calls.iter().find(|&&k| !table.is_done(k)) else {
@@ -605,14 +620,14 @@ fn waiting(table: &Table, plan: &Plan, calls: &[Call]) -> String {
         let on: Vec<String> = plan.waits[k]
             .iter()
             .filter(|&&w| !table.is_done(w))
-            .map(|&w| format!("call {w} ({}) of thread {}", name(w), calls[w].tid))
+            .map(|&w| format!("{} of thread {}", call(w), calls[w].tid))
             .collect();
         out.push(match on.is_empty() {
-            true => format!("thread {} in call {k} ({})", t.tid, name(k)),
+            true => format!("thread {} in {}", t.tid, call(k)),
             false => format!(
-                "thread {} at call {k} ({}), waiting for {}",
+                "thread {} at {}, waiting for {}",
                 t.tid,
-                name(k),
+                call(k),
                 on.join(", ")
             ),
         });
