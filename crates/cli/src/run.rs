@@ -426,6 +426,13 @@ fn wait_for_workload(pid: i32, workload: &mut Workload, args: &ProbeArgs) -> Res
             for m in workload.live().filter(|m| m.pid == pid) {
                 m.finish();
             }
+            // A shell says so of its own children; weft's exit status
+            // (128 + the signal) alone would not.
+            if let Some(signal) = weft_process::killed_by(pid) {
+                let name = nix::sys::signal::Signal::try_from(signal)
+                    .map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_string());
+                say!("weft: the program (pid {pid}) was killed by {name}");
+            }
             code = Some(wait_child_exit(pid)?);
             exited_at = Some(std::time::Instant::now());
         }

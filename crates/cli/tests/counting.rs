@@ -318,6 +318,46 @@ fn exit_code_and_table_output() {
     assert!(row.trim_end().ends_with(" 100"), "{row}");
 }
 
+/// A program a signal killed: weft exits as a shell reports it (128 + the
+/// signal) and says which signal, as a shell would have said had it
+/// started the program itself; a program that exits 139 of its own is
+/// not said to be killed.
+#[test]
+fn a_program_killed_by_a_signal_is_said_to_be() {
+    let killed = run(
+        weft().args([
+            "run",
+            "--count",
+            "libc.so.6:kill",
+            "--",
+            "sh",
+            "-c",
+            "kill -SEGV $$",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(killed.status, 139, "{}", killed.stderr);
+    assert!(
+        killed.stderr.contains("was killed by SIGSEGV"),
+        "{}",
+        killed.stderr
+    );
+    let exited = run(
+        weft().args([
+            "run",
+            "--count",
+            "libc.so.6:kill",
+            "--",
+            "sh",
+            "-c",
+            "exit 139",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(exited.status, 139, "{}", exited.stderr);
+    assert!(!exited.stderr.contains("killed"), "{}", exited.stderr);
+}
+
 variant_test!(cpp_functions_by_demangled_name, |v| {
     let bin = build("names", v);
     let counted = count_run(

@@ -52,7 +52,7 @@ pub use launch::LaunchSpec;
 pub use maps::MapEntry;
 pub use memory::{LocalMemory, ProcMemory, ProcessMemory};
 pub use sys::{DispatchConfig, Registers};
-pub use tracee::{child_has_exited, wait_child_exit, StopReason, Tracee};
+pub use tracee::{child_has_exited, killed_by, wait_child_exit, StopReason, Tracee};
 pub use watch::ExitWatch;
 
 /// Path of `/proc/PID/...` for a process.

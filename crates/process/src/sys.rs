@@ -287,6 +287,20 @@ pub(crate) fn wait(tid: i32, flags: WaitFlags) -> io::Result<Wait> {
 
 /// Whether child `pid` has exited, without reaping it
 /// (`waitid(P_PID, pid, WEXITED | WNOHANG | WNOWAIT)`).
+/// The signal that ended child `pid`, if one did and it is not reaped
+/// yet (`waitid` with `WNOWAIT`: it stays a zombie).
+pub(crate) fn terminating_signal(pid: i32) -> Option<i32> {
+    let pid = rustix::process::Pid::from_raw(pid)?;
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    loop {
+        match rustix::process::waitid(WaitId::Pid(pid), options) {
+            Ok(status) => return status?.terminating_signal(),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return None,
+        }
+    }
+}
+
 pub(crate) fn has_exited(pid: i32) -> io::Result<bool> {
     let pid = rustix::process::Pid::from_raw(pid).ok_or(io::ErrorKind::InvalidInput)?;
     let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;

@@ -665,6 +665,13 @@ pub fn wait_child_exit(pid: i32) -> Result<i32> {
     }
 }
 
+/// The signal that killed a child started with [`Tracee::launch`], if
+/// one did, read before [`wait_child_exit`] reaps it (its exit code says
+/// 128 + the signal, as a program's own `exit(139)` would).
+pub fn killed_by(pid: i32) -> Option<i32> {
+    sys::terminating_signal(pid)
+}
+
 /// Whether a child started with [`Tracee::launch`] has exited, without
 /// reaping it (`waitid` with `WNOWAIT`): its `/proc` entries stay readable
 /// until [`wait_child_exit`] reaps it.
