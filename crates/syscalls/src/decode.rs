@@ -245,7 +245,11 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], result: Option<i64>, args: &
         }
         "ioctl" => {
             set(1, named(raw[1], IOCTLS));
-            // FIONCLEX, FIOCLEX: no argument.
+            // FIONCLEX, FIOCLEX: no argument; TIOCGPTPEER: open flags,
+            // which strace leaves in hex.
+            if raw[1] == 0x5441 {
+                set(2, format!("{:#x}", raw[2]));
+            }
             if matches!(raw[1], 0x5450 | 0x5451) {
                 args.truncate(2);
             }

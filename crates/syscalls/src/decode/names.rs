@@ -170,6 +170,7 @@ pub(super) const IOCTLS: &[(u64, &str)] = &[
     (0x802c542a, "TCGETS2"),
     (0x80045430, "TIOCGPTN"),
     (0x40045431, "TIOCSPTLCK"),
+    (0x5441, "TIOCGPTPEER"),
 ];
 
 pub(super) const ARCH_PRCTL: &[(u64, &str)] = &[

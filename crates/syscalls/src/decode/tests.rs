@@ -32,6 +32,11 @@ fn flags_read_as_strace_names_them() {
         shown("newfstatat", [3, 1, 2, 0x1000, 0, 0], 4),
         "3, 1, 2, AT_EMPTY_PATH"
     );
+    // `os.openpty()`'s peer: `ioctl(3, TIOCGPTPEER, 0x102) = 4`.
+    assert_eq!(
+        shown("ioctl", [3, 0x5441, 0x102, 0, 0, 0], 3),
+        "3, TIOCGPTPEER, 0x102"
+    );
     assert_eq!(shown("access", [1, 4, 0, 0, 0, 0], 2), "1, R_OK");
     assert_eq!(shown("access", [1, 0, 0, 0, 0, 0], 2), "1, F_OK");
     assert_eq!(shown("fcntl", [1, 3, 0, 0, 0, 0], 3), "1, F_GETFL");
