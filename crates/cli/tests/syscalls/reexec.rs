@@ -30,22 +30,28 @@ fn with_input(input: &str, args: &[&std::ffi::OsStr]) -> Finished {
     )
 }
 
+/// `weft syscalls record -o OUT -- TARGET` or `weft syscalls reexec OUT
+/// -- TARGET` (`how`) with `input` on standard input.
+fn weft_with_input(
+    input: &str,
+    how: &str,
+    out: &std::path::Path,
+    target: &std::path::Path,
+) -> Finished {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["syscalls".as_ref(), how.as_ref()];
+    if how == "record" {
+        args.push("-o".as_ref());
+    }
+    args.extend([out.as_os_str(), "--".as_ref(), target.as_os_str()]);
+    with_input(input, &args)
+}
+
 #[test]
 fn a_rerun_prints_what_the_recorded_run_printed() {
     let target = build("syscalls_reexec", &O2);
     let dir = scratch("syscalls-reexec");
     let out = dir.join("rec");
-    let recorded = with_input(
-        "recorded input",
-        &[
-            "syscalls".as_ref(),
-            "record".as_ref(),
-            "-o".as_ref(),
-            out.as_os_str(),
-            "--".as_ref(),
-            target.as_os_str(),
-        ],
-    );
+    let recorded = weft_with_input("recorded input", "record", &out, &target);
     assert_eq!(recorded.status, 0, "{}", recorded.stderr);
     assert!(
         recorded.stdout.contains("read 14: recorded input"),
@@ -100,16 +106,7 @@ fn a_rerun_prints_what_the_recorded_run_printed() {
         "{realtime} in\n{}",
         shown.stdout
     );
-    let rerun = with_input(
-        "other input",
-        &[
-            "syscalls".as_ref(),
-            "reexec".as_ref(),
-            out.as_os_str(),
-            "--".as_ref(),
-            target.as_os_str(),
-        ],
-    );
+    let rerun = weft_with_input("other input", "reexec", &out, &target);
     assert_eq!(rerun.status, 0, "{}", rerun.stderr);
     assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
     assert!(
@@ -140,17 +137,7 @@ fn a_static_program_re_executes_from_its_first_call() {
     let target = build("syscalls_reexec", &O2_STATIC);
     let dir = scratch("syscalls-reexec-static");
     let out = dir.join("rec");
-    let recorded = with_input(
-        "recorded input",
-        &[
-            "syscalls".as_ref(),
-            "record".as_ref(),
-            "-o".as_ref(),
-            out.as_os_str(),
-            "--".as_ref(),
-            target.as_os_str(),
-        ],
-    );
+    let recorded = weft_with_input("recorded input", "record", &out, &target);
     assert_eq!(recorded.status, 0, "{}", recorded.stderr);
     let first = shown(&out);
     assert!(
@@ -162,16 +149,7 @@ fn a_static_program_re_executes_from_its_first_call() {
         "the record begins at the start-up code's first call: {}",
         first.stdout
     );
-    let rerun = with_input(
-        "other input",
-        &[
-            "syscalls".as_ref(),
-            "reexec".as_ref(),
-            out.as_os_str(),
-            "--".as_ref(),
-            target.as_os_str(),
-        ],
-    );
+    let rerun = weft_with_input("other input", "reexec", &out, &target);
     assert_eq!(rerun.status, 0, "{}", rerun.stderr);
     assert!(!rerun.stderr.contains("diverged"), "{}", rerun.stderr);
     assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
