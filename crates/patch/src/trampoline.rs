@@ -40,6 +40,10 @@ pub struct PointSnippet {
     /// also run the snippet (true for instruction points; false for an
     /// entry probe, which counts calls, not loop iterations).
     pub on_branch_in: bool,
+    /// Whether the snippet makes the instruction's system call itself
+    /// (`weft_plan::Primitive::MakeCall`): the instruction, a `syscall`,
+    /// is then left out, and the snippet is the last one at it.
+    pub makes_call: bool,
 }
 
 /// Generated trampoline code for one site.
@@ -77,12 +81,14 @@ impl Trampoline {
         let mut falls_through = true;
         let mut block: Vec<Instruction> = Vec::new();
         for i in &choice.displaced {
-            for ps in snippets.iter().filter(|ps| ps.point == i.ip()) {
+            for ps in snippets_at(snippets, i)? {
                 let body = wrap_snippet(&ps.snippet, ps.live)?;
                 saves_state |= body.len() > ps.snippet.instructions.len();
                 block.extend(body);
             }
-            block.extend(relocated_form(i, slot_for(i))?);
+            if !makes_call(snippets, i) {
+                block.extend(relocated_form(i, slot_for(i))?);
+            }
             falls_through = !never_falls_through(i);
         }
         if falls_through {
@@ -139,7 +145,8 @@ impl Trampoline {
         let mut saves_state = false;
         for i in body {
             let mut relocated = *i;
-            for ps in snippets.iter().filter(|ps| ps.point == i.ip()) {
+            let made = makes_call(snippets, i);
+            for ps in snippets_at(snippets, i)? {
                 let mut wrapped = wrap_snippet(&ps.snippet, ps.live)?;
                 saves_state |= wrapped.len() > ps.snippet.instructions.len();
                 // The block encoder sends a branch to the instruction with
@@ -148,13 +155,15 @@ impl Trampoline {
                 for w in wrapped.iter_mut() {
                     w.set_ip(0);
                 }
-                if ps.on_branch_in {
+                if ps.on_branch_in || made {
                     wrapped[0].set_ip(i.ip());
                     relocated.set_ip(0);
                 }
                 block.extend(wrapped);
             }
-            block.push(relocated);
+            if !made {
+                block.push(relocated);
+            }
         }
         if let Some(last) = body.last() {
             if !never_falls_through(last) {
@@ -176,6 +185,30 @@ impl Trampoline {
             saves_state,
         })
     }
+}
+
+/// The snippets at instruction `i`, in order, the one that makes its
+/// call (if any) last; an error if more than one would make it, or if
+/// `i` is no `syscall`.
+fn snippets_at<'s>(snippets: &'s [PointSnippet], i: &Instruction) -> Result<Vec<&'s PointSnippet>> {
+    let mut at: Vec<&PointSnippet> = snippets.iter().filter(|ps| ps.point == i.ip()).collect();
+    let making = at.iter().filter(|ps| ps.makes_call).count();
+    if making > 1 || (making == 1 && i.code() != Code::Syscall) {
+        return Err(crate::Error::NotRelocatable {
+            addr: i.ip(),
+            why: "a system call made by a probe needs one probe to make it, at a `syscall`",
+        });
+    }
+    at.sort_by_key(|ps| ps.makes_call);
+    Ok(at)
+}
+
+/// Whether a snippet at instruction `i` makes its system call (see
+/// [`PointSnippet::makes_call`]).
+fn makes_call(snippets: &[PointSnippet], i: &Instruction) -> bool {
+    snippets
+        .iter()
+        .any(|ps| ps.point == i.ip() && ps.makes_call)
 }
 
 fn never_falls_through(i: &Instruction) -> bool {
@@ -284,6 +317,7 @@ mod tests {
             snippet: Snippet::count(counter),
             live,
             on_branch_in,
+            makes_call: false,
         }
     }
 
@@ -318,6 +352,37 @@ mod tests {
                 "jmp     0x0000000000401009",
             ]
         );
+    }
+
+    /// A snippet that makes the call stands in for the `syscall`
+    /// instruction, after the point's other snippets; one at another
+    /// instruction, or two at one, cannot be built.
+    #[test]
+    fn a_snippet_that_makes_the_call_replaces_the_syscall() {
+        // mov eax,39; syscall; cmp rax,-4096; ret
+        let code = [
+            0xb8, 39, 0, 0, 0, 0x0f, 0x05, 0x48, 0x3d, 0x00, 0xf0, 0xff, 0xff, 0xc3,
+        ];
+        let f = FunctionCode::analyze(0x40_1000, &code, &NoData);
+        let c = choose_at(&f, 0x40_1005).unwrap().unwrap();
+        let making = |point| PointSnippet {
+            makes_call: true,
+            ..one(point, 0x60_0008, RegSet::EMPTY, true)
+        };
+        let other = one(0x40_1005, 0x60_0000, RegSet::EMPTY, true);
+        let tr = Trampoline::build(0x50_0000, &c, &[making(0x40_1005), other.clone()]).unwrap();
+        // (Code from the entry: iced counts `syscall` a call, which has a
+        // return-address slot before it.)
+        let code_of = |tr: &Trampoline| text(&tr.bytes[(tr.entry - tr.addr) as usize..], tr.entry);
+        let t = code_of(&tr);
+        assert!(!t.iter().any(|s| s.starts_with("syscall")), "{t:?}");
+        let first = t.iter().position(|s| s == "lock incq 0x600000");
+        let second = t.iter().position(|s| s == "lock incq 0x600008");
+        assert!(first < second && first.is_some(), "the maker last: {t:?}");
+        assert!(Trampoline::build(0x50_0000, &c, &[making(0x40_1005), making(0x40_1005)]).is_err());
+        assert!(Trampoline::build(0x50_0000, &c, &[making(0x40_1000)]).is_err());
+        let plain = Trampoline::build(0x50_0000, &c, &[other]).unwrap();
+        assert!(code_of(&plain).iter().any(|s| s.starts_with("syscall")));
     }
 
     #[test]

@@ -45,6 +45,14 @@ pub enum Expr {
     Narrow(Box<Expr>, u8, bool),
     /// A binary operation.
     Bin(BinOp, Box<Expr>, Box<Expr>),
+    /// After [`Primitive::MakeCall`] in the same program: the number the
+    /// call was made with (`rax` at the point, as the primitives before
+    /// left it).
+    MadeCallNumber,
+    /// After [`Primitive::MakeCall`] in the same program: the event clock
+    /// just before the call (the instant the primitive before it read, if
+    /// one did: one `rdtsc` for both), 0 where the thread has no slot.
+    MadeCallTime,
 }
 
 /// Binary operators of the predicate language.
@@ -96,10 +104,6 @@ pub enum Primitive {
     StartCpuTimer(u64),
     /// Stop the calling thread's CPU timer `n` (nesting).
     StopCpuTimer(u64),
-    /// The calling thread's counter `n` := the event clock now (the TSC,
-    /// or CLOCK_MONOTONIC where records are stamped with it), the same
-    /// instant as the primitive before it read, if it read one.
-    KeepTime(u64),
     /// Write an event (TSC timestamp, id, up to twelve values, and the
     /// text of the values that are strings) into the calling thread's ring;
     /// dropped and counted if the ring is full (discard mode).
@@ -112,6 +116,21 @@ pub enum Primitive {
     /// creator's setting (`weft_patch::dispatch`). The one primitive that
     /// makes a system call, once per thread.
     EnableDispatch,
+    /// Makes the system call of the `syscall` instruction at the point
+    /// (a [`crate::PointKind::Syscall`] point), with the registers the
+    /// program had there, and leaves the instruction out of the
+    /// trampoline: the primitives before it run before the call, those
+    /// after it after the call, where [`Expr::Ret`] and `Expr::Reg(0)` are
+    /// its result. One program does the work of a probe before the
+    /// instruction and one after it, with one call of generated code and
+    /// one lookup of the thread's slot instead of two. An interrupted
+    /// call the kernel restarts is made again at the program's own
+    /// instruction. `rcx` and `r11`, which the instruction clobbers, are
+    /// left holding what the program must not read after a `syscall`
+    /// anyway ([`Expr::MadeCallTime`] and [`Expr::MadeCallNumber`], kept
+    /// there across the call: a signal handler's calls in between keep
+    /// theirs in frames of their own).
+    MakeCall,
 }
 
 /// Re-execution at one `syscall` instruction: before it, the call is
@@ -196,14 +215,13 @@ impl Primitive {
     pub fn uses_thread_state(&self) -> bool {
         match self {
             Primitive::AddThreadCounter(..)
-            | Primitive::KeepTime(_)
             | Primitive::StartTimer(_)
             | Primitive::StopTimer(_)
             | Primitive::StartCpuTimer(_)
             | Primitive::StopCpuTimer(_)
             | Primitive::Emit(..)
             | Primitive::Feed(_) => true,
-            Primitive::EnableDispatch => false,
+            Primitive::EnableDispatch | Primitive::MakeCall => false,
             Primitive::SetCounter(_, e)
             | Primitive::AddCounter(_, e)
             | Primitive::SubCounter(_, e) => e.uses_thread_state(),
@@ -279,6 +297,8 @@ pub fn reads_point_registers(program: &[Guarded]) -> bool {
                 Primitive::AddThreadCounter(_, e) => reads(e),
                 // It reports the point's `rsp` with a divergence.
                 Primitive::Feed(_) => true,
+                // It needs the registers as they were at the point.
+                Primitive::MakeCall => true,
                 _ => false,
             }
     })

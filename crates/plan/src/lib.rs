@@ -41,4 +41,4 @@ pub use action::{Action, Expand, NotRebuilt, Rebuild, Rebuilding, RebuiltCode, R
 pub use error::{Error, Exhausted, Result};
 pub use expr::{reads_point_registers, BinOp, Expr, Feed, Guarded, Primitive, Strings, VdsoCall};
 pub use point::{PointKind, PointSpec};
-pub use resources::{Allocate, CallEntry, EventInfo, Tally};
+pub use resources::{Allocate, EventInfo, Tally};

@@ -57,32 +57,6 @@ pub trait Allocate {
     fn call_number(&mut self) -> Result<(u64, u64), Exhausted> {
         Ok((self.thread_counter()?, self.thread_counter()?))
     }
-    /// The three per-thread counters that carry a system call from its
-    /// `syscall` instruction to the one record its return writes
-    /// ([`CallEntry`]): the same to every asker in the process.
-    fn call_entry(&mut self) -> Result<CallEntry, Exhausted> {
-        Ok(CallEntry {
-            open: self.thread_counter()?,
-            time: self.thread_counter()?,
-            stack: self.thread_counter()?,
-        })
-    }
-}
-
-/// The per-thread counters of a call whose entry writes no record (its
-/// return writes the whole call).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CallEntry {
-    /// Calls entered and not yet returned: a return with none open was
-    /// reached another way than from its `syscall` instruction (a jump to
-    /// the instruction after it), and records nothing.
-    pub open: u64,
-    /// The event clock at the latest entry ([`crate::Primitive::KeepTime`]).
-    pub time: u64,
-    /// The stack pointer at the latest entry: a return whose stack pointer
-    /// is another had a signal handler's call come in between, which kept
-    /// its own time.
-    pub stack: u64,
 }
 
 /// What an event id stands for.

@@ -140,18 +140,17 @@ impl Expand for Capture {
                 Some(Kept::Counters { number, stack })
             }
         };
-        // A call whose site says its number: one record, the return's
-        // (`whole`), where it fits.
+        // A call whose site says its number: one record (`whole`), where
+        // it fits, written by one program at the instruction that makes
+        // the call itself; the point after the instruction has nothing
+        // left to do.
         if let (Some(nr), false, false) = (at.syscall, self.vdso, dispatched) {
             let records = return_records(Some(nr));
             if whole::is_whole(nr, &records, user_timer.is_some()) {
-                let entry = alloc.call_entry()?;
-                if !self.exit {
-                    return whole::entry_program(at, alloc, nr, entry, user_timer);
+                if self.exit {
+                    return Ok(Vec::new());
                 }
-                let mut program = whole::return_program(at, alloc, nr, records, entry, user_timer)?;
-                program.extend(child_dispatch(at));
-                return Ok(program);
+                return whole::call_program(at, alloc, nr, records, user_timer);
             }
         }
         if let (Some(kept), true) = (unknown, self.exit) {
@@ -490,19 +489,26 @@ mod tests {
                 })
                 .collect()
         };
-        // getpid: one record, the return's, with the number after the
-        // result; the entry writes one only for another number in rax
-        // (restart_syscall), and keeps the instant.
-        let entry = program(0, 39, &mut ids);
-        assert_eq!(emits(&entry).len(), 1);
-        assert!(emits(&entry)[0].0, "guarded by rax being another number");
-        assert!(entry
+        // getpid: one program makes the call. Before it, a record only
+        // for another number in rax (restart_syscall); after it, one
+        // record with the number after the result and the entry's
+        // instant last (or the result alone, for the other number).
+        // Nothing is left for the point after the instruction.
+        let whole = program(0, 39, &mut ids);
+        let made = whole
             .iter()
-            .any(|g| matches!(g.primitive, Primitive::KeepTime(_))));
-        let ret = emits(&program(1, 39, &mut ids));
+            .position(|g| g.primitive == Primitive::MakeCall)
+            .expect("the program makes the call");
+        assert!(whole[made].predicate.is_none(), "always made");
+        let (entry, ret) = (&whole[..made], &whole[made + 1..]);
+        assert_eq!(emits(entry).len(), 1);
+        assert!(emits(entry)[0].0, "guarded by rax being another number");
+        let ret = emits(ret);
         assert_eq!(ret.len(), 2, "the whole call, and the result alone");
         assert_eq!(ret[0].1[..2], [Expr::Reg(0), Expr::Const(39)]);
+        assert_eq!(ret[0].1.last(), Some(&Expr::MadeCallTime));
         assert_eq!(ret[1].1, [Expr::Reg(0)]);
+        assert!(program(1, 39, &mut ids).is_empty());
         // execve: an entry record of the seven registers, a return record
         // of the result.
         let entry = emits(&program(0, 59, &mut ids));

@@ -1,30 +1,24 @@
 //! One record per call: at a `syscall` instruction whose number its site
-//! says, the entry writes nothing; it stops the thread's user-time timer,
-//! keeps the instant and the stack pointer in per-thread counters and
-//! counts the call open (`weft_plan::CallEntry`). The return then writes
-//! the whole call: its result and memory (`crate::return_records`), then
-//! the number, the six argument registers (which the kernel keeps across
-//! the call, and a signal handler's `rt_sigreturn` restores), the user
-//! time and the entry's instant. One record instead of two is half the
-//! ring writes and one clock read fewer a call.
+//! says, one program makes the call itself (`weft_plan::Primitive::MakeCall`)
+//! and writes the whole call after it: its result and memory
+//! (`crate::return_records`), then the number, the argument registers
+//! (which the kernel keeps across the call, and a signal handler's
+//! `rt_sigreturn` restores), the user time and the entry's instant. One
+//! record instead of an entry's and a return's is half the ring writes
+//! and one clock read fewer a call; one program instead of two is one
+//! call of generated code and one lookup of the thread's slot fewer (a
+//! `getppid` loop: 46 to 38 ns added a call, bench/RESULTS.md).
 //!
-//! A return with no call open records its result alone: its call's entry
-//! wrote a record of its own (`restart_syscall`), or there was no call (a
-//! jump to the instruction after a `syscall`), which the reader leaves
-//! out. Only the outermost open call keeps its instant and stack
-//! pointer: a signal handler's calls inside a blocked call (interrupted,
-//! or restarted after the handler) find theirs not kept (the stack
-//! pointer is another), say their entry's instant unknown (0), and the
-//! reader puts their entries at their returns, inside the blocked call,
-//! whose record keeps its own entry and duration. A handler that jumps
-//! out of a blocked call (`siglongjmp`) leaves it open for good: the
-//! thread's later calls then say their entries unknown too. Calls whose return may not
-//! come back to the same thread keep an entry record of their own
-//! ([`ENTRY_RECORDED`]).
+//! The entry's instant and the number stay in the program's own frame
+//! across the call: a signal handler's calls inside a blocked call
+//! (interrupted, or restarted after the handler) nest inside it with
+//! their own, and a jump to the instruction after a `syscall` runs no
+//! probe at all. Calls whose return may not come back to the same thread
+//! keep an entry record of their own ([`ENTRY_RECORDED`]).
 
 use crate::vectored::Record;
 use weft_plan::Resolved;
-use weft_plan::{Allocate, BinOp, CallEntry, Exhausted, Expr, Guarded, Primitive};
+use weft_plan::{Allocate, BinOp, Exhausted, Expr, Guarded, Primitive};
 
 /// The name of a whole call's value holding its entry's instant (0 when
 /// unknown): what tells a reader that a return's record is the whole
@@ -144,24 +138,29 @@ fn always(primitive: Primitive) -> Guarded {
     }
 }
 
-/// The entry's program: the user-time timer stopped, the instant (the
-/// same `rdtsc`) and the stack pointer kept, the call counted open. A
-/// call whose number is not the site's (`restart_syscall`, which the
-/// kernel puts in `rax` when a thread weft stopped in a sleep resumes)
-/// writes an entry record of its own instead, and its return the result
-/// alone.
-pub(crate) fn entry_program(
+/// The program of call `nr` at its `syscall` instruction, which makes the
+/// call itself (`Primitive::MakeCall`): the user-time timer stopped (its
+/// instant the call's entry), the call made, the timer started again (its
+/// instant the record's), then one record of the call's shapes
+/// (`records`), each under its condition. The entry's instant and the
+/// number stay in the program's own frame across the call, so a signal
+/// handler's calls in between (a blocked call interrupted, or restarted
+/// after the handler) keep theirs apart and nest inside it. A call whose
+/// number is not the site's (`restart_syscall`, which the kernel puts in
+/// `rax` when a thread weft stopped in a sleep resumes) writes an entry
+/// record of its own before the call, and its result alone after it.
+pub(crate) fn call_program(
     at: &Resolved<'_>,
     alloc: &mut dyn Allocate,
     nr: u64,
-    entry: CallEntry,
+    records: Vec<(Option<Expr>, Record)>,
     user_timer: Option<u64>,
 ) -> Result<Vec<Guarded>, Exhausted> {
     let mut program: Vec<Guarded> = user_timer
         .map(|n| always(Primitive::StopCpuTimer(n)))
         .into_iter()
         .collect();
-    let mut record = Record {
+    let mut entry = Record {
         values: [0u8, 7, 6, 2, 10, 8, 9].map(Expr::Reg).to_vec(),
         names: ["nr", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6"]
             .map(String::from)
@@ -169,62 +168,15 @@ pub(crate) fn entry_program(
         strings: weft_plan::Strings::NONE,
     };
     if let Some(n) = user_timer {
-        record.plain("user_ns", Expr::ThreadTimer(n));
+        entry.plain("user_ns", Expr::ThreadTimer(n));
     }
-    let entry_record = record.emit(at, weft_plan::PointKind::Syscall, alloc)?;
-    let site_number = || Expr::bin(BinOp::Eq, Expr::Reg(0), Expr::Const(nr as i64));
-    // Only the outermost call keeps its instant and stack pointer: a
-    // signal handler's calls inside a blocked one (interrupted, or
-    // restarted after the handler) must not take its place, so that its
-    // record keeps its own entry and duration and comes before theirs.
-    let outermost = || {
-        Some(Expr::bin(
-            BinOp::Eq,
-            Expr::ThreadCounter(entry.open),
-            Expr::Const(0),
-        ))
-    };
-    program.extend([
-        Guarded {
-            predicate: Some(Expr::bin(BinOp::Ne, Expr::Reg(0), Expr::Const(nr as i64))),
-            primitive: entry_record,
-        },
-        Guarded {
-            predicate: outermost(),
-            primitive: Primitive::KeepTime(entry.time),
-        },
-        Guarded {
-            predicate: outermost(),
-            primitive: Primitive::AddThreadCounter(
-                entry.stack,
-                Expr::bin(BinOp::Sub, Expr::Reg(4), Expr::ThreadCounter(entry.stack)),
-            ),
-        },
-        Guarded {
-            predicate: Some(site_number()),
-            primitive: Primitive::AddThreadCounter(entry.open, Expr::Const(1)),
-        },
-    ]);
-    Ok(program)
-}
-
-/// The return's program for call `nr`: the user-time timer started (its
-/// instant the record's), then one record of the call's shapes
-/// (`records`), each under its condition and only with a call open, then
-/// the call counted returned.
-pub(crate) fn return_program(
-    at: &Resolved<'_>,
-    alloc: &mut dyn Allocate,
-    nr: u64,
-    records: Vec<(Option<Expr>, Record)>,
-    entry: CallEntry,
-    user_timer: Option<u64>,
-) -> Result<Vec<Guarded>, Exhausted> {
-    let open = || Expr::bin(BinOp::Gt, Expr::ThreadCounter(entry.open), Expr::Const(0));
-    let mut program: Vec<Guarded> = user_timer
-        .map(|n| always(Primitive::StartCpuTimer(n)))
-        .into_iter()
-        .collect();
+    program.push(Guarded {
+        predicate: Some(Expr::bin(BinOp::Ne, Expr::Reg(0), Expr::Const(nr as i64))),
+        primitive: entry.emit(at, crate::ENTRY, alloc)?,
+    });
+    program.push(always(Primitive::MakeCall));
+    program.extend(user_timer.map(|n| always(Primitive::StartCpuTimer(n))));
+    let site_number = || Expr::bin(BinOp::Eq, Expr::MadeCallNumber, Expr::Const(nr as i64));
     for (shape, mut record) in records {
         record.plain("nr", Expr::Const(nr as i64));
         let registers = crate::writes::ARGUMENT_REGISTERS;
@@ -234,35 +186,24 @@ pub(crate) fn return_program(
         if let Some(n) = user_timer {
             record.plain("user_ns", Expr::ThreadTimer(n));
         }
-        let same_stack = Expr::bin(BinOp::Eq, Expr::ThreadCounter(entry.stack), Expr::Reg(4));
-        record.plain(
-            ENTRY_TIME,
-            Expr::bin(BinOp::Mul, Expr::ThreadCounter(entry.time), same_stack),
-        );
-        let emit = record.emit(at, at.kind, alloc)?;
+        record.plain(ENTRY_TIME, Expr::MadeCallTime);
+        let emit = record.emit(at, crate::EXIT, alloc)?;
         let predicate = match shape {
-            Some(p) => Expr::bin(BinOp::And, open(), p),
-            None => open(),
+            Some(p) => Expr::bin(BinOp::And, site_number(), p),
+            None => site_number(),
         };
         program.push(Guarded {
             predicate: Some(predicate),
             primitive: emit,
         });
     }
-    // No call open: a call whose entry wrote its own record (see
-    // [`entry_program`]), or no call at all (a jump here), which the
-    // reader leaves out as it finds no entry of this site open.
     program.push(Guarded {
         predicate: Some(Expr::bin(
-            BinOp::Eq,
-            Expr::ThreadCounter(entry.open),
-            Expr::Const(0),
+            BinOp::Ne,
+            Expr::MadeCallNumber,
+            Expr::Const(nr as i64),
         )),
-        primitive: Record::result().emit(at, at.kind, alloc)?,
-    });
-    program.push(Guarded {
-        predicate: Some(open()),
-        primitive: Primitive::AddThreadCounter(entry.open, Expr::Const(-1)),
+        primitive: Record::result().emit(at, crate::EXIT, alloc)?,
     });
     Ok(program)
 }

@@ -156,7 +156,7 @@ impl Session {
 
     /// Records the probe of a prepared item, its action expanded for the
     /// point it resolved to and its counter allocated; `None` when the same
-    /// count is already in place.
+    /// count is already in place, or the expansion has nothing to do.
     pub(super) fn add_probe(&mut self, item: &PreparedProbe) -> Result<Option<usize>> {
         let action = match &item.action {
             Action::Expand(expand) => {
@@ -167,7 +167,14 @@ impl Session {
                     kind: item.kind,
                     syscall: item.syscall,
                 };
-                Action::Program(expand.expand(&at, self)?)
+                let program = expand.expand(&at, self)?;
+                // Nothing to do here (a vDSO function that stands for no
+                // call; the return of a call its entry's program makes):
+                // no probe, no splice.
+                if program.is_empty() {
+                    return Ok(None);
+                }
+                Action::Program(program)
             }
             other => other.clone(),
         };
@@ -322,7 +329,8 @@ impl Session {
             .map_err(SiteError::Fatal)?;
         let mut snippets: Vec<PointSnippet> = Vec::new();
         for sp in self.sites[s].points.clone() {
-            let mut parts: Vec<Snippet> = Vec::new();
+            // Each with whether it makes the point's system call.
+            let mut parts: Vec<(Snippet, bool)> = Vec::new();
             // Where calls are followed (an entry with a return hook), the
             // point's other probes join its one mini-trampoline, so the
             // thread is looked up once; at a followed function's exits its
@@ -346,33 +354,36 @@ impl Session {
                     .probe_snippet(ci, p, sp.live)
                     .map_err(SiteError::Fatal)?
                 {
-                    parts.push(snippet);
+                    parts.push((snippet, makes_call(&self.probes[p].action)));
                 }
             }
             if let Some(h) = follow {
                 let extra = self.returns.hooks[h].follow();
                 let snippet = self.follow_snippet(ci, &merged, extra, sp.live);
-                parts.push(snippet.map_err(SiteError::Fatal)?);
+                parts.push((snippet.map_err(SiteError::Fatal)?, false));
             }
             for (h, probes) in guarded {
                 let extra = weft_patch::mini::returns::Extra::GuardedExit {
                     stub: self.returns.hooks[h].stub(),
                 };
                 let snippet = self.follow_snippet(ci, &probes, extra, sp.live);
-                parts.push(snippet.map_err(SiteError::Fatal)?);
+                parts.push((snippet.map_err(SiteError::Fatal)?, false));
             }
             // A snippet that clobbers nothing (a call with a fixed frame,
             // which finds the point's rsp at a known distance) stands
             // alone: bracketed with others' saves, its frame would move.
             let mut run: Vec<Snippet> = Vec::new();
-            for part in parts.into_iter().chain([Snippet::concat(&[])]) {
-                let alone = part.clobbers == RegSet::EMPTY;
+            for (part, makes_call) in parts.into_iter().chain([(Snippet::concat(&[]), false)]) {
+                // A call the mini-trampoline makes needs the registers of
+                // the point: its snippet is a fixed frame's, alone.
+                let alone = part.clobbers == RegSet::EMPTY || makes_call;
                 if alone && !run.is_empty() {
                     snippets.push(PointSnippet {
                         point: sp.point,
                         snippet: Snippet::concat(&std::mem::take(&mut run)),
                         live: sp.live,
                         on_branch_in: sp.on_branch_in,
+                        makes_call: false,
                     });
                 }
                 if alone {
@@ -382,6 +393,7 @@ impl Session {
                             snippet: part,
                             live: sp.live,
                             on_branch_in: sp.on_branch_in,
+                            makes_call,
                         });
                     }
                 } else {
@@ -496,4 +508,10 @@ impl Session {
         site.saves_state = tramp.saves_state;
         Ok(())
     }
+}
+
+/// Whether a probe's program makes its point's system call
+/// (`Primitive::MakeCall`).
+fn makes_call(action: &Action) -> bool {
+    matches!(action, Action::Program(p) if p.iter().any(|g| g.primitive == weft_plan::Primitive::MakeCall))
 }

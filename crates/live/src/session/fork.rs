@@ -165,14 +165,6 @@ impl Session {
             shm.store_u64(at + threads::TIMER_COUNT, 0);
             shm.store_u64(at + threads::TIMER_START, 0);
         }
-        // Likewise its open calls (`weft_plan::CallEntry`): none, whatever
-        // the parent has open now (its `wait4`, say), or the child's calls
-        // would never be outermost and keep no entry.
-        if let Some(e) = self.given.call_entry {
-            for counter in [e.open, e.time, e.stack] {
-                shm.store_u64(block + threads::counter(counter), 0);
-            }
-        }
         Ok(())
     }
 

@@ -165,9 +165,6 @@ struct Given {
     /// The number and stack pointer counters of calls whose site does not
     /// say the number, once given ([`weft_plan::Allocate::call_number`]).
     call_number: Option<(u64, u64)>,
-    /// The counters that carry a call from its entry to its return's
-    /// record, once given ([`weft_plan::Allocate::call_entry`]).
-    call_entry: Option<weft_plan::CallEntry>,
     /// Every event id given and its meaning, in the order given.
     events: Vec<(u32, EventInfo)>,
     /// Where event ids come from when sessions share them (a workload's

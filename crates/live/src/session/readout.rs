@@ -72,19 +72,6 @@ impl Allocate for Session {
         Ok(n)
     }
 
-    fn call_entry(&mut self) -> Result<weft_plan::CallEntry, Exhausted> {
-        if let Some(n) = self.given.call_entry {
-            return Ok(n);
-        }
-        let n = weft_plan::CallEntry {
-            open: self.thread_counter()?,
-            time: self.thread_counter()?,
-            stack: self.thread_counter()?,
-        };
-        self.given.call_entry = Some(n);
-        Ok(n)
-    }
-
     fn thread_counter(&mut self) -> Result<u64, Exhausted> {
         let c = self.given.thread_counters;
         if c >= threads::COUNTERS {

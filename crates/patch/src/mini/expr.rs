@@ -4,7 +4,7 @@
 //! or`. A division by zero yields 0. The result is in rax; rcx (and rdx
 //! for a division) are clobbered; r8-r11 survive.
 
-use super::{Gen, ARG_OFFSET, FIXED_FRAME_RSP, RAX_OFFSET};
+use super::{Gen, ARG_OFFSET, FIXED_FRAME_RSP, MADE_NUMBER, MADE_TIME, RAX_OFFSET};
 use crate::region::threads as t;
 use iced_x86::code_asm::*;
 use weft_plan::{BinOp, Expr};
@@ -36,6 +36,7 @@ impl Gen {
                 .a
                 .mov(rax, qword_ptr(r11 + (t::timer(*n) + t::TIMER_TOTAL) as i32))?,
             Expr::Reg(n) => self.reg_value(*n, depth)?,
+            Expr::MadeCallNumber | Expr::MadeCallTime => self.leaf_into(e, rax, depth)?,
             Expr::Load {
                 base,
                 index,
@@ -80,18 +81,116 @@ impl Gen {
                 }
             }
             Expr::Bin(op, l, r) => {
-                self.expr(r, depth)?;
-                self.a.push(rax)?;
-                self.expr(l, depth + 1)?;
-                self.a.pop(rcx)?;
+                if is_leaf(r) {
+                    // No temporary on the stack: r read straight into rcx
+                    // once l is in rax.
+                    self.expr(l, depth)?;
+                    self.leaf_into(r, rcx, depth)?;
+                } else {
+                    self.expr(r, depth)?;
+                    self.a.push(rax)?;
+                    self.expr(l, depth + 1)?;
+                    self.a.pop(rcx)?;
+                }
                 self.op(*op)?;
             }
         }
         Ok(())
     }
 
+    /// `to` := e, for an `e` that [`is_leaf`] accepts; other registers
+    /// are kept.
+    fn leaf_into(
+        &mut self,
+        e: &Expr,
+        to: AsmRegister64,
+        depth: i32,
+    ) -> std::result::Result<(), IcedError> {
+        match e {
+            Expr::Const(c) => self.a.mov(to, *c)?,
+            Expr::Arg(n) => {
+                let off = ARG_OFFSET[(*n as usize).clamp(1, 6) - 1] + depth * 8;
+                self.a.mov(to, qword_ptr(rsp + off))?
+            }
+            Expr::Ret => self.a.mov(to, qword_ptr(rsp + RAX_OFFSET + depth * 8))?,
+            Expr::ThreadCounter(n) => self.a.mov(to, qword_ptr(r11 + t::counter(*n) as i32))?,
+            Expr::Tid => self.a.mov(to, qword_ptr(r11 + t::TID as i32))?,
+            Expr::ThreadTimer(n) => self
+                .a
+                .mov(to, qword_ptr(r11 + (t::timer(*n) + t::TIMER_TOTAL) as i32))?,
+            Expr::Reg(n) => self.reg_into(*n, to, depth)?,
+            Expr::MadeCallNumber => self.a.mov(to, qword_ptr(rsp + MADE_NUMBER + depth * 8))?,
+            Expr::MadeCallTime => self.a.mov(to, qword_ptr(rsp + MADE_TIME + depth * 8))?,
+            _ => unreachable!("leaf_into called for a value that is not a leaf"),
+        }
+        Ok(())
+    }
+
+    /// Jumps to `skip` unless predicate `p` holds (is not 0): a comparison
+    /// is one `cmp` and a conditional jump, an `and` tests its sides in
+    /// turn (predicates have no side effects, so skipping the second
+    /// changes nothing but the time). rax, rcx (rdx for a division) are
+    /// clobbered.
+    pub(super) fn branch_unless(
+        &mut self,
+        p: &Expr,
+        skip: CodeLabel,
+    ) -> std::result::Result<(), IcedError> {
+        match p {
+            Expr::Bin(BinOp::And, l, r) => {
+                self.branch_unless(l, skip)?;
+                self.branch_unless(r, skip)
+            }
+            Expr::Bin(
+                op @ (BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge | BinOp::Eq | BinOp::Ne),
+                l,
+                r,
+            ) => {
+                self.expr(l, 0)?;
+                match **r {
+                    Expr::Const(c) if i32::try_from(c).is_ok() => self.a.cmp(rax, c as i32)?,
+                    _ if is_leaf(r) => {
+                        self.leaf_into(r, rcx, 0)?;
+                        self.a.cmp(rax, rcx)?
+                    }
+                    _ => {
+                        self.a.push(rax)?;
+                        self.expr(r, 1)?;
+                        self.a.mov(rcx, rax)?;
+                        self.a.pop(rax)?;
+                        self.a.cmp(rax, rcx)?
+                    }
+                }
+                // Jump when the comparison fails.
+                match op {
+                    BinOp::Lt => self.a.jge(skip),
+                    BinOp::Gt => self.a.jle(skip),
+                    BinOp::Le => self.a.jg(skip),
+                    BinOp::Ge => self.a.jl(skip),
+                    BinOp::Eq => self.a.jne(skip),
+                    _ => self.a.je(skip),
+                }
+            }
+            _ => {
+                self.expr(p, 0)?;
+                self.a.test(rax, rax)?;
+                self.a.jz(skip)
+            }
+        }
+    }
+
     /// rax := the value register `n` had at the point.
     fn reg_value(&mut self, n: u8, depth: i32) -> std::result::Result<(), IcedError> {
+        self.reg_into(n, rax, depth)
+    }
+
+    /// `to` := the value register `n` had at the point.
+    fn reg_into(
+        &mut self,
+        n: u8,
+        to: AsmRegister64,
+        depth: i32,
+    ) -> std::result::Result<(), IcedError> {
         // Saved caller-saved registers, in push order rax..r11 (r11 last, at rsp).
         let saved = |n: u8| -> Option<i32> {
             [
@@ -112,16 +211,16 @@ impl Gen {
         match n {
             4 => self
                 .a
-                .lea(rax, qword_ptr(rsp + FIXED_FRAME_RSP + depth * 8))?,
+                .lea(to, qword_ptr(rsp + FIXED_FRAME_RSP + depth * 8))?,
             n if saved(n).is_some() => self
                 .a
-                .mov(rax, qword_ptr(rsp + saved(n).unwrap_or(0) + depth * 8))?,
-            3 => self.a.mov(rax, rbx)?,
-            5 => self.a.mov(rax, rbp)?,
-            12 => self.a.mov(rax, r12)?,
-            13 => self.a.mov(rax, r13)?,
-            14 => self.a.mov(rax, r14)?,
-            _ => self.a.mov(rax, r15)?,
+                .mov(to, qword_ptr(rsp + saved(n).unwrap_or(0) + depth * 8))?,
+            3 => self.a.mov(to, rbx)?,
+            5 => self.a.mov(to, rbp)?,
+            12 => self.a.mov(to, r12)?,
+            13 => self.a.mov(to, r13)?,
+            14 => self.a.mov(to, r14)?,
+            _ => self.a.mov(to, r15)?,
         }
         Ok(())
     }
@@ -178,4 +277,21 @@ impl Gen {
         }
         Ok(())
     }
+}
+
+/// Whether `e` is read with one instruction that needs no register but
+/// its destination ([`Gen::leaf_into`]).
+fn is_leaf(e: &Expr) -> bool {
+    matches!(
+        e,
+        Expr::Const(_)
+            | Expr::Arg(_)
+            | Expr::Ret
+            | Expr::ThreadCounter(_)
+            | Expr::Tid
+            | Expr::ThreadTimer(_)
+            | Expr::Reg(_)
+            | Expr::MadeCallNumber
+            | Expr::MadeCallTime
+    )
 }

@@ -28,7 +28,7 @@
 //! the address of its buffer, runs, and gets the recorded result and bytes
 //! at its return, over what it computed.
 
-use super::{Gen, ARG_OFFSET, FIXED_FRAME_RSP, RAX_OFFSET};
+use super::{Gen, ARG_OFFSET, FIXED_FRAME_RSP, R10_OFFSET, RAX_OFFSET};
 use crate::region::threads as t;
 use iced_x86::code_asm::*;
 use weft_abi::feed as f;
@@ -42,7 +42,7 @@ const SYSCALL_ARG_OFFSET: [i32; 6] = [
     ARG_OFFSET[0],
     ARG_OFFSET[1],
     ARG_OFFSET[2],
-    8,
+    R10_OFFSET,
     ARG_OFFSET[4],
     ARG_OFFSET[5],
 ];

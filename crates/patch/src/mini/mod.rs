@@ -108,6 +108,13 @@ const SAVED: usize = 9;
 const ARG_OFFSET: [i32; 6] = [32, 40, 48, 56, 24, 16];
 /// Offset of saved rax (the return value at an exit).
 const RAX_OFFSET: i32 = 64;
+/// Offset of saved r10 (a system call's fourth argument).
+const R10_OFFSET: i32 = 8;
+/// Where a program that makes its point's call keeps the call's number
+/// and its instant across it (`Primitive::MakeCall`): the slots of saved
+/// r11 and rcx, which a `syscall` clobbers.
+const MADE_NUMBER: i32 = 0;
+const MADE_TIME: i32 = 56;
 /// With the fixed frame (red zone, flags, return address, nine saves), the
 /// point's rsp is this far above the mini-trampoline's.
 pub const FIXED_FRAME_RSP: i32 = 72 + 8 + 8 + 128;
@@ -122,6 +129,9 @@ struct Gen {
     /// next primitive may then take its time from there (see
     /// [`Gen::guarded`]).
     stamp_ready: bool,
+    /// Whether r11 holds the thread's block (false in the code run when
+    /// every slot is taken).
+    has_slot: bool,
 }
 
 impl Gen {
@@ -141,9 +151,7 @@ impl Gen {
         let mut skip = self.a.create_label();
         let ready_before = self.stamp_ready;
         if let Some(p) = &x.predicate {
-            self.expr(p, 0)?;
-            self.a.test(rax, rax)?;
-            self.a.jz(skip)?;
+            self.branch_unless(p, skip)?;
         }
         self.primitive(&x.primitive)?;
         if x.predicate.is_some() {
@@ -161,10 +169,7 @@ impl Gen {
     fn primitive(&mut self, p: &Primitive) -> std::result::Result<(), IcedError> {
         let stamps = matches!(
             p,
-            Primitive::Emit(..)
-                | Primitive::StartCpuTimer(_)
-                | Primitive::StopCpuTimer(_)
-                | Primitive::KeepTime(_)
+            Primitive::Emit(..) | Primitive::StartCpuTimer(_) | Primitive::StopCpuTimer(_)
         );
         match p {
             Primitive::SetCounter(addr, e)
@@ -200,10 +205,6 @@ impl Gen {
                 self.expr(e, 0)?;
                 self.a.add(qword_ptr(r11 + t::counter(*n) as i32), rax)?;
             }
-            Primitive::KeepTime(n) => {
-                self.event_time()?;
-                self.a.mov(qword_ptr(r11 + t::counter(*n) as i32), rax)?;
-            }
             Primitive::Emit(event, args, strings) => self.emit(*event, args, strings)?,
             Primitive::StartTimer(n) => self.start_timer(*n)?,
             Primitive::StopTimer(n) => self.stop_timer(*n)?,
@@ -211,6 +212,7 @@ impl Gen {
             Primitive::StopCpuTimer(n) => self.stop_cpu_timer(*n)?,
             Primitive::Feed(feed) => self.feed(feed)?,
             Primitive::EnableDispatch => self.enable_dispatch()?,
+            Primitive::MakeCall => self.make_call()?,
         }
         self.stamp_ready = stamps && self.table.clock_gettime == 0;
         Ok(())
@@ -218,6 +220,38 @@ impl Gen {
 }
 
 impl Gen {
+    /// The point's system call, from the saved registers (`rax` and the
+    /// six argument registers, which the primitives before may have
+    /// changed in their slots); its result goes into the saved `rax`.
+    /// First keeps the call's number and instant in the slots of saved
+    /// r11 and rcx (`MADE_NUMBER`, `MADE_TIME`); keeps r11, the thread's
+    /// block, on the stack across the call, where the kernel's restart
+    /// of an interrupted call finds it too (the restart runs the
+    /// `syscall` instruction again, with the same stack).
+    fn make_call(&mut self) -> std::result::Result<(), IcedError> {
+        if self.has_slot {
+            self.event_time()?;
+        } else {
+            self.a.xor(eax, eax)?;
+        }
+        let a = &mut self.a;
+        a.mov(qword_ptr(rsp + MADE_TIME), rax)?;
+        a.mov(rax, qword_ptr(rsp + RAX_OFFSET))?;
+        a.mov(qword_ptr(rsp + MADE_NUMBER), rax)?;
+        a.push(r11)?;
+        let slot = |off: i32| qword_ptr(rsp + off + 8);
+        a.mov(rax, slot(RAX_OFFSET))?;
+        a.mov(rdi, slot(ARG_OFFSET[0]))?;
+        a.mov(rsi, slot(ARG_OFFSET[1]))?;
+        a.mov(rdx, slot(ARG_OFFSET[2]))?;
+        a.mov(r10, slot(R10_OFFSET))?;
+        a.mov(r8, slot(ARG_OFFSET[4]))?;
+        a.mov(r9, slot(ARG_OFFSET[5]))?;
+        a.syscall()?;
+        a.mov(slot(RAX_OFFSET), rax)?;
+        a.pop(r11)
+    }
+
     /// `prctl(PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON, start,
     /// len, NULL)` with the sync page's range, if it names one (see
     /// `crate::dispatch`). Keeps r11, the thread's block.
@@ -268,6 +302,7 @@ pub fn mini_trampoline_with(
         literals: vec![],
         table,
         stamp_ready: false,
+        has_slot: true,
     };
     (|| -> std::result::Result<(), IcedError> {
         let mut exit = g.a.create_label();
@@ -284,6 +319,7 @@ pub fn mini_trampoline_with(
         if needs_thread {
             g.thread_block(table, no_slot)?;
         }
+        g.has_slot = needs_thread;
         for x in actions {
             g.guarded(x)?;
         }
@@ -296,6 +332,7 @@ pub fn mini_trampoline_with(
             g.a.mov(rax, table.no_slot)?;
             g.a.lock().add(qword_ptr(rax), 1)?;
             g.stamp_ready = false;
+            g.has_slot = false;
             for x in actions.iter().filter(|x| {
                 !x.primitive.uses_thread_state()
                     && !x.predicate.as_ref().is_some_and(Expr::uses_thread_state)

@@ -105,6 +105,7 @@ impl Gen {
             literals: vec![],
             table,
             stamp_ready: false,
+            has_slot: true,
         })
     }
 

@@ -451,6 +451,7 @@ pub fn ring_function(at: u64, table: ThreadTable) -> Result<Vec<u8>> {
         literals: vec![],
         table,
         stamp_ready: false,
+        has_slot: true,
     };
     (|| -> std::result::Result<(), IcedError> {
         let mut no_slot = g.a.create_label();

@@ -2,6 +2,7 @@
 //! memory, a heap block standing for counters and the thread table), then
 //! one file per role of `mini`.
 
+mod calls;
 mod cpu_timers;
 mod expr;
 mod lanes;

@@ -1,0 +1,142 @@
+//! A program that makes its point's system call (`Primitive::MakeCall`).
+
+use super::*;
+
+/// Loads `mini` at `exec`'s address + 256, and before it a caller that
+/// puts `nr` in `rax` and calls it, as a trampoline does at a `syscall`.
+fn with_caller(exec: &Exec, nr: u32, mini: &[u8]) {
+    let mut a = CodeAssembler::new(64).unwrap();
+    a.mov(eax, nr).unwrap();
+    a.call(exec.addr() + 256).unwrap();
+    a.ret().unwrap();
+    let caller = a.assemble(exec.addr()).unwrap();
+    let mut code = caller;
+    code.resize(256, 0xcc);
+    code.extend_from_slice(mini);
+    exec.load(&code);
+}
+
+/// `uname(buf)` made by the program: the kernel fills the buffer its
+/// first argument names, the result and the number read back after it
+/// are the call's, its instant lies between the TSC read before and
+/// after it, and every primitive before and after runs.
+#[test]
+fn a_program_makes_its_points_call_between_its_two_halves() {
+    let mem = Memory::new(16);
+    let exec = Exec::new(4096);
+    let set = |k: usize, e: Expr| Guarded {
+        predicate: None,
+        primitive: Primitive::SetCounter(mem.counter(k), e),
+    };
+    let program = vec![
+        set(0, Expr::Reg(0)),
+        Guarded {
+            predicate: None,
+            primitive: Primitive::AddThreadCounter(0, Expr::Const(1)),
+        },
+        Guarded {
+            predicate: None,
+            primitive: Primitive::MakeCall,
+        },
+        set(1, Expr::Ret),
+        set(2, Expr::MadeCallNumber),
+        set(3, Expr::MadeCallTime),
+        set(4, Expr::Arg(1)),
+    ];
+    let mini = mini_trampoline(exec.addr() + 256, mem.table(), &program).unwrap();
+    const UNAME: u32 = 63;
+    with_caller(&exec, UNAME, &mini);
+    let mut buf = [0u8; 390];
+    // SAFETY: rdtsc has no preconditions on x86-64.
+    let before = unsafe { core::arch::x86_64::_rdtsc() };
+    exec.call([buf.as_mut_ptr() as i64, 0, 0, 0, 0, 0]);
+    // SAFETY: as above.
+    let after = unsafe { core::arch::x86_64::_rdtsc() };
+    assert_eq!(&buf[..5], b"Linux", "the kernel filled the buffer");
+    assert_eq!(mem.read(mem.counter(0)), u64::from(UNAME), "rax before");
+    assert_eq!(mem.read(mem.counter(1)), 0, "uname's result");
+    assert_eq!(mem.read(mem.counter(2)), u64::from(UNAME));
+    let at = mem.read(mem.counter(3));
+    assert!(before < at && at < after, "{before} < {at} < {after}");
+    assert_eq!(
+        mem.read(mem.counter(4)),
+        buf.as_ptr() as u64,
+        "arguments kept"
+    );
+    let block = mem.block_of_this_thread();
+    assert_eq!(mem.read(block + t::counter(0)), 1);
+}
+
+/// A call that fails gives its error as the result, and a program whose
+/// thread finds no slot still makes it (with no instant).
+#[test]
+fn the_call_is_made_when_the_thread_has_no_slot() {
+    let mem = Memory::new(16);
+    let exec = Exec::new(4096);
+    let table = mem.table();
+    // Every slot belongs to some other thread.
+    for slot in 0..table.slots {
+        mem.write(table.addr + slot * 8, 0x1000 + slot);
+    }
+    let set = |k: usize, e: Expr| Guarded {
+        predicate: None,
+        primitive: Primitive::SetCounter(mem.counter(k), e),
+    };
+    let program = vec![
+        Guarded {
+            predicate: None,
+            primitive: Primitive::AddThreadCounter(0, Expr::Const(1)),
+        },
+        Guarded {
+            predicate: None,
+            primitive: Primitive::MakeCall,
+        },
+        set(1, Expr::Ret),
+        set(2, Expr::MadeCallTime),
+    ];
+    let mini = mini_trampoline(exec.addr() + 256, table, &program).unwrap();
+    const CLOSE: u32 = 3;
+    with_caller(&exec, CLOSE, &mini);
+    exec.call([-1, 0, 0, 0, 0, 0]);
+    const EBADF: i64 = 9;
+    assert_eq!(mem.read(mem.counter(1)) as i64, -EBADF);
+    assert_eq!(mem.read(mem.counter(2)), 0);
+    assert_eq!(mem.read(table.no_slot), 1);
+}
+
+/// The call's instant is the one the primitive before it read (one
+/// `rdtsc` for both): a record written before the call and the instant
+/// kept across it agree.
+#[test]
+fn the_calls_instant_is_the_record_befores() {
+    use crate::region::ring as r;
+    let mem = Memory::new(16);
+    let exec = Exec::new(4096);
+    let program = vec![
+        Guarded {
+            predicate: None,
+            primitive: Primitive::Emit(4, vec![Expr::Reg(0)], Strings::NONE),
+        },
+        Guarded {
+            predicate: None,
+            primitive: Primitive::MakeCall,
+        },
+        Guarded {
+            predicate: None,
+            primitive: Primitive::Emit(5, vec![Expr::MadeCallTime, Expr::Ret], Strings::NONE),
+        },
+    ];
+    let mini = mini_trampoline(exec.addr() + 256, mem.table(), &program).unwrap();
+    const GETPID: u32 = 39;
+    with_caller(&exec, GETPID, &mini);
+    exec.call([0; 6]);
+    let first = mem.ring_of_this_thread() + r::HEADER;
+    let second = first + r::record_size(1, 0);
+    assert_eq!(mem.read(first + r::R_ARGS), u64::from(GETPID));
+    assert_eq!(mem.read(second + r::R_ARGS), mem.read(first + r::R_TSC));
+    assert_eq!(
+        mem.read(second + r::R_ARGS + 8),
+        u64::from(std::process::id())
+    );
+    assert!(mem.read(second + r::R_TSC) > mem.read(first + r::R_TSC));
+}
