@@ -36,7 +36,7 @@ pub use splice::{
     choose_short_window, choose_splice, SpliceChoice, SpliceContext, SpliceMethod, SpliceRecord,
     Unsafe, SHORT_JMP_BACKWARD, SHORT_JMP_FORWARD, SHORT_JMP_LEN,
 };
-pub use trampoline::{PointSnippet, Trampoline};
+pub use trampoline::{PointSnippet, Replaces, Trampoline};
 
 /// Length of the `jmp rel32` used to splice.
 pub const JMP_LEN: u64 = 5;

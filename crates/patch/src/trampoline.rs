@@ -40,10 +40,24 @@ pub struct PointSnippet {
     /// also run the snippet (true for instruction points; false for an
     /// entry probe, which counts calls, not loop iterations).
     pub on_branch_in: bool,
-    /// Whether the snippet makes the instruction's system call itself
-    /// (`weft_plan::Primitive::MakeCall`): the instruction, a `syscall`,
-    /// is then left out, and the snippet is the last one at it.
-    pub makes_call: bool,
+    /// What the snippet does in place of the code at its point (then it
+    /// is the last snippet there).
+    pub replaces: Replaces,
+}
+
+/// What a snippet does in place of the code at its point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Replaces {
+    /// Nothing: the instruction runs after the snippet.
+    #[default]
+    Nothing,
+    /// The `syscall` instruction at the point: the snippet makes the call
+    /// (`weft_plan::Primitive::MakeCall`), and the instruction is left out.
+    Syscall,
+    /// The function from its entry on: the snippet calls the function's
+    /// code, relocated elsewhere (`weft_plan::Primitive::CallFunction`),
+    /// and the trampoline returns to the function's caller after it.
+    Function,
 }
 
 /// Generated trampoline code for one site.
@@ -86,8 +100,20 @@ impl Trampoline {
                 saves_state |= body.len() > ps.snippet.instructions.len();
                 block.extend(body);
             }
-            if !makes_call(snippets, i) {
-                block.extend(relocated_form(i, slot_for(i))?);
+            match replaced(snippets, i) {
+                Replaces::Nothing => block.extend(relocated_form(i, slot_for(i))?),
+                Replaces::Syscall => {}
+                Replaces::Function => {
+                    if i.ip() != choice.point || snippets.iter().any(|ps| ps.point != i.ip()) {
+                        return Err(crate::Error::NotRelocatable {
+                            addr: i.ip(),
+                            why: "a function called by a probe is called from its entry, with no other probe",
+                        });
+                    }
+                    block.push(Instruction::with(Code::Retnq));
+                    falls_through = false;
+                    break;
+                }
             }
             falls_through = !never_falls_through(i);
         }
@@ -145,7 +171,16 @@ impl Trampoline {
         let mut saves_state = false;
         for i in body {
             let mut relocated = *i;
-            let made = makes_call(snippets, i);
+            let made = match replaced(snippets, i) {
+                Replaces::Nothing => false,
+                Replaces::Syscall => true,
+                Replaces::Function => {
+                    return Err(crate::Error::NotRelocatable {
+                        addr: i.ip(),
+                        why: "a function called by a probe is not copied whole",
+                    })
+                }
+            };
             for ps in snippets_at(snippets, i)? {
                 let mut wrapped = wrap_snippet(&ps.snippet, ps.live)?;
                 saves_state |= wrapped.len() > ps.snippet.instructions.len();
@@ -187,28 +222,33 @@ impl Trampoline {
     }
 }
 
-/// The snippets at instruction `i`, in order, the one that makes its
-/// call (if any) last; an error if more than one would make it, or if
-/// `i` is no `syscall`.
+/// The snippets at instruction `i`, in order, the one that replaces its
+/// code (if any) last; an error if more than one would, or if one would
+/// make the call of an instruction that is no `syscall`.
 fn snippets_at<'s>(snippets: &'s [PointSnippet], i: &Instruction) -> Result<Vec<&'s PointSnippet>> {
     let mut at: Vec<&PointSnippet> = snippets.iter().filter(|ps| ps.point == i.ip()).collect();
-    let making = at.iter().filter(|ps| ps.makes_call).count();
-    if making > 1 || (making == 1 && i.code() != Code::Syscall) {
+    let replacing: Vec<Replaces> = at
+        .iter()
+        .map(|ps| ps.replaces)
+        .filter(|&r| r != Replaces::Nothing)
+        .collect();
+    if replacing.len() > 1 || (replacing == [Replaces::Syscall] && i.code() != Code::Syscall) {
         return Err(crate::Error::NotRelocatable {
             addr: i.ip(),
-            why: "a system call made by a probe needs one probe to make it, at a `syscall`",
+            why: "code replaced by a probe needs one probe to replace it (a system call's at a `syscall`)",
         });
     }
-    at.sort_by_key(|ps| ps.makes_call);
+    at.sort_by_key(|ps| ps.replaces != Replaces::Nothing);
     Ok(at)
 }
 
-/// Whether a snippet at instruction `i` makes its system call (see
-/// [`PointSnippet::makes_call`]).
-fn makes_call(snippets: &[PointSnippet], i: &Instruction) -> bool {
+/// What a snippet at instruction `i` does in its place (see
+/// [`PointSnippet::replaces`]).
+fn replaced(snippets: &[PointSnippet], i: &Instruction) -> Replaces {
     snippets
         .iter()
-        .any(|ps| ps.point == i.ip() && ps.makes_call)
+        .find(|ps| ps.point == i.ip() && ps.replaces != Replaces::Nothing)
+        .map_or(Replaces::Nothing, |ps| ps.replaces)
 }
 
 fn never_falls_through(i: &Instruction) -> bool {
@@ -317,7 +357,7 @@ mod tests {
             snippet: Snippet::count(counter),
             live,
             on_branch_in,
-            makes_call: false,
+            replaces: Replaces::Nothing,
         }
     }
 
@@ -366,7 +406,7 @@ mod tests {
         let f = FunctionCode::analyze(0x40_1000, &code, &NoData);
         let c = choose_at(&f, 0x40_1005).unwrap().unwrap();
         let making = |point| PointSnippet {
-            makes_call: true,
+            replaces: Replaces::Syscall,
             ..one(point, 0x60_0008, RegSet::EMPTY, true)
         };
         let other = one(0x40_1005, 0x60_0000, RegSet::EMPTY, true);

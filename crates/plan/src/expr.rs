@@ -49,8 +49,8 @@ pub enum Expr {
     /// call was made with (`rax` at the point, as the primitives before
     /// left it).
     MadeCallNumber,
-    /// After [`Primitive::MakeCall`] in the same program: the event clock
-    /// just before the call (the instant the primitive before it read, if
+    /// After [`Primitive::MakeCall`] or [`Primitive::CallFunction`] in the
+    /// same program: the event clock just before the call (the instant the primitive before it read, if
     /// one did: one `rdtsc` for both), 0 where the thread has no slot.
     MadeCallTime,
 }
@@ -131,6 +131,23 @@ pub enum Primitive {
     /// there across the call: a signal handler's calls in between keep
     /// theirs in frames of their own).
     MakeCall,
+    /// At a function's entry: calls the function, its code from the point
+    /// on (relocated at `code`, which the applier fills in: 0 in a plan),
+    /// with the argument registers the program had at the entry, on a
+    /// stack 16-byte aligned below the program's frame; the point then
+    /// returns to the function's caller with the function's result. The
+    /// primitives before it run before the function's code, those after
+    /// it after the function returned, where [`Expr::Ret`] is its result,
+    /// the arguments are still the entry's, and [`Expr::MadeCallTime`]
+    /// the instant before the call. Only for functions that take their
+    /// arguments in registers, read nothing of their caller's frame, and
+    /// are not unwound through (the vDSO's): one program instead of a
+    /// probe at the entry and one at each return, with the buffer a
+    /// function fills found at its return by the entry's arguments.
+    CallFunction {
+        /// Where the function's code from the point on lies, relocated.
+        code: u64,
+    },
 }
 
 /// Re-execution at one `syscall` instruction: before it, the call is
@@ -221,7 +238,9 @@ impl Primitive {
             | Primitive::StopCpuTimer(_)
             | Primitive::Emit(..)
             | Primitive::Feed(_) => true,
-            Primitive::EnableDispatch | Primitive::MakeCall => false,
+            Primitive::EnableDispatch | Primitive::MakeCall | Primitive::CallFunction { .. } => {
+                false
+            }
             Primitive::SetCounter(_, e)
             | Primitive::AddCounter(_, e)
             | Primitive::SubCounter(_, e) => e.uses_thread_state(),
@@ -297,8 +316,8 @@ pub fn reads_point_registers(program: &[Guarded]) -> bool {
                 Primitive::AddThreadCounter(_, e) => reads(e),
                 // It reports the point's `rsp` with a divergence.
                 Primitive::Feed(_) => true,
-                // It needs the registers as they were at the point.
-                Primitive::MakeCall => true,
+                // They need the registers as they were at the point.
+                Primitive::MakeCall | Primitive::CallFunction { .. } => true,
                 _ => false,
             }
     })

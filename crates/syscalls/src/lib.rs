@@ -105,21 +105,24 @@ impl Expand for Capture {
         at: &Resolved<'_>,
         alloc: &mut dyn Allocate,
     ) -> Result<Vec<Guarded>, Exhausted> {
+        // A vDSO function that stands for a call: one program at its
+        // entry calls it and records the whole call (`vdso`); its returns
+        // have nothing left to do.
+        let vdso_call = self.vdso.then(|| vdso::call_of(at.function));
+        if vdso_call.is_some_and(|nr| nr.is_none() || self.exit) {
+            return Ok(Vec::new());
+        }
         // The thread's user code is timed between its calls, on the
         // per-thread CPU clock when the process has it: stopped at each
         // `syscall` instruction (its total in the entry's record), started
         // after it.
-        let vdso_call = match self.vdso {
-            true => match vdso::call_of(at.function) {
-                Some(nr) => Some((nr, alloc.call_buffer()?)),
-                None => return Ok(Vec::new()),
-            },
-            false => None,
-        };
         let user_timer = match alloc.cpu_clock() {
             true => Some(alloc.user_timer()?),
             false => None,
         };
+        if let Some(Some(nr)) = vdso_call {
+            return vdso::call_program(at, alloc, nr, user_timer);
+        }
         // The C library's `syscall()`, whose site does not say the call's
         // number (it is the function's first argument): the entry keeps
         // the number and the stack pointer for the return. Other sites
@@ -163,35 +166,12 @@ impl Expand for Capture {
             }
             return Ok(program);
         }
-        // A vDSO function's entry keeps the address of the buffer it
-        // fills for its return.
-        let mut keep_buffer = Vec::new();
         let entry = |values: Vec<Expr>| Record {
             values,
             names: ENTRY_NAMES.map(String::from).to_vec(),
             strings: Strings::NONE,
         };
-        let mut records = if let Some((nr, kept)) = vdso_call {
-            let filled = writes(nr).map(|w| (w.arg, w));
-            if self.exit {
-                vec![(None, vdso_return_values(filled.map(|(_, w)| w), kept))]
-            } else {
-                if let Some((arg, _)) = filled {
-                    let keep = |counter: u64, value: Expr| Guarded {
-                        predicate: None,
-                        primitive: Primitive::AddThreadCounter(
-                            counter,
-                            Expr::bin(BinOp::Sub, value, Expr::ThreadCounter(counter)),
-                        ),
-                    };
-                    keep_buffer = vec![
-                        keep(kept.0, Expr::Arg(arg as u8 + 1)),
-                        keep(kept.1, Expr::Reg(4)),
-                    ];
-                }
-                vec![(None, entry(vdso::entry_values(nr)))]
-            }
-        } else if self.exit {
+        let mut records = if self.exit {
             return_records(at.syscall)
         } else {
             let registers = ENTRY_REGISTERS.iter().map(|&r| Expr::Reg(r)).collect();
@@ -208,24 +188,18 @@ impl Expand for Capture {
                 record.plain(weft_abi::dispatch::SITE_VALUE, Expr::Reg(1));
             }
         }
-        // A vDSO call's events are a system call's entry and return.
-        let kind = match (self.exit, self.vdso) {
-            (_, false) => at.kind,
-            (false, true) => ENTRY,
-            (true, true) => EXIT,
-        };
         let mut emits = Vec::new();
         for (predicate, record) in records {
             emits.push(Guarded {
                 predicate,
-                primitive: record.emit(at, kind, alloc)?,
+                primitive: record.emit(at, at.kind, alloc)?,
             });
         }
         let timer = |primitive| Guarded {
             predicate: None,
             primitive,
         };
-        let mut program: Vec<Guarded> = keep_buffer;
+        let mut program: Vec<Guarded> = Vec::new();
         if let Some(Kept::Counters { number, stack }) = unknown {
             let keep = |counter: u64, value: Expr| Guarded {
                 predicate: None,
@@ -272,27 +246,6 @@ pub(crate) fn child_dispatch(at: &Resolved<'_>) -> Option<Guarded> {
 
 /// The names of an entry's values.
 const ENTRY_NAMES: [&str; 7] = ["nr", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6"];
-
-/// A vDSO function's return values and their names: the result, and the
-/// buffer it filled (`filled`), whose address its entry kept in per-thread
-/// counter `buffer` with the stack pointer in `stack`: none (a null
-/// address, no byte) when the stack pointer is another here, a signal
-/// handler's vDSO call having come in between and kept its own.
-fn vdso_return_values(filled: Option<Writes>, (buffer, stack): (u64, u64)) -> Record {
-    let mut record = Record::result();
-    let Some(w) = filled else {
-        return record;
-    };
-    let same_call = || Expr::bin(BinOp::Eq, Expr::ThreadCounter(stack), Expr::Reg(4));
-    let (address, count) = w.values_at(Expr::ThreadCounter(buffer));
-    record.sized(
-        format!("data:{}", w.arg),
-        Expr::bin(BinOp::Mul, address, same_call()),
-        Expr::bin(BinOp::Mul, count, same_call()),
-    );
-    record.strings.cap = DATA_MAX;
-    record
-}
 
 /// Where the return of a call whose site does not say its number finds
 /// the number.

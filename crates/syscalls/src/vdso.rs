@@ -6,12 +6,22 @@
 //! stand for, their number marked with [`VDSO_BIT`]; re-execution feeds
 //! them there ([`crate::reexec`]).
 //!
-//! A function's arguments are gone from the registers at its return, so
-//! the entry keeps the address of the buffer it fills in a per-thread
-//! counter ([`weft_plan::Allocate::call_buffer`]) for the return.
+//! The capture is one program at a function's entry that calls the
+//! function itself (`weft_plan::Primitive::CallFunction`) and then writes
+//! the whole call, as a `syscall` instruction's program does
+//! (`crate::whole`): the arguments are still the entry's after the call,
+//! so the buffer the function filled is found by them, and the entry's
+//! instant stays in the program's frame. Session 24; before, a probe at
+//! the entry wrote an entry record and kept the buffer's address in
+//! per-thread counters for a probe at each return, which wrote a return
+//! record (a `clock_gettime` loop: 140 ns added a call). Re-execution's
+//! feed still has a probe at each end ([`crate::reexec`]).
 
+use crate::vectored::Record;
 use std::sync::Arc;
-use weft_plan::{Expand, Expr, PointKind, PointSpec};
+use weft_plan::{
+    Allocate, Exhausted, Expand, Expr, Guarded, PointKind, PointSpec, Primitive, Resolved,
+};
 
 /// Set in the number a vDSO call's entry records: the call ran in the
 /// vDSO, not in the kernel.
@@ -57,12 +67,43 @@ pub(crate) fn vdso_specs(
     ])
 }
 
-/// The values an entry of vDSO call `nr` records: its number with
-/// [`VDSO_BIT`], then its arguments (the function's, `rdi`, `rsi`, ...).
-pub(crate) fn entry_values(nr: u64) -> Vec<Expr> {
-    std::iter::once(Expr::Const((nr | VDSO_BIT) as i64))
-        .chain((1..=6).map(Expr::Arg))
-        .collect()
+/// The program at the entry of the vDSO function that stands for call
+/// `nr`: the user-time timer stopped, the function called, the timer
+/// started again, and one record of the whole call: its result and the
+/// bytes it filled, its number with [`VDSO_BIT`], its six arguments (the
+/// function's, `rdi`, `rsi`, ...), the user time and the entry's instant.
+pub(crate) fn call_program(
+    at: &Resolved<'_>,
+    alloc: &mut dyn Allocate,
+    nr: u64,
+    user_timer: Option<u64>,
+) -> Result<Vec<Guarded>, Exhausted> {
+    let always = |primitive| Guarded {
+        predicate: None,
+        primitive,
+    };
+    let mut program: Vec<Guarded> = user_timer
+        .map(|n| always(Primitive::StopCpuTimer(n)))
+        .into_iter()
+        .collect();
+    program.push(always(Primitive::CallFunction { code: 0 }));
+    program.extend(user_timer.map(|n| always(Primitive::StartCpuTimer(n))));
+    let mut record = Record::result();
+    if let Some(w) = crate::writes::writes(nr) {
+        let (address, count) = w.values();
+        record.sized(format!("data:{}", w.arg), address, count);
+        record.strings.cap = crate::DATA_MAX;
+    }
+    record.plain("nr", Expr::Const((nr | VDSO_BIT) as i64));
+    for k in 1..=6 {
+        record.plain(&format!("arg{k}"), Expr::Arg(k));
+    }
+    if let Some(n) = user_timer {
+        record.plain("user_ns", Expr::ThreadTimer(n));
+    }
+    record.plain(crate::ENTRY_TIME, Expr::MadeCallTime);
+    program.push(always(record.emit(at, crate::EXIT, alloc)?));
+    Ok(program)
 }
 
 #[cfg(test)]

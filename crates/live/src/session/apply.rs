@@ -6,7 +6,7 @@ use super::place::{Placed, Stopped};
 use super::prepare::PreparedProbe;
 use super::*;
 use std::sync::Arc;
-use weft_patch::{PointSnippet, Snippet, Trampoline, INT3};
+use weft_patch::{PointSnippet, Replaces, Snippet, Trampoline, INT3};
 use weft_plan::{Allocate, Resolved};
 
 /// glibc blocks every signal for a few microseconds at a time (creating a
@@ -316,6 +316,28 @@ impl Session {
         Ok(())
     }
 
+    /// Places the code of site `s`'s function from its point on (the
+    /// displaced instructions, then a jump back past them) in cluster
+    /// `ci`'s code area, for a program that calls the function
+    /// (`Primitive::CallFunction`); returns where it begins.
+    fn place_continuation(&mut self, ci: usize, s: usize) -> Result<u64, SiteError> {
+        let site = &self.sites[s];
+        if site.whole_function.is_some() {
+            return Err(SiteError::Skip(SkipReason::Trampoline(Arc::new(
+                weft_patch::Error::NotRelocatable {
+                    addr: site.choice.point,
+                    why: "a function called by a probe is not copied whole",
+                },
+            ))));
+        }
+        let c = self.clusters[ci];
+        let code = Trampoline::build(c.code + c.used, &site.choice, &[])
+            .map_err(|e| SiteError::Skip(SkipReason::Trampoline(Arc::new(e))))?;
+        let at = self.alloc_code(ci, &code.bytes).map_err(SiteError::Fatal)?;
+        debug_assert_eq!(at, code.addr);
+        Ok(code.entry)
+    }
+
     /// Builds (or rebuilds) the trampoline of a site and its splice record.
     pub(super) fn build_site(
         &mut self,
@@ -329,8 +351,8 @@ impl Session {
             .map_err(SiteError::Fatal)?;
         let mut snippets: Vec<PointSnippet> = Vec::new();
         for sp in self.sites[s].points.clone() {
-            // Each with whether it makes the point's system call.
-            let mut parts: Vec<(Snippet, bool)> = Vec::new();
+            // Each with what it does in place of the point's code.
+            let mut parts: Vec<(Snippet, Replaces)> = Vec::new();
             // Where calls are followed (an entry with a return hook), the
             // point's other probes join its one mini-trampoline, so the
             // thread is looked up once; at a followed function's exits its
@@ -350,40 +372,49 @@ impl Session {
                     }
                 } else if follow.is_some() {
                     merged.push(p);
-                } else if let Some(snippet) = self
-                    .probe_snippet(ci, p, sp.live)
-                    .map_err(SiteError::Fatal)?
-                {
-                    parts.push((snippet, makes_call(&self.probes[p].action)));
+                } else {
+                    let replaces = replaces(&self.probes[p].action);
+                    // A probe that calls its function calls it relocated.
+                    let code = match replaces {
+                        Replaces::Function => Some(self.place_continuation(ci, s)?),
+                        _ => None,
+                    };
+                    if let Some(snippet) = self
+                        .probe_snippet(ci, p, sp.live, code)
+                        .map_err(SiteError::Fatal)?
+                    {
+                        parts.push((snippet, replaces));
+                    }
                 }
             }
             if let Some(h) = follow {
                 let extra = self.returns.hooks[h].follow();
                 let snippet = self.follow_snippet(ci, &merged, extra, sp.live);
-                parts.push((snippet.map_err(SiteError::Fatal)?, false));
+                parts.push((snippet.map_err(SiteError::Fatal)?, Replaces::Nothing));
             }
             for (h, probes) in guarded {
                 let extra = weft_patch::mini::returns::Extra::GuardedExit {
                     stub: self.returns.hooks[h].stub(),
                 };
                 let snippet = self.follow_snippet(ci, &probes, extra, sp.live);
-                parts.push((snippet.map_err(SiteError::Fatal)?, false));
+                parts.push((snippet.map_err(SiteError::Fatal)?, Replaces::Nothing));
             }
             // A snippet that clobbers nothing (a call with a fixed frame,
             // which finds the point's rsp at a known distance) stands
             // alone: bracketed with others' saves, its frame would move.
             let mut run: Vec<Snippet> = Vec::new();
-            for (part, makes_call) in parts.into_iter().chain([(Snippet::concat(&[]), false)]) {
-                // A call the mini-trampoline makes needs the registers of
-                // the point: its snippet is a fixed frame's, alone.
-                let alone = part.clobbers == RegSet::EMPTY || makes_call;
+            let end = (Snippet::concat(&[]), Replaces::Nothing);
+            for (part, replaces) in parts.into_iter().chain([end]) {
+                // A program that replaces the point's code needs its
+                // registers: its snippet is a fixed frame's, alone.
+                let alone = part.clobbers == RegSet::EMPTY || replaces != Replaces::Nothing;
                 if alone && !run.is_empty() {
                     snippets.push(PointSnippet {
                         point: sp.point,
                         snippet: Snippet::concat(&std::mem::take(&mut run)),
                         live: sp.live,
                         on_branch_in: sp.on_branch_in,
-                        makes_call: false,
+                        replaces: Replaces::Nothing,
                     });
                 }
                 if alone {
@@ -393,7 +424,7 @@ impl Session {
                             snippet: part,
                             live: sp.live,
                             on_branch_in: sp.on_branch_in,
-                            makes_call,
+                            replaces,
                         });
                     }
                 } else {
@@ -510,8 +541,19 @@ impl Session {
     }
 }
 
-/// Whether a probe's program makes its point's system call
-/// (`Primitive::MakeCall`).
-fn makes_call(action: &Action) -> bool {
-    matches!(action, Action::Program(p) if p.iter().any(|g| g.primitive == weft_plan::Primitive::MakeCall))
+/// What a probe's program does in place of its point's code: make its
+/// system call (`Primitive::MakeCall`), call its function
+/// (`Primitive::CallFunction`), or nothing.
+fn replaces(action: &Action) -> Replaces {
+    let Action::Program(program) = action else {
+        return Replaces::Nothing;
+    };
+    program
+        .iter()
+        .find_map(|g| match g.primitive {
+            weft_plan::Primitive::MakeCall => Some(Replaces::Syscall),
+            weft_plan::Primitive::CallFunction { .. } => Some(Replaces::Function),
+            _ => None,
+        })
+        .unwrap_or(Replaces::Nothing)
 }

@@ -384,11 +384,14 @@ impl Session {
 
     /// The snippet probe `p` runs at a point of cluster `ci` where `live`
     /// may be live, if any.
+    /// A program that calls its function (`Primitive::CallFunction`) calls
+    /// it at `code`.
     pub(super) fn probe_snippet(
         &mut self,
         ci: usize,
         p: usize,
         live: RegSet,
+        code: Option<u64>,
     ) -> Result<Option<Snippet>> {
         let cluster = self.clusters[ci];
         let probe = &self.probes[p];
@@ -399,7 +402,15 @@ impl Session {
                 Some(Snippet::count_in_lane(counter, literal, &self.lanes()))
             }
             (Action::Program(program), _) => {
-                let program = self.resolve_program(program, &cluster);
+                let mut program = self.resolve_program(program, &cluster);
+                for g in program.iter_mut() {
+                    if let weft_plan::Primitive::CallFunction { code: at } = &mut g.primitive {
+                        *at = code.ok_or(weft_patch::Error::NotRelocatable {
+                            addr: 0,
+                            why: "a function called by a probe has no relocated code",
+                        })?;
+                    }
+                }
                 // An unguarded constant addCounter needs no mini-trampoline.
                 if let [weft_plan::Guarded {
                     predicate: None,

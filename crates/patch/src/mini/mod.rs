@@ -110,11 +110,12 @@ const ARG_OFFSET: [i32; 6] = [32, 40, 48, 56, 24, 16];
 const RAX_OFFSET: i32 = 64;
 /// Offset of saved r10 (a system call's fourth argument).
 const R10_OFFSET: i32 = 8;
-/// Where a program that makes its point's call keeps the call's number
-/// and its instant across it (`Primitive::MakeCall`): the slots of saved
-/// r11 and rcx, which a `syscall` clobbers.
-const MADE_NUMBER: i32 = 0;
-const MADE_TIME: i32 = 56;
+/// Where a program that makes its point's call keeps the call's instant
+/// and number across it (`Primitive::MakeCall`, `CallFunction`): the
+/// slots of saved r11 and rcx, which a `syscall` clobbers (as a function
+/// may: `CallFunction`, for which rcx is an argument, keeps no number).
+const MADE_TIME: i32 = 0;
+const MADE_NUMBER: i32 = 56;
 /// With the fixed frame (red zone, flags, return address, nine saves), the
 /// point's rsp is this far above the mini-trampoline's.
 pub const FIXED_FRAME_RSP: i32 = 72 + 8 + 8 + 128;
@@ -213,6 +214,7 @@ impl Gen {
             Primitive::Feed(feed) => self.feed(feed)?,
             Primitive::EnableDispatch => self.enable_dispatch()?,
             Primitive::MakeCall => self.make_call()?,
+            Primitive::CallFunction { code } => self.call_function(*code)?,
         }
         self.stamp_ready = stamps && self.table.clock_gettime == 0;
         Ok(())
@@ -249,6 +251,36 @@ impl Gen {
         a.mov(r9, slot(ARG_OFFSET[5]))?;
         a.syscall()?;
         a.mov(slot(RAX_OFFSET), rax)?;
+        a.pop(r11)
+    }
+
+    /// Calls the point's function, its code relocated at `code`, with the
+    /// argument registers from their slots, on a stack aligned to 16
+    /// bytes; its result goes into the saved `rax`. First keeps the
+    /// instant in the slot of saved r11 (`MADE_TIME`); keeps r11, the
+    /// thread's block, on the stack across the call.
+    fn call_function(&mut self, code: u64) -> std::result::Result<(), IcedError> {
+        if self.has_slot {
+            self.event_time()?;
+        } else {
+            self.a.xor(eax, eax)?;
+        }
+        let code = self.literal(code);
+        let a = &mut self.a;
+        a.mov(qword_ptr(rsp + MADE_TIME), rax)?;
+        a.push(r11)?;
+        a.mov(rax, rsp)?;
+        a.and(rsp, -16)?;
+        a.push(rax)?;
+        a.push(rax)?; // the old rsp twice: the stack stays 16-byte aligned
+        let slot = |off: i32| qword_ptr(rax + off + 8);
+        for (reg, k) in [rdi, rsi, rdx, rcx, r8, r9].into_iter().zip(0..) {
+            a.mov(reg, slot(ARG_OFFSET[k]))?;
+        }
+        a.mov(rax, slot(RAX_OFFSET))?;
+        a.call(qword_ptr(code))?;
+        a.mov(rsp, qword_ptr(rsp))?;
+        a.mov(qword_ptr(rsp + RAX_OFFSET + 8), rax)?;
         a.pop(r11)
     }
 

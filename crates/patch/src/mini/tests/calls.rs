@@ -140,3 +140,66 @@ fn the_calls_instant_is_the_record_befores() {
     );
     assert!(mem.read(second + r::R_TSC) > mem.read(first + r::R_TSC));
 }
+
+/// What [`sum_into`] saw.
+static SEEN: std::sync::Mutex<Vec<i64>> = std::sync::Mutex::new(Vec::new());
+
+/// A function as the point's code from the entry on: keeps its six
+/// arguments, writes their sum where the first points, returns it + 1.
+extern "C" fn sum_into(out: *mut i64, b: i64, c: i64, d: i64, e: i64, f: i64) -> i64 {
+    SEEN.lock().unwrap().extend([out as i64, b, c, d, e, f]);
+    let sum = out as i64 + b + c + d + e + f;
+    // SAFETY: the test passes a pointer to an i64 it owns.
+    unsafe { *out = sum };
+    sum + 1
+}
+
+/// A program that calls the point's function: the function gets the
+/// entry's six arguments, the program's code after it sees its result,
+/// the arguments as they were and the instant before the call, and the
+/// program returns the function's result.
+#[test]
+fn a_program_calls_its_points_function_between_its_two_halves() {
+    let mem = Memory::new(16);
+    let exec = Exec::new(4096);
+    let set = |k: usize, e: Expr| Guarded {
+        predicate: None,
+        primitive: Primitive::SetCounter(mem.counter(k), e),
+    };
+    let program = vec![
+        Guarded {
+            predicate: None,
+            primitive: Primitive::AddThreadCounter(0, Expr::Const(1)),
+        },
+        Guarded {
+            predicate: None,
+            primitive: Primitive::CallFunction {
+                code: sum_into as *const () as u64,
+            },
+        },
+        set(1, Expr::Ret),
+        set(2, Expr::MadeCallTime),
+        set(3, Expr::Arg(1)),
+        set(4, Expr::Arg(6)),
+    ];
+    exec.load(&mini_trampoline(exec.addr(), mem.table(), &program).unwrap());
+    let mut out = 0i64;
+    let first = &mut out as *mut i64 as i64;
+    // SAFETY: rdtsc has no preconditions on x86-64.
+    let before = unsafe { core::arch::x86_64::_rdtsc() };
+    // SAFETY: as in Exec::call; the program returns the function's result.
+    let f: extern "C" fn(i64, i64, i64, i64, i64, i64) -> i64 =
+        unsafe { std::mem::transmute(exec.ptr) };
+    let returned = f(first, 2, 3, 4, 5, 6);
+    // SAFETY: as above.
+    let after = unsafe { core::arch::x86_64::_rdtsc() };
+    let sum = first + 20;
+    assert_eq!(*SEEN.lock().unwrap(), [first, 2, 3, 4, 5, 6]);
+    assert_eq!(out, sum);
+    assert_eq!(returned, sum + 1);
+    assert_eq!(mem.read(mem.counter(1)) as i64, sum + 1);
+    let at = mem.read(mem.counter(2));
+    assert!(before < at && at < after, "{before} < {at} < {after}");
+    assert_eq!(mem.read(mem.counter(3)) as i64, first);
+    assert_eq!(mem.read(mem.counter(4)), 6);
+}
