@@ -5,12 +5,42 @@
  * The spins are fixed work (millions of steps), so that a CPU limit
  * stretches them. With "fork", a child it forks then does the same
  * (two getppid around a spin) and prints its own tally, child_spin_ns.
- * Usage: syscalls_spin [millions] (40) [fork] */
+ * With "signal", it first blocks in a read of a pipe that a SIGALRM
+ * handler (SA_RESTART) writes to, making calls of its own inside the
+ * blocked read, as a shell's SIGCHLD handler does.
+ * Usage: syscalls_spin [millions] (40) [fork|signal] */
 #include "tally.h"
+#include <signal.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+static int wake[2];
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    getpid();
+    char b = 1;
+    if (write(wake[1], &b, 1) != 1) _exit(3);
+}
+
+/* A read that a signal handler's calls come inside of. */
+static void read_across_a_handler(void)
+{
+    if (pipe(wake) != 0) _exit(2);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, 0);
+    struct itimerval once = {{0, 0}, {0, 50 * 1000}};
+    setitimer(ITIMER_REAL, &once, 0);
+    char b;
+    if (read(wake[0], &b, 1) != 1) _exit(4);
+}
 
 static long now(clockid_t c)
 {
@@ -32,6 +62,7 @@ static void spin(long n)
 int main(int argc, char **argv)
 {
     long steps = arg_or(argc, argv, 1, 40) * 1000000L;
+    if (argc > 2 && strcmp(argv[2], "signal") == 0) read_across_a_handler();
     long t0 = now(CLOCK_THREAD_CPUTIME_ID);
     getppid();
     spin(steps);

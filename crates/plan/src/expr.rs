@@ -104,6 +104,16 @@ pub enum Primitive {
     StartCpuTimer(u64),
     /// Stop the calling thread's CPU timer `n` (nesting).
     StopCpuTimer(u64),
+    /// Resume the calling thread's CPU timer `n`: start it unless it runs
+    /// (not nesting: resuming a running timer does nothing).
+    ResumeCpuTimer(u64),
+    /// Pause the calling thread's CPU timer `n`: stop it if it runs (not
+    /// nesting: pausing a stopped timer does nothing). The user time a
+    /// system call capture keeps between a thread's calls is such a timer:
+    /// a signal handler's calls inside a blocked call pause and resume it
+    /// before the blocked call's return resumes it, which would leave a
+    /// nesting timer started twice, and stopped for good at the next call.
+    PauseCpuTimer(u64),
     /// Write an event (TSC timestamp, id, up to twelve values, and the
     /// text of the values that are strings) into the calling thread's ring;
     /// dropped and counted if the ring is full (discard mode).
@@ -236,6 +246,8 @@ impl Primitive {
             | Primitive::StopTimer(_)
             | Primitive::StartCpuTimer(_)
             | Primitive::StopCpuTimer(_)
+            | Primitive::ResumeCpuTimer(_)
+            | Primitive::PauseCpuTimer(_)
             | Primitive::Emit(..)
             | Primitive::Feed(_) => true,
             Primitive::EnableDispatch | Primitive::MakeCall | Primitive::CallFunction { .. } => {

@@ -161,7 +161,7 @@ impl Expand for Capture {
             if let Some(n) = user_timer {
                 program.push(Guarded {
                     predicate: None,
-                    primitive: Primitive::StartCpuTimer(n),
+                    primitive: Primitive::ResumeCpuTimer(n),
                 });
             }
             return Ok(program);
@@ -214,12 +214,12 @@ impl Expand for Capture {
         match (user_timer, self.exit) {
             (None, _) => program.extend(emits),
             (Some(n), false) => {
-                program.push(timer(Primitive::StopCpuTimer(n)));
+                program.push(timer(Primitive::PauseCpuTimer(n)));
                 program.extend(emits);
             }
             (Some(n), true) => {
                 program.extend(emits);
-                program.push(timer(Primitive::StartCpuTimer(n)));
+                program.push(timer(Primitive::ResumeCpuTimer(n)));
             }
         }
         if self.exit {

@@ -83,11 +83,11 @@ pub(crate) fn call_program(
         primitive,
     };
     let mut program: Vec<Guarded> = user_timer
-        .map(|n| always(Primitive::StopCpuTimer(n)))
+        .map(|n| always(Primitive::PauseCpuTimer(n)))
         .into_iter()
         .collect();
     program.push(always(Primitive::CallFunction { code: 0 }));
-    program.extend(user_timer.map(|n| always(Primitive::StartCpuTimer(n))));
+    program.extend(user_timer.map(|n| always(Primitive::ResumeCpuTimer(n))));
     let mut record = Record::result();
     if let Some(w) = crate::writes::writes(nr) {
         let (address, count) = w.values();

@@ -157,7 +157,7 @@ pub(crate) fn call_program(
     user_timer: Option<u64>,
 ) -> Result<Vec<Guarded>, Exhausted> {
     let mut program: Vec<Guarded> = user_timer
-        .map(|n| always(Primitive::StopCpuTimer(n)))
+        .map(|n| always(Primitive::PauseCpuTimer(n)))
         .into_iter()
         .collect();
     let mut entry = Record {
@@ -175,7 +175,7 @@ pub(crate) fn call_program(
         primitive: entry.emit(at, crate::ENTRY, alloc)?,
     });
     program.push(always(Primitive::MakeCall));
-    program.extend(user_timer.map(|n| always(Primitive::StartCpuTimer(n))));
+    program.extend(user_timer.map(|n| always(Primitive::ResumeCpuTimer(n))));
     let site_number = || Expr::bin(BinOp::Eq, Expr::MadeCallNumber, Expr::Const(nr as i64));
     for (shape, mut record) in records {
         record.plain("nr", Expr::Const(nr as i64));

@@ -658,11 +658,27 @@ fn a_read_a_handler_interrupts_while_weft_attaches_still_fails() {
 /// and not by the 100 ms the program slept.
 #[test]
 fn each_call_carries_its_threads_user_time() {
+    user_time_follows_the_programs_clock("fork");
+}
+
+/// As above, after a signal handler's calls came inside a blocked call
+/// (a read its handler ends): the user time still grows as the
+/// program's clock says. Before session 24 the timer then stopped for
+/// good (a new-user trial): it nested, and the handler's calls left it
+/// started twice.
+#[test]
+fn user_time_goes_on_after_a_handlers_calls_inside_a_blocked_one() {
+    user_time_follows_the_programs_clock("signal");
+}
+
+/// `syscalls_spin 40 MODE` recorded: the user time between its two
+/// `getppid` calls (and its child's, with `fork`) against its own clock.
+fn user_time_follows_the_programs_clock(mode: &str) {
     let target = build("syscalls_spin", &O2);
     let (out_dir, recorded) = record_into(
-        &scratch("syscalls-user-time"),
+        &scratch(&format!("syscalls-user-time-{mode}")),
         &target,
-        &["40".as_ref(), "fork".as_ref()],
+        &["40".as_ref(), mode.as_ref()],
     );
     if without_user_time(&recorded) {
         return;
@@ -680,8 +696,13 @@ fn each_call_carries_its_threads_user_time() {
         .collect();
     // The parent's two calls, then its child's (a process it forked,
     // whose timer starts inside the fork).
-    assert_eq!(calls.len(), 4, "{}", shown.stdout);
-    for (pair, key) in [(&calls[..2], "spin_ns"), (&calls[2..], "child_spin_ns")] {
+    let forked = mode == "fork";
+    assert_eq!(calls.len(), if forked { 4 } else { 2 }, "{}", shown.stdout);
+    let pairs: &[(&[serde_json::Value], &str)] = match forked {
+        true => &[(&calls[..2], "spin_ns"), (&calls[2..], "child_spin_ns")],
+        false => &[(&calls[..], "spin_ns")],
+    };
+    for &(pair, key) in pairs {
         assert_eq!(pair[0]["tid"], pair[1]["tid"], "{}", shown.stdout);
         let user = |c: &serde_json::Value| c["user_ns"].as_u64().expect("user_ns in every record");
         let weft_ns = user(&pair[1]) - user(&pair[0]);

@@ -174,7 +174,11 @@ impl Session {
         for p in &self.probes {
             if let Action::Program(program) = &p.action {
                 for g in program {
-                    if let Primitive::StartCpuTimer(t) | Primitive::StopCpuTimer(t) = g.primitive {
+                    if let Primitive::StartCpuTimer(t)
+                    | Primitive::StopCpuTimer(t)
+                    | Primitive::ResumeCpuTimer(t)
+                    | Primitive::PauseCpuTimer(t) = g.primitive
+                    {
                         out.push(t);
                     }
                 }

@@ -170,7 +170,11 @@ impl Gen {
     fn primitive(&mut self, p: &Primitive) -> std::result::Result<(), IcedError> {
         let stamps = matches!(
             p,
-            Primitive::Emit(..) | Primitive::StartCpuTimer(_) | Primitive::StopCpuTimer(_)
+            Primitive::Emit(..)
+                | Primitive::StartCpuTimer(_)
+                | Primitive::StopCpuTimer(_)
+                | Primitive::ResumeCpuTimer(_)
+                | Primitive::PauseCpuTimer(_)
         );
         match p {
             Primitive::SetCounter(addr, e)
@@ -209,8 +213,10 @@ impl Gen {
             Primitive::Emit(event, args, strings) => self.emit(*event, args, strings)?,
             Primitive::StartTimer(n) => self.start_timer(*n)?,
             Primitive::StopTimer(n) => self.stop_timer(*n)?,
-            Primitive::StartCpuTimer(n) => self.start_cpu_timer(*n)?,
-            Primitive::StopCpuTimer(n) => self.stop_cpu_timer(*n)?,
+            Primitive::StartCpuTimer(n) => self.start_cpu_timer(*n, true)?,
+            Primitive::StopCpuTimer(n) => self.stop_cpu_timer(*n, true)?,
+            Primitive::ResumeCpuTimer(n) => self.start_cpu_timer(*n, false)?,
+            Primitive::PauseCpuTimer(n) => self.stop_cpu_timer(*n, false)?,
             Primitive::Feed(feed) => self.feed(feed)?,
             Primitive::EnableDispatch => self.enable_dispatch()?,
             Primitive::MakeCall => self.make_call()?,
@@ -322,7 +328,10 @@ pub fn mini_trampoline_with(
     let cpu_timer = |x: &Guarded| {
         matches!(
             x.primitive,
-            Primitive::StartCpuTimer(_) | Primitive::StopCpuTimer(_)
+            Primitive::StartCpuTimer(_)
+                | Primitive::StopCpuTimer(_)
+                | Primitive::ResumeCpuTimer(_)
+                | Primitive::PauseCpuTimer(_)
         )
     };
     if table.vclock.is_none() && actions.iter().any(cpu_timer) {

@@ -135,8 +135,13 @@ impl Gen {
     /// Starts the thread's CPU timer `n` (r11: its block); only the
     /// outermost start reads the clock. A thread that finds no free entry
     /// in the clock's table counts itself in the no-slot word and leaves
-    /// the timer stopped.
-    pub(super) fn start_cpu_timer(&mut self, n: u64) -> std::result::Result<(), IcedError> {
+    /// the timer stopped. Not `nesting`, a start of a running timer does
+    /// nothing and the timer runs once (`ResumeCpuTimer`).
+    pub(super) fn start_cpu_timer(
+        &mut self,
+        n: u64,
+        nesting: bool,
+    ) -> std::result::Result<(), IcedError> {
         let mut done = self.a.create_label();
         let mut full = self.a.create_label();
         let no_slot = self.table.no_slot;
@@ -147,10 +152,16 @@ impl Gen {
         self.a.lea(r8, qword_ptr(r11 + t::timer(n) as i32))?;
         self.a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?; // odd: updating
         self.a.mov(rax, qword_ptr(r8 + t::TIMER_COUNT as i32))?;
-        self.a.add(rax, 1)?;
-        self.a.mov(qword_ptr(r8 + t::TIMER_COUNT as i32), rax)?;
-        self.a.cmp(rax, 1)?;
-        self.a.jne(done)?;
+        if nesting {
+            self.a.add(rax, 1)?;
+            self.a.mov(qword_ptr(r8 + t::TIMER_COUNT as i32), rax)?;
+            self.a.cmp(rax, 1)?;
+            self.a.jne(done)?;
+        } else {
+            self.a.test(rax, rax)?;
+            self.a.jnz(done)?;
+            self.a.mov(qword_ptr(r8 + t::TIMER_COUNT as i32), 1)?;
+        }
         self.cpu_clock(full, reuse)?;
         self.a.mov(qword_ptr(r8 + t::TIMER_START as i32), rax)?;
         self.a.jmp(done)?;
@@ -165,8 +176,13 @@ impl Gen {
 
     /// Stops the thread's CPU timer `n` (r11: its block); only the
     /// outermost stop reads the clock, and a stop without a start is
-    /// ignored.
-    pub(super) fn stop_cpu_timer(&mut self, n: u64) -> std::result::Result<(), IcedError> {
+    /// ignored. Not `nesting`, any stop of a running timer stops it
+    /// (`PauseCpuTimer`).
+    pub(super) fn stop_cpu_timer(
+        &mut self,
+        n: u64,
+        nesting: bool,
+    ) -> std::result::Result<(), IcedError> {
         let mut done = self.a.create_label();
         let mut unmatched = self.a.create_label();
         let reuse = self.stamp_ready;
@@ -178,9 +194,13 @@ impl Gen {
         self.a.test(rax, rax)?;
         self.a.jz(unmatched)?;
         self.a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?;
-        self.a.sub(rax, 1)?;
-        self.a.mov(qword_ptr(r8 + t::TIMER_COUNT as i32), rax)?;
-        self.a.jnz(done)?;
+        if nesting {
+            self.a.sub(rax, 1)?;
+            self.a.mov(qword_ptr(r8 + t::TIMER_COUNT as i32), rax)?;
+            self.a.jnz(done)?;
+        } else {
+            self.a.mov(qword_ptr(r8 + t::TIMER_COUNT as i32), 0)?;
+        }
         // The start claimed the entry, so the clock cannot fail here.
         self.cpu_clock(done, reuse)?;
         self.a.sub(rax, qword_ptr(r8 + t::TIMER_START as i32))?;

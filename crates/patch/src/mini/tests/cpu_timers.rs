@@ -118,6 +118,52 @@ fn cpu_timer_counts_spinning_not_sleeping_and_nests() {
     assert_eq!(u64::from(tid), mem.read(block + t::TID));
 }
 
+/// A paused and resumed timer does not nest: a pause of a paused timer
+/// and a resume of a running one do nothing, so a resume, two pauses
+/// (a blocked call's and a signal handler's inside it), two resumes (the
+/// handler's call's return and the blocked call's) and a pause time what
+/// ran after the last resume, as a thread's user time between its system
+/// calls should.
+#[test]
+fn a_paused_cpu_timer_does_not_nest() {
+    let Some(clock) = loaded() else { return };
+    let mem = Memory::new(16);
+    let table = ThreadTable {
+        vclock: Some(clock.local_view()),
+        ..mem.table()
+    };
+    let (resume, pause) = (Exec::new(4096), Exec::new(4096));
+    let one = |p| {
+        vec![Guarded {
+            predicate: None,
+            primitive: p,
+        }]
+    };
+    resume
+        .load(&mini_trampoline(resume.addr(), table, &one(Primitive::ResumeCpuTimer(5))).unwrap());
+    pause.load(&mini_trampoline(pause.addr(), table, &one(Primitive::PauseCpuTimer(5))).unwrap());
+    resume.call([0; 6]);
+    pause.call([0; 6]);
+    pause.call([0; 6]);
+    resume.call([0; 6]);
+    resume.call([0; 6]);
+    let timer = mem.block_of_this_thread() + t::timer(5);
+    assert_eq!(mem.read(timer + t::TIMER_COUNT), 1, "running once");
+    let before = mem.read(timer + t::TIMER_TOTAL);
+    let cpu_before = thread_cpu_ns();
+    spin_cpu(Duration::from_millis(60));
+    let cpu_after = thread_cpu_ns();
+    pause.call([0; 6]);
+    let timed = mem.read(timer + t::TIMER_TOTAL) - before;
+    let kernel = cpu_after - cpu_before;
+    assert!(
+        timed.abs_diff(kernel) <= (kernel / 100).max(1_000_000),
+        "timer {timed} ns, kernel {kernel} ns"
+    );
+    assert_eq!(mem.read(timer + t::TIMER_COUNT), 0);
+    assert_eq!(mem.read(timer + t::TIMER_SEQ) % 2, 0);
+}
+
 /// The CPU sources generated code may read the CPU number from besides
 /// `rdtscp`: `rdpid`, where this CPU has it.
 fn cpu_sources() -> Vec<crate::lanes::CpuSource> {
