@@ -368,7 +368,10 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], result: Option<i64>, args: &
             set(3, pointer(raw[3]));
             set(4, raw[4].to_string());
         }
-        "clock_nanosleep" => set(3, pointer(raw[3])),
+        "clock_nanosleep" => {
+            set(1, bits(raw[1], &[(1, "TIMER_ABSTIME")], "0"));
+            set(3, pointer(raw[3]));
+        }
         "wait4" => {
             set(
                 2,

@@ -32,6 +32,21 @@ fn flags_read_as_strace_names_them() {
         shown("newfstatat", [3, 1, 2, 0x1000, 0, 0], 4),
         "3, 1, 2, AT_EMPTY_PATH"
     );
+    // `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, {...}, NULL)` of a
+    // sleep until an instant; `sleep 0.01`'s flags are 0.
+    let flags_and_remain = |raw| {
+        let line = shown("clock_nanosleep", raw, 4);
+        let args: Vec<&str> = line.split(", ").collect();
+        (args[1].to_string(), args[3].to_string())
+    };
+    assert_eq!(
+        flags_and_remain([1, 1, 0x7ff0, 0, 0, 0]),
+        ("TIMER_ABSTIME".into(), "NULL".into())
+    );
+    assert_eq!(
+        flags_and_remain([0, 0, 0x7ff0, 0x7ff8, 0, 0]),
+        ("0".into(), "0x7ff8".into())
+    );
     // `os.openpty()`'s peer: `ioctl(3, TIOCGPTPEER, 0x102) = 4`.
     assert_eq!(
         shown("ioctl", [3, 0x5441, 0x102, 0, 0, 0], 3),
