@@ -358,9 +358,18 @@ fn a_function_another_tool_patched_reads_not_measured() {
     // The uprobe is still there, and the program still runs.
     assert_eq!(mem.read_vec(entry, 1).unwrap()[0], 0xcc);
     assert!(weft_process::is_alive(pid));
-    // SAFETY: kill with bpftrace's own pid and SIGINT: it prints its count.
-    unsafe { libc::kill(bpftrace.0.id() as i32, libc::SIGINT) };
-    let printed = wait_bounded(&mut bpftrace.0, Duration::from_secs(30));
+    // SIGINT: bpftrace prints its count. Once more if it has not ended
+    // after 15 s: in one full run of the suite on a loaded machine
+    // (session 24) it had not after 30.
+    let mut printed = None;
+    for _ in 0..2 {
+        // SAFETY: kill with bpftrace's own pid, which it still has.
+        unsafe { libc::kill(bpftrace.0.id() as i32, libc::SIGINT) };
+        printed = wait_bounded(&mut bpftrace.0, Duration::from_secs(15));
+        if printed.is_some() {
+            break;
+        }
+    }
     assert!(printed.is_some(), "bpftrace did not end");
     let mut text = String::new();
     std::io::Read::read_to_string(bpftrace.0.stdout.as_mut().unwrap(), &mut text).unwrap();

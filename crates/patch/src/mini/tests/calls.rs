@@ -2,6 +2,18 @@
 
 use super::*;
 
+fn always(primitive: Primitive) -> Guarded {
+    Guarded {
+        predicate: None,
+        primitive,
+    }
+}
+
+/// Counter `k` := `e`.
+fn set(mem: &Memory, k: usize, e: Expr) -> Guarded {
+    always(Primitive::SetCounter(mem.counter(k), e))
+}
+
 /// Loads `mini` at `exec`'s address + 256, and before it a caller that
 /// puts `nr` in `rax` and calls it, as a trampoline does at a `syscall`.
 fn with_caller(exec: &Exec, nr: u32, mini: &[u8]) {
@@ -24,20 +36,11 @@ fn with_caller(exec: &Exec, nr: u32, mini: &[u8]) {
 fn a_program_makes_its_points_call_between_its_two_halves() {
     let mem = Memory::new(16);
     let exec = Exec::new(4096);
-    let set = |k: usize, e: Expr| Guarded {
-        predicate: None,
-        primitive: Primitive::SetCounter(mem.counter(k), e),
-    };
+    let set = |k: usize, e: Expr| set(&mem, k, e);
     let program = vec![
         set(0, Expr::Reg(0)),
-        Guarded {
-            predicate: None,
-            primitive: Primitive::AddThreadCounter(0, Expr::Const(1)),
-        },
-        Guarded {
-            predicate: None,
-            primitive: Primitive::MakeCall,
-        },
+        always(Primitive::AddThreadCounter(0, Expr::Const(1))),
+        always(Primitive::MakeCall),
         set(1, Expr::Ret),
         set(2, Expr::MadeCallNumber),
         set(3, Expr::MadeCallTime),
@@ -78,19 +81,10 @@ fn the_call_is_made_when_the_thread_has_no_slot() {
     for slot in 0..table.slots {
         mem.write(table.addr + slot * 8, 0x1000 + slot);
     }
-    let set = |k: usize, e: Expr| Guarded {
-        predicate: None,
-        primitive: Primitive::SetCounter(mem.counter(k), e),
-    };
+    let set = |k: usize, e: Expr| set(&mem, k, e);
     let program = vec![
-        Guarded {
-            predicate: None,
-            primitive: Primitive::AddThreadCounter(0, Expr::Const(1)),
-        },
-        Guarded {
-            predicate: None,
-            primitive: Primitive::MakeCall,
-        },
+        always(Primitive::AddThreadCounter(0, Expr::Const(1))),
+        always(Primitive::MakeCall),
         set(1, Expr::Ret),
         set(2, Expr::MadeCallTime),
     ];
@@ -113,18 +107,13 @@ fn the_calls_instant_is_the_record_befores() {
     let mem = Memory::new(16);
     let exec = Exec::new(4096);
     let program = vec![
-        Guarded {
-            predicate: None,
-            primitive: Primitive::Emit(4, vec![Expr::Reg(0)], Strings::NONE),
-        },
-        Guarded {
-            predicate: None,
-            primitive: Primitive::MakeCall,
-        },
-        Guarded {
-            predicate: None,
-            primitive: Primitive::Emit(5, vec![Expr::MadeCallTime, Expr::Ret], Strings::NONE),
-        },
+        always(Primitive::Emit(4, vec![Expr::Reg(0)], Strings::NONE)),
+        always(Primitive::MakeCall),
+        always(Primitive::Emit(
+            5,
+            vec![Expr::MadeCallTime, Expr::Ret],
+            Strings::NONE,
+        )),
     ];
     let mini = mini_trampoline(exec.addr() + 256, mem.table(), &program).unwrap();
     const GETPID: u32 = 39;
@@ -162,21 +151,12 @@ extern "C" fn sum_into(out: *mut i64, b: i64, c: i64, d: i64, e: i64, f: i64) ->
 fn a_program_calls_its_points_function_between_its_two_halves() {
     let mem = Memory::new(16);
     let exec = Exec::new(4096);
-    let set = |k: usize, e: Expr| Guarded {
-        predicate: None,
-        primitive: Primitive::SetCounter(mem.counter(k), e),
-    };
+    let set = |k: usize, e: Expr| set(&mem, k, e);
     let program = vec![
-        Guarded {
-            predicate: None,
-            primitive: Primitive::AddThreadCounter(0, Expr::Const(1)),
-        },
-        Guarded {
-            predicate: None,
-            primitive: Primitive::CallFunction {
-                code: sum_into as *const () as u64,
-            },
-        },
+        always(Primitive::AddThreadCounter(0, Expr::Const(1))),
+        always(Primitive::CallFunction {
+            code: sum_into as *const () as u64,
+        }),
         set(1, Expr::Ret),
         set(2, Expr::MadeCallTime),
         set(3, Expr::Arg(1)),
