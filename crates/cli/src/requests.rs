@@ -194,6 +194,12 @@ impl Requests {
         if req.tracing {
             let mut recorder = weft_events::Recorder::new(events);
             recorder.streams_only(args.streams_only);
+            // What `replay` makes each replay process hold.
+            let syscalls = args
+                .trace
+                .iter()
+                .any(|t| t == "syscalls" || t.starts_with("syscalls:"));
+            recorder.sample_resident(syscalls);
             req.recorder = Some(Rc::new(RefCell::new(recorder)));
         }
         req.hold_writers(session);

@@ -255,6 +255,7 @@ pub(crate) mod tests {
             format: PACKET_FORMAT,
             execs: vec![],
             loaders: vec![],
+            resident: Default::default(),
             streams_only: false,
         }
     }

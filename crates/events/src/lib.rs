@@ -38,7 +38,7 @@ pub use mode::{ChosenClock, ClockChoice, ClockKind, RingMode};
 pub use read::{Damage, TraceReader};
 pub use record::Recorder;
 pub use rich::{event_request, pending_note};
-pub use store::{shown_values, Exec, Loader, Meta, Shown, TextLines, TraceClock};
+pub use store::{shown_values, Exec, Loader, Meta, Resident, Shown, TextLines, TraceClock};
 pub use stream::{repair_dir, Repair};
 pub use trace_dir::TraceDir;
 pub use usdt::{operand, usdt_specs};

@@ -45,10 +45,16 @@ pub struct Recorder {
     loaders: Vec<crate::Loader>,
     /// Finish with the streams alone (see [`Meta::streams_only`]).
     streams_only: bool,
+    /// Per process, the most memory seen resident and when it was last
+    /// sampled (see [`Meta::resident`]); `None`: not sampled.
+    resident: Option<BTreeMap<i32, (crate::Resident, std::time::Instant)>>,
     /// How many ids the last `meta.json` written held, and when it was
     /// written (see [`Recorder::describe`]).
     described: Option<(usize, std::time::Instant)>,
 }
+
+/// How often a process's resident memory is sampled at most.
+const RESIDENT_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl Recorder {
     /// A recorder writing into `dir` (see [`TraceDir::prepare`]), or
@@ -66,6 +72,7 @@ impl Recorder {
             execs: Vec::new(),
             loaders: Vec::new(),
             streams_only: false,
+            resident: None,
             described: None,
         }
     }
@@ -96,7 +103,42 @@ impl Recorder {
         meta.execs = self.execs.clone();
         meta.loaders = self.loaders.clone();
         meta.streams_only = self.streams_only;
+        if let Some(resident) = &self.resident {
+            meta.resident = resident
+                .iter()
+                .filter(|(_, (r, _))| *r != crate::Resident::default())
+                .map(|(&pid, &(r, _))| (pid, r))
+                .collect();
+        }
         meta
+    }
+
+    /// Samples each process's resident memory as its rings are drained,
+    /// every [`RESIDENT_EVERY`] at most, keeping the most seen (see
+    /// [`Meta::resident`]): for a system call record, which `replay` reads.
+    pub fn sample_resident(&mut self, on: bool) {
+        self.resident = on.then(BTreeMap::new);
+    }
+
+    /// Process `pid`'s resident memory now, if sampling is on and its last
+    /// sample is old enough.
+    fn sample(&mut self, pid: i32) {
+        let Some(resident) = &mut self.resident else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        let entry = resident.entry(pid).or_insert((
+            crate::Resident::default(),
+            now.checked_sub(RESIDENT_EVERY).unwrap_or(now),
+        ));
+        if now.duration_since(entry.1) < RESIDENT_EVERY {
+            return;
+        }
+        entry.1 = now;
+        if let Some((anon, file)) = weft_process::resident(pid) {
+            entry.0.anon = entry.0.anon.max(anon);
+            entry.0.file = entry.0.file.max(file);
+        }
     }
 
     /// Finish the directory with its CTF streams alone, without deriving
@@ -202,6 +244,7 @@ impl Recorder {
     /// a fraction of its size.
     pub fn drain(&mut self, session: &Session) -> f64 {
         let pid = session.pid();
+        self.sample(pid);
         let mut fullest = 0;
         session.drain_records(&mut |raw| {
             fullest = fullest.max(raw.bytes.len());

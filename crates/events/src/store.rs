@@ -79,6 +79,21 @@ pub struct Meta {
     /// the streams, which are then whole (absent: false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub streams_only: bool,
+    /// Per process, the most memory weft saw it hold resident while it
+    /// recorded (sampled as weft drained its rings, every 10 ms at most):
+    /// what a replay process holds for it, so that a memory limit presses
+    /// on the replay as on the program (absent when none was sampled).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resident: BTreeMap<i32, Resident>,
+}
+
+/// Memory a process held resident at its most, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resident {
+    /// Anonymous pages (its heap, stacks, copies of pages it wrote).
+    pub anon: u64,
+    /// Pages of files (its code and libraries, files it mapped).
+    pub file: u64,
 }
 
 /// A program a process exec'd: what a successful `execve` gives no return
@@ -411,6 +426,7 @@ impl Meta {
             format: crate::ctf::PACKET_FORMAT,
             execs: Vec::new(),
             loaders: Vec::new(),
+            resident: BTreeMap::new(),
             streams_only: false,
         }
     }

@@ -212,6 +212,11 @@ pub struct Options<'a> {
     pub group: Option<&'a crate::Group>,
     /// Set (by a signal handler) to stop the replay.
     pub stop: Option<&'a std::sync::atomic::AtomicBool>,
+    /// Per recorded process, the bytes of memory it held resident at its
+    /// most: its replay process holds as many, written once at its start,
+    /// so that a memory limit presses on the replay as on the program
+    /// (whose heap, stacks and code the replay does not otherwise have).
+    pub resident: &'a HashMap<i32, u64>,
 }
 
 /// A replay process's state.
@@ -228,6 +233,8 @@ struct Context {
     plan: Plan,
     table: Table,
     paths: Paths,
+    /// See [`Options::resident`].
+    resident: HashMap<i32, u64>,
 }
 
 /// Replays `calls` (their `plan`) in `sandbox`.
@@ -245,6 +252,7 @@ pub fn replay(
         plan: plan.clone(),
         table: Table::new(calls.len())?,
         paths: sandbox.paths(),
+        resident: options.resident.clone(),
     });
     let start_dir = sandbox.start_dir();
     let begin = now_ns();
@@ -375,6 +383,8 @@ fn standard_streams() -> Fds {
 /// waits for every thread and child process it made, and ends the
 /// process.
 fn run_process(ctx: &Arc<Context>, process: &Arc<Process>, threads: &[usize]) -> ! {
+    let pid = threads.first().map(|&t| ctx.plan.threads[t].pid);
+    let held = hold(pid.and_then(|p| ctx.resident.get(&p)).copied().unwrap_or(0));
     for &t in threads.iter().skip(1) {
         spawn(ctx, process, t);
     }
@@ -390,8 +400,20 @@ fn run_process(ctx: &Arc<Context>, process: &Arc<Process>, threads: &[usize]) ->
     // The workload ends when its last process does.
     // SAFETY: null status pointer: not written.
     while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::__WALL) } > 0 {}
+    drop(held);
     // SAFETY: leaves the replay process without weft's exit handlers.
     unsafe { libc::_exit(0) }
+}
+
+/// `bytes` of memory of this process's own, each page written once (so
+/// resident, and charged to its control group), held until dropped.
+fn hold(bytes: u64) -> Vec<u8> {
+    const PAGE: usize = 4096;
+    let mut memory = vec![0u8; bytes as usize];
+    for at in (0..memory.len()).step_by(PAGE) {
+        memory[at] = 1;
+    }
+    std::hint::black_box(memory)
 }
 
 /// Starts recorded thread `t` on a thread of `process`.

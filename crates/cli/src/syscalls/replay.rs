@@ -67,6 +67,12 @@ pub fn replay(
     let group = request
         .limits
         .prepare(&format!("weft-replay-{}", std::process::id()))?;
+    // Each replay process holds the anonymous memory its recorded process
+    // held (its share of it): a limit reclaims a program's pages of files
+    // (its code) but cannot reclaim these, without swap.
+    let resident: HashMap<i32, u64> = (meta.resident.iter())
+        .map(|(&pid, r)| (pid, r.anon))
+        .collect();
     let report = weft_replay::replay(
         calls,
         &plan,
@@ -75,6 +81,7 @@ pub fn replay(
             stall: request.stall,
             group: group.as_ref(),
             stop: Some(crate::signals::stop_flag()),
+            resident: &resident,
         },
     )?;
     let under = Configuration {

@@ -148,6 +148,49 @@ fn a_replay_under_half_a_cpu_predicts_the_programs_time() {
     super::half_a_cpu_is_predicted(&target, &predicted, "replayed_s");
 }
 
+/// ULTra's prediction under a memory limit needs the program's memory: a
+/// program that held 48 MiB of its own while it was recorded is replayed
+/// by a process that holds as much (the replay's control group peaks
+/// above it; before session 24 a replay held none of it, and a limit
+/// pressed on the replay's page cache alone).
+#[test]
+fn a_replay_holds_the_memory_its_program_held() {
+    let target = build("syscalls_memory", &O2);
+    let (out, recorded) = record_into(&scratch("syscalls-memory"), &target, &["48".as_ref()]);
+    assert_eq!(
+        recorded.stdout, "tally held_mib 48\n",
+        "{}",
+        recorded.stderr
+    );
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
+    let held = meta["resident"]
+        .as_object()
+        .and_then(|r| r.values().filter_map(|p| p["anon"].as_u64()).max())
+        .unwrap_or_else(|| panic!("no resident memory sampled: {meta}"));
+    const MIB: u64 = 1 << 20;
+    assert!((48 * MIB..64 * MIB).contains(&held), "{held} bytes");
+    let replayed = run(
+        weft()
+            .args(["syscalls", "replay", "--json", "--memory-max", "256M"])
+            .arg(&out),
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        replayed.status, 0,
+        "{}\n{}",
+        replayed.stderr, replayed.stdout
+    );
+    let report: serde_json::Value = serde_json::from_str(replayed.stdout.trim()).unwrap();
+    let peak = report["peak_memory"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no peak memory: {report}"));
+    assert!(
+        peak >= 48 * MIB,
+        "the replay's group peaked at {peak} bytes"
+    );
+}
+
 /// A server and its client (a forked child) over a Unix socket and over
 /// TCP on the loopback: `deps` joins the client's connected socket and
 /// the server's accepted one into one connection (the client's write and
