@@ -7,7 +7,7 @@
 //! record instead of an entry's and a return's is half the ring writes
 //! and one clock read fewer a call; one program instead of two is one
 //! call of generated code and one lookup of the thread's slot fewer (a
-//! `getppid` loop: 46 to 38 ns added a call, bench/RESULTS.md).
+//! `getppid` loop: 46 to 34 ns added a call, bench/RESULTS.md).
 //!
 //! The entry's instant and the number stay in the program's own frame
 //! across the call: a signal handler's calls inside a blocked call
