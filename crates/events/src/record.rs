@@ -135,9 +135,11 @@ impl Recorder {
             return;
         }
         entry.1 = now;
-        if let Some((anon, file)) = weft_process::resident(pid) {
-            entry.0.anon = entry.0.anon.max(anon);
-            entry.0.file = entry.0.file.max(file);
+        if let Some(now) = weft_process::resident(pid) {
+            let most = &mut entry.0;
+            most.anon = most.anon.max(now.anon);
+            most.private = most.private.max(now.private);
+            most.file = most.file.max(now.file);
         }
     }
 

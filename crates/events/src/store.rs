@@ -87,12 +87,18 @@ pub struct Meta {
     pub resident: BTreeMap<i32, Resident>,
 }
 
-/// Memory a process held resident at its most, in bytes.
+/// Memory a process held resident at its most, in bytes (each the most
+/// of its own; see `weft_process::Resident`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Resident {
-    /// Anonymous pages (its heap, stacks, copies of pages it wrote).
+    /// Anonymous pages (its heap, stacks, copies of pages it wrote), those
+    /// shared with its parent or children in full.
     pub anon: u64,
-    /// Pages of files (its code and libraries, files it mapped).
+    /// The pages only it had written (a forked child's own memory).
+    #[serde(default)]
+    pub private: u64,
+    /// Pages of files (its code and libraries, files it mapped), as its
+    /// share among the processes that map them.
     pub file: u64,
 }
 

@@ -227,13 +227,24 @@ pub fn exec_arguments(pid: i32) -> Option<(Vec<String>, Option<usize>)> {
     Some((argv, vars))
 }
 
-/// Process `pid`'s resident memory now, in bytes, each page shared with
-/// other processes counted as its share (a page three processes map, a
-/// third): its anonymous pages and its pages of files (`Pss_Anon`,
-/// `Pss_File` of `/proc/PID/smaps_rollup`). A forked child's pages it has
-/// not written since are its parent's too, and count half. `None` for a
-/// process that is gone or has no memory of its own left (a zombie).
-pub fn resident(pid: i32) -> Option<(u64, u64)> {
+/// What a process holds resident, in bytes (`/proc/PID/smaps_rollup`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Resident {
+    /// Its anonymous pages, those it shares with other processes (a
+    /// forked child's it has not written since, its parent's) in full
+    /// (`Anonymous`).
+    pub anon: u64,
+    /// The pages only it has written (`Private_Dirty`): a forked child's
+    /// own memory, which its parent does not also hold.
+    pub private: u64,
+    /// Its pages of files, each as its share among the processes that map
+    /// it (`Pss_File`).
+    pub file: u64,
+}
+
+/// Process `pid`'s resident memory now; `None` for a process that is gone
+/// or has no memory of its own left (a zombie).
+pub fn resident(pid: i32) -> Option<Resident> {
     let rollup = std::fs::read_to_string(proc_path(pid, "smaps_rollup")).ok()?;
     let kib = |key: &str| -> Option<u64> {
         let line = rollup.lines().find(|l| l.starts_with(key))?;
@@ -244,7 +255,11 @@ pub fn resident(pid: i32) -> Option<(u64, u64)> {
             .parse::<u64>()
             .ok()
     };
-    Some((kib("Pss_Anon:")? * 1024, kib("Pss_File:")? * 1024))
+    Some(Resident {
+        anon: kib("Anonymous:")? * 1024,
+        private: kib("Private_Dirty:")? * 1024,
+        file: kib("Pss_File:")? * 1024,
+    })
 }
 
 /// The value of environment variable `name` in process `pid` as it
@@ -347,19 +362,19 @@ pub fn cpu_flags() -> Vec<String> {
 mod tests {
     use super::*;
 
-    /// 16 MiB written here more is 16 MiB more anonymous memory resident.
-    /// (Another test's child, forked meanwhile, shares this process's pages
-    /// until it execs, and halves their share: tried a few times.)
+    /// 16 MiB written here more is 16 MiB more anonymous memory resident,
+    /// and private. (Another test's child, forked meanwhile, shares this
+    /// process's pages until it execs: tried a few times.)
     #[test]
     fn resident_memory_grows_by_what_the_process_writes() {
         let me = std::process::id() as i32;
         let grew = (0..10).any(|_| {
-            let (anon, file) = resident(me).expect("weft's own memory");
-            assert!(file > 0, "its code is file pages");
+            let before = resident(me).expect("weft's own memory");
+            assert!(before.file > 0, "its code is file pages");
             let block = vec![1u8; 16 << 20];
-            let (grown, _) = resident(me).expect("weft's own memory");
+            let after = resident(me).expect("weft's own memory");
             drop(std::hint::black_box(block));
-            grown >= anon + (15 << 20)
+            after.anon >= before.anon + (15 << 20) && after.private >= before.private + (15 << 20)
         });
         assert!(grew, "16 MiB written did not show");
         assert_eq!(resident(i32::MAX), None);

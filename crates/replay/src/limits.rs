@@ -50,6 +50,10 @@ pub struct Group {
     dirs: Vec<PathBuf>,
     /// Where its peak memory use is read, if the kernel keeps it.
     peak: Option<PathBuf>,
+    /// Where the kernel counts the processes its OOM killer ended in it
+    /// (`memory.events` in v2, `memory.oom_control` in v1), with a memory
+    /// limit.
+    events: Option<PathBuf>,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LimitError + '_ {
@@ -102,6 +106,7 @@ impl Group {
             std::fs::create_dir_all(&dir).map_err(io(&dir))?;
             let group = Group {
                 peak: Some(dir.join("memory.peak")).filter(|p| p.exists()),
+                events: limits.memory_max.map(|_| dir.join("memory.events")),
                 dirs: vec![dir.clone()],
             };
             if let Some(bytes) = limits.memory_max {
@@ -117,6 +122,7 @@ impl Group {
         let mut group = Group {
             dirs: Vec::new(),
             peak: None,
+            events: None,
         };
         for controller in wanted {
             let root = v1_of(controller).ok_or(LimitError::NoController(controller))?;
@@ -133,6 +139,7 @@ impl Group {
                         write(&memsw, &bytes.to_string()).ok();
                     }
                     group.peak = Some(dir.join("memory.max_usage_in_bytes"));
+                    group.events = Some(dir.join("memory.oom_control"));
                 }
                 _ => {
                     let pct = limits.cpu_max.expect("asked for");
@@ -157,6 +164,23 @@ impl Group {
             write(&dir.join("cgroup.procs"), &pid.to_string())?;
         }
         Ok(())
+    }
+
+    /// How many processes of the group the kernel's OOM killer ended (its
+    /// `oom_kill` count; 0 without a memory limit or where the kernel
+    /// does not say).
+    pub fn oom_kills(&self) -> u64 {
+        let Some(text) = self
+            .events
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+        else {
+            return 0;
+        };
+        text.lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
     }
 
     /// The most memory the group used, in bytes, if the kernel says.

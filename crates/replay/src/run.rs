@@ -212,11 +212,15 @@ pub struct Options<'a> {
     pub group: Option<&'a crate::Group>,
     /// Set (by a signal handler) to stop the replay.
     pub stop: Option<&'a std::sync::atomic::AtomicBool>,
-    /// Per recorded process, the bytes of memory it held resident at its
-    /// most: its replay process holds as many, written once at its start,
-    /// so that a memory limit presses on the replay as on the program
-    /// (whose heap, stacks and code the replay does not otherwise have).
-    pub resident: &'a HashMap<i32, u64>,
+    /// Per recorded process, the bytes of anonymous memory it held
+    /// resident at its most, and of those the most only it had written:
+    /// its replay process holds as many, written once at its start, so
+    /// that a memory limit presses on the replay as on the program (whose
+    /// heap and stacks the replay does not otherwise have). A process the
+    /// record saw made holds its own pages only: a forked one shares the
+    /// rest with its parent, whose replay process holds them already, and
+    /// shares them with the child as the kernel shares the program's.
+    pub resident: &'a HashMap<i32, (u64, u64)>,
 }
 
 /// A replay process's state.
@@ -234,7 +238,7 @@ struct Context {
     table: Table,
     paths: Paths,
     /// See [`Options::resident`].
-    resident: HashMap<i32, u64>,
+    resident: HashMap<i32, (u64, u64)>,
 }
 
 /// Replays `calls` (their `plan`) in `sandbox`.
@@ -318,7 +322,16 @@ pub fn replay(
         }
     }
     let table = &ctx.table;
-    let stalled = watch(&ctx, &roots, &options);
+    let mut stalled = watch(&ctx, &roots, &options);
+    // A replay cut short by the kernel says so, and has no elapsed time.
+    let killed = options.group.map_or(0, |g| g.oom_kills());
+    if killed > 0 && stalled.is_none() {
+        stalled = Some(format!(
+            "killed: the kernel's OOM killer ended {killed} replay process(es) under the \
+             group's memory limit, and the replay was cut short (the program's memory, \
+             which each replay process holds as the record says, and weft's own do not fit)"
+        ));
+    }
     let mut outcomes = Vec::with_capacity(calls.len());
     let mut times = Vec::with_capacity(calls.len());
     let mut skipped: BTreeMap<(String, &'static str), usize> = BTreeMap::new();
@@ -383,8 +396,14 @@ fn standard_streams() -> Fds {
 /// waits for every thread and child process it made, and ends the
 /// process.
 fn run_process(ctx: &Arc<Context>, process: &Arc<Process>, threads: &[usize]) -> ! {
-    let pid = threads.first().map(|&t| ctx.plan.threads[t].pid);
-    let held = hold(pid.and_then(|p| ctx.resident.get(&p)).copied().unwrap_or(0));
+    let held = hold(threads.first().map_or(0, |&t| {
+        let thread = &ctx.plan.threads[t];
+        match (ctx.resident.get(&thread.pid), thread.start) {
+            (None, _) => 0,
+            (Some(&(anon, _)), crate::Start::Initial) => anon,
+            (Some(&(_, private)), _) => private,
+        }
+    }));
     for &t in threads.iter().skip(1) {
         spawn(ctx, process, t);
     }

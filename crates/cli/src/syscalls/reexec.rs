@@ -95,7 +95,14 @@ pub fn reexec(
     let probes = <super::Probes as clap::Parser>::try_parse_from(options)?.probes;
     let status = crate::run::run(&probes, true, command);
     let peak = group.as_ref().and_then(|g| g.peak_memory());
+    let oom_kills = group.as_ref().map_or(0, |g| g.oom_kills());
     drop(group);
+    if oom_kills > 0 {
+        say!(
+            "weft: the kernel's OOM killer ended {oom_kills} process(es) of the rerun under the \
+             group's memory limit (the program's memory and weft's, in the program, do not fit)"
+        );
+    }
     done.store(true, Ordering::Relaxed);
     let diverged = watcher.join().unwrap_or(None);
     let ended = *ended.lock().unwrap_or_else(|e| e.into_inner());

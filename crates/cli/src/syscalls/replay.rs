@@ -68,10 +68,10 @@ pub fn replay(
         .limits
         .prepare(&format!("weft-replay-{}", std::process::id()))?;
     // Each replay process holds the anonymous memory its recorded process
-    // held (its share of it): a limit reclaims a program's pages of files
-    // (its code) but cannot reclaim these, without swap.
-    let resident: HashMap<i32, u64> = (meta.resident.iter())
-        .map(|(&pid, r)| (pid, r.anon))
+    // held: a limit reclaims a program's pages of files (its code) but
+    // cannot reclaim these, without swap.
+    let resident: HashMap<i32, (u64, u64)> = (meta.resident.iter())
+        .map(|(&pid, r)| (pid, (r.anon, r.private)))
         .collect();
     let report = weft_replay::replay(
         calls,

@@ -189,6 +189,69 @@ fn a_replay_holds_the_memory_its_program_held() {
         peak >= 48 * MIB,
         "the replay's group peaked at {peak} bytes"
     );
+    // Under a limit it does not fit in, the program is killed, and so is
+    // its replay: each says so, and neither gives a time to believe.
+    let actual = run(
+        weft()
+            .args(["syscalls", "actual", "--memory-max", "24M", "--"])
+            .arg(&target)
+            .arg("48"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(actual.status, 137, "{}", actual.stderr);
+    assert!(
+        actual
+            .stderr
+            .contains("was killed by SIGKILL (the kernel's OOM killer"),
+        "{}",
+        actual.stderr
+    );
+    let replayed = run(
+        weft()
+            .args(["syscalls", "replay", "--memory-max", "24M"])
+            .arg(&out),
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        replayed.status, 1,
+        "{}\n{}",
+        replayed.stderr, replayed.stdout
+    );
+    assert!(
+        replayed
+            .stdout
+            .contains("killed: the kernel's OOM killer ended 1 replay process")
+            && replayed
+                .stdout
+                .contains("the replay was stopped, so it has no elapsed time")
+            && !replayed.stdout.contains("predicted under"),
+        "{}",
+        replayed.stdout
+    );
+}
+
+/// `weft syscalls actual` runs the program in its control group from its
+/// first instruction: moved in after it started, a program (and a child
+/// it forked at once) ran outside the limit in 3 of 20 runs of a session-24
+/// new-user trial, and on cgroup v1 the memory it touched before stayed
+/// charged outside.
+#[test]
+fn actual_runs_the_program_in_its_group_from_its_first_instruction() {
+    for _ in 0..5 {
+        let r = run(
+            weft()
+                .args(["syscalls", "actual", "--memory-max", "1G", "--"])
+                .args(["cat", "/proc/self/cgroup"]),
+            Duration::from_secs(30),
+        );
+        assert_eq!(r.status, 0, "{}", r.stderr);
+        let memory = r
+            .stdout
+            .lines()
+            .find(|l| l.contains(":memory:") || l.starts_with("0::"))
+            .unwrap_or_else(|| panic!("no memory group in {}", r.stdout));
+        assert!(memory.contains("/weft-actual-"), "{}", r.stdout);
+    }
 }
 
 /// A server and its client (a forked child) over a Unix socket and over
