@@ -203,8 +203,10 @@ enum SyscallsCommand {
         command: Vec<String>,
     },
     /// Run CMD itself (not under weft) in the configuration replay's
-    /// limits give, and print its elapsed time: the actual time to hold a
-    /// replay's prediction against. Exits with CMD's status.
+    /// limits give, in its control group from its first instruction, and
+    /// print its elapsed time: the actual time to hold a replay's
+    /// prediction against. Exits with CMD's status (128 + the signal that
+    /// killed it, saying so, and whether the OOM killer did).
     Actual {
         #[command(flatten)]
         limits: LimitArgs,
@@ -216,9 +218,10 @@ enum SyscallsCommand {
     /// (forked where the record forked), a thread per recorded thread,
     /// each making its thread's calls in order with the recorded
     /// arguments (descriptors translated, paths moved into a sandbox,
-    /// what was written out written again), spinning for the time the
-    /// thread ran between calls, and waiting for the dependencies `deps`
-    /// finds with futexes. The sandbox is a copy weft makes of the files
+    /// what was written out written again), holding the memory the
+    /// recorded process held, spinning for the time the thread ran
+    /// between calls, and waiting for the dependencies `deps` finds with
+    /// futexes. The sandbox is a copy weft makes of the files
     /// the workload found in place (removed afterwards), or --root. The
     /// standard streams are /dev/null. Prints the recorded and replayed
     /// elapsed times, the calls whose results differ and those not made
