@@ -45,15 +45,16 @@ pub struct Recorder {
     loaders: Vec<crate::Loader>,
     /// Finish with the streams alone (see [`Meta::streams_only`]).
     streams_only: bool,
-    /// Per process, the most memory seen resident and when it was last
-    /// sampled (see [`Meta::resident`]); `None`: not sampled.
+    /// Per process, the most memory seen resident, and when it is to be
+    /// sampled next (see [`Meta::resident`]); `None`: not sampled.
     resident: Option<BTreeMap<i32, (crate::Resident, std::time::Instant)>>,
     /// How many ids the last `meta.json` written held, and when it was
     /// written (see [`Recorder::describe`]).
     described: Option<(usize, std::time::Instant)>,
 }
 
-/// How often a process's resident memory is sampled at most.
+/// How often a process's resident memory is sampled at most (less often
+/// where a sample takes long: [`Recorder::sample`]).
 const RESIDENT_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl Recorder {
@@ -127,20 +128,24 @@ impl Recorder {
             return;
         };
         let now = std::time::Instant::now();
-        let entry = resident.entry(pid).or_insert((
-            crate::Resident::default(),
-            now.checked_sub(RESIDENT_EVERY).unwrap_or(now),
-        ));
-        if now.duration_since(entry.1) < RESIDENT_EVERY {
+        let entry = resident
+            .entry(pid)
+            .or_insert((crate::Resident::default(), now));
+        if now < entry.1 {
             return;
         }
-        entry.1 = now;
-        if let Some(now) = weft_process::resident(pid) {
+        if let Some(held) = weft_process::resident(pid) {
             let most = &mut entry.0;
-            most.anon = most.anon.max(now.anon);
-            most.private = most.private.max(now.private);
-            most.file = most.file.max(now.file);
+            most.anon = most.anon.max(held.anon);
+            most.private = most.private.max(held.private);
+            most.file = most.file.max(held.file);
         }
+        // The kernel walks the process's page tables for it, holding its
+        // memory map's lock (27 µs for a Python of 20 MiB here, some
+        // milliseconds for gigabytes): the next sample waits a hundred
+        // times what this one took, so that sampling costs the process and
+        // weft 1 % at most.
+        entry.1 = now + RESIDENT_EVERY.max(now.elapsed() * 100);
     }
 
     /// Finish the directory with its CTF streams alone, without deriving
