@@ -152,6 +152,11 @@ static void decoded_calls(const char *dir)
     int one = 1;
     setsockopt(tcp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     setsockopt(tcp, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int value = 0;
+    socklen_t length = sizeof value;
+    getsockopt(tcp, SOL_SOCKET, SO_TYPE, &value, &length);
+    length = sizeof value;
+    getsockopt(tcp, IPPROTO_TCP, TCP_NODELAY, &value, &length);
     ioctl(udp, FIOCLEX);
     ioctl(udp, FIONCLEX);
     close(tcp);

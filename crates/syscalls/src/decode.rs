@@ -443,7 +443,7 @@ pub(crate) fn recorded(
         ("setitimer", 1 | 2) | ("getitimer", 1) => {
             Some(sockets::itimerval(bytes).unwrap_or_else(address))
         }
-        ("setsockopt", 3) => sockets::option_value(bytes),
+        ("setsockopt" | "getsockopt", 3) => sockets::option_value(bytes),
         ("epoll_ctl", 3) => Some(epoll::event(bytes).unwrap_or_else(address)),
         ("utimensat", 2) => Some(times::utimens(bytes).unwrap_or_else(address)),
         // strace leaves out the entries of a call that said it wrote more

@@ -502,6 +502,15 @@ pub fn strace_line(call: &Call) -> String {
                 });
         }
     }
+    // The length `getsockopt` wrote back, which the value's bytes are.
+    if let (true, Some(b)) = (
+        name == "getsockopt",
+        call.buffers.iter().find(|b| b.arg == 3 && !b.truncated),
+    ) {
+        if let Some(length) = args.get_mut(4) {
+            *length = format!("[{}]", b.bytes.len());
+        }
+    }
     let result = match call.exit.map(|e| e.result) {
         None => "?".to_string(),
         Some(r) if (-4095..0).contains(&r) => format!("-1 {}", errno_name(-r as i32)),

@@ -4,7 +4,8 @@
 //! `msghdr` (its data, the peer's address, the control messages and the
 //! flags the kernel set); and what an `ioctl` fills or reads for the
 //! requests that say how much (`TCGETS`, `TIOCGWINSZ`, `FIONREAD`,
-//! `TCSETS`, `TIOCSWINSZ`, ...).
+//! `TCSETS`, `TIOCSWINSZ`, ...); and `getsockopt`'s value, as long as
+//! the length it writes back behind its last argument.
 //!
 //! As for the other calls (see `crate::return_values`), only memory the
 //! kernel itself read or wrote is copied: an `iovec` array once the call
@@ -164,6 +165,10 @@ const SENDMSG: u64 = 46;
 const RECVMSG: u64 = 47;
 /// `ioctl`.
 const IOCTL: u64 = 16;
+/// `getsockopt`, and the most of an option's value it records (`TCP_INFO`
+/// is some 250 bytes).
+const GETSOCKOPT: u64 = 55;
+const OPTION_MAX: i64 = 256;
 
 /// The `ioctl` requests whose buffer (argument 2) this records, and the
 /// bytes the kernel fills there when the call returns 0: `TCGETS` (the
@@ -192,7 +197,7 @@ pub(crate) const IOCTL_READS: [(u64, i64); 7] = [
 
 /// Whether this module records call `nr`'s memory.
 pub(crate) fn covers(nr: u64) -> bool {
-    vectored(nr).is_some() || [SENDMSG, RECVMSG, IOCTL].contains(&nr)
+    vectored(nr).is_some() || [SENDMSG, RECVMSG, IOCTL, GETSOCKOPT].contains(&nr)
 }
 
 /// The records a return of call `nr` (one this module [`covers`])
@@ -241,6 +246,24 @@ pub(crate) fn records(nr: u64) -> Vec<(Option<Expr>, Record)> {
             vec![
                 (Some(succeeded()), record),
                 (Some(failed()), Record::result()),
+            ]
+        }
+        // The option's value, as long as the length the kernel wrote back
+        // behind argument 4 says: read once the call returned 0, when the
+        // kernel had read and written that length.
+        GETSOCKOPT => {
+            let length = Expr::Load {
+                base: Some(ARGUMENT_REGISTERS[4]),
+                index: None,
+                disp: 0,
+                size: 4,
+                signed: false,
+            };
+            record.sized("data:3".to_string(), arg(3), min(length, OPTION_MAX));
+            let returned = |op| Expr::bin(op, result(), Expr::Const(0));
+            vec![
+                (Some(returned(BinOp::Eq)), record),
+                (Some(returned(BinOp::Ne)), Record::result()),
             ]
         }
         IOCTL => {
@@ -309,6 +332,21 @@ mod tests {
         assert_eq!(message[0].1.values.len(), 11);
         assert_eq!(message[1].1.names, ["result"]);
         assert_eq!(records(SENDMSG)[0].1.values.len(), 10);
+    }
+
+    /// `getsockopt`'s value is read only once the call returned 0 (the
+    /// kernel read and wrote the length behind argument 4 then).
+    #[test]
+    fn an_option_is_read_as_long_as_its_length_says_once_the_call_returned_0() {
+        assert_eq!(name(GETSOCKOPT), "getsockopt");
+        let shapes = records(GETSOCKOPT);
+        assert_eq!(shapes.len(), 2);
+        assert_eq!(shapes[0].1.names, ["result", "data:3", "count"]);
+        assert_eq!(
+            shapes[0].0,
+            Some(Expr::bin(BinOp::Eq, Expr::Reg(0), Expr::Const(0)))
+        );
+        assert_eq!(shapes[1].1.names, ["result"]);
     }
 
     #[test]

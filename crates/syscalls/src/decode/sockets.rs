@@ -68,6 +68,7 @@ const TCP_OPTIONS: &[(u64, &str)] = &[
     (5, "TCP_KEEPINTVL"),
     (6, "TCP_KEEPCNT"),
     (9, "TCP_DEFER_ACCEPT"),
+    (11, "TCP_INFO"),
     (12, "TCP_QUICKACK"),
 ];
 
