@@ -10,6 +10,11 @@ use weft_process::{
     child_has_exited, wait_child_exit, Auxv, LaunchSpec, RemoteAddr, StopReason, Tracee,
 };
 
+/// Set when weft itself ends the program it runs with `SIGKILL` (a
+/// re-execution that diverged or stalled): its end is then not reported
+/// as a kill, which `reexec` explains instead.
+pub static ENDED_BY_WEFT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Prints what could not be instrumented (all of it with --verbose).
 pub fn report_skipped(report: &AddReport, verbose: bool) {
     if report.skipped.is_empty() {
@@ -427,8 +432,12 @@ fn wait_for_workload(pid: i32, workload: &mut Workload, args: &ProbeArgs) -> Res
                 m.finish();
             }
             // A shell says so of its own children; weft's exit status
-            // (128 + the signal) alone would not.
-            if let Some(signal) = weft_process::killed_by(pid) {
+            // (128 + the signal) alone would not. A rerun weft ended
+            // itself is `reexec`'s to report (a divergence, a stall).
+            let weft_ended_it = ENDED_BY_WEFT.load(std::sync::atomic::Ordering::Relaxed);
+            if let Some(signal) = weft_process::killed_by(pid)
+                .filter(|&s| !(weft_ended_it && s == nix::libc::SIGKILL))
+            {
                 let name = nix::sys::signal::Signal::try_from(signal)
                     .map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_string());
                 say!("weft: the program (pid {pid}) was killed by {name}");

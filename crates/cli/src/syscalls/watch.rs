@@ -149,6 +149,7 @@ pub(super) fn watch(
                 .collect::<Vec<_>>();
             for tid in alive {
                 if killed.insert(tid) {
+                    crate::run::ENDED_BY_WEFT.store(true, std::sync::atomic::Ordering::Relaxed);
                     let _ = nix::sys::signal::kill(
                         nix::unistd::Pid::from_raw(tid),
                         nix::sys::signal::Signal::SIGKILL,
@@ -164,6 +165,7 @@ pub(super) fn watch(
                 ended.lock().unwrap_or_else(|e| e.into_inner()).stalled = Some(found);
                 for (&tid, &start) in &rerun {
                     if weft_process::start_time(tid) == Some(start) && killed.insert(tid) {
+                        crate::run::ENDED_BY_WEFT.store(true, std::sync::atomic::Ordering::Relaxed);
                         let _ = nix::sys::signal::kill(
                             nix::unistd::Pid::from_raw(tid),
                             nix::sys::signal::Signal::SIGKILL,
@@ -198,6 +200,7 @@ pub(super) fn watch(
         );
         for tid in ending {
             if killed.insert(tid) {
+                crate::run::ENDED_BY_WEFT.store(true, std::sync::atomic::Ordering::Relaxed);
                 let _ = nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(tid),
                     nix::sys::signal::Signal::SIGKILL,

@@ -185,6 +185,9 @@ fn a_call_the_record_does_not_have_ends_the_rerun() {
         "the rerun was ended: {}",
         rerun.stdout
     );
+    // By weft, which says why: not reported as a kill, as if the program
+    // had crashed (a session-24 new-user trial read it so).
+    assert!(!rerun.stderr.contains("was killed by"), "{}", rerun.stderr);
     // The call's stack, against gdb's at the same `open`: the program's
     // two frames under it, at the same return addresses.
     let stack: Vec<&str> = rerun
