@@ -49,6 +49,12 @@ use iced_x86::code_asm::*;
 use weft_abi::sigaction::SIZE as ACTION_SIZE;
 use weft_abi::syscall;
 
+/// The register (DWARF number) that holds the signal frame's `ucontext_t`
+/// while the handler makes the call: rbx, which the dispatch function's
+/// probes keep. The unwinder finds the program's registers there
+/// (`crate::unwind::Rule::Dispatched`).
+pub const CONTEXT_REGISTER: u8 = 3;
+
 /// `si_code` of a SIGSYS the kernel sent for Syscall User Dispatch.
 pub const SYS_USER_DISPATCH: i32 = 2;
 /// SIGSYS.
@@ -204,6 +210,7 @@ pub fn handler_code(at: u64, sync: u64, function: u64, trap_table: u64) -> Resul
             SYS_USER_DISPATCH,
         )?;
         a.jne(l.foreign)?;
+        const _: () = assert!(CONTEXT_REGISTER == 3);
         a.mov(rbx, rdx)?; // the frame
         a.mov(r12, qword_ptr(rbx + uc::RIP))?; // after the call's `syscall`
         a.mov(r13, qword_ptr(l.sync_lit))?;

@@ -28,6 +28,7 @@ mod snippet;
 mod splice;
 mod trampoline;
 pub mod trap;
+pub mod unwind;
 
 pub use error::{Error, Result};
 pub use relocate::{can_relocate, relocate_one};

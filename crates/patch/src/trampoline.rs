@@ -24,7 +24,7 @@
 use crate::relocate::{encode_block, relocated_form};
 use crate::splice::SpliceChoice;
 use crate::{Result, Snippet, RED_ZONE};
-use iced_x86::{Code, FlowControl, Instruction, MemoryOperand, Register};
+use iced_x86::{Code, FlowControl, Instruction, MemoryOperand, Mnemonic, Register};
 use weft_code::{FunctionCode, RegSet, STATUS_FLAGS};
 
 /// Instrumentation to run just before one instruction.
@@ -71,6 +71,9 @@ pub struct Trampoline {
     pub bytes: Vec<u8>,
     /// Whether the flags or registers are saved around some snippet.
     pub saves_state: bool,
+    /// Each `syscall` relocated here, and the address after the original
+    /// (see [`crate::unwind`]); `rsp` there is the point's.
+    pub relocated_syscalls: Vec<(u64, u64)>,
 }
 
 impl Trampoline {
@@ -126,12 +129,23 @@ impl Trampoline {
         for i in block.iter_mut() {
             i.set_ip(0);
         }
-        bytes.extend(encode_block(&block, entry)?);
+        let code = encode_block(&block, entry)?;
+        // Snippets make no system call: the k-th `syscall` here is the
+        // k-th one relocated.
+        let originals = choice
+            .displaced
+            .iter()
+            .filter(|i| i.mnemonic() == Mnemonic::Syscall)
+            .filter(|i| replaced(snippets, i) == Replaces::Nothing)
+            .map(|i| i.next_ip());
+        let relocated_syscalls = syscalls_in(&code, entry).zip(originals).collect();
+        bytes.extend(code);
         Ok(Trampoline {
             addr: at,
             entry,
             bytes,
             saves_state,
+            relocated_syscalls,
         })
     }
 
@@ -218,8 +232,18 @@ impl Trampoline {
             entry: at,
             bytes: r.code_buffer,
             saves_state,
+            relocated_syscalls: Vec::new(),
         })
     }
+}
+
+/// The addresses of the `syscall` instructions in `code` (instructions
+/// only, from its first byte) placed at `ip`.
+fn syscalls_in(code: &[u8], ip: u64) -> impl Iterator<Item = u64> + '_ {
+    iced_x86::Decoder::with_ip(64, code, ip, iced_x86::DecoderOptions::NONE)
+        .into_iter()
+        .filter(|i| i.mnemonic() == Mnemonic::Syscall)
+        .map(|i| i.ip())
 }
 
 /// The snippets at instruction `i`, in order, the one that replaces its
@@ -423,6 +447,14 @@ mod tests {
         assert!(Trampoline::build(0x50_0000, &c, &[making(0x40_1000)]).is_err());
         let plain = Trampoline::build(0x50_0000, &c, &[other]).unwrap();
         assert!(code_of(&plain).iter().any(|s| s.starts_with("syscall")));
+        // Where a thread waits in the relocated call, for its unwinder.
+        assert!(tr.relocated_syscalls.is_empty());
+        let [(at, returns_to)] = plain.relocated_syscalls[..] else {
+            panic!("one relocated syscall: {:?}", plain.relocated_syscalls);
+        };
+        let off = (at - plain.addr) as usize;
+        assert_eq!(plain.bytes[off..off + 2], [0x0f, 0x05]);
+        assert_eq!(returns_to, 0x40_1007);
     }
 
     #[test]

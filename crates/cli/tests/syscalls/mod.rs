@@ -9,6 +9,7 @@ mod ends;
 mod reexec;
 mod refused;
 mod replay;
+mod unwind;
 
 use crate::support::*;
 use std::path::Path;

@@ -4,8 +4,10 @@
 
 use super::place::{Placed, Stopped};
 use super::prepare::PreparedProbe;
+use super::unwind::{CODE_BYTES, MADE_CALL_CFA, SYSCALL_LEN};
 use super::*;
 use std::sync::Arc;
+use weft_patch::unwind::{Frame, Rule};
 use weft_patch::{PointSnippet, Replaces, Snippet, Trampoline, INT3};
 use weft_plan::{Allocate, Resolved};
 
@@ -150,6 +152,7 @@ impl Session {
         }
         self.write_sites(tracee, dirty, &mut report)?;
         self.install_sigaction_hook(tracee)?;
+        self.hook_fde_finders(tracee)?;
         self.apply_rebuilds(tracee, rebuilds, &mut report)?;
         Ok(report)
     }
@@ -350,6 +353,8 @@ impl Session {
             .ensure_cluster(tracee, module)
             .map_err(SiteError::Fatal)?;
         let mut snippets: Vec<PointSnippet> = Vec::new();
+        // Where weft's code makes a point's `syscall`, for the unwinder.
+        let mut frames: Vec<Frame> = Vec::new();
         for sp in self.sites[s].points.clone() {
             // Each with what it does in place of the point's code.
             let mut parts: Vec<(Snippet, Replaces)> = Vec::new();
@@ -379,12 +384,22 @@ impl Session {
                         Replaces::Function => Some(self.place_continuation(ci, s)?),
                         _ => None,
                     };
+                    let mut made_calls = Vec::new();
                     if let Some(snippet) = self
-                        .probe_snippet(ci, p, sp.live, code)
+                        .probe_snippet(ci, p, sp.live, code, &mut made_calls)
                         .map_err(SiteError::Fatal)?
                     {
                         parts.push((snippet, replaces));
                     }
+                    let rule = Rule::Point {
+                        cfa_offset: MADE_CALL_CFA,
+                        returns_to: sp.point + SYSCALL_LEN,
+                    };
+                    frames.extend(
+                        made_calls
+                            .into_iter()
+                            .flat_map(|at| Frame::at_syscall(at, rule)),
+                    );
                 }
             }
             if let Some(h) = follow {
@@ -466,6 +481,7 @@ impl Session {
                     kind,
                     tramp.entry,
                 ),
+                Hook::FindFde => self.find_fde_hook(ci, hook_at, tramp.entry),
             }
             .map_err(|e| SiteError::Skip(SkipReason::Trampoline(Arc::new(e))))?;
             tramp.bytes.resize((hook_at - at) as usize, INT3);
@@ -473,7 +489,7 @@ impl Session {
             tramp.entry = hook_at;
         }
         let used = (cluster.used + tramp.bytes.len() as u64).next_multiple_of(16);
-        if used > CODE_AREA {
+        if used > CODE_BYTES {
             return Err(SiteError::Fatal(Error::Full {
                 what: "trampoline code area",
             }));
@@ -532,6 +548,25 @@ impl Session {
         self.shm
             .write(cluster.code_offset + cluster.used, &tramp.bytes);
         self.clusters[ci].used = used;
+        // The dispatch function's call is the SIGSYS handler's, made for
+        // the program's `syscall` whose registers are in the signal frame.
+        let dispatched = self.modules[module].name == weft_patch::dispatch::MODULE_NAME;
+        frames.extend(
+            tramp
+                .relocated_syscalls
+                .iter()
+                .flat_map(|&(at, returns_to)| {
+                    let rule = match dispatched {
+                        true => Rule::Dispatched,
+                        false => Rule::Point {
+                            cfa_offset: 0,
+                            returns_to,
+                        },
+                    };
+                    Frame::at_syscall(at, rule)
+                }),
+        );
+        self.add_unwind_frames(ci, &frames);
         let site = &mut self.sites[s];
         site.record = Some(record);
         site.board = board;

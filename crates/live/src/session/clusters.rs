@@ -4,8 +4,17 @@
 
 use super::*;
 use weft_abi::{fcntl, mman};
+use weft_patch::mini::returns::Extra;
 use weft_patch::mini::template::MiniTemplate;
-use weft_patch::mini::{mini_trampoline, ThreadTable};
+use weft_patch::mini::{assemble_mini, ThreadTable};
+
+/// A mini-trampoline placed in a cluster's code area.
+#[derive(Debug, Clone)]
+pub(super) struct PlacedMini {
+    pub(super) at: u64,
+    /// Where it makes its point's call (`Primitive::MakeCall`).
+    pub(super) made_calls: Vec<u64>,
+}
 
 /// What a session knows of a mini-trampoline shape (see
 /// `Session::place_mini`).
@@ -115,6 +124,7 @@ impl Session {
             mapped: true,
         });
         self.write_unrecorded_ranges();
+        self.list_unwind_area(self.clusters.len() - 1);
         Ok(self.clusters.len() - 1)
     }
 
@@ -159,7 +169,7 @@ impl Session {
         let c = &mut self.clusters[ci];
         let at = c.code + c.used;
         let used = (c.used + bytes.len() as u64).next_multiple_of(16);
-        if used > CODE_AREA {
+        if used > super::unwind::CODE_BYTES {
             return Err(Error::Full {
                 what: "trampoline code area",
             });
@@ -363,8 +373,9 @@ impl Session {
             .collect()
     }
 
-    /// Generates a mini-trampoline in a cluster's code area; returns its address.
-    pub(super) fn place_mini(&mut self, ci: usize, program: &[Guarded]) -> Result<u64> {
+    /// Generates a mini-trampoline in a cluster's code area; returns its
+    /// address and where it makes its point's call.
+    pub(super) fn place_mini(&mut self, ci: usize, program: &[Guarded]) -> Result<PlacedMini> {
         let c = self.clusters[ci];
         let at = c.code + c.used;
         let table = self.thread_table(ci);
@@ -372,26 +383,31 @@ impl Session {
             format!("{table:?}"),
             weft_patch::mini::template::shape(program),
         );
+        let assemble = || assemble_mini(at, table, program, Extra::None);
         let mut templates = MINI_TEMPLATES.lock().unwrap_or_else(|e| e.into_inner());
-        let code = match templates.get(&key) {
+        let mini = match templates.get(&key) {
             None => {
                 templates.insert(key, Template::SeenOnce);
-                mini_trampoline(at, table, program)?
+                assemble()?
             }
             Some(Template::SeenOnce) => {
                 let made = MiniTemplate::new(table, program)?;
-                let code = match &made {
-                    Some(t) => t.code_of(program),
-                    None => mini_trampoline(at, table, program)?,
+                let mini = match &made {
+                    Some(t) => t.mini_of(program),
+                    None => assemble()?,
                 };
                 templates.insert(key, Template::Made(made));
-                code
+                mini
             }
-            Some(Template::Made(Some(t))) => t.code_of(program),
-            Some(Template::Made(None)) => mini_trampoline(at, table, program)?,
+            Some(Template::Made(Some(t))) => t.mini_of(program),
+            Some(Template::Made(None)) => assemble()?,
         };
         drop(templates);
-        self.alloc_code(ci, &code)
+        let at = self.alloc_code(ci, &mini.bytes)?;
+        Ok(PlacedMini {
+            at,
+            made_calls: mini.made_calls.iter().map(|off| at + off).collect(),
+        })
     }
 
     /// Where the thread table and the ring-mode words are, as cluster `ci`'s

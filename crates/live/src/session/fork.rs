@@ -40,6 +40,7 @@ impl Session {
         )?;
         for c in &self.clusters {
             shm.copy_data_from(&self.shm, c.code_offset..c.code_offset + c.used)?;
+            shm.copy_data_from(&self.shm, self.unwind_table(c))?;
         }
         super::journal::stamp_owner(&shm, &self.layout, child);
         shm.store_u64(header.sync_offset + sync::NO_SLOT, 0);

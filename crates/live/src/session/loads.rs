@@ -210,7 +210,11 @@ impl Session {
             let prepared = self.prepare_modules(specs, first, false, &[])?;
             let sites = self.requested_sites_from(first);
             let unwinders = self.unhooked_unwinders();
-            if prepared.is_empty() && sites.is_empty() && !unwinders {
+            // Weft's code unwinds through a C unwinder loaded now (glibc
+            // loads libgcc_s at the first `pthread_cancel` or `backtrace`):
+            // `apply` hooks it.
+            let fde_finders = !self.unhooked_fde_finders().is_empty();
+            if prepared.is_empty() && sites.is_empty() && !unwinders && !fde_finders {
                 return Ok(None);
             }
             let mut tracee = Tracee::attach(self.pid)?;

@@ -50,6 +50,7 @@ mod rings;
 mod stacks;
 mod startup;
 mod traps;
+mod unwind;
 
 pub(crate) use prepare::is_split_part;
 pub use prepare::Prepared;
@@ -145,6 +146,9 @@ enum Hook {
     /// At a function that leaves frames without returning through them
     /// (`weft_patch::mini::returns::UnwindHook`).
     Unwind(weft_patch::mini::returns::UnwindHook),
+    /// At libgcc's `_Unwind_Find_FDE`: finds the unwind entries of weft's
+    /// code (`weft_patch::unwind`).
+    FindFde,
 }
 
 /// The resources handed to probe plans so far, each the next free index.

@@ -152,7 +152,7 @@ impl Session {
                     report.skipped.push(skip(SkipReason::Rebuild(format!(
                         "weft's code area near {} is full ({} MiB of laid-out functions)",
                         job.module.name,
-                        CODE_AREA >> 20
+                        super::unwind::CODE_BYTES >> 20
                     ))));
                     continue;
                 }
@@ -199,7 +199,7 @@ impl Session {
         for ci in clusters {
             let mine: Vec<usize> = (0..jobs.len()).filter(|&k| jobs[k].ci == ci).collect();
             let (code, used) = (self.clusters[ci].code, self.clusters[ci].used);
-            let end = code + CODE_AREA;
+            let end = code + super::unwind::CODE_BYTES;
             let start = code + used;
             let budget: u64 = mine.iter().map(|&k| jobs[k].budget()).sum();
             let shards = if threads > 1 && mine.len() >= MIN_SHARD * 2 && budget < end - start {

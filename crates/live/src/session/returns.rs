@@ -385,13 +385,15 @@ impl Session {
     /// The snippet probe `p` runs at a point of cluster `ci` where `live`
     /// may be live, if any.
     /// A program that calls its function (`Primitive::CallFunction`) calls
-    /// it at `code`.
+    /// it at `code`; one that makes the point's call (`Primitive::MakeCall`)
+    /// adds the `syscall`s it makes it with to `made_calls`.
     pub(super) fn probe_snippet(
         &mut self,
         ci: usize,
         p: usize,
         live: RegSet,
         code: Option<u64>,
+        made_calls: &mut Vec<u64>,
     ) -> Result<Option<Snippet>> {
         let cluster = self.clusters[ci];
         let probe = &self.probes[p];
@@ -423,6 +425,8 @@ impl Session {
                     }
                 }
                 let mini = self.place_mini(ci, &program)?;
+                made_calls.extend(&mini.made_calls);
+                let mini = mini.at;
                 Some(match weft_plan::reads_point_registers(&program) {
                     false => Snippet::call_mini(mini),
                     true if live.flags_live(weft_code::STATUS_FLAGS) => {

@@ -133,6 +133,8 @@ struct Gen {
     /// Whether r11 holds the thread's block (false in the code run when
     /// every slot is taken).
     has_slot: bool,
+    /// A label at each `syscall` that makes the point's call.
+    made_calls: Vec<CodeLabel>,
 }
 
 impl Gen {
@@ -255,7 +257,11 @@ impl Gen {
         a.mov(r10, slot(R10_OFFSET))?;
         a.mov(r8, slot(ARG_OFFSET[4]))?;
         a.mov(r9, slot(ARG_OFFSET[5]))?;
+        let mut call = a.create_label();
+        a.set_label(&mut call)?;
         a.syscall()?;
+        self.made_calls.push(call);
+        let a = &mut self.a;
         a.mov(slot(RAX_OFFSET), rax)?;
         a.pop(r11)
     }
@@ -325,6 +331,31 @@ pub fn mini_trampoline_with(
     actions: &[Guarded],
     extra: returns::Extra,
 ) -> Result<Vec<u8>> {
+    Ok(assemble_mini(at, table, actions, extra)?.bytes)
+}
+
+/// The point's `rsp` seen from the `syscall` that a mini-trampoline
+/// called with the fixed frame makes (`Primitive::MakeCall`): the fixed
+/// frame and the thread's block kept on the stack across the call.
+pub const MADE_CALL_CFA: u64 = FIXED_FRAME_RSP as u64 + 8;
+
+/// A mini-trampoline's code, and where in it the point's call is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mini {
+    pub bytes: Vec<u8>,
+    /// Offsets from the first byte of each `syscall` that makes the
+    /// point's call (`Primitive::MakeCall`; one with a thread slot, one
+    /// without), where [`MADE_CALL_CFA`] says the point's `rsp` is.
+    pub made_calls: Vec<u64>,
+}
+
+/// [`mini_trampoline_with`], saying where the point's call is made.
+pub fn assemble_mini(
+    at: u64,
+    table: ThreadTable,
+    actions: &[Guarded],
+    extra: returns::Extra,
+) -> Result<Mini> {
     let cpu_timer = |x: &Guarded| {
         matches!(
             x.primitive,
@@ -344,6 +375,7 @@ pub fn mini_trampoline_with(
         table,
         stamp_ready: false,
         has_slot: true,
+        made_calls: Vec::new(),
     };
     (|| -> std::result::Result<(), IcedError> {
         let mut exit = g.a.create_label();
@@ -395,5 +427,20 @@ pub fn mini_trampoline_with(
     })()
     .map_err(enc)?;
     debug_assert_eq!(SAVED, 9);
-    g.a.assemble(at).map_err(enc)
+    let done =
+        g.a.assemble_options(
+            at,
+            iced_x86::BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
+        )
+        .map_err(enc)?;
+    let made_calls = g
+        .made_calls
+        .iter()
+        .map(|l| done.label_ip(l).map(|ip| ip - at))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(enc)?;
+    Ok(Mini {
+        bytes: done.inner.code_buffer,
+        made_calls,
+    })
 }

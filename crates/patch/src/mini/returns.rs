@@ -106,6 +106,7 @@ impl Gen {
             table,
             stamp_ready: false,
             has_slot: true,
+            made_calls: Vec::new(),
         })
     }
 

@@ -452,6 +452,7 @@ pub fn ring_function(at: u64, table: ThreadTable) -> Result<Vec<u8>> {
         table,
         stamp_ready: false,
         has_slot: true,
+        made_calls: Vec::new(),
     };
     (|| -> std::result::Result<(), IcedError> {
         let mut no_slot = g.a.create_label();

@@ -11,7 +11,7 @@
 //! makes is to its own literals, relative, or absolute), and each stand-in
 //! id must occur in it once.
 
-use super::{mini_trampoline, ThreadTable};
+use super::{assemble_mini, mini_trampoline, returns::Extra, Mini, ThreadTable};
 use crate::Result;
 use weft_plan::{Guarded, Primitive};
 
@@ -28,6 +28,8 @@ pub struct MiniTemplate {
     bytes: Vec<u8>,
     /// Where each emit's 4-byte event id lies in `bytes`, in program order.
     ids_at: Vec<usize>,
+    /// Where the point's call is made (see [`Mini::made_calls`]).
+    made_calls: Vec<u64>,
 }
 
 /// `actions` with every event id replaced by a stand-in: the programs of
@@ -56,7 +58,8 @@ impl MiniTemplate {
     /// assembles each program where it goes).
     pub fn new(table: ThreadTable, actions: &[Guarded]) -> Result<Option<MiniTemplate>> {
         let stand_ins = shape(actions);
-        let bytes = mini_trampoline(TRIAL_AT[0], table, &stand_ins)?;
+        let Mini { bytes, made_calls } =
+            assemble_mini(TRIAL_AT[0], table, &stand_ins, Extra::None)?;
         if mini_trampoline(TRIAL_AT[1], table, &stand_ins)? != bytes {
             return Ok(None);
         }
@@ -77,7 +80,20 @@ impl MiniTemplate {
                 _ => return Ok(None),
             }
         }
-        Ok(Some(MiniTemplate { bytes, ids_at }))
+        Ok(Some(MiniTemplate {
+            bytes,
+            ids_at,
+            made_calls,
+        }))
+    }
+
+    /// The code of `actions` (of this template's shape), wherever it
+    /// goes, and where in it the point's call is made.
+    pub fn mini_of(&self, actions: &[Guarded]) -> Mini {
+        Mini {
+            bytes: self.code_of(actions),
+            made_calls: self.made_calls.clone(),
+        }
     }
 
     /// The code of `actions` (of this template's shape), wherever it goes.

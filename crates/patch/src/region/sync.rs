@@ -94,6 +94,12 @@ pub const DISPATCH_SEEN_HEAD: u64 = 544;
 pub const DISPATCH_SEEN: u64 = 552;
 /// Entries of [`DISPATCH_SEEN`] (a power of two).
 pub const DISPATCH_SEEN_COUNT: u64 = 128;
+/// The code areas whose unwind tables the unwinder's hook reads
+/// ([`crate::unwind`]): [`UNWIND_AREA_COUNT`] u64, each the first byte of
+/// a cluster's code area, 0 after the last. Version 11.
+pub const UNWIND_AREAS: u64 = 1576;
+/// Entries of [`UNWIND_AREAS`].
+pub const UNWIND_AREA_COUNT: u64 = 16;
 /// The start-up thread control block: a program starts with no thread
 /// pointer (`fs` base 0) until its dynamic loader, or a static program's
 /// start-up code, sets one up. weft points `fs` here when it places

@@ -1,6 +1,7 @@
 //! A program that makes its point's system call (`Primitive::MakeCall`).
 
 use super::*;
+use crate::mini::returns::Extra;
 
 fn always(primitive: Primitive) -> Guarded {
     Guarded {
@@ -68,6 +69,14 @@ fn a_program_makes_its_points_call_between_its_two_halves() {
     );
     let block = mem.block_of_this_thread();
     assert_eq!(mem.read(block + t::counter(0)), 1);
+    // Where the call is made, for the unwinder: once with a slot, once
+    // without.
+    let made = assemble_mini(exec.addr() + 256, mem.table(), &program, Extra::None).unwrap();
+    assert_eq!(made.bytes, mini);
+    assert_eq!(made.made_calls.len(), 2);
+    for &off in &made.made_calls {
+        assert_eq!(mini[off as usize..off as usize + 2], [0x0f, 0x05]);
+    }
 }
 
 /// A call that fails gives its error as the result, and a program whose
