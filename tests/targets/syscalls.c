@@ -4,6 +4,7 @@
  * exec). Usage: syscalls DIR (a scratch directory). */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -161,6 +163,48 @@ static void decoded_calls(const char *dir)
     ioctl(udp, FIONCLEX);
     close(tcp);
     close(udp);
+    /* Socket addresses the kernel fills in: a named listener's, a
+     * connection's unnamed peer, a datagram's source. Each length given is
+     * the address's own, which strace then shows as one number. */
+    struct sockaddr_un named, got;
+    memset(&named, 0, sizeof named);
+    named.sun_family = AF_UNIX;
+    snprintf(named.sun_path, sizeof named.sun_path, "%s/sock", dir);
+    socklen_t named_length = offsetof(struct sockaddr_un, sun_path) + strlen(named.sun_path) + 1;
+    int listener = socket(AF_UNIX, SOCK_STREAM, 0);
+    bind(listener, (struct sockaddr *)&named, named_length);
+    listen(listener, 1);
+    int client = socket(AF_UNIX, SOCK_STREAM, 0);
+    connect(client, (struct sockaddr *)&named, named_length);
+    socklen_t got_length = sizeof(sa_family_t);
+    int served = accept(listener, (struct sockaddr *)&got, &got_length);
+    got_length = named_length;
+    getsockname(listener, (struct sockaddr *)&got, &got_length);
+    got_length = named_length;
+    getpeername(client, (struct sockaddr *)&got, &got_length);
+    got_length = sizeof(sa_family_t);
+    getsockname(client, (struct sockaddr *)&got, &got_length);
+    struct sockaddr_un target = named, source = named;
+    snprintf(target.sun_path, sizeof target.sun_path, "%s/to", dir);
+    snprintf(source.sun_path, sizeof source.sun_path, "%s/from", dir);
+    socklen_t target_length = offsetof(struct sockaddr_un, sun_path) + strlen(target.sun_path) + 1;
+    socklen_t source_length = offsetof(struct sockaddr_un, sun_path) + strlen(source.sun_path) + 1;
+    int receiver = socket(AF_UNIX, SOCK_DGRAM, 0);
+    int sender = socket(AF_UNIX, SOCK_DGRAM, 0);
+    bind(receiver, (struct sockaddr *)&target, target_length);
+    bind(sender, (struct sockaddr *)&source, source_length);
+    sendto(sender, "d", 1, 0, (struct sockaddr *)&target, target_length);
+    char datagram[4];
+    got_length = source_length;
+    recvfrom(receiver, datagram, sizeof datagram, 0, (struct sockaddr *)&got, &got_length);
+    close(served);
+    close(client);
+    close(listener);
+    close(receiver);
+    close(sender);
+    unlink(named.sun_path);
+    unlink(target.sun_path);
+    unlink(source.sun_path);
     struct itimerval none = {{0, 0}, {0, 0}}, before;
     setitimer(ITIMER_VIRTUAL, &none, &before);
     getitimer(ITIMER_VIRTUAL, &before);

@@ -489,8 +489,15 @@ pub fn strace_line(call: &Call) -> String {
             };
             let address = matches!(
                 (name.as_str(), b.arg),
-                ("connect" | "bind", 1) | ("sendto", 4)
+                ("connect" | "bind", 1)
+                    | ("sendto" | "recvfrom", 4)
+                    | ("accept" | "accept4" | "getsockname" | "getpeername", 1)
             );
+            // No address filled in (a socket without one): strace shows
+            // where it would have gone.
+            if address && bytes.is_empty() {
+                continue;
+            }
             *arg = crate::decode::recorded(&name, &call.args, b.arg, bytes, b.truncated)
                 .or_else(|| clock_structure(&name, bytes))
                 .or_else(|| crate::decode::structure(&name, bytes))
@@ -502,13 +509,20 @@ pub fn strace_line(call: &Call) -> String {
                 });
         }
     }
-    // The length `getsockopt` wrote back, which the value's bytes are.
-    if let (true, Some(b)) = (
-        name == "getsockopt",
-        call.buffers.iter().find(|b| b.arg == 3 && !b.truncated),
-    ) {
-        if let Some(length) = args.get_mut(4) {
-            *length = format!("[{}]", b.bytes.len());
+    // The length the kernel wrote back, which the bytes recorded are:
+    // `getsockopt`'s value's, a socket address's.
+    let written_length = match name.as_str() {
+        "getsockopt" => Some((3, 4)),
+        "accept" | "accept4" | "getsockname" | "getpeername" => Some((1, 2)),
+        "recvfrom" => Some((4, 5)),
+        _ => None,
+    };
+    if let Some((value, length)) = written_length {
+        if let (Some(b), Some(shown)) = (
+            call.buffers.iter().find(|b| b.arg == value && !b.truncated),
+            args.get_mut(length),
+        ) {
+            *shown = format!("[{}]", b.bytes.len());
         }
     }
     let result = match call.exit.map(|e| e.result) {

@@ -195,9 +195,31 @@ pub(crate) const IOCTL_READS: [(u64, i64); 7] = [
     (0x4004_5431, 4),
 ];
 
+/// The calls that fill a socket address at an argument, its length
+/// behind another (the buffer's on the way in, the address's own on the
+/// way out): `accept`, `accept4`, `getsockname`, `getpeername` (arguments
+/// 1 and 2) and `recvfrom` (4 and 5, after its data).
+const ACCEPT: u64 = 43;
+const ACCEPT4: u64 = 288;
+const GETSOCKNAME: u64 = 51;
+const GETPEERNAME: u64 = 52;
+const RECVFROM: u64 = 45;
+
 /// Whether this module records call `nr`'s memory.
 pub(crate) fn covers(nr: u64) -> bool {
-    vectored(nr).is_some() || [SENDMSG, RECVMSG, IOCTL, GETSOCKOPT].contains(&nr)
+    vectored(nr).is_some()
+        || [
+            SENDMSG,
+            RECVMSG,
+            IOCTL,
+            GETSOCKOPT,
+            ACCEPT,
+            ACCEPT4,
+            GETSOCKNAME,
+            GETPEERNAME,
+            RECVFROM,
+        ]
+        .contains(&nr)
 }
 
 /// The records a return of call `nr` (one this module [`covers`])
@@ -266,6 +288,52 @@ pub(crate) fn records(nr: u64) -> Vec<(Option<Expr>, Record)> {
                 (Some(returned(BinOp::Ne)), Record::result()),
             ]
         }
+        // The address as long as the length the kernel wrote back says
+        // (the longest a socket has at most), read once the call
+        // succeeded with both pointers given.
+        ACCEPT | ACCEPT4 | GETSOCKNAME | GETPEERNAME | RECVFROM => {
+            let (address, length) = match nr {
+                RECVFROM => (4, 5),
+                _ => (1, 2),
+            };
+            if let Some(data) = crate::writes::writes(nr) {
+                let (at, count) = data.values();
+                record.sized(format!("data:{}", data.arg), at, count);
+            }
+            let without = record.clone();
+            let written = Expr::Load {
+                base: Some(ARGUMENT_REGISTERS[length]),
+                index: None,
+                disp: 0,
+                size: 4,
+                signed: false,
+            };
+            record.sized(
+                format!("data:{address}"),
+                arg(address),
+                min(written, SOCKADDR_MAX),
+            );
+            let given = |op, k| Expr::bin(op, arg(k), Expr::Const(0));
+            let filled = Expr::bin(
+                BinOp::And,
+                succeeded(),
+                Expr::bin(
+                    BinOp::And,
+                    given(BinOp::Ne, address),
+                    given(BinOp::Ne, length),
+                ),
+            );
+            let not_filled = Expr::bin(
+                BinOp::Or,
+                failed(),
+                Expr::bin(
+                    BinOp::Or,
+                    given(BinOp::Eq, address),
+                    given(BinOp::Eq, length),
+                ),
+            );
+            vec![(Some(filled), record), (Some(not_filled), without)]
+        }
         IOCTL => {
             let mut out = Vec::new();
             let mut other = None;
@@ -308,6 +376,11 @@ mod tests {
         assert_eq!(name(SENDMSG), "sendmsg");
         assert_eq!(name(RECVMSG), "recvmsg");
         assert_eq!(name(IOCTL), "ioctl");
+        assert_eq!(name(ACCEPT), "accept");
+        assert_eq!(name(ACCEPT4), "accept4");
+        assert_eq!(name(GETSOCKNAME), "getsockname");
+        assert_eq!(name(GETPEERNAME), "getpeername");
+        assert_eq!(name(RECVFROM), "recvfrom");
     }
 
     #[test]
@@ -347,6 +420,69 @@ mod tests {
             Some(Expr::bin(BinOp::Eq, Expr::Reg(0), Expr::Const(0)))
         );
         assert_eq!(shapes[1].1.names, ["result"]);
+    }
+
+    /// A socket address is read only when the call succeeded with both
+    /// pointers given (its length is read behind the second): one shape
+    /// or the other, never both.
+    #[test]
+    fn a_socket_address_is_read_only_when_the_call_filled_one() {
+        fn eval(e: &Expr, regs: &[(u8, i64)]) -> i64 {
+            match e {
+                Expr::Const(k) => *k,
+                Expr::Reg(r) => regs.iter().find(|(n, _)| n == r).map_or(0, |(_, v)| *v),
+                Expr::Bin(op, a, b) => {
+                    let (a, b) = (eval(a, regs), eval(b, regs));
+                    i64::from(match op {
+                        BinOp::Eq => a == b,
+                        BinOp::Ne => a != b,
+                        BinOp::Lt => a < b,
+                        BinOp::Ge => a >= b,
+                        BinOp::And => a != 0 && b != 0,
+                        BinOp::Or => a != 0 || b != 0,
+                        other => panic!("{other:?}"),
+                    })
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        for (nr, address, length, data) in [
+            (ACCEPT, 1, 2, &[][..]),
+            (ACCEPT4, 1, 2, &[][..]),
+            (GETSOCKNAME, 1, 2, &[][..]),
+            (GETPEERNAME, 1, 2, &[][..]),
+            (RECVFROM, 4, 5, &["data:1", "count"][..]),
+        ] {
+            let shapes = records(nr);
+            assert_eq!(shapes.len(), 2, "{}", name(nr));
+            let mut filled = vec!["result"];
+            filled.extend(data);
+            let without = filled.clone();
+            let at = format!("data:{address}");
+            filled.extend([at.as_str(), "count"]);
+            assert_eq!(shapes[0].1.names, filled);
+            assert_eq!(shapes[1].1.names, without);
+            for (result, pointer, length_pointer) in [
+                (0, 0x1000, 0x2000),
+                (5, 0x1000, 0x2000),
+                (-22, 0x1000, 0x2000),
+                (0, 0, 0x2000),
+                (0, 0x1000, 0),
+                (0, 0, 0),
+            ] {
+                let regs = [
+                    (0, result),
+                    (ARGUMENT_REGISTERS[address], pointer),
+                    (ARGUMENT_REGISTERS[length], length_pointer),
+                ];
+                let chosen: Vec<bool> = shapes
+                    .iter()
+                    .map(|(p, _)| eval(p.as_ref().unwrap(), &regs) != 0)
+                    .collect();
+                let fills = result >= 0 && pointer != 0 && length_pointer != 0;
+                assert_eq!(chosen, [fills, !fills], "{} {regs:?}", name(nr));
+            }
+        }
     }
 
     #[test]
