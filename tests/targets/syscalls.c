@@ -159,6 +159,8 @@ static void decoded_calls(const char *dir)
     getsockopt(tcp, SOL_SOCKET, SO_TYPE, &value, &length);
     length = sizeof value;
     getsockopt(tcp, IPPROTO_TCP, TCP_NODELAY, &value, &length);
+    /* An option no level has: fails, its length left as given. */
+    getsockopt(tcp, SOL_SOCKET, 0x3039, NULL, &length);
     ioctl(udp, FIOCLEX);
     ioctl(udp, FIONCLEX);
     close(tcp);

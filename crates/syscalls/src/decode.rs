@@ -258,6 +258,10 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], result: Option<i64>, args: &
             let (level, option) = sockets::level_and_option(raw[1], raw[2]);
             set(1, level);
             set(2, option);
+            set(3, pointer(raw[3]));
+            if name == "getsockopt" {
+                set(4, pointer(raw[4]));
+            }
         }
         "madvise" => set(2, named(raw[2], sockets::ADVICE)),
         "setitimer" | "getitimer" => {
@@ -444,6 +448,11 @@ pub(crate) fn recorded(
             Some(sockets::itimerval(bytes).unwrap_or_else(address))
         }
         ("setsockopt" | "getsockopt", 3) => sockets::option_value(bytes),
+        // The length a `getsockopt` that failed was given.
+        ("getsockopt", 4) => Some(match <[u8; 4]>::try_from(bytes) {
+            Ok(length) => format!("[{}]", u32::from_le_bytes(length)),
+            Err(_) => address(),
+        }),
         ("epoll_ctl", 3) => Some(epoll::event(bytes).unwrap_or_else(address)),
         ("utimensat", 2) => Some(times::utimens(bytes).unwrap_or_else(address)),
         // strace leaves out the entries of a call that said it wrote more

@@ -169,6 +169,8 @@ const IOCTL: u64 = 16;
 /// is some 250 bytes).
 const GETSOCKOPT: u64 = 55;
 const OPTION_MAX: i64 = 256;
+/// `EFAULT`: a pointer the kernel could not follow.
+const EFAULT: i64 = 14;
 
 /// The `ioctl` requests whose buffer (argument 2) this records, and the
 /// bytes the kernel fills there when the call returns 0: `TCGETS` (the
@@ -282,10 +284,19 @@ pub(crate) fn records(nr: u64) -> Vec<(Option<Expr>, Record)> {
                 signed: false,
             };
             record.sized("data:3".to_string(), arg(3), min(length, OPTION_MAX));
+            // A call that failed left the length as it was given (unless
+            // its pointer was bad), which strace shows too.
+            let mut given = Record::result();
+            given.sized("data:4".to_string(), arg(4), Expr::Const(4));
             let returned = |op| Expr::bin(op, result(), Expr::Const(0));
+            let fault = |op| Expr::bin(op, result(), Expr::Const(-EFAULT));
             vec![
                 (Some(returned(BinOp::Eq)), record),
-                (Some(returned(BinOp::Ne)), Record::result()),
+                (
+                    Some(Expr::bin(BinOp::And, returned(BinOp::Ne), fault(BinOp::Ne))),
+                    given,
+                ),
+                (Some(fault(BinOp::Eq)), Record::result()),
             ]
         }
         // The address as long as the length the kernel wrote back says
@@ -413,13 +424,19 @@ mod tests {
     fn an_option_is_read_as_long_as_its_length_says_once_the_call_returned_0() {
         assert_eq!(name(GETSOCKOPT), "getsockopt");
         let shapes = records(GETSOCKOPT);
-        assert_eq!(shapes.len(), 2);
+        assert_eq!(shapes.len(), 3);
         assert_eq!(shapes[0].1.names, ["result", "data:3", "count"]);
         assert_eq!(
             shapes[0].0,
             Some(Expr::bin(BinOp::Eq, Expr::Reg(0), Expr::Const(0)))
         );
-        assert_eq!(shapes[1].1.names, ["result"]);
+        // Failed: the length as given, unless its pointer was bad.
+        assert_eq!(shapes[1].1.names, ["result", "data:4", "count"]);
+        assert_eq!(shapes[2].1.names, ["result"]);
+        assert_eq!(
+            shapes[2].0,
+            Some(Expr::bin(BinOp::Eq, Expr::Reg(0), Expr::Const(-EFAULT)))
+        );
     }
 
     /// A socket address is read only when the call succeeded with both

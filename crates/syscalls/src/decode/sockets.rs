@@ -36,7 +36,7 @@ const LEVELS: &[(u64, &str)] = &[
     (41, "SOL_IPV6"),
 ];
 
-/// `SOL_SOCKET`'s options.
+/// `SOL_SOCKET`'s options (Linux's numbers; the names strace 6.1 gives).
 const SOCKET_OPTIONS: &[(u64, &str)] = &[
     (1, "SO_DEBUG"),
     (2, "SO_REUSEADDR"),
@@ -48,15 +48,53 @@ const SOCKET_OPTIONS: &[(u64, &str)] = &[
     (8, "SO_RCVBUF"),
     (9, "SO_KEEPALIVE"),
     (10, "SO_OOBINLINE"),
+    (11, "SO_NO_CHECK"),
     (12, "SO_PRIORITY"),
     (13, "SO_LINGER"),
+    (14, "SO_BSDCOMPAT"),
     (15, "SO_REUSEPORT"),
     (16, "SO_PASSCRED"),
     (17, "SO_PEERCRED"),
     (18, "SO_RCVLOWAT"),
     (19, "SO_SNDLOWAT"),
+    (20, "SO_RCVTIMEO_OLD"),
+    (21, "SO_SNDTIMEO_OLD"),
+    (25, "SO_BINDTODEVICE"),
+    (26, "SO_ATTACH_FILTER"),
+    (27, "SO_DETACH_FILTER"),
+    (28, "SO_PEERNAME"),
+    (29, "SO_TIMESTAMP_OLD"),
+    (30, "SO_ACCEPTCONN"),
+    (31, "SO_PEERSEC"),
     (32, "SO_SNDBUFFORCE"),
     (33, "SO_RCVBUFFORCE"),
+    (34, "SO_PASSSEC"),
+    (35, "SO_TIMESTAMPNS_OLD"),
+    (36, "SO_MARK"),
+    (37, "SO_TIMESTAMPING_OLD"),
+    (38, "SO_PROTOCOL"),
+    (39, "SO_DOMAIN"),
+    (40, "SO_RXQ_OVFL"),
+    (41, "SO_WIFI_STATUS"),
+    (42, "SO_PEEK_OFF"),
+    (43, "SO_NOFCS"),
+    (44, "SO_LOCK_FILTER"),
+    (45, "SO_SELECT_ERR_QUEUE"),
+    (46, "SO_BUSY_POLL"),
+    (47, "SO_MAX_PACING_RATE"),
+    (48, "SO_BPF_EXTENSIONS"),
+    (49, "SO_INCOMING_CPU"),
+    (50, "SO_ATTACH_BPF"),
+    (57, "SO_COOKIE"),
+    (59, "SO_PEERGROUPS"),
+    (60, "SO_ZEROCOPY"),
+    (61, "SO_TXTIME"),
+    (62, "SO_BINDTOIFINDEX"),
+    (63, "SO_TIMESTAMP_NEW"),
+    (64, "SO_TIMESTAMPNS_NEW"),
+    (65, "SO_TIMESTAMPING_NEW"),
+    (66, "SO_RCVTIMEO_NEW"),
+    (67, "SO_SNDTIMEO_NEW"),
 ];
 
 /// `SOL_TCP`'s options.
@@ -67,15 +105,33 @@ const TCP_OPTIONS: &[(u64, &str)] = &[
     (4, "TCP_KEEPIDLE"),
     (5, "TCP_KEEPINTVL"),
     (6, "TCP_KEEPCNT"),
+    (7, "TCP_SYNCNT"),
+    (8, "TCP_LINGER2"),
     (9, "TCP_DEFER_ACCEPT"),
+    (10, "TCP_WINDOW_CLAMP"),
     (11, "TCP_INFO"),
     (12, "TCP_QUICKACK"),
+    (13, "TCP_CONGESTION"),
+    (14, "TCP_MD5SIG"),
+    (18, "TCP_USER_TIMEOUT"),
+    (19, "TCP_REPAIR"),
+    (23, "TCP_FASTOPEN"),
+    (24, "TCP_TIMESTAMP"),
+    (25, "TCP_NOTSENT_LOWAT"),
+    (30, "TCP_FASTOPEN_CONNECT"),
+    (31, "TCP_ULP"),
+    (35, "TCP_ZEROCOPY_RECEIVE"),
+    (36, "TCP_INQ"),
 ];
 
 /// `setsockopt`'s and `getsockopt`'s level and option, named where this
 /// knows them.
 pub(crate) fn level_and_option(level: u64, option: u64) -> (String, String) {
+    // An option the level does not name, as strace shows it.
+    let unknown = |prefix: &str| format!("{option:#x} /* {prefix}_??? */");
     let option = match level {
+        1 if SOCKET_OPTIONS.iter().all(|&(v, _)| v != option) => unknown("SO"),
+        6 if TCP_OPTIONS.iter().all(|&(v, _)| v != option) => unknown("TCP"),
         1 => named(option, SOCKET_OPTIONS),
         6 => named(option, TCP_OPTIONS),
         _ => option.to_string(),
