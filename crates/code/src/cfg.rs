@@ -300,6 +300,13 @@ impl FunctionCode {
         self.insns.binary_search_by_key(&addr, |i| i.ip()).ok()
     }
 
+    /// How far `rsp` stands below where it stood at the entry, before the
+    /// instruction at `addr` (a negative offset: `Some(-16)` after two
+    /// pushes), where the code alone says (see `stack.rs`).
+    pub fn rsp_height_before(&self, addr: u64) -> Option<i64> {
+        crate::stack::rsp_before(self, self.index_of(addr)?)
+    }
+
     /// The instruction starting at `addr`.
     pub fn instruction_at(&self, addr: u64) -> Option<&Instruction> {
         self.index_of(addr).map(|k| &self.insns[k])

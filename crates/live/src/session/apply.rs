@@ -4,7 +4,7 @@
 
 use super::place::{Placed, Stopped};
 use super::prepare::PreparedProbe;
-use super::unwind::{CODE_BYTES, MADE_CALL_CFA, SYSCALL_LEN};
+use super::unwind::CODE_BYTES;
 use super::*;
 use std::sync::Arc;
 use weft_patch::unwind::{Frame, Rule};
@@ -384,22 +384,12 @@ impl Session {
                         Replaces::Function => Some(self.place_continuation(ci, s)?),
                         _ => None,
                     };
-                    let mut made_calls = Vec::new();
                     if let Some(snippet) = self
-                        .probe_snippet(ci, p, sp.live, code, &mut made_calls)
+                        .probe_snippet(ci, p, sp.live, code, sp.point, &mut frames)
                         .map_err(SiteError::Fatal)?
                     {
                         parts.push((snippet, replaces));
                     }
-                    let rule = Rule::Point {
-                        cfa_offset: MADE_CALL_CFA,
-                        returns_to: sp.point + SYSCALL_LEN,
-                    };
-                    frames.extend(
-                        made_calls
-                            .into_iter()
-                            .flat_map(|at| Frame::at_syscall(at, rule)),
-                    );
                 }
             }
             if let Some(h) = follow {

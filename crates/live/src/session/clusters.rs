@@ -14,6 +14,9 @@ pub(super) struct PlacedMini {
     pub(super) at: u64,
     /// Where it makes its point's call (`Primitive::MakeCall`).
     pub(super) made_calls: Vec<u64>,
+    /// The calls of its own a feed makes (its waits for other threads'
+    /// calls), and how far above `rsp` there the point's `rsp` is.
+    pub(super) own_calls: Vec<(u64, u64)>,
 }
 
 /// What a session knows of a mini-trampoline shape (see
@@ -404,9 +407,16 @@ impl Session {
         };
         drop(templates);
         let at = self.alloc_code(ci, &mini.bytes)?;
+        let feeds = program
+            .iter()
+            .any(|g| matches!(g.primitive, Primitive::Feed(_)));
         Ok(PlacedMini {
             at,
             made_calls: mini.made_calls.iter().map(|off| at + off).collect(),
+            own_calls: match feeds {
+                true => weft_patch::mini::system_calls_in(at, &mini.bytes),
+                false => Vec::new(),
+            },
         })
     }
 

@@ -385,15 +385,17 @@ impl Session {
     /// The snippet probe `p` runs at a point of cluster `ci` where `live`
     /// may be live, if any.
     /// A program that calls its function (`Primitive::CallFunction`) calls
-    /// it at `code`; one that makes the point's call (`Primitive::MakeCall`)
-    /// adds the `syscall`s it makes it with to `made_calls`.
+    /// it at `code`. The unwinder's frames of the `syscall`s its
+    /// mini-trampoline makes (the point's, at `point`, or a feed's own) are
+    /// added to `frames`.
     pub(super) fn probe_snippet(
         &mut self,
         ci: usize,
         p: usize,
         live: RegSet,
         code: Option<u64>,
-        made_calls: &mut Vec<u64>,
+        point: u64,
+        frames: &mut Vec<weft_patch::unwind::Frame>,
     ) -> Result<Option<Snippet>> {
         let cluster = self.clusters[ci];
         let probe = &self.probes[p];
@@ -425,7 +427,7 @@ impl Session {
                     }
                 }
                 let mini = self.place_mini(ci, &program)?;
-                made_calls.extend(&mini.made_calls);
+                frames.extend(super::unwind::frames_of(&mini, point));
                 let mini = mini.at;
                 Some(match weft_plan::reads_point_registers(&program) {
                     false => Snippet::call_mini(mini),

@@ -10,8 +10,9 @@ use super::*;
 use weft_patch::region::sync::{UNWIND_AREAS, UNWIND_AREA_COUNT};
 use weft_patch::unwind::{self as uw, Frame};
 
-pub(super) use weft_patch::mini::MADE_CALL_CFA;
-pub(super) use weft_patch::unwind::SYSCALL_LEN;
+use super::clusters::PlacedMini;
+use weft_patch::mini::MADE_CALL_CFA;
+use weft_patch::unwind::{Rule, SYSCALL_LEN};
 
 /// The function the hook goes at: the one lookup of libgcc's unwinder
 /// (`_Unwind_RaiseException`, `_Unwind_ForcedUnwind`, `_Unwind_Backtrace`
@@ -20,6 +21,31 @@ const FIND_FDE: &str = "_Unwind_Find_FDE";
 
 /// Bytes of a code area that hold code: its unwind table follows.
 pub(super) const CODE_BYTES: u64 = CODE_AREA - uw::TABLE_BYTES;
+
+/// The frames of the `syscall`s of a mini-trampoline placed for a probe
+/// at `point`: where it makes the point's call (the program stands on its
+/// `syscall`, or after it), and a feed's own calls (the program stands at
+/// the point, before or after its call).
+pub(super) fn frames_of(mini: &PlacedMini, point: u64) -> Vec<Frame> {
+    let made = mini.made_calls.iter().flat_map(|&at| {
+        let rule = Rule::Point {
+            cfa_offset: MADE_CALL_CFA,
+            returns_to: point + SYSCALL_LEN,
+        };
+        Frame::at_syscall(at, rule)
+    });
+    let own = mini.own_calls.iter().flat_map(|&(at, cfa_offset)| {
+        let rule = Rule::Point {
+            cfa_offset,
+            returns_to: point,
+        };
+        Frame::at_syscall(at, rule).map(|f| Frame {
+            on_the_call: false,
+            ..f
+        })
+    });
+    made.chain(own).collect()
+}
 
 impl Session {
     /// Lists cluster `ci`'s code area where the hook looks.

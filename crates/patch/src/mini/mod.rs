@@ -339,6 +339,27 @@ pub fn mini_trampoline_with(
 /// frame and the thread's block kept on the stack across the call.
 pub const MADE_CALL_CFA: u64 = FIXED_FRAME_RSP as u64 + 8;
 
+/// The point's `rsp` seen from a mini-trampoline's entry when it is
+/// called with the fixed frame (red zone, flags, return address).
+pub const FIXED_FRAME_ENTRY: u64 = FIXED_FRAME_RSP as u64 - 8 * SAVED as u64;
+
+/// Each `syscall` instruction of the mini-trampoline `bytes` placed at
+/// `at` (called with the fixed frame) where the code alone says how far
+/// the point's `rsp` is: its address and that distance. Found by
+/// following the code from its entry (`weft_code::FunctionCode`), so it
+/// holds for the feed's own calls, whose frames its loops push and pop.
+pub fn system_calls_in(at: u64, bytes: &[u8]) -> Vec<(u64, u64)> {
+    let code = weft_code::FunctionCode::analyze(at, bytes, &weft_code::NoData);
+    code.instructions()
+        .iter()
+        .filter(|i| i.mnemonic() == iced_x86::Mnemonic::Syscall)
+        .filter_map(|i| {
+            let height = code.rsp_height_before(i.ip())?;
+            Some((i.ip(), FIXED_FRAME_ENTRY.checked_add_signed(-height)?))
+        })
+        .collect()
+}
+
 /// A mini-trampoline's code, and where in it the point's call is made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mini {

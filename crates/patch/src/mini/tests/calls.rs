@@ -77,6 +77,48 @@ fn a_program_makes_its_points_call_between_its_two_halves() {
     for &off in &made.made_calls {
         assert_eq!(mini[off as usize..off as usize + 2], [0x0f, 0x05]);
     }
+    // Following the code from its entry says the same of the point's `rsp`
+    // (and finds the thread's `gettid` as it claims a slot, with the
+    // registers' saves alone above it).
+    let at = exec.addr() + 256;
+    let followed = system_calls_in(at, &mini);
+    for off in &made.made_calls {
+        assert!(
+            followed.contains(&(at + off, MADE_CALL_CFA)),
+            "{followed:?}"
+        );
+    }
+    assert_eq!(followed.len(), 3, "{followed:?}");
+    assert!(followed.contains(&(followed[0].0, FIXED_FRAME_RSP as u64)));
+}
+
+/// A feed's own calls (its waits for other threads' calls, its exit when
+/// the rerun diverged) are found with the point's `rsp` above each: within
+/// the fixed frame and what the feed pushes, never below it.
+#[test]
+fn a_feeds_own_calls_are_found_with_the_points_stack() {
+    let mem = Memory::new(16);
+    for returning in [false, true] {
+        let program = vec![always(Primitive::Feed(weft_plan::Feed {
+            returning,
+            base: mem.counter(0),
+            state: 0,
+            site: 7,
+            vdso: None,
+        }))];
+        let at = 0x7000_0000_0000;
+        let mini = mini_trampoline(at, mem.table(), &program).unwrap();
+        let calls = system_calls_in(at, &mini);
+        assert!(!calls.is_empty(), "returning {returning}");
+        for (call, cfa) in calls {
+            let off = (call - at) as usize;
+            assert_eq!(mini[off..off + 2], [0x0f, 0x05]);
+            assert!(
+                (FIXED_FRAME_RSP as u64..FIXED_FRAME_RSP as u64 + 160).contains(&cfa),
+                "{cfa} at {off:#x}"
+            );
+        }
+    }
 }
 
 /// A call that fails gives its error as the result, and a program whose
