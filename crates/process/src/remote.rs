@@ -447,6 +447,23 @@ pub(crate) fn restarted(mut regs: sys::Registers) -> sys::Registers {
     regs
 }
 
+/// Whether the thread whose registers these are stands right after a
+/// system call that failed with EINTR.
+pub(crate) fn failed_with_eintr(regs: &sys::Registers) -> bool {
+    const EINTR: i64 = -4;
+    (regs.orig_rax as i64) >= 0 && regs.rax as i64 == EINTR
+}
+
+/// The registers of a thread after a call that failed with EINTR, set up
+/// to make the call again: back over the 2-byte `syscall`, with the call
+/// number in `rax` (the arguments are still in their registers). A
+/// timeout the call had starts again.
+pub(crate) fn made_again(mut regs: sys::Registers) -> sys::Registers {
+    regs.rax = regs.orig_rax;
+    regs.rip -= 2;
+    regs
+}
+
 /// Whether `signal`, which stopped `tid` (in a signal-delivery-stop), is
 /// the SIGSYS Syscall User Dispatch sends for a call it did not run.
 pub(crate) fn is_dispatch_signal(tid: i32, signal: i32) -> bool {
@@ -480,6 +497,19 @@ mod tests {
         for (rax, orig) in [(-4, nanosleep), (0, nanosleep), (-514, -1)] {
             let r = restarted(regs(rax, orig, 0x1002));
             assert_eq!((r.rax as i64, r.rip), (rax, 0x1002));
+        }
+    }
+
+    /// A call that failed with EINTR (weft's stop interrupted it) is made
+    /// again: its number back in `rax`, the thread back on its `syscall`.
+    #[test]
+    fn a_call_failed_with_eintr_is_made_again() {
+        let epoll_wait = 232;
+        assert!(failed_with_eintr(&regs(-4, epoll_wait, 0x1002)));
+        let r = made_again(regs(-4, epoll_wait, 0x1002));
+        assert_eq!((r.rax, r.rip), (232, 0x1000));
+        for (rax, orig) in [(1, epoll_wait), (-514, epoll_wait), (-4, -1)] {
+            assert!(!failed_with_eintr(&regs(rax, orig, 0x1002)), "{rax} {orig}");
         }
     }
 }

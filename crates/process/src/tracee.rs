@@ -499,7 +499,20 @@ impl Tracee {
                     as i32;
                 self.threads.entry(child).or_insert(ThreadState::Stopping);
             }
-            // An interrupt, a new thread's first stop, or a group-stop.
+            // weft's interrupt (SIGTRAP; a group-stop has its stop signal):
+            // a call that fails with EINTR when interrupted (`epoll_wait`,
+            // `sigtimedwait`, `semop`, a socket's with a timeout) failed
+            // because of it, and is made again when the thread resumes
+            // (`settle_restart`), as it would have gone on waiting without
+            // weft. A new thread's first stop finds no call.
+            PTRACE_EVENT_STOP
+                if signal == SIGTRAP
+                    && self
+                        .registers(tid)
+                        .is_ok_and(|r| crate::remote::failed_with_eintr(&r)) =>
+            {
+                self.restart_owed.insert(tid);
+            }
             PTRACE_EVENT_STOP => {}
             0 => signals.push(signal),
             _ => {}
@@ -511,18 +524,23 @@ impl Tracee {
     }
 
     /// Before thread `tid` resumes: a call interrupted by weft's stop and
-    /// left in a remote call's exit stop (`restart_owed`) is set up for
-    /// its restart, as the kernel does when no handler runs; with a signal
-    /// coming, its registers stay as the interrupted call left them, and
-    /// the kernel restarts it or makes it fail with EINTR as the handler's
-    /// SA_RESTART says. (Set up for its restart, a call a handler should
-    /// have ended, a read a timer times out, would block for good.)
+    /// left in a remote call's exit stop, or failed with EINTR because of
+    /// the stop (`restart_owed`), is set up for its restart, as the kernel
+    /// does when no handler runs; with a signal coming, its registers stay
+    /// as the interrupted call left them, and the kernel restarts it or
+    /// makes it fail with EINTR as the handler's SA_RESTART says. (Set up
+    /// for its restart, a call a handler should have ended, a read a timer
+    /// times out, would block for good.)
     fn settle_restart(&mut self, tid: i32) {
         if !self.restart_owed.remove(&tid) || self.signal_coming(tid) {
             return;
         }
         if let Ok(regs) = self.registers(tid) {
-            let _ = self.set_registers(tid, &crate::remote::restarted(regs));
+            let again = match crate::remote::failed_with_eintr(&regs) {
+                true => crate::remote::made_again(regs),
+                false => crate::remote::restarted(regs),
+            };
+            let _ = self.set_registers(tid, &again);
         }
     }
 

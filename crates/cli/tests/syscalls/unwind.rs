@@ -1,7 +1,8 @@
 //! Unwinding a thread blocked in a captured call: it waits in weft's
 //! code (the program that makes the call, a relocated `syscall`, the
 //! SIGSYS handler's call), whose unwind entries weft gives the C
-//! unwinder. Ground truth: the same program without weft.
+//! unwinder; and the calls weft's stop to hook that unwinder interrupts.
+//! Ground truth: the same program without weft.
 
 use super::*;
 
@@ -74,4 +75,39 @@ fn a_thread_blocked_in_a_call_unwinds_as_without_weft() {
             }
         }
     }
+}
+
+/// Threads waiting in `sigwaitinfo` and `epoll_wait`, which fail with
+/// EINTR when a stop interrupts them, while weft stops the process to
+/// hook the C unwinder the main thread's first `backtrace()` loads: as
+/// without weft, neither fails (weft makes such a call again when the
+/// thread resumes; a new-user trial saw both fail, and a C program's
+/// `pthread_cancel` of such a thread not cancel it).
+#[test]
+fn calls_a_stop_of_wefts_interrupts_do_not_fail_with_eintr() {
+    let target = build("syscalls_eintr", &O2);
+    let plain = run(
+        &mut std::process::Command::new(&target),
+        Duration::from_secs(60),
+    );
+    assert_eq!(plain.status, 0, "{}", plain.stderr);
+    assert!(
+        plain.stdout.contains("tally interrupted 0"),
+        "{}",
+        plain.stdout
+    );
+    let dir = scratch("syscalls-eintr");
+    let (out, recorded) = record_into(&dir, &target, &[]);
+    assert_eq!(recorded.stdout, plain.stdout);
+    // Each thread's wait is recorded once, and returned what woke it.
+    let calls = shown_calls(&out);
+    let waits = |name: &str| -> Vec<i64> {
+        calls
+            .iter()
+            .filter(|c| c["name"] == name)
+            .filter_map(|c| c["result"].as_i64())
+            .collect()
+    };
+    assert_eq!(waits("rt_sigtimedwait"), [12], "{calls:?}");
+    assert_eq!(waits("epoll_wait"), [1], "{calls:?}");
 }
