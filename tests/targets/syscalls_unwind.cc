@@ -4,14 +4,20 @@
  * cancellation point), and in a raw syscall(SYS_read) with asynchronous
  * cancellation. Prints each backtrace as "frame MODE I WHERE" lines
  * (module+offset where dladdr knows the address, the address itself
- * where it does not) and "tally" lines for what ran.
- * Usage: syscalls_unwind */
+ * where it does not) and "tally" lines for what ran. The first worker
+ * waits BEFORE_READ ms before its call, and the signal comes
+ * BEFORE_SIGNAL ms after that (a weft that attached meanwhile may have
+ * detached while the worker waits in its code). Last, after AFTER ms of
+ * short sleeps, the main thread throws and catches an exception (through
+ * the C unwinder that a weft gone since hooked).
+ * Usage: syscalls_unwind [BEFORE_READ [BEFORE_SIGNAL [AFTER]]] (0, 100, 0) */
 #include <atomic>
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -21,6 +27,7 @@ static int pipes[2][2];
 static std::atomic<int> destroyed{0}, waiting{0}, handled{0};
 static void *frames[64];
 static int depth;
+static long before_read;
 
 struct Guard {
     ~Guard() { destroyed++; }
@@ -39,8 +46,11 @@ extern "C" __attribute__((noinline)) void blocked_in_read(int raw)
     }
 }
 
+static void pause_ms(long ms);
+
 static void *worker(void *raw)
 {
+    if (raw == nullptr) pause_ms(before_read);
     blocked_in_read(raw != nullptr);
     return nullptr;
 }
@@ -54,7 +64,8 @@ static void on_usr1(int)
 static void pause_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    nanosleep(&ts, nullptr);
+    while (nanosleep(&ts, &ts) != 0) {
+    }
 }
 
 static void print_frames(const char *mode)
@@ -71,8 +82,10 @@ static void print_frames(const char *mode)
     }
 }
 
-int main()
+int main(int argc, char **argv)
 {
+    before_read = argc > 1 ? atol(argv[1]) : 0;
+    long before_signal = argc > 2 ? atol(argv[2]) : 100;
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = on_usr1;
@@ -86,7 +99,7 @@ int main()
         pthread_t t;
         pthread_create(&t, nullptr, worker, raw ? (void *)1 : nullptr);
         for (int i = 0; i < 500 && waiting == 0; i++) pause_ms(10);
-        pause_ms(100); /* in the call by now */
+        pause_ms(raw ? 100 : before_signal); /* in the call by now */
         pthread_kill(t, SIGUSR1);
         for (int i = 0; i < 500 && handled == 0; i++) pause_ms(10);
         print_frames(raw ? "syscall" : "read");
@@ -95,6 +108,15 @@ int main()
         pthread_join(t, &result);
         canceled += result == PTHREAD_CANCELED;
     }
+    long after = argc > 3 ? atol(argv[3]) : 0;
+    for (long waited = 0; waited < after; waited += 10) pause_ms(10);
+    int caught = 0;
+    try {
+        throw 1;
+    } catch (int) {
+        caught = 1;
+    }
+    printf("tally caught %d\n", caught);
     printf("tally canceled %d\n", canceled);
     printf("tally destroyed %d\n", destroyed.load());
     return 0;

@@ -111,3 +111,92 @@ fn calls_a_stop_of_wefts_interrupts_do_not_fail_with_eintr() {
     assert_eq!(waits("rt_sigtimedwait"), [12], "{calls:?}");
     assert_eq!(waits("epoll_wait"), [1], "{calls:?}");
 }
+
+/// A weft that attached and detaches while a thread waits in its code
+/// leaves its memory mapped and the unwinder's hook in, so the thread
+/// unwinds as before (a new-user trial: 3 frames after the detach, no
+/// destructor). The next weft to attach, once no thread is inside, puts
+/// the unwinder's code back with that memory gone; its own hook goes as it
+/// detaches with nothing inside. An exception thrown after both still
+/// unwinds (a hook left jumping into unmapped memory would crash it).
+#[test]
+fn a_thread_waiting_in_a_detached_wefts_code_still_unwinds() {
+    let target = build("syscalls_unwind", &O2);
+    let args = ["2000", "4000", "4000"];
+    let plain = run(
+        std::process::Command::new(&target).args(args),
+        Duration::from_secs(60),
+    );
+    assert_eq!(plain.status, 0, "{}", plain.stderr);
+    let dir = scratch("syscalls-unwind-detached");
+    let started = std::time::Instant::now();
+    let child = std::process::Command::new(&target)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let pid = child.0.id().to_string();
+    std::thread::sleep(Duration::from_millis(300));
+    let record = |name: &str, duration: &str| {
+        let out = dir.join(name);
+        let _ = std::fs::remove_dir_all(&out);
+        run(
+            weft()
+                .args(["syscalls", "record", "-o"])
+                .arg(&out)
+                .args(["-p", &pid, "-d", duration]),
+            Duration::from_secs(60),
+        )
+    };
+    // Attached from 0.3 s for 2 s (and the attach's own time): the
+    // worker's read from 2 s on.
+    let first = record("first", "2s");
+    assert_eq!(first.status, 0, "{}", first.stderr);
+    assert!(
+        first.stderr.contains("weft's memory stays mapped"),
+        "{}",
+        first.stderr
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "attached too long"
+    );
+    // The signal and the cancel at 6 s; the main thread then sleeps.
+    std::thread::sleep(Duration::from_millis(7000).saturating_sub(started.elapsed()));
+    let second = record("second", "1s");
+    assert_eq!(second.status, 0, "{}", second.stderr);
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    assert!(
+        !maps.contains("weft"),
+        "weft's memory is gone: {}\n{maps}",
+        second.stderr
+    );
+    assert_eq!(wait_bounded(&mut child.0, Duration::from_secs(30)), Some(0));
+    let mut stdout = String::new();
+    use std::io::Read;
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let tallies = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| l.starts_with("tally"))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(tallies(&stdout), tallies(&plain.stdout));
+    let frames = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter_map(|l| l.strip_prefix("frame read "))
+            .filter_map(|l| l.split_once(' ').map(|(_, at)| at.to_string()))
+            .collect()
+    };
+    let (want, mut got) = (frames(&plain.stdout), frames(&stdout));
+    assert_eq!(got.len(), want.len() + 1, "{got:?} {want:?}");
+    got.remove(2);
+    assert_eq!(got, want);
+}

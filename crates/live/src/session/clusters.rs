@@ -290,6 +290,7 @@ impl Session {
                 }
             }
         }
+        self.unhook_fde_finders(tracee)?;
         for c in self.clusters.iter_mut().filter(|c| c.mapped) {
             tracee.remote_munmap(RemoteAddr(c.data), self.layout.size)?;
             tracee.remote_munmap(RemoteAddr(c.code), CODE_AREA)?;
@@ -313,10 +314,21 @@ impl Session {
     ) -> Result<Option<String>> {
         let inside = |v: u64, rs: &[(u64, u64)]| rs.iter().any(|&(s, e)| v >= s && v < e);
         let maps = weft_process::maps::read(self.pid)?;
+        let mut in_code = Vec::new();
         for tid in tracee.threads() {
             if inside(tracee.registers(tid)?.rip, ranges) {
-                return Ok(Some(format!("thread {tid} is inside weft's code")));
+                in_code.push(tid.to_string());
             }
+        }
+        match in_code.as_slice() {
+            [] => {}
+            [one] => return Ok(Some(format!("thread {one} is inside weft's code"))),
+            many => {
+                let tids = many.join(", ");
+                return Ok(Some(format!("threads {tids} are inside weft's code")));
+            }
+        }
+        for tid in tracee.threads() {
             let words = stacks::stack_of(tracee, &maps, tid, 64 << 10)?;
             for (i, &w) in words.iter().enumerate() {
                 if !inside(w, ranges) {

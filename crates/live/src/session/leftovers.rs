@@ -4,7 +4,8 @@
 //! * A region whose weft finished but could not unmap it (its SIGTRAP
 //!   handler kept for a queued trap, rich event rings a thread might still
 //!   write, code a thread was still inside) says so in its sync page
-//!   (`LEFT_BEHIND`).
+//!   (`LEFT_BEHIND`). Its one splice left in, the C unwinder's hook
+//!   (`unwind.rs`), goes back from its journal before its memory goes.
 //! * A region whose weft died (`kill -9`) with its splices in place has no
 //!   such mark, and its owner (`OWNER_PID`, `OWNER_START`) is gone. Its
 //!   journal lists every change that weft made to the program: each is
@@ -84,6 +85,9 @@ impl Session {
             {
                 continue;
             }
+            // A finished weft leaves the unwinder's hook in while a thread
+            // waits in its code (`Hook::FindFde`): out before the code goes.
+            self.undo_splices_left(tracee, data.start.0, &header, &ranges)?;
             if !self.give_back_sigtrap(tracee, data.start.0, &header, &ranges)? {
                 continue;
             }
@@ -111,6 +115,31 @@ impl Session {
         Ok(freed)
     }
 
+    /// Puts back the code of the splices a finished weft left in, which
+    /// still jump into its region (`ranges`): its journal lists them. With
+    /// every thread stopped and none inside the region, at once.
+    fn undo_splices_left(
+        &mut self,
+        tracee: &mut Tracee,
+        data: u64,
+        header: &Header,
+        ranges: &[(u64, u64)],
+    ) -> Result<()> {
+        let mut text = TextBatch::new(self.pid)?;
+        for e in journal_entries(tracee, data, header)? {
+            if !matches!(e.kind, Kind::Code | Kind::PairedCode) {
+                continue;
+            }
+            let Ok(now) = text.read(tracee.memory(), e.addr, e.old.len()) else {
+                continue;
+            };
+            if now != e.old && (now == e.new || jumps_into(&now, e.addr, &e.new, ranges)) {
+                text.write(tracee.memory(), e.addr, &e.old)?;
+            }
+        }
+        text.flush(tracee.memory())
+    }
+
     /// Undoes every change a dead weft's journal lists, then marks its
     /// region left behind (and its library-load handshake off).
     fn undo_dead_weft(
@@ -120,17 +149,7 @@ impl Session {
         header: &Header,
         ranges: &[(u64, u64)],
     ) -> Result<()> {
-        let base = data + header.journal_offset;
-        let (which, count) = journal::selected(tracee.memory().read_u64(RemoteAddr(base))?);
-        let count = count.min(header.journal_capacity);
-        let bytes = tracee.memory().read_vec(
-            RemoteAddr(base + journal::buffer(which, header.journal_capacity)),
-            (count * journal::ENTRY_SIZE) as usize,
-        )?;
-        let entries: Vec<Entry> = bytes
-            .chunks_exact(journal::ENTRY_SIZE as usize)
-            .filter_map(Entry::decode)
-            .collect();
+        let entries = journal_entries(tracee, data, header)?;
         let mut text = TextBatch::new(self.pid)?;
         let mut splices = Vec::new();
         for e in &entries {
@@ -351,6 +370,22 @@ fn owner_gone(tracee: &Tracee, sync_page: u64) -> bool {
 /// the `int3` of a phase over one) into the dead weft's memory with `new`'s
 /// padding: the splice as it was before that weft rebuilt it, or while it
 /// did.
+/// The changes the journal of the region whose data area is at `data`
+/// lists.
+fn journal_entries(tracee: &Tracee, data: u64, header: &Header) -> Result<Vec<Entry>> {
+    let base = data + header.journal_offset;
+    let (which, count) = journal::selected(tracee.memory().read_u64(RemoteAddr(base))?);
+    let count = count.min(header.journal_capacity);
+    let bytes = tracee.memory().read_vec(
+        RemoteAddr(base + journal::buffer(which, header.journal_capacity)),
+        (count * journal::ENTRY_SIZE) as usize,
+    )?;
+    Ok(bytes
+        .chunks_exact(journal::ENTRY_SIZE as usize)
+        .filter_map(Entry::decode)
+        .collect())
+}
+
 fn jumps_into(now: &[u8], addr: u64, new: &[u8], ranges: &[(u64, u64)]) -> bool {
     if now.len() < 5 || new.len() != now.len() || !matches!(now[0], 0xe9 | 0xcc) {
         return false;

@@ -31,7 +31,12 @@ impl Session {
         let mut splices = Vec::new();
         let mut taken = Vec::new();
         for s in 0..self.sites.len() {
-            if self.sites[s].active {
+            // The unwinder's hook goes with weft's memory (`unmap_clusters`):
+            // a thread still waiting in weft's code unwinds through it. (An
+            // `int3` needs the trap handler, which goes first.)
+            let kept = self.sites[s].hook == Some(Hook::FindFde)
+                && self.sites[s].choice.method != SpliceMethod::Trap;
+            if self.sites[s].active && !kept {
                 self.take_out(tracee, &mut text, s, &mut notes, &mut splices)?;
                 taken.push(s);
                 if self.sites[s].choice.method == SpliceMethod::Trap {

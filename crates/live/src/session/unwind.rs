@@ -121,6 +121,29 @@ impl Session {
         Ok(())
     }
 
+    /// Takes the unwinder's hooks out, with the threads stopped, as weft's
+    /// memory goes (`remove_all` leaves them in while a thread may still
+    /// wait in weft's code, which then stays mapped with them).
+    pub(super) fn unhook_fde_finders(&mut self, tracee: &mut Tracee) -> Result<()> {
+        let hooks: Vec<usize> = (0..self.sites.len())
+            .filter(|&s| self.sites[s].active && self.sites[s].hook == Some(Hook::FindFde))
+            .collect();
+        if hooks.is_empty() {
+            return Ok(());
+        }
+        let (mut text, mut splices, mut notes) =
+            (TextBatch::new(self.pid)?, Vec::new(), Vec::new());
+        for &s in &hooks {
+            self.take_out(tracee, &mut text, s, &mut notes, &mut splices)?;
+        }
+        text.poke_in_phases(tracee.memory(), &splices)?;
+        for s in hooks {
+            self.forget_site(s);
+        }
+        self.write_trap_table();
+        Ok(())
+    }
+
     /// The hook's code at `at` for cluster `ci`, going on to `continuation`.
     pub(super) fn find_fde_hook(
         &self,
