@@ -546,7 +546,10 @@ impl Tracee {
 
     /// Whether thread `tid` takes a signal when it resumes: one weft holds
     /// for it, or one queued for it or its process that it does not block
-    /// (`/proc/PID/task/TID/status`).
+    /// and that does something (`/proc/PID/task/TID/status`): not one it
+    /// ignores, nor one whose default is to be ignored with no handler
+    /// (`SIGCHLD`, `SIGURG`, `SIGWINCH`), which interrupts no call without
+    /// weft.
     pub(crate) fn signal_coming(&self, tid: i32) -> bool {
         if !self.pending_signals(tid).is_empty() {
             return true;
@@ -562,7 +565,10 @@ impl Tracee {
                 .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
                 .unwrap_or(0)
         };
-        (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") != 0
+        /// `SIGCHLD`, `SIGURG`, `SIGWINCH`: ignored by default.
+        const IGNORED_BY_DEFAULT: u64 = 1 << (17 - 1) | 1 << (23 - 1) | 1 << (28 - 1);
+        let quiet = mask("SigIgn:") | (IGNORED_BY_DEFAULT & !mask("SigCgt:"));
+        (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") & !quiet != 0
     }
 
     fn resume_thread(&mut self, tid: i32) -> Result<()> {
