@@ -5,6 +5,28 @@ use super::*;
 use gimli::{BaseAddresses, CfaRule, EhFrame, LittleEndian, RegisterRule, UnwindSection};
 
 const RETURNS_TO: u64 = 0x5555_0000_1002;
+
+type Slice<'a> = gimli::EndianSlice<'a, LittleEndian>;
+
+/// An entry's CIE and FDE as gimli reads them.
+fn parsed(
+    e: &[u8],
+) -> (
+    EhFrame<Slice<'_>>,
+    BaseAddresses,
+    gimli::FrameDescriptionEntry<Slice<'_>>,
+) {
+    let section = EhFrame::new(&e[16..], LittleEndian);
+    let bases = BaseAddresses::default().set_eh_frame(0x1000);
+    let fde = section
+        .fde_from_offset(
+            &bases,
+            gimli::EhFrameOffset(CIE_BYTES),
+            EhFrame::cie_from_offset,
+        )
+        .expect("the FDE and its CIE parse");
+    (section, bases, fde)
+}
 const RULE: Rule = Rule::Point {
     cfa_offset: 224,
     returns_to: RETURNS_TO,
@@ -20,15 +42,7 @@ fn an_entry_gives_the_points_stack_and_return_address() {
         let e = entry(frame);
         assert_eq!(&e[0..8], &frame.start.to_le_bytes());
         assert_eq!(&e[8..16], &(frame.start + 1).to_le_bytes());
-        let section = EhFrame::new(&e[16..], LittleEndian);
-        let bases = BaseAddresses::default().set_eh_frame(0x1000);
-        let fde = section
-            .fde_from_offset(
-                &bases,
-                gimli::EhFrameOffset(CIE_BYTES),
-                EhFrame::cie_from_offset,
-            )
-            .expect("the FDE and its CIE parse");
+        let (section, bases, fde) = parsed(&e);
         assert!(fde.cie().is_signal_trampoline(), "the CIE says 'S'");
         assert_eq!(fde.initial_address(), frame.start);
         let mut ctx = gimli::UnwindContext::new();
@@ -70,15 +84,7 @@ fn dispatched_entry(frame: &Frame) {
     use gimli::{Operation, Register};
     use weft_abi::sigaction::ucontext as uc;
     let e = entry(frame);
-    let section = EhFrame::new(&e[16..], LittleEndian);
-    let bases = BaseAddresses::default().set_eh_frame(0x1000);
-    let fde = section
-        .fde_from_offset(
-            &bases,
-            gimli::EhFrameOffset(CIE_BYTES),
-            EhFrame::cie_from_offset,
-        )
-        .unwrap();
+    let (section, bases, fde) = parsed(&e);
     let encoding = fde.cie().encoding();
     let mut ctx = gimli::UnwindContext::new();
     let row = fde
