@@ -84,6 +84,7 @@ impl Session {
             rebuilt_at: self.rebuilt_at.clone(),
             startup: self.startup.clone(),
             dispatch: self.dispatch.clone(),
+            fde_finders_tried: self.fde_finders_tried.clone(),
         };
         session.map_own_region(tracee)?;
         Ok(session)

@@ -233,6 +233,9 @@ pub struct Session {
     /// Set when the process's calls go to weft's SIGSYS handler
     /// (`dispatch.rs`).
     dispatch: Option<dispatch::Dispatch>,
+    /// Modules whose `_Unwind_Find_FDE` weft tried to hook (`unwind.rs`):
+    /// one that could not be hooked is not tried again at every apply.
+    fde_finders_tried: std::collections::BTreeSet<usize>,
 }
 
 impl Session {
@@ -289,6 +292,7 @@ impl Session {
             rebuilt_at: BTreeMap::new(),
             startup: None,
             dispatch: None,
+            fde_finders_tried: Default::default(),
         })
     }
 

@@ -94,28 +94,24 @@ impl Session {
             .any(|c| self.unwind_table(c).end > c.code_offset + CODE_BYTES + uw::TABLE_HEADER)
     }
 
-    /// The modules with a `_Unwind_Find_FDE` not yet hooked, once weft's
-    /// code has entries to find.
+    /// The modules with a `_Unwind_Find_FDE` weft has not tried to hook
+    /// yet, once weft's code has entries to find.
     pub(super) fn unhooked_fde_finders(&self) -> Vec<usize> {
         if !self.has_unwind_frames() {
             return Vec::new();
         }
         (0..self.modules.len())
+            .filter(|mi| !self.fde_finders_tried.contains(mi))
             .filter(|&mi| self.modules[mi].image.function_named(FIND_FDE).is_some())
-            .filter(|&mi| {
-                !self
-                    .sites
-                    .iter()
-                    .any(|s| s.module == mi && s.hook == Some(Hook::FindFde))
-            })
             .collect()
     }
 
-    /// Hooks `_Unwind_Find_FDE` in every module that has it and is not
-    /// hooked yet. One that cannot be hooked is passed over: unwinding
+    /// Hooks `_Unwind_Find_FDE` in every module that has it and was not
+    /// tried yet. One that cannot be hooked is passed over: unwinding
     /// through weft's code then stops there, as without the hook.
     pub(super) fn hook_fde_finders(&mut self, tracee: &mut Tracee) -> Result<()> {
         for mi in self.unhooked_fde_finders() {
+            self.fde_finders_tried.insert(mi);
             self.install_hook(tracee, mi, FIND_FDE, Hook::FindFde)?;
         }
         Ok(())
