@@ -3,18 +3,22 @@
  * main thread's first backtrace() loads libgcc_s, which weft instruments
  * in a stop. Without weft nothing interrupts them. Each thread counts the
  * calls that failed, then is woken: its signal sent, its pipe written.
- * Usage: syscalls_eintr */
+ * With "timed", the main thread alone waits in epoll_wait for MS ms (for a
+ * weft to attach meanwhile), and counts whether it timed out.
+ * Usage: syscalls_eintr [timed MS] */
 #include "tally.h"
 #include <errno.h>
 #include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
 TALLY(interrupted);
 TALLY(woken);
+TALLY(timed_out);
 static int wake[2];
 static atomic_int waiting;
 
@@ -57,8 +61,21 @@ static void pause_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-int main(void)
+static int timed(int ms)
 {
+    int ep = epoll_create1(0);
+    struct epoll_event ev;
+    int n = epoll_wait(ep, &ev, 1, ms);
+    if (n == 0) BUMP(timed_out);
+    if (n < 0 && errno == EINTR) BUMP(interrupted);
+    PRINT_TALLY(timed_out);
+    PRINT_TALLY(interrupted);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 2 && strcmp(argv[1], "timed") == 0) return timed(atoi(argv[2]));
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGUSR2);

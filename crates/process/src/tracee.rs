@@ -151,15 +151,22 @@ impl Tracee {
 
     /// The instruction pointer of every held thread. A thread stopped in
     /// a system call that the kernel will restart when it resumes (its
-    /// result one of the `-ERESTART*` codes) also counts at its `syscall`
-    /// instruction, 2 bytes back, where the kernel sends it then.
+    /// result one of the `-ERESTART*` codes), or that weft will make again
+    /// (it failed with EINTR because of weft's stop: `settle_restart`),
+    /// also counts at its `syscall` instruction, 2 bytes back, where it
+    /// goes then.
     pub fn thread_pcs(&self) -> Result<Vec<(i32, RemoteAddr)>> {
         let mut out = Vec::new();
         for &tid in self.threads.keys() {
             match sys::get_regs(tid) {
                 Ok(r) => {
                     out.push((tid, RemoteAddr(r.rip)));
-                    let restart = crate::remote::restarted(r).rip;
+                    let restart = match crate::remote::failed_with_eintr(&r) {
+                        true if self.restart_owed.contains(&tid) => {
+                            crate::remote::made_again(r).rip
+                        }
+                        _ => crate::remote::restarted(r).rip,
+                    };
                     if restart != r.rip {
                         out.push((tid, RemoteAddr(restart)));
                     }

@@ -200,3 +200,43 @@ fn a_thread_waiting_in_a_detached_wefts_code_still_unwinds() {
     got.remove(2);
     assert_eq!(got, want);
 }
+
+/// Attached while the program waits in `epoll_wait` (a call the kernel
+/// does not restart), weft rewrites its site: the call made again after
+/// the attach's stop goes through weft's code, not into the middle of the
+/// splice (a new-user trial's program died of a SIGTRAP there), and times
+/// out as the program asked.
+#[test]
+fn a_call_made_again_after_an_attach_goes_through_the_rewritten_site() {
+    let target = build("syscalls_eintr", &O2);
+    let child = std::process::Command::new(&target)
+        .args(["timed", "2000"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let pid = child.0.id().to_string();
+    std::thread::sleep(Duration::from_millis(300));
+    let dir = scratch("syscalls-eintr-attach");
+    let out = dir.join("rec");
+    let _ = std::fs::remove_dir_all(&out);
+    let attached = run(
+        weft()
+            .args(["syscalls", "record", "-o"])
+            .arg(&out)
+            .args(["-p", &pid, "-d", "500ms"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(attached.status, 0, "{}", attached.stderr);
+    assert_eq!(wait_bounded(&mut child.0, Duration::from_secs(30)), Some(0));
+    let mut stdout = String::new();
+    use std::io::Read;
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    assert_eq!(stdout, "tally timed_out 1\ntally interrupted 0\n");
+}
