@@ -118,11 +118,11 @@ pub fn attach(
     if let Some(e) = refused {
         return Err(e);
     }
-    if args.verbose {
-        for m in &workload.members {
-            if m.done {
-                say!("weft: process {} ({}) ended (weft is not its parent, so cannot tell whether it exited or was killed)", m.pid, m.command);
-            }
+    // A process given with -p that ended is always said (it may have
+    // crashed: its numbers stop there); the processes it made, with -v.
+    for m in workload.members.iter().filter(|m| m.done) {
+        if args.verbose || pids.contains(&m.pid) {
+            say!("weft: process {} ({}) ended while weft was attached (weft is not its parent, so cannot tell whether it exited or was killed)", m.pid, m.command);
         }
     }
     workload.finish(args, report_out)?;

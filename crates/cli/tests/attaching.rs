@@ -376,3 +376,43 @@ fn a_function_another_tool_patched_reads_not_measured() {
     assert!(text.contains("@calls:"), "{text}");
     let _ = child.0.kill();
 }
+
+/// A process weft attached to with -p that ends before weft would detach
+/// is said to have ended (it may have crashed), and weft stops there: it
+/// does not wait out -d (`weft attach` and `weft syscalls record -p`
+/// share this).
+#[test]
+fn an_attached_process_that_ends_is_said_to_have_ended() {
+    let child = std::process::Command::new("sleep")
+        .arg("1")
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let pid = child.0.id().to_string();
+    std::thread::sleep(Duration::from_millis(200));
+    let dir = scratch("syscalls-attached-ends");
+    let out = dir.join("rec");
+    let _ = std::fs::remove_dir_all(&out);
+    let started = std::time::Instant::now();
+    let recorded = run(
+        weft()
+            .args(["syscalls", "record", "-o"])
+            .arg(&out)
+            .args(["-p", &pid, "-d", "20s"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(recorded.status, 0, "{}", recorded.stderr);
+    assert!(
+        recorded.stderr.contains(&format!(
+            "process {pid} (sleep) ended while weft was attached"
+        )),
+        "{}",
+        recorded.stderr
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    let _ = wait_bounded(&mut child.0, Duration::from_secs(10));
+}
