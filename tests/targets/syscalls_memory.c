@@ -1,5 +1,5 @@
 /* Memory a program holds: N MiB (argument, 48) of its own, every page
- * written, held across a few calls and a 150 ms sleep, then freed. A replay
+ * written, held across a few calls and a 500 ms sleep, then freed. A replay
  * of its record holds as much (weft samples what each process holds while
  * it records). Prints the MiB it held as a tally.
  * Usage: syscalls_memory [mib] */
@@ -16,7 +16,7 @@ int main(int argc, char **argv)
     if (!held) return 2;
     memset(held, 1, bytes);
     getppid();
-    struct timespec nap = {0, 150 * 1000000L};
+    struct timespec nap = {0, 500 * 1000000L};
     nanosleep(&nap, 0);
     getppid();
     volatile char sink = held[bytes - 1];
