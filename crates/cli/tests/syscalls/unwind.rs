@@ -172,16 +172,7 @@ fn a_thread_waiting_in_a_detached_wefts_code_still_unwinds() {
         "weft's memory is gone: {}\n{maps}",
         second.stderr
     );
-    assert_eq!(wait_bounded(&mut child.0, Duration::from_secs(30)), Some(0));
-    let mut stdout = String::new();
-    use std::io::Read;
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
+    let stdout = output_once_ended(&mut child);
     let tallies = |s: &str| -> Vec<String> {
         s.lines()
             .filter(|l| l.starts_with("tally"))
@@ -228,15 +219,19 @@ fn a_call_made_again_after_an_attach_goes_through_the_rewritten_site() {
         Duration::from_secs(60),
     );
     assert_eq!(attached.status, 0, "{}", attached.stderr);
+    let stdout = output_once_ended(&mut child);
+    assert_eq!(stdout, "tally timed_out 1\ntally interrupted 0\n");
+}
+
+/// What `child` (its standard output piped) wrote, once it ended with
+/// status 0 (30 s at most).
+fn output_once_ended(child: &mut KillOnDrop) -> String {
+    use std::io::Read;
     assert_eq!(wait_bounded(&mut child.0, Duration::from_secs(30)), Some(0));
     let mut stdout = String::new();
-    use std::io::Read;
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
+    let piped = child.0.stdout.take().expect("standard output piped");
+    std::io::BufReader::new(piped)
         .read_to_string(&mut stdout)
         .unwrap();
-    assert_eq!(stdout, "tally timed_out 1\ntally interrupted 0\n");
+    stdout
 }
