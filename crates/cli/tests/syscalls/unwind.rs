@@ -43,25 +43,13 @@ fn a_thread_blocked_in_a_call_unwinds_as_without_weft() {
                 Duration::from_secs(120),
             );
             assert_eq!(recorded.status, 0, "{options:?}: {}", recorded.stderr);
-            let tallies = |s: &str| -> Vec<String> {
-                s.lines()
-                    .filter(|l| l.starts_with("tally"))
-                    .map(String::from)
-                    .collect()
-            };
             assert_eq!(
-                tallies(&recorded.stdout),
-                tallies(&plain.stdout),
+                tally_lines(&recorded.stdout),
+                tally_lines(&plain.stdout),
                 "{options:?}"
             );
             for mode in ["read", "syscall"] {
-                let frames = |s: &str| -> Vec<String> {
-                    s.lines()
-                        .filter_map(|l| l.strip_prefix(&format!("frame {mode} ")))
-                        .filter_map(|l| l.split_once(' ').map(|(_, at)| at.to_string()))
-                        .collect()
-                };
-                let (want, mut got) = (frames(&plain.stdout), frames(&recorded.stdout));
+                let (want, mut got) = (frames(&plain.stdout, mode), frames(&recorded.stdout, mode));
                 assert!(want.len() >= 5, "{mode}: {want:?}");
                 assert_eq!(
                     got.len(),
@@ -173,20 +161,8 @@ fn a_thread_waiting_in_a_detached_wefts_code_still_unwinds() {
         second.stderr
     );
     let stdout = output_once_ended(&mut child);
-    let tallies = |s: &str| -> Vec<String> {
-        s.lines()
-            .filter(|l| l.starts_with("tally"))
-            .map(String::from)
-            .collect()
-    };
-    assert_eq!(tallies(&stdout), tallies(&plain.stdout));
-    let frames = |s: &str| -> Vec<String> {
-        s.lines()
-            .filter_map(|l| l.strip_prefix("frame read "))
-            .filter_map(|l| l.split_once(' ').map(|(_, at)| at.to_string()))
-            .collect()
-    };
-    let (want, mut got) = (frames(&plain.stdout), frames(&stdout));
+    assert_eq!(tally_lines(&stdout), tally_lines(&plain.stdout));
+    let (want, mut got) = (frames(&plain.stdout, "read"), frames(&stdout, "read"));
     assert_eq!(got.len(), want.len() + 1, "{got:?} {want:?}");
     got.remove(2);
     assert_eq!(got, want);
@@ -234,4 +210,23 @@ fn output_once_ended(child: &mut KillOnDrop) -> String {
         .read_to_string(&mut stdout)
         .unwrap();
     stdout
+}
+
+/// The program's "tally" lines.
+fn tally_lines(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("tally"))
+        .map(String::from)
+        .collect()
+}
+
+/// Where each frame of the backtrace of `mode` ("read", "syscall") lies,
+/// as the program printed it (module+offset, or an address in no module).
+fn frames(stdout: &str, mode: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(&format!("frame {mode} ")))
+        .filter_map(|l| l.split_once(' ').map(|(_, at)| at.to_string()))
+        .collect()
 }
