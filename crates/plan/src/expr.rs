@@ -139,8 +139,18 @@ pub enum Primitive {
     /// left holding what the program must not read after a `syscall`
     /// anyway ([`Expr::MadeCallTime`] and [`Expr::MadeCallNumber`], kept
     /// there across the call: a signal handler's calls in between keep
-    /// theirs in frames of their own).
-    MakeCall,
+    /// theirs in frames of their own). With `left`, the call is also kept
+    /// open in the thread's block until it returns, so that a call the
+    /// thread leaves without returning (a signal handler's `siglongjmp`,
+    /// a cancellation's unwinding) is recorded by the thread's next call.
+    MakeCall {
+        /// The record of a call left open, if one is to be written.
+        left: Option<LeftCall>,
+    },
+    /// Writes the records of the calls the thread left open (see
+    /// [`LeftCall`]): at a call whose entry writes its own record (an
+    /// `exit` after a cancellation), so that they come before it.
+    WriteLeftCalls,
     /// At a function's entry: calls the function, its code from the point
     /// on (relocated at `code`, which the applier fills in: 0 in a plan),
     /// with the argument registers the program had at the entry, on a
@@ -158,6 +168,25 @@ pub enum Primitive {
         /// Where the function's code from the point on lies, relocated.
         code: u64,
     },
+}
+
+/// The record a call made by [`Primitive::MakeCall`] gets if the thread
+/// leaves it without returning: event `event` (the entry record of the
+/// call's site) with the number and the six argument registers, the user
+/// time if `user_timer` says which timer holds it, and the entry's
+/// instant last. The record is written by the thread's next call that
+/// finds the call's frame no longer on its stack, so its own time is
+/// then; the instant in it is the entry's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LeftCall {
+    /// The event the record is written as.
+    pub event: u32,
+    /// The number of the site's call: a call made with another number
+    /// (`restart_syscall`) wrote its entry's record before the call and
+    /// is left without one.
+    pub site_number: u64,
+    /// The CPU timer whose value is the call's user time, if recorded.
+    pub user_timer: Option<u64>,
 }
 
 /// Re-execution at one `syscall` instruction: before it, the call is
@@ -250,9 +279,10 @@ impl Primitive {
             | Primitive::PauseCpuTimer(_)
             | Primitive::Emit(..)
             | Primitive::Feed(_) => true,
-            Primitive::EnableDispatch | Primitive::MakeCall | Primitive::CallFunction { .. } => {
-                false
-            }
+            Primitive::EnableDispatch
+            | Primitive::MakeCall { .. }
+            | Primitive::CallFunction { .. } => false,
+            Primitive::WriteLeftCalls => true,
             Primitive::SetCounter(_, e)
             | Primitive::AddCounter(_, e)
             | Primitive::SubCounter(_, e) => e.uses_thread_state(),
@@ -329,7 +359,7 @@ pub fn reads_point_registers(program: &[Guarded]) -> bool {
                 // It reports the point's `rsp` with a divergence.
                 Primitive::Feed(_) => true,
                 // They need the registers as they were at the point.
-                Primitive::MakeCall | Primitive::CallFunction { .. } => true,
+                Primitive::MakeCall { .. } | Primitive::CallFunction { .. } => true,
                 _ => false,
             }
     })

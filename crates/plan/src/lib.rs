@@ -39,6 +39,8 @@ mod resources;
 
 pub use action::{Action, Expand, NotRebuilt, Rebuild, Rebuilding, RebuiltCode, Resolved};
 pub use error::{Error, Exhausted, Result};
-pub use expr::{reads_point_registers, BinOp, Expr, Feed, Guarded, Primitive, Strings, VdsoCall};
+pub use expr::{
+    reads_point_registers, BinOp, Expr, Feed, Guarded, LeftCall, Primitive, Strings, VdsoCall,
+};
 pub use point::{PointKind, PointSpec};
 pub use resources::{Allocate, EventInfo, Tally};

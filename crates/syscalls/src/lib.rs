@@ -200,6 +200,11 @@ impl Expand for Capture {
             primitive,
         };
         let mut program: Vec<Guarded> = Vec::new();
+        if !self.exit {
+            // The calls the thread left before this entry's (a cancelled
+            // thread's blocked `read`, before its `exit`).
+            program.push(timer(Primitive::WriteLeftCalls));
+        }
         if let Some(Kept::Counters { number, stack }) = unknown {
             let keep = |counter: u64, value: Expr| Guarded {
                 predicate: None,
@@ -450,7 +455,7 @@ mod tests {
         let whole = program(0, 39, &mut ids);
         let made = whole
             .iter()
-            .position(|g| g.primitive == Primitive::MakeCall)
+            .position(|g| matches!(g.primitive, Primitive::MakeCall { .. }))
             .expect("the program makes the call");
         assert!(whole[made].predicate.is_none(), "always made");
         let (entry, ret) = (&whole[..made], &whole[made + 1..]);
@@ -501,12 +506,13 @@ mod tests {
         let mut ids = weft_plan::Tally::default();
         let program = |k, ids: &mut _| expanded("libc.so.6", "syscall+0x1d", k, ids);
         let entry = program(0, &mut ids);
+        assert_eq!(entry[0].primitive, Primitive::WriteLeftCalls, "first");
         assert!(matches!(
-            &entry[0].primitive,
+            &entry[1].primitive,
             Primitive::AddThreadCounter(_, Expr::Bin(BinOp::Sub, r, _)) if **r == Expr::Reg(0)
         ));
         assert!(matches!(
-            &entry[1].primitive,
+            &entry[2].primitive,
             Primitive::AddThreadCounter(_, Expr::Bin(BinOp::Sub, r, _)) if **r == Expr::Reg(4)
         ));
         let exit = program(1, &mut ids);

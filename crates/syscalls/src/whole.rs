@@ -15,10 +15,15 @@
 //! their own, and a jump to the instruction after a `syscall` runs no
 //! probe at all. Calls whose return may not come back to the same thread
 //! keep an entry record of their own ([`ENTRY_RECORDED`]).
+//!
+//! A call the thread leaves without returning (a signal handler's
+//! `siglongjmp`, a cancellation) is kept open in the thread's block while
+//! it runs (`weft_plan::LeftCall`), and gets its entry's record, with the
+//! entry's instant inside, from the thread's next call.
 
 use crate::vectored::Record;
 use weft_plan::Resolved;
-use weft_plan::{Allocate, BinOp, Exhausted, Expr, Guarded, Primitive};
+use weft_plan::{Allocate, BinOp, Exhausted, Expr, Guarded, LeftCall, Primitive};
 
 /// The name of a whole call's value holding its entry's instant (0 when
 /// unknown): what tells a reader that a return's record is the whole
@@ -170,11 +175,23 @@ pub(crate) fn call_program(
     if let Some(n) = user_timer {
         entry.plain("user_ns", Expr::ThreadTimer(n));
     }
+    // The entry's instant: 0 here (the record's own time), that of the
+    // call in the record of a call the thread left (`LeftCall`).
+    entry.plain(ENTRY_TIME, Expr::Const(0));
+    let entry = entry.emit(at, crate::ENTRY, alloc)?;
+    let left = match &entry {
+        Primitive::Emit(event, ..) => Some(LeftCall {
+            event: *event,
+            site_number: nr,
+            user_timer,
+        }),
+        _ => None,
+    };
     program.push(Guarded {
         predicate: Some(Expr::bin(BinOp::Ne, Expr::Reg(0), Expr::Const(nr as i64))),
-        primitive: entry.emit(at, crate::ENTRY, alloc)?,
+        primitive: entry,
     });
-    program.push(always(Primitive::MakeCall));
+    program.push(always(Primitive::MakeCall { left }));
     program.extend(user_timer.map(|n| always(Primitive::ResumeCpuTimer(n))));
     let site_number = || Expr::bin(BinOp::Eq, Expr::MadeCallNumber, Expr::Const(nr as i64));
     for (shape, mut record) in records {

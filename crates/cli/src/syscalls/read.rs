@@ -98,6 +98,15 @@ pub(super) fn read_calls(
         for mut c in events {
             let at = match (c.exit, whole.get(c.event as usize)) {
                 (true, Some(&Some(at))) if at < c.args.len() => at,
+                // An entry's record with its instant inside: that of a
+                // call the thread left, written by its next call.
+                (false, Some(&Some(at))) if at < c.args.len() => {
+                    if let t @ 1.. = c.args.remove(at) {
+                        c.tsc = c.tsc.min(t);
+                    }
+                    split.push(c);
+                    continue;
+                }
                 _ => {
                     split.push(c);
                     continue;

@@ -6,6 +6,7 @@ mod decoded;
 mod deps;
 mod dispatch;
 mod ends;
+mod left;
 mod reexec;
 mod refused;
 mod replay;
@@ -457,6 +458,45 @@ fn segments(lines: &[(String, String, String)]) -> Vec<Vec<(String, String)>> {
     out
 }
 
+/// `strace -f -qq -o LOG TARGET`, which must succeed: what it printed,
+/// and its calls as [`strace_calls`] reads them.
+fn strace_f(target: &Path, log: &Path) -> (Finished, Vec<(String, String, String)>) {
+    let plain = run(
+        std::process::Command::new("strace")
+            .args(["-f", "-qq", "-o"])
+            .arg(log)
+            .arg(target),
+        Duration::from_secs(60),
+    );
+    assert_eq!(plain.status, 0, "strace: {}", plain.stderr);
+    let calls = strace_calls(&std::fs::read_to_string(log).unwrap());
+    (plain, calls)
+}
+
+/// `weft syscalls show OUT`, which must succeed, and its lines as
+/// (thread, name, result), the vDSO's left out.
+fn shown_lines(out: &Path) -> (Finished, Vec<(String, String, String)>) {
+    let shown = run(
+        weft().args(["syscalls", "show"]).arg(out),
+        Duration::from_secs(60),
+    );
+    assert_eq!(shown.status, 0, "weft syscalls show: {}", shown.stderr);
+    let calls = shown
+        .stdout
+        .lines()
+        .filter(|l| !l.ends_with(" (vDSO)"))
+        .filter_map(|l| {
+            let tid = l.split_whitespace().next()?;
+            let call = l.splitn(3, char::is_whitespace).nth(2)?.trim_start();
+            let call = call.split_once(' ').map_or(call, |(_, c)| c).trim_start();
+            let (head, r) = call.rsplit_once(" = ")?;
+            let name = head.split('(').next()?;
+            Some((tid.to_string(), name.to_string(), result(r)))
+        })
+        .collect();
+    (shown, calls)
+}
+
 /// `strace -f -o` lines as (pid, name, result), a call cut by another
 /// thread's (`<unfinished ...>`) taken with its result from its
 /// `<... name resumed>` line.
@@ -503,15 +543,7 @@ fn a_workloads_threads_and_processes_have_straces_calls() {
     let target = build("syscalls_workload", &O2);
     let dir = scratch("syscalls-workload");
     let log = dir.join("strace.log");
-    let plain = run(
-        std::process::Command::new("strace")
-            .args(["-f", "-qq", "-o"])
-            .arg(&log)
-            .arg(&target),
-        Duration::from_secs(60),
-    );
-    assert_eq!(plain.status, 0, "strace: {}", plain.stderr);
-    let strace = strace_calls(&std::fs::read_to_string(&log).unwrap());
+    let (plain, strace) = strace_f(&target, &log);
     let out_dir = dir.join("rec");
     let _ = std::fs::remove_dir_all(&out_dir);
     let recorded = run(
@@ -524,24 +556,7 @@ fn a_workloads_threads_and_processes_have_straces_calls() {
     );
     assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
     assert_eq!(recorded.stdout, plain.stdout, "the program's output");
-    let shown = run(
-        weft().args(["syscalls", "show"]).arg(&out_dir),
-        Duration::from_secs(60),
-    );
-    assert_eq!(shown.status, 0, "weft syscalls show: {}", shown.stderr);
-    let weft_calls: Vec<(String, String, String)> = shown
-        .stdout
-        .lines()
-        .filter(|l| !l.ends_with(" (vDSO)"))
-        .filter_map(|l| {
-            let tid = l.split_whitespace().next()?;
-            let call = l.splitn(3, char::is_whitespace).nth(2)?.trim_start();
-            let call = call.split_once(' ').map_or(call, |(_, c)| c).trim_start();
-            let (head, r) = call.rsplit_once(" = ")?;
-            let name = head.split('(').next()?;
-            Some((tid.to_string(), name.to_string(), result(r)))
-        })
-        .collect();
+    let (shown, weft_calls) = shown_lines(&out_dir);
     // strace's first line is the program's own execve, before weft's entry.
     assert!(strace[0].1 == "execve", "{:?}", strace[0]);
     let expected = segments(&strace[1..]);

@@ -576,7 +576,7 @@ fn replaces(action: &Action) -> Replaces {
     program
         .iter()
         .find_map(|g| match g.primitive {
-            weft_plan::Primitive::MakeCall => Some(Replaces::Syscall),
+            weft_plan::Primitive::MakeCall { .. } => Some(Replaces::Syscall),
             weft_plan::Primitive::CallFunction { .. } => Some(Replaces::Function),
             _ => None,
         })

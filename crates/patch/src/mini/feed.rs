@@ -28,24 +28,13 @@
 //! the address of its buffer, runs, and gets the recorded result and bytes
 //! at its return, over what it computed.
 
-use super::{Gen, ARG_OFFSET, FIXED_FRAME_RSP, R10_OFFSET, RAX_OFFSET};
+use super::{Gen, ARG_OFFSET, FIXED_FRAME_RSP, RAX_OFFSET, SYSCALL_ARG_OFFSET};
 use crate::region::threads as t;
 use iced_x86::code_asm::*;
 use weft_abi::feed as f;
 use weft_plan::Feed;
 
 mod after;
-
-/// Offsets from rsp (after the saves) of the saved argument registers of
-/// a system call: `rdi`, `rsi`, `rdx`, `r10`, `r8`, `r9`.
-const SYSCALL_ARG_OFFSET: [i32; 6] = [
-    ARG_OFFSET[0],
-    ARG_OFFSET[1],
-    ARG_OFFSET[2],
-    R10_OFFSET,
-    ARG_OFFSET[4],
-    ARG_OFFSET[5],
-];
 
 /// `futex`'s number, and its wake operation (shared between processes:
 /// not `FUTEX_PRIVATE_FLAG`; waiting is 0).

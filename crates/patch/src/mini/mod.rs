@@ -22,6 +22,7 @@
 
 mod expr;
 mod feed;
+mod open_calls;
 pub mod returns;
 mod ring_writer;
 pub mod template;
@@ -110,6 +111,16 @@ const ARG_OFFSET: [i32; 6] = [32, 40, 48, 56, 24, 16];
 const RAX_OFFSET: i32 = 64;
 /// Offset of saved r10 (a system call's fourth argument).
 const R10_OFFSET: i32 = 8;
+/// Offsets from rsp (after the saves) of the saved argument registers of
+/// a system call: `rdi`, `rsi`, `rdx`, `r10`, `r8`, `r9`.
+const SYSCALL_ARG_OFFSET: [i32; 6] = [
+    ARG_OFFSET[0],
+    ARG_OFFSET[1],
+    ARG_OFFSET[2],
+    R10_OFFSET,
+    ARG_OFFSET[4],
+    ARG_OFFSET[5],
+];
 /// Where a program that makes its point's call keeps the call's instant
 /// and number across it (`Primitive::MakeCall`, `CallFunction`): the
 /// slots of saved r11 and rcx, which a `syscall` clobbers (as a function
@@ -221,7 +232,8 @@ impl Gen {
             Primitive::PauseCpuTimer(n) => self.stop_cpu_timer(*n, false)?,
             Primitive::Feed(feed) => self.feed(feed)?,
             Primitive::EnableDispatch => self.enable_dispatch()?,
-            Primitive::MakeCall => self.make_call()?,
+            Primitive::MakeCall { left } => self.make_call(left.as_ref())?,
+            Primitive::WriteLeftCalls => self.write_left_calls()?,
             Primitive::CallFunction { code } => self.call_function(*code)?,
         }
         self.stamp_ready = stamps && self.table.clock_gettime == 0;
@@ -238,7 +250,11 @@ impl Gen {
     /// block, on the stack across the call, where the kernel's restart
     /// of an interrupted call finds it too (the restart runs the
     /// `syscall` instruction again, with the same stack).
-    fn make_call(&mut self) -> std::result::Result<(), IcedError> {
+    /// With `left`, the call is kept open across it (see [`open_calls`]).
+    fn make_call(
+        &mut self,
+        left: Option<&weft_plan::LeftCall>,
+    ) -> std::result::Result<(), IcedError> {
         if self.has_slot {
             self.event_time()?;
         } else {
@@ -248,6 +264,10 @@ impl Gen {
         a.mov(qword_ptr(rsp + MADE_TIME), rax)?;
         a.mov(rax, qword_ptr(rsp + RAX_OFFSET))?;
         a.mov(qword_ptr(rsp + MADE_NUMBER), rax)?;
+        if let Some(left) = left {
+            self.open_call(left)?;
+        }
+        let a = &mut self.a;
         a.push(r11)?;
         let slot = |off: i32| qword_ptr(rsp + off + 8);
         a.mov(rax, slot(RAX_OFFSET))?;
@@ -263,7 +283,11 @@ impl Gen {
         self.made_calls.push(call);
         let a = &mut self.a;
         a.mov(slot(RAX_OFFSET), rax)?;
-        a.pop(r11)
+        a.pop(r11)?;
+        if left.is_some() {
+            self.close_call()?;
+        }
+        Ok(())
     }
 
     /// Calls the point's function, its code relocated at `code`, with the

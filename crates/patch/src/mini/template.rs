@@ -26,10 +26,32 @@ const TRIAL_AT: [u64; 2] = [0x1000_0000_0000, 0x2345_6780_0000];
 #[derive(Debug, Clone)]
 pub struct MiniTemplate {
     bytes: Vec<u8>,
-    /// Where each emit's 4-byte event id lies in `bytes`, in program order.
+    /// Where each event id (see [`event_of`]) lies in `bytes`, 4 bytes each,
+    /// in program order.
     ids_at: Vec<usize>,
     /// Where the point's call is made (see [`Mini::made_calls`]).
     made_calls: Vec<u64>,
+}
+
+/// The event id a primitive writes into the code: an emit's, and that of
+/// the record a call kept open gets if left.
+fn event_of(p: &Primitive) -> Option<u32> {
+    match p {
+        Primitive::Emit(id, ..) => Some(*id),
+        Primitive::MakeCall { left: Some(left) } => Some(left.event),
+        _ => None,
+    }
+}
+
+/// `p` writing event `id` instead (see [`event_of`]).
+fn with_event(p: &Primitive, id: u32) -> Primitive {
+    match p {
+        Primitive::Emit(_, values, strings) => Primitive::Emit(id, values.clone(), *strings),
+        Primitive::MakeCall { left: Some(left) } => Primitive::MakeCall {
+            left: Some(weft_plan::LeftCall { event: id, ..*left }),
+        },
+        other => other.clone(),
+    }
 }
 
 /// `actions` with every event id replaced by a stand-in: the programs of
@@ -38,16 +60,16 @@ pub fn shape(actions: &[Guarded]) -> Vec<Guarded> {
     let mut k = 0;
     actions
         .iter()
-        .map(|g| match &g.primitive {
-            Primitive::Emit(_, values, strings) => {
+        .map(|g| match event_of(&g.primitive) {
+            Some(_) => {
                 let id = STAND_IN + k;
                 k += 1;
                 Guarded {
                     predicate: g.predicate.clone(),
-                    primitive: Primitive::Emit(id, values.clone(), *strings),
+                    primitive: with_event(&g.primitive, id),
                 }
             }
-            _ => g.clone(),
+            None => g.clone(),
         })
         .collect()
 }
@@ -65,7 +87,7 @@ impl MiniTemplate {
         }
         let emits = stand_ins
             .iter()
-            .filter(|g| matches!(g.primitive, Primitive::Emit(..)))
+            .filter(|g| event_of(&g.primitive).is_some())
             .count() as u32;
         let mut ids_at = Vec::new();
         for k in 0..emits {
@@ -99,10 +121,7 @@ impl MiniTemplate {
     /// The code of `actions` (of this template's shape), wherever it goes.
     pub fn code_of(&self, actions: &[Guarded]) -> Vec<u8> {
         let mut bytes = self.bytes.clone();
-        let ids = actions.iter().filter_map(|g| match g.primitive {
-            Primitive::Emit(id, ..) => Some(id),
-            _ => None,
-        });
+        let ids = actions.iter().filter_map(|g| event_of(&g.primitive));
         for (id, &at) in ids.zip(&self.ids_at) {
             bytes[at..at + 4].copy_from_slice(&id.to_le_bytes());
         }

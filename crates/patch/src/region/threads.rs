@@ -13,8 +13,9 @@
 //! A block: [`TIMERS`] timers of [`TIMER_SIZE`] bytes, then [`COUNTERS`]
 //! per-thread counters (u64 each), then the owner's tid (u64) at [`TID`],
 //! the slot's index (u64) at [`SLOT`], the address of its CPU clock entry
-//! (u64) at [`VCLOCK`], a scratch TSC at [`STAMP`], then, at [`RING`], the thread's
-//! event ring (see [`super::ring`]).
+//! (u64) at [`VCLOCK`], a scratch TSC at [`STAMP`], the [`WRITING`] flag,
+//! the calls it has open ([`OPEN_DEPTH`], [`OPEN_CALLS`]), then, at
+//! [`RING`], the thread's event ring (see [`super::ring`]).
 
 /// Keys: `thread_slots` u64 from the start of the table, the owner's thread
 /// pointer ([`FREE`] or [`RETIRED`] otherwise).
@@ -60,6 +61,29 @@ pub const STAMP: u64 = VCLOCK + 8;
 /// ring has one writer, the thread, and a record is published only when
 /// whole. Version 10.
 pub const WRITING: u64 = STAMP + 8;
+/// How many calls the thread has open (u64): made by a program that
+/// makes its point's call, not returned yet (see `mini::open_calls`).
+/// Version 12.
+pub const OPEN_DEPTH: u64 = WRITING + 8;
+/// The open calls, [`OPEN_SLOTS`] of [`OPEN_SIZE`] bytes, the outermost
+/// first; a call nested deeper is not kept.
+pub const OPEN_CALLS: u64 = OPEN_DEPTH + 8;
+/// Open calls kept at most.
+pub const OPEN_SLOTS: u64 = 8;
+/// Bytes of an open call.
+pub const OPEN_SIZE: u64 = 96;
+/// Inside an open call: its frame, the `rsp` of the code that made it
+/// at its `syscall` instruction (u64).
+pub const OPEN_FRAME: u64 = 0;
+/// The record it gets if the thread leaves it, from its event id on: the
+/// event id (u32), the shape word (u32: its values; 0 for no record),
+/// then the values (u64 each), as a ring record has them after its time.
+pub const OPEN_EVENT: u64 = 8;
+/// Where its values start.
+pub const OPEN_VALUES: u64 = 16;
+/// Values an open call's record holds at most: the number, six
+/// arguments, the user time, the entry's instant.
+pub const OPEN_VALUES_MAX: u64 = 9;
 /// Offset of the thread's event ring in its block (see [`super::ring`]).
 pub const RING: u64 = 4096;
 
@@ -84,8 +108,10 @@ pub const fn counter(c: u64) -> u64 {
     TIMERS * TIMER_SIZE + c * 8
 }
 
-// The tid lies before the ring.
-const _: () = assert!(STAMP + 8 <= RING);
+// The tid and the open calls lie before the ring, and an open call's
+// record fits it.
+const _: () = assert!(OPEN_CALLS + OPEN_SLOTS * OPEN_SIZE <= RING);
+const _: () = assert!(OPEN_VALUES + 8 * OPEN_VALUES_MAX <= OPEN_SIZE);
 
 #[cfg(test)]
 mod tests {

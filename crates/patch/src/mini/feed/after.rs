@@ -4,7 +4,8 @@
 //! back, the rerun's ids turned into the recorded ones, a new thread or
 //! process named in the id map.
 
-use super::{map_entries, recorded_tid, EINTR, SYSCALL_ARG_OFFSET, WAIT4};
+use super::{map_entries, recorded_tid, EINTR, WAIT4};
+use crate::mini::SYSCALL_ARG_OFFSET;
 use crate::mini::{Gen, RAX_OFFSET};
 use iced_x86::code_asm::*;
 use weft_abi::feed as f;

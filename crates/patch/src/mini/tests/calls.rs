@@ -41,7 +41,7 @@ fn a_program_makes_its_points_call_between_its_two_halves() {
     let program = vec![
         set(0, Expr::Reg(0)),
         always(Primitive::AddThreadCounter(0, Expr::Const(1))),
-        always(Primitive::MakeCall),
+        always(Primitive::MakeCall { left: None }),
         set(1, Expr::Ret),
         set(2, Expr::MadeCallNumber),
         set(3, Expr::MadeCallTime),
@@ -135,7 +135,7 @@ fn the_call_is_made_when_the_thread_has_no_slot() {
     let set = |k: usize, e: Expr| set(&mem, k, e);
     let program = vec![
         always(Primitive::AddThreadCounter(0, Expr::Const(1))),
-        always(Primitive::MakeCall),
+        always(Primitive::MakeCall { left: None }),
         set(1, Expr::Ret),
         set(2, Expr::MadeCallTime),
     ];
@@ -159,7 +159,7 @@ fn the_calls_instant_is_the_record_befores() {
     let exec = Exec::new(4096);
     let program = vec![
         always(Primitive::Emit(4, vec![Expr::Reg(0)], Strings::NONE)),
-        always(Primitive::MakeCall),
+        always(Primitive::MakeCall { left: None }),
         always(Primitive::Emit(
             5,
             vec![Expr::MadeCallTime, Expr::Ret],

@@ -6,6 +6,7 @@ mod calls;
 mod cpu_timers;
 mod expr;
 mod lanes;
+mod open_calls;
 mod returns;
 mod ring;
 mod threads;

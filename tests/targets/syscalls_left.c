@@ -1,0 +1,72 @@
+/* Calls a thread leaves without returning: a signal handler takes the
+ * main thread out of a blocked read with siglongjmp, and pthread_cancel
+ * unwinds a thread blocked in a read (its cleanup handler writes a line;
+ * not with the argument `longjmp`). Neither read ever returns; nothing is
+ * written into the pipe. The program prints what happened, and ends with
+ * getppid(). */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static sigjmp_buf back;
+static int fds[2];
+
+static void say(const char *text) {
+    if (write(1, text, strlen(text)) < 0)
+        _exit(2);
+}
+
+static void on_alarm(int sig) {
+    (void)sig;
+    say("alarm\n");
+    siglongjmp(back, 1);
+}
+
+static void cleanup(void *arg) {
+    (void)arg;
+    say("cleanup\n");
+}
+
+static void *blocked(void *arg) {
+    char c;
+    (void)arg;
+    pthread_cleanup_push(cleanup, NULL);
+    if (read(fds[0], &c, 1) >= 0)
+        say("the thread's read returned\n");
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    char c;
+    if (pipe(fds) != 0)
+        return 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval once = {{0, 0}, {0, 50000}};
+    if (sigsetjmp(back, 1) == 0) {
+        setitimer(ITIMER_REAL, &once, NULL);
+        if (read(fds[0], &c, 1) >= 0)
+            say("the read returned\n");
+    }
+    say("left the read\n");
+    if (argc > 1 && strcmp(argv[1], "longjmp") == 0)
+        return getppid() > 0 ? 0 : 1;
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, blocked, NULL) != 0)
+        return 1;
+    struct timespec pause = {0, 100000000};
+    nanosleep(&pause, NULL);
+    pthread_cancel(thread);
+    void *result;
+    pthread_join(thread, &result);
+    say(result == PTHREAD_CANCELED ? "cancelled\n" : "not cancelled\n");
+    return getppid() > 0 ? 0 : 1;
+}
