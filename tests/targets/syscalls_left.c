@@ -3,11 +3,12 @@
  * unwinds a thread blocked in a read (its cleanup handler writes a line;
  * not with the argument `longjmp`). Neither read ever returns; nothing is
  * written into the pipe. The program prints what happened, and ends with
- * getppid(). */
+ * getppid(). With `storm N`, a handler leaves weft's own code (below). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
@@ -42,8 +43,40 @@ static void *blocked(void *arg) {
     return NULL;
 }
 
+/* `storm N`: a 50 us interval timer whose handler jumps back to the loop
+ * wherever the thread is, weft's code included, while the loop makes N
+ * getppid() calls. Prints the calls and the jumps. */
+static volatile long jumps;
+
+static void jump_back(int sig) {
+    (void)sig;
+    jumps++;
+    siglongjmp(back, 1);
+}
+
+static int storm(long n) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = jump_back;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval often = {{0, 50}, {0, 50}};
+    setitimer(ITIMER_REAL, &often, NULL);
+    static volatile long calls;
+    sigsetjmp(back, 1);
+    while (calls < n) {
+        calls++;
+        getppid();
+    }
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    printf("calls %ld jumps %ld\n", calls, jumps);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     char c;
+    if (argc > 2 && strcmp(argv[1], "storm") == 0)
+        return storm(atol(argv[2]));
     if (pipe(fds) != 0)
         return 1;
     struct sigaction sa;

@@ -150,7 +150,12 @@ pub enum Primitive {
     /// Writes the records of the calls the thread left open (see
     /// [`LeftCall`]): at a call whose entry writes its own record (an
     /// `exit` after a cancellation), so that they come before it.
-    WriteLeftCalls,
+    /// `ending`: the call ends the thread (`exit`, `exit_group`), so every
+    /// call still open was left, wherever its frame lies.
+    WriteLeftCalls {
+        /// Whether the call ends the thread.
+        ending: bool,
+    },
     /// At a function's entry: calls the function, its code from the point
     /// on (relocated at `code`, which the applier fills in: 0 in a plan),
     /// with the argument registers the program had at the entry, on a
@@ -282,7 +287,7 @@ impl Primitive {
             Primitive::EnableDispatch
             | Primitive::MakeCall { .. }
             | Primitive::CallFunction { .. } => false,
-            Primitive::WriteLeftCalls => true,
+            Primitive::WriteLeftCalls { .. } => true,
             Primitive::SetCounter(_, e)
             | Primitive::AddCounter(_, e)
             | Primitive::SubCounter(_, e) => e.uses_thread_state(),

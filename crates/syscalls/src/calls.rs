@@ -98,7 +98,7 @@ pub fn is_exec(nr: u64) -> bool {
     EXECS.contains(&nr)
 }
 /// `exit` and `exit_group`, which never return.
-const EXITS: [u64; 2] = [60, 231];
+pub(crate) const EXITS: [u64; 2] = [60, 231];
 /// `clone`, `vfork` and `clone3`: a child that shares its parent's memory
 /// returns 0 from them on its parent's thread pointer.
 const FORKS: [u64; 3] = [56, 58, 435];

@@ -203,7 +203,29 @@ impl Expand for Capture {
         if !self.exit {
             // The calls the thread left before this entry's (a cancelled
             // thread's blocked `read`, before its `exit`).
-            program.push(timer(Primitive::WriteLeftCalls));
+            // An exit leaves every call still open; where the site does
+            // not say its number (glibc's `syscall()`, weft's dispatch
+            // function, which makes a thread's first `exit` there), `rax`
+            // does.
+            let exits =
+                calls::EXITS.map(|nr| Expr::bin(BinOp::Eq, Expr::Reg(0), Expr::Const(nr as i64)));
+            let [exit, exit_group] = exits;
+            let exiting = Expr::bin(BinOp::Or, exit, exit_group);
+            match at.syscall {
+                Some(nr) => program.push(timer(Primitive::WriteLeftCalls {
+                    ending: calls::EXITS.contains(&nr),
+                })),
+                None => {
+                    program.push(Guarded {
+                        predicate: Some(exiting.clone()),
+                        primitive: Primitive::WriteLeftCalls { ending: true },
+                    });
+                    program.push(Guarded {
+                        predicate: Some(Expr::bin(BinOp::Eq, exiting, Expr::Const(0))),
+                        primitive: Primitive::WriteLeftCalls { ending: false },
+                    });
+                }
+            }
         }
         if let Some(Kept::Counters { number, stack }) = unknown {
             let keep = |counter: u64, value: Expr| Guarded {
@@ -506,13 +528,20 @@ mod tests {
         let mut ids = weft_plan::Tally::default();
         let program = |k, ids: &mut _| expanded("libc.so.6", "syscall+0x1d", k, ids);
         let entry = program(0, &mut ids);
-        assert_eq!(entry[0].primitive, Primitive::WriteLeftCalls, "first");
+        // The calls the thread left first: all of them if the call is
+        // an exit.
+        let endings = [true, false].map(|ending| Primitive::WriteLeftCalls { ending });
+        assert_eq!(
+            [&entry[0].primitive, &entry[1].primitive],
+            endings.each_ref()
+        );
+        assert!(entry[..2].iter().all(|g| g.predicate.is_some()));
         assert!(matches!(
-            &entry[1].primitive,
+            &entry[2].primitive,
             Primitive::AddThreadCounter(_, Expr::Bin(BinOp::Sub, r, _)) if **r == Expr::Reg(0)
         ));
         assert!(matches!(
-            &entry[2].primitive,
+            &entry[3].primitive,
             Primitive::AddThreadCounter(_, Expr::Bin(BinOp::Sub, r, _)) if **r == Expr::Reg(4)
         ));
         let exit = program(1, &mut ids);

@@ -100,3 +100,80 @@ fn a_program_that_leaves_a_call_re_executes() {
     assert!(!rerun.stderr.contains("diverged"), "{}", rerun.stderr);
     assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
 }
+
+/// `weft syscalls show OUT` of a record with calls dropped, which says so
+/// and exits with 1: its lines as `parse_shown` reads them.
+fn shown_with_drops(out: &Path) -> (Finished, Vec<(String, String, String)>) {
+    let shown = run(
+        weft().args(["syscalls", "show"]).arg(out),
+        Duration::from_secs(60),
+    );
+    let said = shown.stderr.contains("dropped while recording");
+    assert!(
+        shown.status == 0 || shown.status == 1 && said,
+        "{}",
+        shown.stderr
+    );
+    let lines = parse_shown(&shown.stdout);
+    (shown, lines)
+}
+
+/// The "(N dropped)" of weft's last line.
+fn dropped(stderr: &str) -> u64 {
+    stderr
+        .rsplit_once(" dropped)")
+        .and_then(|(head, _)| head.rsplit_once('(')?.1.parse().ok())
+        .unwrap_or_else(|| panic!("no dropped count: {stderr}"))
+}
+
+/// A handler that jumps out of weft's own code (a 50 µs timer while the
+/// program loops on `getppid`) leaves a record half-written: the thread's
+/// later records are written over it, so the record goes on to the end.
+/// Only the calls of a handler that runs inside a record being written
+/// are dropped (the `rt_sigprocmask` of its `siglongjmp`), at most one a
+/// jump. Before, every record after the first such jump was dropped.
+#[test]
+fn a_record_a_handler_jumps_out_of_does_not_stop_the_recording() {
+    let target = build("syscalls_left", &O2);
+    let dir = scratch("syscalls-left-storm");
+    let (out, recorded) = record_into(&dir, &target, &["storm".as_ref(), "20000".as_ref()]);
+    let (calls, jumps) = recorded
+        .stdout
+        .trim()
+        .strip_prefix("calls ")
+        .and_then(|t| t.split_once(" jumps "))
+        .map(|(c, j)| (c.parse::<u64>().unwrap(), j.parse::<u64>().unwrap()))
+        .unwrap_or_else(|| panic!("{}", recorded.stdout));
+    assert_eq!(calls, 20000);
+    assert!(jumps > 20, "the timer cut the loop {jumps} times");
+    assert!(dropped(&recorded.stderr) <= jumps, "{}", recorded.stderr);
+    let (shown, lines) = shown_with_drops(&out);
+    let getppids = lines.iter().filter(|(_, n, _)| n == "getppid").count() as u64;
+    // A call a jump cut before it was made is counted by the loop and
+    // not made; one cut after it returned is recorded as left.
+    assert!(getppids + jumps >= calls, "{getppids} of {calls}");
+    let last = lines.last().map(|l| l.1.as_str());
+    assert_eq!(last, Some("exit_group"), "{}", shown.stdout);
+}
+
+/// Threads cancelled asynchronously while they loop on `getppid`: the
+/// cancellation comes anywhere, inside a record weft's code is writing
+/// too. Each thread's `exit` is recorded, as strace has it (before, a
+/// thread cancelled in the middle of a record had no call recorded after
+/// it: 2 to 6 exits of 40 here).
+#[test]
+fn threads_cancelled_anywhere_have_their_exit_recorded() {
+    let target = build("syscalls_async_cancel", &O2);
+    let dir = scratch("syscalls-async-cancel");
+    let (out, recorded) = record_into(&dir, &target, &[]);
+    assert_eq!(recorded.stdout, "cancelled 40\n");
+    let (_, lines) = shown_with_drops(&out);
+    let mut exited: Vec<&str> = lines
+        .iter()
+        .filter(|(_, n, _)| n == "exit")
+        .map(|(t, _, _)| t.as_str())
+        .collect();
+    exited.sort();
+    exited.dedup();
+    assert_eq!(exited.len(), 40, "{exited:?}");
+}

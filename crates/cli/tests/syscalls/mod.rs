@@ -481,8 +481,13 @@ fn shown_lines(out: &Path) -> (Finished, Vec<(String, String, String)>) {
         Duration::from_secs(60),
     );
     assert_eq!(shown.status, 0, "weft syscalls show: {}", shown.stderr);
-    let calls = shown
-        .stdout
+    let calls = parse_shown(&shown.stdout);
+    (shown, calls)
+}
+
+/// `show`'s lines as (thread, name, result), the vDSO's left out.
+fn parse_shown(stdout: &str) -> Vec<(String, String, String)> {
+    stdout
         .lines()
         .filter(|l| !l.ends_with(" (vDSO)"))
         .filter_map(|l| {
@@ -493,8 +498,7 @@ fn shown_lines(out: &Path) -> (Finished, Vec<(String, String, String)>) {
             let name = head.split('(').next()?;
             Some((tid.to_string(), name.to_string(), result(r)))
         })
-        .collect();
-    (shown, calls)
+        .collect()
 }
 
 /// `strace -f -o` lines as (pid, name, result), a call cut by another

@@ -22,6 +22,7 @@
 
 mod expr;
 mod feed;
+mod frames;
 mod open_calls;
 pub mod returns;
 mod ring_writer;
@@ -146,6 +147,9 @@ struct Gen {
     has_slot: bool,
     /// A label at each `syscall` that makes the point's call.
     made_calls: Vec<CodeLabel>,
+    /// The routine that tells whether the thread left a record it was
+    /// writing, once a primitive calls it (see [`frames`]).
+    writer_left: Option<CodeLabel>,
 }
 
 impl Gen {
@@ -233,7 +237,7 @@ impl Gen {
             Primitive::Feed(feed) => self.feed(feed)?,
             Primitive::EnableDispatch => self.enable_dispatch()?,
             Primitive::MakeCall { left } => self.make_call(left.as_ref())?,
-            Primitive::WriteLeftCalls => self.write_left_calls()?,
+            Primitive::WriteLeftCalls { ending } => self.write_left_calls(*ending)?,
             Primitive::CallFunction { code } => self.call_function(*code)?,
         }
         self.stamp_ready = stamps && self.table.clock_gettime == 0;
@@ -421,6 +425,7 @@ pub fn assemble_mini(
         stamp_ready: false,
         has_slot: true,
         made_calls: Vec::new(),
+        writer_left: None,
     };
     (|| -> std::result::Result<(), IcedError> {
         let mut exit = g.a.create_label();
@@ -464,6 +469,7 @@ pub fn assemble_mini(
             g.a.pop(r)?;
         }
         g.a.ret()?;
+        g.writer_left_routine()?;
         for (mut l, v) in std::mem::take(&mut g.literals) {
             g.a.set_label(&mut l)?;
             g.a.dq(&[v])?;

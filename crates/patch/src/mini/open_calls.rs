@@ -26,12 +26,6 @@ use crate::region::threads as t;
 use iced_x86::code_asm::*;
 use weft_plan::LeftCall;
 
-/// `sigaltstack`'s number, and its flags: running on the stack, and no
-/// stack.
-const SIGALTSTACK: u32 = 131;
-const SS_ONSTACK: i32 = 1;
-const SS_DISABLE: i32 = 2;
-
 /// Bytes of the largest record an open call holds: the event and shape
 /// words, then nr, six arguments, the user time, the entry's instant.
 const MOST_BYTES: u64 = r::record_size(t::OPEN_VALUES_MAX as usize, 0);
@@ -127,30 +121,53 @@ impl Gen {
         a.jmp(done)?;
         a.set_label(&mut write)?;
         let mut busy = a.create_label();
-        a.bts(qword_ptr(r11 + t::WRITING as i32), 0)?;
-        a.jc(busy)?;
+        a.push(rcx)?;
+        self.take_writing(busy)?;
+        let a = &mut self.a;
+        a.pop(rcx)?;
         a.push(rcx)?;
         a.add(rcx, 1)?;
         self.write_open_calls()?;
         let a = &mut self.a;
         a.pop(rcx)?;
         a.mov(qword_ptr(r11 + t::WRITING as i32), 0)?;
+        let mut closed = a.create_label();
+        a.jmp(closed)?;
         a.set_label(&mut busy)?;
+        a.pop(rcx)?;
+        a.set_label(&mut closed)?;
         a.mov(qword_ptr(r11 + t::OPEN_DEPTH as i32), rcx)?;
         a.set_label(&mut done)?;
         a.nop()
     }
 
     /// `Primitive::WriteLeftCalls`: the records of the calls the thread
-    /// left, before a record of a call's entry.
-    pub(super) fn write_left_calls(&mut self) -> std::result::Result<(), IcedError> {
+    /// left, before a record of a call's entry; all of them where the call
+    /// ends the thread (`ending`).
+    pub(super) fn write_left_calls(&mut self, ending: bool) -> std::result::Result<(), IcedError> {
         if !self.has_slot || self.table.ring_data == 0 {
             return Ok(());
         }
         let mut done = self.a.create_label();
+        if ending {
+            // A record this thread was writing when a signal took it
+            // elsewhere (an asynchronous cancellation) is never finished
+            // once the thread ends: its next records, this call's among
+            // them, are written over it.
+            self.a.mov(qword_ptr(r11 + t::WRITING as i32), 0)?;
+        }
         self.a.cmp(qword_ptr(r11 + t::OPEN_DEPTH as i32), 0)?;
         self.a.je(done)?;
-        self.write_left_calls_now(done)?;
+        if ending {
+            self.take_writing(done)?;
+            self.a.xor(ecx, ecx)?;
+            self.write_open_calls()?;
+            self.a.mov(qword_ptr(r11 + t::OPEN_DEPTH as i32), 0)?;
+            self.a.mov(qword_ptr(r11 + t::WRITING as i32), 0)?;
+            self.a.jmp(done)?;
+        } else {
+            self.write_left_calls_now(done)?;
+        }
         self.a.set_label(&mut done)?;
         self.a.nop()
     }
@@ -161,38 +178,12 @@ impl Gen {
     /// writes a record (this is a signal handler's call inside weft's
     /// code): every call is then taken as still open.
     fn write_left_calls_now(&mut self, then: CodeLabel) -> std::result::Result<(), IcedError> {
-        let a = &mut self.a;
-        a.bts(qword_ptr(r11 + t::WRITING as i32), 0)?;
-        a.jc(then)?;
-        // r8 .. r9: the alternate signal stack, r10d: whether the thread
-        // runs on it.
-        a.push(r11)?;
-        a.sub(rsp, 24)?; // stack_t
-        a.xor(edi, edi)?;
-        a.mov(rsi, rsp)?;
-        a.mov(eax, SIGALTSTACK)?;
-        a.syscall()?;
-        a.mov(r8, qword_ptr(rsp))?;
-        a.mov(r10d, dword_ptr(rsp + 8))?;
-        a.mov(r9, qword_ptr(rsp + 16))?;
-        a.add(rsp, 24)?;
-        a.pop(r11)?;
-        let mut none = a.create_label();
-        let mut known = a.create_label();
-        a.test(rax, rax)?;
-        a.jnz(none)?;
-        a.test(r10d, SS_DISABLE)?;
-        a.jz(known)?;
-        a.set_label(&mut none)?;
-        a.xor(r8d, r8d)?;
-        a.xor(r9d, r9d)?;
-        a.xor(r10d, r10d)?;
-        a.set_label(&mut known)?;
-        a.and(r10d, SS_ONSTACK)?;
+        self.take_writing(then)?;
+        self.alternate_stack()?;
         // rcx: how many calls stay open.
+        let a = &mut self.a;
         let mut walk = a.create_label();
         let mut walked = a.create_label();
-        let mut on_alternate = a.create_label();
         let mut left = a.create_label();
         a.mov(rcx, qword_ptr(r11 + t::OPEN_DEPTH as i32))?;
         a.set_label(&mut walk)?;
@@ -203,24 +194,9 @@ impl Gen {
             rax,
             qword_ptr(r11 + rax + (t::OPEN_CALLS - t::OPEN_SIZE + t::OPEN_FRAME) as i32),
         )?;
-        a.mov(rdx, rax)?;
-        a.sub(rdx, r8)?;
-        a.cmp(rdx, r9)?;
-        a.jb(on_alternate)?;
-        // A frame on the thread's stack: open while the handler runs on
-        // the alternate stack, else while it lies above the stack pointer.
-        a.test(r10d, r10d)?;
-        a.jnz(walked)?;
-        a.cmp(rax, rsp)?;
-        a.jae(walked)?;
-        a.jmp(left)?;
-        // A frame on the alternate stack: left once the thread runs
-        // elsewhere, else the same.
-        a.set_label(&mut on_alternate)?;
-        a.test(r10d, r10d)?;
-        a.jz(left)?;
-        a.cmp(rax, rsp)?;
-        a.jae(walked)?;
+        self.branch_if_left(rax, rsp, rdx, left)?;
+        let a = &mut self.a;
+        a.jmp(walked)?;
         a.set_label(&mut left)?;
         a.sub(rcx, 1)?;
         a.jmp(walk)?;
@@ -236,7 +212,7 @@ impl Gen {
 
     /// Writes the records of open calls rcx .. the block's depth (each
     /// stamped now, its values the slot's), oldest first, with the
-    /// thread's `WRITING` bit already set; leaves the depth as it is.
+    /// thread's `WRITING` word already taken; leaves the depth as it is.
     /// Clobbers rax, rcx, rdx, rsi, rdi, r8, r9 and r10.
     fn write_open_calls(&mut self) -> std::result::Result<(), IcedError> {
         let data = self.table.ring_data;

@@ -107,11 +107,13 @@ impl Gen {
             stamp_ready: false,
             has_slot: true,
             made_calls: Vec::new(),
+            writer_left: None,
         })
     }
 
     fn finish(mut self, at: u64) -> Result<Vec<u8>> {
         (|| -> std::result::Result<(), IcedError> {
+            self.writer_left_routine()?;
             for (mut l, v) in std::mem::take(&mut self.literals) {
                 self.a.set_label(&mut l)?;
                 self.a.dq(&[v])?;

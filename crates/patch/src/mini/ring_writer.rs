@@ -168,8 +168,7 @@ impl Gen {
         // this thread) is dropped: the ring's head is read, the record
         // written, the head stored, and a second writer in between would
         // write over the first's record.
-        self.a.bts(qword_ptr(r11 + t::WRITING as i32), 0)?;
-        self.a.jc(nested)?;
+        self.take_writing(nested)?;
         // With the TSC for a clock, the event's time is read before
         // anything else, or taken from the primitive before (see
         // `Gen::guarded`), and kept in the block's stamp word for the
@@ -453,6 +452,7 @@ pub fn ring_function(at: u64, table: ThreadTable) -> Result<Vec<u8>> {
         stamp_ready: false,
         has_slot: true,
         made_calls: Vec::new(),
+        writer_left: None,
     };
     (|| -> std::result::Result<(), IcedError> {
         let mut no_slot = g.a.create_label();

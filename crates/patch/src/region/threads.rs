@@ -55,11 +55,14 @@ pub const VCLOCK: u64 = SLOT + 8;
 /// and stamps its entry's record at one instant, with one `rdtsc`. A
 /// scratch word only the owning thread's code reads.
 pub const STAMP: u64 = VCLOCK + 8;
-/// Bit 0 set while the thread writes a record into its ring (u64): a
-/// signal handler's record that comes in meanwhile is dropped, and
-/// counted, instead of written over the one being written, since the
-/// ring has one writer, the thread, and a record is published only when
-/// whole. Version 10.
+/// While the thread writes a record into its ring, the frame of the code
+/// writing it (u64: 8 bytes below its `rsp`), else 0: a signal handler's
+/// record that comes in meanwhile is dropped, and counted, instead of
+/// written over the one being written, since the ring has one writer,
+/// the thread, and a record is published only when whole. A record
+/// begun above that frame finds a record the thread left and never
+/// finishes (`mini::frames`), and is written over it. Version 10 (bit 0
+/// until version 12).
 pub const WRITING: u64 = STAMP + 8;
 /// How many calls the thread has open (u64): made by a program that
 /// makes its point's call, not returned yet (see `mini::open_calls`).

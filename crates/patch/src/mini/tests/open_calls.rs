@@ -186,3 +186,35 @@ fn a_return_closes_the_calls_a_handler_left_above_it() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!((got[0].1, got[0].2.last()), (91, Some(&7)));
 }
+
+/// A record the thread began and left (its frame below the next writer's
+/// stack pointer: a handler's `siglongjmp`, a cancellation, took the thread
+/// out of weft's code) does not stop the thread's later records: the next
+/// one is written over it. One still being written (its frame above: the
+/// next writer is a signal handler that interrupted it) is not, and the
+/// record begun meanwhile is dropped and counted.
+#[test]
+fn a_record_the_thread_left_half_written_is_written_over() {
+    let mem = Memory::new(16);
+    let exec = emitter(mem.table(), 7, 1, Strings::NONE);
+    exec.call([1, 0, 0, 0, 0, 0]);
+    let block = mem.block_of_this_thread();
+    let ring = mem.ring_of_this_thread();
+    assert_eq!(mem.read(block + t::WRITING), 0, "free after a record");
+
+    mem.write(block + t::WRITING, 0x7fff_ffff_f000);
+    exec.call([2, 0, 0, 0, 0, 0]);
+    assert_eq!(mem.read(ring + r::DROPPED), 1, "inside one being written");
+    assert_eq!(
+        mem.read(block + t::WRITING),
+        0x7fff_ffff_f000,
+        "left as it was"
+    );
+
+    mem.write(block + t::WRITING, 0x1000);
+    exec.call([3, 0, 0, 0, 0, 0]);
+    assert_eq!(mem.read(ring + r::DROPPED), 1);
+    assert_eq!(mem.read(block + t::WRITING), 0, "taken, then freed");
+    let values: Vec<u64> = records(&mem).iter().map(|r| r.2[0]).collect();
+    assert_eq!(values, [1, 3]);
+}
