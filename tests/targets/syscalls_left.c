@@ -1,7 +1,8 @@
 /* Calls a thread leaves without returning: a signal handler takes the
  * main thread out of a blocked read with siglongjmp, and pthread_cancel
  * unwinds a thread blocked in a read (its cleanup handler writes a line;
- * not with the argument `longjmp`). Neither read ever returns; nothing is
+ * not with the argument `longjmp`, nor `stdin`, whose read is standard
+ * input's). Neither read ever returns; nothing is
  * written into the pipe. The program prints what happened, and ends with
  * getppid(). With `storm N`, a handler leaves weft's own code (below). */
 #include <pthread.h>
@@ -84,13 +85,15 @@ int main(int argc, char **argv) {
     sa.sa_handler = on_alarm;
     sigaction(SIGALRM, &sa, NULL);
     struct itimerval once = {{0, 0}, {0, 50000}};
+    /* `stdin`: the read left is one of standard input's. */
+    int from_stdin = argc > 1 && strcmp(argv[1], "stdin") == 0;
     if (sigsetjmp(back, 1) == 0) {
         setitimer(ITIMER_REAL, &once, NULL);
-        if (read(fds[0], &c, 1) >= 0)
+        if (read(from_stdin ? 0 : fds[0], &c, 1) >= 0)
             say("the read returned\n");
     }
     say("left the read\n");
-    if (argc > 1 && strcmp(argv[1], "longjmp") == 0)
+    if (from_stdin || (argc > 1 && strcmp(argv[1], "longjmp") == 0))
         return getppid() > 0 ? 0 : 1;
     pthread_t thread;
     if (pthread_create(&thread, NULL, blocked, NULL) != 0)

@@ -35,7 +35,7 @@
 /// `WEFTFEED`, the first u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"WEFTFEED");
 /// Layout version, the second u64.
-pub const VERSION: u64 = 3;
+pub const VERSION: u64 = 4;
 
 /// Header: the version.
 pub const HEADER_VERSION: u64 = 8;
@@ -198,6 +198,14 @@ pub const SCATTER: u64 = 32;
 /// child the record did, once that child has ended, whichever ended
 /// first in the rerun.
 pub const REAP: u64 = 64;
+/// Flag: a call the thread left in the record without returning (a
+/// signal handler's `siglongjmp` out of it, a cancellation): the rerun
+/// makes `pause` instead, which waits for the rerun's signal to take the
+/// thread out of it as the record's did, and neither takes input nor
+/// does anything else the recorded call had not done.
+pub const LEFT: u64 = 128;
+/// The call the rerun makes for a [`LEFT`] one: `pause`.
+pub const PAUSE: u64 = 34;
 /// Flags: first bit of the compared arguments' mask.
 pub const COMPARE_SHIFT: u64 = 8;
 /// Flags: first bit of 1 + the argument to fill.

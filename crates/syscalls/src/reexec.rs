@@ -182,6 +182,9 @@ const FD_FIRST: &[u64] = &[
 const FD_SECOND: &[u64] = &[33, 292];
 /// Calls that make a process or a thread.
 const MAKERS: &[u64] = &[56, 57, 58, 435];
+/// Calls that do not return to their thread when they succeed:
+/// `rt_sigreturn`, `execve`, `exit`, `exit_group`, `execveat`.
+const NO_RETURN: &[u64] = &[15, 59, 60, 231, 322];
 /// Calls whose first two arguments may be process or thread ids: `kill`,
 /// `tkill`, `tgkill`, `wait4`, `waitid`, `setpgid`, `getpgid`, `getsid`,
 /// `sched_setaffinity`, `sched_getaffinity`, `prlimit64`, `pidfd_open`.
@@ -324,11 +327,15 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
     // they interrupt in the rerun stands for its recorded one again.
     let mut next_of_ring: HashMap<i32, usize> = HashMap::new();
     let mut retried = vec![false; calls.len()];
+    // A call with no return that its thread followed with others: one
+    // it left (not one that never returns, nor the record's end).
+    let mut left = vec![false; calls.len()];
     for (k, c) in calls.iter().enumerate().rev() {
         if let Some(&next) = next_of_ring.get(&c.ring) {
             let n = &calls[next];
             retried[k] =
                 c.exit.is_some_and(|e| e.result == EINTR) && n.nr == c.nr && n.args == c.args;
+            left[k] = c.exit.is_none() && !NO_RETURN.contains(&c.nr);
         }
         next_of_ring.insert(c.ring, k);
     }
@@ -444,6 +451,9 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             let stream = c.nr == 0 || c.args[4] == 0;
             if matches!(c.nr, 0 | 45) && from_pipe && stream && result > 0 {
                 flags |= f::CLAMP;
+            }
+            if left[k] {
+                flags |= f::LEFT;
             }
             if MAKERS.contains(&c.nr) && result > 0 {
                 if let Some(&child) = feed_of.get(&(result as i32)) {
@@ -722,6 +732,35 @@ mod tests {
             "the last one was not made again"
         );
         assert_eq!(feed.interrupted, 1);
+    }
+
+    /// A call with no return that its thread followed with others was
+    /// left: the rerun waits for a signal there instead (`LEFT`). Not an
+    /// exit, nor the thread's last call (where its record ended).
+    #[test]
+    fn a_call_the_thread_left_waits_for_a_signal_in_the_rerun() {
+        let left = |nr| Call {
+            exit: None,
+            ..call(10, nr, [3, 0x7000, 1, 0, 0, 0], 0)
+        };
+        let calls = vec![
+            left(0),
+            call(10, 1, [1, 0x7000, 6, 0, 0, 0], 6),
+            left(0),
+            left(60),
+        ];
+        let resources = crate::fds::resolve(&calls, &HashMap::new());
+        let feed = build_feed(&calls, &resources, &[]);
+        let flags: Vec<bool> = (0..calls.len() as u64)
+            .map(|k| {
+                let at = f::HEADER_SIZE + f::THREAD_SIZE + k * f::CALL_SIZE + f::CALL_FLAGS;
+                let word = u64::from_le_bytes(
+                    feed.bytes[at as usize..at as usize + 8].try_into().unwrap(),
+                );
+                word & f::LEFT != 0
+            })
+            .collect();
+        assert_eq!(flags, [true, false, true, false]);
     }
 
     #[test]

@@ -118,6 +118,44 @@ fn shown_with_drops(out: &Path) -> (Finished, Vec<(String, String, String)>) {
     (shown, lines)
 }
 
+/// A read of standard input that the record's handler left: the rerun
+/// waits for its own signal there (`pause`) instead of reading, so it
+/// neither takes the rerun's input nor returns early from an input that
+/// ends (the rerun's is empty: a read made again returned 0 at once, and
+/// the program went another way; a session-26 new-user trial's `perl`).
+#[test]
+fn a_read_of_input_the_record_left_takes_no_input_in_the_rerun() {
+    let target = build("syscalls_left", &O2);
+    let dir = scratch("syscalls-left-stdin");
+    let out = dir.join("rec");
+    let _ = std::fs::remove_dir_all(&out);
+    // Standard input a pipe whose writer writes nothing for a second.
+    let recorded = run(
+        std::process::Command::new("sh")
+            .args(["-c", "sleep 1 | exec \"$@\"", "sh"])
+            .arg(env!("CARGO_BIN_EXE_weft"))
+            .args(["syscalls", "record", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&target)
+            .arg("stdin"),
+        Duration::from_secs(120),
+    );
+    assert_eq!(recorded.status, 0, "{}", recorded.stderr);
+    assert_eq!(recorded.stdout, "alarm\nleft the read\n");
+    let rerun = run(
+        weft()
+            .args(["syscalls", "reexec"])
+            .arg(&out)
+            .arg("--")
+            .arg(&target)
+            .arg("stdin"),
+        Duration::from_secs(120),
+    );
+    assert_eq!(rerun.status, 0, "{}", rerun.stderr);
+    assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+}
+
 /// The "(N dropped)" of weft's last line.
 fn dropped(stderr: &str) -> u64 {
     stderr

@@ -270,6 +270,14 @@ impl Gen {
             a.set_label(&mut childless)?;
             a.nop()?;
         }
+        if feed.vdso.is_none() {
+            let mut made = a.create_label();
+            a.test(rsi, f::LEFT as i32)?;
+            a.jz(made)?;
+            a.mov(qword_ptr(rsp + RAX_OFFSET), f::PAUSE as i32)?;
+            a.jmp(done)?;
+            a.set_label(&mut made)?;
+        }
         a.test(rsi, f::ANSWER as i32)?;
         a.jz(done)?;
         match feed.vdso {
