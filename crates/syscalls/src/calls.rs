@@ -97,6 +97,12 @@ const EXECS: [u64; 2] = [59, 322];
 pub fn is_exec(nr: u64) -> bool {
     EXECS.contains(&nr)
 }
+/// Calls that do not return to their thread when they succeed:
+/// `rt_sigreturn`, `execve`, `exit`, `exit_group`, `execveat`. Any other
+/// call with no return that its thread followed with others was left
+/// (a signal handler's `siglongjmp` out of it, a cancellation).
+pub(crate) const NO_RETURN: [u64; 5] = [15, 59, 60, 231, 322];
+
 /// `exit` and `exit_group`, which never return.
 pub(crate) const EXITS: [u64; 2] = [60, 231];
 /// `clone`, `vfork` and `clone3`: a child that shares its parent's memory

@@ -360,6 +360,15 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], result: Option<i64>, args: &
             set(1, format!("{:#x}", raw[1]));
         }
         "nanosleep" => set(1, pointer(raw[1])),
+        "timer_create" => {
+            set(1, pointer(raw[1]));
+            set(2, pointer(raw[2]));
+        }
+        "timer_settime" => {
+            set(2, pointer(raw[2]));
+            set(3, pointer(raw[3]));
+        }
+        "timer_gettime" => set(1, pointer(raw[1])),
         "fadvise64" => {
             set(1, (raw[1] as i64).to_string());
             set(2, (raw[2] as i64).to_string());

@@ -96,6 +96,11 @@ const ARGUMENTS: &[(&str, usize)] = &[
     ("set_tid_address", 1),
     ("clock_gettime", 2),
     ("clock_nanosleep", 4),
+    ("timer_create", 3),
+    ("timer_settime", 4),
+    ("timer_gettime", 2),
+    ("timer_getoverrun", 1),
+    ("timer_delete", 1),
     ("exit_group", 1),
     ("tgkill", 3),
     ("openat", 3),
@@ -437,7 +442,7 @@ pub fn strace_line(call: &Call) -> String {
             *a = call.args[k].to_string();
         }
     }
-    if let ("clock_gettime" | "clock_getres" | "clock_nanosleep", Some(clock)) =
+    if let ("clock_gettime" | "clock_getres" | "clock_nanosleep" | "timer_create", Some(clock)) =
         (name.as_str(), CLOCKS.get(call.args[0] as usize))
     {
         args[0] = clock.to_string();

@@ -182,9 +182,7 @@ const FD_FIRST: &[u64] = &[
 const FD_SECOND: &[u64] = &[33, 292];
 /// Calls that make a process or a thread.
 const MAKERS: &[u64] = &[56, 57, 58, 435];
-/// Calls that do not return to their thread when they succeed:
-/// `rt_sigreturn`, `execve`, `exit`, `exit_group`, `execveat`.
-const NO_RETURN: &[u64] = &[15, 59, 60, 231, 322];
+
 /// Calls whose first two arguments may be process or thread ids: `kill`,
 /// `tkill`, `tgkill`, `wait4`, `waitid`, `setpgid`, `getpgid`, `getsid`,
 /// `sched_setaffinity`, `sched_getaffinity`, `prlimit64`, `pidfd_open`.
@@ -335,7 +333,7 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             let n = &calls[next];
             retried[k] =
                 c.exit.is_some_and(|e| e.result == EINTR) && n.nr == c.nr && n.args == c.args;
-            left[k] = c.exit.is_none() && !NO_RETURN.contains(&c.nr);
+            left[k] = c.exit.is_none() && !crate::calls::NO_RETURN.contains(&c.nr);
         }
         next_of_ring.insert(c.ring, k);
     }

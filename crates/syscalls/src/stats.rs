@@ -3,7 +3,7 @@
 //! blocking included, measured by the TSC).
 
 use crate::{name, Call};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// One call's totals.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,7 +25,11 @@ pub struct Row {
 /// name); the calls the vDSO answered apart, as `clock_gettime (vDSO)`.
 pub fn stats(calls: &[Call], ticks_per_ns: f64) -> Vec<Row> {
     let mut rows: BTreeMap<u64, Row> = BTreeMap::new();
-    for c in calls {
+    // Each thread's last call: one with no return there is where the
+    // record ended; before it, one the thread left, an error as strace
+    // counts it (`ERESTARTSYS`), its time unknown.
+    let last: HashMap<i32, usize> = calls.iter().enumerate().map(|(k, c)| (c.tid, k)).collect();
+    for (k, c) in calls.iter().enumerate() {
         // A call the vDSO answered is a row of its own.
         let key = c.nr | if c.vdso { crate::VDSO_BIT } else { 0 };
         let row = rows.entry(key).or_insert_with(|| Row {
@@ -39,6 +43,10 @@ pub fn stats(calls: &[Call], ticks_per_ns: f64) -> Vec<Row> {
             timed: 0,
         });
         row.calls += 1;
+        let left = c.exit.is_none()
+            && last.get(&c.tid) != Some(&k)
+            && !crate::calls::NO_RETURN.contains(&c.nr);
+        row.errors += u64::from(left);
         if let Some(r) = c.exit {
             if (-4095..0).contains(&r.result) {
                 row.errors += 1;
@@ -138,5 +146,20 @@ mod tests {
             text.lines().last().unwrap().contains("5         2 total"),
             "{text}"
         );
+    }
+
+    /// A read the thread left (no return, calls after it) is an error, as
+    /// strace counts its `ERESTARTSYS`, and not timed; the thread's last
+    /// call with no return, where the record ended, is neither.
+    #[test]
+    fn a_call_the_thread_left_counts_as_an_error() {
+        let calls = [
+            call(0, 0, None),
+            call(1, 10, Some((Some(20), 6))),
+            call(0, 30, None),
+        ];
+        let rows = stats(&calls, 1.0);
+        let read = rows.iter().find(|r| r.name == "read").unwrap();
+        assert_eq!((read.calls, read.errors, read.timed), (2, 1, 0));
     }
 }
