@@ -183,6 +183,28 @@ const FD_SECOND: &[u64] = &[33, 292];
 /// Calls that make a process or a thread.
 const MAKERS: &[u64] = &[56, 57, 58, 435];
 
+/// Whether `call`, left by its thread in the record, only waited there
+/// (for input, a connection, readiness, time, a signal, a child, a futex):
+/// then a signal from elsewhere took the thread out, and the rerun waits
+/// for its own with `pause` (`feed::LEFT`). Others are made: a `write`
+/// left by the handler of the `SIGPIPE` it raised (`sort` re-raises it
+/// from its handler) must raise it again.
+fn waits_only(call: &Call) -> bool {
+    const WAITS: &[u64] = &[
+        0, 17, 19, 295, 327, // read, pread64, readv, preadv, preadv2
+        45, 47, 299, 43, 288, // recvfrom, recvmsg, recvmmsg, accept, accept4
+        7, 271, 23, 270, 232, 281, 441, // poll, ppoll, select, pselect6, epoll_wait*
+        34, 35, 230, 130,
+        128, // pause, nanosleep, clock_nanosleep, rt_sigsuspend, rt_sigtimedwait
+        61, 247, 70, // wait4, waitid, msgrcv
+    ];
+    const FUTEX: u64 = 202;
+    const FUTEX_WAIT: u64 = 0;
+    const FUTEX_WAIT_BITSET: u64 = 9;
+    WAITS.contains(&call.nr)
+        || call.nr == FUTEX && matches!(call.args[1] & 0x7f, FUTEX_WAIT | FUTEX_WAIT_BITSET)
+}
+
 /// Calls whose first two arguments may be process or thread ids: `kill`,
 /// `tkill`, `tgkill`, `wait4`, `waitid`, `setpgid`, `getpgid`, `getsid`,
 /// `sched_setaffinity`, `sched_getaffinity`, `prlimit64`, `pidfd_open`.
@@ -333,7 +355,7 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             let n = &calls[next];
             retried[k] =
                 c.exit.is_some_and(|e| e.result == EINTR) && n.nr == c.nr && n.args == c.args;
-            left[k] = c.exit.is_none() && !crate::calls::NO_RETURN.contains(&c.nr);
+            left[k] = c.exit.is_none() && waits_only(c);
         }
         next_of_ring.insert(c.ring, k);
     }
@@ -733,8 +755,10 @@ mod tests {
     }
 
     /// A call with no return that its thread followed with others was
-    /// left: the rerun waits for a signal there instead (`LEFT`). Not an
-    /// exit, nor the thread's last call (where its record ended).
+    /// left: the rerun waits for a signal there instead (`LEFT`), if the
+    /// call only waited. Not a `write` (its own `SIGPIPE` may have been
+    /// what took the thread out), an exit, nor the thread's last call
+    /// (where its record ended).
     #[test]
     fn a_call_the_thread_left_waits_for_a_signal_in_the_rerun() {
         let left = |nr| Call {
@@ -744,6 +768,7 @@ mod tests {
         let calls = vec![
             left(0),
             call(10, 1, [1, 0x7000, 6, 0, 0, 0], 6),
+            left(1),
             left(0),
             left(60),
         ];
@@ -758,7 +783,7 @@ mod tests {
                 word & f::LEFT != 0
             })
             .collect();
-        assert_eq!(flags, [true, false, true, false]);
+        assert_eq!(flags, [true, false, false, true, false]);
     }
 
     #[test]
