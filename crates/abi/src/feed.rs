@@ -35,7 +35,7 @@
 /// `WEFTFEED`, the first u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"WEFTFEED");
 /// Layout version, the second u64.
-pub const VERSION: u64 = 4;
+pub const VERSION: u64 = 5;
 
 /// Header: the version.
 pub const HEADER_VERSION: u64 = 8;
@@ -108,6 +108,19 @@ pub const THREAD_WAITERS: u64 = 64;
 /// Thread feed: waits of its calls that ended without their predecessor
 /// (after [`WAIT_ROUNDS`] sleeps, or a divergence elsewhere).
 pub const THREAD_WAITS_GIVEN_UP: u64 = 72;
+/// Thread feed: offset of its *extra call*, a call entry (flags 0) that
+/// stands for a `futex` call the rerun's thread makes where its record has
+/// another call: whether a thread waits on a futex, or wakes one, is
+/// timing (the other thread had not let go of a lock yet, had not ended
+/// yet for a join), not the program's logic. Such a call is made, and the
+/// thread's next call compared with the same recorded one again.
+pub const THREAD_EXTRA: u64 = 80;
+/// Thread feed: futex calls made as extra calls.
+pub const THREAD_EXTRAS_MADE: u64 = 88;
+/// Thread feed: recorded futex calls passed over, where the rerun's
+/// thread made the recorded call after them instead (the same timing, the
+/// other way).
+pub const THREAD_FUTEXES_SKIPPED: u64 = 96;
 /// Bytes of a thread feed (a power of two).
 pub const THREAD_SIZE: u64 = 128;
 

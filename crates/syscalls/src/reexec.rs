@@ -377,7 +377,9 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
         .collect();
     let threads_at = f::HEADER_SIZE;
     let calls_at = threads_at + f::THREAD_SIZE * rings.len() as u64;
-    let map_at = calls_at + f::CALL_SIZE * calls.len() as u64;
+    // After the calls, each thread feed's extra call (`f::THREAD_EXTRA`).
+    let extras_at = calls_at + f::CALL_SIZE * calls.len() as u64;
+    let map_at = extras_at + f::CALL_SIZE * rings.len() as u64;
     let map_capacity = rings.len() as u64 + 64;
     let data_at = map_at + f::MAP_ENTRY * map_capacity;
     let mut bytes = vec![0u8; data_at as usize];
@@ -435,6 +437,11 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             calls_at + f::CALL_SIZE * slot,
         );
         put(&mut bytes, t + f::THREAD_COUNT_CALLS, ks.len() as u64);
+        put(
+            &mut bytes,
+            t + f::THREAD_EXTRA,
+            extras_at + f::CALL_SIZE * i as u64,
+        );
         for &k in ks {
             let c = &calls[k];
             let at = calls_at + f::CALL_SIZE * slot;
@@ -558,6 +565,9 @@ pub struct Progress {
     pub stopped: bool,
     /// Waits for another thread's call it gave up (10 s, or a divergence).
     pub waits_given_up: u64,
+    /// Futex calls it made that its record did not have there, and
+    /// recorded ones it did not make (`f::THREAD_EXTRA`).
+    pub futexes: (u64, u64),
 }
 
 /// A call as the rerun made it.
@@ -672,6 +682,10 @@ pub fn progress(bytes: &[u8]) -> Vec<Progress> {
                 tid: word(bytes, t + f::THREAD_RERUN_TID) as i32,
                 stopped: word(bytes, t + f::THREAD_STOPPED) != 0,
                 waits_given_up: word(bytes, t + f::THREAD_WAITS_GIVEN_UP),
+                futexes: (
+                    word(bytes, t + f::THREAD_EXTRAS_MADE),
+                    word(bytes, t + f::THREAD_FUTEXES_SKIPPED),
+                ),
             }
         })
         .collect()
@@ -784,6 +798,29 @@ mod tests {
             })
             .collect();
         assert_eq!(flags, [true, false, false, true, false]);
+    }
+
+    /// Each thread feed names its extra call (`THREAD_EXTRA`): its own,
+    /// after every recorded call and before the id map, with no flags.
+    #[test]
+    fn each_thread_feed_has_an_extra_call_of_its_own() {
+        let calls = vec![
+            call(10, 39, [0; 6], 10),
+            call(11, 39, [0; 6], 10),
+            call(10, 39, [0; 6], 10),
+        ];
+        let resources = crate::fds::resolve(&calls, &HashMap::new());
+        let feed = build_feed(&calls, &resources, &[]);
+        let word = |at: u64| {
+            u64::from_le_bytes(feed.bytes[at as usize..at as usize + 8].try_into().unwrap())
+        };
+        let calls_end = word(f::THREADS) + f::THREAD_SIZE * 2 + f::CALL_SIZE * 3;
+        let extras: Vec<u64> = (0..2)
+            .map(|i| word(f::HEADER_SIZE + f::THREAD_SIZE * i + f::THREAD_EXTRA))
+            .collect();
+        assert_eq!(extras, [calls_end, calls_end + f::CALL_SIZE]);
+        assert!(extras[1] + f::CALL_SIZE <= word(f::MAP));
+        assert!(extras.iter().all(|&e| word(e + f::CALL_FLAGS) == 0));
     }
 
     #[test]

@@ -235,6 +235,14 @@ pub fn reexec(
             }
         );
     }
+    let (extra, skipped) = progress
+        .iter()
+        .fold((0, 0), |(e, s), p| (e + p.futexes.0, s + p.futexes.1));
+    if extra + skipped > 0 {
+        say!(
+            "weft: {extra} futex call(s) the record did not have were made, and {skipped} recorded ones were not needed (whether a thread waits for a lock or a join is timing)"
+        );
+    }
     if feed.interrupted > 0 {
         say!(
             "weft: {} recorded call(s) that a signal interrupted and the program made again were left out (a call interrupted in the rerun stands for its recorded one again)",

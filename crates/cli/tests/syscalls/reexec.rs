@@ -672,3 +672,40 @@ fn a_wait_for_pipes_reports_the_recorded_pipe_whichever_is_written_first() {
         assert!(!waits_after_writes.is_empty(), "{how}: {}", deps["edges"]);
     }
 }
+
+/// Whether a join waits on a futex is timing: the rerun's thread, whose
+/// life a file says (its read made again), ends after the main thread's
+/// join where the recorded one ended before it, or the other way. The
+/// rerun makes the futex wait the record lacks, or passes over the one it
+/// has, instead of diverging, and says so.
+#[test]
+fn a_join_that_waits_in_one_run_only_re_executes() {
+    let target = build("syscalls_join", &O2);
+    let dir = scratch("syscalls-join");
+    let life = dir.join("life");
+    for (recorded, rerun, said) in [
+        (
+            "0000",
+            "0400",
+            "1 futex call(s) the record did not have were made",
+        ),
+        ("0400", "0000", "1 recorded ones were not needed"),
+    ] {
+        std::fs::write(&life, recorded).unwrap();
+        let (out, first) = record_into(&dir, &target, &[life.as_os_str()]);
+        assert_eq!(first.stdout, "thread\njoined\n");
+        std::fs::write(&life, rerun).unwrap();
+        let again = run(
+            weft()
+                .args(["syscalls", "reexec"])
+                .arg(&out)
+                .arg("--")
+                .arg(&target)
+                .arg(&life),
+            Duration::from_secs(120),
+        );
+        assert_eq!(again.status, 0, "{recorded} then {rerun}: {}", again.stderr);
+        assert_eq!(again.stdout, first.stdout);
+        assert!(again.stderr.contains(said), "{}", again.stderr);
+    }
+}

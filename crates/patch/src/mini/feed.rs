@@ -149,6 +149,8 @@ impl Gen {
         a.jne(stop)?;
         // r9 := its next call, the cursor moved past it.
         let mut beyond = a.create_label();
+        let mut next_call = a.create_label();
+        a.set_label(&mut next_call)?;
         a.mov(r10, qword_ptr(rcx + f::THREAD_CURSOR as i32))?;
         a.cmp(r10, qword_ptr(rcx + f::THREAD_COUNT_CALLS as i32))?;
         a.jae(beyond)?;
@@ -176,6 +178,8 @@ impl Gen {
             a.set_label(&mut same)?;
             a.nop()?;
         }
+        let mut compared = a.create_label();
+        a.set_label(&mut compared)?;
         // The program's arguments, kept for after the call, when the
         // feed changes them.
         {
@@ -307,6 +311,26 @@ impl Gen {
         a.mov(eax, f::BEYOND as u32)?;
         a.jmp(diverge)?;
         a.set_label(&mut differs)?;
+        if feed.vdso.is_none() {
+            // A futex the record does not have here, or one it has that
+            // the rerun's thread did not need: timing (THREAD_EXTRA).
+            let mut not_extra = a.create_label();
+            let mut really = a.create_label();
+            a.cmp(qword_ptr(rsp + RAX_OFFSET), FUTEX as i32)?;
+            a.jne(not_extra)?;
+            a.mov(qword_ptr(rcx + f::THREAD_CURSOR as i32), r10)?;
+            a.add(qword_ptr(rcx + f::THREAD_EXTRAS_MADE as i32), 1)?;
+            a.mov(r9, qword_ptr(rcx + f::THREAD_EXTRA as i32))?;
+            a.add(r9, r8)?;
+            a.xor(esi, esi)?;
+            a.jmp(compared)?;
+            a.set_label(&mut not_extra)?;
+            a.cmp(qword_ptr(r9 + f::CALL_NR as i32), FUTEX as i32)?;
+            a.jne(really)?;
+            a.add(qword_ptr(rcx + f::THREAD_FUTEXES_SKIPPED as i32), 1)?;
+            a.jmp(next_call)?;
+            a.set_label(&mut really)?;
+        }
         a.mov(eax, f::DIFFERS as u32)?;
         // The first thread to diverge says where (rax: the kind, rcx: its
         // thread feed or -1, r10: the call's index); every diverging
