@@ -311,19 +311,22 @@ impl Gen {
         a.mov(eax, f::BEYOND as u32)?;
         a.jmp(diverge)?;
         a.set_label(&mut differs)?;
-        if feed.vdso.is_none() {
+        a.nop()?; // a label needs an instruction of its own
+        {
             // A futex the record does not have here, or one it has that
             // the rerun's thread did not need: timing (THREAD_EXTRA).
             let mut not_extra = a.create_label();
             let mut really = a.create_label();
-            a.cmp(qword_ptr(rsp + RAX_OFFSET), FUTEX as i32)?;
-            a.jne(not_extra)?;
-            a.mov(qword_ptr(rcx + f::THREAD_CURSOR as i32), r10)?;
-            a.add(qword_ptr(rcx + f::THREAD_EXTRAS_MADE as i32), 1)?;
-            a.mov(r9, qword_ptr(rcx + f::THREAD_EXTRA as i32))?;
-            a.add(r9, r8)?;
-            a.xor(esi, esi)?;
-            a.jmp(compared)?;
+            if feed.vdso.is_none() {
+                a.cmp(qword_ptr(rsp + RAX_OFFSET), FUTEX as i32)?;
+                a.jne(not_extra)?;
+                a.mov(qword_ptr(rcx + f::THREAD_CURSOR as i32), r10)?;
+                a.add(qword_ptr(rcx + f::THREAD_EXTRAS_MADE as i32), 1)?;
+                a.mov(r9, qword_ptr(rcx + f::THREAD_EXTRA as i32))?;
+                a.add(r9, r8)?;
+                a.xor(esi, esi)?;
+                a.jmp(compared)?;
+            }
             a.set_label(&mut not_extra)?;
             a.cmp(qword_ptr(r9 + f::CALL_NR as i32), FUTEX as i32)?;
             a.jne(really)?;
