@@ -87,15 +87,7 @@ fn a_program_that_leaves_a_call_re_executes() {
     let dir = scratch("syscalls-left-reexec");
     let (out, recorded) = record_into(&dir, &target, &["longjmp".as_ref()]);
     assert_eq!(recorded.stdout, "alarm\nleft the read\n");
-    let rerun = run(
-        weft()
-            .args(["syscalls", "reexec"])
-            .arg(&out)
-            .arg("--")
-            .arg(&target)
-            .arg("longjmp"),
-        Duration::from_secs(120),
-    );
+    let rerun = reexec(&out, &target, &["longjmp".as_ref()]);
     assert_eq!(rerun.status, 0, "{}", rerun.stderr);
     assert!(!rerun.stderr.contains("diverged"), "{}", rerun.stderr);
     assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
@@ -143,15 +135,7 @@ fn a_read_of_input_the_record_left_takes_no_input_in_the_rerun() {
     );
     assert_eq!(recorded.status, 0, "{}", recorded.stderr);
     assert_eq!(recorded.stdout, "alarm\nleft the read\n");
-    let rerun = run(
-        weft()
-            .args(["syscalls", "reexec"])
-            .arg(&out)
-            .arg("--")
-            .arg(&target)
-            .arg("stdin"),
-        Duration::from_secs(120),
-    );
+    let rerun = reexec(&out, &target, &["stdin".as_ref()]);
     assert_eq!(rerun.status, 0, "{}", rerun.stderr);
     assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
 }

@@ -48,6 +48,19 @@ pub(crate) fn record_into_status(
     (out, recorded)
 }
 
+/// `weft syscalls reexec OUT -- TARGET ARGS...`, whatever its exit status.
+pub(crate) fn reexec(out: &Path, target: &Path, args: &[&std::ffi::OsStr]) -> Finished {
+    run(
+        weft()
+            .args(["syscalls", "reexec"])
+            .arg(out)
+            .arg("--")
+            .arg(target)
+            .args(args),
+        Duration::from_secs(120),
+    )
+}
+
 /// `weft syscalls show --json OUT`, which must succeed: its calls.
 pub(crate) fn shown_calls(out: &Path) -> Vec<serde_json::Value> {
     let shown = run(

@@ -160,15 +160,7 @@ fn a_call_the_record_does_not_have_ends_the_rerun() {
     let target = build("syscalls_reexec", &O2);
     let dir = scratch("syscalls-reexec-diverges");
     let (out, _) = record_into(&dir, &target, &[]);
-    let rerun = run(
-        weft()
-            .args(["syscalls", "reexec"])
-            .arg(&out)
-            .arg("--")
-            .arg(&target)
-            .arg("/etc/hostname"),
-        Duration::from_secs(120),
-    );
+    let rerun = super::reexec(&out, &target, &["/etc/hostname".as_ref()]);
     assert_eq!(rerun.status, 1, "{}\n{}", rerun.stderr, rerun.stdout);
     let line = rerun
         .stderr
@@ -695,15 +687,7 @@ fn a_join_that_waits_in_one_run_only_re_executes() {
         let (out, first) = record_into(&dir, &target, &[life.as_os_str()]);
         assert_eq!(first.stdout, "thread\njoined\n");
         std::fs::write(&life, rerun).unwrap();
-        let again = run(
-            weft()
-                .args(["syscalls", "reexec"])
-                .arg(&out)
-                .arg("--")
-                .arg(&target)
-                .arg(&life),
-            Duration::from_secs(120),
-        );
+        let again = super::reexec(&out, &target, &[life.as_os_str()]);
         assert_eq!(again.status, 0, "{recorded} then {rerun}: {}", again.stderr);
         assert_eq!(again.stdout, first.stdout);
         assert!(again.stderr.contains(said), "{}", again.stderr);
