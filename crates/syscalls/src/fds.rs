@@ -157,6 +157,12 @@ pub fn resolve(calls: &[Call], known: &HashMap<i32, i32>) -> Resources {
             if matches!(call.nr, 1 | 18 | 20 | 44 | 46) {
                 sim.fd_op(k, call, pid, call.args[0] as i32, Access::Write, true);
             }
+            // A read a signal's handler took the thread out of, or blocked
+            // when the record ended: which resource it waited on (input
+            // from outside the workload, `crate::reexec`'s left calls).
+            if matches!(call.nr, 0 | 17 | 19 | 295 | 327 | 45 | 47 | 299) {
+                sim.fd_op(k, call, pid, call.args[0] as i32, Access::Read, false);
+            }
             continue;
         };
         if matches!(call.nr, 56 | 57 | 58 | 435) && result > 0 {

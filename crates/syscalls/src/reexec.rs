@@ -183,26 +183,12 @@ const FD_SECOND: &[u64] = &[33, 292];
 /// Calls that make a process or a thread.
 const MAKERS: &[u64] = &[56, 57, 58, 435];
 
-/// Whether `call`, left by its thread in the record, only waited there
-/// (for input, a connection, readiness, time, a signal, a child, a futex):
-/// then a signal from elsewhere took the thread out, and the rerun waits
-/// for its own with `pause` (`feed::LEFT`). Others are made: a `write`
-/// left by the handler of the `SIGPIPE` it raised (`sort` re-raises it
-/// from its handler) must raise it again.
-fn waits_only(call: &Call) -> bool {
-    const WAITS: &[u64] = &[
-        0, 17, 19, 295, 327, // read, pread64, readv, preadv, preadv2
-        45, 47, 299, 43, 288, // recvfrom, recvmsg, recvmmsg, accept, accept4
-        7, 271, 23, 270, 232, 281, 441, // poll, ppoll, select, pselect6, epoll_wait*
-        34, 35, 230, 130,
-        128, // pause, nanosleep, clock_nanosleep, rt_sigsuspend, rt_sigtimedwait
-        61, 247, 70, // wait4, waitid, msgrcv
-    ];
-    const FUTEX: u64 = 202;
-    const FUTEX_WAIT: u64 = 0;
-    const FUTEX_WAIT_BITSET: u64 = 9;
-    WAITS.contains(&call.nr)
-        || call.nr == FUTEX && matches!(call.args[1] & 0x7f, FUTEX_WAIT | FUTEX_WAIT_BITSET)
+/// Whether `call` takes input (reads, receives): one its thread left in
+/// the record, on input from outside the workload, is waited out in the
+/// rerun (`feed::LEFT`).
+fn takes_input(call: &Call) -> bool {
+    // read, pread64, readv, preadv, preadv2, recvfrom, recvmsg, recvmmsg
+    [0, 17, 19, 295, 327, 45, 47, 299].contains(&call.nr)
 }
 
 /// Calls whose first two arguments may be process or thread ids: `kill`,
@@ -235,6 +221,18 @@ fn reaped(call: &Call) -> Option<i32> {
 /// its id in `siginfo`, not translated).
 const GIVE_IDS: &[u64] = &[61];
 
+/// What call `k` uses if it is input from outside the workload (a
+/// descriptor it inherited, a device but `/dev/null`): random bytes or
+/// other input.
+fn outside(k: usize, resources: &Resources, ops: &HashMap<usize, usize>) -> Option<Answer> {
+    let r = &resources.resources[*ops.get(&k)?];
+    let device = r.kind == Kind::File && r.name.starts_with("/dev/") && r.name != "/dev/null";
+    (r.kind == Kind::Inherited || device).then_some(match r.name.as_str() {
+        "/dev/urandom" | "/dev/random" => Answer::Random,
+        _ => Answer::Outside,
+    })
+}
+
 /// Whether the rerun answers `call` (the `k`th of the record) with its
 /// recorded result, and why: `None` for a call the rerun makes; `Err`
 /// for one it would answer but makes, since the record holds the bytes
@@ -245,14 +243,7 @@ pub fn answered(
     resources: &Resources,
     ops: &HashMap<usize, usize>,
 ) -> Result<Option<Answer>, Answer> {
-    let outside = || {
-        let r = &resources.resources[*ops.get(&k)?];
-        let device = r.kind == Kind::File && r.name.starts_with("/dev/") && r.name != "/dev/null";
-        (r.kind == Kind::Inherited || device).then_some(match r.name.as_str() {
-            "/dev/urandom" | "/dev/random" => Answer::Random,
-            _ => Answer::Outside,
-        })
-    };
+    let outside = || outside(k, resources, ops);
     let answer = match call.nr {
         39 | 110 | 186 => Some(Answer::Id),
         96 | 201 | 228 | 99 => Some(Answer::Time),
@@ -355,7 +346,7 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             let n = &calls[next];
             retried[k] =
                 c.exit.is_some_and(|e| e.result == EINTR) && n.nr == c.nr && n.args == c.args;
-            left[k] = c.exit.is_none() && waits_only(c);
+            left[k] = c.exit.is_none() && takes_input(c);
         }
         next_of_ring.insert(c.ring, k);
     }
@@ -479,7 +470,14 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             if matches!(c.nr, 0 | 45) && from_pipe && stream && result > 0 {
                 flags |= f::CLAMP;
             }
-            if left[k] {
+            // A read of outside input its thread left: the rerun waits for
+            // its own signal there instead (the call may have taken the
+            // input, or not: the record cannot say, and the rerun's answers
+            // of that input come from the record anyway). Any other call
+            // left is made: a read of a file the call may have moved the
+            // offset of, an `accept` that took a descriptor number, a
+            // `write` whose own `SIGPIPE` took the thread out.
+            if left[k] && outside(k, resources, &ops).is_some() {
                 flags |= f::LEFT;
             }
             if MAKERS.contains(&c.nr) && result > 0 {
@@ -768,16 +766,16 @@ mod tests {
         assert_eq!(feed.interrupted, 1);
     }
 
-    /// A call with no return that its thread followed with others was
-    /// left: the rerun waits for a signal there instead (`LEFT`), if the
-    /// call only waited. Not a `write` (its own `SIGPIPE` may have been
-    /// what took the thread out), an exit, nor the thread's last call
-    /// (where its record ended).
+    /// A read of standard input (inherited: outside the workload) with
+    /// no return, that its thread followed with other calls, was left: the
+    /// rerun waits for a signal there instead (`LEFT`). Not a `write` (its
+    /// own `SIGPIPE` may have been what took the thread out), an exit, nor
+    /// the thread's last call (where its record ended).
     #[test]
     fn a_call_the_thread_left_waits_for_a_signal_in_the_rerun() {
         let left = |nr| Call {
             exit: None,
-            ..call(10, nr, [3, 0x7000, 1, 0, 0, 0], 0)
+            ..call(10, nr, [0, 0x7000, 1, 0, 0, 0], 0)
         };
         let calls = vec![
             left(0),

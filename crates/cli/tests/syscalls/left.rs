@@ -151,9 +151,10 @@ fn dropped(stderr: &str) -> u64 {
 /// A handler that jumps out of weft's own code (a 50 µs timer while the
 /// program loops on `getppid`) leaves a record half-written: the thread's
 /// later records are written over it, so the record goes on to the end.
-/// Only the calls of a handler that runs inside a record being written
-/// are dropped (the `rt_sigprocmask` of its `siglongjmp`), at most one a
-/// jump. Before, every record after the first such jump was dropped.
+/// Only that record and the calls of a handler that runs inside a record
+/// being written (the `rt_sigprocmask` of its `siglongjmp`) are dropped,
+/// and counted: at most two a jump. Before, every record after the first
+/// such jump was dropped.
 #[test]
 fn a_record_a_handler_jumps_out_of_does_not_stop_the_recording() {
     let target = build("syscalls_left", &O2);
@@ -168,7 +169,11 @@ fn a_record_a_handler_jumps_out_of_does_not_stop_the_recording() {
         .unwrap_or_else(|| panic!("{}", recorded.stdout));
     assert_eq!(calls, 20000);
     assert!(jumps > 20, "the timer cut the loop {jumps} times");
-    assert!(dropped(&recorded.stderr) <= jumps, "{}", recorded.stderr);
+    assert!(
+        dropped(&recorded.stderr) <= 2 * jumps,
+        "{}",
+        recorded.stderr
+    );
     let (shown, lines) = shown_with_drops(&out);
     let getppids = lines.iter().filter(|(_, n, _)| n == "getppid").count() as u64;
     // A call a jump cut before it was made is counted by the loop and

@@ -98,8 +98,8 @@ impl Gen {
     /// Takes the thread's block for a record (its `WRITING` word := a
     /// frame below `rsp`), or jumps to `busy` if a record is being written
     /// by code the thread has not left (a signal came in the middle of
-    /// it). A record the thread left half-written is written over: it
-    /// was never published. Clobbers rax (and, when the word is taken,
+    /// it). A record the thread left half-written is written over (it
+    /// was never published) and counted as dropped. Clobbers rax (and, when the word is taken,
     /// what [`Gen::writer_left_routine`] clobbers).
     pub(super) fn take_writing(&mut self, busy: CodeLabel) -> std::result::Result<(), IcedError> {
         let routine = *self
@@ -112,6 +112,11 @@ impl Gen {
         a.call(routine)?;
         a.test(eax, eax)?;
         a.jz(busy)?;
+        // The record left half-written is lost: counted as dropped.
+        a.add(
+            qword_ptr(r11 + (t::RING + crate::region::ring::DROPPED) as i32),
+            1,
+        )?;
         a.set_label(&mut take)?;
         a.lea(rax, qword_ptr(rsp - 8))?;
         a.mov(qword_ptr(r11 + t::WRITING as i32), rax)

@@ -150,6 +150,8 @@ struct Gen {
     /// The routine that tells whether the thread left a record it was
     /// writing, once a primitive calls it (see [`frames`]).
     writer_left: Option<CodeLabel>,
+    /// Whether the program made a call it keeps open, to close at its end.
+    close_pending: bool,
 }
 
 impl Gen {
@@ -288,9 +290,10 @@ impl Gen {
         let a = &mut self.a;
         a.mov(slot(RAX_OFFSET), rax)?;
         a.pop(r11)?;
-        if left.is_some() {
-            self.close_call()?;
-        }
+        // The call is closed once the program has written its record (see
+        // `open_calls`): a thread a signal handler takes out of the code
+        // after the call leaves it open.
+        self.close_pending |= left.is_some();
         Ok(())
     }
 
@@ -426,6 +429,7 @@ pub fn assemble_mini(
         has_slot: true,
         made_calls: Vec::new(),
         writer_left: None,
+        close_pending: false,
     };
     (|| -> std::result::Result<(), IcedError> {
         let mut exit = g.a.create_label();
@@ -445,6 +449,9 @@ pub fn assemble_mini(
         g.has_slot = needs_thread;
         for x in actions {
             g.guarded(x)?;
+        }
+        if std::mem::take(&mut g.close_pending) {
+            g.close_call()?;
         }
         g.extra_epilogue(extra)?;
         if needs_thread {

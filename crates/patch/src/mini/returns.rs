@@ -108,6 +108,7 @@ impl Gen {
             has_slot: true,
             made_calls: Vec::new(),
             writer_left: None,
+            close_pending: false,
         })
     }
 

@@ -453,6 +453,7 @@ pub fn ring_function(at: u64, table: ThreadTable) -> Result<Vec<u8>> {
         has_slot: true,
         made_calls: Vec::new(),
         writer_left: None,
+        close_pending: false,
     };
     (|| -> std::result::Result<(), IcedError> {
         let mut no_slot = g.a.create_label();
