@@ -383,8 +383,10 @@ fn a_function_another_tool_patched_reads_not_measured() {
 /// share this).
 #[test]
 fn an_attached_process_that_ends_is_said_to_have_ended() {
+    // Long enough for weft to attach under a full test run's load (with
+    // 1 s it once ended while weft was still attaching).
     let child = std::process::Command::new("sleep")
-        .arg("1")
+        .arg("3")
         .spawn()
         .unwrap();
     let mut child = KillOnDrop(child);
