@@ -274,6 +274,7 @@ pub fn reexec(
         std::fs::write(path, format!("{report}\n"))
             .with_context(|| format!("writing {}", path.display()))?;
     }
+    let cancels = cancels_threads(&calls).then_some(CANCELS);
     if let Some((d, paths, stack)) = diverged {
         say!("{}", describe_divergence(&d, &paths, &stack, &feed, &calls));
         if !stack.is_empty() {
@@ -282,9 +283,15 @@ pub fn reexec(
                 say!("  #{k:<2} {frame}");
             }
         }
+        if let Some(why) = cancels {
+            say!("{why}");
+        }
         return Ok(1);
     }
     if ended.stalled.is_some() {
+        if let Some(why) = cancels {
+            say!("{why}");
+        }
         return Ok(1);
     }
     // A thread that made fewer calls than its record diverged too.
@@ -574,4 +581,18 @@ fn describe_divergence(
             d.tid
         ),
     }
+}
+
+/// What a rerun of a program that cancels threads cannot do yet.
+const CANCELS: &str = "weft: the record has a thread cancelled (`pthread_cancel`: a tgkill of SIGRTMIN), which a rerun cannot do yet: the C library's cancellation handler checks the signal's sender against getpid(), which the rerun answers with the recorded id (docs/syscalls.md, \"Not yet\")";
+
+/// Whether a recorded thread cancelled another: `tgkill` or `tkill` of
+/// SIGRTMIN (32), the signal glibc cancels with.
+fn cancels_threads(calls: &[weft_syscalls::Call]) -> bool {
+    const SIGCANCEL: u64 = 32;
+    calls.iter().any(|c| match c.nr {
+        234 => c.args[2] == SIGCANCEL,
+        200 => c.args[1] == SIGCANCEL,
+        _ => false,
+    })
 }

@@ -204,3 +204,33 @@ fn threads_cancelled_anywhere_have_their_exit_recorded() {
     exited.dedup();
     assert_eq!(exited.len(), 40, "{exited:?}");
 }
+
+/// A rerun of a program that cancels a thread cannot cancel it (glibc's
+/// check of the signal's sender against `getpid()`, which the rerun
+/// answers with the recorded id): it stalls at the join, and weft says
+/// why, not only that something outside the workload was waited for.
+#[test]
+fn a_rerun_of_a_cancelling_program_says_it_cannot_cancel() {
+    let target = build("syscalls_left", &O2);
+    let dir = scratch("syscalls-left-cancel");
+    let (out, recorded) = record_into(&dir, &target, &[]);
+    assert!(
+        recorded.stdout.ends_with("cancelled\n"),
+        "{}",
+        recorded.stdout
+    );
+    let rerun = run(
+        weft()
+            .args(["syscalls", "reexec", "--stall", "1s"])
+            .arg(&out)
+            .arg("--")
+            .arg(&target),
+        Duration::from_secs(120),
+    );
+    assert_eq!(rerun.status, 1, "{}", rerun.stderr);
+    assert!(
+        rerun.stderr.contains("a thread cancelled") && rerun.stderr.contains("getpid()"),
+        "{}",
+        rerun.stderr
+    );
+}
