@@ -113,7 +113,14 @@ pub fn reexec(
             weft_syscalls::strace_line(&calls[k])
         );
     }
-    if let Some((k, waited)) = ended.stalled {
+    if let Some((k, waited, true)) = ended.stalled {
+        say!(
+            "weft: the rerun stalled: recorded thread {}'s thread waited {waited:.1} s in the rerun in a futex call its record does not have, before its call {}: a lock or a join the rerun's threads wait for in another order than the record's, or for a thread that will not come; weft ended the rerun (--stall sets how long it waits)",
+            calls[k].tid,
+            weft_syscalls::strace_line(&calls[k])
+        );
+    }
+    if let Some((k, waited, false)) = ended.stalled {
         let c = &calls[k];
         let took = (c.exit.and_then(|e| e.tsc)).map_or(0, |end| end.saturating_sub(c.entry_tsc))
             as f64

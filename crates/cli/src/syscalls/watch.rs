@@ -214,11 +214,12 @@ pub(super) fn watch(
 
 /// How a rerun ended besides a divergence: inside the call its record
 /// ends in (the record's index), or stalled in a call (the record's
-/// index, and how long the rerun waited there, in seconds).
+/// index, how long the rerun waited there, in seconds, and whether it
+/// waited in a futex call its record does not have, before that one).
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Ended {
     pub(super) inside: Option<usize>,
-    pub(super) stalled: Option<(usize, f64)>,
+    pub(super) stalled: Option<(usize, f64, bool)>,
 }
 
 /// What makes a call stalled: per thread feed, its calls' indices in the
@@ -265,10 +266,30 @@ impl Stall {
     /// A thread's call under way in the rerun (`table`: the feed's header
     /// and thread feeds; `word` reads the feed) for longer than ten times
     /// its recorded time and the slack: its index in the record, and the
-    /// seconds it has waited.
-    fn find(&self, table: &[u8], word: &dyn Fn(u64) -> u64) -> Option<(usize, f64)> {
+    /// seconds it has waited; or a futex call the record does not have
+    /// (`f::THREAD_EXTRA`) for longer than the slack: the index of the
+    /// thread's recorded call it came before, and true.
+    fn find(&self, table: &[u8], word: &dyn Fn(u64) -> u64) -> Option<(usize, f64, bool)> {
         let now = weft_live::clock::tsc();
         let threads = word(f::THREADS);
+        let seconds = |ticks: u64| ticks as f64 / self.ticks_per_ns / 1e9;
+        for (i, p) in rx::progress(table).iter().enumerate() {
+            let extra = word(threads + f::THREAD_SIZE * i as u64 + f::THREAD_EXTRA);
+            let (began, ended) = (
+                word(extra + f::CALL_RERUN_BEGAN),
+                word(extra + f::CALL_RERUN_ENDED),
+            );
+            let next = self.calls.get(i).and_then(|ks| {
+                ks.get(p.cursor as usize)
+                    .or_else(|| ks.get((p.cursor as usize).checked_sub(1)?))
+            });
+            if let (true, Some(&k)) = (extra != 0 && began != 0 && ended < began, next) {
+                let waited = now.saturating_sub(began);
+                if waited > self.slack {
+                    return Some((k, seconds(waited), true));
+                }
+            }
+        }
         for (i, p) in rx::progress(table).iter().enumerate() {
             let Some(at) = (p.cursor as usize).checked_sub(1) else {
                 continue;
@@ -290,9 +311,64 @@ impl Stall {
                 && ended < began
                 && waited > took.saturating_mul(10).saturating_add(self.slack)
             {
-                return Some((k, waited as f64 / self.ticks_per_ns / 1e9));
+                return Some((k, seconds(waited), false));
             }
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread waiting in a futex call its record does not have (its
+    /// feed's extra call begun and not ended) longer than the slack is
+    /// found stalled there, before its next recorded call: without it, a
+    /// rerun whose thread waits for ever in such a call was never ended.
+    #[test]
+    fn a_thread_waiting_in_an_unrecorded_futex_is_found_stalled() {
+        let call = |nr: u64| Call {
+            tid: 10,
+            ring: 10,
+            entry_tsc: 0,
+            user_ns: None,
+            loader: false,
+            nr,
+            vdso: false,
+            args: [0; 6],
+            exit: Some(weft_syscalls::Return {
+                tsc: Some(1),
+                result: 0,
+            }),
+            buffers: Vec::new(),
+        };
+        let calls = [call(39), call(1)];
+        let resources = weft_syscalls::fds::resolve(&calls, &Default::default());
+        let feed = rx::build_feed(&calls, &resources, &[]);
+        let mut bytes = feed.bytes.clone();
+        let put = |b: &mut Vec<u8>, at: u64, v: u64| {
+            b[at as usize..at as usize + 8].copy_from_slice(&v.to_le_bytes())
+        };
+        let word = |b: &[u8], at: u64| {
+            u64::from_le_bytes(b[at as usize..at as usize + 8].try_into().unwrap())
+        };
+        let thread = word(&bytes, f::THREADS);
+        put(&mut bytes, thread + f::THREAD_RERUN_TID, 4242);
+        put(&mut bytes, thread + f::THREAD_CURSOR, 1);
+        let stall = Stall::new(&calls, &feed, 1.0, Duration::from_millis(1));
+        let read = |b: &[u8]| {
+            let b = b.to_vec();
+            move |at: u64| word(&b, at)
+        };
+        assert_eq!(stall.find(&bytes, &read(&bytes)), None, "nothing waits");
+        let extra = word(&bytes, thread + f::THREAD_EXTRA);
+        let long_ago = weft_live::clock::tsc() - (weft_live::clock::ticks_per_ns() * 1e9) as u64;
+        put(&mut bytes, extra + f::CALL_RERUN_BEGAN, long_ago);
+        let found = stall.find(&bytes, &read(&bytes));
+        assert!(
+            matches!(found, Some((1, waited, true)) if waited > 0.5),
+            "{found:?}"
+        );
     }
 }
