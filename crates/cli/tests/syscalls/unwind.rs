@@ -118,14 +118,7 @@ fn a_thread_waiting_in_a_detached_wefts_code_still_unwinds() {
     assert_eq!(plain.status, 0, "{}", plain.stderr);
     let dir = scratch("syscalls-unwind-detached");
     let started = std::time::Instant::now();
-    let child = std::process::Command::new(&target)
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = KillOnDrop(child);
-    let pid = child.0.id().to_string();
-    std::thread::sleep(Duration::from_millis(300));
+    let (mut child, pid) = spawn_piped(&target, &args);
     let record = |name: &str, duration: &str| {
         let out = dir.join(name);
         let _ = std::fs::remove_dir_all(&out);
@@ -176,14 +169,7 @@ fn a_thread_waiting_in_a_detached_wefts_code_still_unwinds() {
 #[test]
 fn a_call_made_again_after_an_attach_goes_through_the_rewritten_site() {
     let target = build("syscalls_eintr", &O2);
-    let child = std::process::Command::new(&target)
-        .args(["timed", "2000"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = KillOnDrop(child);
-    let pid = child.0.id().to_string();
-    std::thread::sleep(Duration::from_millis(300));
+    let (mut child, pid) = spawn_piped(&target, &["timed", "2000"]);
     let dir = scratch("syscalls-eintr-attach");
     let out = dir.join("rec");
     let _ = std::fs::remove_dir_all(&out);
@@ -197,6 +183,19 @@ fn a_call_made_again_after_an_attach_goes_through_the_rewritten_site() {
     assert_eq!(attached.status, 0, "{}", attached.stderr);
     let stdout = output_once_ended(&mut child);
     assert_eq!(stdout, "tally timed_out 1\ntally interrupted 0\n");
+}
+
+/// `target ARGS...` started with its output piped, given 300 ms to get
+/// going: the child (killed if the test ends first) and its pid.
+fn spawn_piped(target: &Path, args: &[&str]) -> (KillOnDrop, String) {
+    let child = std::process::Command::new(target)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    std::thread::sleep(Duration::from_millis(300));
+    (KillOnDrop(child), pid)
 }
 
 /// What `child` (its standard output piped) wrote, once it ended with
