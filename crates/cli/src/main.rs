@@ -257,6 +257,10 @@ pub struct ProbeArgs {
     /// one).
     #[arg(long, value_name = "FILE", hide = true)]
     pub launch_env: Option<PathBuf>,
+    /// Start the program with process id PID when it is free and weft
+    /// may choose ids (`weft syscalls reexec`: the recorded one).
+    #[arg(long, value_name = "PID", hide = true)]
+    pub launch_pid: Option<i32>,
     /// Metric definitions to request with --metric like the built-in ones
     /// (format: docs/metrics.md): a regular file of at most 1 MiB, read
     /// before the program is started or attached to.

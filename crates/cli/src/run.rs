@@ -83,6 +83,7 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
             Some(file) => Some(crate::syscalls::read_environment(file)?),
             None => None,
         },
+        pid: args.launch_pid,
     };
     let mut tracee = Tracee::launch(&spec)?;
     if weft_process::runs_64_bit(tracee.pid()) == Some(false) {

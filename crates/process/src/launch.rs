@@ -27,6 +27,66 @@ pub struct LaunchSpec {
     pub no_aslr: bool,
     /// Its environment (`NAME=value` each); none: weft's own.
     pub env: Option<Vec<String>>,
+    /// The process id to start it with, when that id is free and weft may
+    /// choose ids (`clone3`'s `set_tid`, which needs `CAP_SYS_ADMIN`):
+    /// a re-execution gets the recorded pid, so what the kernel says of
+    /// the process (a signal's sender) agrees with what the rerun answers.
+    /// Otherwise the kernel picks one, as for any child
+    /// ([`Tracee::pid`] says which it got).
+    pub pid: Option<i32>,
+}
+
+/// `struct clone_args` of `clone3(2)`, as far as `set_tid` goes
+/// (`CLONE_ARGS_SIZE_VER1`).
+#[repr(C)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+}
+
+/// A child of this process with id `pid`, like `fork` but by `clone3`
+/// with `set_tid`: Ok(0) in the child, Ok(pid) in the parent, or why the
+/// kernel would not (EEXIST: the id is taken; EPERM: no `CAP_SYS_ADMIN`).
+///
+/// # Safety
+///
+/// As after `fork`: the child may only call async-signal-safe functions
+/// until it execs. More than that, the C library does not know of the
+/// child (its cached thread id is the parent's), so the child must not
+/// call what uses that id either (`raise`, `pthread_kill`).
+unsafe fn fork_with_pid(pid: i32) -> std::result::Result<i32, Errno> {
+    let set_tid = [pid];
+    let args = CloneArgs {
+        flags: 0,
+        pidfd: 0,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: 0,
+        stack_size: 0,
+        tls: 0,
+        set_tid: set_tid.as_ptr() as u64,
+        set_tid_size: 1,
+    };
+    // SAFETY: `args` and the one-element `set_tid` array it points to
+    // live across the call, and the size given is the struct's; with no
+    // stack given the child runs on a copy of this one, as after fork.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &args as *const CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    Errno::result(r).map(|r| r as i32)
 }
 
 impl Tracee {
@@ -67,9 +127,18 @@ impl Tracee {
             source: e.into(),
         })?;
         // SAFETY: after fork the child only calls async-signal-safe functions
-        // (close, raise, execvp, write, _exit) on memory prepared before the
-        // fork, and never returns from this function.
-        let pid = match unsafe { unistd::fork() } {
+        // (close, kill, getpid, execvp, write, _exit) on memory prepared
+        // before the fork, none that uses the C library's cached thread id
+        // (`fork_with_pid`), and never returns from this function.
+        let forked = match spec.pid.map(|pid| unsafe { fork_with_pid(pid) }) {
+            Some(Ok(0)) => Ok(ForkResult::Child),
+            Some(Ok(child)) => Ok(ForkResult::Parent {
+                child: Pid::from_raw(child),
+            }),
+            // SAFETY: as for `fork_with_pid` above.
+            None | Some(Err(_)) => unsafe { unistd::fork() },
+        };
+        let pid = match forked {
             Err(e) => {
                 return Err(Error::Io {
                     what: "fork".into(),
@@ -110,8 +179,11 @@ impl Tracee {
                         }
                     }
                 }
-                // The child stops itself so the parent can seize it, then execs.
-                let _ = signal::raise(Signal::SIGSTOP);
+                // The child stops itself so the parent can seize it, then
+                // execs. Not by `raise`, which signals the C library's idea
+                // of this thread: the parent's, after `fork_with_pid`.
+                // SAFETY: getpid and kill are async-signal-safe system calls.
+                unsafe { libc::kill(libc::getpid(), libc::SIGSTOP) };
                 // SAFETY: a NUL-terminated program name and null-terminated
                 // arrays of pointers to NUL-terminated strings (the arguments
                 // and, if given, the environment), all alive (they were built
@@ -197,6 +269,7 @@ mod tests {
             args: vec!["-c".into(), "exit $((FROM_SPEC + ${HOME:-0}))".into()],
             no_aslr: true,
             env: Some(vec!["FROM_SPEC=5".into()]),
+            pid: None,
         })
         .unwrap();
         let pid = tracee.pid();
@@ -206,5 +279,43 @@ mod tests {
             5,
             "weft's HOME is not passed"
         );
+    }
+
+    /// A process id no process has now, high up where the kernel's own
+    /// choices are not soon: None if none was found.
+    fn a_free_pid() -> Option<i32> {
+        let max: i32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        let start = max - 1000 - (std::process::id() as i32 % 4000);
+        (start..start + 500).find(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+    }
+
+    #[test]
+    fn a_program_launched_with_a_free_pid_gets_it_and_with_a_taken_one_another() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: geteuid only reads this process's effective user id.
+        let root = unsafe { libc::geteuid() } == 0;
+        let free = a_free_pid().expect("no free pid near pid_max");
+        for (asked, gets) in [(free, root), (std::process::id() as i32, false)] {
+            let tracee = Tracee::launch(&LaunchSpec {
+                program: "sh".into(),
+                args: vec!["-c".into(), "exit 7".into()],
+                no_aslr: false,
+                env: None,
+                pid: Some(asked),
+            })
+            .unwrap();
+            let pid = tracee.pid();
+            assert_eq!(
+                pid == asked,
+                gets,
+                "asked for {asked}, got {pid} (root: {root})"
+            );
+            tracee.detach().unwrap();
+            assert_eq!(wait_child_exit(pid).unwrap(), 7);
+        }
     }
 }

@@ -550,6 +550,12 @@ pub fn name_first_process(bytes: &mut [u8], pid: i32) {
     put(f::MAP_USED, 1);
 }
 
+/// The pid weft named for the rerun's first process
+/// ([`name_first_process`]), 0 before it did.
+pub fn first_process(bytes: &[u8]) -> i32 {
+    word(bytes, word(bytes, f::MAP) + f::ENTRY_TID) as i32
+}
+
 /// What the rerun did with a thread feed, as the feed says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Progress {

@@ -84,6 +84,13 @@ pub fn reexec(
     let mut options: Vec<std::ffi::OsString> = ["weft", "--reexec-feed"].map(Into::into).to_vec();
     options.push(path.clone().into());
     options.push("--no-aslr".into());
+    // The recorded pid, when it is free: a signal's sender is then the
+    // id the rerun's getpid() answers (glibc's cancellation checks so).
+    let recorded_pid = feed.rings.first().copied().unwrap_or(0);
+    if recorded_pid > 0 {
+        options.push("--launch-pid".into());
+        options.push(recorded_pid.to_string().into());
+    }
     if recorded.is_some() {
         options.push("--launch-env".into());
         options.push(env_path.0.clone().into());
@@ -281,7 +288,8 @@ pub fn reexec(
         std::fs::write(path, format!("{report}\n"))
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    let cancels = cancels_threads(&calls).then_some(CANCELS);
+    let same_pid = rx::first_process(&bytes) == recorded_pid;
+    let cancels = cancels_threads(&calls, same_pid.then_some(recorded_pid)).then_some(CANCELS);
     if let Some((d, paths, stack)) = diverged {
         say!("{}", describe_divergence(&d, &paths, &stack, &feed, &calls));
         if !stack.is_empty() {
@@ -590,15 +598,16 @@ fn describe_divergence(
     }
 }
 
-/// What a rerun of a program that cancels threads cannot do yet.
-const CANCELS: &str = "weft: the record has a thread cancelled (`pthread_cancel`: a tgkill of SIGRTMIN), which a rerun cannot do yet: the C library's cancellation handler checks the signal's sender against getpid(), which the rerun answers with the recorded id (docs/syscalls.md, \"Not yet\")";
+/// What a rerun of a program that cancels threads cannot do.
+const CANCELS: &str = "weft: the record has a thread cancelled (`pthread_cancel`: a tgkill of SIGRTMIN) in a process the rerun could not give its recorded pid (it was taken, or weft may not choose pids: not root), so the rerun cannot cancel it: the C library's cancellation handler checks the signal's sender against getpid(), which the rerun answers with the recorded id (docs/syscalls.md, \"Process ids\")";
 
-/// Whether a recorded thread cancelled another: `tgkill` or `tkill` of
-/// SIGRTMIN (32), the signal glibc cancels with.
-fn cancels_threads(calls: &[weft_syscalls::Call]) -> bool {
+/// Whether a recorded thread cancelled another (`tgkill` or `tkill` of
+/// SIGRTMIN, the signal glibc cancels with) in a process other than
+/// `exact`, the one whose rerun has its recorded pid.
+fn cancels_threads(calls: &[weft_syscalls::Call], exact: Option<i32>) -> bool {
     const SIGCANCEL: u64 = 32;
     calls.iter().any(|c| match c.nr {
-        234 => c.args[2] == SIGCANCEL,
+        234 => c.args[2] == SIGCANCEL && exact.is_none_or(|pid| c.args[0] != pid as u64),
         200 => c.args[1] == SIGCANCEL,
         _ => false,
     })

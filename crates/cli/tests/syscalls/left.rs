@@ -77,20 +77,27 @@ fn calls_a_thread_leaves_are_recorded_where_strace_has_them() {
 
 /// Re-executing the program: the read the record shows left is made
 /// again, and left again the same way (the rerun's timer cuts it), with
-/// no divergence; the output is the recorded run's. (Not the cancelled
-/// thread: glibc's cancellation handler compares the signal's sender with
-/// `getpid()`, which a rerun answers with the recorded id, so it ignores
-/// the cancellation; docs/syscalls.md, "Not yet".)
+/// no divergence; the output is the recorded run's. With its thread
+/// cancelled too: the rerun has the recorded pid, so glibc's cancellation
+/// handler, which compares the signal's sender with `getpid()` (answered
+/// from the record), acts on it (session 26: the join stalled).
 #[test]
 fn a_program_that_leaves_a_call_re_executes() {
     let target = build("syscalls_left", &O2);
-    let dir = scratch("syscalls-left-reexec");
-    let (out, recorded) = record_into(&dir, &target, &["longjmp".as_ref()]);
-    assert_eq!(recorded.stdout, "alarm\nleft the read\n");
-    let rerun = reexec(&out, &target, &["longjmp".as_ref()]);
-    assert_eq!(rerun.status, 0, "{}", rerun.stderr);
-    assert!(!rerun.stderr.contains("diverged"), "{}", rerun.stderr);
-    assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+    for (args, output) in [
+        (&["longjmp"][..], "alarm\nleft the read\n"),
+        (&[][..], "alarm\nleft the read\ncleanup\ncancelled\n"),
+    ] {
+        let dir = scratch(&format!("syscalls-left-reexec-{}", args.len()));
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+        let (out, recorded) = record_into(&dir, &target, &args);
+        assert_eq!(recorded.stdout, output);
+        let rerun = reexec(&out, &target, &args);
+        assert_eq!(rerun.status, 0, "{args:?}: {}", rerun.stderr);
+        assert!(!rerun.stderr.contains("diverged"), "{}", rerun.stderr);
+        assert!(!rerun.stderr.contains("cancel"), "{}", rerun.stderr);
+        assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+    }
 }
 
 /// `weft syscalls show OUT` of a record with calls dropped, which says so
@@ -205,12 +212,14 @@ fn threads_cancelled_anywhere_have_their_exit_recorded() {
     assert_eq!(exited.len(), 40, "{exited:?}");
 }
 
-/// A rerun of a program that cancels a thread cannot cancel it (glibc's
-/// check of the signal's sender against `getpid()`, which the rerun
-/// answers with the recorded id): it stalls at the join, and weft says
-/// why, not only that something outside the workload was waited for.
+/// A process whose recorded pid is taken when it is re-executed (here by
+/// a `sleep` the test starts with that pid) runs with another: it cannot
+/// cancel its thread (glibc's check of the signal's sender against
+/// `getpid()`, which the rerun answers with the recorded id), so it
+/// stalls at the join, and weft says why, not only that something
+/// outside the workload was waited for.
 #[test]
-fn a_rerun_of_a_cancelling_program_says_it_cannot_cancel() {
+fn a_rerun_without_its_recorded_pid_says_it_cannot_cancel() {
     let target = build("syscalls_left", &O2);
     let dir = scratch("syscalls-left-cancel");
     let (out, recorded) = record_into(&dir, &target, &[]);
@@ -219,6 +228,8 @@ fn a_rerun_of_a_cancelling_program_says_it_cannot_cancel() {
         "{}",
         recorded.stdout
     );
+    let pid: i32 = shown_lines(&out).1[0].0.parse().expect("a pid");
+    let mut holder = hold_pid(pid);
     let rerun = run(
         weft()
             .args(["syscalls", "reexec", "--stall", "1s"])
@@ -227,10 +238,33 @@ fn a_rerun_of_a_cancelling_program_says_it_cannot_cancel() {
             .arg(&target),
         Duration::from_secs(120),
     );
+    let _ = holder.kill();
+    let _ = holder.wait();
     assert_eq!(rerun.status, 1, "{}", rerun.stderr);
     assert!(
         rerun.stderr.contains("a thread cancelled") && rerun.stderr.contains("getpid()"),
         "{}",
         rerun.stderr
     );
+}
+
+/// A `sleep` with process id `pid`, started when the kernel's last given
+/// id is the one before (`/proc/sys/kernel/ns_last_pid`, root only): the
+/// test's own children are the only others started meanwhile, so a few
+/// tries get it.
+fn hold_pid(pid: i32) -> std::process::Child {
+    for _ in 0..50 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string())
+            .expect("writing ns_last_pid (the tests run as root)");
+        let mut child = std::process::Command::new("sleep")
+            .arg("120")
+            .spawn()
+            .expect("sleep");
+        if child.id() as i32 == pid {
+            return child;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("no sleep got pid {pid} in 50 tries");
 }

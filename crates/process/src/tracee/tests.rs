@@ -16,6 +16,7 @@ fn launch(program: &str, args: &[&str]) -> Result<Tracee> {
         args: args.iter().map(|a| a.to_string()).collect(),
         no_aslr: false,
         env: None,
+        pid: None,
     })
 }
 
