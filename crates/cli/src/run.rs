@@ -86,6 +86,20 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
         pid: args.launch_pid,
     };
     let mut tracee = Tracee::launch(&spec)?;
+    if let Some(asked) = spec.pid.filter(|&p| p != tracee.pid()) {
+        // SAFETY: geteuid only reads this process's effective user id.
+        let why = match unsafe { libc::geteuid() } {
+            0 => "another process has that id now",
+            _ => "weft may choose process ids only as root",
+        };
+        say!(
+            "weft: the rerun's first process runs as pid {}, not as its recorded {asked}: {why}. \
+             What the kernel says of it then differs from what the rerun answers for it: \
+             /proc/{asked} is not its own, and a signal's sender is not getpid() \
+             (docs/syscalls.md, \"Process ids\")",
+            tracee.pid()
+        );
+    }
     if weft_process::runs_64_bit(tracee.pid()) == Some(false) {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(tracee.pid()),

@@ -120,6 +120,10 @@ pub fn reexec(
             weft_syscalls::strace_line(&calls[k])
         );
     }
+    let bytes = std::fs::read(&feed_path.0)?;
+    drop(feed_path);
+    let same_pid = rx::first_process(&bytes) == recorded_pid;
+    let sender_checked = sender_checked(&calls, recorded_pid, same_pid);
     if let Some((k, waited, true)) = ended.stalled {
         say!(
             "weft: the rerun stalled: recorded thread {}'s thread waited {waited:.1} s in the rerun in a futex call its record does not have, before its call {}: a lock or a join the rerun's threads wait for in another order than the record's, or for a thread that will not come; weft ended the rerun (--stall sets how long it waits)",
@@ -133,17 +137,22 @@ pub fn reexec(
             as f64
             / meta.ticks_per_ns.max(1e-9)
             / 1e9;
+        let why = match sender_checked {
+            // The likelier reason, said below.
+            Some(_) => "a signal the rerun could not send as recorded (below)",
+            None => {
+                "what it waits for is not part of the rerun (a process outside the workload, the \
+                 other end of a FIFO, a server it talks to)"
+            }
+        };
         say!(
             "weft: the rerun stalled: recorded thread {}'s call waited {waited:.1} s in the rerun: {}, which returned after \
-             {took:.6} s in the record. What it waits for is not part of the rerun (a process \
-             outside the workload, the other end of a FIFO, a server it talks to): weft ended \
-             the rerun (--stall sets how long past ten times the recorded time it waits)",
+             {took:.6} s in the record. Most likely {why}: weft ended the rerun (--stall sets how \
+             long past ten times the recorded time it waits)",
             c.tid,
             weft_syscalls::strace_line(c)
         );
     }
-    let bytes = std::fs::read(&feed_path.0)?;
-    drop(feed_path);
     let status = status?;
     let mut progress = rx::progress(&bytes);
     // The call a thread diverged at was taken from its feed, not made.
@@ -288,8 +297,6 @@ pub fn reexec(
         std::fs::write(path, format!("{report}\n"))
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    let same_pid = rx::first_process(&bytes) == recorded_pid;
-    let cancels = cancels_threads(&calls, same_pid.then_some(recorded_pid)).then_some(CANCELS);
     if let Some((d, paths, stack)) = diverged {
         say!("{}", describe_divergence(&d, &paths, &stack, &feed, &calls));
         if !stack.is_empty() {
@@ -298,13 +305,13 @@ pub fn reexec(
                 say!("  #{k:<2} {frame}");
             }
         }
-        if let Some(why) = cancels {
+        if let Some(why) = &sender_checked {
             say!("{why}");
         }
         return Ok(1);
     }
     if ended.stalled.is_some() {
-        if let Some(why) = cancels {
+        if let Some(why) = &sender_checked {
             say!("{why}");
         }
         return Ok(1);
@@ -598,17 +605,36 @@ fn describe_divergence(
     }
 }
 
-/// What a rerun of a program that cancels threads cannot do.
-const CANCELS: &str = "weft: the record has a thread cancelled (`pthread_cancel`: a tgkill of SIGRTMIN) in a process the rerun could not give its recorded pid (it was taken, or weft may not choose pids: not root), so the rerun cannot cancel it: the C library's cancellation handler checks the signal's sender against getpid(), which the rerun answers with the recorded id (docs/syscalls.md, \"Process ids\")";
-
-/// Whether a recorded thread cancelled another (`tgkill` or `tkill` of
-/// SIGRTMIN, the signal glibc cancels with) in a process other than
-/// `exact`, the one whose rerun has its recorded pid.
-fn cancels_threads(calls: &[weft_syscalls::Call], exact: Option<i32>) -> bool {
+/// Why a rerun cannot send a signal the C library checks the sender of,
+/// if its record has one: glibc's thread cancellation (`SIGRTMIN`) and
+/// its broadcast of a `set*id` call to every thread (`SIGRT_1`) act only
+/// on a signal whose sender (`si_pid`) is `getpid()`, which the rerun
+/// answers with the recorded pid. They work in the rerun's first process
+/// when it got its recorded pid (`same_pid`), nowhere else.
+fn sender_checked(calls: &[weft_syscalls::Call], first: i32, same_pid: bool) -> Option<String> {
     const SIGCANCEL: u64 = 32;
-    calls.iter().any(|c| match c.nr {
-        234 => c.args[2] == SIGCANCEL && exact.is_none_or(|pid| c.args[0] != pid as u64),
-        200 => c.args[1] == SIGCANCEL,
-        _ => false,
-    })
+    const SIGSETXID: u64 = 33;
+    let (process, signal) = calls.iter().find_map(|c| {
+        let (process, signal) = match c.nr {
+            234 => (Some(c.args[0] as i32), c.args[2]),
+            200 => (None, c.args[1]),
+            _ => return None,
+        };
+        let exact = same_pid && process == Some(first);
+        ((signal == SIGCANCEL || signal == SIGSETXID) && !exact).then_some((process, signal))
+    })?;
+    let what = match signal {
+        SIGCANCEL => "a thread cancelled (`pthread_cancel`: a tgkill of SIGRTMIN)",
+        _ => "a set*id call sent to every thread (glibc's broadcast: a tgkill of SIGRT_1)",
+    };
+    let process = match process {
+        Some(pid) if pid == first => format!("in the first process ({pid}), which the rerun could not start with its recorded pid (it was taken, or weft may not choose pids: not root)"),
+        Some(pid) => format!("in process {pid}, which the rerun starts with another pid (only the first process gets its recorded one)"),
+        None => "by tkill, whose process weft does not know".to_string(),
+    };
+    Some(format!(
+        "weft: the record has {what} {process}, so the rerun cannot do it: the C library acts on \
+         that signal only when its sender is getpid(), which the rerun answers with the recorded \
+         id (docs/syscalls.md, \"Process ids\")"
+    ))
 }

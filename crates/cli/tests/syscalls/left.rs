@@ -96,6 +96,7 @@ fn a_program_that_leaves_a_call_re_executes() {
         assert_eq!(rerun.status, 0, "{args:?}: {}", rerun.stderr);
         assert!(!rerun.stderr.contains("diverged"), "{}", rerun.stderr);
         assert!(!rerun.stderr.contains("cancel"), "{}", rerun.stderr);
+        assert!(!rerun.stderr.contains("runs as pid"), "{}", rerun.stderr);
         assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
     }
 }
@@ -246,6 +247,21 @@ fn a_rerun_without_its_recorded_pid_says_it_cannot_cancel() {
         "{}",
         rerun.stderr
     );
+    let said = format!(
+        "runs as pid {}, not as its recorded {pid}",
+        rerun_pid(&rerun.stderr)
+    );
+    assert!(rerun.stderr.contains(&said), "{said}: {}", rerun.stderr);
+}
+
+/// The pid weft says a rerun's first process runs as, 0 if it says none.
+fn rerun_pid(stderr: &str) -> i32 {
+    stderr
+        .split("runs as pid ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// A `sleep` with process id `pid`, started when the kernel's last given
