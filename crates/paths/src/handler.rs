@@ -123,6 +123,8 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     let mut run_program_handler = a.create_label();
     let mut not_value = a.create_label();
     let mut register_known = a.create_label();
+    let mut overtaken = a.create_label();
+    let mut reserve_again = a.create_label();
     let descs = pool_at + pool::DESCS;
     let first_buffer = pool_at + layout.header_size();
     let stride = layout.stride();
@@ -165,6 +167,7 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.and(ecx, 7)?;
     a.cmp(ecx, 4)?; // SIB
     a.je(not_ours)?;
+    a.mov(r11d, 9)?; // the record's length: tag and value
     a.test(al, 1)?; // REX.B
     a.jz(register_known)?;
     a.add(ecx, 8)?;
@@ -181,6 +184,13 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.cmp(al, 0xC7)?;
     a.jne(not_ours)?;
     a.set_label(&mut opcode_ok)?;
+    // The record's length: a byte's store is a one-byte record (a value's
+    // tag comes after its value, which would have faulted first), a
+    // dword's a four-byte one.
+    a.mov(r11d, 1)?;
+    a.mov(r10d, 4)?;
+    a.cmp(al, 0xC7)?;
+    a.cmove(r11d, r10d)?;
     a.movzx(ecx, byte_ptr(r8 + 1))?;
     a.test(cl, 0xF8)?; // mod 00, reg /0: `[rm]`
     a.jnz(not_ours)?;
@@ -198,6 +208,14 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     // every register on return, so any may be used.
     a.lea(r13, qword_ptr(rdx + rcx * 8 + GREGS))?;
     a.mov(r14, pool_at)?;
+    // The reservation moved the cursor by the record's length, unless a
+    // signal came between it and the store and its handler's records
+    // moved it on: into the next buffer, when one of them faulted first
+    // and took the buffer over (this reservation included).
+    a.mov(rax, qword_ptr(CURSOR).fs())?;
+    a.sub(rax, qword_ptr(r13))?;
+    a.cmp(rax, r11)?;
+    a.jne(overtaken)?;
     a.mov(rax, qword_ptr(r13))?;
     a.mov(rcx, first_buffer)?;
     a.sub(rax, rcx)?;
@@ -353,6 +371,38 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.mov(qword_ptr(r13), rax)?;
     a.add(rcx, rax)?;
     a.mov(qword_ptr(CURSOR).fs(), rcx)?;
+    a.ret()?;
+
+    // A handler's records overtook this one (see above): its place is
+    // in a buffer handed over already, and a record at the end of that
+    // buffer, which it straddled, ends there. The record goes where the
+    // cursor is now, after the handler's records, as if the signal had
+    // come just before the reservation.
+    a.set_label(&mut overtaken)?;
+    a.mov(rax, qword_ptr(r13))?;
+    a.mov(rcx, first_buffer)?;
+    a.sub(rax, rcx)?;
+    a.jb(reserve_again)?;
+    a.xor(edx, edx)?;
+    a.mov(rcx, stride)?;
+    a.div(rcx)?; // rax = buffer, rdx = the record's place in it
+    a.cmp(rax, n as i32)?;
+    a.jae(reserve_again)?;
+    a.mov(rcx, layout.buffer_size)?;
+    a.cmp(rdx, rcx)?;
+    a.jae(reserve_again)?;
+    a.shl(rax, 6)?;
+    a.mov(rcx, descs)?;
+    a.add(rax, rcx)?;
+    a.cmp(dword_ptr(rax + pool::STATE), pool::FULL as i32)?;
+    a.jne(reserve_again)?;
+    a.cmp(qword_ptr(rax + pool::LEN), rdx)?;
+    a.jbe(reserve_again)?;
+    a.mov(qword_ptr(rax + pool::LEN), rdx)?;
+    a.set_label(&mut reserve_again)?;
+    a.mov(rax, qword_ptr(CURSOR).fs())?;
+    a.mov(qword_ptr(r13), rax)?;
+    a.add(qword_ptr(CURSOR).fs(), r11)?;
     a.ret()?;
 
     a.set_label(&mut not_ours)?;
