@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,10 +75,8 @@ static int storm(long n) {
     return 0;
 }
 
-int main(int argc, char **argv) {
+static int scenario(int argc, char **argv) {
     char c;
-    if (argc > 2 && strcmp(argv[1], "storm") == 0)
-        return storm(atol(argv[2]));
     if (pipe(fds) != 0)
         return 1;
     struct sigaction sa;
@@ -105,4 +104,23 @@ int main(int argc, char **argv) {
     pthread_join(thread, &result);
     say(result == PTHREAD_CANCELED ? "cancelled\n" : "not cancelled\n");
     return getppid() > 0 ? 0 : 1;
+}
+
+/* `fork`: a forked child runs the whole scenario, its thread cancelled
+ * in a process that is not the first. */
+int main(int argc, char **argv) {
+    if (argc > 2 && strcmp(argv[1], "storm") == 0)
+        return storm(atol(argv[2]));
+    if (argc > 1 && strcmp(argv[1], "fork") == 0) {
+        pid_t child = fork();
+        if (child == 0)
+            return scenario(1, argv);
+        int status = -1;
+        waitpid(child, &status, 0);
+        char line[64];
+        snprintf(line, sizeof line, "child ended %d\n", status);
+        say(line);
+        return 0;
+    }
+    return scenario(argc, argv);
 }

@@ -35,7 +35,7 @@
 /// `WEFTFEED`, the first u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"WEFTFEED");
 /// Layout version, the second u64.
-pub const VERSION: u64 = 5;
+pub const VERSION: u64 = 6;
 
 /// Header: the version.
 pub const HEADER_VERSION: u64 = 8;
@@ -219,6 +219,18 @@ pub const REAP: u64 = 64;
 pub const LEFT: u64 = 128;
 /// The call the rerun makes for a [`LEFT`] one: `pause`.
 pub const PAUSE: u64 = 34;
+/// Flag: a call that made a process the way `fork` does (`fork`, or
+/// `clone` with no stack and without `CLONE_VM`, `CLONE_VFORK` or
+/// `CLONE_THREAD`), whose child is to get its recorded pid: the call is
+/// made as `clone3` with `set_tid` pointing at [`CALL_RESULT`], from the
+/// `clone_args` ([`CLONE_ARGS_SIZE`] bytes) at [`CALL_DATA`]; the
+/// program's `rdi`, `rsi` and number are kept in [`CALL_GIVEN_ARGS`] to
+/// give back, and to make the call as the program asked when the kernel
+/// refuses the id (taken, or weft is not root). Above the compared
+/// arguments' and the filled argument's bytes.
+pub const EXACT_CHILD: u64 = 1 << 24;
+/// Bytes of `struct clone_args` up to `cgroup` (`CLONE_ARGS_SIZE_VER2`).
+pub const CLONE_ARGS_SIZE: u64 = 88;
 /// Flags: first bit of the compared arguments' mask.
 pub const COMPARE_SHIFT: u64 = 8;
 /// Flags: first bit of 1 + the argument to fill.
@@ -236,6 +248,7 @@ const _: () = assert!(DIVERGENCE_CALLEE_SAVED + 6 * 8 <= WAIT_TIMEOUT);
 const _: () = assert!(WAIT_TIMEOUT + 16 <= HEADER_SIZE);
 const _: () = assert!(THREAD_WAITS_GIVEN_UP + 8 <= THREAD_SIZE);
 const _: () = assert!(THREAD_SIZE.is_power_of_two());
+const _: () = assert!(EXACT_CHILD >= 1 << (FILL_SHIFT + 8) && LEFT < 1 << COMPARE_SHIFT);
 const _: () = assert!(DIVERGENCE_ARGS + 6 * 8 == DIVERGENCE_SITE);
 const _: () = assert!(THREAD_STOPPED + 8 <= THREAD_SIZE);
 const _: () = assert!(CALL_ARGS + 6 * 8 == CALL_RESULT);

@@ -484,6 +484,13 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
                 if let Some(&child) = feed_of.get(&(result as i32)) {
                     flags |= f::HAS_CHILD;
                     put(&mut bytes, at + f::CALL_CHILD, child as u64);
+                    if forks(c) {
+                        flags |= f::EXACT_CHILD;
+                        bytes.resize(bytes.len().next_multiple_of(8), 0);
+                        let area = bytes.len() as u64;
+                        put(&mut bytes, at + f::CALL_DATA, area);
+                        bytes.resize(bytes.len() + f::CLONE_ARGS_SIZE as usize, 0);
+                    }
                 }
             }
             match answered(k, c, resources, &ops) {
@@ -550,10 +557,39 @@ pub fn name_first_process(bytes: &mut [u8], pid: i32) {
     put(f::MAP_USED, 1);
 }
 
-/// The pid weft named for the rerun's first process
-/// ([`name_first_process`]), 0 before it did.
-pub fn first_process(bytes: &[u8]) -> i32 {
-    word(bytes, word(bytes, f::MAP) + f::ENTRY_TID) as i32
+/// Whether a call makes a process the way `fork` does: `fork`, or a
+/// `clone` on no stack of its own that shares neither memory nor the
+/// thread group (glibc's `fork`). Its child can get its recorded pid
+/// (`f::EXACT_CHILD`); a `vfork` child runs on its parent's stack, where
+/// the call made again would clobber what the parent's return needs.
+fn forks(c: &Call) -> bool {
+    const CLONE_VM: u64 = 0x100;
+    const CLONE_VFORK: u64 = 0x4000;
+    const CLONE_THREAD: u64 = 0x10000;
+    match c.nr {
+        57 => true,
+        56 => c.args[1] == 0 && c.args[0] & (CLONE_VM | CLONE_VFORK | CLONE_THREAD) == 0,
+        _ => false,
+    }
+}
+
+/// The recorded ids the rerun's threads and processes have as their own
+/// (the id map's entries whose kernel id is the recorded one): the first
+/// process's when it got its recorded pid, and forked children's
+/// ([`f::EXACT_CHILD`]).
+pub fn exact_ids(bytes: &[u8]) -> std::collections::HashSet<i32> {
+    let map = word(bytes, f::MAP);
+    let used = word(bytes, f::MAP_USED).min(word(bytes, f::MAP_CAPACITY));
+    let threads = word(bytes, f::THREADS);
+    (0..used)
+        .filter_map(|i| {
+            let entry = map + f::MAP_ENTRY * i;
+            let feed = word(bytes, entry + f::ENTRY_FEED).checked_sub(1)?;
+            let recorded = word(bytes, threads + f::THREAD_SIZE * feed + f::THREAD_TID);
+            let rerun = word(bytes, entry + f::ENTRY_TID);
+            (recorded == rerun).then_some(rerun as i32)
+        })
+        .collect()
 }
 
 /// What the rerun did with a thread feed, as the feed says.

@@ -122,8 +122,7 @@ pub fn reexec(
     }
     let bytes = std::fs::read(&feed_path.0)?;
     drop(feed_path);
-    let same_pid = rx::first_process(&bytes) == recorded_pid;
-    let sender_checked = sender_checked(&calls, recorded_pid, same_pid);
+    let sender_checked = sender_checked(&calls, recorded_pid, &rx::exact_ids(&bytes));
     if let Some((k, waited, true)) = ended.stalled {
         say!(
             "weft: the rerun stalled: recorded thread {}'s thread waited {waited:.1} s in the rerun in a futex call its record does not have, before its call {}: a lock or a join the rerun's threads wait for in another order than the record's, or for a thread that will not come; weft ended the rerun (--stall sets how long it waits)",
@@ -609,9 +608,13 @@ fn describe_divergence(
 /// if its record has one: glibc's thread cancellation (`SIGRTMIN`) and
 /// its broadcast of a `set*id` call to every thread (`SIGRT_1`) act only
 /// on a signal whose sender (`si_pid`) is `getpid()`, which the rerun
-/// answers with the recorded pid. They work in the rerun's first process
-/// when it got its recorded pid (`same_pid`), nowhere else.
-fn sender_checked(calls: &[weft_syscalls::Call], first: i32, same_pid: bool) -> Option<String> {
+/// answers with the recorded pid. They work in the rerun's processes
+/// that have their recorded pid (`exact`), nowhere else.
+fn sender_checked(
+    calls: &[weft_syscalls::Call],
+    first: i32,
+    exact: &std::collections::HashSet<i32>,
+) -> Option<String> {
     const SIGCANCEL: u64 = 32;
     const SIGSETXID: u64 = 33;
     let (process, signal) = calls.iter().find_map(|c| {
@@ -620,16 +623,23 @@ fn sender_checked(calls: &[weft_syscalls::Call], first: i32, same_pid: bool) -> 
             200 => (None, c.args[1]),
             _ => return None,
         };
-        let exact = same_pid && process == Some(first);
-        ((signal == SIGCANCEL || signal == SIGSETXID) && !exact).then_some((process, signal))
+        let checked = signal == SIGCANCEL || signal == SIGSETXID;
+        (checked && !process.is_some_and(|p| exact.contains(&p))).then_some((process, signal))
     })?;
     let what = match signal {
         SIGCANCEL => "a thread cancelled (`pthread_cancel`: a tgkill of SIGRTMIN)",
         _ => "a set*id call sent to every thread (glibc's broadcast: a tgkill of SIGRT_1)",
     };
     let process = match process {
-        Some(pid) if pid == first => format!("in the first process ({pid}), which the rerun could not start with its recorded pid (it was taken, or weft may not choose pids: not root)"),
-        Some(pid) => format!("in process {pid}, which the rerun starts with another pid (only the first process gets its recorded one)"),
+        Some(pid) if pid == first => format!(
+            "in the first process ({pid}), which the rerun could not start with its recorded \
+             pid (another process had it, or weft may not choose pids: not root)"
+        ),
+        Some(pid) => format!(
+            "in process {pid}, which the rerun could not start with its recorded pid (another \
+             process had it, weft may not choose pids: not root, or it was made by vfork, \
+             posix_spawn or a clone on a stack of its own, which keep the id the kernel picks)"
+        ),
         None => "by tkill, whose process weft does not know".to_string(),
     };
     Some(format!(

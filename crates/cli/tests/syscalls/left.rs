@@ -80,13 +80,19 @@ fn calls_a_thread_leaves_are_recorded_where_strace_has_them() {
 /// no divergence; the output is the recorded run's. With its thread
 /// cancelled too: the rerun has the recorded pid, so glibc's cancellation
 /// handler, which compares the signal's sender with `getpid()` (answered
-/// from the record), acts on it (session 26: the join stalled).
+/// from the record), acts on it (session 26: the join stalled); and in a
+/// forked child, which gets its recorded pid too.
 #[test]
 fn a_program_that_leaves_a_call_re_executes() {
     let target = build("syscalls_left", &O2);
+    let _pids = PIDS.lock().unwrap_or_else(|e| e.into_inner());
     for (args, output) in [
         (&["longjmp"][..], "alarm\nleft the read\n"),
         (&[][..], "alarm\nleft the read\ncleanup\ncancelled\n"),
+        (
+            &["fork"][..],
+            "alarm\nleft the read\ncleanup\ncancelled\nchild ended 0\n",
+        ),
     ] {
         let dir = scratch(&format!("syscalls-left-reexec-{}", args.len()));
         let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
@@ -218,40 +224,56 @@ fn threads_cancelled_anywhere_have_their_exit_recorded() {
 /// cancel its thread (glibc's check of the signal's sender against
 /// `getpid()`, which the rerun answers with the recorded id), so it
 /// stalls at the join, and weft says why, not only that something
-/// outside the workload was waited for.
+/// outside the workload was waited for. The first process, and a forked
+/// child.
 #[test]
 fn a_rerun_without_its_recorded_pid_says_it_cannot_cancel() {
     let target = build("syscalls_left", &O2);
-    let dir = scratch("syscalls-left-cancel");
-    let (out, recorded) = record_into(&dir, &target, &[]);
-    assert!(
-        recorded.stdout.ends_with("cancelled\n"),
-        "{}",
-        recorded.stdout
-    );
-    let pid: i32 = shown_lines(&out).1[0].0.parse().expect("a pid");
-    let mut holder = hold_pid(pid);
-    let rerun = run(
-        weft()
-            .args(["syscalls", "reexec", "--stall", "1s"])
-            .arg(&out)
-            .arg("--")
-            .arg(&target),
-        Duration::from_secs(120),
-    );
-    let _ = holder.kill();
-    let _ = holder.wait();
-    assert_eq!(rerun.status, 1, "{}", rerun.stderr);
-    assert!(
-        rerun.stderr.contains("a thread cancelled") && rerun.stderr.contains("getpid()"),
-        "{}",
-        rerun.stderr
-    );
-    let said = format!(
-        "runs as pid {}, not as its recorded {pid}",
-        rerun_pid(&rerun.stderr)
-    );
-    assert!(rerun.stderr.contains(&said), "{said}: {}", rerun.stderr);
+    let _pids = PIDS.lock().unwrap_or_else(|e| e.into_inner());
+    for args in [&[][..], &["fork"][..]] {
+        let dir = scratch(&format!("syscalls-left-cancel-{}", args.len()));
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+        let (out, recorded) = record_into(&dir, &target, &args);
+        assert!(
+            recorded.stdout.contains("cancelled\n"),
+            "{}",
+            recorded.stdout
+        );
+        let shown = shown_lines(&out).1;
+        let pid: i32 = match args.is_empty() {
+            true => shown[0].0.parse().expect("a pid"),
+            false => (shown.iter().find(|(_, name, _)| name == "clone"))
+                .and_then(|(_, _, child)| child.parse().ok())
+                .expect("the child's pid"),
+        };
+        let mut holder = hold_pid(pid);
+        let rerun = run(
+            weft()
+                .args(["syscalls", "reexec", "--stall", "1s"])
+                .arg(&out)
+                .arg("--")
+                .arg(&target)
+                .args(&args),
+            Duration::from_secs(120),
+        );
+        let _ = holder.kill();
+        let _ = holder.wait();
+        assert_eq!(rerun.status, 1, "{}", rerun.stderr);
+        let said = "a thread cancelled (`pthread_cancel`: a tgkill of SIGRTMIN) in ";
+        assert!(
+            rerun.stderr.contains(said) && rerun.stderr.contains(&format!("{pid})"))
+                || rerun.stderr.contains(&format!("{said}process {pid},")),
+            "{args:?}: {}",
+            rerun.stderr
+        );
+        if args.is_empty() {
+            let said = format!(
+                "runs as pid {}, not as its recorded {pid}",
+                rerun_pid(&rerun.stderr)
+            );
+            assert!(rerun.stderr.contains(&said), "{said}: {}", rerun.stderr);
+        }
+    }
 }
 
 /// The pid weft says a rerun's first process runs as, 0 if it says none.
@@ -267,16 +289,28 @@ fn rerun_pid(stderr: &str) -> i32 {
 /// A `sleep` with process id `pid`, started when the kernel's last given
 /// id is the one before (`/proc/sys/kernel/ns_last_pid`, root only): the
 /// test's own children are the only others started meanwhile, so a few
-/// tries get it.
+/// tries get it. The last given id is put back after, so that the ids
+/// the kernel gives next are not those other tests' records have (their
+/// reruns' processes get their recorded pids when those are free); and
+/// the tests that need their recorded pids wait meanwhile ([`PIDS`]).
 fn hold_pid(pid: i32) -> std::process::Child {
+    const LAST: &str = "/proc/sys/kernel/ns_last_pid";
+    let last = || -> i32 {
+        std::fs::read_to_string(LAST)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let before = last();
     for _ in 0..50 {
-        std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string())
+        std::fs::write(LAST, (pid - 1).to_string())
             .expect("writing ns_last_pid (the tests run as root)");
         let mut child = std::process::Command::new("sleep")
             .arg("120")
             .spawn()
             .expect("sleep");
         if child.id() as i32 == pid {
+            let _ = std::fs::write(LAST, before.max(last()).to_string());
             return child;
         }
         let _ = child.kill();
@@ -284,3 +318,7 @@ fn hold_pid(pid: i32) -> std::process::Child {
     }
     panic!("no sleep got pid {pid} in 50 tries");
 }
+
+/// Held by a test that holds a pid, and by one whose rerun needs its
+/// recorded pids.
+static PIDS: std::sync::Mutex<()> = std::sync::Mutex::new(());

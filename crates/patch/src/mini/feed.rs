@@ -35,6 +35,7 @@ use weft_abi::feed as f;
 use weft_plan::Feed;
 
 mod after;
+mod exact;
 
 /// `futex`'s number, and its wake operation (shared between processes:
 /// not `FUTEX_PRIVATE_FLAG`; waiting is 0).
@@ -275,6 +276,8 @@ impl Gen {
             a.nop()?;
         }
         if feed.vdso.is_none() {
+            self.exact_child_before()?;
+            let a = &mut self.a;
             let mut made = a.create_label();
             a.test(rsi, f::LEFT as i32)?;
             a.jz(made)?;
@@ -282,6 +285,7 @@ impl Gen {
             a.jmp(done)?;
             a.set_label(&mut made)?;
         }
+        let a = &mut self.a;
         a.test(rsi, f::ANSWER as i32)?;
         a.jz(done)?;
         match feed.vdso {

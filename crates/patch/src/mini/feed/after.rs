@@ -22,6 +22,7 @@ impl Gen {
         made_at: i32,
         mut done: CodeLabel,
     ) -> std::result::Result<(), IcedError> {
+        self.exact_child_after(current)?;
         let a = &mut self.a;
         let mut children = a.create_label();
         a.mov(r9, qword_ptr(r11 + current))?;
@@ -270,7 +271,7 @@ impl Gen {
 /// A system call of the feed's own after the instruction, made with the
 /// registers `setup` sets (given how far the saves it pushes moved the
 /// stack), keeping r8, r9, r11 and rsi; rax holds its result.
-fn call_again(
+pub(super) fn call_again(
     a: &mut CodeAssembler,
     setup: impl FnOnce(&mut CodeAssembler, i32) -> std::result::Result<(), IcedError>,
 ) -> std::result::Result<(), IcedError> {
