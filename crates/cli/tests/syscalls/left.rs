@@ -259,6 +259,12 @@ fn a_rerun_without_its_recorded_pid_says_it_cannot_cancel() {
         let _ = holder.kill();
         let _ = holder.wait();
         assert_eq!(rerun.status, 1, "{}", rerun.stderr);
+        // Made with another pid, the process runs up to the cancellation.
+        assert!(
+            rerun.stdout.starts_with("alarm\nleft the read\n"),
+            "{args:?}: {}",
+            rerun.stdout
+        );
         let said = "a thread cancelled (`pthread_cancel`: a tgkill of SIGRTMIN) in ";
         assert!(
             rerun.stderr.contains(said) && rerun.stderr.contains(&format!("{pid})"))
