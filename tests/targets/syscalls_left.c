@@ -4,7 +4,8 @@
  * not with the argument `longjmp`, nor `stdin`, whose read is standard
  * input's). Neither read ever returns; nothing is
  * written into the pipe. The program prints what happened, and ends with
- * getppid(). With `storm N`, a handler leaves weft's own code (below). */
+ * getppid(). With `storm N`, a handler leaves weft's own code (below);
+ * with `kill N`, calls it leaves had finished; with `fork`, a child does it all. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -106,11 +107,36 @@ static int scenario(int argc, char **argv) {
     return getppid() > 0 ? 0 : 1;
 }
 
+/* `kill N`: N times, a kill() of itself whose SIGUSR1, delivered as the
+ * call returns, jumps out of it: a call left with its result (0). */
+static sigjmp_buf out_of_kill;
+static void jump_out_of_kill(int sig) {
+    (void)sig;
+    siglongjmp(out_of_kill, 1);
+}
+
+static int kills(long n) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = jump_out_of_kill;
+    sigaction(SIGUSR1, &sa, NULL);
+    static volatile long jumped, i;
+    for (i = 0; i < n; i++)
+        if (sigsetjmp(out_of_kill, 1) == 0)
+            kill(getpid(), SIGUSR1);
+        else
+            jumped++;
+    printf("jumped %ld\n", jumped);
+    return 0;
+}
+
 /* `fork`: a forked child runs the whole scenario, its thread cancelled
  * in a process that is not the first. */
 int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[1], "storm") == 0)
         return storm(atol(argv[2]));
+    if (argc > 2 && strcmp(argv[1], "kill") == 0)
+        return kills(atol(argv[2]));
     if (argc > 1 && strcmp(argv[1], "fork") == 0) {
         pid_t child = fork();
         if (child == 0)

@@ -17,6 +17,12 @@ compile_error!("weft supports x86-64 Linux only");
 
 /// System call numbers (`arch/x86/entry/syscalls/syscall_64.tbl`).
 pub mod syscall {
+    /// The result recorded for a call its thread left (a signal handler
+    /// jumped out of it) when the result is not known: no result a call
+    /// returns (they are below 2^63 or errors above -4096).
+    pub const LEFT_RESULT_UNKNOWN: u64 = 1 << 63;
+    /// `process_vm_readv`.
+    pub const PROCESS_VM_READV: u32 = 310;
     /// `read`.
     pub const READ: u32 = 0;
     /// `write`.
@@ -295,7 +301,7 @@ mod tests {
     #[test]
     fn system_calls_match_libc() {
         use syscall::*;
-        let pairs: [(u32, libc::c_long); 19] = [
+        let pairs: [(u32, libc::c_long); 20] = [
             (READ, libc::SYS_read),
             (WRITE, libc::SYS_write),
             (CLOSE, libc::SYS_close),
@@ -307,6 +313,7 @@ mod tests {
             (RT_SIGRETURN, libc::SYS_rt_sigreturn),
             (SCHED_YIELD, libc::SYS_sched_yield),
             (GETPID, libc::SYS_getpid),
+            (PROCESS_VM_READV, libc::SYS_process_vm_readv),
             (GETTID, libc::SYS_gettid),
             (RESTART_SYSCALL, libc::SYS_restart_syscall),
             (FUTEX, libc::SYS_futex),

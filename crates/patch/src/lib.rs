@@ -24,6 +24,7 @@ pub mod place;
 pub mod region;
 mod relocate;
 pub mod sigaction_hook;
+pub mod sigframe;
 mod snippet;
 mod splice;
 mod trampoline;

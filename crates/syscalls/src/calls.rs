@@ -29,7 +29,8 @@ pub struct Call {
     /// Its six argument registers.
     pub args: [u64; 6],
     /// Its return: none for a call that does not return (`exit`,
-    /// `exit_group`) or had not returned when the capture ended.
+    /// `exit_group`), had not returned when the capture ended, or that its
+    /// thread left without a known result ([`left_with_result`] has one).
     pub exit: Option<Return>,
     /// The program's memory the call read or wrote, as its return
     /// recorded it.
@@ -84,10 +85,19 @@ pub struct Buffer {
 pub struct Return {
     /// TSC after the `syscall` instruction; none for an `execve` that
     /// succeeded (the new image does not come back to the old one's
-    /// return, and its first call says it succeeded).
+    /// return, and its first call says it succeeded), and for a call its
+    /// thread left, whose result its signal frame gave
+    /// ([`left_with_result`]).
     pub tsc: Option<u64>,
     /// `rax`: the result, or minus the error number.
     pub result: i64,
+}
+
+/// Whether a call is one its thread left (a signal handler jumped out of
+/// it) whose result the signal frame gave: it has a return without an
+/// instant, as only a successful `execve` has otherwise.
+pub fn left_with_result(c: &Call) -> bool {
+    c.exit.is_some_and(|e| e.tsc.is_none()) && !is_exec(c.nr)
 }
 
 /// `execve` and `execveat`.

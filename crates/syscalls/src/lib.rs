@@ -32,7 +32,7 @@ pub use format::{errno_name, name, quoted, returns_address, strace_line};
 pub use inputs::{path_arguments, sent_arguments, Sent};
 pub use stats::{render as render_stats, stats, Row};
 pub use vdso::VDSO_BIT;
-pub use whole::ENTRY_TIME;
+pub use whole::{ENTRY_TIME, LEFT_RESULT, LEFT_RESULT_UNKNOWN};
 pub use writes::{writes, Count, Writes};
 
 /// Bytes of a buffer the kernel wrote that a return records at most (the

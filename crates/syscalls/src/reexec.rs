@@ -243,6 +243,11 @@ pub fn answered(
     resources: &Resources,
     ops: &HashMap<usize, usize>,
 ) -> Result<Option<Answer>, Answer> {
+    // A call its thread left has no recorded bytes, even where its
+    // signal frame gave its result: it is made (or waited out: `LEFT`).
+    if crate::calls::left_with_result(call) {
+        return Ok(None);
+    }
     let outside = || outside(k, resources, ops);
     let answer = match call.nr {
         39 | 110 | 186 => Some(Answer::Id),
@@ -346,7 +351,7 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             let n = &calls[next];
             retried[k] =
                 c.exit.is_some_and(|e| e.result == EINTR) && n.nr == c.nr && n.args == c.args;
-            left[k] = c.exit.is_none() && takes_input(c);
+            left[k] = (c.exit.is_none() || crate::calls::left_with_result(c)) && takes_input(c);
         }
         next_of_ring.insert(c.ring, k);
     }
@@ -562,7 +567,7 @@ pub fn name_first_process(bytes: &mut [u8], pid: i32) {
 /// thread group (glibc's `fork`). Its child can get its recorded pid
 /// (`f::EXACT_CHILD`); a `vfork` child runs on its parent's stack, where
 /// the call made again would clobber what the parent's return needs.
-fn forks(c: &Call) -> bool {
+pub fn forks(c: &Call) -> bool {
     const CLONE_VM: u64 = 0x100;
     const CLONE_VFORK: u64 = 0x4000;
     const CLONE_THREAD: u64 = 0x10000;

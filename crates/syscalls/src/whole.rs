@@ -30,6 +30,15 @@ use weft_plan::{Allocate, BinOp, Exhausted, Expr, Guarded, LeftCall, Primitive};
 /// call.
 pub const ENTRY_TIME: &str = "entry_time";
 
+/// The name of an entry's value holding, in the record of a call its
+/// thread left, the result the call had then (read back from the signal
+/// frame that took the thread out), or [`LEFT_RESULT_UNKNOWN`].
+pub const LEFT_RESULT: &str = "left_result";
+/// [`LEFT_RESULT`] when the call's result is not known: the call was
+/// interrupted (`EINTR`, or to be restarted), or its signal frame was
+/// not found.
+pub const LEFT_RESULT_UNKNOWN: u64 = weft_abi::syscall::LEFT_RESULT_UNKNOWN;
+
 /// `rt_sigreturn`, `clone`, `fork`, `vfork`, `execve`, `exit`,
 /// `exit_group`, `execveat`, `clone3`: calls that do not return to their
 /// site (a signal frame's return, an exec that succeeded, an exit) or
@@ -178,6 +187,7 @@ pub(crate) fn call_program(
     // The entry's instant: 0 here (the record's own time), that of the
     // call in the record of a call the thread left (`LeftCall`).
     entry.plain(ENTRY_TIME, Expr::Const(0));
+    entry.plain(LEFT_RESULT, Expr::Const(LEFT_RESULT_UNKNOWN as i64));
     let entry = entry.emit(at, crate::ENTRY, alloc)?;
     let left = match &entry {
         Primitive::Emit(event, ..) => Some(LeftCall {

@@ -93,6 +93,16 @@ pub(super) fn read_calls(
             names.iter().position(|n| n == weft_syscalls::ENTRY_TIME)
         })
         .collect();
+    // In the entry record of a call its thread left, after the entry's
+    // instant: the result the call had then (`weft_syscalls::LEFT_RESULT`),
+    // by the thread and the entry's instant.
+    let left_result: Vec<Option<usize>> = (0..meta.events.len())
+        .map(|id| {
+            let names = meta.names.get(id)?;
+            names.iter().position(|n| n == weft_syscalls::LEFT_RESULT)
+        })
+        .collect();
+    let mut left_results: HashMap<(i32, u64), i64> = HashMap::new();
     if whole.iter().any(Option::is_some) {
         let mut split = Vec::with_capacity(events.len() * 2);
         for mut c in events {
@@ -101,8 +111,15 @@ pub(super) fn read_calls(
                 // An entry's record with its instant inside: that of a
                 // call the thread left, written by its next call.
                 (false, Some(&Some(at))) if at < c.args.len() => {
+                    let result = match left_result.get(c.event as usize) {
+                        Some(&Some(r)) if r == at + 1 && r < c.args.len() => Some(c.args.remove(r)),
+                        _ => None,
+                    };
                     if let t @ 1.. = c.args.remove(at) {
                         c.tsc = c.tsc.min(t);
+                    }
+                    if let Some(r) = result.filter(|&r| r != weft_syscalls::LEFT_RESULT_UNKNOWN) {
+                        left_results.insert((c.tid, c.tsc), r as i64);
                     }
                     split.push(c);
                     continue;
@@ -193,6 +210,13 @@ pub(super) fn read_calls(
     }));
     for call in &mut calls {
         call.loader = loader_entries.contains(&(call.ring, call.entry_tsc));
+        // A left call whose signal frame said its result: it returned,
+        // not to its site (no instant), as an `execve` that succeeded.
+        if call.exit.is_none() {
+            if let Some(&result) = left_results.get(&(call.ring, call.entry_tsc)) {
+                call.exit = Some(weft_syscalls::Return { tsc: None, result });
+            }
+        }
     }
     name_programs_execd(meta, &mut calls);
     Ok((meta.clone(), calls, known))

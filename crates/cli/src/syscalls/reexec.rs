@@ -122,7 +122,8 @@ pub fn reexec(
     }
     let bytes = std::fs::read(&feed_path.0)?;
     drop(feed_path);
-    let sender_checked = sender_checked(&calls, recorded_pid, &rx::exact_ids(&bytes));
+    let other_pids = other_pids(&calls, &known, &feed, &rx::progress(&bytes));
+    let sender_checked = sender_checked(&calls, recorded_pid, &rx::exact_ids(&bytes), &other_pids);
     if let Some((k, waited, true)) = ended.stalled {
         say!(
             "weft: the rerun stalled: recorded thread {}'s thread waited {waited:.1} s in the rerun in a futex call its record does not have, before its call {}: a lock or a join the rerun's threads wait for in another order than the record's, or for a thread that will not come; weft ended the rerun (--stall sets how long it waits)",
@@ -150,6 +151,19 @@ pub fn reexec(
              long past ten times the recorded time it waits)",
             c.tid,
             weft_syscalls::strace_line(c)
+        );
+    }
+    let later: Vec<String> = (other_pids.iter())
+        .filter(|(&recorded, _)| recorded != recorded_pid)
+        .map(|(recorded, (rerun, why))| format!("{recorded} as {rerun} ({why})"))
+        .collect();
+    if !later.is_empty() {
+        say!(
+            "weft: {} process(es) of the rerun ran with other pids than recorded: {}. What the \
+             kernel says of them differs from what the rerun answers for them: /proc/PID is not \
+             theirs, and a signal's sender is not getpid() (docs/syscalls.md, \"Process ids\")",
+            later.len(),
+            later.join(", ")
         );
     }
     let status = status?;
@@ -604,16 +618,49 @@ fn describe_divergence(
     }
 }
 
+/// The recorded processes whose rerun ran with another pid: by recorded
+/// pid, the rerun's and why. A process's main thread is the feed of a
+/// ring whose id is its process's.
+fn other_pids(
+    calls: &[weft_syscalls::Call],
+    known: &std::collections::HashMap<i32, i32>,
+    feed: &rx::FeedFile,
+    progress: &[rx::Progress],
+) -> std::collections::BTreeMap<i32, (i32, &'static str)> {
+    // SAFETY: geteuid only reads this process's effective user id.
+    let root = unsafe { libc::geteuid() } == 0;
+    let made_by = |pid: i32| {
+        calls.iter().find(|c| {
+            [56, 57, 58, 435].contains(&c.nr) && c.exit.is_some_and(|e| e.result == i64::from(pid))
+        })
+    };
+    (feed.rings.iter().zip(progress))
+        .filter(|&(&ring, p)| known.get(&ring).is_none_or(|&pid| pid == ring) && p.tid > 0 && p.tid != ring)
+        .map(|(&ring, p)| {
+            let why = match made_by(ring) {
+                _ if !root => "weft may choose pids only as root",
+                Some(c) if !rx::forks(c) => {
+                    "made by vfork, posix_spawn or a clone on a stack of its own, which keep the id the kernel picks"
+                }
+                _ => "another process had its pid",
+            };
+            (ring, (p.tid, why))
+        })
+        .collect()
+}
+
 /// Why a rerun cannot send a signal the C library checks the sender of,
 /// if its record has one: glibc's thread cancellation (`SIGRTMIN`) and
 /// its broadcast of a `set*id` call to every thread (`SIGRT_1`) act only
 /// on a signal whose sender (`si_pid`) is `getpid()`, which the rerun
 /// answers with the recorded pid. They work in the rerun's processes
-/// that have their recorded pid (`exact`), nowhere else.
+/// that have their recorded pid (`exact`), nowhere else; `other` says
+/// why a process has another.
 fn sender_checked(
     calls: &[weft_syscalls::Call],
     first: i32,
     exact: &std::collections::HashSet<i32>,
+    other: &std::collections::BTreeMap<i32, (i32, &'static str)>,
 ) -> Option<String> {
     const SIGCANCEL: u64 = 32;
     const SIGSETXID: u64 = 33;
@@ -635,11 +682,14 @@ fn sender_checked(
             "in the first process ({pid}), which the rerun could not start with its recorded \
              pid (another process had it, or weft may not choose pids: not root)"
         ),
-        Some(pid) => format!(
-            "in process {pid}, which the rerun could not start with its recorded pid (another \
-             process had it, weft may not choose pids: not root, or it was made by vfork, \
-             posix_spawn or a clone on a stack of its own, which keep the id the kernel picks)"
-        ),
+        Some(pid) => match other.get(&pid) {
+            Some((rerun, why)) => {
+                format!("in process {pid}, which ran as {rerun} in the rerun: {why}")
+            }
+            None => {
+                format!("in process {pid}, which the rerun did not start with its recorded pid")
+            }
+        },
         None => "by tkill, whose process weft does not know".to_string(),
     };
     Some(format!(

@@ -63,7 +63,9 @@ impl Gen {
         slot_address(a, rcx, rcx)?;
         a.lea(rax, qword_ptr(rsp - 8))?; // rsp at the call, r11 pushed
         a.mov(qword_ptr(rcx + t::OPEN_FRAME as i32), rax)?;
-        let values = 1 + 6 + u64::from(left.user_timer.is_some()) + 1;
+        // nr, six arguments, the user time, the entry's instant, and the
+        // result it had when left (written when it is found left).
+        let values = 1 + 6 + u64::from(left.user_timer.is_some()) + 1 + 1;
         let mut same = a.create_label();
         a.mov(rax, u64::from(left.event) | (values << 32))?;
         a.cmp(qword_ptr(rsp + MADE_NUMBER), left.site_number as i32)?;
@@ -84,7 +86,7 @@ impl Gen {
             a.mov(value(7), rax)?;
         }
         a.mov(rax, qword_ptr(rsp + MADE_TIME))?;
-        a.mov(value(values - 1), rax)?;
+        a.mov(value(values - 2), rax)?;
         a.add(qword_ptr(r11 + t::OPEN_DEPTH as i32), 1)?;
         a.jmp(kept)?;
         self.a.set_label(&mut rare)?;
@@ -210,6 +212,101 @@ impl Gen {
         a.jmp(then)
     }
 
+    /// The result the call of slot rdi had when its thread left it, into
+    /// the record's last value: the `rax` of the signal frame that took
+    /// the thread out, which stays on the stack below the call's frame
+    /// until something else is written there. Its place follows from the
+    /// call's frame (`crate::sigframe`), and it counts only if it says
+    /// the thread was at that frame (`rsp`), its FPU state where the
+    /// kernel put it, and past the `syscall` instruction (`rip`; one to
+    /// be restarted points at it); an interrupted call (`EINTR`) has no
+    /// result. A frame that says the thread was still loading the call's
+    /// registers says the call was not made: it gets no record (the
+    /// slot's shape word cleared). Read with `process_vm_readv`, which
+    /// fails rather than faults where nothing is mapped (the frame may
+    /// have gone to an alternate signal stack). Keeps rdi, rsi and r11.
+    fn left_result(&mut self) -> std::result::Result<(), IcedError> {
+        use crate::sigframe as sf;
+        const EINTR: i32 = -4;
+        const SYSCALL_BYTES: i32 = 0x050F;
+        const POP_R11_BYTES: i32 = 0x5B41;
+        const READ: i32 = 88; // from the frame's rax to its FPU state pointer
+        let a = &mut self.a;
+        // r10 := where the value goes: the record's last.
+        a.mov(eax, dword_ptr(rdi + (t::OPEN_EVENT + 4) as i32))?;
+        a.lea(r10, qword_ptr(rdi + rax * 8 + (t::OPEN_VALUES - 8) as i32))?;
+        a.mov(rax, t::LEFT_RESULT_UNKNOWN)?;
+        a.mov(qword_ptr(r10), rax)?;
+        let Some(fpu_size) = sf::fpu_size() else {
+            return Ok(());
+        };
+        let mut unknown = a.create_label();
+        // rax := the frame's rsp, rdx := its FPU state, r8 := the frame.
+        a.mov(rax, qword_ptr(rdi + t::OPEN_FRAME as i32))?;
+        a.lea(rdx, qword_ptr(rax - (128 + fpu_size as i32)))?;
+        a.and(rdx, -64)?;
+        a.lea(r8, qword_ptr(rdx - 440))?;
+        a.and(r8, -16)?;
+        a.sub(r8, 8)?;
+        for r in [r11, rsi, rdi, r10, rax, rdx] {
+            a.push(r)?;
+        }
+        // [rsp, +88): the frame's words from rax on; +96: the local iovec;
+        // +112: the remote one; +128: rdx, rax, r10, rdi, rsi, r11.
+        a.sub(rsp, 128)?;
+        a.mov(qword_ptr(rsp + 96), rsp)?;
+        a.mov(qword_ptr(rsp + 104), READ)?;
+        a.lea(rax, qword_ptr(r8 + sf::RAX as i32))?;
+        a.mov(qword_ptr(rsp + 112), rax)?;
+        a.mov(qword_ptr(rsp + 120), READ)?;
+        a.mov(eax, weft_abi::syscall::GETPID)?;
+        a.syscall()?;
+        a.mov(edi, eax)?;
+        a.lea(rsi, qword_ptr(rsp + 96))?;
+        a.mov(edx, 1)?;
+        a.lea(r10, qword_ptr(rsp + 112))?;
+        a.mov(r8d, 1)?;
+        a.xor(r9d, r9d)?;
+        a.mov(eax, weft_abi::syscall::PROCESS_VM_READV)?;
+        a.syscall()?;
+        a.cmp(rax, READ)?;
+        a.jne(unknown)?;
+        let word = |off: u64| qword_ptr(rsp + (off - sf::RAX) as i32);
+        a.mov(rax, word(sf::RSP))?;
+        a.cmp(rax, qword_ptr(rsp + 136))?;
+        a.jne(unknown)?;
+        a.mov(rax, word(sf::FPSTATE))?;
+        a.cmp(rax, qword_ptr(rsp + 128))?;
+        a.jne(unknown)?;
+        // Just past the `syscall`, or at the `pop r11` after the store of
+        // its result (`make_call`): made, its result in rax. At it: to be
+        // restarted, or not made yet. Anywhere else at this frame (the
+        // argument registers being loaded): not made, and no record.
+        let mut made = a.create_label();
+        a.mov(rdx, word(sf::RIP))?;
+        a.cmp(word_ptr(rdx - 2), SYSCALL_BYTES)?;
+        a.je(made)?;
+        a.cmp(word_ptr(rdx), POP_R11_BYTES)?;
+        a.je(made)?;
+        a.cmp(word_ptr(rdx), SYSCALL_BYTES)?;
+        a.je(unknown)?;
+        a.mov(rax, qword_ptr(rsp + 152))?;
+        a.mov(dword_ptr(rax + (t::OPEN_EVENT + 4) as i32), 0)?;
+        a.jmp(unknown)?;
+        a.set_label(&mut made)?;
+        a.mov(rax, word(sf::RAX))?;
+        a.cmp(rax, EINTR)?;
+        a.je(unknown)?;
+        a.mov(r10, qword_ptr(rsp + 144))?;
+        a.mov(qword_ptr(r10), rax)?;
+        a.set_label(&mut unknown)?;
+        a.add(rsp, 128)?;
+        for r in [rdx, rax, r10, rdi, rsi, r11] {
+            a.pop(r)?;
+        }
+        Ok(())
+    }
+
     /// Writes the records of open calls rcx .. the block's depth (each
     /// stamped now, its values the slot's), oldest first, with the
     /// thread's `WRITING` word already taken; leaves the depth as it is.
@@ -231,6 +328,10 @@ impl Gen {
         a.mov(rsi, rax)?;
         a.mov(rcx, qword_ptr(rsp))?;
         slot_address(a, rdi, rcx)?;
+        a.cmp(dword_ptr(rdi + (t::OPEN_EVENT + 4) as i32), 0)?;
+        a.je(skip)?;
+        self.left_result()?;
+        let a = &mut self.a;
         a.cmp(dword_ptr(rdi + (t::OPEN_EVENT + 4) as i32), 0)?;
         a.je(skip)?;
         a.lea(r8, qword_ptr(r11 + t::RING as i32))?;

@@ -85,8 +85,12 @@ pub const OPEN_EVENT: u64 = 8;
 /// Where its values start.
 pub const OPEN_VALUES: u64 = 16;
 /// Values an open call's record holds at most: the number, six
-/// arguments, the user time, the entry's instant.
-pub const OPEN_VALUES_MAX: u64 = 9;
+/// arguments, the user time, the entry's instant, and the result the
+/// call had when the thread left it ([`LEFT_RESULT_UNKNOWN`] if none is
+/// known), written when the call is found left (version 13).
+pub const OPEN_VALUES_MAX: u64 = 10;
+/// A left call's result when the thread's signal frame does not say it.
+pub const LEFT_RESULT_UNKNOWN: u64 = weft_abi::syscall::LEFT_RESULT_UNKNOWN;
 /// Offset of the thread's event ring in its block (see [`super::ring`]).
 pub const RING: u64 = 4096;
 

@@ -42,7 +42,8 @@ fn caller_of(mem: &Memory, nr: u32) -> Exec {
 }
 
 /// Writes open call `k` into `block` as a program would: its frame, event
-/// `event`, the number and arguments `1..=6` and the entry's instant.
+/// `event`, the number and arguments `1..=6` and the entry's instant (and
+/// room for the result it had when left, written when it is found left).
 fn open(block: u64, k: u64, frame: u64, event: u32, instant: u64) {
     let slot = block + t::OPEN_CALLS + k * t::OPEN_SIZE;
     let write = |at: u64, v: u64| {
@@ -51,7 +52,7 @@ fn open(block: u64, k: u64, frame: u64, event: u32, instant: u64) {
         unsafe { std::ptr::write_volatile(at as *mut u64, v) }
     };
     write(slot + t::OPEN_FRAME, frame);
-    write(slot + t::OPEN_EVENT, u64::from(event) | 8 << 32);
+    write(slot + t::OPEN_EVENT, u64::from(event) | 9 << 32);
     for v in 0..7 {
         write(slot + t::OPEN_VALUES + 8 * v, if v == 0 { 0 } else { v });
     }
@@ -114,7 +115,7 @@ fn a_call_left_open_is_recorded_by_the_threads_next_call() {
     assert_eq!(got.len(), 1, "{got:?}");
     let (time, event, values) = &got[0];
     assert_eq!(*event, 77);
-    assert_eq!(values, &[0, 1, 2, 3, 4, 5, 6, 4242]);
+    assert_eq!(values, &[0, 1, 2, 3, 4, 5, 6, 4242, t::LEFT_RESULT_UNKNOWN]);
     assert!(before < *time && *time < after, "stamped when found");
 
     // Above every stack this test runs on: interrupted, still open.
@@ -184,7 +185,64 @@ fn a_return_closes_the_calls_a_handler_left_above_it() {
     assert_eq!(mem.read(block + t::OPEN_DEPTH), 0, "both closed");
     let got = records(&mem);
     assert_eq!(got.len(), 1, "{got:?}");
-    assert_eq!((got[0].1, got[0].2.last()), (91, Some(&7)));
+    assert_eq!((got[0].1, got[0].2.get(7)), (91, Some(&7)));
+}
+
+/// The result a left call had comes from the signal frame the kernel
+/// left below its frame (`crate::sigframe`): one here that says the
+/// thread was at the call's frame, just past a `syscall` instruction (or
+/// at the `pop r11` after it), with `rax` 42. None for a frame that says
+/// another `rsp`, a call to be restarted (`rip` at the instruction) or
+/// interrupted (`EINTR`), or where nothing is mapped (the frame at 0x1000
+/// above). A frame that says the thread was before the instruction: no
+/// record at all, the call was not made.
+#[test]
+fn a_left_calls_result_comes_from_its_signal_frame() {
+    use crate::sigframe as sf;
+    // nop nop nop nop; syscall; pop r11; nop nop; pop r11
+    static CODE: [u8; 12] = [
+        0x90, 0x90, 0x90, 0x90, 0x0f, 0x05, 0x41, 0x5b, 0x90, 0x90, 0x41, 0x5b,
+    ];
+    let fpu = sf::fpu_size().expect("this machine's signal frames are understood");
+    let mem = Memory::new(16);
+    let exec = caller_of(&mem, GETPPID);
+    exec.call([0; 6]);
+    let block = mem.block_of_this_thread();
+    // A stack below this thread's: a heap buffer (left, below its rsp).
+    let mut stack = vec![0u64; 4096];
+    let top = (stack.as_mut_ptr() as u64 + 8 * 4096 - 64) & !15;
+    let (frame, fpstate) = sf::frame_for(top, fpu);
+    let code = CODE.as_ptr() as u64;
+    let cases = [
+        (top, code + 6, 42u64, Some(42u64)),
+        (top, code + 10, 42, Some(42)),
+        (top + 16, code + 6, 42, Some(t::LEFT_RESULT_UNKNOWN)),
+        (top, code + 4, 0, Some(t::LEFT_RESULT_UNKNOWN)),
+        (top, code + 6, -4i64 as u64, Some(t::LEFT_RESULT_UNKNOWN)),
+        (top, code + 2, 0, None),
+    ];
+    let mut written = 0;
+    for (k, (at_rsp, at_rip, in_rax, expected)) in cases.into_iter().enumerate() {
+        let put = |at: u64, v: u64| {
+            // SAFETY: `at` lies in `stack`, alive here: the frame lies
+            // between its start and `top`.
+            unsafe { std::ptr::write_volatile(at as *mut u64, v) }
+        };
+        put(frame + sf::RAX, in_rax);
+        put(frame + sf::RSP, at_rsp);
+        put(frame + sf::RIP, at_rip);
+        put(frame + sf::FPSTATE, fpstate);
+        open(block, 0, top, 80, 5);
+        exec.call([0; 6]);
+        assert_eq!(mem.read(block + t::OPEN_DEPTH), 0, "case {k}: closed");
+        let got = records(&mem);
+        written += usize::from(expected.is_some());
+        assert_eq!(got.len(), written, "case {k}: {got:?}");
+        if let Some(expected) = expected {
+            assert_eq!(got[k].2.last(), Some(&expected), "case {k}: {:?}", got[k]);
+        }
+    }
+    drop(stack);
 }
 
 /// A record the thread began and left (its frame below the next writer's
