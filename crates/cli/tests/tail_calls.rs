@@ -88,7 +88,10 @@ variant_test!(time_runs_until_the_return_to_the_caller, |v: &Variant| {
         (cpu - own).abs() <= (own * 0.01).max(0.010),
         "burn: weft's cpu_time {cpu} s, the thread's own {own} s"
     );
-    assert!(m.value("cpu_time", "fn=park") < 0.005);
+    // Four threads parked 300 ms each: next to no CPU time, within the
+    // same 10 ms the loaded suite needs above (5 ms failed once there).
+    let parked = m.value("cpu_time", "fn=park");
+    assert!(parked < 0.010, "park: weft's cpu_time {parked} s");
     // nap, entered by park's and fall's tail calls, runs inside them.
     assert_eq!(m.value("calls", "fn=nap,inside=park"), 4.0);
     assert_eq!(m.value("calls", "fn=nap,inside=leap"), 5.0);
