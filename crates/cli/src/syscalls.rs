@@ -172,7 +172,9 @@ enum SyscallsCommand {
     /// rerun's processes run in such a control group, and the time its
     /// fed calls span is the prediction. CMD must be the recorded command
     /// (same arguments, same directory); it runs with the recorded
-    /// environment (DIR/command.json).
+    /// environment (DIR/command.json), and, as root, its first process and
+    /// the processes it forks with their recorded pids when those are free
+    /// (weft says which did not).
     Reexec {
         /// A directory written by `weft syscalls record`.
         dir: PathBuf,
