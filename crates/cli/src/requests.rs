@@ -657,6 +657,14 @@ impl Requests {
 
     /// At the end: drains the rings once more, completes the events
     /// directory if asked, and says what was traced.
+    /// Records the calls the threads of a process that is gone still had
+    /// open (`Session::record_calls_left_open`), before its last drain.
+    pub fn record_calls_left_open(&self, session: &Session) {
+        if self.recorder.is_some() && self.flight.is_none() {
+            session.record_calls_left_open(self.now());
+        }
+    }
+
     pub fn finish_tracing(&mut self, session: &Session) -> Result<()> {
         // The requests of the workload's last process end the paths trace.
         if let Some(paths) = self.paths.take() {

@@ -552,6 +552,9 @@ impl Workload {
     /// nothing at all is left out: the error says why.
     pub fn finish(&mut self, args: &ProbeArgs, out: Option<std::fs::File>) -> Result<()> {
         for m in &mut self.members {
+            if m.done {
+                m.req.record_calls_left_open(&m.session);
+            }
             m.req.finish_tracing(&m.session)?;
         }
         let parts = self.parts();

@@ -159,6 +159,54 @@ fn a_call_left_as_it_returned_has_its_result() {
     assert!(got[19] == "0" || got[19] == "?", "{got:?}");
 }
 
+/// A call still blocked when its process is killed (`timeout` ends a
+/// `cat` waiting on a pipe): its record, kept in the thread's block while
+/// it ran, is written when weft finds the process gone, so the record
+/// has the `read` strace shows as `= ? ERESTARTSYS`. Before, a rewritten
+/// site's call (`--no-dispatch`) had no record at all.
+#[test]
+fn a_call_blocked_when_its_process_is_killed_is_recorded() {
+    if !have("strace") {
+        skip("strace is not installed (apt-get install strace)");
+        return;
+    }
+    let dir = scratch("syscalls-left-killed");
+    let command = ["sh", "-c", "sleep 2 | timeout 0.5 cat"];
+    let log = dir.join("strace.log");
+    let traced = run(
+        std::process::Command::new("strace")
+            .args(["-f", "-o"])
+            .arg(&log)
+            .args(command),
+        Duration::from_secs(60),
+    );
+    assert_eq!(traced.status, 124, "{}", traced.stderr);
+    let unfinished = |calls: &[(String, String, String)]| -> usize {
+        (calls.iter())
+            .filter(|(_, name, result)| name == "read" && result == "?")
+            .count()
+    };
+    let expected = unfinished(&strace_calls(&std::fs::read_to_string(&log).unwrap()));
+    assert_eq!(expected, 1, "cat's read, cut by SIGTERM");
+    for options in [&[][..], &["--no-dispatch"][..]] {
+        let out = dir.join("rec");
+        let _ = std::fs::remove_dir_all(&out);
+        let recorded = run(
+            weft()
+                .args(["syscalls", "record"])
+                .args(options)
+                .arg("-o")
+                .arg(&out)
+                .arg("--")
+                .args(command),
+            Duration::from_secs(120),
+        );
+        assert_eq!(recorded.status, 124, "{options:?}: {}", recorded.stderr);
+        let got = unfinished(&shown_lines(&out).1);
+        assert_eq!(got, expected, "{options:?}");
+    }
+}
+
 /// `weft syscalls show OUT` of a record with calls dropped, which says so
 /// and exits with 1: its lines as `parse_shown` reads them.
 fn shown_with_drops(out: &Path) -> (Finished, Vec<(String, String, String)>) {

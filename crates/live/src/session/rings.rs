@@ -181,6 +181,59 @@ impl Session {
         }
     }
 
+    /// Writes, into each thread's ring, the records of the calls the
+    /// thread still had open when its process ended (killed in a blocked
+    /// `read`, a `write` whose `SIGPIPE` ended it, a thread ended by its
+    /// process's `exec`): their records, kept in the thread's block while
+    /// they ran (`weft_patch::mini::open_calls`), as the thread's next call
+    /// would have written them, stamped `now`, their result unknown.
+    /// Only for a process that is gone: no thread of it writes its ring
+    /// any more. Returns how many it wrote.
+    pub fn record_calls_left_open(&self, now: u64) -> usize {
+        use weft_patch::region::ring as r;
+        let data = self.layout.header.ring_data;
+        if data == 0 {
+            return 0;
+        }
+        let mut written = 0;
+        for slot in self.claimed_slots().collect::<Vec<_>>() {
+            let block = self.layout.thread_block(slot);
+            let depth = self.shm.load_u64(block + threads::OPEN_DEPTH);
+            for k in 0..depth.min(threads::OPEN_SLOTS) {
+                let open = block + threads::OPEN_CALLS + k * threads::OPEN_SIZE;
+                let word = self.shm.load_u64(open + threads::OPEN_EVENT);
+                let values = (word >> 32) as usize;
+                if values == 0 || values > threads::OPEN_VALUES_MAX as usize {
+                    continue;
+                }
+                let ring = block + threads::RING;
+                let size = r::record_size(values, 0);
+                let head = self.shm.load_u64(ring + r::HEAD);
+                if head - self.shm.load_u64(ring + r::TAIL) > data - size {
+                    self.shm
+                        .store_u64(ring + r::DROPPED, self.shm.load_u64(ring + r::DROPPED) + 1);
+                    continue;
+                }
+                let at = ring + r::HEADER + (head & (data - 1));
+                self.shm.store_u64(at + r::R_TSC, now);
+                self.shm.store_u64(at + r::R_EVENT, word);
+                for v in 0..values as u64 {
+                    let value = self.shm.load_u64(open + threads::OPEN_VALUES + 8 * v);
+                    self.shm.store_u64(at + r::R_ARGS + 8 * v, value);
+                }
+                // The last value, the result when left: not known here.
+                self.shm.store_u64(
+                    at + r::R_ARGS + 8 * (values as u64 - 1),
+                    threads::LEFT_RESULT_UNKNOWN,
+                );
+                self.shm.store_u64(ring + r::HEAD, head + size);
+                written += 1;
+            }
+            self.shm.store_u64(block + threads::OPEN_DEPTH, 0);
+        }
+        written
+    }
+
     /// Moves every published event out of every thread's ring, decoded, in
     /// each thread's order.
     pub fn drain_events(&self, out: &mut Vec<EventRecord>) {
