@@ -17,6 +17,7 @@ pub mod deps;
 pub mod fds;
 mod format;
 mod inputs;
+pub mod killed;
 pub mod known;
 pub mod reexec;
 mod stats;

@@ -219,6 +219,7 @@ pub(super) fn read_calls(
         }
     }
     name_programs_execd(meta, &mut calls);
+    weft_syscalls::killed::writes_sigpipe_ended(&mut calls, &|tid| meta.pid_of(tid));
     Ok((meta.clone(), calls, known))
 }
 

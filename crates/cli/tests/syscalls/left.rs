@@ -207,6 +207,62 @@ fn a_call_blocked_when_its_process_is_killed_is_recorded() {
     }
 }
 
+/// A `write` whose reader has gone (`yes | head -1`) fails with `EPIPE`,
+/// and its `SIGPIPE` kills `yes` as the call returns: nothing of it runs to
+/// write the result. The shell's `wait4` says `SIGPIPE` killed it, so its
+/// last write failed with `EPIPE`, as strace shows (`weft_syscalls::killed`).
+#[test]
+fn a_write_its_sigpipe_ended_failed_with_epipe() {
+    if !have("strace") {
+        skip("strace is not installed (apt-get install strace)");
+        return;
+    }
+    let dir = scratch("syscalls-left-sigpipe");
+    let command = ["sh", "-c", "yes | head -1"];
+    let log = dir.join("strace.log");
+    let traced = run(
+        std::process::Command::new("strace")
+            .args(["-f", "-o"])
+            .arg(&log)
+            .args(command),
+        Duration::from_secs(60),
+    );
+    assert_eq!(traced.stdout, "y\n", "{}", traced.stderr);
+    // The last write of each process that wrote more than a line.
+    let last_writes = |calls: &[(String, String, String)]| -> Vec<String> {
+        let mut last: std::collections::BTreeMap<&str, &str> = Default::default();
+        for (tid, name, result) in calls {
+            if name == "write" {
+                last.insert(tid, result);
+            }
+        }
+        let mut results: Vec<String> = (last.into_values())
+            .filter(|r| *r != "2")
+            .map(String::from)
+            .collect();
+        results.sort();
+        results
+    };
+    let expected = last_writes(&strace_calls(&std::fs::read_to_string(&log).unwrap()));
+    assert_eq!(expected, ["EPIPE"], "yes's last write");
+    for options in [&[][..], &["--no-dispatch"][..]] {
+        let out = dir.join("rec");
+        let _ = std::fs::remove_dir_all(&out);
+        let recorded = run(
+            weft()
+                .args(["syscalls", "record"])
+                .args(options)
+                .arg("-o")
+                .arg(&out)
+                .arg("--")
+                .args(command),
+            Duration::from_secs(120),
+        );
+        assert_eq!(recorded.stdout, "y\n", "{options:?}: {}", recorded.stderr);
+        assert_eq!(last_writes(&shown_lines(&out).1), expected, "{options:?}");
+    }
+}
+
 /// `weft syscalls show OUT` of a record with calls dropped, which says so
 /// and exits with 1: its lines as `parse_shown` reads them.
 fn shown_with_drops(out: &Path) -> (Finished, Vec<(String, String, String)>) {

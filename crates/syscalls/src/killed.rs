@@ -1,0 +1,140 @@
+//! Results no thread could record: a `write` to a pipe or a socket whose
+//! reader has gone fails with `EPIPE`, and the `SIGPIPE` the kernel sends
+//! with it kills the thread as the call returns (its default action), so
+//! the call's return record is never written (`= ?`). The record still
+//! says what happened, in the parent's `wait4`: the process was killed by
+//! `SIGPIPE`. Such a process's last call, a write left without a result,
+//! failed with `EPIPE`, as strace shows it (`-1 EPIPE`), unless the record
+//! has the signal sent to it by a process of the workload.
+
+use crate::calls::{Call, Memory, Return};
+use std::collections::{HashMap, HashSet};
+
+/// `SIGPIPE`, and `EPIPE` as a call returns it.
+const SIGPIPE: u32 = 13;
+const EPIPE: i64 = -32;
+
+/// Calls that write to a descriptor: `write`, `pwrite64`, `writev`,
+/// `sendto`, `sendmsg`, `sendfile`, `pwritev`, `pwritev2`, `splice`,
+/// `vmsplice`, `sendmmsg`.
+const WRITES: &[u64] = &[1, 18, 20, 44, 46, 40, 296, 328, 275, 278, 307];
+
+/// The processes a recorded `wait4` reaped killed by `SIGPIPE`.
+fn killed_by_sigpipe(calls: &[Call]) -> HashSet<i32> {
+    calls
+        .iter()
+        .filter_map(|c| {
+            let child = c.exit.filter(|e| c.nr == 61 && e.result > 0)?.result as i32;
+            let status = (c.buffers.iter())
+                .find(|b| b.what == Memory::Filled && b.arg == 1)
+                .and_then(|b| Some(u32::from_le_bytes(b.bytes.get(..4)?.try_into().ok()?)))?;
+            (status & 0x7f == SIGPIPE).then_some(child)
+        })
+        .collect()
+}
+
+/// Gives the last call of each thread of a process that `SIGPIPE` killed,
+/// a write with no result, the result `EPIPE` (no instant: as a call its
+/// thread left, [`crate::calls::left_with_result`]). `pid_of` gives a
+/// thread's process.
+pub fn writes_sigpipe_ended(calls: &mut [Call], pid_of: &dyn Fn(i32) -> i32) {
+    let killed = killed_by_sigpipe(calls);
+    if killed.is_empty() {
+        return;
+    }
+    // A SIGPIPE a process of the workload sent: not the kernel's.
+    let sent: HashSet<i32> = (calls.iter())
+        .filter_map(|c| match c.nr {
+            62 if c.args[1] == u64::from(SIGPIPE) => Some(c.args[0] as i32),
+            234 if c.args[2] == u64::from(SIGPIPE) => Some(c.args[0] as i32),
+            200 if c.args[1] == u64::from(SIGPIPE) => Some(pid_of(c.args[0] as i32)),
+            _ => None,
+        })
+        .collect();
+    let mut last: HashMap<i32, usize> = HashMap::new();
+    for (k, c) in calls.iter().enumerate() {
+        last.insert(c.tid, k);
+    }
+    for (&tid, &k) in &last {
+        let pid = pid_of(tid);
+        let c = &mut calls[k];
+        if killed.contains(&pid)
+            && !sent.contains(&pid)
+            && c.exit.is_none()
+            && WRITES.contains(&c.nr)
+        {
+            c.exit = Some(Return {
+                tsc: None,
+                result: EPIPE,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calls::Buffer;
+
+    fn call(tid: i32, nr: u64, args: [u64; 6], exit: Option<i64>, buffers: Vec<Buffer>) -> Call {
+        Call {
+            tid,
+            ring: tid,
+            entry_tsc: 0,
+            user_ns: None,
+            loader: false,
+            nr,
+            vdso: false,
+            args,
+            exit: exit.map(|result| Return {
+                tsc: Some(1),
+                result,
+            }),
+            buffers,
+        }
+    }
+
+    fn reaped(child: i32, status: u32) -> Call {
+        let status = Buffer {
+            what: Memory::Filled,
+            arg: 1,
+            bytes: status.to_le_bytes().to_vec(),
+            truncated: false,
+        };
+        call(
+            1,
+            61,
+            [child as u64, 0, 0, 0, 0, 0],
+            Some(child.into()),
+            vec![status],
+        )
+    }
+
+    #[test]
+    fn a_write_of_a_process_sigpipe_killed_failed_with_epipe() {
+        let mut calls = vec![
+            call(2, 1, [1, 0, 8192, 0, 0, 0], Some(8192), vec![]),
+            call(2, 1, [1, 0, 8192, 0, 0, 0], None, vec![]),
+            call(3, 0, [0, 0, 1, 0, 0, 0], None, vec![]),
+            reaped(2, SIGPIPE),
+            reaped(3, 15),
+        ];
+        writes_sigpipe_ended(&mut calls, &|tid| tid);
+        assert_eq!(
+            calls[1].exit.map(|e| (e.tsc, e.result)),
+            Some((None, EPIPE))
+        );
+        assert_eq!(calls[2].exit, None, "killed by SIGTERM in a read");
+    }
+
+    #[test]
+    fn a_sigpipe_a_process_sent_says_nothing_of_the_write() {
+        let mut calls = vec![
+            call(2, 1, [1, 0, 8192, 0, 0, 0], None, vec![]),
+            call(1, 62, [2, u64::from(SIGPIPE), 0, 0, 0, 0], Some(0), vec![]),
+            reaped(2, SIGPIPE),
+        ];
+        writes_sigpipe_ended(&mut calls, &|tid| tid);
+        assert_eq!(calls[0].exit, None);
+    }
+}
