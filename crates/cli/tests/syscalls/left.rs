@@ -159,19 +159,12 @@ fn a_call_left_as_it_returned_has_its_result() {
     assert!(got[19] == "0" || got[19] == "?", "{got:?}");
 }
 
-/// A call still blocked when its process is killed (`timeout` ends a
-/// `cat` waiting on a pipe): its record, kept in the thread's block while
-/// it ran, is written when weft finds the process gone, so the record
-/// has the `read` strace shows as `= ? ERESTARTSYS`. Before, a rewritten
-/// site's call (`--no-dispatch`) had no record at all.
-#[test]
-fn a_call_blocked_when_its_process_is_killed_is_recorded() {
-    if !have("strace") {
-        skip("strace is not installed (apt-get install strace)");
-        return;
-    }
-    let dir = scratch("syscalls-left-killed");
-    let command = ["sh", "-c", "sleep 2 | timeout 0.5 cat"];
+/// Calls as (thread, name, result).
+type Lines = Vec<(String, String, String)>;
+
+/// `command` under `strace -f`, then recorded by weft dispatched and with
+/// `--no-dispatch`: each run's output and its calls, strace's first.
+fn strace_then_weft(dir: &Path, command: &[&str]) -> Vec<(Finished, Lines)> {
     let log = dir.join("strace.log");
     let traced = run(
         std::process::Command::new("strace")
@@ -180,14 +173,8 @@ fn a_call_blocked_when_its_process_is_killed_is_recorded() {
             .args(command),
         Duration::from_secs(60),
     );
-    assert_eq!(traced.status, 124, "{}", traced.stderr);
-    let unfinished = |calls: &[(String, String, String)]| -> usize {
-        (calls.iter())
-            .filter(|(_, name, result)| name == "read" && result == "?")
-            .count()
-    };
-    let expected = unfinished(&strace_calls(&std::fs::read_to_string(&log).unwrap()));
-    assert_eq!(expected, 1, "cat's read, cut by SIGTERM");
+    let calls = strace_calls(&std::fs::read_to_string(&log).unwrap_or_default());
+    let mut runs = vec![(traced, calls)];
     for options in [&[][..], &["--no-dispatch"][..]] {
         let out = dir.join("rec");
         let _ = std::fs::remove_dir_all(&out);
@@ -201,9 +188,43 @@ fn a_call_blocked_when_its_process_is_killed_is_recorded() {
                 .args(command),
             Duration::from_secs(120),
         );
-        assert_eq!(recorded.status, 124, "{options:?}: {}", recorded.stderr);
-        let got = unfinished(&shown_lines(&out).1);
-        assert_eq!(got, expected, "{options:?}");
+        let calls = parse_shown(
+            &run(
+                weft().args(["syscalls", "show"]).arg(&out),
+                Duration::from_secs(60),
+            )
+            .stdout,
+        );
+        runs.push((recorded, calls));
+    }
+    runs
+}
+
+/// A call still blocked when its process is killed (`timeout` ends a
+/// `cat` waiting on a pipe): its record, kept in the thread's block while
+/// it ran, is written when weft finds the process gone, so the record
+/// has the `read` strace shows as `= ? ERESTARTSYS`. Before, a rewritten
+/// site's call (`--no-dispatch`) had no record at all.
+#[test]
+fn a_call_blocked_when_its_process_is_killed_is_recorded() {
+    if !have("strace") {
+        skip("strace is not installed (apt-get install strace)");
+        return;
+    }
+    let dir = scratch("syscalls-left-killed");
+    let runs = strace_then_weft(&dir, &["sh", "-c", "sleep 2 | timeout 0.5 cat"]);
+    let unfinished = |calls: &[(String, String, String)]| -> usize {
+        (calls.iter())
+            .filter(|(_, name, result)| name == "read" && result == "?")
+            .count()
+    };
+    for (k, (finished, calls)) in runs.iter().enumerate() {
+        assert_eq!(finished.status, 124, "run {k}: {}", finished.stderr);
+        assert_eq!(
+            unfinished(calls),
+            1,
+            "run {k} (strace, weft, --no-dispatch): cat's read"
+        );
     }
 }
 
@@ -218,16 +239,7 @@ fn a_write_its_sigpipe_ended_failed_with_epipe() {
         return;
     }
     let dir = scratch("syscalls-left-sigpipe");
-    let command = ["sh", "-c", "yes | head -1"];
-    let log = dir.join("strace.log");
-    let traced = run(
-        std::process::Command::new("strace")
-            .args(["-f", "-o"])
-            .arg(&log)
-            .args(command),
-        Duration::from_secs(60),
-    );
-    assert_eq!(traced.stdout, "y\n", "{}", traced.stderr);
+    let runs = strace_then_weft(&dir, &["sh", "-c", "yes | head -1"]);
     // The last write of each process that wrote more than a line.
     let last_writes = |calls: &[(String, String, String)]| -> Vec<String> {
         let mut last: std::collections::BTreeMap<&str, &str> = Default::default();
@@ -236,30 +248,18 @@ fn a_write_its_sigpipe_ended_failed_with_epipe() {
                 last.insert(tid, result);
             }
         }
-        let mut results: Vec<String> = (last.into_values())
+        (last.into_values())
             .filter(|r| *r != "2")
             .map(String::from)
-            .collect();
-        results.sort();
-        results
+            .collect()
     };
-    let expected = last_writes(&strace_calls(&std::fs::read_to_string(&log).unwrap()));
-    assert_eq!(expected, ["EPIPE"], "yes's last write");
-    for options in [&[][..], &["--no-dispatch"][..]] {
-        let out = dir.join("rec");
-        let _ = std::fs::remove_dir_all(&out);
-        let recorded = run(
-            weft()
-                .args(["syscalls", "record"])
-                .args(options)
-                .arg("-o")
-                .arg(&out)
-                .arg("--")
-                .args(command),
-            Duration::from_secs(120),
+    for (k, (finished, calls)) in runs.iter().enumerate() {
+        assert_eq!(finished.stdout, "y\n", "run {k}: {}", finished.stderr);
+        assert_eq!(
+            last_writes(calls),
+            ["EPIPE"],
+            "run {k} (strace, weft, --no-dispatch): yes's last write"
         );
-        assert_eq!(recorded.stdout, "y\n", "{options:?}: {}", recorded.stderr);
-        assert_eq!(last_writes(&shown_lines(&out).1), expected, "{options:?}");
     }
 }
 
