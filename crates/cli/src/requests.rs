@@ -296,6 +296,14 @@ impl Requests {
         }
     }
 
+    /// Notes in the trace that signal `signal` killed process `pid`, which
+    /// weft reaped: its parent's `wait4`, which would say so, is not in it.
+    pub fn note_killed(&self, pid: i32, signal: i32) {
+        if let Some(r) = &self.recorder {
+            r.borrow_mut().note_killed(pid, signal);
+        }
+    }
+
     /// Notes in the trace where process `pid`'s new image has its dynamic
     /// loader (found now), for the calls weft's SIGSYS handler records.
     pub fn note_loader(&self, pid: i32, (lo, hi): (u64, u64)) {

@@ -442,6 +442,14 @@ fn wait_for_workload(pid: i32, workload: &mut Workload, args: &ProbeArgs) -> Res
             }
         }
         if code.is_none() && child_has_exited(pid)? {
+            let killed_by = weft_process::killed_by(pid);
+            // In the workload's one trace (its members share the recorder),
+            // whichever member of the process is still there.
+            if let (Some(signal), Some(m)) =
+                (killed_by, workload.members.iter().find(|m| m.pid == pid))
+            {
+                m.req.note_killed(pid, signal);
+            }
             // Sampled once more while the zombie's /proc entries (CPU times) remain.
             for m in workload.live().filter(|m| m.pid == pid) {
                 m.finish();
@@ -450,8 +458,7 @@ fn wait_for_workload(pid: i32, workload: &mut Workload, args: &ProbeArgs) -> Res
             // (128 + the signal) alone would not. A rerun weft ended
             // itself is `reexec`'s to report (a divergence, a stall).
             let weft_ended_it = ENDED_BY_WEFT.load(std::sync::atomic::Ordering::Relaxed);
-            if let Some(signal) = weft_process::killed_by(pid)
-                .filter(|&s| !(weft_ended_it && s == nix::libc::SIGKILL))
+            if let Some(signal) = killed_by.filter(|&s| !(weft_ended_it && s == nix::libc::SIGKILL))
             {
                 let name = nix::sys::signal::Signal::try_from(signal)
                     .map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_string());

@@ -256,6 +256,7 @@ pub(crate) mod tests {
             execs: vec![],
             loaders: vec![],
             resident: Default::default(),
+            killed: Default::default(),
             streams_only: false,
         }
     }

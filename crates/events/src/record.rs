@@ -43,6 +43,8 @@ pub struct Recorder {
     execs: Vec<crate::Exec>,
     /// The processes' loaders (see [`Meta::loaders`]).
     loaders: Vec<crate::Loader>,
+    /// The signals that killed processes weft reaped (see [`Meta::killed`]).
+    killed: BTreeMap<i32, i32>,
     /// Finish with the streams alone (see [`Meta::streams_only`]).
     streams_only: bool,
     /// Per process, the most memory seen resident, and when it is to be
@@ -72,6 +74,7 @@ impl Recorder {
             threads: BTreeMap::new(),
             execs: Vec::new(),
             loaders: Vec::new(),
+            killed: BTreeMap::new(),
             streams_only: false,
             resident: None,
             described: None,
@@ -103,6 +106,7 @@ impl Recorder {
         );
         meta.execs = self.execs.clone();
         meta.loaders = self.loaders.clone();
+        meta.killed = self.killed.clone();
         meta.streams_only = self.streams_only;
         if let Some(resident) = &self.resident {
             meta.resident = resident
@@ -181,6 +185,11 @@ impl Recorder {
             argv,
             vars,
         });
+    }
+
+    /// Notes that signal `signal` killed process `pid`, which weft reaped.
+    pub fn note_killed(&mut self, pid: i32, signal: i32) {
+        self.killed.insert(pid, signal);
     }
 
     /// Notes that process `pid`'s image found at `tsc` has its dynamic

@@ -85,6 +85,11 @@ pub struct Meta {
     /// on the replay as on the program (absent when none was sampled).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub resident: BTreeMap<i32, Resident>,
+    /// The signal that killed each process weft itself reaped (the
+    /// workload's first), when one did: the other processes' ends are in
+    /// their parents' recorded `wait4`s (absent when none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub killed: BTreeMap<i32, i32>,
 }
 
 /// Memory a process held resident at its most, in bytes (each the most
@@ -433,6 +438,7 @@ impl Meta {
             execs: Vec::new(),
             loaders: Vec::new(),
             resident: BTreeMap::new(),
+            killed: BTreeMap::new(),
             streams_only: false,
         }
     }

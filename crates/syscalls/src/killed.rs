@@ -36,9 +36,11 @@ fn killed_by_sigpipe(calls: &[Call]) -> HashSet<i32> {
 /// Gives the last call of each thread of a process that `SIGPIPE` killed,
 /// a write with no result, the result `EPIPE` (no instant: as a call its
 /// thread left, [`crate::calls::left_with_result`]). `pid_of` gives a
-/// thread's process.
-pub fn writes_sigpipe_ended(calls: &mut [Call], pid_of: &dyn Fn(i32) -> i32) {
-    let killed = killed_by_sigpipe(calls);
+/// thread's process; `also`, processes the record has no `wait4` of that
+/// weft saw `SIGPIPE` kill (the workload's first, which weft reaps).
+pub fn writes_sigpipe_ended(calls: &mut [Call], pid_of: &dyn Fn(i32) -> i32, also: &[i32]) {
+    let mut killed = killed_by_sigpipe(calls);
+    killed.extend(also);
     if killed.is_empty() {
         return;
     }
@@ -119,12 +121,21 @@ mod tests {
             reaped(2, SIGPIPE),
             reaped(3, 15),
         ];
-        writes_sigpipe_ended(&mut calls, &|tid| tid);
+        writes_sigpipe_ended(&mut calls, &|tid| tid, &[]);
         assert_eq!(
             calls[1].exit.map(|e| (e.tsc, e.result)),
             Some((None, EPIPE))
         );
         assert_eq!(calls[2].exit, None, "killed by SIGTERM in a read");
+    }
+
+    #[test]
+    fn a_process_weft_saw_sigpipe_kill_needs_no_wait4() {
+        let mut calls = vec![call(2, 1, [1, 0, 8192, 0, 0, 0], None, vec![])];
+        writes_sigpipe_ended(&mut calls, &|tid| tid, &[]);
+        assert_eq!(calls[0].exit, None);
+        writes_sigpipe_ended(&mut calls, &|tid| tid, &[2]);
+        assert_eq!(calls[0].exit.map(|e| e.result), Some(EPIPE));
     }
 
     #[test]
@@ -134,7 +145,7 @@ mod tests {
             call(1, 62, [2, u64::from(SIGPIPE), 0, 0, 0, 0], Some(0), vec![]),
             reaped(2, SIGPIPE),
         ];
-        writes_sigpipe_ended(&mut calls, &|tid| tid);
+        writes_sigpipe_ended(&mut calls, &|tid| tid, &[]);
         assert_eq!(calls[0].exit, None);
     }
 }

@@ -219,7 +219,11 @@ pub(super) fn read_calls(
         }
     }
     name_programs_execd(meta, &mut calls);
-    weft_syscalls::killed::writes_sigpipe_ended(&mut calls, &|tid| meta.pid_of(tid));
+    let sigpipe: Vec<i32> = (meta.killed.iter())
+        .filter(|&(_, &signal)| signal == nix::libc::SIGPIPE)
+        .map(|(&pid, _)| pid)
+        .collect();
+    weft_syscalls::killed::writes_sigpipe_ended(&mut calls, &|tid| meta.pid_of(tid), &sigpipe);
     Ok((meta.clone(), calls, known))
 }
 

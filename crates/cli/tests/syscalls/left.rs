@@ -261,6 +261,26 @@ fn a_write_its_sigpipe_ended_failed_with_epipe() {
             "run {k} (strace, weft, --no-dispatch): yes's last write"
         );
     }
+    // `yes` itself under weft, its reader outside: weft reaps it, and
+    // notes what killed it (no `wait4` of the workload's says).
+    let out = dir.join("rec-yes");
+    let _ = std::fs::remove_dir_all(&out);
+    let piped = run(
+        std::process::Command::new("sh").arg("-c").arg(format!(
+            "'{}' syscalls record -o '{}' -- yes | head -1",
+            env!("CARGO_BIN_EXE_weft"),
+            out.display()
+        )),
+        Duration::from_secs(120),
+    );
+    assert_eq!(piped.stdout, "y\n", "{}", piped.stderr);
+    assert!(
+        piped.stderr.contains("killed by SIGPIPE"),
+        "{}",
+        piped.stderr
+    );
+    let shown = shown_lines(&out).1;
+    assert_eq!(last_writes(&shown), ["EPIPE"], "yes alone under weft");
 }
 
 /// `weft syscalls show OUT` of a record with calls dropped, which says so
