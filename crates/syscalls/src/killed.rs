@@ -76,48 +76,28 @@ pub fn writes_sigpipe_ended(calls: &mut [Call], pid_of: &dyn Fn(i32) -> i32, als
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calls::Buffer;
+    use crate::test_calls::{call, with};
 
-    fn call(tid: i32, nr: u64, args: [u64; 6], exit: Option<i64>, buffers: Vec<Buffer>) -> Call {
+    /// A call of thread `tid` still open when the record ends.
+    fn open(tid: i32, nr: u64, args: &[u64]) -> Call {
         Call {
-            tid,
-            ring: tid,
-            entry_tsc: 0,
-            user_ns: None,
-            loader: false,
-            nr,
-            vdso: false,
-            args,
-            exit: exit.map(|result| Return {
-                tsc: Some(1),
-                result,
-            }),
-            buffers,
+            exit: None,
+            ..call(tid, 0, 0, nr, args, 0)
         }
     }
 
+    /// The shell's `wait4` that reaped `child`, ended with `status`.
     fn reaped(child: i32, status: u32) -> Call {
-        let status = Buffer {
-            what: Memory::Filled,
-            arg: 1,
-            bytes: status.to_le_bytes().to_vec(),
-            truncated: false,
-        };
-        call(
-            1,
-            61,
-            [child as u64, 0, 0, 0, 0, 0],
-            Some(child.into()),
-            vec![status],
-        )
+        let wait = call(1, 2, 3, 61, &[child as u64], child.into());
+        with(wait, Memory::Filled, 1, status.to_le_bytes().to_vec())
     }
 
     #[test]
     fn a_write_of_a_process_sigpipe_killed_failed_with_epipe() {
         let mut calls = vec![
-            call(2, 1, [1, 0, 8192, 0, 0, 0], Some(8192), vec![]),
-            call(2, 1, [1, 0, 8192, 0, 0, 0], None, vec![]),
-            call(3, 0, [0, 0, 1, 0, 0, 0], None, vec![]),
+            call(2, 0, 1, 1, &[1, 0, 8192], 8192),
+            open(2, 1, &[1, 0, 8192]),
+            open(3, 0, &[0, 0, 1]),
             reaped(2, SIGPIPE),
             reaped(3, 15),
         ];
@@ -131,7 +111,7 @@ mod tests {
 
     #[test]
     fn a_process_weft_saw_sigpipe_kill_needs_no_wait4() {
-        let mut calls = vec![call(2, 1, [1, 0, 8192, 0, 0, 0], None, vec![])];
+        let mut calls = vec![open(2, 1, &[1, 0, 8192])];
         writes_sigpipe_ended(&mut calls, &|tid| tid, &[]);
         assert_eq!(calls[0].exit, None);
         writes_sigpipe_ended(&mut calls, &|tid| tid, &[2]);
@@ -141,8 +121,8 @@ mod tests {
     #[test]
     fn a_sigpipe_a_process_sent_says_nothing_of_the_write() {
         let mut calls = vec![
-            call(2, 1, [1, 0, 8192, 0, 0, 0], None, vec![]),
-            call(1, 62, [2, u64::from(SIGPIPE), 0, 0, 0, 0], Some(0), vec![]),
+            open(2, 1, &[1, 0, 8192]),
+            call(1, 0, 1, 62, &[2, u64::from(SIGPIPE)], 0),
             reaped(2, SIGPIPE),
         ];
         writes_sigpipe_ended(&mut calls, &|tid| tid, &[]);

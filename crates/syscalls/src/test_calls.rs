@@ -1,5 +1,5 @@
 //! Calls as a record holds them, made up for the unit tests of the
-//! modules that read records (`deps`, `fds`, `known`).
+//! modules that read records (`deps`, `fds`, `known`, `killed`).
 
 use crate::{Buffer, Call, Memory, Return};
 
