@@ -35,7 +35,7 @@
 /// `WEFTFEED`, the first u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"WEFTFEED");
 /// Layout version, the second u64.
-pub const VERSION: u64 = 6;
+pub const VERSION: u64 = 7;
 
 /// Header: the version.
 pub const HEADER_VERSION: u64 = 8;
@@ -73,6 +73,13 @@ pub const DIVERGENCE_RSP: u64 = 160;
 pub const DIVERGENCE_CALLEE_SAVED: u64 = 168;
 /// Header: the `struct timespec` a sleeping wait gives `futex` (10 ms).
 pub const WAIT_TIMEOUT: u64 = 224;
+/// Header: 1 when the rerun runs the program's handlers where the record
+/// has their deliveries, and drops the signals its own processes send them
+/// (`weft_abi::delivery::RERUN`): a call such a dropped signal interrupts
+/// (`EINTR`) where the recorded one was not is then made again by the
+/// feed, unseen by the program; else the program's own retry stands for
+/// the recorded call.
+pub const SIGNALS_FED: u64 = 240;
 /// Bytes of the header.
 pub const HEADER_SIZE: u64 = 256;
 
@@ -121,6 +128,9 @@ pub const THREAD_EXTRAS_MADE: u64 = 88;
 /// thread made the recorded call after them instead (the same timing, the
 /// other way).
 pub const THREAD_FUTEXES_SKIPPED: u64 = 96;
+/// Thread feed: recorded signal deliveries its thread raised
+/// ([`RAISE_DURING`]).
+pub const THREAD_RAISED: u64 = 104;
 /// Bytes of a thread feed (a power of two).
 pub const THREAD_SIZE: u64 = 128;
 
@@ -229,6 +239,21 @@ pub const PAUSE: u64 = 34;
 /// refuses the id (taken, or weft is not root). Above the compared
 /// arguments' and the filled argument's bytes.
 pub const EXACT_CHILD: u64 = 1 << 24;
+/// Flags of a recorded signal delivery (a call whose number is
+/// `weft_abi::delivery::BASE` plus the signal, its arguments the
+/// delivery's record), which the thread raises itself when its cursor
+/// reaches it (`rt_tgsigqueueinfo` of the signal to itself, with the
+/// recorded `si_code` and sender, `si_errno` `weft_abi::delivery::RAISED`,
+/// so that the delivery stub runs the program's handler): before the call
+/// before it in the feed is made, when the signal came while that call
+/// was under way (interrupted and restarted, or left).
+pub const RAISE_DURING: u64 = 1 << 25;
+/// A delivery raised at the return of the call before it (the signal came
+/// as that call returned: with its result, or `EINTR`).
+pub const RAISE_AT_RETURN: u64 = 1 << 26;
+/// A delivery raised before the thread's next call (the signal came while
+/// it ran its own code).
+pub const RAISE_NEXT: u64 = 1 << 27;
 /// Bytes of `struct clone_args` up to `cgroup` (`CLONE_ARGS_SIZE_VER2`).
 pub const CLONE_ARGS_SIZE: u64 = 88;
 /// Flags: first bit of the compared arguments' mask.
@@ -245,12 +270,14 @@ pub const MAP_ENTRY: u64 = 16;
 
 // The parts of each record do not overlap.
 const _: () = assert!(DIVERGENCE_CALLEE_SAVED + 6 * 8 <= WAIT_TIMEOUT);
-const _: () = assert!(WAIT_TIMEOUT + 16 <= HEADER_SIZE);
+const _: () = assert!(WAIT_TIMEOUT + 16 <= SIGNALS_FED && SIGNALS_FED + 8 <= HEADER_SIZE);
 const _: () = assert!(THREAD_WAITS_GIVEN_UP + 8 <= THREAD_SIZE);
 const _: () = assert!(THREAD_SIZE.is_power_of_two());
 const _: () = assert!(EXACT_CHILD >= 1 << (FILL_SHIFT + 8) && LEFT < 1 << COMPARE_SHIFT);
 const _: () = assert!(DIVERGENCE_ARGS + 6 * 8 == DIVERGENCE_SITE);
 const _: () = assert!(THREAD_STOPPED + 8 <= THREAD_SIZE);
+const _: () = assert!(THREAD_RAISED + 8 <= THREAD_SIZE && THREAD_FUTEXES_SKIPPED < THREAD_RAISED);
+const _: () = assert!(RAISE_DURING > EXACT_CHILD && RAISE_NEXT < 1 << 31);
 const _: () = assert!(CALL_ARGS + 6 * 8 == CALL_RESULT);
 const _: () = assert!(CALL_CHILD + 8 <= CALL_WAITS);
 const _: () = assert!(CALL_WAIT_COUNT + 8 <= CALL_RERUN_BEGAN);

@@ -90,6 +90,7 @@ pub mod dispatch {
         rsp + 8 + HANDLER_FRAME + 8
     }
 }
+pub mod delivery;
 pub mod feed;
 pub mod schedule;
 pub mod vclock;

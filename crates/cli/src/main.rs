@@ -242,6 +242,11 @@ pub struct ProbeArgs {
     /// recorded calls in FILE at every `syscall` instruction.
     #[arg(long, value_name = "FILE", hide = true)]
     pub reexec_feed: Option<PathBuf>,
+    /// With --reexec-feed: run the program's signal handlers where the
+    /// feed's record had their deliveries, and drop the signals the
+    /// rerun's own processes get (the record holds its deliveries).
+    #[arg(long, hide = true, requires = "reexec_feed")]
+    pub feed_signals: bool,
     /// Start the program with address space layout randomization off
     /// (`weft syscalls record` and `reexec` do, so that a rerun computes
     /// with the recorded addresses).

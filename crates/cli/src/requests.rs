@@ -304,6 +304,14 @@ impl Requests {
         }
     }
 
+    /// Notes in the trace that the program's signal deliveries are in it
+    /// (`weft_abi::delivery`).
+    pub fn note_deliveries(&self) {
+        if let Some(r) = &self.recorder {
+            r.borrow_mut().note_deliveries();
+        }
+    }
+
     /// Notes in the trace where process `pid`'s new image has its dynamic
     /// loader (found now), for the calls weft's SIGSYS handler records.
     pub fn note_loader(&self, pid: i32, (lo, hi): (u64, u64)) {

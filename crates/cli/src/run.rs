@@ -271,11 +271,15 @@ pub fn place_first(
     }
     let prepared = session.prepare(&req.specs)?;
     let mut report = session.apply(tracee, prepared)?;
-    if dispatch && !session.enable_dispatch(tracee)? {
+    let signals = signal_deliveries(args);
+    if dispatch && !session.enable_dispatch(tracee, signals)? {
         let prepared = session.prepare(&req.specs)?;
         report.absorb(session.apply(tracee, prepared)?);
     }
     if session.dispatching() {
+        if signals == weft_abi::delivery::RECORD {
+            req.note_deliveries();
+        }
         let loader = (session.modules().iter())
             .find(|m| m.name.starts_with("ld-linux"))
             .map(|m| (m.lo, m.hi));
@@ -284,6 +288,23 @@ pub fn place_first(
         }
     }
     Ok(report)
+}
+
+/// What weft's delivery stub does with the program's signal handlers
+/// (`weft_abi::delivery`, docs/syscalls.md, "Signals and their
+/// handlers"): a record of system calls records each delivery; a rerun
+/// of a record that holds them delivers the recorded ones where they came.
+fn signal_deliveries(args: &ProbeArgs) -> u64 {
+    use weft_abi::delivery;
+    let records = args
+        .trace
+        .iter()
+        .any(|t| t == "syscalls" || t.starts_with("syscalls:"));
+    match (&args.reexec_feed, args.feed_signals) {
+        (Some(_), true) => delivery::RERUN,
+        (None, _) if records => delivery::RECORD,
+        _ => delivery::OFF,
+    }
 }
 
 /// Whether the probes go in at the program's first instruction, before its

@@ -578,6 +578,26 @@ fn show(dir: &std::path::Path, json: bool) -> Result<i32> {
             )?;
             continue;
         }
+        if let Some(signal) = weft_abi::delivery::signal(call.nr) {
+            let line = serde_json::json!({
+                "tid": call.tid,
+                "time": seconds(call.entry_tsc),
+                "signal": signal,
+                "si_code": call.args[3] as i32,
+                "si_pid": call.args[4] as u32,
+                "si_uid": (call.args[4] >> 32) as u32,
+                "interrupted_rip": call.args[0],
+                "interrupted_rax": call.args[1] as i64,
+                "interrupted_at": match call.args[2] >> 32 {
+                    weft_abi::delivery::AFTER_SYSCALL => "after a syscall",
+                    weft_abi::delivery::AT_SYSCALL => "at a syscall",
+                    _ => "elsewhere",
+                },
+                "line": weft_syscalls::strace_line(call),
+            });
+            writeln!(out, "{line}")?;
+            continue;
+        }
         let mut line = serde_json::json!({
             "tid": call.tid,
             "time": seconds(call.entry_tsc),

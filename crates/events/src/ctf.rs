@@ -258,6 +258,7 @@ pub(crate) mod tests {
             resident: Default::default(),
             killed: Default::default(),
             streams_only: false,
+            deliveries: false,
         }
     }
 

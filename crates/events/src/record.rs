@@ -47,6 +47,8 @@ pub struct Recorder {
     killed: BTreeMap<i32, i32>,
     /// Finish with the streams alone (see [`Meta::streams_only`]).
     streams_only: bool,
+    /// Signal deliveries are recorded (see [`Meta::deliveries`]).
+    deliveries: bool,
     /// Per process, the most memory seen resident, and when it is to be
     /// sampled next (see [`Meta::resident`]); `None`: not sampled.
     resident: Option<BTreeMap<i32, (crate::Resident, std::time::Instant)>>,
@@ -76,6 +78,7 @@ impl Recorder {
             loaders: Vec::new(),
             killed: BTreeMap::new(),
             streams_only: false,
+            deliveries: false,
             resident: None,
             described: None,
         }
@@ -108,6 +111,7 @@ impl Recorder {
         meta.loaders = self.loaders.clone();
         meta.killed = self.killed.clone();
         meta.streams_only = self.streams_only;
+        meta.deliveries = self.deliveries;
         if let Some(resident) = &self.resident {
             meta.resident = resident
                 .iter()
@@ -190,6 +194,13 @@ impl Recorder {
     /// Notes that signal `signal` killed process `pid`, which weft reaped.
     pub fn note_killed(&mut self, pid: i32, signal: i32) {
         self.killed.insert(pid, signal);
+    }
+
+    /// Notes that the program's signal handlers run behind weft's
+    /// delivery stub, which records each delivery (see
+    /// [`Meta::deliveries`]).
+    pub fn note_deliveries(&mut self) {
+        self.deliveries = true;
     }
 
     /// Notes that process `pid`'s image found at `tsc` has its dynamic

@@ -90,6 +90,12 @@ pub struct Meta {
     /// their parents' recorded `wait4`s (absent when none).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub killed: BTreeMap<i32, i32>,
+    /// Every delivery of a signal to a handler the program installed is
+    /// in the trace, as a call of its own (`weft_abi::delivery`): the
+    /// handlers ran behind weft's delivery stub (absent: false, as in
+    /// records made with `--no-dispatch` and by weft before it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deliveries: bool,
 }
 
 /// Memory a process held resident at its most, in bytes (each the most
@@ -440,6 +446,7 @@ impl Meta {
             resident: BTreeMap::new(),
             killed: BTreeMap::new(),
             streams_only: false,
+            deliveries: false,
         }
     }
 

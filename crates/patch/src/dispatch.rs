@@ -210,6 +210,9 @@ pub fn handler_code(at: u64, sync: u64, function: u64, trap_table: u64) -> Resul
             SYS_USER_DISPATCH,
         )?;
         a.jne(l.foreign)?;
+        // r15: 1 once an `rt_sigaction` gave the kernel the program's own
+        // action back, to put the delivery stub in front again after it.
+        a.xor(r15d, r15d)?;
         const _: () = assert!(CONTEXT_REGISTER == 3);
         a.mov(rbx, rdx)?; // the frame
         a.mov(r12, qword_ptr(rbx + uc::RIP))?; // after the call's `syscall`
@@ -248,6 +251,8 @@ pub fn handler_code(at: u64, sync: u64, function: u64, trap_table: u64) -> Resul
         a.mov(rcx, r12)?; // the site, for the record
         a.call(qword_ptr(l.function_lit))?;
         a.mov(qword_ptr(rbx + uc::RAX), rax)?;
+        a.test(r15, r15)?;
+        a.jnz(l.rewrap)?;
         a.test(rax, rax)?;
         a.jnz(l.done)?;
         // The frame's mask is the one rt_sigreturn installs: a mask the
@@ -283,6 +288,8 @@ pub fn handler_code(at: u64, sync: u64, function: u64, trap_table: u64) -> Resul
         a.add(rsp, FRAME)?;
         a.ret()?;
         special_calls(&mut a, &mut l)?;
+        signals::after_action(&mut a, &mut l)?;
+        signals::stub(&mut a, &mut l)?;
         a.set_label(&mut l.foreign)?;
         crate::trap::chain_to_program(&mut a, l.table_lit, SIGSYS, true)?;
         a.set_label(&mut l.restorer)?;
@@ -318,6 +325,8 @@ struct Labels {
     native: CodeLabel,
     sigreturn: CodeLabel,
     sigaction: CodeLabel,
+    rewrap: CodeLabel,
+    stub: CodeLabel,
     foreign: CodeLabel,
     restorer: CodeLabel,
     sync_lit: CodeLabel,
@@ -336,6 +345,8 @@ impl Labels {
             native: a.create_label(),
             sigreturn: a.create_label(),
             sigaction: a.create_label(),
+            rewrap: a.create_label(),
+            stub: a.create_label(),
             foreign: a.create_label(),
             restorer: a.create_label(),
             sync_lit: a.create_label(),
@@ -491,6 +502,7 @@ fn special_calls(a: &mut CodeAssembler, l: &mut Labels) -> std::result::Result<(
     a.add(rsp, FRAME)?;
     a.ret()?;
     a.set_label(&mut not_sigsys)?;
+    signals::before_action(a, l)?;
     let mut plain_action = a.create_label();
     a.mov(rax, qword_ptr(rsp + 8))?;
     a.test(rax, rax)?;
@@ -559,5 +571,6 @@ pub const HANDLER_FLAGS: u64 = weft_abi::sigaction::SA_SIGINFO
     | weft_abi::sigaction::SA_RESTORER
     | weft_abi::sigaction::SA_NODEFER;
 
+mod signals;
 #[cfg(test)]
 mod tests;

@@ -140,6 +140,9 @@ pub(crate) const NO_DESCRIPTOR: &str = "a descriptor the replay does not have";
 pub(crate) const NO_PATH: &str = "a path the record does not hold";
 pub(crate) const NO_MEMORY: &str = "memory the record does not hold";
 pub(crate) const INTERRUPTED: &str = "a call a signal interrupted (EINTR)";
+/// A record of a signal's delivery to the program's handler
+/// (`weft_abi::delivery`): no call to make.
+pub(crate) const DELIVERY: &str = "a signal's delivery, not a call";
 
 /// The most bytes a buffer made for a call holds: a read of a 44 MB file
 /// in one call reads it all (16 MiB until session 24, which a new-user
@@ -159,6 +162,9 @@ const FIONBIO: u64 = 0x5421;
 /// translates, with paths in `sandbox`; `took_ns` is how long the call
 /// took in the record (a sleep sleeps that long).
 pub(crate) fn issue(call: &Call, fds: &Mutex<Fds>, paths: &Paths, took_ns: u64) -> Issued {
+    if weft_syscalls::is_delivery(call) {
+        return Issued::Skipped(DELIVERY);
+    }
     let recorded = call.exit.map(|e| e.result);
     // Made again, it would wait for what the signal cut short (a `close`
     // closes all the same).

@@ -151,6 +151,7 @@ const REASONS: &[&str] = &[
     crate::issue::NO_PATH,
     crate::issue::NO_MEMORY,
     crate::issue::INTERRUPTED,
+    crate::issue::DELIVERY,
     DID_NOT_RETURN,
     MADE_NOTHING,
     NOT_MADE_HERE,
@@ -343,9 +344,12 @@ pub fn replay(
             (_, 2) => Outcome::OtherBytes(slot.result.load(Ordering::Relaxed)),
             (_, code) => {
                 let why = REASONS.get(code as usize - 3).copied().unwrap_or("?");
-                *skipped
-                    .entry((weft_syscalls::name(call.nr).to_string(), why))
-                    .or_default() += 1;
+                // A signal's delivery is no call to count as skipped.
+                if why != crate::issue::DELIVERY {
+                    *skipped
+                        .entry((weft_syscalls::name(call.nr).to_string(), why))
+                        .or_default() += 1;
+                }
                 Outcome::Skipped
             }
         };

@@ -100,6 +100,12 @@ pub fn left_with_result(c: &Call) -> bool {
     c.exit.is_some_and(|e| e.tsc.is_none()) && !is_exec(c.nr)
 }
 
+/// Whether `c` is the record of a signal's delivery to its thread
+/// (`weft_abi::delivery`), not a call: before the program's handler ran.
+pub fn is_delivery(c: &Call) -> bool {
+    weft_abi::delivery::signal(c.nr).is_some()
+}
+
 /// `execve` and `execveat`.
 const EXECS: [u64; 2] = [59, 322];
 

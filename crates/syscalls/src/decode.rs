@@ -23,6 +23,12 @@ pub(crate) use messages::{ioctl, iovecs, message, sockaddr, Message};
 
 use files::numeric_mode as mode;
 use names::*;
+pub(crate) use signals::delivery;
+
+/// A signal's name as strace gives it (`SIGCHLD`, `SIGRT_1`).
+pub(crate) fn signal_name(signal: i32) -> String {
+    signals::signal(signal as u64)
+}
 use signals::signal;
 
 /// `NAME1|NAME2|0x...` for `value`'s bits, `zero` when none is set.

@@ -9,6 +9,9 @@ use syscalls::{Errno, Sysno};
 
 /// The call's name (`read`), or `syscall_N` for a number Linux has not.
 pub fn name(nr: u64) -> String {
+    if let Some(signal) = weft_abi::delivery::signal(nr) {
+        return format!("delivery of {}", crate::decode::signal_name(signal));
+    }
     usize::try_from(nr)
         .ok()
         .and_then(Sysno::new)
@@ -432,6 +435,9 @@ fn argument_list(bytes: &[u8]) -> String {
 /// A call the vDSO answered, which strace does not see, ends in
 /// ` (vDSO)`.
 pub fn strace_line(call: &Call) -> String {
+    if let Some(signo) = weft_abi::delivery::signal(call.nr) {
+        return crate::decode::delivery(signo, &call.args);
+    }
     let name = name(call.nr);
     let mut args: Vec<String> = call.args[..arguments(&name)]
         .iter()

@@ -28,7 +28,7 @@ mod vectored;
 mod whole;
 mod writes;
 
-pub use calls::{calls, calls_at_sites, is_exec, Buffer, Call, Event, Memory, Return};
+pub use calls::{calls, calls_at_sites, is_delivery, is_exec, Buffer, Call, Event, Memory, Return};
 pub use format::{errno_name, name, quoted, returns_address, strace_line};
 pub use inputs::{path_arguments, sent_arguments, Sent};
 pub use stats::{render as render_stats, stats, Row};

@@ -132,6 +132,9 @@ pub enum Answer {
     /// That no child had ended yet (`wait4` with `WNOHANG` that found
     /// none): the rerun's children end when its timing has them end.
     NotYet,
+    /// That a signal interrupted the call (`EINTR`): the rerun runs the
+    /// signal's handler at its return, as the record has it.
+    Interrupted,
 }
 
 impl Answer {
@@ -145,6 +148,7 @@ impl Answer {
             Answer::Ready => "which descriptors were ready (poll, epoll, select)",
             Answer::Outside => "input from outside the workload",
             Answer::NotYet => "children not ended yet (wait4 WNOHANG)",
+            Answer::Interrupted => "calls a signal's delivery interrupted (EINTR)",
         }
     }
 }
@@ -346,11 +350,20 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
     // A call with no return that its thread followed with others: one
     // it left (not one that never returns, nor the record's end).
     let mut left = vec![false; calls.len()];
+    // A call a signal's delivery the record holds interrupted (its
+    // result `EINTR`, or the delivery's frame says so of a call the
+    // handler then left): the rerun answers its EINTR and runs the handler
+    // there, never waiting in it for a signal it drops.
+    let mut interrupted = vec![false; calls.len()];
     for (k, c) in calls.iter().enumerate().rev() {
         if let Some(&next) = next_of_ring.get(&c.ring) {
             let n = &calls[next];
-            retried[k] =
-                c.exit.is_some_and(|e| e.result == EINTR) && n.nr == c.nr && n.args == c.args;
+            let eintr = c.exit.is_some_and(|e| e.result == EINTR);
+            let left_by_it = c.exit.is_none()
+                && n.args[2] >> 32 == weft_abi::delivery::AFTER_SYSCALL
+                && n.args[1] as i64 == EINTR;
+            interrupted[k] = (eintr || left_by_it) && crate::calls::is_delivery(n);
+            retried[k] = eintr && n.nr == c.nr && n.args == c.args;
             left[k] = (c.exit.is_none() || crate::calls::left_with_result(c)) && takes_input(c);
         }
         next_of_ring.insert(c.ring, k);
@@ -420,6 +433,7 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             .or_default();
         *newest = (*newest).max(from_at + 1);
     }
+    delivery_waits(calls, &per_feed, &mut waits_of);
     let mut waits = 0;
     let mut answers = HashMap::new();
     let mut cut = Vec::new();
@@ -438,11 +452,20 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             t + f::THREAD_EXTRA,
             extras_at + f::CALL_SIZE * i as u64,
         );
-        for &k in ks {
+        put(
+            &mut bytes,
+            extras_at + f::CALL_SIZE * i as u64 + f::CALL_NR,
+            FUTEX,
+        );
+        for (p, &k) in ks.iter().enumerate() {
             let c = &calls[k];
             let at = calls_at + f::CALL_SIZE * slot;
             slot += 1;
             let mut flags = 0u64;
+            if crate::calls::is_delivery(c) {
+                let before = p.checked_sub(1).map(|q| &calls[ks[q]]);
+                flags |= raise_at(c, before);
+            }
             if FD_FIRST.contains(&c.nr) {
                 flags |= 1 << f::COMPARE_SHIFT;
             }
@@ -466,7 +489,10 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             if reaped(c).is_some_and(|child| feed_of.contains_key(&child)) {
                 flags |= f::REAP;
             }
-            let result = c.exit.map_or(0, |e| e.result);
+            let result = match interrupted[k] {
+                true => EINTR,
+                false => c.exit.map_or(0, |e| e.result),
+            };
             let from_pipe = ops
                 .get(&k)
                 .is_some_and(|&r| matches!(resources.resources[r].kind, Kind::Pipe | Kind::Socket));
@@ -482,7 +508,7 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             // left is made: a read of a file the call may have moved the
             // offset of, an `accept` that took a descriptor number, a
             // `write` whose own `SIGPIPE` took the thread out.
-            if left[k] && outside(k, resources, &ops).is_some() {
+            if left[k] && !interrupted[k] && outside(k, resources, &ops).is_some() {
                 flags |= f::LEFT;
             }
             if MAKERS.contains(&c.nr) && result > 0 {
@@ -498,7 +524,11 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
                     }
                 }
             }
-            match answered(k, c, resources, &ops) {
+            let answer = match interrupted[k] {
+                true => Ok(Some(Answer::Interrupted)),
+                false => answered(k, c, resources, &ops),
+            };
+            match answer {
                 Ok(Some(why)) => {
                     answers.insert(k, why);
                     flags |= f::ANSWER;
@@ -547,6 +577,82 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
         interrupted: retried.iter().filter(|&&r| r).count(),
         waits,
     }
+}
+
+/// The waits of each recorded signal delivery: for every other thread
+/// feed, its newest call that had returned when the signal came (the call
+/// that sent it, the exit of the child a `SIGCHLD` reports, and anything
+/// its handler may find done), so that the rerun never raises it before
+/// what caused it (a cancellation raised before the canceller installed
+/// the handler killed the process). Added to `waits_of` (call: feed: the
+/// count of its calls done waited for).
+fn delivery_waits(
+    calls: &[Call],
+    per_feed: &[Vec<usize>],
+    waits_of: &mut HashMap<usize, std::collections::BTreeMap<usize, usize>>,
+) {
+    let deliveries: Vec<(usize, usize)> = per_feed
+        .iter()
+        .enumerate()
+        .flat_map(|(i, ks)| ks.iter().map(move |&k| (i, k)))
+        .filter(|&(_, k)| crate::calls::is_delivery(&calls[k]))
+        .collect();
+    if deliveries.is_empty() {
+        return;
+    }
+    let returned = |k: usize| -> Option<u64> {
+        let c = &calls[k];
+        match c.exit.and_then(|e| e.tsc) {
+            Some(t) => Some(t),
+            // An exit_group is done once its thread is gone (`ended`).
+            None if c.nr == crate::fds::EXIT_GROUP => Some(c.entry_tsc),
+            None => None,
+        }
+    };
+    for (i, d) in deliveries {
+        let at = calls[d].entry_tsc;
+        for (j, ks) in per_feed.iter().enumerate().filter(|&(j, _)| j != i) {
+            // Calls entered before the signal came, the newest first: the
+            // first of them that had returned by then (a few steps back at
+            // most past calls still under way).
+            let entered = ks.partition_point(|&k| calls[k].entry_tsc < at);
+            let Some(p) = (0..entered)
+                .rev()
+                .take(64)
+                .find(|&p| returned(ks[p]).is_some_and(|t| t < at))
+            else {
+                continue;
+            };
+            let newest = waits_of.entry(d).or_default().entry(j).or_default();
+            *newest = (*newest).max(p + 1);
+        }
+    }
+}
+
+/// Where the rerun raises a recorded delivery `d` (`weft_abi::delivery`)
+/// in its thread, whose call before it in the feed is `before`: in that
+/// call's return, if the signal came as a call returned; before that call
+/// is made (after its waits), if it came while the call was under way
+/// (interrupted and restarted, or left); else before the thread's next
+/// call.
+fn raise_at(d: &Call, before: Option<&Call>) -> u64 {
+    let kind = d.args[2] >> 32;
+    let under_way = |b: &Call| b.exit.and_then(|e| e.tsc).is_none_or(|t| t > d.entry_tsc);
+    match before {
+        Some(_) if kind == weft_abi::delivery::AFTER_SYSCALL => f::RAISE_AT_RETURN,
+        Some(b) if under_way(b) && !crate::calls::is_delivery(b) => f::RAISE_DURING,
+        _ => f::RAISE_NEXT,
+    }
+}
+
+/// `futex`'s number: the one call a thread feed's extra call stands for.
+const FUTEX: u64 = 202;
+
+/// Says in a feed's bytes that the rerun runs the program's handlers where
+/// the record has their deliveries (`f::SIGNALS_FED`).
+pub fn feed_signals(bytes: &mut [u8]) {
+    bytes[f::SIGNALS_FED as usize..f::SIGNALS_FED as usize + 8]
+        .copy_from_slice(&1u64.to_le_bytes());
 }
 
 /// Names the rerun's first process (its pid) as the follower of feed 0,
@@ -613,6 +719,8 @@ pub struct Progress {
     /// Futex calls it made that its record did not have there, and
     /// recorded ones it did not make (`f::THREAD_EXTRA`).
     pub futexes: (u64, u64),
+    /// Recorded signal deliveries it raised (`f::THREAD_RAISED`).
+    pub raised: u64,
 }
 
 /// A call as the rerun made it.
@@ -731,6 +839,7 @@ pub fn progress(bytes: &[u8]) -> Vec<Progress> {
                     word(bytes, t + f::THREAD_EXTRAS_MADE),
                     word(bytes, t + f::THREAD_FUTEXES_SKIPPED),
                 ),
+                raised: word(bytes, t + f::THREAD_RAISED),
             }
         })
         .collect()

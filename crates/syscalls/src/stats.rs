@@ -30,6 +30,10 @@ pub fn stats(calls: &[Call], ticks_per_ns: f64) -> Vec<Row> {
     // counts it (`ERESTARTSYS`), its time unknown.
     let last: HashMap<i32, usize> = calls.iter().enumerate().map(|(k, c)| (c.tid, k)).collect();
     for (k, c) in calls.iter().enumerate() {
+        // A signal's delivery is no call.
+        if crate::calls::is_delivery(c) {
+            continue;
+        }
         // A call the vDSO answered is a row of its own.
         let key = c.nr | if c.vdso { crate::VDSO_BIT } else { 0 };
         let row = rows.entry(key).or_insert_with(|| Row {

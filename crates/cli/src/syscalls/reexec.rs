@@ -36,7 +36,10 @@ pub fn reexec(
     }
     let resources = weft_syscalls::fds::resolve(&calls, &known);
     let edges = weft_syscalls::deps::edges(&calls, &resources, mode);
-    let feed = rx::build_feed(&calls, &resources, &edges);
+    let mut feed = rx::build_feed(&calls, &resources, &edges);
+    if meta.deliveries {
+        rx::feed_signals(&mut feed.bytes);
+    }
     let path = std::env::temp_dir().join(format!("weft-feed-{}", std::process::id()));
     let _ = std::fs::remove_file(&path);
     std::fs::OpenOptions::new()
@@ -90,6 +93,11 @@ pub fn reexec(
     if recorded_pid > 0 {
         options.push("--launch-pid".into());
         options.push(recorded_pid.to_string().into());
+    }
+    // The record says where each signal reached a handler: the rerun's
+    // handlers run there, and at no other signal.
+    if meta.deliveries {
+        options.push("--feed-signals".into());
     }
     if recorded.is_some() {
         options.push("--launch-env".into());
@@ -219,9 +227,15 @@ pub fn reexec(
         .iter()
         .map(|(why, n)| format!("{n} {}", why.describe()))
         .collect();
+    let deliveries = calls
+        .iter()
+        .filter(|c| weft_syscalls::is_delivery(c))
+        .count();
+    let raised: u64 = progress.iter().map(|p| p.raised).sum();
     say!(
-        "weft: re-executed {made} of the {} recorded calls ({} thread(s) of {}), {answered} answered from the record{}",
-        calls.len(),
+        "weft: re-executed {} of the {} recorded calls ({} thread(s) of {}), {answered} answered from the record{}",
+        made - raised,
+        calls.len() - deliveries,
         progress.iter().filter(|p| p.tid != 0).count(),
         progress.len(),
         match reasons.is_empty() {
@@ -277,6 +291,11 @@ pub fn reexec(
     if extra + skipped > 0 {
         say!(
             "weft: {extra} futex call(s) the record did not have were made, and {skipped} recorded ones were not needed (whether a thread waits for a lock or a join is timing)"
+        );
+    }
+    if deliveries > 0 {
+        say!(
+            "weft: {raised} of the record's {deliveries} signal deliveries to the program's handlers ran them where the record has them (the signals the rerun's own processes sent them were dropped)"
         );
     }
     if feed.interrupted > 0 {

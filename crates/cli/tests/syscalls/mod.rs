@@ -4,6 +4,7 @@
 
 mod compare;
 mod decoded;
+mod deliveries;
 mod deps;
 mod dispatch;
 mod ends;

@@ -135,7 +135,10 @@ impl Session {
     /// False, with dispatch given up for the session, when it was not (its
     /// `syscall` would send the handler back to itself): every site is
     /// then probed from the next `prepare` on, as without dispatch.
-    pub fn enable_dispatch(&mut self, tracee: &mut Tracee) -> Result<bool> {
+    /// `signals` says what the handler's delivery stub does with the
+    /// program's signal handlers (`weft_abi::delivery::OFF`, `RECORD`,
+    /// `RERUN`).
+    pub fn enable_dispatch(&mut self, tracee: &mut Tracee, signals: u64) -> Result<bool> {
         let Some(dispatch) = self.dispatch.clone() else {
             return Ok(false);
         };
@@ -172,6 +175,9 @@ impl Session {
                 0,
             ),
         );
+        self.shm.store_u64(sync_at + sync::SIGNAL_MODE, signals);
+        self.shm
+            .store_u64(sync_at + sync::SIGNAL_OWNER, self.pid as u64);
         self.shm.store_u64(sync_at + sync::DISPATCH_START, c.code);
         self.shm.store_u64(sync_at + sync::DISPATCH_LEN, CODE_AREA);
         self.write_unrecorded_ranges();

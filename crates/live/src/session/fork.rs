@@ -44,6 +44,8 @@ impl Session {
         }
         super::journal::stamp_owner(&shm, &self.layout, child);
         shm.store_u64(header.sync_offset + sync::NO_SLOT, 0);
+        // The child's signal actions are its own from now on.
+        shm.store_u64(header.sync_offset + sync::SIGNAL_OWNER, child as u64);
         self.keep_forking_thread(&shm, tracee, thread, cpu_entry)?;
         // Re-execution's feed is mapped shared, so the child has it at the
         // same address: it goes on following it.

@@ -3,13 +3,25 @@
 //! whose calls run), checked against the kernel's own answers.
 
 use super::*;
+use weft_abi::delivery;
 
 /// Executable memory holding the handler and a dispatch function, a sync
-/// page, and this thread's dispatch on for as long as it lives.
+/// page, and this thread's dispatch on for as long as it lives. The
+/// dispatch function keeps the registers of the last call it made in
+/// `last` (rax, rdi, rsi, rdx, r10, r8, r9, rcx). One at a time: the
+/// SIGSYS action is the process's.
 struct Dispatched {
     code: *mut u8,
     sync: Vec<u64>,
+    last: Box<[u64; 8]>,
+    _one: std::sync::MutexGuard<'static, ()>,
 }
+
+/// Held while a test has the SIGSYS handler installed.
+static INSTALLED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Where the handler starts in the mapping, after the dispatch function.
+const HANDLER_AT: u64 = 256;
 
 const CODE_LEN: usize = 1 << 16;
 
@@ -27,20 +39,37 @@ impl Dispatched {
             )
         };
         assert_ne!(code, libc::MAP_FAILED);
+        let one = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
         let code = code.cast::<u8>();
-        let mut sync = vec![0u64; 4096 / 8];
+        let mut sync = vec![0u64; sync::SIZE as usize / 8];
         let sync_at = sync.as_mut_ptr() as u64;
+        let mut last = Box::new([0u64; 8]);
         let function = code as u64;
+        let function_bytes = {
+            let mut a = CodeAssembler::new(64).unwrap();
+            a.mov(r11, last.as_mut_ptr() as u64).unwrap();
+            for (k, r) in [rax, rdi, rsi, rdx, r10, r8, r9, rcx]
+                .into_iter()
+                .enumerate()
+            {
+                a.mov(qword_ptr(r11 + 8 * k as i32), r).unwrap();
+            }
+            a.syscall().unwrap();
+            a.ret().unwrap();
+            a.assemble(function).unwrap()
+        };
+        assert!(function_bytes.len() < HANDLER_AT as usize);
         // No trap table here: SIGTRAP's calls read and write a spare part of
         // the sync page.
-        let handler = handler_code(function + 64, sync_at, function, sync_at + 3072).unwrap();
+        let handler =
+            handler_code(function + HANDLER_AT, sync_at, function, sync_at + 3072).unwrap();
         // SAFETY: the mapping is writable and CODE_LEN long, more than the
-        // function's 3 bytes at 0 and the handler's at 64.
+        // function's bytes at 0 and the handler's at HANDLER_AT.
         unsafe {
-            std::ptr::copy_nonoverlapping([0x0f, 0x05, 0xc3].as_ptr(), code, 3);
+            std::ptr::copy_nonoverlapping(function_bytes.as_ptr(), code, function_bytes.len());
             std::ptr::copy_nonoverlapping(
                 handler.bytes.as_ptr(),
-                code.add(64),
+                code.add(HANDLER_AT as usize),
                 handler.bytes.len(),
             );
         }
@@ -71,7 +100,12 @@ impl Dispatched {
             )
         };
         assert_eq!(on, 0, "{}", std::io::Error::last_os_error());
-        Dispatched { code, sync }
+        Dispatched {
+            code,
+            sync,
+            last,
+            _one: one,
+        }
     }
 }
 
@@ -235,4 +269,145 @@ fn the_dispatch_module_is_an_elf_file_with_its_one_function() {
     let code = image.bytes_at(f.addr, f.size as usize).unwrap();
     assert_eq!(&code[5..7], &[0x0f, 0x05], "the syscall after a 5-byte nop");
     assert_eq!(code.last(), Some(&0xc3));
+}
+
+/// What the program's handler saw: deliveries, the last `si_code` and
+/// `si_errno`.
+static DELIVERED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static LAST_CODE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+static LAST_ERRNO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn program_handler(_: i32, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    use std::sync::atomic::Ordering::SeqCst;
+    // SAFETY: installed with SA_SIGINFO, so the kernel passes its siginfo.
+    let info = unsafe { &*info };
+    LAST_CODE.store(info.si_code, SeqCst);
+    LAST_ERRNO.store(info.si_errno, SeqCst);
+    DELIVERED.fetch_add(1, SeqCst);
+}
+
+impl Dispatched {
+    /// The action the kernel holds for `signal`, asked from inside the
+    /// range (not dispatched).
+    fn kernel_action(&self, signal: i32) -> [u64; 4] {
+        let at = self.code as u64 + (CODE_LEN as u64 - 512);
+        let mut a = CodeAssembler::new(64).unwrap();
+        a.mov(r10, rcx).unwrap();
+        a.mov(eax, syscall::RT_SIGACTION).unwrap();
+        a.syscall().unwrap();
+        a.ret().unwrap();
+        let bytes = a.assemble(at).unwrap();
+        let mut action = [0u64; 4];
+        // SAFETY: 512 bytes before the mapping's end are unused (Drop's
+        // code is in the last 256); the code is a complete function
+        // taking rt_sigaction's arguments, the old action into `action`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len());
+            let f = std::mem::transmute::<u64, extern "C" fn(i64, u64, *mut u64, u64) -> i64>(at);
+            assert_eq!(f(signal as i64, 0, action.as_mut_ptr(), 8), 0);
+        }
+        action
+    }
+
+    fn set(&mut self, word: u64, value: u64) {
+        self.sync[(word / 8) as usize] = value;
+    }
+}
+
+/// `sigaction` through the C library (its `rt_sigaction` dispatched).
+fn install(signal: i32, handler: usize) -> usize {
+    // SAFETY: zeroed sigactions are valid; the handler is a function of
+    // the SA_SIGINFO kind or SIG_DFL.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        let mut old: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = handler;
+        act.sa_flags = libc::SA_SIGINFO;
+        assert_eq!(libc::sigaction(signal, &act, &mut old), 0);
+        old.sa_sigaction
+    }
+}
+
+/// `rt_tgsigqueueinfo` of `signal` to this thread, as a rerun's feed
+/// raises it (`raised`), or as `tgkill` sends it.
+fn send(signal: i32, raised: Option<i32>) {
+    // SAFETY: plain calls to this thread; the siginfo is 128 bytes.
+    unsafe {
+        let (pid, tid) = (libc::getpid(), libc::gettid());
+        match raised {
+            None => assert_eq!(libc::syscall(libc::SYS_tgkill, pid, tid, signal), 0),
+            Some(code) => {
+                let mut info = [0u32; 32];
+                info[0] = signal as u32;
+                info[1] = delivery::RAISED;
+                info[2] = delivery::SI_QUEUE as u32;
+                info[delivery::CODE_KEPT as usize / 4] = code as u32;
+                let sent = libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, tid, signal, &info);
+                assert_eq!(sent, 0, "{}", std::io::Error::last_os_error());
+            }
+        }
+    }
+}
+
+#[test]
+fn handlers_sit_behind_the_delivery_stub_which_records_or_drops_each_delivery() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let signal = libc::SIGUSR2;
+    let pid = std::process::id() as u64;
+    let handler = program_handler as *const () as usize;
+    let mut d = Dispatched::on();
+    d.set(sync::SIGNAL_MODE, delivery::RECORD);
+    d.set(sync::SIGNAL_OWNER, pid);
+    assert_eq!(install(signal, handler), libc::SIG_DFL);
+    // The kernel holds the stub, in the handler's code; the program sees
+    // its own action.
+    let code = d.code as u64..d.code as u64 + CODE_LEN as u64;
+    let kernel = d.kernel_action(signal);
+    assert!(code.contains(&kernel[0]), "{:#x}", kernel[0]);
+    assert_ne!(kernel[1] & weft_abi::sigaction::SA_SIGINFO, 0);
+    assert_eq!(install(signal, handler), handler);
+    // A delivery is recorded as a call at the dispatch function, then
+    // runs the program's handler.
+    DELIVERED.store(0, SeqCst);
+    send(signal, None);
+    assert_eq!(DELIVERED.load(SeqCst), 1);
+    assert_eq!(LAST_CODE.load(SeqCst), libc::SI_TKILL);
+    let last = *d.last;
+    assert_eq!(last[0], delivery::BASE + signal as u64);
+    assert!(
+        code.contains(&last[1]),
+        "the interrupted rip: {:#x}",
+        last[1]
+    );
+    assert_eq!(last[2], 0, "tgkill's result");
+    assert_eq!(last[3], signal as u64 | delivery::AFTER_SYSCALL << 32);
+    assert_eq!(last[4] as i32, libc::SI_TKILL);
+    assert_eq!(last[5] as u32 as u64, pid, "si_pid");
+    assert_eq!(last[7], last[1], "the site, for the record");
+    // A rerun drops a signal the feed did not raise, and gives one it
+    // raised its recorded code back.
+    d.set(sync::SIGNAL_MODE, delivery::RERUN);
+    // A rerun's action is installed in one call, restarting calls a
+    // dropped signal interrupts; the program still sees its own.
+    assert_eq!(install(signal, handler), handler);
+    let kernel = d.kernel_action(signal);
+    assert!(code.contains(&kernel[0]), "{:#x}", kernel[0]);
+    assert_ne!(kernel[1] & weft_abi::sigaction::SA_RESTART, 0);
+    send(signal, None);
+    assert_eq!(DELIVERED.load(SeqCst), 1);
+    send(signal, Some(77));
+    assert_eq!(DELIVERED.load(SeqCst), 2);
+    assert_eq!((LAST_CODE.load(SeqCst), LAST_ERRNO.load(SeqCst)), (77, 0));
+    // Another process's actions (a vfork child's, sharing the memory)
+    // go to the kernel as they are.
+    d.set(sync::SIGNAL_MODE, delivery::RECORD);
+    d.set(sync::SIGNAL_OWNER, 1);
+    install(signal, handler);
+    assert_eq!(d.kernel_action(signal)[0], handler as u64);
+    // The default action, as the program sets it.
+    d.set(sync::SIGNAL_OWNER, pid);
+    assert_eq!(install(signal, libc::SIG_DFL), handler);
+    assert_eq!(d.kernel_action(signal)[0], 0);
+    let entry = (sync::SIGNAL_ACTIONS / 8) as usize + 4 * signal as usize;
+    assert_eq!(d.sync[entry], 0);
 }

@@ -36,6 +36,7 @@ use weft_plan::Feed;
 
 mod after;
 mod exact;
+mod raise;
 
 /// `futex`'s number, and its wake operation (shared between processes:
 /// not `FUTEX_PRIVATE_FLAG`; waiting is 0).
@@ -81,7 +82,14 @@ impl Gen {
             return self.feed_vdso_return(current, t::counter(vdso.buffer) as i32, done);
         }
         if feed.returning {
-            return self.feed_after(feed.site, thread, current, parent_of, made_at, done);
+            let named_for = state(1);
+            return self.feed_after(
+                feed.site,
+                (thread, named_for),
+                current,
+                (parent_of, made_at),
+                done,
+            );
         }
         let mut diverge = a.create_label();
         let mut have = a.create_label();
@@ -152,6 +160,12 @@ impl Gen {
         let mut beyond = a.create_label();
         let mut next_call = a.create_label();
         a.set_label(&mut next_call)?;
+        a.nop()?;
+        // A recorded signal delivery here comes first (`raise`).
+        if feed.vdso.is_none() {
+            self.raise_deliveries(f::RAISE_DURING | f::RAISE_AT_RETURN | f::RAISE_NEXT)?;
+        }
+        let a = &mut self.a;
         a.mov(r10, qword_ptr(rcx + f::THREAD_CURSOR as i32))?;
         a.cmp(r10, qword_ptr(rcx + f::THREAD_COUNT_CALLS as i32))?;
         a.jae(beyond)?;
@@ -243,6 +257,11 @@ impl Gen {
             a.nop()?;
         }
         self.feed_wait(stop)?;
+        // A delivery that came while the call was under way: its handler
+        // runs before the call is made.
+        if feed.vdso.is_none() {
+            self.raise_deliveries(f::RAISE_DURING)?;
+        }
         let a = &mut self.a;
         // A read that takes at most what it took in the record.
         {

@@ -47,7 +47,7 @@ use weft_abi::mman::PAGE_SIZE;
 /// `WEFT` in little-endian.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// Layout version.
-pub const VERSION: u32 = 13;
+pub const VERSION: u32 = 14;
 
 /// Lanes of the counters: every counter has one per lane, a whole lane
 /// apart, and a thread adds to the lane of the CPU it runs on (its number
@@ -97,7 +97,7 @@ impl Layout {
         } else {
             (1u64 << thread_slots.max(8).ilog2()).max(8)
         };
-        let threads_offset = sync_offset + page;
+        let threads_offset = sync_offset + sync::SIZE;
         let threads_size = round(thread_slots * 8 + thread_slots * threads::block_size(ring_data));
         let header = Header {
             magic: MAGIC,
@@ -149,6 +149,7 @@ impl Layout {
 
 // The sync words fit in their page.
 const _: () = assert!(sync::CPU_CLOCK + 8 <= PAGE_SIZE);
+const _: () = assert!(sync::SIGNAL_ACTIONS + 65 * 32 <= sync::SIZE);
 
 #[cfg(test)]
 mod tests {
@@ -165,7 +166,7 @@ mod tests {
         assert_eq!(l.header_bytes().len() as u64, l.header.header_size);
         assert_eq!(&l.header_bytes()[..4], b"WEFT");
         assert_eq!(l.header.counters_offset, Header::SIZE);
-        assert_eq!(l.header.threads_offset, l.header.sync_offset + 4096);
+        assert_eq!(l.header.threads_offset, l.header.sync_offset + 8192);
     }
 
     #[test]
@@ -209,7 +210,7 @@ mod tests {
         assert_eq!(l.counter_lane(3, 2), 128 + 3 * 8 + 2 * (1 << 19));
         assert_eq!(h.journal_capacity, 1 << 14);
         assert_eq!(h.scratch_offset, 0xc0_3000);
-        assert_eq!((h.sync_offset, h.threads_offset), (0xc0_4000, 0xc0_5000));
+        assert_eq!((h.sync_offset, h.threads_offset), (0xc0_4000, 0xc0_6000));
         assert_eq!(h.thread_slots, 512);
     }
 }

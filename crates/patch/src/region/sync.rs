@@ -110,3 +110,20 @@ pub const STARTUP_TCB: u64 = 2048;
 /// Bytes of the start-up thread control block that generated code may
 /// read (`fs:0` up to the thread-id offsets it tries).
 pub const STARTUP_TCB_SIZE: u64 = 2048;
+
+/// The sync area's second page (version 14): the signal actions the
+/// program installed, where weft's SIGSYS handler puts its delivery stub
+/// in front of them (`crate::dispatch`, `weft_abi::delivery`). What the
+/// stub does: `weft_abi::delivery::OFF`, `RECORD` or `RERUN` (u64).
+pub const SIGNAL_MODE: u64 = 4096;
+/// The pid (u64) of the process whose actions [`SIGNAL_ACTIONS`] holds: a
+/// `vfork` child, which shares the memory but has actions of its own,
+/// installs its own as they are.
+pub const SIGNAL_OWNER: u64 = 4104;
+/// The program's action of signal `s` at `SIGNAL_ACTIONS + 32 * s`, as
+/// it last installed it (a kernel `struct sigaction`): the stub chains to
+/// its handler. A handler of 0 or 1 (`SIG_DFL`, `SIG_IGN`): the kernel
+/// holds the program's action itself.
+pub const SIGNAL_ACTIONS: u64 = 4160;
+/// Bytes of the sync area: two pages.
+pub const SIZE: u64 = 8192;

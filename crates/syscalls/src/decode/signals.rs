@@ -105,6 +105,55 @@ pub(super) fn sigaction(bytes: &[u8]) -> Option<String> {
     ))
 }
 
+/// A recorded delivery of `signo` (`weft_abi::delivery`: its record's
+/// arguments `args`) as strace shows one, without the times a `SIGCHLD`'s
+/// also has: `--- SIGCHLD {si_signo=SIGCHLD, si_code=CLD_EXITED,
+/// si_pid=7, si_uid=0, si_status=0} ---`.
+pub(crate) fn delivery(signo: i32, args: &[u64; 6]) -> String {
+    let name = signal(signo as u64);
+    let code = args[3] as i32;
+    let (low, high) = (args[4] as u32, (args[4] >> 32) as u32);
+    let sender = format!("si_pid={low}, si_uid={high}");
+    let value = |v: u64| {
+        let ptr = match v {
+            0 => "NULL".to_string(),
+            v => format!("{v:#x}"),
+        };
+        format!("si_value={{int={}, ptr={ptr}}}", v as i32)
+    };
+    let fields = match (signo, code) {
+        (17, 1..=6) => {
+            const CLD: [&str; 6] = [
+                "CLD_EXITED",
+                "CLD_KILLED",
+                "CLD_DUMPED",
+                "CLD_TRAPPED",
+                "CLD_STOPPED",
+                "CLD_CONTINUED",
+            ];
+            let status = args[5] as i32;
+            let status = match code {
+                1 => status.to_string(),
+                _ => signal(status as u64),
+            };
+            format!(
+                "si_code={}, {sender}, si_status={status}",
+                CLD[code as usize - 1]
+            )
+        }
+        (_, 0) => format!("si_code=SI_USER, {sender}"),
+        (_, -6) => format!("si_code=SI_TKILL, {sender}"),
+        (_, -1) => format!("si_code=SI_QUEUE, {sender}, {}", value(args[5])),
+        (_, -2) => format!(
+            "si_code=SI_TIMER, si_timerid={low:#x}, si_overrun={high}, {}",
+            value(args[5])
+        ),
+        (_, 0x80) => "si_code=SI_KERNEL".to_string(),
+        (_, code) => format!("si_code={code}, {sender}"),
+    };
+    format!("--- {name} {{si_signo={name}, {fields}}} ---")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,5 +243,27 @@ mod tests {
              SA_NOCLDWAIT|0xffffffff00000400, sa_restorer=0x7fe096365050}"
         );
         assert_eq!(sigaction(&[0; 31]), None);
+    }
+
+    #[test]
+    fn a_delivery_reads_as_strace_shows_it() {
+        let chld = [0, 0, 17, 1, 7 | 1000 << 32, 3];
+        assert_eq!(
+            delivery(17, &chld),
+            "--- SIGCHLD {si_signo=SIGCHLD, si_code=CLD_EXITED, si_pid=7, si_uid=1000, si_status=3} ---"
+        );
+        let stopped = [0, 0, 17, 5, 7, 19];
+        assert!(
+            delivery(17, &stopped).contains("CLD_STOPPED, si_pid=7, si_uid=0, si_status=SIGSTOP")
+        );
+        let killed = [0, 0, 10, (-6i32) as u32 as u64, 9, 0];
+        assert_eq!(
+            delivery(10, &killed),
+            "--- SIGUSR1 {si_signo=SIGUSR1, si_code=SI_TKILL, si_pid=9, si_uid=0} ---"
+        );
+        assert_eq!(
+            delivery(14, &[0, 0, 14, 0x80, 0, 0]),
+            "--- SIGALRM {si_signo=SIGALRM, si_code=SI_KERNEL} ---"
+        );
     }
 }

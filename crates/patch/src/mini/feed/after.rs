@@ -7,23 +7,24 @@
 use super::{map_entries, recorded_tid, EINTR, WAIT4};
 use crate::mini::SYSCALL_ARG_OFFSET;
 use crate::mini::{Gen, RAX_OFFSET};
+use crate::region::threads as t;
 use iced_x86::code_asm::*;
 use weft_abi::feed as f;
 
 impl Gen {
-    /// After the instruction (r8: the feed).
-    #[allow(clippy::too_many_arguments)]
+    /// After the instruction (r8: the feed); last, a recorded signal
+    /// delivery that came as the call returned is raised.
     pub(super) fn feed_after(
         &mut self,
         site: u32,
-        thread: i32,
+        (thread, named_for): (i32, i32),
         current: i32,
-        parent_of: i32,
-        made_at: i32,
+        (parent_of, made_at): (i32, i32),
         mut done: CodeLabel,
     ) -> std::result::Result<(), IcedError> {
         self.exact_child_after(current)?;
         let a = &mut self.a;
+        let mut end = a.create_label();
         let mut children = a.create_label();
         a.mov(r9, qword_ptr(r11 + current))?;
         a.test(r9, r9)?;
@@ -96,7 +97,7 @@ impl Gen {
         give_back_args(a)?;
         self.feed_done(thread)?;
         let a = &mut self.a;
-        a.jmp(done)?;
+        a.jmp(end)?;
         // The parent's return from a call that made a thread or a process
         // (at the site of that call, with the child's id) names the child
         // in the id map. A child returns 0 there first: one that shares
@@ -163,16 +164,44 @@ impl Gen {
             a.nop()?;
         }
         // A call a signal interrupted (`EINTR`) where the recorded one
-        // was not: the program makes it again, which the same recorded
-        // call stands for.
+        // was not. When the rerun runs the handlers where the record has
+        // them, the signal was one it dropped, which the program must not
+        // see: the call is made again here. Else the program makes it
+        // again, which the same recorded call stands for.
         {
             let mut whole = a.create_label();
+            let mut by_program = a.create_label();
+            let mut again = a.create_label();
             a.test(r9, r9)?;
             a.jz(whole)?;
             a.cmp(qword_ptr(rsp + RAX_OFFSET), EINTR)?;
             a.jne(whole)?;
             a.cmp(qword_ptr(r9 + f::CALL_RESULT as i32), EINTR)?;
             a.je(whole)?;
+            a.cmp(qword_ptr(r8 + f::SIGNALS_FED as i32), 0)?;
+            a.je(by_program)?;
+            a.set_label(&mut again)?;
+            call_again(a, |a, pushed| {
+                // A left call's is `pause`, the rerun's stand-in.
+                let mut number = a.create_label();
+                a.mov(rax, qword_ptr(r9 + f::CALL_NR as i32))?;
+                a.test(qword_ptr(r9 + f::CALL_FLAGS as i32), f::LEFT as i32)?;
+                a.jz(number)?;
+                a.mov(eax, f::PAUSE as u32)?;
+                a.set_label(&mut number)?;
+                for (r, off) in [rdi, rsi, rdx, r10, r8, r9]
+                    .into_iter()
+                    .zip(SYSCALL_ARG_OFFSET)
+                {
+                    a.mov(r, qword_ptr(rsp + pushed + off))?;
+                }
+                Ok(())
+            })?;
+            a.mov(qword_ptr(rsp + RAX_OFFSET), rax)?;
+            a.cmp(rax, EINTR)?;
+            a.je(again)?;
+            a.jmp(whole)?;
+            a.set_label(&mut by_program)?;
             a.mov(rax, qword_ptr(r11 + thread))?;
             a.sub(qword_ptr(rax + f::THREAD_CURSOR as i32), 1)?;
             a.set_label(&mut whole)?;
@@ -240,18 +269,18 @@ impl Gen {
         }
         a.mov(r9, qword_ptr(r11 + parent_of))?;
         a.test(r9, r9)?;
-        a.jz(done)?;
+        a.jz(end)?;
         a.cmp(qword_ptr(r11 + made_at), site as i32)?;
-        a.jne(done)?;
+        a.jne(end)?;
         a.mov(rdx, qword_ptr(rsp + RAX_OFFSET))?;
         a.test(rdx, rdx)?;
-        a.jz(done)?;
+        a.jz(end)?;
         a.mov(qword_ptr(r11 + parent_of), 0)?;
-        a.jl(done)?;
+        a.jl(end)?;
         a.mov(eax, 1)?;
         a.lock().xadd(qword_ptr(r8 + f::MAP_USED as i32), rax)?;
         a.cmp(rax, qword_ptr(r8 + f::MAP_CAPACITY as i32))?;
-        a.jae(done)?;
+        a.jae(end)?;
         a.shl(rax, f::MAP_ENTRY.trailing_zeros())?;
         a.add(rax, qword_ptr(r8 + f::MAP as i32))?;
         a.add(rax, r8)?;
@@ -262,6 +291,17 @@ impl Gen {
         // The program goes on with the recorded id.
         a.mov(rax, qword_ptr(r9 + f::CALL_RESULT as i32))?;
         a.mov(qword_ptr(rsp + RAX_OFFSET), rax)?;
+        // A delivery at this return, in the thread that follows its feed
+        // (not a new child, whose slot still names its parent's).
+        a.set_label(&mut end)?;
+        a.mov(rcx, qword_ptr(r11 + thread))?;
+        a.test(rcx, rcx)?;
+        a.jz(done)?;
+        a.mov(rax, qword_ptr(r11 + t::TID as i32))?;
+        a.cmp(rax, qword_ptr(r11 + named_for))?;
+        a.jne(done)?;
+        self.raise_deliveries(f::RAISE_AT_RETURN)?;
+        let a = &mut self.a;
         a.set_label(&mut done)?;
         a.nop()?;
         Ok(())

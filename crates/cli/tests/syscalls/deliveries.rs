@@ -1,0 +1,138 @@
+//! Signals whose handlers make system calls (`weft_abi::delivery`): each
+//! delivery to a handler the program installed is in the record, as
+//! strace shows one, as often as the program's handlers count them; and a
+//! rerun runs each handler where the record had it, so that a program
+//! whose output is the timing of its signals re-executes to the same
+//! output. Ground truth: the program's own tallies and output.
+
+use super::*;
+
+/// The program's tally `name` in its output.
+fn tally(stdout: &str, name: &str) -> usize {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("tally {name} ")))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no tally {name} in {stdout}"))
+}
+
+/// `show`'s text lines.
+fn shown_text(out: &Path) -> String {
+    let shown = run(
+        weft().args(["syscalls", "show"]).arg(out),
+        Duration::from_secs(60),
+    );
+    assert_eq!(shown.status, 0, "{}", shown.stderr);
+    shown.stdout
+}
+
+#[test]
+fn each_delivery_to_a_handler_is_recorded_as_often_as_the_handler_ran() {
+    for variant in [&O2, &O2_STATIC] {
+        let target = build("syscalls_deliveries", variant);
+        let dir = scratch(&format!("syscalls-deliveries-{}", variant.name));
+        let (out, recorded) = record_into(&dir, &target, &[]);
+        let stdout = &recorded.stdout;
+        assert!(stdout.contains("read interrupted\n"), "{stdout}");
+        let shown = shown_text(&out);
+        let first = shown.split_whitespace().next().unwrap().to_string();
+        let delivered = |signal: &str| -> Vec<&str> {
+            shown
+                .lines()
+                .filter(|l| l.starts_with(&format!("{first} ")))
+                .filter(|l| l.contains(&format!("--- {signal} {{si_signo={signal}, ")))
+                .collect()
+        };
+        for (signal, name) in [
+            ("SIGCHLD", "sigchld"),
+            ("SIGUSR1", "sigusr1"),
+            ("SIGUSR2", "sigusr2"),
+        ] {
+            assert_eq!(
+                delivered(signal).len(),
+                tally(stdout, name),
+                "{} {signal}:\n{shown}",
+                variant.name
+            );
+        }
+        // Sent by the last child, as the program checked (si_pid).
+        let last_child = shown
+            .lines()
+            .filter(|l| l.starts_with(&format!("{first} ")) && l.contains(" clone("))
+            .filter_map(|l| l.rsplit_once(" = ")?.1.parse::<i32>().ok())
+            .next_back()
+            .expect("the forks");
+        assert!(
+            stdout.contains("usr1 code 0 from the child 1\n"),
+            "{stdout}"
+        );
+        let usr1 = delivered("SIGUSR1")[0];
+        assert!(
+            usr1.contains(&format!("si_code=SI_USER, si_pid={last_child}, ")),
+            "{usr1}"
+        );
+        // The read SIGUSR2 interrupted failed with EINTR, its delivery
+        // after it, before the read made again (a SIGCHLD pending then
+        // too is delivered first: the kernel sets up the lower signal's
+        // frame first, and the handler of the frame on top runs first).
+        let lines: Vec<&str> = shown.lines().filter(|l| l.starts_with(&first)).collect();
+        let eintr = lines
+            .iter()
+            .position(|l| {
+                l.contains(" read(") && l.ends_with("= -1 EINTR (Interrupted system call)")
+            })
+            .unwrap_or_else(|| panic!("no interrupted read:\n{shown}"));
+        let again = eintr
+            + 1
+            + lines[eintr + 1..]
+                .iter()
+                .position(|l| l.contains(" read("))
+                .expect("the read made again");
+        assert!(
+            lines[eintr..again]
+                .iter()
+                .any(|l| l.contains("--- SIGUSR2 ")),
+            "{:?}",
+            &lines[eintr..again]
+        );
+    }
+}
+
+#[test]
+fn a_rerun_runs_each_handler_where_the_record_had_it() {
+    let target = build("syscalls_deliveries", &O2);
+    for run in 0..3 {
+        let dir = scratch(&format!("syscalls-deliveries-rerun-{run}"));
+        let (out, recorded) = record_into(&dir, &target, &[]);
+        let rerun = reexec(&out, &target, &[]);
+        assert_eq!(rerun.status, 0, "{}", rerun.stderr);
+        assert!(!rerun.stderr.contains("diverged"), "{}", rerun.stderr);
+        // "reaped 4 after N naps": N is where the SIGCHLDs came.
+        assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+        let deliveries = shown_text(&out).matches(" --- SIG").count();
+        assert!(
+            rerun.stderr.contains(&format!(
+                "{deliveries} of the record's {deliveries} signal deliveries"
+            )),
+            "{}",
+            rerun.stderr
+        );
+    }
+    // A shell's SIGCHLD handler reaps its command substitutions and
+    // background jobs with wait4 as they end.
+    if !have("bash") {
+        skip("bash is not installed");
+        return;
+    }
+    let script = "x=$(echo hi); y=$(date +%N); echo $x $y; sleep 0.01 & wait";
+    let bash = Path::new("/bin/bash");
+    let args: Vec<&std::ffi::OsStr> = ["-c", script].into_iter().map(|a| a.as_ref()).collect();
+    for run in 0..3 {
+        let dir = scratch(&format!("syscalls-deliveries-bash-{run}"));
+        let (out, recorded) = record_into(&dir, bash, &args);
+        let rerun = reexec(&out, bash, &args);
+        assert_eq!(rerun.status, 0, "{}", rerun.stderr);
+        assert!(!rerun.stderr.contains("diverged"), "{}", rerun.stderr);
+        assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+    }
+}

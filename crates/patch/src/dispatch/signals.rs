@@ -1,0 +1,321 @@
+//! The SIGSYS handler's part in signal deliveries (`weft_abi::delivery`):
+//! the program's handlers installed behind the *delivery stub*, and the
+//! stub.
+//!
+//! A dispatched `rt_sigaction` of a signal that may wait for its handler
+//! (not a fault, not SIGKILL or SIGSTOP), in the process whose actions
+//! the sync page keeps ([`sync::SIGNAL_OWNER`]), in a record
+//! ([`sync::SIGNAL_MODE`]), so that the record holds the call as the
+//! program made it:
+//!
+//! 1. blocks the signal until the handler returns (the frame's mask comes
+//!    back then), so that none comes between the steps;
+//! 2. gives the kernel the program's own action back, if the stub held
+//!    its place ([`sync::SIGNAL_ACTIONS`]);
+//! 3. is made as the program asked, at the dispatch function (recorded,
+//!    or fed: the program's old action comes back as it set it);
+//! 4. reads the action the kernel now holds into the table and, if it
+//!    has a handler, installs the stub in its place, with the same mask,
+//!    restorer and flags, `SA_SIGINFO` added (and in a rerun `SA_RESTART`
+//!    added and `SA_RESETHAND` taken out: a dropped signal must neither
+//!    interrupt a call nor reset the action).
+//!
+//! In a rerun, where the feed may raise a recorded delivery of that very
+//! signal at the call (and a blocked one would come after it), the call is
+//! made once, with the stub in the new action's place, and the old action
+//! the kernel gives back is the table's when it is the stub.
+//!
+//! The stub, at a delivery: in a record, makes the delivery's call at the
+//! dispatch function, where it is recorded like any call, then jumps to
+//! the program's handler with the kernel's three arguments, the frame
+//! untouched; in a rerun, jumps to it only for a signal the feed raised
+//! ([`delivery::RAISED`], its recorded `si_code` put back), and returns
+//! from any other at once (the record says where its signals came).
+
+use super::{uc, Labels, COPY, SIGSYS};
+use crate::region::sync;
+use iced_x86::code_asm::*;
+use weft_abi::delivery;
+use weft_abi::sigaction::{SA_RESETHAND, SA_RESTART, SA_SIGINFO};
+use weft_abi::syscall;
+
+/// `getpid`'s number.
+const GETPID: u32 = 39;
+/// `rt_sigprocmask`'s `how` that adds to the blocked set.
+const SIG_BLOCK: u32 = 0;
+/// `syscall`'s encoding, as a little-endian word.
+const SYSCALL_WORD: u32 = 0x050f;
+/// Bit of `SA_RESETHAND` in the flags.
+const RESETHAND_BIT: u32 = SA_RESETHAND.trailing_zeros();
+
+/// Where a rerun keeps the table's action of the signal as it was before
+/// the call: its old action, if the kernel's is the stub.
+const PREVIOUS: i32 = COPY + 40;
+/// r15 after [`before_action`]: the record's steps 1 and 2 were taken.
+const RECORDED: u32 = 1;
+/// r15 after [`before_action`]: a rerun's call.
+const RERUN: u32 = 2;
+
+/// `rt_sigaction` of a signal that is not SIGSYS's or SIGTRAP's (r13: the
+/// sync page; the arguments at [rsp]): steps 1 and 2 when they apply,
+/// with r15 set to [`RECORDED`] for step 4 after the call; in a rerun,
+/// the call's action behind the stub, with r15 [`RERUN`]. Clobbers rax,
+/// rcx, rdx, rsi, rdi, r10, r11.
+pub(super) fn before_action(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedError> {
+    let mut as_it_is = a.create_label();
+    let mut unwrapped = a.create_label();
+    let mut rerun = a.create_label();
+    // r15 held the table SIGSYS's and SIGTRAP's actions are kept in.
+    a.xor(r15d, r15d)?;
+    a.cmp(
+        qword_ptr(r13 + sync::SIGNAL_MODE as i32),
+        delivery::OFF as i32,
+    )?;
+    a.je(as_it_is)?;
+    a.mov(rdx, qword_ptr(rsp))?;
+    a.sub(rdx, 1)?;
+    a.cmp(rdx, 63)?;
+    a.ja(as_it_is)?;
+    a.mov(rax, delivery::AS_THEY_COME)?;
+    a.bt(rax, rdx)?;
+    a.jc(as_it_is)?;
+    a.mov(eax, GETPID)?;
+    a.syscall()?;
+    a.cmp(rax, qword_ptr(r13 + sync::SIGNAL_OWNER as i32))?;
+    a.jne(as_it_is)?;
+    a.cmp(
+        qword_ptr(r13 + sync::SIGNAL_MODE as i32),
+        delivery::RERUN as i32,
+    )?;
+    a.je(rerun)?;
+    a.mov(r15d, RECORDED)?;
+    // 1. rt_sigprocmask(SIG_BLOCK, {signal}, NULL, 8).
+    a.mov(rcx, qword_ptr(rsp))?;
+    a.sub(ecx, 1)?;
+    a.mov(eax, 1)?;
+    a.shl(rax, cl)?;
+    a.mov(qword_ptr(rsp + COPY + 32), rax)?;
+    a.mov(edi, SIG_BLOCK)?;
+    a.lea(rsi, qword_ptr(rsp + COPY + 32))?;
+    a.xor(edx, edx)?;
+    a.mov(r10d, weft_abi::sigaction::SIGSET_SIZE as u32)?;
+    a.mov(eax, syscall::RT_SIGPROCMASK)?;
+    a.syscall()?;
+    // 2. rt_sigaction(signal, &kept, NULL, 8) if the stub holds its place.
+    action_of(a, rsi)?;
+    a.cmp(qword_ptr(rsi), 1)?;
+    a.jbe(unwrapped)?;
+    a.mov(rdi, qword_ptr(rsp))?;
+    a.xor(edx, edx)?;
+    a.mov(r10d, weft_abi::sigaction::SIGSET_SIZE as u32)?;
+    a.mov(eax, syscall::RT_SIGACTION)?;
+    a.syscall()?;
+    a.jmp(unwrapped)?;
+    // A rerun: the table takes the new action, the kernel the stub in its
+    // place (the table's old one kept for the old action).
+    a.set_label(&mut rerun)?;
+    a.mov(r15d, RERUN)?;
+    action_of(a, rsi)?;
+    copy(a, (rsi, 0), (rsp, PREVIOUS))?;
+    a.mov(rax, qword_ptr(rsp + 8))?;
+    a.test(rax, rax)?;
+    a.jz(unwrapped)?;
+    copy(a, (rax, 0), (rsi, 0))?;
+    a.cmp(qword_ptr(rsi), 1)?;
+    a.jbe(unwrapped)?;
+    behind_the_stub(a, l, rsi)?;
+    a.lea(rax, qword_ptr(rsp + COPY))?;
+    a.mov(qword_ptr(rsp + 8), rax)?;
+    a.jmp(l.call)?;
+    a.set_label(&mut unwrapped)?;
+    a.nop()?;
+    a.set_label(&mut as_it_is)?;
+    a.nop()
+}
+
+/// Copies a kernel `struct sigaction` (32 bytes). Clobbers rdx.
+fn copy(
+    a: &mut CodeAssembler,
+    from: (AsmRegister64, i32),
+    to: (AsmRegister64, i32),
+) -> Result<(), IcedError> {
+    for w in 0..4 {
+        a.mov(rdx, qword_ptr(from.0 + from.1 + 8 * w))?;
+        a.mov(qword_ptr(to.0 + to.1 + 8 * w), rdx)?;
+    }
+    Ok(())
+}
+
+/// The action at [rcx] with the stub for its handler, at [rsp + COPY]:
+/// its flags with `SA_SIGINFO` (in a rerun also `SA_RESTART`, without
+/// `SA_RESETHAND`), its restorer, its mask without SIGSYS. Clobbers rax.
+fn behind_the_stub(
+    a: &mut CodeAssembler,
+    l: &mut Labels,
+    action: AsmRegister64,
+) -> Result<(), IcedError> {
+    a.lea(rax, qword_ptr(l.stub))?;
+    a.mov(qword_ptr(rsp + COPY), rax)?;
+    a.mov(rax, qword_ptr(action + 8))?;
+    a.or(rax, SA_SIGINFO as i32)?;
+    let mut recording = a.create_label();
+    a.cmp(
+        qword_ptr(r13 + sync::SIGNAL_MODE as i32),
+        delivery::RERUN as i32,
+    )?;
+    a.jne(recording)?;
+    a.or(rax, SA_RESTART as i32)?;
+    a.btr(rax, RESETHAND_BIT)?;
+    a.set_label(&mut recording)?;
+    a.mov(qword_ptr(rsp + COPY + 8), rax)?;
+    a.mov(rax, qword_ptr(action + 16))?;
+    a.mov(qword_ptr(rsp + COPY + 16), rax)?;
+    a.mov(rax, qword_ptr(action + 24))?;
+    a.btr(rax, (SIGSYS - 1) as u32)?;
+    a.mov(qword_ptr(rsp + COPY + 24), rax)
+}
+
+/// `reg` := the table's entry of the signal at [rsp].
+fn action_of(a: &mut CodeAssembler, reg: AsmRegister64) -> Result<(), IcedError> {
+    a.mov(reg, qword_ptr(rsp))?;
+    a.shl(reg, 5)?;
+    a.lea(reg, qword_ptr(r13 + reg + sync::SIGNAL_ACTIONS as i32))
+}
+
+/// Step 4, after the program's `rt_sigaction` (r13: the sync page; the
+/// arguments at [rsp]), then on to `done`.
+pub(super) fn after_action(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedError> {
+    let mut rerun = a.create_label();
+    a.set_label(&mut l.rewrap)?;
+    a.cmp(r15d, RERUN)?;
+    a.je(rerun)?;
+    a.mov(rdi, qword_ptr(rsp))?;
+    a.xor(esi, esi)?;
+    action_of(a, rdx)?;
+    a.mov(r10d, weft_abi::sigaction::SIGSET_SIZE as u32)?;
+    a.mov(eax, syscall::RT_SIGACTION)?;
+    a.syscall()?;
+    action_of(a, rcx)?;
+    a.cmp(qword_ptr(rcx), 1)?;
+    a.jbe(l.done)?;
+    behind_the_stub(a, l, rcx)?;
+    a.mov(rdi, qword_ptr(rsp))?;
+    a.lea(rsi, qword_ptr(rsp + COPY))?;
+    a.xor(edx, edx)?;
+    a.mov(r10d, weft_abi::sigaction::SIGSET_SIZE as u32)?;
+    a.mov(eax, syscall::RT_SIGACTION)?;
+    a.syscall()?;
+    a.jmp(l.done)?;
+    // A rerun's call: a failed one leaves the table as it was; the old
+    // action the kernel gave, if the stub, is the program's.
+    a.set_label(&mut rerun)?;
+    action_of(a, rcx)?;
+    let mut done = a.create_label();
+    let mut succeeded = a.create_label();
+    a.cmp(qword_ptr(rbx + uc::RAX), 0)?;
+    a.je(succeeded)?;
+    copy(a, (rsp, PREVIOUS), (rcx, 0))?;
+    a.jmp(done)?;
+    a.set_label(&mut succeeded)?;
+    a.mov(rax, qword_ptr(rsp + 16))?;
+    a.test(rax, rax)?;
+    a.jz(done)?;
+    a.lea(rcx, qword_ptr(l.stub))?;
+    a.cmp(qword_ptr(rax), rcx)?;
+    a.jne(done)?;
+    copy(a, (rsp, PREVIOUS), (rax, 0))?;
+    a.set_label(&mut done)?;
+    a.jmp(l.done)
+}
+
+/// The delivery stub (rdi: the signal, rsi: its `siginfo_t`, rdx: the
+/// frame's `ucontext_t`; [rsp]: the return into the restorer).
+pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedError> {
+    let mut rerun = a.create_label();
+    let mut chain = a.create_label();
+    let mut drop = a.create_label();
+    a.set_label(&mut l.stub)?;
+    a.mov(r13, qword_ptr(l.sync_lit))?;
+    a.cmp(
+        qword_ptr(r13 + sync::SIGNAL_MODE as i32),
+        delivery::RERUN as i32,
+    )?;
+    a.je(rerun)?;
+    // The delivery's call, with the registers the dispatch function's
+    // probes read: rbx the frame (for an unwinder), r14 the number, rcx
+    // the site (here the interrupted rip).
+    a.push(rdi)?;
+    a.push(rsi)?;
+    a.push(rdx)?;
+    a.mov(rbx, rdx)?;
+    a.mov(r15, rsi)?;
+    a.mov(r12, rdi)?;
+    a.mov(rcx, qword_ptr(rbx + uc::RIP))?;
+    {
+        let mut not_at = a.create_label();
+        let mut found = a.create_label();
+        a.mov(r9d, delivery::ELSEWHERE as u32)?;
+        a.cmp(word_ptr(rcx), SYSCALL_WORD)?;
+        a.jne(not_at)?;
+        a.mov(r9d, delivery::AT_SYSCALL as u32)?;
+        a.set_label(&mut not_at)?;
+        // rip - 2 is readable when it is in rip's page.
+        a.mov(eax, ecx)?;
+        a.and(eax, 0xfff)?;
+        a.cmp(eax, 2)?;
+        a.jb(found)?;
+        a.cmp(word_ptr(rcx - 2), SYSCALL_WORD)?;
+        a.jne(found)?;
+        a.mov(r9d, delivery::AFTER_SYSCALL as u32)?;
+        a.set_label(&mut found)?;
+        a.nop()?;
+    }
+    a.shl(r9, 32)?;
+    a.or(r9, r12)?;
+    a.mov(rdx, r9)?;
+    a.mov(rdi, rcx)?;
+    a.mov(rsi, qword_ptr(rbx + uc::RAX))?;
+    a.mov(r10, qword_ptr(r15 + 8))?;
+    a.mov(r8, qword_ptr(r15 + 16))?;
+    a.mov(r9, qword_ptr(r15 + 24))?;
+    a.lea(r14, qword_ptr(r12 + delivery::BASE as i32))?;
+    a.mov(rax, r14)?;
+    a.call(qword_ptr(l.function_lit))?;
+    a.pop(rdx)?;
+    a.pop(rsi)?;
+    a.pop(rdi)?;
+    a.jmp(chain)?;
+    // A rerun: the feed's signals only, their recorded code put back.
+    a.set_label(&mut rerun)?;
+    a.cmp(dword_ptr(rsi + 4), delivery::RAISED)?;
+    a.jne(drop)?;
+    a.mov(dword_ptr(rsi + 4), 0)?;
+    a.mov(eax, dword_ptr(rsi + delivery::CODE_KEPT as i32))?;
+    a.mov(dword_ptr(rsi + 8), eax)?;
+    a.mov(dword_ptr(rsi + delivery::CODE_KEPT as i32), 0)?;
+    // The program's handler, as the kernel would have entered it; an
+    // action that resets itself is the default one from now on.
+    a.set_label(&mut chain)?;
+    a.mov(rcx, rdi)?;
+    a.shl(rcx, 5)?;
+    a.lea(rcx, qword_ptr(r13 + rcx + sync::SIGNAL_ACTIONS as i32))?;
+    a.mov(r11, qword_ptr(rcx))?;
+    a.cmp(r11, 1)?;
+    a.jbe(drop)?;
+    {
+        let mut kept = a.create_label();
+        a.bt(qword_ptr(rcx + 8), RESETHAND_BIT)?;
+        a.jnc(kept)?;
+        a.mov(qword_ptr(rcx), 0)?;
+        a.set_label(&mut kept)?;
+        a.nop()?;
+    }
+    a.xor(eax, eax)?;
+    a.jmp(r11)?;
+    // Dropped: back to where the signal came.
+    a.set_label(&mut drop)?;
+    a.add(rsp, 8)?;
+    a.mov(eax, syscall::RT_SIGRETURN)?;
+    a.syscall()?;
+    a.int3()
+}
