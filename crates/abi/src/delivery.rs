@@ -11,8 +11,8 @@
 //! 1. the interrupted `rip`;
 //! 2. the interrupted `rax` (a call's result, `-EINTR`, or the number of a
 //!    call the kernel restarts);
-//! 3. the signal, and in the high half [`AFTER_SYSCALL`], [`AT_SYSCALL`] or
-//!    [`ELSEWHERE`] (where `rip` was);
+//! 3. the signal, and in the high half [`AFTER_SYSCALL`], [`AT_SYSCALL`],
+//!    [`IN_WEFT`] or [`ELSEWHERE`] (where `rip` was);
 //! 4. to 6. the `siginfo_t`'s second to fourth words: `si_code`, then the
 //!    union's first 16 bytes (`si_pid` and `si_uid`, then `si_status` or
 //!    `si_value`).
@@ -39,6 +39,10 @@ pub const AFTER_SYSCALL: u64 = 1;
 pub const AT_SYSCALL: u64 = 2;
 /// Anywhere else: the signal came while the thread ran its own code.
 pub const ELSEWHERE: u64 = 0;
+/// Elsewhere in weft's code (or the vDSO): a call's program before its
+/// call, since a signal that comes while the program writes the record of
+/// one returned has its delivery's record dropped with the handler's.
+pub const IN_WEFT: u64 = 3;
 
 /// The sync page's word saying what the stub does ([`OFF`], [`RECORD`],
 /// [`RERUN`]).

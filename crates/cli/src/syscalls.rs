@@ -591,6 +591,7 @@ fn show(dir: &std::path::Path, json: bool) -> Result<i32> {
                 "interrupted_at": match call.args[2] >> 32 {
                     weft_abi::delivery::AFTER_SYSCALL => "after a syscall",
                     weft_abi::delivery::AT_SYSCALL => "at a syscall",
+                    weft_abi::delivery::IN_WEFT => "in weft's code",
                     _ => "elsewhere",
                 },
                 "line": weft_syscalls::strace_line(call),

@@ -19,8 +19,9 @@ const EPIPE: i64 = -32;
 /// `vmsplice`, `sendmmsg`.
 const WRITES: &[u64] = &[1, 18, 20, 44, 46, 40, 296, 328, 275, 278, 307];
 
-/// The processes a recorded `wait4` reaped killed by `SIGPIPE`.
-fn killed_by_sigpipe(calls: &[Call]) -> HashSet<i32> {
+/// The processes a recorded `wait4` reaped killed by a signal, and the
+/// signal.
+pub fn killed(calls: &[Call]) -> HashMap<i32, u32> {
     calls
         .iter()
         .filter_map(|c| {
@@ -28,8 +29,18 @@ fn killed_by_sigpipe(calls: &[Call]) -> HashSet<i32> {
             let status = (c.buffers.iter())
                 .find(|b| b.what == Memory::Filled && b.arg == 1)
                 .and_then(|b| Some(u32::from_le_bytes(b.bytes.get(..4)?.try_into().ok()?)))?;
-            (status & 0x7f == SIGPIPE).then_some(child)
+            let signal = status & 0x7f;
+            (signal != 0 && signal != 0x7f).then_some((child, signal))
         })
+        .collect()
+}
+
+/// The processes a recorded `wait4` reaped killed by `SIGPIPE`.
+fn killed_by_sigpipe(calls: &[Call]) -> HashSet<i32> {
+    killed(calls)
+        .into_iter()
+        .filter(|&(_, signal)| signal == SIGPIPE)
+        .map(|(pid, _)| pid)
         .collect()
 }
 

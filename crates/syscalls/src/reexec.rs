@@ -362,7 +362,8 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             let left_by_it = c.exit.is_none()
                 && n.args[2] >> 32 == weft_abi::delivery::AFTER_SYSCALL
                 && n.args[1] as i64 == EINTR;
-            interrupted[k] = (eintr || left_by_it) && crate::calls::is_delivery(n);
+            interrupted[k] =
+                (eintr || left_by_it) && crate::calls::is_delivery(n) && !MASKING.contains(&c.nr);
             retried[k] = eintr && n.nr == c.nr && n.args == c.args;
             left[k] = (c.exit.is_none() || crate::calls::left_with_result(c)) && takes_input(c);
         }
@@ -463,7 +464,9 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             slot += 1;
             let mut flags = 0u64;
             if crate::calls::is_delivery(c) {
-                let before = p.checked_sub(1).map(|q| &calls[ks[q]]);
+                let before = (ks[..p].iter().rev())
+                    .map(|&q| &calls[q])
+                    .find(|b| !crate::calls::is_delivery(b));
                 flags |= raise_at(c, before);
             }
             if FD_FIRST.contains(&c.nr) {
@@ -579,81 +582,8 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
     }
 }
 
-/// The waits of each recorded signal delivery: for every other thread
-/// feed, its newest call that had returned when the signal came (the call
-/// that sent it, the exit of the child a `SIGCHLD` reports, and anything
-/// its handler may find done), so that the rerun never raises it before
-/// what caused it (a cancellation raised before the canceller installed
-/// the handler killed the process). Added to `waits_of` (call: feed: the
-/// count of its calls done waited for).
-fn delivery_waits(
-    calls: &[Call],
-    per_feed: &[Vec<usize>],
-    waits_of: &mut HashMap<usize, std::collections::BTreeMap<usize, usize>>,
-) {
-    let deliveries: Vec<(usize, usize)> = per_feed
-        .iter()
-        .enumerate()
-        .flat_map(|(i, ks)| ks.iter().map(move |&k| (i, k)))
-        .filter(|&(_, k)| crate::calls::is_delivery(&calls[k]))
-        .collect();
-    if deliveries.is_empty() {
-        return;
-    }
-    let returned = |k: usize| -> Option<u64> {
-        let c = &calls[k];
-        match c.exit.and_then(|e| e.tsc) {
-            Some(t) => Some(t),
-            // An exit_group is done once its thread is gone (`ended`).
-            None if c.nr == crate::fds::EXIT_GROUP => Some(c.entry_tsc),
-            None => None,
-        }
-    };
-    for (i, d) in deliveries {
-        let at = calls[d].entry_tsc;
-        for (j, ks) in per_feed.iter().enumerate().filter(|&(j, _)| j != i) {
-            // Calls entered before the signal came, the newest first: the
-            // first of them that had returned by then (a few steps back at
-            // most past calls still under way).
-            let entered = ks.partition_point(|&k| calls[k].entry_tsc < at);
-            let Some(p) = (0..entered)
-                .rev()
-                .take(64)
-                .find(|&p| returned(ks[p]).is_some_and(|t| t < at))
-            else {
-                continue;
-            };
-            let newest = waits_of.entry(d).or_default().entry(j).or_default();
-            *newest = (*newest).max(p + 1);
-        }
-    }
-}
-
-/// Where the rerun raises a recorded delivery `d` (`weft_abi::delivery`)
-/// in its thread, whose call before it in the feed is `before`: in that
-/// call's return, if the signal came as a call returned; before that call
-/// is made (after its waits), if it came while the call was under way
-/// (interrupted and restarted, or left); else before the thread's next
-/// call.
-fn raise_at(d: &Call, before: Option<&Call>) -> u64 {
-    let kind = d.args[2] >> 32;
-    let under_way = |b: &Call| b.exit.and_then(|e| e.tsc).is_none_or(|t| t > d.entry_tsc);
-    match before {
-        Some(_) if kind == weft_abi::delivery::AFTER_SYSCALL => f::RAISE_AT_RETURN,
-        Some(b) if under_way(b) && !crate::calls::is_delivery(b) => f::RAISE_DURING,
-        _ => f::RAISE_NEXT,
-    }
-}
-
 /// `futex`'s number: the one call a thread feed's extra call stands for.
 const FUTEX: u64 = 202;
-
-/// Says in a feed's bytes that the rerun runs the program's handlers where
-/// the record has their deliveries (`f::SIGNALS_FED`).
-pub fn feed_signals(bytes: &mut [u8]) {
-    bytes[f::SIGNALS_FED as usize..f::SIGNALS_FED as usize + 8]
-        .copy_from_slice(&1u64.to_le_bytes());
-}
 
 /// Names the rerun's first process (its pid) as the follower of feed 0,
 /// in a feed's bytes: written before the process makes its first call.
@@ -845,5 +775,9 @@ pub fn progress(bytes: &[u8]) -> Vec<Progress> {
         .collect()
 }
 
+mod deliveries;
 #[cfg(test)]
 mod tests;
+
+pub use deliveries::feed_signals;
+use deliveries::{delivery_waits, raise_at, MASKING};

@@ -348,11 +348,27 @@ pub fn reexec(
         }
         return Ok(1);
     }
-    // A thread that made fewer calls than its record diverged too.
+    // A thread that made fewer calls than its record diverged too, but
+    // for the last one of a process killed by a signal in the record,
+    // blocked there (`= ?`): killed in the rerun, it may not have come to
+    // make it (its killer's signal raised where the record had it, after
+    // the calls that had returned by then).
+    let mut killed = weft_syscalls::killed::killed(&calls);
+    killed.extend(
+        meta.killed
+            .iter()
+            .map(|(&pid, &signal)| (pid, signal as u32)),
+    );
+    let killed_in_it = |i: usize, cursor: usize| {
+        let ks = &feed.calls[i];
+        let last = &calls[ks[ks.len() - 1]];
+        cursor + 1 == ks.len() && last.exit.is_none() && killed.contains_key(&meta.pid_of(last.tid))
+    };
     let short: Vec<String> = progress
         .iter()
         .enumerate()
         .filter(|(i, p)| (p.cursor as usize) < feed.calls[*i].len())
+        .filter(|(i, p)| !killed_in_it(*i, p.cursor as usize))
         .map(|(i, p)| {
             let next = &calls[feed.calls[i][p.cursor as usize]];
             format!(

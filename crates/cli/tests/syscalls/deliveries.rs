@@ -118,21 +118,33 @@ fn a_rerun_runs_each_handler_where_the_record_had_it() {
             rerun.stderr
         );
     }
-    // A shell's SIGCHLD handler reaps its command substitutions and
-    // background jobs with wait4 as they end.
-    if !have("bash") {
-        skip("bash is not installed");
-        return;
-    }
-    let script = "x=$(echo hi); y=$(date +%N); echo $x $y; sleep 0.01 & wait";
-    let bash = Path::new("/bin/bash");
-    let args: Vec<&std::ffi::OsStr> = ["-c", script].into_iter().map(|a| a.as_ref()).collect();
-    for run in 0..3 {
-        let dir = scratch(&format!("syscalls-deliveries-bash-{run}"));
-        let (out, recorded) = record_into(&dir, bash, &args);
-        let rerun = reexec(&out, bash, &args);
-        assert_eq!(rerun.status, 0, "{}", rerun.stderr);
-        assert!(!rerun.stderr.contains("diverged"), "{}", rerun.stderr);
-        assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+    // Shells' SIGCHLD handlers, as their children end or weft's holds
+    // stop and continue them: bash reaps command substitutions and a
+    // background job with wait4 as they end; dash waits for its jobs in
+    // sigsuspend, its handler setting a flag; timeout's SIGALRM handler
+    // kills cat, blocked in a read (exit status 124).
+    for (shell, script) in [
+        (
+            "bash",
+            "x=$(echo hi); y=$(date +%N); echo $x $y; sleep 0.01 & wait",
+        ),
+        ("dash", "sleep 0.01 & sleep 0.02 & wait; echo done"),
+        ("sh", "sleep 1 | timeout 0.3 cat"),
+    ] {
+        if !have(shell) || !have("timeout") {
+            skip(&format!("{shell} or timeout is not installed"));
+            continue;
+        }
+        let path = Path::new("/bin").join(shell);
+        let args: Vec<&std::ffi::OsStr> = ["-c", script].into_iter().map(|a| a.as_ref()).collect();
+        for run in 0..3 {
+            let dir = scratch(&format!("syscalls-deliveries-{shell}-{run}"));
+            let (out, recorded) = record_into_status(&dir, &path, &args);
+            let rerun = reexec(&out, &path, &args);
+            assert_eq!(rerun.status, recorded.status, "{script}: {}", rerun.stderr);
+            assert!(!rerun.stderr.contains("diverged"), "{}", rerun.stderr);
+            assert!(!rerun.stderr.contains("stalled"), "{}", rerun.stderr);
+            assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+        }
     }
 }

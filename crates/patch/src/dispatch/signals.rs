@@ -269,6 +269,36 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
         a.mov(r9d, delivery::AFTER_SYSCALL as u32)?;
         a.set_label(&mut found)?;
         a.nop()?;
+        // Elsewhere in weft's code (a call's program, before its call:
+        // the record it writes after one would have been dropped with
+        // this one), or in the vDSO: the dispatch cluster's code area or
+        // one of the unrecorded ranges.
+        let mut program = a.create_label();
+        let mut weft = a.create_label();
+        let mut next = a.create_label();
+        let mut each = a.create_label();
+        a.cmp(r9d, delivery::ELSEWHERE as u32)?;
+        a.jne(program)?;
+        a.mov(rax, rcx)?;
+        a.sub(rax, qword_ptr(r13 + sync::DISPATCH_START as i32))?;
+        a.cmp(rax, qword_ptr(r13 + sync::DISPATCH_LEN as i32))?;
+        a.jb(weft)?;
+        a.xor(eax, eax)?;
+        a.set_label(&mut each)?;
+        a.lea(rdx, qword_ptr(r13 + rax))?;
+        a.cmp(rcx, qword_ptr(rdx + sync::UNRECORDED_RANGES as i32))?;
+        a.jb(next)?;
+        a.cmp(rcx, qword_ptr(rdx + (sync::UNRECORDED_RANGES + 8) as i32))?;
+        a.jb(weft)?;
+        a.set_label(&mut next)?;
+        a.add(rax, 16)?;
+        a.cmp(rax, (16 * sync::UNRECORDED_RANGE_COUNT) as i32)?;
+        a.jb(each)?;
+        a.jmp(program)?;
+        a.set_label(&mut weft)?;
+        a.mov(r9d, delivery::IN_WEFT as u32)?;
+        a.set_label(&mut program)?;
+        a.nop()?;
     }
     a.shl(r9, 32)?;
     a.or(r9, r12)?;

@@ -14,11 +14,17 @@ use iced_x86::code_asm::*;
 use weft_abi::delivery;
 use weft_abi::feed as f;
 
-/// `getpid` and `rt_tgsigqueueinfo`.
+/// `getpid`, `rt_sigtimedwait` and `rt_tgsigqueueinfo`.
 const GETPID: u32 = 39;
+const RT_SIGTIMEDWAIT: u32 = 128;
 const RT_TGSIGQUEUEINFO: u32 = 297;
 /// Bytes of a `siginfo_t`.
 const SIGINFO: i32 = 128;
+/// Below the `siginfo_t`: a signal set and a zero `struct timespec`.
+const SET: i32 = SIGINFO;
+const NO_WAIT: i32 = SIGINFO + 8;
+/// The first real-time signal: those before it are not queued twice.
+const SIGRTMIN: i32 = 32;
 
 impl Gen {
     /// While the thread feed's next entry is a recorded delivery with one
@@ -64,12 +70,38 @@ impl Gen {
         // The siginfo: the signal, RAISED, SI_QUEUE, the recorded sender
         // and value (the record's fifth and sixth arguments), the recorded
         // code where the stub puts it back from.
-        a.sub(rsp, SIGINFO)?;
+        a.sub(rsp, NO_WAIT + 16)?;
         a.xor(eax, eax)?;
-        for k in 0..SIGINFO / 8 {
+        for k in 0..(NO_WAIT + 16) / 8 {
             a.mov(qword_ptr(rsp + 8 * k), rax)?;
         }
         a.lea(r9, qword_ptr(rdx + 1))?;
+        // A signal of the same number the rerun's processes sent, pending
+        // while the program blocks it, would make the kernel discard the
+        // raised one (a signal below SIGRTMIN is pending once at most):
+        // taken off first (`rt_sigtimedwait` that does not wait).
+        {
+            let mut queued = a.create_label();
+            a.cmp(r9d, SIGRTMIN)?;
+            a.jae(queued)?;
+            a.mov(ecx, edx)?;
+            a.mov(eax, 1)?;
+            a.shl(rax, cl)?;
+            a.mov(qword_ptr(rsp + SET), rax)?;
+            // The call clobbers r11 (the block) and rcx.
+            a.push(rdi)?;
+            a.push(r11)?;
+            a.lea(rdi, qword_ptr(rsp + 16 + SET))?;
+            a.xor(esi, esi)?;
+            a.lea(rdx, qword_ptr(rsp + 16 + NO_WAIT))?;
+            a.mov(r10d, 8)?;
+            a.mov(eax, RT_SIGTIMEDWAIT)?;
+            a.syscall()?;
+            a.pop(r11)?;
+            a.pop(rdi)?;
+            a.set_label(&mut queued)?;
+            a.nop()?;
+        }
         a.mov(rax, u64::from(delivery::RAISED) << 32)?;
         a.or(rax, r9)?;
         a.mov(qword_ptr(rsp), rax)?;
@@ -88,7 +120,7 @@ impl Gen {
         a.mov(r10, rsp)?;
         a.mov(eax, RT_TGSIGQUEUEINFO)?;
         a.syscall()?;
-        a.add(rsp, SIGINFO)?;
+        a.add(rsp, NO_WAIT + 16)?;
         for r in kept.into_iter().rev() {
             a.pop(r)?;
         }

@@ -95,7 +95,7 @@ fn a_program_makes_its_points_call_between_its_two_halves() {
 /// A feed's own calls (its waits for other threads' calls, its exit when
 /// the rerun diverged, the raise of a recorded signal delivery) are found
 /// with the point's `rsp` above each: within the fixed frame and what the
-/// feed pushes (at most a raise's six registers and `siginfo_t`), never
+/// feed pushes (at most a raise's six registers, `siginfo_t` and signal set), never
 /// below it.
 #[test]
 fn a_feeds_own_calls_are_found_with_the_points_stack() {
@@ -116,7 +116,7 @@ fn a_feeds_own_calls_are_found_with_the_points_stack() {
             let off = (call - at) as usize;
             assert_eq!(mini[off..off + 2], [0x0f, 0x05]);
             assert!(
-                (FIXED_FRAME_RSP as u64..=FIXED_FRAME_RSP as u64 + 176).contains(&cfa),
+                (FIXED_FRAME_RSP as u64..=FIXED_FRAME_RSP as u64 + 216).contains(&cfa),
                 "{cfa} at {off:#x}"
             );
         }
