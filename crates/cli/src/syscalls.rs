@@ -163,7 +163,9 @@ enum SyscallsCommand {
     /// bytes, input from outside the workload, a `wait4` with `WNOHANG`
     /// that found no child ended) get the recorded result and bytes
     /// without reaching the kernel, the others are made (a `wait4` that
-    /// reaped a child waits for that child). The first call
+    /// reaped a child waits for that child). The program's signal
+    /// handlers run where the record had their deliveries, and at no
+    /// signal the rerun's own processes send. The first call
     /// that differs from the record (another call, or another descriptor)
     /// ends the rerun with a report of both and the call's stack; exit
     /// status 1 then, else CMD's. A call that depends on another
