@@ -178,6 +178,13 @@ impl Session {
         self.shm.store_u64(sync_at + sync::SIGNAL_MODE, signals);
         self.shm
             .store_u64(sync_at + sync::SIGNAL_OWNER, self.pid as u64);
+        let header = &self.layout.header;
+        let keys = c.data + header.threads_offset;
+        self.shm.store_u64(sync_at + sync::SIGNAL_THREADS, keys);
+        self.shm
+            .store_u64(sync_at + sync::SIGNAL_SLOTS, header.thread_slots);
+        let block = weft_patch::region::threads::block_size(header.ring_data);
+        self.shm.store_u64(sync_at + sync::SIGNAL_BLOCK, block);
         self.shm.store_u64(sync_at + sync::DISPATCH_START, c.code);
         self.shm.store_u64(sync_at + sync::DISPATCH_LEN, CODE_AREA);
         self.write_unrecorded_ranges();

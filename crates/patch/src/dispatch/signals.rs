@@ -33,14 +33,15 @@
 //! from any other at once (the record says where its signals came).
 
 use super::{uc, Labels, COPY, SIGSYS};
-use crate::region::sync;
+use crate::region::{sync, threads};
 use iced_x86::code_asm::*;
 use weft_abi::delivery;
 use weft_abi::sigaction::{SA_RESETHAND, SA_RESTART, SA_SIGINFO};
 use weft_abi::syscall;
 
-/// `getpid`'s number.
+/// `getpid`'s and `rt_tgsigqueueinfo`'s numbers.
 const GETPID: u32 = 39;
+const RT_TGSIGQUEUEINFO: u32 = 297;
 /// `rt_sigprocmask`'s `how` that adds to the blocked set.
 const SIG_BLOCK: u32 = 0;
 /// `syscall`'s encoding, as a little-endian word.
@@ -228,6 +229,123 @@ pub(super) fn after_action(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), 
     a.jmp(l.done)
 }
 
+/// A marked `siginfo_t` at rsi (`delivery::RAISED`) as it was sent: its
+/// `si_errno` cleared, its code put back. Clobbers rax.
+fn restore_code(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    a.mov(dword_ptr(rsi + 4), 0)?;
+    a.mov(eax, dword_ptr(rsi + delivery::CODE_KEPT as i32))?;
+    a.mov(dword_ptr(rsi + 8), eax)?;
+    a.mov(dword_ptr(rsi + delivery::CODE_KEPT as i32), 0)
+}
+
+/// In a record, a signal that comes while the thread writes a record of
+/// weft's (its block's `WRITING` frame above the interrupted stack
+/// pointer) would have its delivery's record, and its handler's calls',
+/// dropped (a ring has one writer at a time): it is put off instead. Its
+/// signal is sent again to the thread, marked, and blocked in the
+/// interrupted code's mask, the mask before kept in the block
+/// (`threads::DEFERRED_MASK`); the stub returns at once (`drop`), and the
+/// writer, done, puts the mask back (`Gen::release_writing`), so that the
+/// signal comes right after the record, where it is recorded as any. The
+/// thread's block is found as generated code finds it, by its thread
+/// pointer, and counts only if the slot names this thread. Entered with
+/// rdi, rsi, rdx (the handler's arguments) pushed; leaves them pushed
+/// when it goes on. Clobbers rax, rcx, rdx, r8 to r12, r14.
+fn put_off_while_writing(a: &mut CodeAssembler, drop: CodeLabel) -> Result<(), IcedError> {
+    let mut go_on = a.create_label();
+    let mut probe = a.create_label();
+    let mut found = a.create_label();
+    let mut masked = a.create_label();
+    let (signal, info, context) = (qword_ptr(rsp + 16), qword_ptr(rsp + 8), qword_ptr(rsp));
+    a.mov(r10, qword_ptr(r13 + sync::SIGNAL_THREADS as i32))?;
+    a.test(r10, r10)?;
+    a.jz(go_on)?;
+    a.mov(eax, syscall::GETTID)?;
+    a.syscall()?;
+    a.mov(r14, rax)?;
+    a.mov(r10, qword_ptr(r13 + sync::SIGNAL_THREADS as i32))?;
+    a.mov(r12, qword_ptr(r13 + sync::SIGNAL_SLOTS as i32))?;
+    a.sub(r12, 1)?; // the slots' mask
+    a.mov(rax, qword_ptr(0u64).fs())?;
+    a.test(rax, rax)?;
+    a.jz(go_on)?;
+    a.imul_3(rcx, rax, 0x2545_f491)?;
+    a.shr(rcx, 16)?;
+    a.and(rcx, r12)?;
+    a.lea(r9, qword_ptr(r12 + 1))?;
+    a.set_label(&mut probe)?;
+    a.mov(r11, qword_ptr(r10 + rcx * 8))?;
+    a.cmp(r11, rax)?;
+    a.je(found)?;
+    a.test(r11, r11)?;
+    a.jz(go_on)?;
+    a.add(rcx, 1)?;
+    a.and(rcx, r12)?;
+    a.sub(r9, 1)?;
+    a.jnz(probe)?;
+    a.jmp(go_on)?;
+    a.set_label(&mut found)?;
+    a.imul_2(rcx, qword_ptr(r13 + sync::SIGNAL_BLOCK as i32))?;
+    a.lea(r11, qword_ptr(r10 + rcx))?;
+    a.lea(r11, qword_ptr(r11 + r12 * 8 + 8))?;
+    a.cmp(r14, qword_ptr(r11 + threads::TID as i32))?;
+    a.jne(go_on)?;
+    a.mov(rax, qword_ptr(r11 + threads::WRITING as i32))?;
+    a.test(rax, rax)?;
+    a.jz(go_on)?;
+    // The frame is 8 bytes below the writer's stack pointer: at or above
+    // the interrupted one's, less 8, while the writer runs.
+    a.mov(rdx, context)?;
+    a.mov(rcx, qword_ptr(rdx + uc::RSP))?;
+    a.sub(rcx, 8)?;
+    a.cmp(rax, rcx)?;
+    a.jb(go_on)?;
+    // Put off: the mask before (unless a signal put off earlier in the
+    // same record already keeps it), the signal blocked after.
+    a.cmp(qword_ptr(r11 + threads::DEFERRED as i32), 0)?;
+    a.jne(masked)?;
+    a.mov(rax, qword_ptr(rdx + uc::SIGMASK))?;
+    a.mov(qword_ptr(r11 + threads::DEFERRED_MASK as i32), rax)?;
+    a.mov(qword_ptr(r11 + threads::DEFERRED as i32), 1)?;
+    a.set_label(&mut masked)?;
+    a.mov(rcx, signal)?;
+    a.sub(ecx, 1)?;
+    a.bts(qword_ptr(rdx + uc::SIGMASK), rcx)?;
+    // Sent again, marked (SI_QUEUE, which a thread may send itself).
+    a.mov(rax, info)?;
+    a.sub(rsp, 128)?;
+    a.xor(ecx, ecx)?;
+    for w in 0..16 {
+        a.mov(qword_ptr(rsp + 8 * w), rcx)?;
+    }
+    for w in [2, 3, 4] {
+        a.mov(rcx, qword_ptr(rax + 8 * w))?;
+        a.mov(qword_ptr(rsp + 8 * w), rcx)?;
+    }
+    a.mov(ecx, dword_ptr(rax + 8))?;
+    a.mov(dword_ptr(rsp + delivery::CODE_KEPT as i32), ecx)?;
+    a.mov(dword_ptr(rsp + 8), delivery::SI_QUEUE)?;
+    a.mov(rcx, qword_ptr(rsp + 128 + 16))?;
+    a.mov(dword_ptr(rsp), ecx)?;
+    a.mov(dword_ptr(rsp + 4), delivery::RAISED)?;
+    a.mov(r12, rcx)?;
+    a.mov(eax, GETPID)?;
+    a.syscall()?;
+    a.mov(rdi, rax)?;
+    a.mov(rsi, r14)?;
+    a.mov(rdx, r12)?;
+    a.mov(r10, rsp)?;
+    a.mov(eax, RT_TGSIGQUEUEINFO)?;
+    a.syscall()?;
+    a.add(rsp, 128)?;
+    a.pop(rdx)?;
+    a.pop(rsi)?;
+    a.pop(rdi)?;
+    a.jmp(drop)?;
+    a.set_label(&mut go_on)?;
+    a.nop()
+}
+
 /// The delivery stub (rdi: the signal, rsi: its `siginfo_t`, rdx: the
 /// frame's `ucontext_t`; [rsp]: the return into the restorer).
 pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedError> {
@@ -241,12 +359,23 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
         delivery::RERUN as i32,
     )?;
     a.je(rerun)?;
-    // The delivery's call, with the registers the dispatch function's
-    // probes read: rbx the frame (for an unwinder), r14 the number, rcx
-    // the site (here the interrupted rip).
+    // A record: a signal put off (below) comes back marked, its code
+    // kept aside.
+    {
+        let mut fresh = a.create_label();
+        a.cmp(dword_ptr(rsi + 4), delivery::RAISED)?;
+        a.jne(fresh)?;
+        restore_code(a)?;
+        a.set_label(&mut fresh)?;
+        a.nop()?;
+    }
     a.push(rdi)?;
     a.push(rsi)?;
     a.push(rdx)?;
+    put_off_while_writing(a, drop)?;
+    // The delivery's call, with the registers the dispatch function's
+    // probes read: rbx the frame (for an unwinder), r14 the number, rcx
+    // the site (here the interrupted rip).
     a.mov(rbx, rdx)?;
     a.mov(r15, rsi)?;
     a.mov(r12, rdi)?;
@@ -319,10 +448,7 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
     a.set_label(&mut rerun)?;
     a.cmp(dword_ptr(rsi + 4), delivery::RAISED)?;
     a.jne(drop)?;
-    a.mov(dword_ptr(rsi + 4), 0)?;
-    a.mov(eax, dword_ptr(rsi + delivery::CODE_KEPT as i32))?;
-    a.mov(dword_ptr(rsi + 8), eax)?;
-    a.mov(dword_ptr(rsi + delivery::CODE_KEPT as i32), 0)?;
+    restore_code(a)?;
     // The program's handler, as the kernel would have entered it; an
     // action that resets itself is the default one from now on.
     a.set_label(&mut chain)?;

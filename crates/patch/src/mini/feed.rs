@@ -161,10 +161,9 @@ impl Gen {
         let mut next_call = a.create_label();
         a.set_label(&mut next_call)?;
         a.nop()?;
-        // A recorded signal delivery here comes first (`raise`).
-        if feed.vdso.is_none() {
-            self.raise_deliveries(f::RAISE_DURING | f::RAISE_AT_RETURN | f::RAISE_NEXT)?;
-        }
+        // A recorded signal delivery here comes first (`raise`), a vDSO
+        // function's call too.
+        self.raise_deliveries(f::RAISE_DURING | f::RAISE_AT_RETURN | f::RAISE_NEXT)?;
         let a = &mut self.a;
         a.mov(r10, qword_ptr(rcx + f::THREAD_CURSOR as i32))?;
         a.cmp(r10, qword_ptr(rcx + f::THREAD_COUNT_CALLS as i32))?;

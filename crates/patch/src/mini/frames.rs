@@ -28,6 +28,8 @@ use iced_x86::code_asm::*;
 const SIGALTSTACK: u32 = 131;
 const SS_ONSTACK: i32 = 1;
 const SS_DISABLE: i32 = 2;
+/// `rt_sigprocmask`'s `how` that sets the mask.
+const SIG_SETMASK: u32 = 2;
 
 impl Gen {
     /// r8 .. r8 + r9: the thread's alternate signal stack (empty if it has
@@ -120,6 +122,49 @@ impl Gen {
         a.set_label(&mut take)?;
         a.lea(rax, qword_ptr(rsp - 8))?;
         a.mov(qword_ptr(r11 + t::WRITING as i32), rax)
+    }
+
+    /// Gives the thread's `WRITING` word back (r11: the block); then, if
+    /// the delivery stub put a signal off meanwhile (`t::DEFERRED`), puts
+    /// the interrupted code's mask back, which lets it come now. Keeps
+    /// every register.
+    pub(super) fn release_writing(&mut self) -> std::result::Result<(), IcedError> {
+        let routine = *self.deferred.get_or_insert_with(|| self.a.create_label());
+        let a = &mut self.a;
+        let mut none = a.create_label();
+        a.mov(qword_ptr(r11 + t::WRITING as i32), 0)?;
+        a.cmp(qword_ptr(r11 + t::DEFERRED as i32), 0)?;
+        a.je(none)?;
+        a.call(routine)?;
+        a.set_label(&mut none)?;
+        a.nop()
+    }
+
+    /// The routine [`Gen::release_writing`] calls: `rt_sigprocmask`
+    /// setting the mask kept in `t::DEFERRED_MASK` (r11: the block).
+    /// Placed once, after the mini-trampoline's code; keeps every
+    /// register.
+    pub(super) fn deferred_routine(&mut self) -> std::result::Result<(), IcedError> {
+        let Some(mut routine) = self.deferred else {
+            return Ok(());
+        };
+        let a = &mut self.a;
+        a.set_label(&mut routine)?;
+        let kept = [rax, rcx, rdx, rsi, rdi, r10, r11];
+        for r in kept {
+            a.push(r)?;
+        }
+        a.mov(qword_ptr(r11 + t::DEFERRED as i32), 0)?;
+        a.mov(edi, SIG_SETMASK)?;
+        a.lea(rsi, qword_ptr(r11 + t::DEFERRED_MASK as i32))?;
+        a.xor(edx, edx)?;
+        a.mov(r10d, 8)?;
+        a.mov(eax, weft_abi::syscall::RT_SIGPROCMASK)?;
+        a.syscall()?;
+        for r in kept.into_iter().rev() {
+            a.pop(r)?;
+        }
+        a.ret()
     }
 
     /// The routine [`Gen::take_writing`] calls when the `WRITING` word is

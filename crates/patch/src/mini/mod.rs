@@ -150,6 +150,9 @@ struct Gen {
     /// The routine that tells whether the thread left a record it was
     /// writing, once a primitive calls it (see [`frames`]).
     writer_left: Option<CodeLabel>,
+    /// The routine that lets a signal the delivery stub put off come
+    /// ([`Gen::deferred_routine`]), once some code needs it.
+    deferred: Option<CodeLabel>,
     /// Whether the program made a call it keeps open, to close at its end.
     close_pending: bool,
 }
@@ -429,6 +432,7 @@ pub fn assemble_mini(
         has_slot: true,
         made_calls: Vec::new(),
         writer_left: None,
+        deferred: None,
         close_pending: false,
     };
     (|| -> std::result::Result<(), IcedError> {
@@ -477,6 +481,7 @@ pub fn assemble_mini(
         }
         g.a.ret()?;
         g.writer_left_routine()?;
+        g.deferred_routine()?;
         for (mut l, v) in std::mem::take(&mut g.literals) {
             g.a.set_label(&mut l)?;
             g.a.dq(&[v])?;

@@ -132,7 +132,8 @@ impl Gen {
         self.write_open_calls()?;
         let a = &mut self.a;
         a.pop(rcx)?;
-        a.mov(qword_ptr(r11 + t::WRITING as i32), 0)?;
+        self.release_writing()?;
+        let a = &mut self.a;
         let mut closed = a.create_label();
         a.jmp(closed)?;
         a.set_label(&mut busy)?;
@@ -208,8 +209,8 @@ impl Gen {
         let a = &mut self.a;
         a.pop(rcx)?;
         a.mov(qword_ptr(r11 + t::OPEN_DEPTH as i32), rcx)?;
-        a.mov(qword_ptr(r11 + t::WRITING as i32), 0)?;
-        a.jmp(then)
+        self.release_writing()?;
+        self.a.jmp(then)
     }
 
     /// The result the call of slot rdi had when its thread left it, into

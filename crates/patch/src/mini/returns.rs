@@ -108,6 +108,7 @@ impl Gen {
             has_slot: true,
             made_calls: Vec::new(),
             writer_left: None,
+            deferred: None,
             close_pending: false,
         })
     }
@@ -115,6 +116,7 @@ impl Gen {
     fn finish(mut self, at: u64) -> Result<Vec<u8>> {
         (|| -> std::result::Result<(), IcedError> {
             self.writer_left_routine()?;
+            self.deferred_routine()?;
             for (mut l, v) in std::mem::take(&mut self.literals) {
                 self.a.set_label(&mut l)?;
                 self.a.dq(&[v])?;

@@ -281,7 +281,7 @@ impl Gen {
         self.a.set_label(&mut drop)?;
         self.a.add(qword_ptr(r8 + r::DROPPED as i32), 1)?;
         self.a.set_label(&mut done)?;
-        self.a.mov(qword_ptr(r11 + t::WRITING as i32), 0)?;
+        self.release_writing()?;
         self.a.jmp(after)?;
         self.a.set_label(&mut nested)?;
         self.a
@@ -453,6 +453,7 @@ pub fn ring_function(at: u64, table: ThreadTable) -> Result<Vec<u8>> {
         has_slot: true,
         made_calls: Vec::new(),
         writer_left: None,
+        deferred: None,
         close_pending: false,
     };
     (|| -> std::result::Result<(), IcedError> {

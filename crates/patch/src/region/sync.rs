@@ -120,6 +120,15 @@ pub const SIGNAL_MODE: u64 = 4096;
 /// `vfork` child, which shares the memory but has actions of its own,
 /// installs its own as they are.
 pub const SIGNAL_OWNER: u64 = 4104;
+/// Where the delivery stub finds the thread's block, to put off a signal
+/// that comes while the thread writes a record (`threads::DEFERRED`): the
+/// thread table's address (its keys; 0: not known), its slots and the
+/// bytes of a block (u64 each).
+pub const SIGNAL_THREADS: u64 = 4112;
+/// See [`SIGNAL_THREADS`].
+pub const SIGNAL_SLOTS: u64 = 4120;
+/// See [`SIGNAL_THREADS`].
+pub const SIGNAL_BLOCK: u64 = 4128;
 /// The program's action of signal `s` at `SIGNAL_ACTIONS + 32 * s`, as
 /// it last installed it (a kernel `struct sigaction`): the stub chains to
 /// its handler. A handler of 0 or 1 (`SIG_DFL`, `SIG_IGN`): the kernel

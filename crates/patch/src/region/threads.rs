@@ -91,8 +91,19 @@ pub const OPEN_VALUES: u64 = 16;
 pub const OPEN_VALUES_MAX: u64 = 10;
 /// A left call's result when the thread's signal frame does not say it.
 pub const LEFT_RESULT_UNKNOWN: u64 = weft_abi::syscall::LEFT_RESULT_UNKNOWN;
+/// 1 (u64) while a signal the delivery stub put off waits for the record
+/// being written to be done (`crate::dispatch`'s stub, version 14): the
+/// signal is pending, blocked in the interrupted code's mask, and the
+/// code that gives the `WRITING` word back puts back [`DEFERRED_MASK`],
+/// so that it comes then, its delivery recorded and its handler's calls
+/// too, where before they were dropped.
+pub const DEFERRED: u64 = OPEN_CALLS + OPEN_SLOTS * OPEN_SIZE;
+/// The signal mask (u64) the interrupted code had before the stub put a
+/// signal off.
+pub const DEFERRED_MASK: u64 = DEFERRED + 8;
 /// Offset of the thread's event ring in its block (see [`super::ring`]).
 pub const RING: u64 = 4096;
+const _: () = assert!(DEFERRED_MASK + 8 <= RING);
 
 /// Bytes of one thread's block: timers, counters, its tid, then its ring
 /// with `ring_data` bytes of data, rounded to a cache line. A region
