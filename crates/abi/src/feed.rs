@@ -254,6 +254,13 @@ pub const RAISE_AT_RETURN: u64 = 1 << 26;
 /// A delivery raised before the thread's next call (the signal came while
 /// it ran its own code).
 pub const RAISE_NEXT: u64 = 1 << 27;
+/// Flag of a wait that installs a signal mask (`rt_sigsuspend`, `ppoll`,
+/// ...) which the delivery after it cut short (`EINTR`), raised before it
+/// ([`RAISE_DURING`]): if that signal came at once (the program does not
+/// block it), the wait would wait for another, so it is answered with its
+/// recorded `EINTR` instead; if it is still pending, the wait's own mask
+/// lets it in, as in the record.
+pub const MASKED_WAIT: u64 = 1 << 28;
 /// Bytes of `struct clone_args` up to `cgroup` (`CLONE_ARGS_SIZE_VER2`).
 pub const CLONE_ARGS_SIZE: u64 = 88;
 /// Flags: first bit of the compared arguments' mask.

@@ -463,6 +463,14 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             let at = calls_at + f::CALL_SIZE * slot;
             slot += 1;
             let mut flags = 0u64;
+            if MASKING.contains(&c.nr)
+                && c.exit.is_some_and(|e| e.result == EINTR)
+                && ks
+                    .get(p + 1)
+                    .is_some_and(|&n| crate::calls::is_delivery(&calls[n]))
+            {
+                flags |= f::MASKED_WAIT;
+            }
             if crate::calls::is_delivery(c) {
                 let before = (ks[..p].iter().rev())
                     .map(|&q| &calls[q])

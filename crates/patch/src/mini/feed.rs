@@ -56,6 +56,9 @@ const STOPPED_STATUS: u32 = 137;
 const WAIT4: u32 = 61;
 const WNOHANG: i32 = 1;
 
+/// `rt_sigpending`'s number.
+const RT_SIGPENDING: u32 = 127;
+
 /// `-EINTR`, as `rax` holds it.
 const EINTR: i32 = -4;
 
@@ -260,6 +263,7 @@ impl Gen {
         // runs before the call is made.
         if feed.vdso.is_none() {
             self.raise_deliveries(f::RAISE_DURING)?;
+            self.masked_wait()?;
         }
         let a = &mut self.a;
         // A read that takes at most what it took in the record.
@@ -427,6 +431,38 @@ impl Gen {
         a.set_label(&mut done)?;
         a.nop()?;
         Ok(())
+    }
+
+    /// A masked wait (`f::MASKED_WAIT`; r9: the call, rsi: its flags,
+    /// kept but for `ANSWER`): answered with its recorded `EINTR` when the
+    /// delivery raised before it (the next entry) is no longer pending.
+    fn masked_wait(&mut self) -> std::result::Result<(), IcedError> {
+        let a = &mut self.a;
+        let mut made = a.create_label();
+        a.test(rsi, f::MASKED_WAIT as i32)?;
+        a.jz(made)?;
+        let kept = [rcx, rsi, r8, r9, r10, r11];
+        for r in kept {
+            a.push(r)?;
+        }
+        // rt_sigpending(&set, 8) into a word of the stack.
+        a.push(0)?;
+        a.mov(rdi, rsp)?;
+        a.mov(esi, 8)?;
+        a.mov(eax, RT_SIGPENDING)?;
+        a.syscall()?;
+        a.pop(rdx)?;
+        for r in kept.into_iter().rev() {
+            a.pop(r)?;
+        }
+        a.mov(rax, qword_ptr(r9 + (f::CALL_SIZE + f::CALL_NR) as i32))?;
+        a.sub(rax, (weft_abi::delivery::BASE + 1) as i32)?;
+        a.bt(rdx, rax)?;
+        a.jc(made)?;
+        a.or(rsi, f::ANSWER as i32)?;
+        a.or(qword_ptr(r9 + f::CALL_FLAGS as i32), f::ANSWER as i32)?;
+        a.set_label(&mut made)?;
+        a.nop()
     }
 
     /// Before a call (r8: the feed, r9: the call, rcx: the thread feed,
