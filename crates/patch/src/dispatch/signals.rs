@@ -42,6 +42,8 @@ use weft_abi::syscall;
 /// `getpid`'s and `rt_tgsigqueueinfo`'s numbers.
 const GETPID: u32 = 39;
 const RT_TGSIGQUEUEINFO: u32 = 297;
+/// `tgkill`'s number.
+const TGKILL: u32 = 234;
 /// `rt_sigprocmask`'s `how` that adds to the blocked set.
 const SIG_BLOCK: u32 = 0;
 /// `syscall`'s encoding, as a little-endian word.
@@ -445,7 +447,42 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
     a.pop(rdi)?;
     a.jmp(chain)?;
     // A rerun: the feed's signals only, their recorded code put back.
+    // An action the program set with `SA_RESETHAND` that a delivery reset
+    // (the table's handler 0; the rerun's stub keeps its place): any
+    // signal now gets the default action, as in the record, where the
+    // kernel had reset it.
     a.set_label(&mut rerun)?;
+    {
+        let mut handled = a.create_label();
+        a.mov(rcx, rdi)?;
+        a.shl(rcx, 5)?;
+        a.cmp(qword_ptr(r13 + rcx + sync::SIGNAL_ACTIONS as i32), 0)?;
+        a.jne(handled)?;
+        a.mov(r12, rdi)?;
+        a.xor(eax, eax)?;
+        for _ in 0..4 {
+            a.push(rax)?;
+        }
+        a.mov(rsi, rsp)?;
+        a.xor(edx, edx)?;
+        a.mov(r10d, weft_abi::sigaction::SIGSET_SIZE as u32)?;
+        a.mov(eax, syscall::RT_SIGACTION)?;
+        a.syscall()?;
+        a.add(rsp, 32)?;
+        a.mov(eax, syscall::GETTID)?;
+        a.syscall()?;
+        a.mov(r14, rax)?;
+        a.mov(eax, GETPID)?;
+        a.syscall()?;
+        a.mov(rdi, rax)?;
+        a.mov(rsi, r14)?;
+        a.mov(rdx, r12)?;
+        a.mov(eax, TGKILL)?;
+        a.syscall()?;
+        a.jmp(drop)?;
+        a.set_label(&mut handled)?;
+        a.nop()?;
+    }
     a.cmp(dword_ptr(rsi + 4), delivery::RAISED)?;
     a.jne(drop)?;
     restore_code(a)?;
