@@ -3,7 +3,10 @@
  * an interval timer of 1 ms whose SIGALRM handler writes a byte into a
  * pipe, as a self-pipe does. Prints how many times the handler ran and
  * how many bytes the pipe holds at the end (the same, unless a write was
- * lost or doubled). Usage: syscalls_signals [ms] (300) */
+ * lost or doubled), and a trail of where in the loop each handler run
+ * found it (a count of the loop's steps, one after each call), which a
+ * rerun reproduces only if it runs each handler between the same two
+ * calls. Usage: syscalls_signals [ms] (300) */
 #include "tally.h"
 #include <fcntl.h>
 #include <signal.h>
@@ -14,10 +17,13 @@
 TALLY(handled);
 TALLY(piped);
 static int pipe_w;
+static volatile unsigned long steps;
+static unsigned long trail;
 
 static void on_alarm(int sig)
 {
     (void)sig;
+    trail = trail * 1000003 + steps;
     if (write(pipe_w, "x", 1) == 1) BUMP(handled);
 }
 
@@ -34,7 +40,9 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &start);
     do {
         getppid();
+        steps++;
         clock_gettime(CLOCK_MONOTONIC, &now);
+        steps++;
     } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < ms);
     setitimer(ITIMER_REAL, &off, 0);
     char buf[4096];
@@ -43,5 +51,6 @@ int main(int argc, char **argv)
         for (long i = 0; i < n; i++) BUMP(piped);
     PRINT_TALLY(handled);
     PRINT_TALLY(piped);
+    printf("trail %lu\n", trail);
     return 0;
 }

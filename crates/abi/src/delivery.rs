@@ -12,7 +12,7 @@
 //! 2. the interrupted `rax` (a call's result, `-EINTR`, or the number of a
 //!    call the kernel restarts);
 //! 3. the signal, and in the high half [`AFTER_SYSCALL`], [`AT_SYSCALL`],
-//!    [`IN_WEFT`] or [`ELSEWHERE`] (where `rip` was);
+//!    [`IN_WEFT`], [`AFTER_CALL`] or [`ELSEWHERE`] (where `rip` was);
 //! 4. to 6. the `siginfo_t`'s second to fourth words: `si_code`, then the
 //!    union's first 16 bytes (`si_pid` and `si_uid`, then `si_status` or
 //!    `si_value`).
@@ -43,6 +43,10 @@ pub const ELSEWHERE: u64 = 0;
 /// call, since a signal that comes while the program writes the record of
 /// one returned has its delivery's record dropped with the handler's.
 pub const IN_WEFT: u64 = 3;
+/// In weft's code after a call it made for the program returned, before
+/// any more of the program's own code ran (the record of that call being
+/// written, or the code after it): the signal came after the call.
+pub const AFTER_CALL: u64 = 4;
 
 /// The sync page's word saying what the stub does ([`OFF`], [`RECORD`],
 /// [`RERUN`]).

@@ -35,7 +35,7 @@
 /// `WEFTFEED`, the first u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"WEFTFEED");
 /// Layout version, the second u64.
-pub const VERSION: u64 = 7;
+pub const VERSION: u64 = 8;
 
 /// Header: the version.
 pub const HEADER_VERSION: u64 = 8;
@@ -131,8 +131,18 @@ pub const THREAD_FUTEXES_SKIPPED: u64 = 96;
 /// Thread feed: recorded signal deliveries its thread raised
 /// ([`RAISE_DURING`]).
 pub const THREAD_RAISED: u64 = 104;
+/// Thread feed: the address of the delivery ([`RAISE_AT_RIP`]) that a
+/// hardware breakpoint its thread armed waits to raise, 0 when none is
+/// armed (version 8).
+pub const THREAD_ARMED: u64 = 112;
+/// Thread feed: the breakpoint's perf event descriptor, while one is
+/// armed.
+pub const THREAD_ARMED_FD: u64 = 120;
 /// Bytes of a thread feed (a power of two).
 pub const THREAD_SIZE: u64 = 128;
+/// The high 16 bits of an armed breakpoint's `sig_data`, whose low 48
+/// are its thread feed's address: the SIGTRAP it sends is weft's.
+pub const BREAKPOINT_MARK: u64 = 0x5746 << 48;
 
 /// Call: the recorded number.
 pub const CALL_NR: u64 = 0;
@@ -254,6 +264,21 @@ pub const RAISE_AT_RETURN: u64 = 1 << 26;
 /// A delivery raised before the thread's next call (the signal came while
 /// it ran its own code).
 pub const RAISE_NEXT: u64 = 1 << 27;
+/// A delivery raised where the record's signal interrupted the program's
+/// own code, after the call before it returned and before the next: at
+/// that call's return the thread arms a hardware breakpoint at the
+/// recorded `rip` (the delivery's first argument) and the SIGTRAP handler
+/// raises the delivery when the thread gets there, before the instruction
+/// runs. The thread's next call, if it comes first, takes the breakpoint
+/// off and raises it there; a breakpoint that cannot be armed raises it
+/// at once (version 8).
+pub const RAISE_AT_RIP: u64 = 1 << 29;
+/// A delivery raised right after the one before it in the feed, once
+/// that one's handler returned, by the code that raised that one (the
+/// second signal came where the first did, as the first's handler
+/// returned: the same interrupted `rip` and `rax`), whatever calls that
+/// handler made between (version 8).
+pub const RAISE_WITH_PREVIOUS: u64 = 1 << 30;
 /// Flag of a wait that installs a signal mask (`rt_sigsuspend`, `ppoll`,
 /// ...) which the delivery after it cut short (`EINTR`), raised before it
 /// ([`RAISE_DURING`]): if that signal came at once (the program does not
@@ -284,7 +309,8 @@ const _: () = assert!(EXACT_CHILD >= 1 << (FILL_SHIFT + 8) && LEFT < 1 << COMPAR
 const _: () = assert!(DIVERGENCE_ARGS + 6 * 8 == DIVERGENCE_SITE);
 const _: () = assert!(THREAD_STOPPED + 8 <= THREAD_SIZE);
 const _: () = assert!(THREAD_RAISED + 8 <= THREAD_SIZE && THREAD_FUTEXES_SKIPPED < THREAD_RAISED);
-const _: () = assert!(RAISE_DURING > EXACT_CHILD && RAISE_NEXT < 1 << 31);
+const _: () = assert!(THREAD_RAISED < THREAD_ARMED && THREAD_ARMED_FD + 8 <= THREAD_SIZE);
+const _: () = assert!(RAISE_DURING > EXACT_CHILD && RAISE_WITH_PREVIOUS < 1 << 31);
 const _: () = assert!(CALL_ARGS + 6 * 8 == CALL_RESULT);
 const _: () = assert!(CALL_CHILD + 8 <= CALL_WAITS);
 const _: () = assert!(CALL_WAIT_COUNT + 8 <= CALL_RERUN_BEGAN);

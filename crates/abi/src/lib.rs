@@ -204,6 +204,11 @@ pub mod sigaction {
         pub const RSP: u64 = 160;
         /// `gregs[REG_RIP]`.
         pub const RIP: u64 = super::UCONTEXT_RIP;
+        /// `gregs[REG_EFL]`: the flags.
+        pub const EFL: u64 = 176;
+        /// The resume flag in [`EFL`]: the instruction at `rip` runs once
+        /// without stopping at a breakpoint there.
+        pub const RESUME_FLAG: u64 = 1 << 16;
         /// `uc_sigmask`.
         pub const SIGMASK: u64 = 296;
     }
@@ -220,6 +225,56 @@ pub mod siginfo {
     pub const TRAP_BRKPT: i32 = 1;
     /// `TRAP_TRACE`: a single step.
     pub const TRAP_TRACE: i32 = 2;
+    /// `TRAP_PERF`: a perf event opened with `sigtrap` fired (a hardware
+    /// breakpoint, [`super::perf`]).
+    pub const TRAP_PERF: i32 = 6;
+    /// Offset of `si_perf_data` (u64): the event's `sig_data`.
+    pub const PERF_DATA: u64 = 24;
+}
+
+/// A hardware execution breakpoint on the calling thread that sends it
+/// SIGTRAP when hit (`perf_event_open`, `include/uapi/linux/perf_event.h`):
+/// the `struct perf_event_attr` fields weft fills, in the layout of
+/// `PERF_ATTR_SIZE_VER7`.
+pub mod perf {
+    /// `perf_event_open`.
+    pub const PERF_EVENT_OPEN: u32 = 298;
+    /// Bytes of the attribute (`PERF_ATTR_SIZE_VER7`, the first with
+    /// `sig_data`).
+    pub const ATTR_SIZE: u32 = 128;
+    /// Offset of `type` (u32).
+    pub const TYPE: u64 = 0;
+    /// Offset of `size` (u32).
+    pub const SIZE: u64 = 4;
+    /// Offset of `sample_period` (u64).
+    pub const SAMPLE_PERIOD: u64 = 16;
+    /// Offset of the flag bits (u64).
+    pub const FLAGS: u64 = 40;
+    /// Offset of `bp_type` (u32).
+    pub const BP_TYPE: u64 = 52;
+    /// Offset of `bp_addr` (u64).
+    pub const BP_ADDR: u64 = 56;
+    /// Offset of `bp_len` (u64).
+    pub const BP_LEN: u64 = 64;
+    /// Offset of `sig_data` (u64): what the SIGTRAP's `si_perf_data` says.
+    pub const SIG_DATA: u64 = 120;
+    /// `PERF_TYPE_BREAKPOINT`.
+    pub const TYPE_BREAKPOINT: u32 = 5;
+    /// `HW_BREAKPOINT_X`: on execution of the instruction at `bp_addr`,
+    /// before it runs.
+    pub const BREAKPOINT_X: u32 = 4;
+    /// Flag bits: `exclude_kernel`, `exclude_hv`, `remove_on_exec` and
+    /// `sigtrap` (which the kernel takes only with `remove_on_exec`).
+    pub const EXCLUDE_KERNEL: u64 = 1 << 5;
+    /// `exclude_hv`.
+    pub const EXCLUDE_HV: u64 = 1 << 6;
+    /// `remove_on_exec`.
+    pub const REMOVE_ON_EXEC: u64 = 1 << 36;
+    /// `sigtrap`: SIGTRAP to the thread at each hit, `si_code`
+    /// `TRAP_PERF`.
+    pub const SIGTRAP: u64 = 1 << 37;
+    /// `PERF_FLAG_FD_CLOEXEC`.
+    pub const FLAG_FD_CLOEXEC: u64 = 8;
 }
 
 /// Clock ids (`include/uapi/linux/time.h`).
@@ -333,8 +388,13 @@ mod tests {
     fn signal_codes_match_libc() {
         use siginfo::*;
         assert_eq!(
-            [SI_KERNEL, TRAP_BRKPT, TRAP_TRACE],
-            [libc::SI_KERNEL, libc::TRAP_BRKPT, libc::TRAP_TRACE]
+            [SI_KERNEL, TRAP_BRKPT, TRAP_TRACE, TRAP_PERF],
+            [
+                libc::SI_KERNEL,
+                libc::TRAP_BRKPT,
+                libc::TRAP_TRACE,
+                libc::TRAP_PERF
+            ]
         );
         // SAFETY: siginfo_t is plain data; all zeroes is a valid value.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -344,6 +404,56 @@ mod tests {
             i32::from_ne_bytes(bytes[CODE as usize..CODE as usize + 4].try_into().unwrap()),
             0x1234
         );
+    }
+
+    /// A breakpoint attribute laid out by [`perf`]'s offsets opens (the
+    /// kernel checks the size, type and length); one whose `sigtrap` bit
+    /// is set without `remove_on_exec` is refused, as the kernel refuses
+    /// that pair: the two bits are where the kernel reads them.
+    #[test]
+    fn a_breakpoint_attribute_laid_out_by_these_offsets_opens() {
+        use perf::*;
+        fn open(flags: u64, at: u64) -> i64 {
+            let mut attr = [0u8; ATTR_SIZE as usize];
+            let mut put = |off: u64, bytes: &[u8]| {
+                attr[off as usize..off as usize + bytes.len()].copy_from_slice(bytes)
+            };
+            put(TYPE, &TYPE_BREAKPOINT.to_le_bytes());
+            put(SIZE, &ATTR_SIZE.to_le_bytes());
+            put(SAMPLE_PERIOD, &1u64.to_le_bytes());
+            put(FLAGS, &flags.to_le_bytes());
+            put(BP_TYPE, &BREAKPOINT_X.to_le_bytes());
+            put(BP_ADDR, &at.to_le_bytes());
+            put(BP_LEN, &8u64.to_le_bytes());
+            put(SIG_DATA, &7u64.to_le_bytes());
+            // SAFETY: the attribute is ATTR_SIZE readable bytes that live
+            // across the call; the other arguments are plain numbers.
+            let fd = unsafe {
+                libc::syscall(
+                    libc::c_long::from(PERF_EVENT_OPEN),
+                    attr.as_ptr(),
+                    0,
+                    -1,
+                    -1,
+                    FLAG_FD_CLOEXEC,
+                )
+            };
+            if fd >= 0 {
+                // SAFETY: fd is the descriptor just opened, owned here.
+                unsafe { libc::close(fd as i32) };
+                return fd;
+            }
+            -i64::from(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+        }
+        assert_eq!(i64::from(PERF_EVENT_OPEN), libc::SYS_perf_event_open);
+        let at = a_breakpoint_attribute_laid_out_by_these_offsets_opens as fn() as usize as u64;
+        let base = EXCLUDE_KERNEL | EXCLUDE_HV;
+        let opened = open(base | REMOVE_ON_EXEC | SIGTRAP, at);
+        assert!(
+            opened >= 0,
+            "no breakpoint for this thread: -errno {opened}"
+        );
+        assert_eq!(open(base | SIGTRAP, at), -i64::from(libc::EINVAL));
     }
 
     /// The bytes of a plain C value.
@@ -407,7 +517,16 @@ mod tests {
         };
         use ucontext as uc;
         assert_eq!(
-            [uc::R8, uc::R9, uc::R10, uc::R12, uc::R13, uc::R14, uc::R15],
+            [
+                uc::R8,
+                uc::R9,
+                uc::R10,
+                uc::R12,
+                uc::R13,
+                uc::R14,
+                uc::R15,
+                uc::EFL
+            ],
             [
                 libc::REG_R8,
                 libc::REG_R9,
@@ -415,7 +534,8 @@ mod tests {
                 libc::REG_R12,
                 libc::REG_R13,
                 libc::REG_R14,
-                libc::REG_R15
+                libc::REG_R15,
+                libc::REG_EFL
             ]
             .map(greg)
         );

@@ -594,6 +594,7 @@ fn show(dir: &std::path::Path, json: bool) -> Result<i32> {
                     weft_abi::delivery::AFTER_SYSCALL => "after a syscall",
                     weft_abi::delivery::AT_SYSCALL => "at a syscall",
                     weft_abi::delivery::IN_WEFT => "in weft's code",
+                    weft_abi::delivery::AFTER_CALL => "in weft's code after a call",
                     _ => "elsewhere",
                 },
                 "line": weft_syscalls::strace_line(call),

@@ -96,6 +96,7 @@ impl Trampoline {
             |i: &Instruction| slots.iter().find(|(ip, _)| *ip == i.ip()).map(|(_, s)| *s);
         let mut saves_state = false;
         let mut falls_through = true;
+        let mut made = false;
         let mut block: Vec<Instruction> = Vec::new();
         for i in &choice.displaced {
             for ps in snippets_at(snippets, i)? {
@@ -105,7 +106,7 @@ impl Trampoline {
             }
             match replaced(snippets, i) {
                 Replaces::Nothing => block.extend(relocated_form(i, slot_for(i))?),
-                Replaces::Syscall => {}
+                Replaces::Syscall => made = true,
                 Replaces::Function => {
                     if i.ip() != choice.point || snippets.iter().any(|ps| ps.point != i.ip()) {
                         return Err(crate::Error::NotRelocatable {
@@ -113,14 +114,24 @@ impl Trampoline {
                             why: "a function called by a probe is called from its entry, with no other probe",
                         });
                     }
+                    block.push(clear_returned()?);
                     block.push(Instruction::with(Code::Retnq));
                     falls_through = false;
                     break;
                 }
             }
+            if made && never_falls_through(i) {
+                // The relocated jump out ends the block: cleared before it.
+                let last = block.len() - relocated_form(i, slot_for(i))?.len();
+                block.insert(last, clear_returned()?);
+                made = false;
+            }
             falls_through = !never_falls_through(i);
         }
         if falls_through {
+            if made {
+                block.push(clear_returned()?);
+            }
             block.push(Instruction::with_branch(
                 Code::Jmp_rel32_64,
                 choice.end_of_code(),
@@ -210,7 +221,9 @@ impl Trampoline {
                 }
                 block.extend(wrapped);
             }
-            if !made {
+            if made {
+                block.push(clear_returned()?);
+            } else {
                 block.push(relocated);
             }
         }
@@ -280,6 +293,19 @@ fn never_falls_through(i: &Instruction) -> bool {
         i.flow_control(),
         FlowControl::Return | FlowControl::UnconditionalBranch | FlowControl::IndirectBranch
     )
+}
+
+/// After a program that made its point's call (`Replaces`), which
+/// returns with r11 at the thread's block: the block's `RETURNED` word
+/// cleared, as the thread goes back to the program's code, the
+/// instruction after this one (in a trampoline that jumps or returns
+/// there) the delivery stub recognises as that (`crate::dispatch`).
+pub(crate) fn clear_returned() -> Result<Instruction> {
+    Ok(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        MemoryOperand::with_base_displ(Register::R11, crate::region::threads::RETURNED as i64),
+        0,
+    )?)
 }
 
 /// The snippet, bracketed by saving what it clobbers that is live (below the red zone).

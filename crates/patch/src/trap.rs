@@ -6,7 +6,9 @@
 //! address and rewrites the saved `rip` in the signal frame to the point's
 //! trampoline, then returns through `rt_sigreturn`. No ptrace stop occurs.
 //! Only a SIGTRAP the kernel sent for an `int3` (`si_code` SI_KERNEL) at
-//! an address in the table is weft's. Every other SIGTRAP (one the program
+//! an address in the table is weft's, and one a re-execution's hardware
+//! breakpoint sent (`TRAP_PERF`, marked: `mini::feed::raise`). Every
+//! other SIGTRAP (one the program
 //! raised, a single step, someone else's `int3`) goes to the disposition
 //! the program had: its handler, ignored, or the default action, restored
 //! and the signal sent again so the program dies exactly as it would have.
@@ -63,9 +65,16 @@ pub fn handler_code(at: u64, table: u64, capacity: u64) -> Result<HandlerCode> {
     let r = UCONTEXT_RIP as i32;
     (|| -> std::result::Result<(), IcedError> {
         // rdi = signal, rsi = siginfo, rdx = ucontext
-        // Only an int3 (si_code SI_KERNEL) can be weft's: a SIGTRAP the
-        // program raised, a single step or a hardware breakpoint goes to
-        // the program's own disposition.
+        // A hardware breakpoint a rerun armed (`TRAP_PERF`, its data
+        // marked) raises a recorded signal delivery.
+        let mut int3 = a.create_label();
+        a.cmp(dword_ptr(rsi + siginfo::CODE as i32), siginfo::TRAP_PERF)?;
+        a.jne(int3)?;
+        crate::mini::feed::raise::breakpoint_hit(&mut a, not_found)?;
+        a.set_label(&mut int3)?;
+        // Otherwise only an int3 (si_code SI_KERNEL) can be weft's: a
+        // SIGTRAP the program raised, a single step or a hardware
+        // breakpoint of its own goes to the program's own disposition.
         a.cmp(dword_ptr(rsi + siginfo::CODE as i32), siginfo::SI_KERNEL)?;
         a.jne(not_found)?;
         a.mov(rax, qword_ptr(rdx + r))?;

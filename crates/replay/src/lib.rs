@@ -169,7 +169,12 @@ impl Plan {
             // A new image's first call restarts its thread's user time.
             match (c.user_ns, last_user.get(&c.tid)) {
                 (Some(now), Some(&before)) if now >= before => {
-                    think_ns[k] = now - before;
+                    // No more CPU time than time passed since the thread's
+                    // last return (a recorded value out of that bound is
+                    // not the thread's user time).
+                    let passed = (last_return.get(&c.tid))
+                        .map_or(u64::MAX, |&back| ns(c.entry_tsc.saturating_sub(back)));
+                    think_ns[k] = (now - before).min(passed);
                     user_time_calls += 1;
                 }
                 (Some(_), _) => user_time_calls += 1,
@@ -301,6 +306,12 @@ mod tests {
         let plan = Plan::new(&timed, &process, &edges, 2.0);
         assert_eq!(plan.think_ns, [0, 4, 0, 0, 7], "user time where recorded");
         assert_eq!(plan.user_time_calls, 5);
+        // No more user time than time passed since the last return (the
+        // wait4's 60 ticks after the clone's: 30 ns).
+        let mut wild = timed.clone();
+        wild[4].user_ns = Some(1 << 62);
+        let capped = Plan::new(&wild, &process, &edges, 2.0);
+        assert_eq!(capped.think_ns, [0, 4, 0, 0, 30]);
         assert_eq!(plan.took_ns[4], 10);
         assert_eq!(plan.waits[4], [2]);
         assert_eq!(plan.recorded_ns, 60);

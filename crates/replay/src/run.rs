@@ -460,13 +460,13 @@ fn think(ns: u64) {
         return;
     }
     if ns < SHORT_NS {
-        let until = now_ns() + ns;
+        let until = now_ns().saturating_add(ns);
         while now_ns() < until {
             std::hint::spin_loop();
         }
         return;
     }
-    let until = thread_cpu_ns() + ns;
+    let until = thread_cpu_ns().saturating_add(ns);
     let mut s: u64 = 1;
     loop {
         // About 10 µs of work between reads of the clock.

@@ -440,6 +440,7 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
     let mut cut = Vec::new();
     let mut slot = 0u64;
     for (i, ks) in per_feed.iter().enumerate() {
+        let places = raise_places(calls, ks);
         let t = threads_at + f::THREAD_SIZE * i as u64;
         put(&mut bytes, t + f::THREAD_TID, rings[i] as u64);
         put(
@@ -471,11 +472,10 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             {
                 flags |= f::MASKED_WAIT;
             }
-            if crate::calls::is_delivery(c) {
-                let before = (ks[..p].iter().rev())
-                    .map(|&q| &calls[q])
-                    .find(|b| !crate::calls::is_delivery(b));
-                flags |= raise_at(c, before);
+            let mut args = c.args;
+            if let Some(&(place, rip)) = places.get(&k) {
+                flags |= place;
+                args[0] = rip;
             }
             if FD_FIRST.contains(&c.nr) {
                 flags |= 1 << f::COMPARE_SHIFT;
@@ -560,7 +560,7 @@ pub fn build_feed(calls: &[Call], resources: &Resources, edges: &[Edge]) -> Feed
             }
             put(&mut bytes, at + f::CALL_NR, c.nr);
             put(&mut bytes, at + f::CALL_FLAGS, flags);
-            for (j, a) in c.args.iter().enumerate() {
+            for (j, a) in args.iter().enumerate() {
                 put(&mut bytes, at + f::CALL_ARGS + 8 * j as u64, *a);
             }
             put(&mut bytes, at + f::CALL_RESULT, result as u64);
@@ -787,5 +787,5 @@ mod deliveries;
 #[cfg(test)]
 mod tests;
 
-pub use deliveries::feed_signals;
-use deliveries::{delivery_waits, raise_at, MASKING};
+use deliveries::{delivery_waits, raise_places, MASKING};
+pub use deliveries::{feed_signals, rips_unknown};

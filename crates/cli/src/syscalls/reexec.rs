@@ -37,8 +37,15 @@ pub fn reexec(
     let resources = weft_syscalls::fds::resolve(&calls, &known);
     let edges = weft_syscalls::deps::edges(&calls, &resources, mode);
     let mut feed = rx::build_feed(&calls, &resources, &edges);
+    // The program starts as it was recorded: with its environment.
+    let recorded = super::command::read(dir)?;
     if meta.deliveries {
         rx::feed_signals(&mut feed.bytes);
+        // A process weft attached to had its layout randomised: the
+        // rerun's addresses are not its.
+        if recorded.is_none() {
+            rx::rips_unknown(&mut feed.bytes);
+        }
     }
     let path = std::env::temp_dir().join(format!("weft-feed-{}", std::process::id()));
     let _ = std::fs::remove_file(&path);
@@ -50,8 +57,6 @@ pub fn reexec(
         .and_then(|mut file| std::io::Write::write_all(&mut file, &feed.bytes))
         .with_context(|| format!("writing the feed {}", path.display()))?;
     let feed_path = Removed(path.clone());
-    // The program starts as it was recorded: with its environment.
-    let recorded = super::command::read(dir)?;
     let env_path = Removed(path.with_extension("env"));
     if let Some(r) = &recorded {
         if r.argv != command {

@@ -48,6 +48,20 @@ const TGKILL: u32 = 234;
 const SIG_BLOCK: u32 = 0;
 /// `syscall`'s encoding, as a little-endian word.
 const SYSCALL_WORD: u32 = 0x050f;
+/// `jmp rel32` and `ret`.
+const JMP_REL32: u32 = 0xe9;
+const RET: u32 = 0xc3;
+/// `mov qword [r11 + RETURNED], 0` (REX.W+B, C7 /0, mod 10 rm r11,
+/// disp32, imm32): its first 8 bytes as a little-endian word, and its
+/// length (`crate::trampoline`'s clearing of `threads::RETURNED`).
+const CLEAR_RETURNED_HEAD: u64 =
+    0x49 | 0xc7 << 8 | 0x83 << 16 | (threads::RETURNED & 0xffff_ffff) << 24;
+const CLEAR_RETURNED_LEN: i32 = 11;
+/// `mov qword [r11 + RETURNED], 1`'s first 8 bytes (`mini::make_call`'s
+/// marking, after its `pop r11`), and `pop r11`.
+const MARK_RETURNED_HEAD: u64 = CLEAR_RETURNED_HEAD | 1 << 56;
+const POP_R11: u32 = 0x5b41;
+const _: () = assert!(threads::RETURNED > 127 && threads::RETURNED < 1 << 31);
 /// Bit of `SA_RESETHAND` in the flags.
 const RESETHAND_BIT: u32 = SA_RESETHAND.trailing_zeros();
 
@@ -252,13 +266,15 @@ fn restore_code(a: &mut CodeAssembler) -> Result<(), IcedError> {
 /// thread's block is found as generated code finds it, by its thread
 /// pointer, and counts only if the slot names this thread. Entered with
 /// rdi, rsi, rdx (the handler's arguments) pushed; leaves them pushed
-/// when it goes on. Clobbers rax, rcx, rdx, r8 to r12, r14.
+/// when it goes on, and r8 the thread's block (0 if it has none).
+/// Clobbers rax, rcx, rdx, r9 to r12, r14.
 fn put_off_while_writing(a: &mut CodeAssembler, drop: CodeLabel) -> Result<(), IcedError> {
     let mut go_on = a.create_label();
     let mut probe = a.create_label();
     let mut found = a.create_label();
     let mut masked = a.create_label();
     let (signal, info, context) = (qword_ptr(rsp + 16), qword_ptr(rsp + 8), qword_ptr(rsp));
+    a.xor(r8d, r8d)?;
     a.mov(r10, qword_ptr(r13 + sync::SIGNAL_THREADS as i32))?;
     a.test(r10, r10)?;
     a.jz(go_on)?;
@@ -292,6 +308,7 @@ fn put_off_while_writing(a: &mut CodeAssembler, drop: CodeLabel) -> Result<(), I
     a.lea(r11, qword_ptr(r11 + r12 * 8 + 8))?;
     a.cmp(r14, qword_ptr(r11 + threads::TID as i32))?;
     a.jne(go_on)?;
+    a.mov(r8, r11)?;
     a.mov(rax, qword_ptr(r11 + threads::WRITING as i32))?;
     a.test(rax, rax)?;
     a.jz(go_on)?;
@@ -400,10 +417,10 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
         a.mov(r9d, delivery::AFTER_SYSCALL as u32)?;
         a.set_label(&mut found)?;
         a.nop()?;
-        // Elsewhere in weft's code (a call's program, before its call:
-        // the record it writes after one would have been dropped with
-        // this one), or in the vDSO: the dispatch cluster's code area or
-        // one of the unrecorded ranges.
+        // Elsewhere in weft's code (a call's program before its call, or
+        // after it while the thread's block says so: `RETURNED`), or in
+        // the vDSO: the dispatch cluster's code area or one of the
+        // unrecorded ranges.
         let mut program = a.create_label();
         let mut weft = a.create_label();
         let mut next = a.create_label();
@@ -428,6 +445,65 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
         a.jmp(program)?;
         a.set_label(&mut weft)?;
         a.mov(r9d, delivery::IN_WEFT as u32)?;
+        // After a call a program made, before the thread is back in the
+        // program's code: while its block says so (`RETURNED`), or at
+        // the jump or `ret` that takes it back right after the trampoline
+        // cleared that word (`mov qword [r11 + RETURNED], 0`, its bytes
+        // just before rip).
+        let mut after = a.create_label();
+        let mut cleared = a.create_label();
+        let mut by_ret = a.create_label();
+        let mut target = a.create_label();
+        a.test(r8, r8)?;
+        a.jz(cleared)?;
+        a.cmp(qword_ptr(r8 + threads::RETURNED as i32), 0)?;
+        a.jne(after)?;
+        a.set_label(&mut cleared)?;
+        // At the marking of `RETURNED` itself, or at the `pop r11` just
+        // before it (the call's result already in its slot).
+        {
+            let mut not_mark = a.create_label();
+            let mut not_pop = a.create_label();
+            a.mov(rax, MARK_RETURNED_HEAD)?;
+            a.cmp(qword_ptr(rcx), rax)?;
+            a.jne(not_mark)?;
+            a.cmp(dword_ptr(rcx + 7), 1)?;
+            a.je(after)?;
+            a.set_label(&mut not_mark)?;
+            a.cmp(word_ptr(rcx), POP_R11)?;
+            a.jne(not_pop)?;
+            a.cmp(qword_ptr(rcx + 2), rax)?;
+            a.jne(not_pop)?;
+            a.cmp(dword_ptr(rcx + 9), 1)?;
+            a.je(after)?;
+            a.set_label(&mut not_pop)?;
+            a.nop()?;
+        }
+        a.mov(rax, rcx)?;
+        a.sub(rax, qword_ptr(r13 + sync::DISPATCH_START as i32))?;
+        a.cmp(rax, CLEAR_RETURNED_LEN)?;
+        a.jb(program)?;
+        a.mov(rax, CLEAR_RETURNED_HEAD)?;
+        a.cmp(qword_ptr(rcx - CLEAR_RETURNED_LEN), rax)?;
+        a.jne(program)?;
+        a.cmp(dword_ptr(rcx - 4), 0)?;
+        a.jne(program)?;
+        a.cmp(byte_ptr(rcx), JMP_REL32)?;
+        a.jne(by_ret)?;
+        a.movsxd(rax, dword_ptr(rcx + 1))?;
+        a.lea(rax, qword_ptr(rcx + rax + 5))?;
+        a.jmp(target)?;
+        a.set_label(&mut by_ret)?;
+        a.cmp(byte_ptr(rcx), RET)?;
+        a.jne(program)?;
+        a.mov(rax, qword_ptr(rbx + uc::RSP))?;
+        a.mov(rax, qword_ptr(rax))?;
+        a.set_label(&mut target)?;
+        a.sub(rax, qword_ptr(r13 + sync::DISPATCH_START as i32))?;
+        a.cmp(rax, qword_ptr(r13 + sync::DISPATCH_LEN as i32))?;
+        a.jb(program)?;
+        a.set_label(&mut after)?;
+        a.mov(r9d, delivery::AFTER_CALL as u32)?;
         a.set_label(&mut program)?;
         a.nop()?;
     }
@@ -511,4 +587,63 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
     a.mov(eax, syscall::RT_SIGRETURN)?;
     a.syscall()?;
     a.int3()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program that makes its point's call marks `RETURNED` right
+    /// after the `pop r11` that follows the call, in the bytes the stub
+    /// looks for.
+    #[test]
+    fn the_stub_knows_the_bytes_that_mark_returned() {
+        use weft_plan::{Guarded, Primitive};
+        let table = crate::mini::ThreadTable {
+            addr: 0x10_0000,
+            slots: 16,
+            ring_wait_until: 0x1000,
+            ring_overwrite: 0x1008,
+            ring_data: 4096,
+            no_slot: 0x1010,
+            dispatch: 0x1018,
+            return_stacks: 0x1020,
+            clock_gettime: 0,
+            tid_offset: 0,
+            startup: None,
+            vclock: None,
+            lanes: crate::lanes::Lanes {
+                source: crate::lanes::CpuSource::None,
+                count: 1,
+                stride: 8,
+            },
+        };
+        let always = |primitive| Guarded {
+            predicate: None,
+            primitive,
+        };
+        let program = [
+            always(Primitive::AddThreadCounter(0, weft_plan::Expr::Const(1))),
+            always(Primitive::MakeCall { left: None }),
+        ];
+        let mini = crate::mini::mini_trampoline(0x40_0000, table, &program).unwrap();
+        let mut marked = POP_R11.to_le_bytes()[..2].to_vec();
+        marked.extend_from_slice(&MARK_RETURNED_HEAD.to_le_bytes());
+        marked.extend_from_slice(&[0, 0, 0]);
+        assert!(
+            mini.windows(marked.len()).any(|w| w == marked),
+            "pop r11, then the marking"
+        );
+    }
+
+    /// The bytes the stub looks for before a jump back to the program are
+    /// those of the trampoline's clearing of `RETURNED`.
+    #[test]
+    fn the_stub_knows_the_bytes_that_clear_returned() {
+        let clear = crate::trampoline::clear_returned().unwrap();
+        let bytes = crate::relocate::encode_block(&[clear], 0x1000).unwrap();
+        assert_eq!(bytes.len(), CLEAR_RETURNED_LEN as usize);
+        assert_eq!(bytes[..8], CLEAR_RETURNED_HEAD.to_le_bytes());
+        assert_eq!(bytes[7..], [0, 0, 0, 0]);
+    }
 }

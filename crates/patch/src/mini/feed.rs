@@ -36,7 +36,7 @@ use weft_plan::Feed;
 
 mod after;
 mod exact;
-mod raise;
+pub(crate) mod raise;
 
 /// `futex`'s number, and its wake operation (shared between processes:
 /// not `FUTEX_PRIVATE_FLAG`; waiting is 0).
@@ -82,7 +82,8 @@ impl Gen {
         a.test(r8, r8)?;
         a.jz(done)?;
         if let (true, Some(vdso)) = (feed.returning, feed.vdso) {
-            return self.feed_vdso_return(current, t::counter(vdso.buffer) as i32, done);
+            let buffer = t::counter(vdso.buffer) as i32;
+            return self.feed_vdso_return(current, buffer, (thread, named_for), done);
         }
         if feed.returning {
             let named_for = state(1);
@@ -165,8 +166,16 @@ impl Gen {
         a.set_label(&mut next_call)?;
         a.nop()?;
         // A recorded signal delivery here comes first (`raise`), a vDSO
-        // function's call too.
-        self.raise_deliveries(f::RAISE_DURING | f::RAISE_AT_RETURN | f::RAISE_NEXT)?;
+        // function's call too; one a breakpoint waits for that the thread
+        // did not reach, too.
+        self.disarm_breakpoint()?;
+        self.raise_deliveries(
+            f::RAISE_DURING
+                | f::RAISE_AT_RETURN
+                | f::RAISE_NEXT
+                | f::RAISE_AT_RIP
+                | f::RAISE_WITH_PREVIOUS,
+        )?;
         let a = &mut self.a;
         a.mov(r10, qword_ptr(rcx + f::THREAD_CURSOR as i32))?;
         a.cmp(r10, qword_ptr(rcx + f::THREAD_COUNT_CALLS as i32))?;
@@ -589,30 +598,43 @@ impl Gen {
     }
 
     /// At a return of a vDSO function (r8: the feed): an answered call
-    /// gets the recorded result and bytes, over the function's own.
+    /// gets the recorded result and bytes, over the function's own; then
+    /// the deliveries at its return are raised, as at a `syscall`'s.
     fn feed_vdso_return(
         &mut self,
         current: i32,
         buffer: i32,
+        (thread, named_for): (i32, i32),
         mut done: CodeLabel,
     ) -> std::result::Result<(), IcedError> {
         let a = &mut self.a;
+        let mut answered = a.create_label();
         a.mov(r9, qword_ptr(r11 + current))?;
         a.test(r9, r9)?;
-        a.jz(done)?;
+        a.jz(answered)?;
         a.mov(rax, qword_ptr(r9 + f::CALL_OUTER as i32))?;
         a.mov(qword_ptr(r11 + current), rax)?;
         a.test(qword_ptr(r9 + f::CALL_FLAGS as i32), f::ANSWER as i32)?;
-        a.jz(done)?;
+        a.jz(answered)?;
         a.mov(rax, qword_ptr(r9 + f::CALL_RESULT as i32))?;
         a.mov(qword_ptr(rsp + RAX_OFFSET), rax)?;
         a.mov(rdi, qword_ptr(r11 + buffer))?;
         a.test(rdi, rdi)?;
-        a.jz(done)?;
+        a.jz(answered)?;
         a.mov(rsi, qword_ptr(r9 + f::CALL_DATA as i32))?;
         a.add(rsi, r8)?;
         a.mov(rcx, qword_ptr(r9 + f::CALL_DATA_LEN as i32))?;
         a.rep().movsb()?;
+        a.set_label(&mut answered)?;
+        a.mov(rcx, qword_ptr(r11 + thread))?;
+        a.test(rcx, rcx)?;
+        a.jz(done)?;
+        a.mov(rax, qword_ptr(r11 + t::TID as i32))?;
+        a.cmp(rax, qword_ptr(r11 + named_for))?;
+        a.jne(done)?;
+        self.raise_deliveries(f::RAISE_AT_RETURN)?;
+        self.arm_breakpoint()?;
+        let a = &mut self.a;
         a.set_label(&mut done)?;
         a.nop()?;
         Ok(())

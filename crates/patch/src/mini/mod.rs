@@ -21,7 +21,7 @@
 //! this file holds the frame and the driver.
 
 mod expr;
-mod feed;
+pub(crate) mod feed;
 mod frames;
 mod open_calls;
 pub mod returns;
@@ -293,6 +293,7 @@ impl Gen {
         let a = &mut self.a;
         a.mov(slot(RAX_OFFSET), rax)?;
         a.pop(r11)?;
+        self.mark_returned()?;
         // The call is closed once the program has written its record (see
         // `open_calls`): a thread a signal handler takes out of the code
         // after the call leaves it open.
@@ -327,7 +328,20 @@ impl Gen {
         a.call(qword_ptr(code))?;
         a.mov(rsp, qword_ptr(rsp))?;
         a.mov(qword_ptr(rsp + RAX_OFFSET + 8), rax)?;
-        a.pop(r11)
+        a.pop(r11)?;
+        self.mark_returned()
+    }
+
+    /// Right after the point's call returned (r11: the block, with a
+    /// slot): sets the block's [`t::RETURNED`] word, which the point's
+    /// trampoline clears as it goes back to the program's code, so that a
+    /// signal's delivery stub can tell weft's code after the call from
+    /// its code before one.
+    fn mark_returned(&mut self) -> std::result::Result<(), IcedError> {
+        if !self.has_slot {
+            return Ok(());
+        }
+        self.a.mov(qword_ptr(r11 + t::RETURNED as i32), 1)
     }
 
     /// `prctl(PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON, start,
@@ -458,6 +472,29 @@ pub fn assemble_mini(
             g.close_call()?;
         }
         g.extra_epilogue(extra)?;
+        // A program that makes its point's call, which a signal handler's
+        // may run inside of, leaves no stamp behind: a program that a
+        // handler interrupted between a stamp and its reuse then reads
+        // the clock afresh (`event_time`) instead of taking the handler's
+        // last instant for its own.
+        let replaces = actions.iter().any(|x| {
+            matches!(
+                x.primitive,
+                Primitive::MakeCall { .. } | Primitive::CallFunction { .. }
+            )
+        });
+        if replaces && needs_thread {
+            g.a.mov(qword_ptr(r11 + t::STAMP as i32), 0)?;
+        }
+        // A program that makes its point's call returns with r11 at the
+        // thread's block, or at a scratch word as if it were one, for its
+        // trampoline to clear `t::RETURNED` there as it goes back to the
+        // program (which may take r11 as the call left it: clobbered).
+        let scratch = table
+            .no_slot
+            .wrapping_add(crate::region::sync::RETURNED_SCRATCH)
+            .wrapping_sub(crate::region::sync::NO_SLOT)
+            .wrapping_sub(t::RETURNED);
         if needs_thread {
             // Every slot is taken: count what this thread could not do,
             // and still do what needs no slot.
@@ -475,8 +512,17 @@ pub fn assemble_mini(
             }
             g.extra_without_slot(extra)?;
         }
+        if replaces {
+            // A slot's path jumps past this, r11 at its block.
+            g.a.mov(r11, scratch)?;
+        }
         g.a.set_label(&mut exit)?;
-        for r in [r11, r10, r9, r8, rdi, rsi, rdx, rcx, rax] {
+        if replaces {
+            g.a.lea(rsp, qword_ptr(rsp + 8))?;
+        } else {
+            g.a.pop(r11)?;
+        }
+        for r in [r10, r9, r8, rdi, rsi, rdx, rcx, rax] {
             g.a.pop(r)?;
         }
         g.a.ret()?;

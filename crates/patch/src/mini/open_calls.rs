@@ -60,9 +60,13 @@ impl Gen {
         a.mov(rcx, qword_ptr(r11 + t::OPEN_DEPTH as i32))?;
         a.cmp(rcx, t::OPEN_SLOTS as i32)?;
         a.jae(kept)?; // calls nested deeper are not kept
+                      // The slot is taken before it is written, its frame first marked
+                      // above every stack: a signal handler's call made meanwhile takes
+                      // the next slot, and finds this one open, not left.
+        a.lea(rax, qword_ptr(rcx + 1))?;
         slot_address(a, rcx, rcx)?;
-        a.lea(rax, qword_ptr(rsp - 8))?; // rsp at the call, r11 pushed
-        a.mov(qword_ptr(rcx + t::OPEN_FRAME as i32), rax)?;
+        a.mov(qword_ptr(rcx + t::OPEN_FRAME as i32), -1)?;
+        a.mov(qword_ptr(r11 + t::OPEN_DEPTH as i32), rax)?;
         // nr, six arguments, the user time, the entry's instant, and the
         // result it had when left (written when it is found left).
         let values = 1 + 6 + u64::from(left.user_timer.is_some()) + 1 + 1;
@@ -87,7 +91,8 @@ impl Gen {
         }
         a.mov(rax, qword_ptr(rsp + MADE_TIME))?;
         a.mov(value(values - 2), rax)?;
-        a.add(qword_ptr(r11 + t::OPEN_DEPTH as i32), 1)?;
+        a.lea(rax, qword_ptr(rsp - 8))?; // rsp at the call, r11 pushed
+        a.mov(qword_ptr(rcx + t::OPEN_FRAME as i32), rax)?;
         a.jmp(kept)?;
         self.a.set_label(&mut rare)?;
         self.write_left_calls_now(keep)?;

@@ -12,6 +12,11 @@ pub const ACK: u64 = 4;
 /// detached, so a forked child that keeps the hook loads libraries without
 /// waiting.
 pub const LISTENING: u64 = 8;
+/// A word (u64) that code after a call a program made for its point
+/// writes 0 to when the thread has no block of its own: such a program
+/// returns with r11 at this word less `threads::RETURNED`, where a thread
+/// with a block has its block (see `threads::RETURNED`). Version 15.
+pub const RETURNED_SCRATCH: u64 = 16;
 /// Block mode: a TSC value until which a writer that finds its ring
 /// full waits for weft to make room (yielding the processor with
 /// `sched_yield` between looks); 0 means

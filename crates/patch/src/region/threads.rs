@@ -101,9 +101,20 @@ pub const DEFERRED: u64 = OPEN_CALLS + OPEN_SLOTS * OPEN_SIZE;
 /// The signal mask (u64) the interrupted code had before the stub put a
 /// signal off.
 pub const DEFERRED_MASK: u64 = DEFERRED + 8;
+/// 1 (u64) from the return of the call that a program makes
+/// (`Primitive::MakeCall`, `CallFunction`) until the thread goes back to
+/// the program's code, else 0 (version 15): a signal that comes in
+/// between came after the call, before any more of the program's own
+/// code ran, which the delivery stub cannot tell from the interrupted
+/// `rip` alone (weft's code before a call looks the same to it); a rerun
+/// raises it at the call's return, not before the next call. Such a
+/// program returns with r11 at the block, and its trampoline clears the
+/// word just before its jump (or `ret`) back to the program's code, an
+/// instruction the stub recognises (`crate::dispatch`).
+pub const RETURNED: u64 = DEFERRED_MASK + 8;
 /// Offset of the thread's event ring in its block (see [`super::ring`]).
 pub const RING: u64 = 4096;
-const _: () = assert!(DEFERRED_MASK + 8 <= RING);
+const _: () = assert!(RETURNED + 8 <= RING);
 
 /// Bytes of one thread's block: timers, counters, its tid, then its ring
 /// with `ring_data` bytes of data, rounded to a cache line. A region

@@ -76,17 +76,22 @@ pub(super) const MASKING: [u64; 5] = [130, 270, 271, 281, 441];
 /// - before that call is made (after its waits), if the signal came while
 ///   the call was under way (interrupted and restarted, or left), or ended
 ///   a wait whose own mask let it in (`MASKING`);
-/// - at that call's return, if it came as the call returned, and also if
-///   it came in the program's own code after it: where in that code the
-///   record cannot say, and as soon as it can is where a flag the handler
-///   sets is seen by everything the program does next (`dash` clears its
-///   `gotsigchld` after `fork` returns and before it waits: a handler run
-///   later found the flag cleared and the wait skipped);
+/// - at that call's return, if it came as the call returned or in weft's
+///   code after it (`AFTER_CALL`: its record being written);
+/// - where the program's own code was (`RAISE_AT_RIP`: a hardware
+///   breakpoint armed at that call's return), if it came there: the
+///   first time the thread reaches that instruction after the call (the
+///   record holds no count of instructions to tell a loop's rounds
+///   apart). A handler run at the return instead found a loop counter one
+///   short; one run before the next call found `dash`'s `gotsigchld`
+///   cleared after `fork` returned, and its wait skipped. [`rips_unknown`]
+///   falls back to the return where the rerun's addresses are not the
+///   record's;
 /// - before the thread's next call, if it came in weft's code for that
 ///   call, before the call (`dash` clears its flag, then calls `wait4`:
 ///   a handler run at the previous return found the flag cleared after);
 /// - before the thread's first call, if it has none before.
-pub(super) fn raise_at(d: &Call, before: Option<&Call>) -> u64 {
+fn raise_at(d: &Call, before: Option<&Call>) -> u64 {
     let kind = d.args[2] >> 32;
     let under_way = |b: &Call| b.exit.and_then(|e| e.tsc).is_none_or(|t| t > d.entry_tsc);
     let Some(b) = before else {
@@ -94,10 +99,94 @@ pub(super) fn raise_at(d: &Call, before: Option<&Call>) -> u64 {
     };
     match kind {
         _ if MASKING.contains(&b.nr) && d.args[1] as i64 == EINTR => f::RAISE_DURING,
-        weft_abi::delivery::AFTER_SYSCALL => f::RAISE_AT_RETURN,
+        weft_abi::delivery::AFTER_SYSCALL | weft_abi::delivery::AFTER_CALL => f::RAISE_AT_RETURN,
+        // A vDSO function does nothing the handler could see: before it
+        // or at its return is the same place.
+        _ if under_way(b) && b.vdso => f::RAISE_AT_RETURN,
         _ if under_way(b) => f::RAISE_DURING,
         weft_abi::delivery::IN_WEFT => f::RAISE_NEXT,
-        _ => f::RAISE_AT_RETURN,
+        _ => f::RAISE_AT_RIP,
+    }
+}
+
+/// Where each delivery of thread feed `ks` (indices into `calls`) is
+/// raised ([`raise_at`]'s flag), and the `rip` a breakpoint for it waits
+/// at: its own, but for a delivery that came in weft's code with another
+/// right after it and no call between (the second signal's stub was
+/// running, before it recorded its delivery: the two came at one place),
+/// which is raised where the other is, just before it; and for one that
+/// came where the delivery before it came (`f::RAISE_WITH_PREVIOUS`).
+pub(super) fn raise_places(calls: &[Call], ks: &[usize]) -> HashMap<usize, (u64, u64)> {
+    let mut places = HashMap::new();
+    let mut after: Option<(u64, u64)> = None;
+    for p in (0..ks.len()).rev() {
+        let d = &calls[ks[p]];
+        if !crate::calls::is_delivery(d) {
+            after = None;
+            continue;
+        }
+        let place = match after {
+            Some(next) if d.args[2] >> 32 == weft_abi::delivery::IN_WEFT => next,
+            _ => {
+                let before = (ks[..p].iter().rev())
+                    .map(|&q| &calls[q])
+                    .find(|b| !crate::calls::is_delivery(b));
+                (raise_at(d, before), d.args[0])
+            }
+        };
+        places.insert(ks[p], place);
+        after = Some(place);
+    }
+    // A signal that came where the one before it did, as that one's
+    // handler returned, whatever calls that handler made, right after
+    // that handler: the same `rip` and `rax`, inside one call of the
+    // thread's under way across both (a loop's calls between would have
+    // returned).
+    let mut previous: Option<(&Call, Option<&Call>)> = None;
+    let mut last_call: Option<&Call> = None;
+    for &k in ks {
+        let d = &calls[k];
+        if !crate::calls::is_delivery(d) {
+            last_call = Some(d);
+            continue;
+        }
+        let again = previous.is_some_and(|(p, around)| {
+            p.args[..2] == d.args[..2]
+                && around.is_some_and(|c| {
+                    c.entry_tsc < p.entry_tsc
+                        && c.exit.and_then(|e| e.tsc).is_none_or(|t| t > d.entry_tsc)
+                })
+        });
+        if again {
+            places.insert(k, (f::RAISE_WITH_PREVIOUS, d.args[0]));
+        }
+        previous = Some((d, last_call));
+    }
+    places
+}
+
+/// For a record whose addresses a rerun does not share (a process weft
+/// attached to, its layout randomised): the deliveries to raise where the
+/// program's code was (`RAISE_AT_RIP`) are raised at the return of the
+/// call before them instead, as soon as the handler can run after the
+/// record's place.
+pub fn rips_unknown(bytes: &mut [u8]) {
+    let word = |b: &[u8], at: u64| {
+        let at = at as usize;
+        u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+    };
+    let threads = word(bytes, f::THREADS);
+    for i in 0..word(bytes, f::THREAD_COUNT) {
+        let t = threads + f::THREAD_SIZE * i;
+        let calls = word(bytes, t + f::THREAD_CALLS);
+        for k in 0..word(bytes, t + f::THREAD_COUNT_CALLS) {
+            let at = calls + f::CALL_SIZE * k + f::CALL_FLAGS;
+            let flags = word(bytes, at);
+            if flags & f::RAISE_AT_RIP != 0 {
+                let flags = flags & !f::RAISE_AT_RIP | f::RAISE_AT_RETURN;
+                bytes[at as usize..at as usize + 8].copy_from_slice(&flags.to_le_bytes());
+            }
+        }
     }
 }
 
@@ -135,10 +224,26 @@ mod tests {
                 Some(&read),
                 f::RAISE_AT_RETURN,
             ),
-            // In the program's code after the read: at its return too.
+            // In the program's code after the read: where it was.
             (
                 delivered(1, 40, 17, elsewhere, 0),
                 Some(&read),
+                f::RAISE_AT_RIP,
+            ),
+            // In weft's code after the read returned: at its return.
+            (
+                delivered(1, 21, 17, delivery::AFTER_CALL, 0),
+                Some(&read),
+                f::RAISE_AT_RETURN,
+            ),
+            // While a vDSO function ran: at its return, the same place to
+            // the program as before it.
+            (
+                delivered(1, 15, 17, delivery::IN_WEFT, 0),
+                Some(&Call {
+                    vdso: true,
+                    ..read.clone()
+                }),
                 f::RAISE_AT_RETURN,
             ),
             // While the read was under way (restarted after the handler).
@@ -163,6 +268,87 @@ mod tests {
         ] {
             assert_eq!(raise_at(&d, before), flag, "{:?}", d.args);
         }
+    }
+
+    /// A signal that came while the stub of another ran (in weft's code,
+    /// the other's delivery right after it) is raised where the other is,
+    /// at the other's `rip`; one that came alone in weft's code before a
+    /// call, before that call.
+    #[test]
+    fn a_signal_inside_anothers_stub_is_raised_where_the_other_came() {
+        let calls = vec![
+            call(1, 10, 20, 0, &[3], 1),
+            delivered(1, 30, 14, delivery::IN_WEFT, 0),
+            Call {
+                args: [0x5555, 0, 14 | delivery::ELSEWHERE << 32, 0x80, 0, 0],
+                ..delivered(1, 31, 14, delivery::ELSEWHERE, 0)
+            },
+            call(1, 40, 50, 1, &[4], 1),
+            delivered(1, 60, 14, delivery::IN_WEFT, 0),
+            call(1, 70, 80, 0, &[3], 1),
+        ];
+        let places = raise_places(&calls, &[0, 1, 2, 3, 4, 5]);
+        assert_eq!(places[&1], (f::RAISE_AT_RIP, 0x5555));
+        assert_eq!(places[&2], (f::RAISE_AT_RIP, 0x5555));
+        assert_eq!(places[&4], (f::RAISE_NEXT, 0x1000));
+        assert_eq!(places.len(), 3);
+    }
+
+    /// A second signal that came where the first did, as the first's
+    /// handler returned (the same interrupted `rip` and `rax`), is raised
+    /// right after that handler, not at the return of its `write`.
+    #[test]
+    fn a_signal_where_the_one_before_came_is_raised_after_that_ones_handler() {
+        let calls = vec![
+            call(1, 10, 90, 228, &[1], 0),
+            delivered(1, 30, 14, delivery::IN_WEFT, 0),
+            call(1, 40, 50, 1, &[4], 1),
+            delivered(1, 60, 14, delivery::IN_WEFT, 0),
+            call(1, 70, 80, 1, &[4], 1),
+            call(1, 100, 110, 110, &[], 1),
+        ];
+        let calls: Vec<Call> = calls
+            .into_iter()
+            .enumerate()
+            .map(|(k, c)| Call { vdso: k == 0, ..c })
+            .collect();
+        let places = raise_places(&calls, &[0, 1, 2, 3, 4, 5]);
+        assert_eq!(places[&1].0, f::RAISE_AT_RETURN, "in the vDSO function");
+        assert_eq!(places[&3].0, f::RAISE_WITH_PREVIOUS);
+        // The same place again after the call returned: a loop's next
+        // round, not the first signal's place.
+        let mut later = calls.clone();
+        later[3].entry_tsc = 95;
+        let places = raise_places(&later, &[0, 1, 2, 3, 4, 5]);
+        assert_ne!(places[&3].0, f::RAISE_WITH_PREVIOUS);
+    }
+
+    /// A record whose addresses the rerun does not share raises at the
+    /// return what it would raise where the program's code was.
+    #[test]
+    fn without_the_records_addresses_a_delivery_in_the_programs_code_comes_at_the_return() {
+        let calls = vec![
+            call(1, 10, 20, 0, &[3], 1),
+            delivered(1, 40, 17, delivery::ELSEWHERE, 0),
+            call(1, 50, 60, 0, &[3], 1),
+        ];
+        let resources = crate::fds::resolve(&calls, &Default::default());
+        let mut feed = super::super::build_feed(&calls, &resources, &[]);
+        let flags = |bytes: &[u8]| -> Vec<u64> {
+            let word = |at: u64| {
+                u64::from_le_bytes(bytes[at as usize..at as usize + 8].try_into().unwrap())
+            };
+            let t = word(f::THREADS);
+            (0..3)
+                .map(|k| word(word(t + f::THREAD_CALLS) + f::CALL_SIZE * k + f::CALL_FLAGS))
+                .collect()
+        };
+        let mask = f::RAISE_AT_RIP | f::RAISE_AT_RETURN;
+        assert_eq!(flags(&feed.bytes)[1] & mask, f::RAISE_AT_RIP);
+        rips_unknown(&mut feed.bytes);
+        let after = flags(&feed.bytes);
+        assert_eq!(after[1] & mask, f::RAISE_AT_RETURN);
+        assert_eq!((after[0] & mask, after[2] & mask), (0, 0));
     }
 
     #[test]

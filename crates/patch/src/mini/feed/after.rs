@@ -301,6 +301,7 @@ impl Gen {
         a.cmp(rax, qword_ptr(r11 + named_for))?;
         a.jne(done)?;
         self.raise_deliveries(f::RAISE_AT_RETURN)?;
+        self.arm_breakpoint()?;
         let a = &mut self.a;
         a.set_label(&mut done)?;
         a.nop()?;

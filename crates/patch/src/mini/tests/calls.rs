@@ -236,3 +236,42 @@ fn a_program_calls_its_points_function_between_its_two_halves() {
     assert_eq!(mem.read(mem.counter(3)) as i64, first);
     assert_eq!(mem.read(mem.counter(4)), 6);
 }
+
+/// A program that made its point's call returns with r11 at the thread's
+/// block, whose `RETURNED` word the call's return set, for the point's
+/// trampoline to clear as it goes back to the program (the instruction of
+/// `crate::trampoline::clear_returned`, which the delivery stub looks
+/// for); without a slot, at a scratch word as if it were a block.
+#[test]
+fn a_program_that_made_its_call_returns_with_its_block_marked_returned() {
+    let mem = Memory::new(16);
+    let exec = Exec::new(4096);
+    let program = vec![
+        always(Primitive::AddThreadCounter(0, Expr::Const(1))),
+        always(Primitive::MakeCall { left: None }),
+    ];
+    let mini = mini_trampoline(exec.addr() + 256, mem.table(), &program).unwrap();
+    let (seen, marked) = (mem.counter(0), mem.counter(1));
+    let mut a = CodeAssembler::new(64).unwrap();
+    const GETPPID: u32 = 110;
+    a.mov(eax, GETPPID).unwrap();
+    a.call(exec.addr() + 256).unwrap();
+    a.mov(rax, seen).unwrap();
+    a.mov(qword_ptr(rax), r11).unwrap();
+    a.mov(rcx, qword_ptr(r11 + t::RETURNED as i32)).unwrap();
+    a.mov(rax, marked).unwrap();
+    a.mov(qword_ptr(rax), rcx).unwrap();
+    a.add_instruction(crate::trampoline::clear_returned().unwrap())
+        .unwrap();
+    a.ret().unwrap();
+    let mut code = a.assemble(exec.addr()).unwrap();
+    code.resize(256, 0xcc);
+    code.extend_from_slice(&mini);
+    exec.load(&code);
+    exec.call([0; 6]);
+    let block = mem.block_of_this_thread();
+    assert_eq!(mem.read(seen), block, "r11 at the block");
+    assert_eq!(mem.read(marked), 1, "marked as the call returned");
+    assert_eq!(mem.read(block + t::RETURNED), 0, "cleared going back");
+    assert_eq!(mem.read(block + t::STAMP), 0, "no stamp left behind");
+}
