@@ -581,7 +581,7 @@ fn show(dir: &std::path::Path, json: bool) -> Result<i32> {
             continue;
         }
         if let Some(signal) = weft_abi::delivery::signal(call.nr) {
-            let line = serde_json::json!({
+            let mut line = serde_json::json!({
                 "tid": call.tid,
                 "time": seconds(call.entry_tsc),
                 "signal": signal,
@@ -599,6 +599,20 @@ fn show(dir: &std::path::Path, json: bool) -> Result<i32> {
                 },
                 "line": weft_syscalls::strace_line(call),
             });
+            // The union's fields strace shows for the code: a child's
+            // status, a queued or timer signal's value and timer.
+            let code = call.args[3] as i32;
+            let word = call.args[5];
+            match (signal, code) {
+                (17, 1..=6) => line["si_status"] = (word as i32).into(),
+                (_, -1) => line["si_value"] = word.into(),
+                (_, -2) => {
+                    line["si_timerid"] = (call.args[4] as u32).into();
+                    line["si_overrun"] = ((call.args[4] >> 32) as u32).into();
+                    line["si_value"] = word.into();
+                }
+                _ => {}
+            }
             writeln!(out, "{line}")?;
             continue;
         }

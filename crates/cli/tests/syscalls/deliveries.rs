@@ -66,6 +66,23 @@ fn each_delivery_to_a_handler_is_recorded_as_often_as_the_handler_ran() {
             stdout.contains("usr1 code 0 from the child 1\n"),
             "{stdout}"
         );
+        // `show --json` has the child's status as a field of its own, as
+        // in the line (the children end with 0, 2, 3 or 5).
+        let json = run(
+            weft().args(["syscalls", "show", "--json"]).arg(&out),
+            Duration::from_secs(60),
+        );
+        let exits: Vec<serde_json::Value> = (json.stdout.lines())
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|c| c["signal"] == 17 && c["si_code"] == 1)
+            .collect();
+        assert!(!exits.is_empty(), "{}", json.stdout);
+        for c in &exits {
+            let status = c["si_status"].as_i64().expect("si_status");
+            assert!([0, 2, 3, 5].contains(&status), "{c}");
+            let line = c["line"].as_str().unwrap();
+            assert!(line.contains(&format!("si_status={status}}}")), "{c}");
+        }
         let usr1 = delivered("SIGUSR1")[0];
         assert!(
             usr1.contains(&format!("si_code=SI_USER, si_pid={last_child}, ")),
