@@ -626,14 +626,8 @@ impl Gen {
         a.mov(rcx, qword_ptr(r9 + f::CALL_DATA_LEN as i32))?;
         a.rep().movsb()?;
         a.set_label(&mut answered)?;
-        a.mov(rcx, qword_ptr(r11 + thread))?;
-        a.test(rcx, rcx)?;
-        a.jz(done)?;
-        a.mov(rax, qword_ptr(r11 + t::TID as i32))?;
-        a.cmp(rax, qword_ptr(r11 + named_for))?;
-        a.jne(done)?;
-        self.raise_deliveries(f::RAISE_AT_RETURN)?;
-        self.arm_breakpoint()?;
+        a.nop()?;
+        self.deliveries_at_return((thread, named_for), done)?;
         let a = &mut self.a;
         a.set_label(&mut done)?;
         a.nop()?;

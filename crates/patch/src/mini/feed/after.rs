@@ -7,7 +7,6 @@
 use super::{map_entries, recorded_tid, EINTR, WAIT4};
 use crate::mini::SYSCALL_ARG_OFFSET;
 use crate::mini::{Gen, RAX_OFFSET};
-use crate::region::threads as t;
 use iced_x86::code_asm::*;
 use weft_abi::feed as f;
 
@@ -291,17 +290,10 @@ impl Gen {
         // The program goes on with the recorded id.
         a.mov(rax, qword_ptr(r9 + f::CALL_RESULT as i32))?;
         a.mov(qword_ptr(rsp + RAX_OFFSET), rax)?;
-        // A delivery at this return, in the thread that follows its feed
-        // (not a new child, whose slot still names its parent's).
+        // The deliveries at this return.
         a.set_label(&mut end)?;
-        a.mov(rcx, qword_ptr(r11 + thread))?;
-        a.test(rcx, rcx)?;
-        a.jz(done)?;
-        a.mov(rax, qword_ptr(r11 + t::TID as i32))?;
-        a.cmp(rax, qword_ptr(r11 + named_for))?;
-        a.jne(done)?;
-        self.raise_deliveries(f::RAISE_AT_RETURN)?;
-        self.arm_breakpoint()?;
+        a.nop()?;
+        self.deliveries_at_return((thread, named_for), done)?;
         let a = &mut self.a;
         a.set_label(&mut done)?;
         a.nop()?;

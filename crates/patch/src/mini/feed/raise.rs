@@ -45,19 +45,7 @@ impl Gen {
             (&mut again, when | f::RAISE_WITH_PREVIOUS),
         ] {
             a.set_label(label)?;
-            a.mov(rax, qword_ptr(rcx + f::THREAD_CURSOR as i32))?;
-            a.cmp(rax, qword_ptr(rcx + f::THREAD_COUNT_CALLS as i32))?;
-            a.jae(out)?;
-            a.imul_3(rdi, rax, f::CALL_SIZE as i32)?;
-            a.add(rdi, qword_ptr(rcx + f::THREAD_CALLS as i32))?;
-            a.add(rdi, r8)?;
-            // rdx := the signal - 1, if the entry is a delivery.
-            a.mov(rdx, qword_ptr(rdi + f::CALL_NR as i32))?;
-            a.sub(rdx, (delivery::BASE + 1) as i32)?;
-            a.cmp(rdx, 63)?;
-            a.ja(out)?;
-            a.test(qword_ptr(rdi + f::CALL_FLAGS as i32), flags as i32)?;
-            a.jz(out)?;
+            next_delivery(a, flags, out)?;
             a.jmp(raise)?;
         }
         a.set_label(&mut raise)?;
@@ -106,21 +94,7 @@ impl Gen {
         let mut skip = a.create_label();
         a.cmp(qword_ptr(rcx + f::THREAD_ARMED as i32), 0)?;
         a.jne(out)?;
-        a.mov(rax, qword_ptr(rcx + f::THREAD_CURSOR as i32))?;
-        a.cmp(rax, qword_ptr(rcx + f::THREAD_COUNT_CALLS as i32))?;
-        a.jae(out)?;
-        a.imul_3(rdi, rax, f::CALL_SIZE as i32)?;
-        a.add(rdi, qword_ptr(rcx + f::THREAD_CALLS as i32))?;
-        a.add(rdi, r8)?;
-        a.mov(rdx, qword_ptr(rdi + f::CALL_NR as i32))?;
-        a.sub(rdx, (delivery::BASE + 1) as i32)?;
-        a.cmp(rdx, 63)?;
-        a.ja(out)?;
-        a.test(
-            qword_ptr(rdi + f::CALL_FLAGS as i32),
-            f::RAISE_AT_RIP as i32,
-        )?;
-        a.jz(out)?;
+        next_delivery(a, f::RAISE_AT_RIP, out)?;
         let kept = [rcx, rsi, r8, r9, r10, r11];
         for r in kept {
             a.push(r)?;
@@ -177,6 +151,28 @@ impl Gen {
         self.raise_deliveries(f::RAISE_AT_RIP)?;
         self.a.set_label(&mut out)?;
         self.a.nop()
+    }
+
+    /// At a call's return (r8: the feed, r11: the block): in the thread
+    /// that follows its feed (not a new child, whose slot still names its
+    /// parent's), the deliveries raised there, then the breakpoint armed
+    /// for the one after, if it waits where the program's code was.
+    /// `thread` and `named_for`: the block's words naming the thread
+    /// feed and the thread it is for. Jumps to `done` in another thread.
+    pub(super) fn deliveries_at_return(
+        &mut self,
+        (thread, named_for): (i32, i32),
+        done: CodeLabel,
+    ) -> std::result::Result<(), IcedError> {
+        let a = &mut self.a;
+        a.mov(rcx, qword_ptr(r11 + thread))?;
+        a.test(rcx, rcx)?;
+        a.jz(done)?;
+        a.mov(rax, qword_ptr(r11 + t::TID as i32))?;
+        a.cmp(rax, qword_ptr(r11 + named_for))?;
+        a.jne(done)?;
+        self.raise_deliveries(f::RAISE_AT_RETURN)?;
+        self.arm_breakpoint()
     }
 
     /// Before the thread's next call (rcx: the thread feed, kept): takes
@@ -261,6 +257,24 @@ pub(crate) fn breakpoint_hit(a: &mut CodeAssembler, other: CodeLabel) -> Result<
     a.pop(rax)?;
     a.set_label(&mut done)?;
     a.ret()
+}
+
+/// rax := the thread feed's cursor, rdi := its entry there (r8: the feed,
+/// rcx: the thread feed), rdx := the signal - 1, if that entry is a
+/// delivery with one of the flags `flags`; else jumps to `none`.
+fn next_delivery(a: &mut CodeAssembler, flags: u64, none: CodeLabel) -> Result<(), IcedError> {
+    a.mov(rax, qword_ptr(rcx + f::THREAD_CURSOR as i32))?;
+    a.cmp(rax, qword_ptr(rcx + f::THREAD_COUNT_CALLS as i32))?;
+    a.jae(none)?;
+    a.imul_3(rdi, rax, f::CALL_SIZE as i32)?;
+    a.add(rdi, qword_ptr(rcx + f::THREAD_CALLS as i32))?;
+    a.add(rdi, r8)?;
+    a.mov(rdx, qword_ptr(rdi + f::CALL_NR as i32))?;
+    a.sub(rdx, (delivery::BASE + 1) as i32)?;
+    a.cmp(rdx, 63)?;
+    a.ja(none)?;
+    a.test(qword_ptr(rdi + f::CALL_FLAGS as i32), flags as i32)?;
+    a.jz(none)
 }
 
 /// Where [`send_delivery`] finds the id of the thread it sends to.
