@@ -105,7 +105,11 @@ fn raise_at(d: &Call, before: Option<&Call>) -> u64 {
         _ if under_way(b) && b.vdso => f::RAISE_AT_RETURN,
         _ if under_way(b) => f::RAISE_DURING,
         weft_abi::delivery::IN_WEFT => f::RAISE_NEXT,
-        _ => f::RAISE_AT_RIP,
+        // Only the program's own code is where the rerun has it too: a
+        // `syscall` that is not under way may be weft's (its SIGSYS
+        // handler's return), whose place differs from run to run.
+        weft_abi::delivery::ELSEWHERE => f::RAISE_AT_RIP,
+        _ => f::RAISE_AT_RETURN,
     }
 }
 
@@ -229,6 +233,13 @@ mod tests {
                 delivered(1, 40, 17, elsewhere, 0),
                 Some(&read),
                 f::RAISE_AT_RIP,
+            ),
+            // At a `syscall` not under way (weft's SIGSYS handler
+            // returning, say): at the return before it.
+            (
+                delivered(1, 40, 17, delivery::AT_SYSCALL, 0),
+                Some(&read),
+                f::RAISE_AT_RETURN,
             ),
             // In weft's code after the read returned: at its return.
             (
