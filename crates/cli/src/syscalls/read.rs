@@ -105,6 +105,12 @@ pub(super) fn read_calls(
     let mut left_results: HashMap<(i32, u64), i64> = HashMap::new();
     if whole.iter().any(Option::is_some) {
         let mut split = Vec::with_capacity(events.len() * 2);
+        // The entries of calls found left, and of whole calls, by thread
+        // and instant: a thread that a signal handler took out of weft's
+        // code after it wrote a call's whole record, before it closed the
+        // call, has that call found left too, by its next one.
+        let mut left_entries: Vec<usize> = Vec::new();
+        let mut whole_entries: std::collections::HashSet<(i32, u64)> = Default::default();
         for mut c in events {
             let at = match (c.exit, whole.get(c.event as usize)) {
                 (true, Some(&Some(at))) if at < c.args.len() => at,
@@ -121,6 +127,7 @@ pub(super) fn read_calls(
                     if let Some(r) = result.filter(|&r| r != weft_syscalls::LEFT_RESULT_UNKNOWN) {
                         left_results.insert((c.tid, c.tsc), r as i64);
                     }
+                    left_entries.push(split.len());
                     split.push(c);
                     continue;
                 }
@@ -145,6 +152,7 @@ pub(super) fn read_calls(
             entry.resize(7, 0);
             entry.extend(user);
             c.args.truncate(nr_at.min(c.args.len()));
+            whole_entries.insert((c.tid, entry_tsc));
             split.push(Captured {
                 tid: c.tid,
                 tsc: entry_tsc,
@@ -154,6 +162,15 @@ pub(super) fn read_calls(
                 buffers: Vec::new(),
             });
             split.push(c);
+        }
+        let twice: std::collections::HashSet<usize> = (left_entries.into_iter())
+            .filter(|&k| whole_entries.contains(&(split[k].tid, split[k].tsc)))
+            .collect();
+        if !twice.is_empty() {
+            split = (split.into_iter().enumerate())
+                .filter(|(k, _)| !twice.contains(k))
+                .map(|(_, c)| c)
+                .collect();
         }
         // Entries before returns of the same instant, as they were made.
         split.sort_by_key(|c| (c.tsc, c.exit));

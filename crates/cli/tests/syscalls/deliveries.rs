@@ -165,3 +165,22 @@ fn a_rerun_runs_each_handler_where_the_record_had_it() {
         }
     }
 }
+
+/// Timeouts whose handlers leave a `getppid` loop with `siglongjmp`, ten
+/// a run, the count of calls each round made before its jump printed:
+/// the rerun prints the same counts, so each handler ran between the
+/// same two calls, and no call the jump left after its record was
+/// written is in the record twice (before session 29's fix it was, and a
+/// rerun made one call more in 3 runs of 4).
+#[test]
+fn timeouts_that_jump_out_of_a_loop_rerun_to_the_same_counts() {
+    let target = build("syscalls_timeouts", &O2);
+    for k in 0..3 {
+        let dir = scratch(&format!("syscalls-deliveries-timeouts-{k}"));
+        let (out, recorded) = record_into(&dir, &target, &[]);
+        assert_eq!(recorded.stdout.lines().count(), 10, "{}", recorded.stdout);
+        let rerun = reexec(&out, &target, &[]);
+        assert_eq!(rerun.status, 0, "{}", rerun.stderr);
+        assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+    }
+}

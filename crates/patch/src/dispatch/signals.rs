@@ -415,6 +415,28 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
         a.cmp(word_ptr(rcx - 2), SYSCALL_WORD)?;
         a.jne(found)?;
         a.mov(r9d, delivery::AFTER_SYSCALL as u32)?;
+        // Right after one of weft's own calls in its code (a mask put
+        // back after a record, the records of calls left before the
+        // point's call) rather than the point's (whose result goes to
+        // its slot, then `pop r11`): after the point's call only while
+        // the thread's block says so.
+        {
+            let mut own = a.create_label();
+            a.mov(rax, rcx)?;
+            a.sub(rax, qword_ptr(r13 + sync::DISPATCH_START as i32))?;
+            a.cmp(rax, qword_ptr(r13 + sync::DISPATCH_LEN as i32))?;
+            a.jae(found)?;
+            a.cmp(word_ptr(rcx + 5), POP_R11)?;
+            a.je(found)?;
+            a.cmp(word_ptr(rcx + 8), POP_R11)?;
+            a.je(found)?;
+            a.test(r8, r8)?;
+            a.jz(own)?;
+            a.cmp(qword_ptr(r8 + threads::RETURNED as i32), 0)?;
+            a.jne(found)?;
+            a.set_label(&mut own)?;
+            a.mov(r9d, delivery::IN_WEFT as u32)?;
+        }
         a.set_label(&mut found)?;
         a.nop()?;
         // Elsewhere in weft's code (a call's program before its call, or
@@ -634,6 +656,25 @@ mod tests {
             mini.windows(marked.len()).any(|w| w == marked),
             "pop r11, then the marking"
         );
+        // The call's `syscall`, its result stored, then that `pop r11`
+        // 5 or 8 bytes after the `syscall`'s end.
+        let made = crate::mini::assemble_mini(
+            0x40_0000,
+            table,
+            &program,
+            crate::mini::returns::Extra::None,
+        )
+        .unwrap();
+        for &at in &made.made_calls {
+            let after = at as usize + 2;
+            assert!(
+                [5, 8]
+                    .iter()
+                    .any(|&k| mini[after + k..after + k + 2] == [0x41, 0x5b]),
+                "{:02x?}",
+                &mini[after..after + 12]
+            );
+        }
     }
 
     /// The bytes the stub looks for before a jump back to the program are

@@ -60,24 +60,20 @@ impl Gen {
         a.mov(rcx, qword_ptr(r11 + t::OPEN_DEPTH as i32))?;
         a.cmp(rcx, t::OPEN_SLOTS as i32)?;
         a.jae(kept)?; // calls nested deeper are not kept
-                      // The slot is taken before it is written, its frame first marked
-                      // above every stack: a signal handler's call made meanwhile takes
-                      // the next slot, and finds this one open, not left.
+                      // The slot is taken before it is written: its frame, then the
+                      // depth, its record's shape 0 (none) until its values are whole.
+                      // A signal handler's call made meanwhile takes the next slot and
+                      // finds this one open; one that leaves with `siglongjmp` leaves a
+                      // slot later found left, with no record (the call was not made).
         a.lea(rax, qword_ptr(rcx + 1))?;
         slot_address(a, rcx, rcx)?;
-        a.mov(qword_ptr(rcx + t::OPEN_FRAME as i32), -1)?;
+        a.mov(qword_ptr(rcx + t::OPEN_EVENT as i32), 0)?;
+        a.lea(rdx, qword_ptr(rsp - 8))?; // rsp at the call, r11 pushed
+        a.mov(qword_ptr(rcx + t::OPEN_FRAME as i32), rdx)?;
         a.mov(qword_ptr(r11 + t::OPEN_DEPTH as i32), rax)?;
         // nr, six arguments, the user time, the entry's instant, and the
         // result it had when left (written when it is found left).
         let values = 1 + 6 + u64::from(left.user_timer.is_some()) + 1 + 1;
-        let mut same = a.create_label();
-        a.mov(rax, u64::from(left.event) | (values << 32))?;
-        a.cmp(qword_ptr(rsp + MADE_NUMBER), left.site_number as i32)?;
-        a.je(same)?;
-        // Another number (`restart_syscall`): its entry wrote its record.
-        a.xor(eax, eax)?;
-        a.set_label(&mut same)?;
-        a.mov(qword_ptr(rcx + t::OPEN_EVENT as i32), rax)?;
         let value = |k: u64| qword_ptr(rcx + (t::OPEN_VALUES + 8 * k) as i32);
         a.mov(rax, qword_ptr(rsp + MADE_NUMBER))?;
         a.mov(value(0), rax)?;
@@ -91,8 +87,14 @@ impl Gen {
         }
         a.mov(rax, qword_ptr(rsp + MADE_TIME))?;
         a.mov(value(values - 2), rax)?;
-        a.lea(rax, qword_ptr(rsp - 8))?; // rsp at the call, r11 pushed
-        a.mov(qword_ptr(rcx + t::OPEN_FRAME as i32), rax)?;
+        let mut same = a.create_label();
+        a.mov(rax, u64::from(left.event) | (values << 32))?;
+        a.cmp(qword_ptr(rsp + MADE_NUMBER), left.site_number as i32)?;
+        a.je(same)?;
+        // Another number (`restart_syscall`): its entry wrote its record.
+        a.xor(eax, eax)?;
+        a.set_label(&mut same)?;
+        a.mov(qword_ptr(rcx + t::OPEN_EVENT as i32), rax)?;
         a.jmp(kept)?;
         self.a.set_label(&mut rare)?;
         self.write_left_calls_now(keep)?;

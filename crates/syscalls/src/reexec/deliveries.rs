@@ -144,8 +144,10 @@ pub(super) fn raise_places(calls: &[Call], ks: &[usize]) -> HashMap<usize, (u64,
     // A signal that came where the one before it did, as that one's
     // handler returned, whatever calls that handler made, right after
     // that handler: the same `rip` and `rax`, inside one call of the
-    // thread's under way across both (a loop's calls between would have
-    // returned).
+    // thread's that returned after both (a loop's calls between would
+    // have returned before; a call the first handler left with
+    // `siglongjmp`, as a timeout does, never returns, and the same place
+    // again is the next round's).
     let mut previous: Option<(&Call, Option<&Call>)> = None;
     let mut last_call: Option<&Call> = None;
     for &k in ks {
@@ -158,7 +160,7 @@ pub(super) fn raise_places(calls: &[Call], ks: &[usize]) -> HashMap<usize, (u64,
             p.args[..2] == d.args[..2]
                 && around.is_some_and(|c| {
                     c.entry_tsc < p.entry_tsc
-                        && c.exit.and_then(|e| e.tsc).is_none_or(|t| t > d.entry_tsc)
+                        && c.exit.and_then(|e| e.tsc).is_some_and(|t| t > d.entry_tsc)
                 })
         });
         if again {
@@ -331,6 +333,11 @@ mod tests {
         let mut later = calls.clone();
         later[3].entry_tsc = 95;
         let places = raise_places(&later, &[0, 1, 2, 3, 4, 5]);
+        assert_ne!(places[&3].0, f::RAISE_WITH_PREVIOUS);
+        // Nor when the call was left, its handler jumping out of it.
+        let mut left = calls.clone();
+        left[0].exit = None;
+        let places = raise_places(&left, &[0, 1, 2, 3, 4, 5]);
         assert_ne!(places[&3].0, f::RAISE_WITH_PREVIOUS);
     }
 
