@@ -421,7 +421,6 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
         // its slot, then `pop r11`): after the point's call only while
         // the thread's block says so.
         {
-            let mut own = a.create_label();
             a.mov(rax, rcx)?;
             a.sub(rax, qword_ptr(r13 + sync::DISPATCH_START as i32))?;
             a.cmp(rax, qword_ptr(r13 + sync::DISPATCH_LEN as i32))?;
@@ -430,11 +429,11 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
             a.je(found)?;
             a.cmp(word_ptr(rcx + 8), POP_R11)?;
             a.je(found)?;
+            // (A thread without a block has no point's call either.)
             a.test(r8, r8)?;
-            a.jz(own)?;
+            a.jz(found)?;
             a.cmp(qword_ptr(r8 + threads::RETURNED as i32), 0)?;
             a.jne(found)?;
-            a.set_label(&mut own)?;
             a.mov(r9d, delivery::IN_WEFT as u32)?;
         }
         a.set_label(&mut found)?;

@@ -156,6 +156,21 @@ pub(super) fn raise_places(calls: &[Call], ks: &[usize]) -> HashMap<usize, (u64,
             last_call = Some(d);
             continue;
         }
+        // One more signal in the program's own code with no call since the
+        // one before (a loop with none): no return comes to arm its
+        // breakpoint, so it is raised after the one before's handler.
+        let same_call = |p: Option<&Call>| match (p, last_call) {
+            (Some(a), Some(b)) => std::ptr::eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if previous.is_some_and(|(_, around)| same_call(around))
+            && places
+                .get(&k)
+                .is_some_and(|&(flag, _)| flag == f::RAISE_AT_RIP)
+        {
+            places.insert(k, (f::RAISE_WITH_PREVIOUS, d.args[0]));
+        }
         let again = previous.is_some_and(|(p, around)| {
             p.args[..2] == d.args[..2]
                 && around.is_some_and(|c| {
@@ -302,7 +317,8 @@ mod tests {
         ];
         let places = raise_places(&calls, &[0, 1, 2, 3, 4, 5]);
         assert_eq!(places[&1], (f::RAISE_AT_RIP, 0x5555));
-        assert_eq!(places[&2], (f::RAISE_AT_RIP, 0x5555));
+        // Raised right after it (no call between to arm a breakpoint).
+        assert_eq!(places[&2], (f::RAISE_WITH_PREVIOUS, 0x5555));
         assert_eq!(places[&4], (f::RAISE_NEXT, 0x1000));
         assert_eq!(places.len(), 3);
     }

@@ -229,32 +229,47 @@ pub(crate) fn breakpoint_hit(a: &mut CodeAssembler, other: CodeLabel) -> Result<
     a.mov(rdi, qword_ptr(rax + f::THREAD_ARMED_FD as i32))?;
     a.mov(eax, weft_abi::syscall::CLOSE)?;
     a.syscall()?;
-    // [rsp]: the thread feed; r9: the delivery's entry (a thread feed's
-    // entries lie one after the other).
-    a.set_label(&mut each)?;
+    // [rsp]: the armed entry, +8: its index, +16: the thread feed (a
+    // thread feed's entries lie one after the other); r9: the entry to
+    // raise.
     a.mov(rax, qword_ptr(rsp))?;
+    a.mov(rcx, qword_ptr(rax + f::THREAD_CURSOR as i32))?;
+    a.push(rcx)?;
+    a.push(r9)?;
+    a.set_label(&mut each)?;
+    a.mov(rax, qword_ptr(rsp + 16))?;
     a.add(qword_ptr(rax + f::THREAD_CURSOR as i32), 1)?;
     a.add(qword_ptr(rax + f::THREAD_RAISED as i32), 1)?;
     a.push(r9)?;
     a.mov(rdi, r9)?;
     send_delivery(a, TidFrom::Kernel)?;
     a.pop(r9)?;
-    a.mov(rax, qword_ptr(rsp))?;
+    // Then the entry at the cursor (past the calls the handler made), if
+    // it is to be raised with this one, or waits at the same place.
+    a.mov(rax, qword_ptr(rsp + 16))?;
     a.mov(rcx, qword_ptr(rax + f::THREAD_CURSOR as i32))?;
     a.cmp(rcx, qword_ptr(rax + f::THREAD_COUNT_CALLS as i32))?;
     a.jae(last)?;
     a.mov(rdx, qword_ptr(r9 + f::CALL_ARGS as i32))?;
-    a.add(r9, f::CALL_SIZE as i32)?;
+    a.sub(rcx, qword_ptr(rsp + 8))?;
+    a.imul_3(rcx, rcx, f::CALL_SIZE as i32)?;
+    a.add(rcx, qword_ptr(rsp))?;
+    a.mov(r9, rcx)?;
     a.mov(rcx, qword_ptr(r9 + f::CALL_NR as i32))?;
     a.sub(rcx, (delivery::BASE + 1) as i32)?;
     a.cmp(rcx, 63)?;
     a.ja(last)?;
+    a.test(
+        qword_ptr(r9 + f::CALL_FLAGS as i32),
+        f::RAISE_WITH_PREVIOUS as i32,
+    )?;
+    a.jnz(each)?;
     a.test(qword_ptr(r9 + f::CALL_FLAGS as i32), f::RAISE_AT_RIP as i32)?;
     a.jz(last)?;
     a.cmp(rdx, qword_ptr(r9 + f::CALL_ARGS as i32))?;
     a.je(each)?;
     a.set_label(&mut last)?;
-    a.pop(rax)?;
+    a.add(rsp, 24)?;
     a.set_label(&mut done)?;
     a.ret()
 }
