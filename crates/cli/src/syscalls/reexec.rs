@@ -300,7 +300,7 @@ pub fn reexec(
     }
     if deliveries > 0 {
         say!(
-            "weft: {raised} of the record's {deliveries} signal deliveries to the program's handlers ran them where the record has them (the signals the rerun's own processes sent them were dropped)"
+            "weft: {raised} of the record's {deliveries} signal deliveries to the program's handlers ran them where the record has them (signals the rerun's own processes sent to those handlers were dropped)"
         );
     }
     if feed.interrupted > 0 {
