@@ -209,6 +209,10 @@ pub mod sigaction {
         /// The resume flag in [`EFL`]: the instruction at `rip` runs once
         /// without stopping at a breakpoint there.
         pub const RESUME_FLAG: u64 = 1 << 16;
+        /// `uc_mcontext`'s eight reserved words (the kernel's
+        /// `sigcontext.reserved1`), which the kernel neither writes when it
+        /// builds a signal frame nor reads in `rt_sigreturn`.
+        pub const RESERVED: u64 = 232;
         /// `uc_sigmask`.
         pub const SIGMASK: u64 = 296;
     }
@@ -566,6 +570,15 @@ mod tests {
             uc::SIGMASK,
             std::mem::offset_of!(libc::ucontext_t, uc_sigmask) as u64
         );
+        // The reserved words: after the pointer to the floating-point
+        // state, up to the mask.
+        assert_eq!(
+            uc::RESERVED,
+            (std::mem::offset_of!(libc::ucontext_t, uc_mcontext)
+                + std::mem::offset_of!(libc::mcontext_t, fpregs)
+                + 8) as u64
+        );
+        assert_eq!(uc::RESERVED + 64, uc::SIGMASK);
         assert_eq!(clock::REALTIME, libc::CLOCK_REALTIME);
         assert_eq!(clock::MONOTONIC, libc::CLOCK_MONOTONIC);
         use mman::*;

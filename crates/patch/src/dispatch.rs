@@ -104,6 +104,7 @@ mod uc {
     pub const RDX: i32 = u::RDX as i32;
     pub const RAX: i32 = u::RAX as i32;
     pub const RSP: i32 = u::RSP as i32;
+    pub const RBP: i32 = u::RBP as i32;
     pub const RIP: i32 = u::RIP as i32;
     pub const SIGMASK: i32 = u::SIGMASK as i32;
 }
@@ -205,6 +206,10 @@ pub fn handler_code(at: u64, sync: u64, function: u64, trap_table: u64) -> Resul
     (|| -> std::result::Result<(), IcedError> {
         // rdi = signal, rsi = siginfo, rdx = ucontext. Every register is
         // the handler's: rt_sigreturn puts back the thread's from the frame.
+        // rbp: where a call made at the dispatch function marked its
+        // thread's block as returned (`Primitive::MarkReturned`), cleared
+        // at the restorer; 0 until then.
+        a.xor(ebp, ebp)?;
         a.cmp(
             dword_ptr(rsi + weft_abi::siginfo::CODE as i32),
             SYS_USER_DISPATCH,
@@ -293,6 +298,8 @@ pub fn handler_code(at: u64, sync: u64, function: u64, trap_table: u64) -> Resul
         a.set_label(&mut l.foreign)?;
         crate::trap::chain_to_program(&mut a, l.table_lit, SIGSYS, true)?;
         a.set_label(&mut l.restorer)?;
+        signals::clear_marked_return(&mut a)?;
+        a.set_label(&mut l.restorer_tail)?;
         a.mov(eax, syscall::RT_SIGRETURN)?;
         a.syscall()?;
         a.int3()?;
@@ -329,6 +336,9 @@ struct Labels {
     stub: CodeLabel,
     foreign: CodeLabel,
     restorer: CodeLabel,
+    /// The restorer's `rt_sigreturn`, right after it cleared the word a
+    /// call made at the dispatch function set.
+    restorer_tail: CodeLabel,
     sync_lit: CodeLabel,
     table_lit: CodeLabel,
     function_lit: CodeLabel,
@@ -349,6 +359,7 @@ impl Labels {
             stub: a.create_label(),
             foreign: a.create_label(),
             restorer: a.create_label(),
+            restorer_tail: a.create_label(),
             sync_lit: a.create_label(),
             table_lit: a.create_label(),
             function_lit: a.create_label(),
@@ -542,8 +553,11 @@ fn special_calls(a: &mut CodeAssembler, l: &mut Labels) -> std::result::Result<(
     a.syscall()?;
     a.mov(qword_ptr(rbx + uc::RAX), rax)?;
     a.ret()?;
-    // rt_sigreturn on the frame the program's handler returns from.
+    // rt_sigreturn on the frame the program's handler returns from (its
+    // `ucontext_t` at the stack pointer, its return address popped).
     a.set_label(&mut l.sigreturn)?;
+    a.mov(rax, qword_ptr(rbx + uc::RSP))?;
+    signals::put_returned_back(a)?;
     a.mov(rsp, qword_ptr(rbx + uc::RSP))?;
     a.mov(eax, syscall::RT_SIGRETURN)?;
     a.syscall()?;

@@ -126,6 +126,15 @@ pub enum Primitive {
     /// creator's setting (`weft_patch::dispatch`). The one primitive that
     /// makes a system call, once per thread.
     EnableDispatch,
+    /// Marks the calling thread's block: a call made at weft's dispatch
+    /// function returned (`weft_patch::region::threads::RETURNED`, set to
+    /// 1), and leaves that word's address in rbp, for the function's
+    /// caller (weft's SIGSYS handler, its signal delivery stub) to clear
+    /// as it goes back to the program's code. The first primitive of the
+    /// return of such a call, whose record the rest writes: a signal that
+    /// comes meanwhile came after the call, which its delivery stub can
+    /// then tell from weft's code before a call. Nothing without a slot.
+    MarkReturned,
     /// Makes the system call of the `syscall` instruction at the point
     /// (a [`crate::PointKind::Syscall`] point), with the registers the
     /// program had there, and leaves the instruction out of the
@@ -283,7 +292,8 @@ impl Primitive {
             | Primitive::ResumeCpuTimer(_)
             | Primitive::PauseCpuTimer(_)
             | Primitive::Emit(..)
-            | Primitive::Feed(_) => true,
+            | Primitive::Feed(_)
+            | Primitive::MarkReturned => true,
             Primitive::EnableDispatch
             | Primitive::MakeCall { .. }
             | Primitive::CallFunction { .. } => false,

@@ -159,6 +159,18 @@ impl Expand for Capture {
         }
         if let (Some(kept), true) = (unknown, self.exit) {
             let mut program = unknown_number_return(at, alloc, kept)?;
+            // A call weft's SIGSYS handler made for a site not yet
+            // rewritten returned: a signal while its record is written
+            // came after it.
+            if dispatched {
+                program.insert(
+                    0,
+                    Guarded {
+                        predicate: None,
+                        primitive: Primitive::MarkReturned,
+                    },
+                );
+            }
             if let Some(n) = user_timer {
                 program.push(Guarded {
                     predicate: None,

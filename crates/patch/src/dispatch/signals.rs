@@ -62,6 +62,15 @@ const CLEAR_RETURNED_LEN: i32 = 11;
 const MARK_RETURNED_HEAD: u64 = CLEAR_RETURNED_HEAD | 1 << 56;
 const POP_R11: u32 = 0x5b41;
 const _: () = assert!(threads::RETURNED > 127 && threads::RETURNED < 1 << 31);
+/// Where the stub keeps, in the frame of a signal it hands to the
+/// program's handler, the thread's block and the block's
+/// `threads::RETURNED` word as the signal found it, with a check word
+/// (the block's address xor [`KEPT_KEY`]): three of `uc_mcontext`'s
+/// reserved words, which the kernel leaves alone.
+const KEPT_BLOCK: i32 = weft_abi::sigaction::ucontext::RESERVED as i32;
+const KEPT_RETURNED: i32 = KEPT_BLOCK + 8;
+const KEPT_CHECK: i32 = KEPT_BLOCK + 16;
+const KEPT_KEY: u64 = 0x5745_4654_5245_5455;
 /// Bit of `SA_RESETHAND` in the flags.
 const RESETHAND_BIT: u32 = SA_RESETHAND.trailing_zeros();
 
@@ -365,6 +374,63 @@ fn put_off_while_writing(a: &mut CodeAssembler, drop: CodeLabel) -> Result<(), I
     a.nop()
 }
 
+/// Keeps the thread's `threads::RETURNED` word in the signal's frame
+/// (rbx: its `ucontext_t`, its check word 0; r8: the thread's block, or
+/// 0) and clears it
+/// while the program's handler runs, in the program's code: a handler's
+/// calls end clearing it anyway, and a signal in weft's code before one
+/// of them came before that call. The handler's return puts it back
+/// ([`put_returned_back`]), so that a signal pending as the handler
+/// returns, which comes where the first one came, reads as the first one
+/// did (before, the handler's `write` had cleared it, and such a signal
+/// in weft's code after a call read as before the next call: a loop's
+/// counter one step ahead in the rerun). Clobbers rax.
+fn keep_returned(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    let mut none = a.create_label();
+    a.test(r8, r8)?;
+    a.jz(none)?;
+    a.mov(rax, qword_ptr(r8 + threads::RETURNED as i32))?;
+    a.mov(qword_ptr(rbx + KEPT_RETURNED), rax)?;
+    a.mov(qword_ptr(rbx + KEPT_BLOCK), r8)?;
+    a.mov(rax, KEPT_KEY)?;
+    a.xor(rax, r8)?;
+    a.mov(qword_ptr(rbx + KEPT_CHECK), rax)?;
+    a.mov(qword_ptr(r8 + threads::RETURNED as i32), 0)?;
+    a.set_label(&mut none)?;
+    a.nop()
+}
+
+/// At a handler's return (`rt_sigreturn`; rax: the frame's `ucontext_t`),
+/// puts back the `threads::RETURNED` word [`keep_returned`] kept in the
+/// frame, if the frame's check word says the stub kept it there, and
+/// wipes the check, so that no later frame at the same place finds it.
+/// Clobbers rcx and rdx.
+pub(super) fn put_returned_back(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    let mut not_kept = a.create_label();
+    a.mov(rdx, qword_ptr(rax + KEPT_BLOCK))?;
+    a.mov(rcx, KEPT_KEY)?;
+    a.xor(rcx, rdx)?;
+    a.cmp(rcx, qword_ptr(rax + KEPT_CHECK))?;
+    a.jne(not_kept)?;
+    a.mov(rcx, qword_ptr(rax + KEPT_RETURNED))?;
+    a.mov(qword_ptr(rdx + threads::RETURNED as i32), rcx)?;
+    a.mov(qword_ptr(rax + KEPT_CHECK), 0)?;
+    a.set_label(&mut not_kept)?;
+    a.nop()
+}
+
+/// Clears the `threads::RETURNED` word a call made at the dispatch
+/// function set (`weft_plan::Primitive::MarkReturned`, its address in
+/// rbp; 0 if none), as weft's code goes back to the program's.
+pub(super) fn clear_marked_return(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    let mut none = a.create_label();
+    a.test(rbp, rbp)?;
+    a.jz(none)?;
+    a.mov(qword_ptr(rbp), 0)?;
+    a.set_label(&mut none)?;
+    a.nop()
+}
+
 /// The delivery stub (rdi: the signal, rsi: its `siginfo_t`, rdx: the
 /// frame's `ucontext_t`; [rsp]: the return into the restorer).
 pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedError> {
@@ -388,6 +454,9 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
         a.set_label(&mut fresh)?;
         a.nop()?;
     }
+    // No `RETURNED` kept in this frame yet (a signal put off returns
+    // through `drop`, which puts back a kept one).
+    a.mov(qword_ptr(rdx + KEPT_CHECK), 0)?;
     a.push(rdi)?;
     a.push(rsi)?;
     a.push(rdx)?;
@@ -480,6 +549,23 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
         a.cmp(qword_ptr(r8 + threads::RETURNED as i32), 0)?;
         a.jne(after)?;
         a.set_label(&mut cleared)?;
+        // In the SIGSYS handler's restorer, between its clearing of the
+        // word a call made at the dispatch function set (rbp still names
+        // it) and its `rt_sigreturn` (the `nop` the clearing ends with,
+        // then `mov eax, 15`): after that call. Pending signals come
+        // there as often as anywhere, in 1 record of 5 of a loop of such
+        // calls under a 1 ms timer.
+        {
+            let mut not_tail = a.create_label();
+            a.lea(rax, qword_ptr(l.restorer_tail))?;
+            a.sub(rax, rcx)?;
+            a.cmp(rax, 1)?;
+            a.ja(not_tail)?;
+            a.cmp(qword_ptr(rbx + uc::RBP), 0)?;
+            a.jne(after)?;
+            a.set_label(&mut not_tail)?;
+            a.nop()?;
+        }
         // At the marking of `RETURNED` itself, or at the `pop r11` just
         // before it (the call's result already in its slot).
         {
@@ -528,6 +614,7 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
         a.set_label(&mut program)?;
         a.nop()?;
     }
+    keep_returned(a)?;
     a.shl(r9, 32)?;
     a.or(r9, r12)?;
     a.mov(rdx, r9)?;
@@ -538,7 +625,11 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
     a.mov(r9, qword_ptr(r15 + 24))?;
     a.lea(r14, qword_ptr(r12 + delivery::BASE as i32))?;
     a.mov(rax, r14)?;
+    a.xor(ebp, ebp)?;
     a.call(qword_ptr(l.function_lit))?;
+    // The delivery's record marked the thread's block as after a call:
+    // the program's handler runs with the word 0 (`keep_returned`).
+    clear_marked_return(a)?;
     a.pop(rdx)?;
     a.pop(rsi)?;
     a.pop(rdi)?;
@@ -605,6 +696,8 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
     // Dropped: back to where the signal came.
     a.set_label(&mut drop)?;
     a.add(rsp, 8)?;
+    a.mov(rax, rsp)?;
+    put_returned_back(a)?;
     a.mov(eax, syscall::RT_SIGRETURN)?;
     a.syscall()?;
     a.int3()

@@ -241,6 +241,12 @@ impl Gen {
             Primitive::PauseCpuTimer(n) => self.stop_cpu_timer(*n, false)?,
             Primitive::Feed(feed) => self.feed(feed)?,
             Primitive::EnableDispatch => self.enable_dispatch()?,
+            Primitive::MarkReturned => {
+                self.mark_returned()?;
+                if self.has_slot {
+                    self.a.lea(rbp, qword_ptr(r11 + t::RETURNED as i32))?;
+                }
+            }
             Primitive::MakeCall { left } => self.make_call(left.as_ref())?,
             Primitive::WriteLeftCalls { ending } => self.write_left_calls(*ending)?,
             Primitive::CallFunction { code } => self.call_function(*code)?,

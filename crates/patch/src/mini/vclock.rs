@@ -203,7 +203,14 @@ impl Gen {
         }
         // The start claimed the entry, so the clock cannot fail here.
         self.cpu_clock(done, reuse)?;
+        // A reading right after the thread's switch in can come out a
+        // little below the one its start took before the switch out (the
+        // calibration off by that much): nothing, never a wrapped negative.
+        let mut forward = self.a.create_label();
         self.a.sub(rax, qword_ptr(r8 + t::TIMER_START as i32))?;
+        self.a.jae(forward)?;
+        self.a.xor(eax, eax)?;
+        self.a.set_label(&mut forward)?;
         self.a.add(qword_ptr(r8 + t::TIMER_TOTAL as i32), rax)?;
         self.a.set_label(&mut done)?;
         self.a.add(qword_ptr(r8 + t::TIMER_SEQ as i32), 1)?;

@@ -110,7 +110,12 @@ pub const DEFERRED_MASK: u64 = DEFERRED + 8;
 /// raises it at the call's return, not before the next call. Such a
 /// program returns with r11 at the block, and its trampoline clears the
 /// word just before its jump (or `ret`) back to the program's code, an
-/// instruction the stub recognises (`crate::dispatch`).
+/// instruction the stub recognises (`crate::dispatch`). A program's
+/// signal handler runs with the word 0 (it is the program's code), and
+/// its return puts back the word its signal found: the stub keeps it in
+/// the signal frame, so that a second signal that comes as the handler
+/// returns still reads as after the call, whatever calls the handler
+/// made.
 pub const RETURNED: u64 = DEFERRED_MASK + 8;
 /// Offset of the thread's event ring in its block (see [`super::ring`]).
 pub const RING: u64 = 4096;

@@ -143,19 +143,33 @@ pub(super) fn raise_places(calls: &[Call], ks: &[usize]) -> HashMap<usize, (u64,
     }
     // A signal that came where the one before it did, as that one's
     // handler returned, whatever calls that handler made, right after
-    // that handler: the same `rip` and `rax`, inside one call of the
-    // thread's that returned after both (a loop's calls between would
-    // have returned before; a call the first handler left with
-    // `siglongjmp`, as a timeout does, never returns, and the same place
-    // again is the next round's).
-    let mut previous: Option<(&Call, Option<&Call>)> = None;
+    // that handler: the same `rip` and `rax`, inside the same call of the
+    // thread's, under way at both (a loop's calls between would have
+    // returned before; a call the first handler left with `siglongjmp`,
+    // as a timeout does, never returns, and the same place again is the
+    // next round's). The calls under way at each point, innermost last:
+    // a handler's own calls, which come between the two in the feed,
+    // returned before the second signal.
+    let mut previous: Option<(&Call, Option<&Call>, Option<&Call>)> = None;
     let mut last_call: Option<&Call> = None;
+    let mut under_way: Vec<&Call> = Vec::new();
+    let returned_by = |c: &Call, t: u64| c.exit.and_then(|e| e.tsc).is_none_or(|x| x <= t);
     for &k in ks {
         let d = &calls[k];
+        while under_way
+            .last()
+            .is_some_and(|c| returned_by(c, d.entry_tsc))
+        {
+            under_way.pop();
+        }
         if !crate::calls::is_delivery(d) {
             last_call = Some(d);
+            if !returned_by(d, d.entry_tsc) {
+                under_way.push(d);
+            }
             continue;
         }
+        let covering = under_way.last().copied();
         // One more signal in the program's own code with no call since the
         // one before (a loop with none): no return comes to arm its
         // breakpoint, so it is raised after the one before's handler.
@@ -164,24 +178,21 @@ pub(super) fn raise_places(calls: &[Call], ks: &[usize]) -> HashMap<usize, (u64,
             (None, None) => true,
             _ => false,
         };
-        if previous.is_some_and(|(_, around)| same_call(around))
+        if previous.is_some_and(|(_, around, _)| same_call(around))
             && places
                 .get(&k)
                 .is_some_and(|&(flag, _)| flag == f::RAISE_AT_RIP)
         {
             places.insert(k, (f::RAISE_WITH_PREVIOUS, d.args[0]));
         }
-        let again = previous.is_some_and(|(p, around)| {
+        let again = previous.is_some_and(|(p, _, covered)| {
             p.args[..2] == d.args[..2]
-                && around.is_some_and(|c| {
-                    c.entry_tsc < p.entry_tsc
-                        && c.exit.and_then(|e| e.tsc).is_some_and(|t| t > d.entry_tsc)
-                })
+                && matches!((covered, covering), (Some(a), Some(b)) if std::ptr::eq(a, b))
         });
         if again {
             places.insert(k, (f::RAISE_WITH_PREVIOUS, d.args[0]));
         }
-        previous = Some((d, last_call));
+        previous = Some((d, last_call, covering));
     }
     places
 }
@@ -355,6 +366,29 @@ mod tests {
         left[0].exit = None;
         let places = raise_places(&left, &[0, 1, 2, 3, 4, 5]);
         assert_ne!(places[&3].0, f::RAISE_WITH_PREVIOUS);
+    }
+
+    /// Three signals at one place inside a vDSO function, each pending as
+    /// the handler before returned (a handler that runs longer than the
+    /// timer's period): the second and the third are raised after the
+    /// handler before them, though that handler's calls come between.
+    #[test]
+    fn a_chain_of_signals_at_one_place_is_raised_one_handler_after_another() {
+        let mut calls = vec![
+            call(1, 10, 200, 228, &[1], 0),
+            delivered(1, 30, 14, delivery::IN_WEFT, 7),
+            call(1, 40, 50, 228, &[1], 0),
+            delivered(1, 60, 14, delivery::IN_WEFT, 7),
+            call(1, 70, 80, 228, &[1], 0),
+            delivered(1, 90, 14, delivery::IN_WEFT, 7),
+            call(1, 100, 110, 1, &[4], 1),
+            call(1, 210, 220, 110, &[], 1),
+        ];
+        calls[0].vdso = true;
+        let places = raise_places(&calls, &[0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(places[&1].0, f::RAISE_AT_RETURN, "in the vDSO function");
+        assert_eq!(places[&3].0, f::RAISE_WITH_PREVIOUS);
+        assert_eq!(places[&5].0, f::RAISE_WITH_PREVIOUS);
     }
 
     /// A record whose addresses the rerun does not share raises at the

@@ -275,3 +275,37 @@ fn a_program_that_made_its_call_returns_with_its_block_marked_returned() {
     assert_eq!(mem.read(block + t::RETURNED), 0, "cleared going back");
     assert_eq!(mem.read(block + t::STAMP), 0, "no stamp left behind");
 }
+
+/// The return of a call made at weft's dispatch function marks the
+/// thread's block as returned and leaves the word's address in rbp, for
+/// the SIGSYS handler's restorer (or the delivery stub) to clear; rbp
+/// stays as it was for a thread without a slot's block.
+#[test]
+fn a_dispatched_calls_return_marks_the_block_and_names_the_word_in_rbp() {
+    let mem = Memory::new(16);
+    let exec = Exec::new(4096);
+    let program = vec![always(Primitive::MarkReturned)];
+    let mini = mini_trampoline(exec.addr() + 256, mem.table(), &program).unwrap();
+    let (named, marked) = (mem.counter(0), mem.counter(1));
+    let mut a = CodeAssembler::new(64).unwrap();
+    a.push(rbp).unwrap();
+    a.xor(ebp, ebp).unwrap();
+    a.call(exec.addr() + 256).unwrap();
+    a.mov(rax, named).unwrap();
+    a.mov(qword_ptr(rax), rbp).unwrap();
+    a.mov(rcx, qword_ptr(rbp)).unwrap();
+    a.mov(rax, marked).unwrap();
+    a.mov(qword_ptr(rax), rcx).unwrap();
+    a.mov(qword_ptr(rbp), 0).unwrap();
+    a.pop(rbp).unwrap();
+    a.ret().unwrap();
+    let mut code = a.assemble(exec.addr()).unwrap();
+    code.resize(256, 0xcc);
+    code.extend_from_slice(&mini);
+    exec.load(&code);
+    exec.call([0; 6]);
+    let block = mem.block_of_this_thread();
+    assert_eq!(mem.read(named), block + t::RETURNED, "rbp at the word");
+    assert_eq!(mem.read(marked), 1, "marked");
+    assert_eq!(mem.read(block + t::RETURNED), 0, "cleared by the caller");
+}

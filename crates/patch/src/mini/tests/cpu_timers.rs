@@ -118,6 +118,29 @@ fn cpu_timer_counts_spinning_not_sleeping_and_nests() {
     assert_eq!(u64::from(tid), mem.read(block + t::TID));
 }
 
+/// A stop whose reading comes out below its start's (the calibration
+/// off across the thread's switch out and in) adds nothing: before, it
+/// added a wrapped negative, and a sleeping function's CPU time read
+/// 18446744073 s.
+#[test]
+fn a_stop_that_reads_below_its_start_adds_nothing() {
+    let Some(clock) = loaded() else { return };
+    let mem = Memory::new(16);
+    let table = ThreadTable {
+        vclock: Some(clock.local_view()),
+        ..mem.table()
+    };
+    let (start, stop) = timer_pair(table);
+    start.call([0; 6]);
+    let timer = mem.block_of_this_thread() + t::timer(5);
+    let started = mem.read(timer + t::TIMER_START);
+    assert!(started > 0, "the start read the clock");
+    mem.write(timer + t::TIMER_START, started + 1_000_000_000);
+    stop.call([0; 6]);
+    assert_eq!(mem.read(timer + t::TIMER_TOTAL), 0);
+    assert_eq!(mem.read(timer + t::TIMER_COUNT), 0);
+}
+
 /// A paused and resumed timer does not nest: a pause of a paused timer
 /// and a resume of a running one do nothing, so a resume, two pauses
 /// (a blocked call's and a signal handler's inside it), two resumes (the
