@@ -348,8 +348,9 @@ const CLOCKS: [&str; 12] = [
 ];
 
 /// What a clock call wrote, as strace shows it: `{tv_sec=S, tv_nsec=N}`
-/// for a `timespec`, `{tv_sec=S, tv_usec=U}` for a `timeval`, `[S]` for
-/// `time`'s and `[N]` for `getcpu`'s.
+/// for a `timespec` (a sleep's remaining time too), `{tv_sec=S,
+/// tv_usec=U}` for a `timeval`, `[S]` for `time`'s and `[N]` for
+/// `getcpu`'s.
 fn clock_structure(name: &str, bytes: &[u8]) -> Option<String> {
     let word = |k: usize| -> Option<i64> {
         Some(i64::from_le_bytes(
@@ -357,7 +358,7 @@ fn clock_structure(name: &str, bytes: &[u8]) -> Option<String> {
         ))
     };
     match (name, bytes.len()) {
-        ("clock_gettime" | "clock_getres", 16) => {
+        ("clock_gettime" | "clock_getres" | "nanosleep" | "clock_nanosleep", 16) => {
             Some(format!("{{tv_sec={}, tv_nsec={}}}", word(0)?, word(1)?))
         }
         ("gettimeofday", 16) => Some(format!("{{tv_sec={}, tv_usec={}}}", word(0)?, word(1)?)),

@@ -19,6 +19,9 @@ pub enum Count {
     OnZero(u64),
     /// This many when the result is above 0 (`wait4`'s status).
     OnPositive(u64),
+    /// This many when a signal's handler cut the call short (`EINTR`:
+    /// `nanosleep`'s remaining time).
+    OnInterrupted(u64),
     /// Argument `.0` times `.1` when the call did not fail (`poll`'s
     /// array of `nfds` entries of 8 bytes, whose `revents` it filled).
     ArgTimes(usize, u64),
@@ -45,50 +48,52 @@ pub(crate) const ARGUMENT_REGISTERS: [u8; 6] = [7, 6, 2, 10, 8, 9];
 /// `readv` and `ioctl`, whose buffers are behind other structures or
 /// depend on the request, are not yet.
 const TABLE: &[(u64, usize, Count)] = &[
-    (0, 1, Count::Result),            // read
-    (4, 1, Count::OnZero(144)),       // stat
-    (7, 0, Count::ArgTimes(1, 8)),    // poll
-    (13, 2, Count::OnZero(32)),       // rt_sigaction's old action
-    (14, 2, Count::OnZero(8)),        // rt_sigprocmask's old set
-    (36, 1, Count::OnZero(32)),       // getitimer
-    (38, 2, Count::OnZero(32)),       // setitimer's old value
-    (5, 1, Count::OnZero(144)),       // fstat
-    (6, 1, Count::OnZero(144)),       // lstat
-    (17, 1, Count::Result),           // pread64
-    (22, 0, Count::OnZero(8)),        // pipe
-    (23, 1, Count::FdSet(0)),         // select's read set
-    (45, 1, Count::ResultWithin(2)),  // recvfrom
-    (53, 3, Count::OnZero(8)),        // socketpair
-    (61, 1, Count::OnPositive(4)),    // wait4
-    (63, 0, Count::OnZero(390)),      // uname
-    (79, 0, Count::Result),           // getcwd
-    (89, 1, Count::Result),           // readlink
-    (96, 0, Count::OnZero(16)),       // gettimeofday
-    (97, 1, Count::OnZero(16)),       // getrlimit
-    (99, 0, Count::OnZero(112)),      // sysinfo
-    (191, 2, Count::Result),          // getxattr
-    (192, 2, Count::Result),          // lgetxattr
-    (193, 2, Count::Result),          // fgetxattr
-    (194, 1, Count::Result),          // listxattr
-    (195, 1, Count::Result),          // llistxattr
-    (196, 1, Count::Result),          // flistxattr
-    (201, 0, Count::OnPositive(8)),   // time
-    (204, 2, Count::Result),          // sched_getaffinity
-    (217, 1, Count::Result),          // getdents64
-    (228, 1, Count::OnZero(16)),      // clock_gettime
-    (229, 1, Count::OnZero(16)),      // clock_getres
-    (232, 1, Count::ResultTimes(12)), // epoll_wait
-    (262, 2, Count::OnZero(144)),     // newfstatat
-    (267, 2, Count::Result),          // readlinkat
-    (281, 1, Count::ResultTimes(12)), // epoll_pwait
-    (441, 1, Count::ResultTimes(12)), // epoll_pwait2
-    (271, 0, Count::ArgTimes(1, 8)),  // ppoll
-    (270, 1, Count::FdSet(0)),        // pselect6's read set
-    (293, 0, Count::OnZero(8)),       // pipe2
-    (302, 3, Count::OnZero(16)),      // prlimit64
-    (309, 0, Count::OnZero(4)),       // getcpu
-    (318, 0, Count::Result),          // getrandom
-    (332, 4, Count::OnZero(256)),     // statx
+    (0, 1, Count::Result),              // read
+    (4, 1, Count::OnZero(144)),         // stat
+    (7, 0, Count::ArgTimes(1, 8)),      // poll
+    (13, 2, Count::OnZero(32)),         // rt_sigaction's old action
+    (14, 2, Count::OnZero(8)),          // rt_sigprocmask's old set
+    (36, 1, Count::OnZero(32)),         // getitimer
+    (38, 2, Count::OnZero(32)),         // setitimer's old value
+    (5, 1, Count::OnZero(144)),         // fstat
+    (6, 1, Count::OnZero(144)),         // lstat
+    (17, 1, Count::Result),             // pread64
+    (22, 0, Count::OnZero(8)),          // pipe
+    (23, 1, Count::FdSet(0)),           // select's read set
+    (45, 1, Count::ResultWithin(2)),    // recvfrom
+    (53, 3, Count::OnZero(8)),          // socketpair
+    (61, 1, Count::OnPositive(4)),      // wait4
+    (63, 0, Count::OnZero(390)),        // uname
+    (79, 0, Count::Result),             // getcwd
+    (89, 1, Count::Result),             // readlink
+    (96, 0, Count::OnZero(16)),         // gettimeofday
+    (97, 1, Count::OnZero(16)),         // getrlimit
+    (99, 0, Count::OnZero(112)),        // sysinfo
+    (191, 2, Count::Result),            // getxattr
+    (192, 2, Count::Result),            // lgetxattr
+    (193, 2, Count::Result),            // fgetxattr
+    (194, 1, Count::Result),            // listxattr
+    (195, 1, Count::Result),            // llistxattr
+    (196, 1, Count::Result),            // flistxattr
+    (35, 1, Count::OnInterrupted(16)),  // nanosleep's remaining time
+    (201, 0, Count::OnPositive(8)),     // time
+    (204, 2, Count::Result),            // sched_getaffinity
+    (217, 1, Count::Result),            // getdents64
+    (228, 1, Count::OnZero(16)),        // clock_gettime
+    (229, 1, Count::OnZero(16)),        // clock_getres
+    (230, 3, Count::OnInterrupted(16)), // clock_nanosleep's remaining time
+    (232, 1, Count::ResultTimes(12)),   // epoll_wait
+    (262, 2, Count::OnZero(144)),       // newfstatat
+    (267, 2, Count::Result),            // readlinkat
+    (281, 1, Count::ResultTimes(12)),   // epoll_pwait
+    (441, 1, Count::ResultTimes(12)),   // epoll_pwait2
+    (271, 0, Count::ArgTimes(1, 8)),    // ppoll
+    (270, 1, Count::FdSet(0)),          // pselect6's read set
+    (293, 0, Count::OnZero(8)),         // pipe2
+    (302, 3, Count::OnZero(16)),        // prlimit64
+    (309, 0, Count::OnZero(4)),         // getcpu
+    (318, 0, Count::Result),            // getrandom
+    (332, 4, Count::OnZero(256)),       // statx
 ];
 
 /// What call `nr` writes into the caller's memory, if this table knows.
@@ -134,6 +139,11 @@ impl Writes {
             Count::OnPositive(n) => Expr::bin(
                 BinOp::Mul,
                 Expr::bin(BinOp::Gt, result(), Expr::Const(0)),
+                Expr::Const(n as i64),
+            ),
+            Count::OnInterrupted(n) => Expr::bin(
+                BinOp::Mul,
+                Expr::bin(BinOp::Eq, result(), Expr::Const(-4)),
                 Expr::Const(n as i64),
             ),
             Count::ArgTimes(k, n) => Expr::bin(

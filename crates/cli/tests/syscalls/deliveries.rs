@@ -184,3 +184,52 @@ fn timeouts_that_jump_out_of_a_loop_rerun_to_the_same_counts() {
         assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
     }
 }
+
+/// Sleeps a timer's handler cuts short (`EINTR`): the record holds the
+/// time left the kernel wrote (`show` writes it as strace does), and a
+/// rerun that answers the calls from the record gives the program the
+/// same time left, to the nanosecond (before session 30 it gave 0).
+/// Ground truth: the program's own printout of what it was given.
+#[test]
+fn an_interrupted_sleep_gets_back_the_time_left_it_had() {
+    let target = build("syscalls_sleeps", &O2);
+    let dir = scratch("syscalls-deliveries-sleeps");
+    let (out, recorded) = record_into(&dir, &target, &[]);
+    let left: Vec<&str> = recorded
+        .stdout
+        .lines()
+        .filter_map(|l| l.split(" left ").nth(1))
+        .collect();
+    assert_eq!(left.len(), 2, "{}", recorded.stdout);
+    assert!(
+        recorded
+            .stdout
+            .lines()
+            .all(|l| l.contains(" -1 left ") || l.contains(" 4 left ")),
+        "both cut short: {}",
+        recorded.stdout
+    );
+    // The C library's `nanosleep` is a `clock_nanosleep` of
+    // CLOCK_REALTIME.
+    let shown = shown_text(&out);
+    for (name, l) in [
+        "clock_nanosleep(CLOCK_MONOTONIC, ",
+        "clock_nanosleep(CLOCK_REALTIME, ",
+    ]
+    .iter()
+    .zip(&left)
+    {
+        let (sec, nsec) = l.split_once('.').unwrap();
+        let nsec: u64 = nsec.parse().unwrap();
+        let expect = format!("{{tv_sec={sec}, tv_nsec={nsec}}}) = -1 EINTR");
+        assert!(
+            shown
+                .lines()
+                .any(|s| s.contains(name) && s.contains(&expect)),
+            "{name} {expect} in\n{shown}"
+        );
+    }
+    let rerun = reexec(&out, &target, &[]);
+    assert_eq!(rerun.status, 0, "{}", rerun.stderr);
+    assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+}

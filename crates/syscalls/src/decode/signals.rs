@@ -119,7 +119,7 @@ pub(crate) fn delivery(signo: i32, args: &[u64; 6]) -> String {
             0 => "NULL".to_string(),
             v => format!("{v:#x}"),
         };
-        format!("si_value={{int={}, ptr={ptr}}}", v as i32)
+        format!("si_int={}, si_ptr={ptr}", v as i32)
     };
     let fields = match (signo, code) {
         (17, 1..=6) => {
@@ -144,8 +144,13 @@ pub(crate) fn delivery(signo: i32, args: &[u64; 6]) -> String {
         (_, 0) => format!("si_code=SI_USER, {sender}"),
         (_, -6) => format!("si_code=SI_TKILL, {sender}"),
         (_, -1) => format!("si_code=SI_QUEUE, {sender}, {}", value(args[5])),
+        // strace's `%#x`: 0 without a prefix.
         (_, -2) => format!(
-            "si_code=SI_TIMER, si_timerid={low:#x}, si_overrun={high}, {}",
+            "si_code=SI_TIMER, si_timerid={}, si_overrun={high}, {}",
+            match low {
+                0 => "0".to_string(),
+                t => format!("{t:#x}"),
+            },
             value(args[5])
         ),
         (_, 0x80) => "si_code=SI_KERNEL".to_string(),
@@ -178,6 +183,24 @@ mod tests {
         assert_eq!(signal(0), "0");
         assert_eq!(sigprocmask_how(2), "SIG_SETMASK");
         assert_eq!(sigprocmask_how(7), "0x7 /* SIG_??? */");
+    }
+
+    /// strace 6.1's lines for a `sigqueue` of 9 and a POSIX timer's
+    /// signal whose value is 5, on this machine.
+    #[test]
+    fn queued_and_timer_deliveries_read_as_strace_shows_them() {
+        let queued = [0, 0, 34, -1i64 as u64, 25532, 9];
+        assert_eq!(
+            delivery(34, &queued),
+            "--- SIGRT_2 {si_signo=SIGRT_2, si_code=SI_QUEUE, si_pid=25532, si_uid=0, \
+             si_int=9, si_ptr=0x9} ---"
+        );
+        let timer = [0, 0, 14, -2i64 as u64, 0, 5];
+        assert_eq!(
+            delivery(14, &timer),
+            "--- SIGALRM {si_signo=SIGALRM, si_code=SI_TIMER, si_timerid=0, si_overrun=0, \
+             si_int=5, si_ptr=0x5} ---"
+        );
     }
 
     #[test]
