@@ -22,8 +22,13 @@ fn with_caller(exec: &Exec, nr: u32, mini: &[u8]) {
     a.mov(eax, nr).unwrap();
     a.call(exec.addr() + 256).unwrap();
     a.ret().unwrap();
-    let caller = a.assemble(exec.addr()).unwrap();
-    let mut code = caller;
+    load_before(exec, a, mini);
+}
+
+/// Loads the caller `a` assembled at `exec`'s address, and `mini` 256
+/// bytes after it.
+fn load_before(exec: &Exec, mut a: CodeAssembler, mini: &[u8]) {
+    let mut code = a.assemble(exec.addr()).unwrap();
     code.resize(256, 0xcc);
     code.extend_from_slice(mini);
     exec.load(&code);
@@ -264,10 +269,7 @@ fn a_program_that_made_its_call_returns_with_its_block_marked_returned() {
     a.add_instruction(crate::trampoline::clear_returned().unwrap())
         .unwrap();
     a.ret().unwrap();
-    let mut code = a.assemble(exec.addr()).unwrap();
-    code.resize(256, 0xcc);
-    code.extend_from_slice(&mini);
-    exec.load(&code);
+    load_before(&exec, a, &mini);
     exec.call([0; 6]);
     let block = mem.block_of_this_thread();
     assert_eq!(mem.read(seen), block, "r11 at the block");
@@ -299,10 +301,7 @@ fn a_dispatched_calls_return_marks_the_block_and_names_the_word_in_rbp() {
     a.mov(qword_ptr(rbp), 0).unwrap();
     a.pop(rbp).unwrap();
     a.ret().unwrap();
-    let mut code = a.assemble(exec.addr()).unwrap();
-    code.resize(256, 0xcc);
-    code.extend_from_slice(&mini);
-    exec.load(&code);
+    load_before(&exec, a, &mini);
     exec.call([0; 6]);
     let block = mem.block_of_this_thread();
     assert_eq!(mem.read(named), block + t::RETURNED, "rbp at the word");

@@ -51,6 +51,14 @@ fn spin_cpu(d: Duration) {
     }
 }
 
+/// `mem`'s thread table, with the per-thread CPU clock.
+fn clocked(mem: &Memory, clock: &VirtualClock) -> ThreadTable {
+    ThreadTable {
+        vclock: Some(clock.local_view()),
+        ..mem.table()
+    }
+}
+
 /// A start and a stop trampoline of CPU timer 5.
 fn timer_pair(table: ThreadTable) -> (Exec, Exec) {
     let (start, stop) = (Exec::new(4096), Exec::new(4096));
@@ -82,10 +90,7 @@ fn a_cpu_timer_is_refused_without_the_clock() {
 fn cpu_timer_counts_spinning_not_sleeping_and_nests() {
     let Some(clock) = loaded() else { return };
     let mem = Memory::new(16);
-    let table = ThreadTable {
-        vclock: Some(clock.local_view()),
-        ..mem.table()
-    };
+    let table = clocked(&mem, &clock);
     let (start, stop) = timer_pair(table);
     start.call([0; 6]);
     let block = mem.block_of_this_thread();
@@ -126,10 +131,7 @@ fn cpu_timer_counts_spinning_not_sleeping_and_nests() {
 fn a_stop_that_reads_below_its_start_adds_nothing() {
     let Some(clock) = loaded() else { return };
     let mem = Memory::new(16);
-    let table = ThreadTable {
-        vclock: Some(clock.local_view()),
-        ..mem.table()
-    };
+    let table = clocked(&mem, &clock);
     let (start, stop) = timer_pair(table);
     start.call([0; 6]);
     let timer = mem.block_of_this_thread() + t::timer(5);
@@ -151,10 +153,7 @@ fn a_stop_that_reads_below_its_start_adds_nothing() {
 fn a_paused_cpu_timer_does_not_nest() {
     let Some(clock) = loaded() else { return };
     let mem = Memory::new(16);
-    let table = ThreadTable {
-        vclock: Some(clock.local_view()),
-        ..mem.table()
-    };
+    let table = clocked(&mem, &clock);
     let (resume, pause) = (Exec::new(4096), Exec::new(4096));
     let one = |p| {
         vec![Guarded {
@@ -208,10 +207,7 @@ fn many_short_cpu_timer_pairs_sum_exactly() {
 
 fn short_pairs(clock: &VirtualClock, source: crate::lanes::CpuSource) {
     let mem = Memory::new(16);
-    let mut table = ThreadTable {
-        vclock: Some(clock.local_view()),
-        ..mem.table()
-    };
+    let mut table = clocked(&mem, clock);
     table.lanes.source = source;
     let (start, stop) = timer_pair(table);
     start.call([0; 6]);
