@@ -339,6 +339,20 @@ fn put_off_while_writing(a: &mut CodeAssembler, drop: CodeLabel) -> Result<(), I
     a.mov(rcx, signal)?;
     a.sub(ecx, 1)?;
     a.bts(qword_ptr(rdx + uc::SIGMASK), rcx)?;
+    // Blocked in the stub too, before it is sent again: an action with
+    // `SA_NODEFER` leaves it unblocked here, and the signal sent would
+    // come at once, into the stub again, put off again, until the stack
+    // ran out (the program killed by SIGSEGV).
+    a.mov(eax, 1)?;
+    a.shl(rax, cl)?;
+    a.push(rax)?;
+    a.mov(edi, SIG_BLOCK)?;
+    a.mov(rsi, rsp)?;
+    a.xor(edx, edx)?;
+    a.mov(r10d, weft_abi::sigaction::SIGSET_SIZE as u32)?;
+    a.mov(eax, syscall::RT_SIGPROCMASK)?;
+    a.syscall()?;
+    a.add(rsp, 8)?;
     // Sent again, marked (SI_QUEUE, which a thread may send itself).
     a.mov(rax, info)?;
     a.sub(rsp, 128)?;
