@@ -281,7 +281,6 @@ fn put_off_while_writing(a: &mut CodeAssembler, drop: CodeLabel) -> Result<(), I
     let mut go_on = a.create_label();
     let mut probe = a.create_label();
     let mut found = a.create_label();
-    let mut masked = a.create_label();
     let (signal, info, context) = (qword_ptr(rsp + 16), qword_ptr(rsp + 8), qword_ptr(rsp));
     a.xor(r8d, r8d)?;
     a.mov(r10, qword_ptr(r13 + sync::SIGNAL_THREADS as i32))?;
@@ -328,16 +327,18 @@ fn put_off_while_writing(a: &mut CodeAssembler, drop: CodeLabel) -> Result<(), I
     a.sub(rcx, 8)?;
     a.cmp(rax, rcx)?;
     a.jb(go_on)?;
-    // Put off: the mask before (unless a signal put off earlier in the
-    // same record already keeps it), the signal blocked after.
-    a.cmp(qword_ptr(r11 + threads::DEFERRED as i32), 0)?;
-    a.jne(masked)?;
-    a.mov(rax, qword_ptr(rdx + uc::SIGMASK))?;
-    a.mov(qword_ptr(r11 + threads::DEFERRED_MASK as i32), rax)?;
-    a.mov(qword_ptr(r11 + threads::DEFERRED as i32), 1)?;
-    a.set_label(&mut masked)?;
+    // Put off: the signal added to the set the writer unblocks when it is
+    // done (one instruction: a signal put off in between cannot lose
+    // its bit), and blocked in the interrupted code. Not the mask the
+    // interrupted code had, put back whole: several signals that come
+    // at once stack their frames, and the second one's stub, put off
+    // first, found the first one's stub interrupted, its own signal
+    // blocked there; the writer then blocked that signal for good (a
+    // session-30 trial: queued real-time signals lost under load).
     a.mov(rcx, signal)?;
     a.sub(ecx, 1)?;
+    a.bts(qword_ptr(r11 + threads::DEFERRED_MASK as i32), rcx)?;
+    a.mov(qword_ptr(r11 + threads::DEFERRED as i32), 1)?;
     a.bts(qword_ptr(rdx + uc::SIGMASK), rcx)?;
     // Blocked in the stub too, before it is sent again: an action with
     // `SA_NODEFER` leaves it unblocked here, and the signal sent would

@@ -28,8 +28,8 @@ use iced_x86::code_asm::*;
 const SIGALTSTACK: u32 = 131;
 const SS_ONSTACK: i32 = 1;
 const SS_DISABLE: i32 = 2;
-/// `rt_sigprocmask`'s `how` that sets the mask.
-const SIG_SETMASK: u32 = 2;
+/// `rt_sigprocmask`'s `how` that takes a set out of the mask.
+const SIG_UNBLOCK: u32 = 1;
 
 impl Gen {
     /// r8 .. r8 + r9: the thread's alternate signal stack (empty if it has
@@ -125,25 +125,36 @@ impl Gen {
     }
 
     /// Gives the thread's `WRITING` word back (r11: the block); then, if
-    /// the delivery stub put a signal off meanwhile (`t::DEFERRED`), puts
-    /// the interrupted code's mask back, which lets it come now. Keeps
-    /// every register.
+    /// the delivery stub put signals off meanwhile (`t::DEFERRED_MASK`),
+    /// unblocks them, which lets them come now. The signals put off are
+    /// blocked in this code's own mask, so this code must be the one that
+    /// unblocks them: one that comes once the word is given back is not
+    /// put off, and its stub's record, a writer nested in this one, would
+    /// take the set and leave them blocked here. So the word is given
+    /// back here only when none was put off, and the set checked again
+    /// after (one put off just before); else the routine gives the word
+    /// back. Keeps every register.
     pub(super) fn release_writing(&mut self) -> std::result::Result<(), IcedError> {
         let routine = *self.deferred.get_or_insert_with(|| self.a.create_label());
         let a = &mut self.a;
         let mut none = a.create_label();
+        let mut put_off = a.create_label();
+        a.cmp(qword_ptr(r11 + t::DEFERRED_MASK as i32), 0)?;
+        a.jne(put_off)?;
         a.mov(qword_ptr(r11 + t::WRITING as i32), 0)?;
-        a.cmp(qword_ptr(r11 + t::DEFERRED as i32), 0)?;
+        a.cmp(qword_ptr(r11 + t::DEFERRED_MASK as i32), 0)?;
         a.je(none)?;
+        a.set_label(&mut put_off)?;
         a.call(routine)?;
         a.set_label(&mut none)?;
         a.nop()
     }
 
-    /// The routine [`Gen::release_writing`] calls: `rt_sigprocmask`
-    /// setting the mask kept in `t::DEFERRED_MASK` (r11: the block).
-    /// Placed once, after the mini-trampoline's code; keeps every
-    /// register.
+    /// The routine [`Gen::release_writing`] calls (r11: the block): takes
+    /// the set of signals put off (`xchg`, one instruction), gives the
+    /// `WRITING` word back, takes what was put off in between too, and
+    /// unblocks them (`rt_sigprocmask`). Placed once, after the
+    /// mini-trampoline's code; keeps every register.
     pub(super) fn deferred_routine(&mut self) -> std::result::Result<(), IcedError> {
         let Some(mut routine) = self.deferred else {
             return Ok(());
@@ -154,13 +165,23 @@ impl Gen {
         for r in kept {
             a.push(r)?;
         }
+        a.xor(eax, eax)?;
+        a.xchg(qword_ptr(r11 + t::DEFERRED_MASK as i32), rax)?;
+        a.push(rax)?;
+        a.mov(qword_ptr(r11 + t::WRITING as i32), 0)?;
+        a.xor(eax, eax)?;
+        a.xchg(qword_ptr(r11 + t::DEFERRED_MASK as i32), rax)?;
+        a.or(qword_ptr(rsp), rax)?;
         a.mov(qword_ptr(r11 + t::DEFERRED as i32), 0)?;
-        a.mov(edi, SIG_SETMASK)?;
-        a.lea(rsi, qword_ptr(r11 + t::DEFERRED_MASK as i32))?;
+        a.mov(edi, SIG_UNBLOCK)?;
+        a.mov(rsi, rsp)?;
         a.xor(edx, edx)?;
         a.mov(r10d, 8)?;
         a.mov(eax, weft_abi::syscall::RT_SIGPROCMASK)?;
         a.syscall()?;
+        // (Not `lea`: a `pop r11` 5 bytes after a `syscall` is what the
+        // delivery stub takes for the point's call.)
+        a.add(rsp, 8)?;
         for r in kept.into_iter().rev() {
             a.pop(r)?;
         }

@@ -103,6 +103,7 @@ impl Gen {
         // A slot a thread had when it died in the middle of a record.
         a.mov(qword_ptr(r11 + t::WRITING as i32), 0)?;
         a.mov(qword_ptr(r11 + t::DEFERRED as i32), 0)?;
+        a.mov(qword_ptr(r11 + t::DEFERRED_MASK as i32), 0)?;
         a.mov(qword_ptr(r11 + t::OPEN_DEPTH as i32), 0)?;
         if let (Some(s), Some(slot_word)) = (table.startup, slot_word) {
             // r8: the key claimed under; rax: the tid.

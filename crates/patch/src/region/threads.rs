@@ -94,12 +94,14 @@ pub const LEFT_RESULT_UNKNOWN: u64 = weft_abi::syscall::LEFT_RESULT_UNKNOWN;
 /// 1 (u64) while a signal the delivery stub put off waits for the record
 /// being written to be done (`crate::dispatch`'s stub, version 14): the
 /// signal is pending, blocked in the interrupted code's mask, and the
-/// code that gives the `WRITING` word back puts back [`DEFERRED_MASK`],
+/// code that gives the `WRITING` word back unblocks [`DEFERRED_MASK`],
 /// so that it comes then, its delivery recorded and its handler's calls
 /// too, where before they were dropped.
 pub const DEFERRED: u64 = OPEN_CALLS + OPEN_SLOTS * OPEN_SIZE;
-/// The signal mask (u64) the interrupted code had before the stub put a
-/// signal off.
+/// The signals (u64, a kernel signal set) the stub put off since the
+/// writer took the `WRITING` word, which the writer unblocks when it
+/// gives the word back (session 30; before, the mask the interrupted code
+/// had, which the writer put back whole).
 pub const DEFERRED_MASK: u64 = DEFERRED + 8;
 /// 1 (u64) from the return of the call that a program makes
 /// (`Primitive::MakeCall`, `CallFunction`) until the thread goes back to
