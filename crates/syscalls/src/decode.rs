@@ -455,7 +455,9 @@ pub(crate) fn recorded(
 ) -> Option<String> {
     let address = || pointer(raw.get(arg).copied().unwrap_or(0));
     match (name, arg) {
-        ("rt_sigprocmask", 1 | 2) => Some(signals::sigset(bytes).unwrap_or_else(address)),
+        ("rt_sigprocmask", 1 | 2) | ("rt_sigpending", 0) => {
+            Some(signals::sigset(bytes).unwrap_or_else(address))
+        }
         ("rt_sigaction", 1 | 2) => Some(signals::sigaction(bytes).unwrap_or_else(address)),
         ("statx", 4) => Some(files::statx(bytes).unwrap_or_else(address)),
         ("sysinfo", 0) => Some(process::sysinfo(bytes).unwrap_or_else(address)),

@@ -135,6 +135,11 @@ pub enum Answer {
     /// That a signal interrupted the call (`EINTR`): the rerun runs the
     /// signal's handler at its return, as the record has it.
     Interrupted,
+    /// Which signals were pending (`rt_sigpending`): the rerun raises the
+    /// recorded ones where the record has them and drops its own
+    /// processes' and timers', so its kernel's set says nothing of the
+    /// record's.
+    Pending,
 }
 
 impl Answer {
@@ -149,6 +154,7 @@ impl Answer {
             Answer::Outside => "input from outside the workload",
             Answer::NotYet => "children not ended yet (wait4 WNOHANG)",
             Answer::Interrupted => "calls a signal's delivery interrupted (EINTR)",
+            Answer::Pending => "pending signals (rt_sigpending)",
         }
     }
 }
@@ -258,6 +264,7 @@ pub fn answered(
         96 | 201 | 228 | 99 => Some(Answer::Time),
         318 => Some(Answer::Random),
         309 => Some(Answer::Cpu),
+        127 if call.exit.is_some_and(|e| e.result == 0) => Some(Answer::Pending),
         // poll, ppoll: which descriptors were ready is timing; the
         // recorded answer, with the writes and closes that made them
         // ready waited for (`crate::deps`).

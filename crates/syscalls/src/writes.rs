@@ -54,6 +54,7 @@ const TABLE: &[(u64, usize, Count)] = &[
     (13, 2, Count::OnZero(32)),         // rt_sigaction's old action
     (14, 2, Count::OnZero(8)),          // rt_sigprocmask's old set
     (36, 1, Count::OnZero(32)),         // getitimer
+    (127, 0, Count::OnZero(8)),         // rt_sigpending
     (38, 2, Count::OnZero(32)),         // setitimer's old value
     (5, 1, Count::OnZero(144)),         // fstat
     (6, 1, Count::OnZero(144)),         // lstat

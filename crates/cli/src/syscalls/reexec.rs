@@ -300,7 +300,7 @@ pub fn reexec(
     }
     if deliveries > 0 {
         say!(
-            "weft: {raised} of the record's {deliveries} signal deliveries to the program's handlers ran them where the record has them (signals the rerun's own processes sent to those handlers were dropped)"
+            "weft: {raised} of the record's {deliveries} signal deliveries were raised for the program's handlers at the places the record gives (the first call, return or instruction after the signal; signals the rerun's own processes sent to those handlers were dropped)"
         );
     }
     if feed.interrupted > 0 {
