@@ -16,6 +16,22 @@ fn tally(stdout: &str, name: &str) -> usize {
         .unwrap_or_else(|| panic!("no tally {name} in {stdout}"))
 }
 
+/// Records `target` (no arguments) into the scratch directory `name`,
+/// checks what it printed with `check`, and re-executes it: the rerun
+/// succeeds and prints the same. The record's directory.
+fn records_and_reruns_alike(
+    target: &Path,
+    name: &str,
+    check: impl Fn(&Finished),
+) -> std::path::PathBuf {
+    let (out, recorded) = record_into(&scratch(name), target, &[]);
+    check(&recorded);
+    let rerun = reexec(&out, target, &[]);
+    assert_eq!(rerun.status, 0, "{}", rerun.stderr);
+    assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+    out
+}
+
 /// `show`'s text lines.
 fn shown_text(out: &Path) -> String {
     let shown = run(
@@ -176,12 +192,9 @@ fn a_rerun_runs_each_handler_where_the_record_had_it() {
 fn timeouts_that_jump_out_of_a_loop_rerun_to_the_same_counts() {
     let target = build("syscalls_timeouts", &O2);
     for k in 0..3 {
-        let dir = scratch(&format!("syscalls-deliveries-timeouts-{k}"));
-        let (out, recorded) = record_into(&dir, &target, &[]);
-        assert_eq!(recorded.stdout.lines().count(), 10, "{}", recorded.stdout);
-        let rerun = reexec(&out, &target, &[]);
-        assert_eq!(rerun.status, 0, "{}", rerun.stderr);
-        assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+        records_and_reruns_alike(&target, &format!("syscalls-deliveries-timeouts-{k}"), |r| {
+            assert_eq!(r.stdout.lines().count(), 10, "{}", r.stdout)
+        });
     }
 }
 
@@ -252,12 +265,9 @@ fn a_handler_its_own_signal_interrupts_runs_as_without_weft() {
     assert_eq!(own.status, 0, "{}", own.stderr);
     assert_eq!(own.stdout, "ran 3 times or more, nested 2 deep\n");
     for k in 0..3 {
-        let dir = scratch(&format!("syscalls-deliveries-nodefer-{k}"));
-        let (out, recorded) = record_into(&dir, &target, &[]);
-        assert_eq!(recorded.stdout, own.stdout, "{}", recorded.stderr);
-        let rerun = reexec(&out, &target, &[]);
-        assert_eq!(rerun.status, 0, "{}", rerun.stderr);
-        assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+        records_and_reruns_alike(&target, &format!("syscalls-deliveries-nodefer-{k}"), |r| {
+            assert_eq!(r.stdout, own.stdout, "{}", r.stderr)
+        });
     }
 }
 
@@ -301,11 +311,8 @@ fn queued_signals_in_bursts_all_reach_the_handler() {
 fn a_loop_that_asks_for_pending_signals_reruns_to_the_same_counts() {
     let target = build("syscalls_pending", &O2);
     for k in 0..2 {
-        let dir = scratch(&format!("syscalls-deliveries-pending-{k}"));
-        let (out, recorded) = record_into(&dir, &target, &[]);
-        assert!(tally(&recorded.stdout, "ticks") > 20, "{}", recorded.stdout);
-        let rerun = reexec(&out, &target, &[]);
-        assert_eq!(rerun.status, 0, "{}", rerun.stderr);
-        assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);
+        records_and_reruns_alike(&target, &format!("syscalls-deliveries-pending-{k}"), |r| {
+            assert!(tally(&r.stdout, "ticks") > 20, "{}", r.stdout)
+        });
     }
 }
