@@ -326,6 +326,14 @@ pub(crate) fn arguments(name: &str, raw: &[u64; 6], result: Option<i64>, args: &
             set(1, signal(raw[1]));
         }
         "tgkill" => set(2, signal(raw[2])),
+        "rt_sigqueueinfo" => {
+            set(1, signal(raw[1]));
+            set(2, pointer(raw[2]));
+        }
+        "rt_tgsigqueueinfo" => {
+            set(2, signal(raw[2]));
+            set(3, pointer(raw[3]));
+        }
         "prlimit64" => {
             set(1, indexed(raw[1], &RLIMITS));
             set(2, pointer(raw[2]));

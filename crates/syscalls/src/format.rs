@@ -106,6 +106,8 @@ const ARGUMENTS: &[(&str, usize)] = &[
     ("timer_delete", 1),
     ("exit_group", 1),
     ("tgkill", 3),
+    ("rt_sigqueueinfo", 3),
+    ("rt_tgsigqueueinfo", 4),
     ("openat", 3),
     ("newfstatat", 4),
     ("unlinkat", 3),

@@ -119,6 +119,19 @@ fn flags_read_as_strace_names_them() {
         "AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0"
     );
     assert_eq!(shown("kill", [9, 15, 0, 0, 0, 0], 2), "9, SIGTERM");
+    // strace writes the siginfo it reads; the record holds its address.
+    assert_eq!(
+        shown("rt_sigqueueinfo", [7929, 34, 0x7fff_ffff_e3c0, 0, 0, 0], 3),
+        "7929, SIGRT_2, 0x7fffffffe3c0"
+    );
+    assert_eq!(
+        shown(
+            "rt_tgsigqueueinfo",
+            [7929, 7930, 14, 0x7fff_ffff_e3c0, 0, 0],
+            4
+        ),
+        "7929, 7930, SIGALRM, 0x7fffffffe3c0"
+    );
     assert_eq!(shown("umask", [0o22, 0, 0, 0, 0, 0], 1), "022");
     assert_eq!(
         result("umask", &[0o22, 0, 0, 0, 0, 0], 0o22).unwrap(),
