@@ -391,15 +391,14 @@ fn put_off_while_writing(a: &mut CodeAssembler, drop: CodeLabel) -> Result<(), I
 
 /// Keeps the thread's `threads::RETURNED` word in the signal's frame
 /// (rbx: its `ucontext_t`, its check word 0; r8: the thread's block, or
-/// 0) and clears it
-/// while the program's handler runs, in the program's code: a handler's
-/// calls end clearing it anyway, and a signal in weft's code before one
-/// of them came before that call. The handler's return puts it back
-/// ([`put_returned_back`]), so that a signal pending as the handler
-/// returns, which comes where the first one came, reads as the first one
-/// did (before, the handler's `write` had cleared it, and such a signal
-/// in weft's code after a call read as before the next call: a loop's
-/// counter one step ahead in the rerun). Clobbers rax.
+/// 0) and clears it while the program's handler runs, in the program's
+/// code: a handler's calls end clearing it anyway, and a signal in
+/// weft's code before one of them came before that call. The handler's
+/// return puts it back ([`put_returned_back`]), so that a signal pending
+/// as the handler returns, which comes where the first one came, reads
+/// as the first one did (before, the handler's `write` had cleared it,
+/// and such a signal in weft's code after a call read as before the next
+/// call: a loop's counter one step ahead in the rerun). Clobbers rax.
 fn keep_returned(a: &mut CodeAssembler) -> Result<(), IcedError> {
     let mut none = a.create_label();
     a.test(r8, r8)?;
