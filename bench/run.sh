@@ -358,8 +358,12 @@ syscalls() {
         base=$(repeat sh -c "'$bin' $n $kind | grep -o 'ns_per_call [0-9.]*' | awk '{print \$2}'")
         row() { printf '%-8s %-34s %12.2f %14.2f %8.1f\n' "$kind" "$1" "$2" "$(echo "$2 - $base" | bc -l)" "$(echo "$2 / $base" | bc -l)"; }
         row baseline "$base"
-        w=$(repeat sh -c "rm -rf '$out/sc'; '$WEFT' syscalls record -o '$out/sc' -- '$bin' $n $kind 2>/dev/null | grep -o 'ns_per_call [0-9.]*' | awk '{print \$2}'")
-        row "weft syscalls record" "$w"
+        # Under Syscall User Dispatch (the first half second of a program),
+        # then settled before the loop (its sites rewritten, dispatch off).
+        w=$(repeat sh -c "rm -rf '$out/sc'; '$WEFT' syscalls record --settle-after never -o '$out/sc' -- '$bin' $n $kind 2>/dev/null | grep -o 'ns_per_call [0-9.]*' | awk '{print \$2}'")
+        row "weft syscalls record (dispatch)" "$w"
+        w=$(repeat sh -c "rm -rf '$out/sc'; '$WEFT' syscalls record --settle-after 0 -o '$out/sc' -- '$bin' $n $kind 600 2>/dev/null | grep -o 'ns_per_call [0-9.]*' | awk '{print \$2}'")
+        row "weft syscalls record (settled)" "$w"
         peer() { # NAME COMMAND...: a row if the peer ran
             local name=$1 got
             shift

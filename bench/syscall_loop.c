@@ -2,7 +2,9 @@
  * tool start-up is not counted. Arguments: N, and "getppid" (a call with no
  * arguments and a small result), "read" (64 bytes from /dev/zero into
  * the program's memory) or "clock" (clock_gettime(CLOCK_MONOTONIC), which
- * the vDSO answers without entering the kernel). */
+ * the vDSO answers without entering the kernel); then, optionally, how
+ * many milliseconds to sleep before the loop (for weft to settle the
+ * program first: `weft syscalls record --settle-after 0`). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,9 @@ int main(int argc, char **argv)
     long n = argc > 1 ? atol(argv[1]) : 1000000;
     int reads = argc > 2 && strcmp(argv[2], "read") == 0;
     int clocks = argc > 2 && strcmp(argv[2], "clock") == 0;
+    long wait_ms = argc > 3 ? atol(argv[3]) : 0;
+    for (long i = 0; i < wait_ms / 10; i++)
+        usleep(10000);
     int fd = open("/dev/zero", O_RDONLY);
     char buf[64];
     long s = 0;

@@ -1,7 +1,8 @@
 /* System calls of many kinds, the same on every run, for comparing weft's
  * capture with strace's. The first, close(-7), marks where the program's
  * own calls begin (weft records from the program's entry, strace from
- * exec). Usage: syscalls DIR (a scratch directory). */
+ * exec). Usage: syscalls DIR [wait] (a scratch directory; "wait" sleeps
+ * half a second first). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <stddef.h>
@@ -220,6 +221,11 @@ int main(int argc, char **argv)
 {
     if (argc < 2)
         return 2;
+    /* "wait": half a second of sleeps first, for weft to settle the
+     * process (rewrite every site, dispatch off) before the calls. */
+    if (argc > 2 && strcmp(argv[2], "wait") == 0)
+        for (int i = 0; i < 50; i++)
+            usleep(10000);
     close(-7);
     char path[512], other[512], buf[256], cwd[512];
     snprintf(path, sizeof path, "%s/a", argv[1]);

@@ -3,7 +3,7 @@
 
 use crate::requests::{Perturbation, Requests};
 use crate::run::{is_gone, report_skipped};
-use crate::workload::{Member, Workload};
+use crate::workload::{Member, Settle, Workload};
 use crate::{output, signals, ProbeArgs};
 use anyhow::{bail, Context, Result};
 use std::time::{Duration, Instant};
@@ -204,6 +204,8 @@ fn attach_one(
         exec: (!workload.following()).then(|| crate::run::ExecNotice::new(pid)),
         starting: None,
         rewrites_failed: 0,
+        since: std::time::Instant::now(),
+        settle: Settle::Waiting,
     })
 }
 

@@ -238,6 +238,12 @@ pub struct ProbeArgs {
     /// (`weft syscalls record`, docs/syscalls.md).
     #[arg(long, hide = true)]
     pub no_dispatch: bool,
+    /// Settle each image once weft has been with it this many seconds:
+    /// every `syscall` site rewritten, then Syscall User Dispatch off,
+    /// which the kernel otherwise charges every call (`never`: keep it
+    /// on; `weft syscalls record`, docs/syscalls.md, "Settled processes").
+    #[arg(long, value_name = "SECONDS", hide = true, default_value = "0.5", value_parser = parse_settle_after)]
+    pub settle_after: SettleAfter,
     /// Re-execution's feed (`weft syscalls reexec` builds it): follow the
     /// recorded calls in FILE at every `syscall` instruction.
     #[arg(long, value_name = "FILE", hide = true)]
@@ -579,4 +585,22 @@ fn print_events(dir: &std::path::Path, repair: bool) -> anyhow::Result<i32> {
     } else {
         0
     })
+}
+
+/// `--settle-after`: how long weft is with an image before it settles it,
+/// if ever.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SettleAfter(pub Option<std::time::Duration>);
+
+/// `--settle-after`: seconds, or `never`.
+fn parse_settle_after(text: &str) -> std::result::Result<SettleAfter, String> {
+    if text == "never" {
+        return Ok(SettleAfter(None));
+    }
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.0 => {
+            Ok(SettleAfter(Some(std::time::Duration::from_secs_f64(s))))
+        }
+        _ => Err(format!("'{text}' is not a number of seconds (or `never`)")),
+    }
 }

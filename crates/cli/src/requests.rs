@@ -328,6 +328,13 @@ impl Requests {
         }
     }
 
+    /// Notes in the trace that weft settled process `pid`'s image now.
+    pub fn note_settled(&self, pid: i32) {
+        if let Some(r) = &self.recorder {
+            r.borrow_mut().note_settled(pid, self.now());
+        }
+    }
+
     /// The trace's clock now.
     fn now(&self) -> u64 {
         if self.monotonic {
@@ -601,6 +608,16 @@ impl Requests {
     fn hold_writers(&self, session: &Session) {
         if let Some(ticks) = self.ring_wait {
             session.set_ring_wait_until(weft_live::clock::tsc() + ticks);
+        }
+    }
+
+    /// Block mode: lets writers wait for room for `long` from now, or the
+    /// usual second if longer: for weft's work that does not drain
+    /// (settling a process).
+    pub fn hold_writers_for(&self, session: &Session, long: Duration) {
+        if let Some(ticks) = self.ring_wait {
+            let long = (long.as_secs_f64() * 1e9 * self.ticks_per_ns) as u64;
+            session.set_ring_wait_until(weft_live::clock::tsc() + ticks.max(long));
         }
     }
 

@@ -2,7 +2,7 @@
 //! instruction, let it run untraced, report when it exits.
 
 use crate::requests::{Perturbation, Requests};
-use crate::workload::{Member, Workload};
+use crate::workload::{Member, Settle, Workload};
 use crate::{output, signals, ProbeArgs};
 use anyhow::Result;
 use weft_live::{AddReport, Session};
@@ -235,6 +235,8 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
         exec: (!workload.following()).then(|| ExecNotice::new(pid)),
         starting: None,
         rewrites_failed: 0,
+        since: std::time::Instant::now(),
+        settle: Settle::Waiting,
     });
     workload.follow(pid)?;
     tracee.detach()?;

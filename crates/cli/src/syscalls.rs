@@ -93,6 +93,14 @@ enum SyscallsCommand {
         /// (docs/syscalls.md).
         #[arg(long)]
         no_dispatch: bool,
+        /// Settle each program once weft has been with it this many seconds
+        /// (`never`: do not): every `syscall` site rewritten, then the
+        /// kernel's Syscall User Dispatch off, which costs every call some
+        /// 33 ns here. A settled program's calls from code it generates at
+        /// run time are not recorded; a program running such code is not
+        /// settled (docs/syscalls.md, "Settled processes").
+        #[arg(long, value_name = "SECONDS", default_value = "0.5")]
+        settle_after: String,
         /// The program and its arguments.
         #[arg(last = true, required_unless_present = "pid", value_name = "CMD")]
         command: Vec<String>,
@@ -361,6 +369,7 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             ring_size,
             json_files,
             no_dispatch,
+            settle_after,
             command,
         } => {
             if duration.is_some() && pid.is_none() {
@@ -392,6 +401,8 @@ pub fn syscalls(args: &SyscallsArgs) -> Result<i32> {
             if *no_dispatch {
                 options.push("--no-dispatch".into());
             }
+            options.push("--settle-after".into());
+            options.push(settle_after.clone());
             let probes = Probes::try_parse_from(options)?.probes;
             match pid {
                 Some(pid) => crate::attach::attach(&[*pid], *duration, None, !no_follow, &probes),

@@ -51,9 +51,90 @@ pub struct Member {
     /// How many times rewriting the image's busy system call sites failed
     /// (see [`Workload::serve`]): at two, weft stops trying.
     pub rewrites_failed: u8,
+    /// When weft began with this image.
+    pub since: std::time::Instant,
+    /// Where settling the image stands (see [`Workload::serve`]).
+    pub settle: Settle,
 }
 
+/// Where settling an image stands: its calls taken off Syscall User
+/// Dispatch once every site is rewritten (`weft_live::Session::settle`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settle {
+    /// Not tried yet, or to be tried again.
+    Waiting,
+    /// Tried this many times without settling; the last reason.
+    Failed(u8, String),
+    /// Settled, or given up.
+    Over,
+}
+
+/// Times weft tries to settle an image before it gives up.
+const SETTLE_TRIES: u8 = 3;
+
+/// How long the program's writers may wait for room in their rings while
+/// weft settles the program (a stop of some 100 ms in a release build).
+const SETTLING_HOLD: Duration = Duration::from_secs(30);
+
 impl Member {
+    /// Settles the image once weft has been with it `after` (see
+    /// [`Settle`]), unless it is not dispatched or settling failed
+    /// [`SETTLE_TRIES`] times; tried again `after` later when it failed.
+    fn try_settle(&mut self, after: Duration, verbose: bool) -> Result<()> {
+        let tries = match &self.settle {
+            Settle::Over => return Ok(()),
+            Settle::Waiting => 0,
+            Settle::Failed(n, _) => *n,
+        };
+        if !self.session.dispatching() || self.session.settled() {
+            self.settle = Settle::Over;
+            return Ok(());
+        }
+        // Not before its libraries are instrumented (`Member::starting`).
+        if self.since.elapsed() < after || self.starting.is_some() {
+            return Ok(());
+        }
+        // The rings drained first; their writers wait for weft rather
+        // than drop while it settles (a debug build prepares for seconds).
+        self.req.tick(&self.session);
+        self.req.hold_writers_for(&self.session, SETTLING_HOLD);
+        match self.session.settle(&self.req.specs) {
+            Ok(weft_live::Settled::Done(report)) => {
+                self.settle = Settle::Over;
+                if verbose {
+                    say!(
+                        "weft: process {}: settled: {} more system call site(s) rewritten, \
+                         Syscall User Dispatch off",
+                        self.pid,
+                        report.probes
+                    );
+                }
+                self.req.note_settled(self.pid);
+                self.req.describe_trace(&self.session)?;
+            }
+            Ok(weft_live::Settled::NotYet(why)) => self.settle_failed(tries, why, verbose),
+            Err(e) if is_gone(&e) => self.finish(),
+            Err(e) => self.settle_failed(tries, e.to_string(), verbose),
+        }
+        Ok(())
+    }
+
+    fn settle_failed(&mut self, tries: u8, why: String, verbose: bool) {
+        self.since = std::time::Instant::now();
+        self.settle = match tries + 1 >= SETTLE_TRIES {
+            true => {
+                if verbose {
+                    say!(
+                        "weft: process {}: stays under Syscall User Dispatch: {why}",
+                        self.pid
+                    );
+                }
+                Settle::Over
+            }
+            false => Settle::Failed(tries + 1, why),
+        };
+    }
+
     /// A new image of a process weft follows, watched for its end; with
     /// what was placed before its libraries if it runs through its loader
     /// on its own (see [`Member::starting`]).
@@ -76,6 +157,8 @@ impl Member {
             exec: None,
             starting,
             rewrites_failed: 0,
+            since: std::time::Instant::now(),
+            settle: Settle::Waiting,
         })
     }
 
@@ -350,6 +433,11 @@ impl Workload {
                         );
                     }
                 }
+            }
+        }
+        if let Some(after) = args.settle_after.0 {
+            for m in self.members.iter_mut().filter(|m| !m.done) {
+                m.try_settle(after, args.verbose)?;
             }
         }
         // Until a process waits in its load hook, the follower has news,
@@ -635,6 +723,8 @@ fn own_session(parent: &Member, thread: i32, child: i32) -> Result<Option<Member
         exec: None,
         starting: None,
         rewrites_failed: 0,
+        since: std::time::Instant::now(),
+        settle: Settle::Waiting,
     }))
 }
 

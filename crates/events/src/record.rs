@@ -212,7 +212,15 @@ impl Recorder {
             lo,
             hi,
             ready: None,
+            settled: None,
         });
+    }
+
+    /// Notes that weft settled process `pid`'s latest image at `tsc`.
+    pub fn note_settled(&mut self, pid: i32, tsc: u64) {
+        if let Some(l) = self.loaders.iter_mut().rev().find(|l| l.pid == pid) {
+            l.settled.get_or_insert(tsc);
+        }
     }
 
     /// Notes that weft let process `pid`'s latest image run its own code

@@ -150,6 +150,10 @@ pub struct Loader {
     /// loaded and set up (absent until then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<u64>,
+    /// TSC when weft settled the image: every `syscall` site rewritten,
+    /// Syscall User Dispatch off (absent if it never did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled: Option<u64>,
 }
 
 impl Meta {

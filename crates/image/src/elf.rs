@@ -301,23 +301,7 @@ impl Image {
     /// not in the file is among them.
     pub fn functions_with_syscall_bytes(&self) -> impl Iterator<Item = &Function> {
         let indices = self.syscall_functions.get_or_init(|| {
-            // Where the code holds the two bytes, found with memmem over
-            // each executable segment (a compiler's 30 MB take some 3 ms).
-            let mut found: Vec<u64> = Vec::new();
-            for seg in self.segments.iter().filter(|s| s.exec) {
-                let start = seg.offset as usize;
-                let Some(bytes) = self
-                    .data
-                    .get(start..start.saturating_add(seg.filesz as usize))
-                else {
-                    continue;
-                };
-                found.extend(
-                    memchr::memmem::find_iter(bytes, &[0x0f, 0x05])
-                        .map(|i| seg.vaddr.get() + i as u64),
-                );
-            }
-            found.sort_unstable();
+            let found = self.syscall_bytes();
             (self.functions.iter().enumerate())
                 .filter(|(_, f)| match self.bytes_at(f.addr, f.size as usize) {
                     Some(_) => {
@@ -332,6 +316,41 @@ impl Image {
                 .collect()
         });
         indices.iter().map(|&i| &self.functions[i])
+    }
+
+    /// Where the code holds a `syscall` instruction's bytes (0f 05), in
+    /// order: found with memmem over each executable segment (a
+    /// compiler's 30 MB take some 3 ms).
+    fn syscall_bytes(&self) -> Vec<u64> {
+        let mut found: Vec<u64> = Vec::new();
+        for seg in self.segments.iter().filter(|s| s.exec) {
+            let start = seg.offset as usize;
+            let Some(bytes) = self
+                .data
+                .get(start..start.saturating_add(seg.filesz as usize))
+            else {
+                continue;
+            };
+            found.extend(
+                memchr::memmem::find_iter(bytes, &[0x0f, 0x05]).map(|i| seg.vaddr.get() + i as u64),
+            );
+        }
+        found.sort_unstable();
+        found
+    }
+
+    /// The link-time addresses of the `syscall` bytes (0f 05) of the
+    /// executable segments that no function's range holds: code weft
+    /// does not decode, whose calls only Syscall User Dispatch would see
+    /// (or bytes that are no instruction at all).
+    pub fn syscall_bytes_outside_functions(&self) -> Vec<u64> {
+        self.syscall_bytes()
+            .into_iter()
+            .filter(|&a| {
+                self.function_at(FileAddr(a))
+                    .is_none_or(|f| a + 2 > f.addr.get() + f.size)
+            })
+            .collect()
     }
 
     /// The function containing a link-time address.

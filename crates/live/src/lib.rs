@@ -34,7 +34,7 @@ pub use module::{Module, VDSO_NAME};
 pub use session::rich::{EventSite, FieldKind};
 pub use session::{
     decode_records, from_hex, to_hex, AddReport, Count, EventIds, EventRecord, PointInfo, Prepared,
-    RawRecords, Session, SkipReason, SkippedPoint, ThreadReading,
+    RawRecords, Session, Settled, SkipReason, SkippedPoint, ThreadReading,
 };
 pub use shared::{wait_any, SharedMemory, Waited};
 pub use weft_patch::region::ring;

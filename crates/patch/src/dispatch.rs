@@ -105,6 +105,11 @@ mod uc {
     pub const RAX: i32 = u::RAX as i32;
     pub const RSP: i32 = u::RSP as i32;
     pub const RBP: i32 = u::RBP as i32;
+    pub const RBX: i32 = u::RBX as i32;
+    pub const R12: i32 = u::R12 as i32;
+    pub const R13: i32 = u::R13 as i32;
+    pub const R14: i32 = u::R14 as i32;
+    pub const R15: i32 = u::R15 as i32;
     pub const RIP: i32 = u::RIP as i32;
     pub const SIGMASK: i32 = u::SIGMASK as i32;
 }
@@ -193,17 +198,29 @@ pub fn module_image() -> Vec<u8> {
 /// The generated handler and its `sa_restorer`.
 pub use crate::trap::HandlerCode;
 
+/// The generated SIGSYS handler: its code, entries and restorer, and its
+/// direct entry (`direct`), which a rewritten site's program calls to
+/// hand it a call (`weft_plan::Primitive::ThroughHandler`).
+#[derive(Debug, Clone)]
+pub struct Handler {
+    /// The code, the handler's entry and its restorer.
+    pub code: HandlerCode,
+    /// Where the direct entry starts.
+    pub direct: u64,
+}
+
 /// Generates the SIGSYS handler at `at`: `sync` is the address of the
 /// sync page it reads, `function` the dispatch function's runtime address,
 /// `trap_table` the trap table's, whose `OLD_ACTION` keeps the program's
 /// SIGTRAP action while weft's SIGTRAP handler is installed (the
 /// program's `rt_sigaction` for SIGTRAP is answered from there, as the C
 /// library's `sigaction` hook answers it: `crate::sigaction_hook`).
-pub fn handler_code(at: u64, sync: u64, function: u64, trap_table: u64) -> Result<HandlerCode> {
+pub fn handler_code(at: u64, sync: u64, function: u64, trap_table: u64) -> Result<Handler> {
     let enc = Error::Encode;
     let mut a = CodeAssembler::new(64).map_err(enc)?;
     let mut l = Labels::new(&mut a);
     (|| -> std::result::Result<(), IcedError> {
+        a.set_label(&mut l.entry)?;
         // rdi = signal, rsi = siginfo, rdx = ucontext. Every register is
         // the handler's: rt_sigreturn puts back the thread's from the frame.
         // rbp: where a call made at the dispatch function marked its
@@ -295,6 +312,7 @@ pub fn handler_code(at: u64, sync: u64, function: u64, trap_table: u64) -> Resul
         special_calls(&mut a, &mut l)?;
         signals::after_action(&mut a, &mut l)?;
         signals::stub(&mut a, &mut l)?;
+        direct::entry(&mut a, &mut l)?;
         a.set_label(&mut l.foreign)?;
         crate::trap::chain_to_program(&mut a, l.table_lit, SIGSYS, true)?;
         a.set_label(&mut l.restorer)?;
@@ -314,7 +332,8 @@ pub fn handler_code(at: u64, sync: u64, function: u64, trap_table: u64) -> Resul
         Ok(())
     })()
     .map_err(enc)?;
-    crate::trap::assemble_handler(a, at, &l.restorer)
+    let (code, direct) = crate::trap::assemble_handler_with(a, at, &l.restorer, &l.direct)?;
+    Ok(Handler { code, direct })
 }
 
 /// Stack the handler takes for the arguments (six words at `[rsp]`) and
@@ -325,6 +344,10 @@ const COPY: i32 = 48;
 
 /// The handler's labels.
 struct Labels {
+    /// The handler's first instruction, where the kernel enters it.
+    entry: CodeLabel,
+    /// The direct entry ([`direct`]).
+    direct: CodeLabel,
     call: CodeLabel,
     child: CodeLabel,
     done: CodeLabel,
@@ -348,6 +371,8 @@ struct Labels {
 impl Labels {
     fn new(a: &mut CodeAssembler) -> Labels {
         Labels {
+            entry: a.create_label(),
+            direct: a.create_label(),
             call: a.create_label(),
             child: a.create_label(),
             done: a.create_label(),
@@ -585,6 +610,7 @@ pub const HANDLER_FLAGS: u64 = weft_abi::sigaction::SA_SIGINFO
     | weft_abi::sigaction::SA_RESTORER
     | weft_abi::sigaction::SA_NODEFER;
 
+mod direct;
 mod signals;
 #[cfg(test)]
 mod tests;

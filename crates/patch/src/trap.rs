@@ -119,10 +119,20 @@ pub fn handler_code(at: u64, table: u64, capacity: u64) -> Result<HandlerCode> {
 
 /// A signal handler assembled at `at`, its restorer at label `restorer`.
 pub(crate) fn assemble_handler(
-    mut a: CodeAssembler,
+    a: CodeAssembler,
     at: u64,
     restorer: &CodeLabel,
 ) -> Result<HandlerCode> {
+    Ok(assemble_handler_with(a, at, restorer, restorer)?.0)
+}
+
+/// [`assemble_handler`], with the address of one more label.
+pub(crate) fn assemble_handler_with(
+    mut a: CodeAssembler,
+    at: u64,
+    restorer: &CodeLabel,
+    other: &CodeLabel,
+) -> Result<(HandlerCode, u64)> {
     let enc = Error::Encode;
     let result = a
         .assemble_options(
@@ -131,11 +141,13 @@ pub(crate) fn assemble_handler(
         )
         .map_err(enc)?;
     let restorer_at = result.label_ip(restorer).map_err(enc)?;
-    Ok(HandlerCode {
+    let other_at = result.label_ip(other).map_err(enc)?;
+    let code = HandlerCode {
         bytes: result.inner.code_buffer,
         handler: at,
         restorer: restorer_at,
-    })
+    };
+    Ok((code, other_at))
 }
 
 /// Hands a signal that is not weft's to the disposition the program

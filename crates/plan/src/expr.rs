@@ -182,6 +182,19 @@ pub enum Primitive {
         /// Where the function's code from the point on lies, relocated.
         code: u64,
     },
+    /// At a `syscall` instruction: hands the point's call to the process's
+    /// SIGSYS handler as if Syscall User Dispatch had sent it there (its
+    /// direct entry, `weft_patch::dispatch`), which makes and records it
+    /// as it does a dispatched call, and leaves the instruction out, as
+    /// [`Primitive::MakeCall`] does. For the calls the handler must see
+    /// (those that install a signal mask or action) once a process's
+    /// dispatch is off (`docs/syscalls.md`, "Settled processes"). `site`
+    /// is the instruction's address, which the applier fills in (0 in a
+    /// plan).
+    ThroughHandler {
+        /// The `syscall` instruction's address in the process.
+        site: u64,
+    },
 }
 
 /// The record a call made by [`Primitive::MakeCall`] gets if the thread
@@ -296,7 +309,8 @@ impl Primitive {
             | Primitive::MarkReturned => true,
             Primitive::EnableDispatch
             | Primitive::MakeCall { .. }
-            | Primitive::CallFunction { .. } => false,
+            | Primitive::CallFunction { .. }
+            | Primitive::ThroughHandler { .. } => false,
             Primitive::WriteLeftCalls { .. } => true,
             Primitive::SetCounter(_, e)
             | Primitive::AddCounter(_, e)
@@ -374,7 +388,9 @@ pub fn reads_point_registers(program: &[Guarded]) -> bool {
                 // It reports the point's `rsp` with a divergence.
                 Primitive::Feed(_) => true,
                 // They need the registers as they were at the point.
-                Primitive::MakeCall { .. } | Primitive::CallFunction { .. } => true,
+                Primitive::MakeCall { .. }
+                | Primitive::CallFunction { .. }
+                | Primitive::ThroughHandler { .. } => true,
                 _ => false,
             }
     })

@@ -92,6 +92,10 @@ pub fn reexec(
     let mut options: Vec<std::ffi::OsString> = ["weft", "--reexec-feed"].map(Into::into).to_vec();
     options.push(path.clone().into());
     options.push("--no-aslr".into());
+    // A rerun keeps its calls under dispatch: a settled process's sites
+    // hand the feed no call through the SIGSYS handler's frame it reads.
+    options.push("--settle-after".into());
+    options.push("never".into());
     // The recorded pid, when it is free: a signal's sender is then the
     // id the rerun's getpid() answers (glibc's cancellation checks so).
     let recorded_pid = feed.rings.first().copied().unwrap_or(0);

@@ -12,6 +12,7 @@ mod left;
 mod reexec;
 mod refused;
 mod replay;
+mod settled;
 mod unwind;
 
 use crate::support::*;

@@ -567,7 +567,8 @@ impl Session {
 }
 
 /// What a probe's program does in place of its point's code: make its
-/// system call (`Primitive::MakeCall`), call its function
+/// system call (`Primitive::MakeCall`, or the SIGSYS handler for it:
+/// `Primitive::ThroughHandler`), call its function
 /// (`Primitive::CallFunction`), or nothing.
 fn replaces(action: &Action) -> Replaces {
     let Action::Program(program) = action else {
@@ -576,7 +577,9 @@ fn replaces(action: &Action) -> Replaces {
     program
         .iter()
         .find_map(|g| match g.primitive {
-            weft_plan::Primitive::MakeCall { .. } => Some(Replaces::Syscall),
+            weft_plan::Primitive::MakeCall { .. } | weft_plan::Primitive::ThroughHandler { .. } => {
+                Some(Replaces::Syscall)
+            }
             weft_plan::Primitive::CallFunction { .. } => Some(Replaces::Function),
             _ => None,
         })

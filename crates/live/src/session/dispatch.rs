@@ -40,6 +40,10 @@ pub(super) struct Dispatch {
     /// While a batch of busy sites is prepared: those sites, the only
     /// ones probed then.
     batch: Option<std::collections::HashSet<u64>>,
+    /// While every site is prepared to settle the process (`settle.rs`).
+    pub(super) settling: bool,
+    /// Once the process is settled: every site rewritten, dispatch off.
+    pub(super) settled: bool,
 }
 
 /// Dispatched calls weft sees made at one site before it rewrites the
@@ -126,6 +130,8 @@ impl Session {
             calls: HashMap::new(),
             done: Default::default(),
             batch: None,
+            settling: false,
+            settled: false,
         });
         Ok(())
     }
@@ -158,9 +164,12 @@ impl Session {
         let sync_addr = c.data + sync_at;
         let at = c.code + c.used;
         let trap_table = c.data + self.layout.header.trap_offset;
-        let code = d::handler_code(at, sync_addr, function, trap_table)?;
+        let handler = d::handler_code(at, sync_addr, function, trap_table)?;
+        let code = handler.code;
         let placed = self.alloc_code(ci, &code.bytes)?;
         debug_assert_eq!(placed, at);
+        self.shm
+            .store_u64(sync_at + sync::DISPATCH_DIRECT, handler.direct);
         let table = sync_at + sync::DISPATCH_TABLE;
         self.shm.write(
             table + tt::NEW_ACTION,
@@ -251,6 +260,11 @@ impl Session {
         if mi == dispatch.module {
             return dispatch.batch.is_none();
         }
+        // Settling or settled: every site, as without dispatch, but the
+        // vDSO's (its calls are made unrecorded, as the handler makes them).
+        if dispatch.settling || dispatch.settled {
+            return !module.is_vdso();
+        }
         // A rewritten site runs its call in its cluster: the dispatch
         // cluster's range, or the handler again.
         if !self.clusters[dispatch.cluster].reaches(module.lo, module.hi) {
@@ -276,6 +290,7 @@ impl Session {
     pub(super) fn dispatch_keeps(&self, mi: usize, site: u64, nr: Option<u64>) -> bool {
         match &self.dispatch {
             None => true,
+            Some(d) if d.settling || d.settled => true,
             Some(d) => match &d.batch {
                 Some(batch) => batch.contains(&(site + 2)),
                 None if d.module == mi => true,
@@ -340,7 +355,7 @@ impl Session {
     fn busy_sites(&mut self) -> Vec<u64> {
         let sync_at = self.layout.header.sync_offset;
         let head = self.shm.load_u64(sync_at + sync::DISPATCH_SEEN_HEAD);
-        let Some(d) = self.dispatch.as_mut().filter(|d| d.on) else {
+        let Some(d) = self.dispatch.as_mut().filter(|d| d.on && !d.settled) else {
             return Vec::new();
         };
         let from = d.seen.max(head.saturating_sub(sync::DISPATCH_SEEN_COUNT));

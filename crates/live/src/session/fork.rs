@@ -143,6 +143,11 @@ impl Session {
         // none of the child's, whose records would all be dropped as
         // begun inside it.
         shm.store_u64(block + threads::WRITING, 0);
+        // So is a call it keeps open now (the `wait4` after its `fork`):
+        // the child would find it left and record it as its own. Calls a
+        // thread keeps open across a `fork` (one a handler that forks
+        // interrupted) are not told from those, and are forgotten.
+        shm.store_u64(block + threads::OPEN_DEPTH, 0);
         let entry = self
             .cpu_clock
             .as_ref()

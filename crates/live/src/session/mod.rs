@@ -47,6 +47,7 @@ mod report;
 mod returns;
 pub(crate) mod rich;
 mod rings;
+mod settle;
 mod stacks;
 mod startup;
 mod traps;
@@ -56,6 +57,7 @@ pub(crate) use prepare::is_split_part;
 pub use prepare::Prepared;
 pub use report::{AddReport, Count, PointInfo, SkipReason, SkippedPoint, ThreadReading};
 pub use rings::{decode_records, from_hex, to_hex, EventIds, EventRecord, RawRecords};
+pub use settle::Settled;
 
 use crate::module::Module;
 use crate::shared::SharedMemory;

@@ -231,11 +231,20 @@ impl Session {
                         item.action = spec.action.clone();
                         item.tag = spec.tag;
                         if matches!(item.kind, PointKind::Syscall | PointKind::AfterSyscall) {
-                            items.extend(per_syscall(item).into_iter().filter(|p| {
-                                let site = p.parts[0].points[0]
-                                    - 2 * u64::from(p.kind == PointKind::AfterSyscall);
-                                self.dispatch_keeps(mi, site, p.syscall)
-                            }));
+                            let settling = self.settled_sites();
+                            items.extend(
+                                per_syscall(item)
+                                    .into_iter()
+                                    .filter(|p| {
+                                        let site = p.parts[0].points[0]
+                                            - 2 * u64::from(p.kind == PointKind::AfterSyscall);
+                                        self.dispatch_keeps(mi, site, p.syscall)
+                                    })
+                                    .filter_map(|p| match settling {
+                                        true => self.settled_probe(p),
+                                        false => Some(p),
+                                    }),
+                            );
                         } else {
                             items.push(item)
                         }

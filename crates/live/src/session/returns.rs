@@ -385,7 +385,8 @@ impl Session {
     /// The snippet probe `p` runs at a point of cluster `ci` where `live`
     /// may be live, if any.
     /// A program that calls its function (`Primitive::CallFunction`) calls
-    /// it at `code`. The unwinder's frames of the `syscall`s its
+    /// it at `code`; one that hands its call to the SIGSYS handler
+    /// (`Primitive::ThroughHandler`) names its site, `point`. The unwinder's frames of the `syscall`s its
     /// mini-trampoline makes (the point's, at `point`, or a feed's own) are
     /// added to `frames`.
     pub(super) fn probe_snippet(
@@ -408,11 +409,15 @@ impl Session {
             (Action::Program(program), _) => {
                 let mut program = self.resolve_program(program, &cluster);
                 for g in program.iter_mut() {
-                    if let weft_plan::Primitive::CallFunction { code: at } = &mut g.primitive {
-                        *at = code.ok_or(weft_patch::Error::NotRelocatable {
-                            addr: 0,
-                            why: "a function called by a probe has no relocated code",
-                        })?;
+                    match &mut g.primitive {
+                        weft_plan::Primitive::CallFunction { code: at } => {
+                            *at = code.ok_or(weft_patch::Error::NotRelocatable {
+                                addr: 0,
+                                why: "a function called by a probe has no relocated code",
+                            })?;
+                        }
+                        weft_plan::Primitive::ThroughHandler { site } => *site = point,
+                        _ => {}
                     }
                 }
                 // An unguarded constant addCounter needs no mini-trampoline.

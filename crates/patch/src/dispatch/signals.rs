@@ -70,6 +70,8 @@ const _: () = assert!(threads::RETURNED > 127 && threads::RETURNED < 1 << 31);
 const KEPT_BLOCK: i32 = weft_abi::sigaction::ucontext::RESERVED as i32;
 const KEPT_RETURNED: i32 = KEPT_BLOCK + 8;
 const KEPT_CHECK: i32 = KEPT_BLOCK + 16;
+/// And the interrupted `rip`, for [`returned_from_here`].
+const KEPT_RIP: i32 = KEPT_BLOCK + 24;
 const KEPT_KEY: u64 = 0x5745_4654_5245_5455;
 /// Bit of `SA_RESETHAND` in the flags.
 const RESETHAND_BIT: u32 = SA_RESETHAND.trailing_zeros();
@@ -406,6 +408,8 @@ fn keep_returned(a: &mut CodeAssembler) -> Result<(), IcedError> {
     a.mov(rax, qword_ptr(r8 + threads::RETURNED as i32))?;
     a.mov(qword_ptr(rbx + KEPT_RETURNED), rax)?;
     a.mov(qword_ptr(rbx + KEPT_BLOCK), r8)?;
+    a.mov(rax, qword_ptr(rbx + uc::RIP))?;
+    a.mov(qword_ptr(rbx + KEPT_RIP), rax)?;
     a.mov(rax, KEPT_KEY)?;
     a.xor(rax, r8)?;
     a.mov(qword_ptr(rbx + KEPT_CHECK), rax)?;
@@ -431,6 +435,37 @@ pub(super) fn put_returned_back(a: &mut CodeAssembler) -> Result<(), IcedError> 
     a.mov(qword_ptr(rax + KEPT_CHECK), 0)?;
     a.set_label(&mut not_kept)?;
     a.nop()
+}
+
+/// At a delivery (rdx: its frame's `ucontext_t`): where the frame holds
+/// what [`keep_returned`] kept in an earlier frame at the very same place
+/// for the very same interrupted `rip`, and the thread's `RETURNED` word
+/// is 0, puts the kept word back; then marks the frame as keeping
+/// nothing. The kernel builds the frame of a signal pending as a handler
+/// returns (`rt_sigreturn`) where the handler's was, and leaves the
+/// reserved words as they were: that signal comes where the first one
+/// came, and reads as it did. The SIGSYS handler does this at the
+/// `rt_sigreturn` itself ([`put_returned_back`]), which a settled
+/// process's threads make without dispatch; then the check word is gone
+/// and nothing happens here. A frame at the same place later, for the
+/// same `rip`, finds the word as that instruction has it anyway.
+/// Clobbers rax and rcx.
+fn returned_from_here(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    let mut none = a.create_label();
+    a.mov(rax, qword_ptr(rdx + KEPT_BLOCK))?;
+    a.mov(rcx, KEPT_KEY)?;
+    a.xor(rcx, rax)?;
+    a.cmp(rcx, qword_ptr(rdx + KEPT_CHECK))?;
+    a.jne(none)?;
+    a.mov(rcx, qword_ptr(rdx + KEPT_RIP))?;
+    a.cmp(rcx, qword_ptr(rdx + uc::RIP))?;
+    a.jne(none)?;
+    a.cmp(qword_ptr(rax + threads::RETURNED as i32), 0)?;
+    a.jne(none)?;
+    a.mov(rcx, qword_ptr(rdx + KEPT_RETURNED))?;
+    a.mov(qword_ptr(rax + threads::RETURNED as i32), rcx)?;
+    a.set_label(&mut none)?;
+    a.mov(qword_ptr(rdx + KEPT_CHECK), 0)
 }
 
 /// Clears the `threads::RETURNED` word a call made at the dispatch
@@ -469,8 +504,9 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
         a.nop()?;
     }
     // No `RETURNED` kept in this frame yet (a signal put off returns
-    // through `drop`, which puts back a kept one).
-    a.mov(qword_ptr(rdx + KEPT_CHECK), 0)?;
+    // through `drop`, which puts back a kept one), once what an earlier
+    // frame here kept is back.
+    returned_from_here(a)?;
     a.push(rdi)?;
     a.push(rsi)?;
     a.push(rdx)?;
@@ -718,79 +754,4 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A program that makes its point's call marks `RETURNED` right
-    /// after the `pop r11` that follows the call, in the bytes the stub
-    /// looks for.
-    #[test]
-    fn the_stub_knows_the_bytes_that_mark_returned() {
-        use weft_plan::{Guarded, Primitive};
-        let table = crate::mini::ThreadTable {
-            addr: 0x10_0000,
-            slots: 16,
-            ring_wait_until: 0x1000,
-            ring_overwrite: 0x1008,
-            ring_data: 4096,
-            no_slot: 0x1010,
-            dispatch: 0x1018,
-            return_stacks: 0x1020,
-            clock_gettime: 0,
-            tid_offset: 0,
-            startup: None,
-            vclock: None,
-            lanes: crate::lanes::Lanes {
-                source: crate::lanes::CpuSource::None,
-                count: 1,
-                stride: 8,
-            },
-        };
-        let always = |primitive| Guarded {
-            predicate: None,
-            primitive,
-        };
-        let program = [
-            always(Primitive::AddThreadCounter(0, weft_plan::Expr::Const(1))),
-            always(Primitive::MakeCall { left: None }),
-        ];
-        let mini = crate::mini::mini_trampoline(0x40_0000, table, &program).unwrap();
-        let mut marked = POP_R11.to_le_bytes()[..2].to_vec();
-        marked.extend_from_slice(&MARK_RETURNED_HEAD.to_le_bytes());
-        marked.extend_from_slice(&[0, 0, 0]);
-        assert!(
-            mini.windows(marked.len()).any(|w| w == marked),
-            "pop r11, then the marking"
-        );
-        // The call's `syscall`, its result stored, then that `pop r11`
-        // 5 or 8 bytes after the `syscall`'s end.
-        let made = crate::mini::assemble_mini(
-            0x40_0000,
-            table,
-            &program,
-            crate::mini::returns::Extra::None,
-        )
-        .unwrap();
-        for &at in &made.made_calls {
-            let after = at as usize + 2;
-            assert!(
-                [5, 8]
-                    .iter()
-                    .any(|&k| mini[after + k..after + k + 2] == [0x41, 0x5b]),
-                "{:02x?}",
-                &mini[after..after + 12]
-            );
-        }
-    }
-
-    /// The bytes the stub looks for before a jump back to the program are
-    /// those of the trampoline's clearing of `RETURNED`.
-    #[test]
-    fn the_stub_knows_the_bytes_that_clear_returned() {
-        let clear = crate::trampoline::clear_returned().unwrap();
-        let bytes = crate::relocate::encode_block(&[clear], 0x1000).unwrap();
-        assert_eq!(bytes.len(), CLEAR_RETURNED_LEN as usize);
-        assert_eq!(bytes[..8], CLEAR_RETURNED_HEAD.to_le_bytes());
-        assert_eq!(bytes[7..], [0, 0, 0, 0]);
-    }
-}
+mod tests;

@@ -14,6 +14,8 @@ struct Dispatched {
     code: *mut u8,
     sync: Vec<u64>,
     last: Box<[u64; 8]>,
+    /// The handler's direct entry.
+    direct: u64,
     _one: std::sync::MutexGuard<'static, ()>,
 }
 
@@ -27,6 +29,16 @@ const CODE_LEN: usize = 1 << 16;
 
 impl Dispatched {
     fn on() -> Dispatched {
+        Dispatched::new(true)
+    }
+
+    /// The handler installed, dispatch off: a settled process, whose
+    /// rewritten sites hand it calls through its direct entry.
+    fn settled() -> Dispatched {
+        Dispatched::new(false)
+    }
+
+    fn new(dispatch: bool) -> Dispatched {
         // SAFETY: an anonymous private RWX mapping; checked for failure.
         let code = unsafe {
             libc::mmap(
@@ -61,8 +73,9 @@ impl Dispatched {
         assert!(function_bytes.len() < HANDLER_AT as usize);
         // No trap table here: SIGTRAP's calls read and write a spare part of
         // the sync page.
-        let handler =
+        let generated =
             handler_code(function + HANDLER_AT, sync_at, function, sync_at + 3072).unwrap();
+        let handler = generated.code;
         // SAFETY: the mapping is writable and CODE_LEN long, more than the
         // function's bytes at 0 and the handler's at HANDLER_AT.
         unsafe {
@@ -89,6 +102,16 @@ impl Dispatched {
             )
         };
         assert_eq!(set, 0);
+        sync[(sync::DISPATCH_DIRECT / 8) as usize] = generated.direct;
+        if !dispatch {
+            return Dispatched {
+                code,
+                sync,
+                last,
+                direct: generated.direct,
+                _one: one,
+            };
+        }
         // SAFETY: prctl with integer arguments; the selector is null.
         let on = unsafe {
             libc::prctl(
@@ -104,6 +127,7 @@ impl Dispatched {
             code,
             sync,
             last,
+            direct: generated.direct,
             _one: one,
         }
     }
@@ -410,4 +434,190 @@ fn handlers_sit_behind_the_delivery_stub_which_records_or_drops_each_delivery() 
     assert_eq!(d.kernel_action(signal)[0], 0);
     let entry = (sync::SIGNAL_ACTIONS / 8) as usize + 4 * signal as usize;
     assert_eq!(d.sync[entry], 0);
+}
+
+impl Dispatched {
+    /// Hands a call to the handler's direct entry, as a rewritten site's
+    /// program does (`Primitive::ThroughHandler`), from the site whose
+    /// `syscall` ends at `site`, and
+    /// returns its result; checks that the registers a `syscall` keeps
+    /// come back as they went in.
+    fn through_direct(&self, site: u64, nr: i64, args: [i64; 4]) -> i64 {
+        let at = self.code as u64 + (CODE_LEN as u64 - 1024);
+        let mut a = CodeAssembler::new(64).unwrap();
+        // (nr, a1, a2, a3, a4, site) in rdi, rsi, rdx, rcx, r8, r9; the
+        // entry's address in [rip + entry]. Callee-saved registers set to
+        // known values and checked after: a mismatch returns -4096.
+        let mut entry = a.create_label();
+        let mut bad = a.create_label();
+        for r in [rbx, rbp, r12, r13, r14, r15] {
+            a.push(r).unwrap();
+        }
+        a.mov(rax, rdi).unwrap();
+        a.mov(rdi, rsi).unwrap();
+        a.mov(rsi, rdx).unwrap();
+        a.mov(rdx, rcx).unwrap();
+        a.mov(r10, r8).unwrap();
+        a.mov(rcx, r9).unwrap();
+        a.xor(r8d, r8d).unwrap();
+        a.xor(r9d, r9d).unwrap();
+        a.mov(r11, rsp).unwrap();
+        a.mov(rbx, 0x1111u64).unwrap();
+        a.mov(rbp, 0x2222u64).unwrap();
+        a.mov(r12, 0x3333u64).unwrap();
+        a.mov(r13, 0x4444u64).unwrap();
+        a.mov(r14, 0x5555u64).unwrap();
+        a.mov(r15, rdi).unwrap();
+        a.call(qword_ptr(entry)).unwrap();
+        for (r, v) in [
+            (rbx, 0x1111),
+            (rbp, 0x2222),
+            (r12, 0x3333),
+            (r13, 0x4444),
+            (r14, 0x5555),
+        ] {
+            a.cmp(r, v).unwrap();
+            a.jne(bad).unwrap();
+        }
+        a.cmp(r15, rdi).unwrap();
+        a.jne(bad).unwrap();
+        let mut out = a.create_label();
+        a.jmp(out).unwrap();
+        a.set_label(&mut bad).unwrap();
+        a.mov(rax, -4096i64).unwrap();
+        a.set_label(&mut out).unwrap();
+        for r in [r15, r14, r13, r12, rbp, rbx] {
+            a.pop(r).unwrap();
+        }
+        a.ret().unwrap();
+        a.set_label(&mut entry).unwrap();
+        a.dq(&[self.direct]).unwrap();
+        let bytes = a.assemble(at).unwrap();
+        assert!(bytes.len() < 512);
+        // SAFETY: the 512 bytes from 1024 before the mapping's end are
+        // unused (`kernel_action`'s code is at 512 before it, Drop's at
+        // 256); the code is a complete function of six integer arguments
+        // that keeps the callee-saved registers.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len());
+            let f =
+                std::mem::transmute::<u64, extern "C" fn(i64, i64, i64, i64, i64, u64) -> i64>(at);
+            f(nr, args[0], args[1], args[2], args[3], site)
+        }
+    }
+}
+
+/// A settled process's sites hand the calls that install masks and
+/// actions to the handler's direct entry: recorded at the dispatch
+/// function with their site, SIGSYS kept out of every mask, the mask a
+/// call installs in force after it, handlers behind the delivery stub.
+#[test]
+fn the_direct_entry_does_for_a_rewritten_site_what_dispatch_does() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut d = Dispatched::settled();
+    // The address after a site's `syscall`.
+    let site = raw as *const () as u64 + 0x42;
+    // rt_sigprocmask(SIG_BLOCK, all): every signal but SIGSYS blocked after.
+    let all = u64::MAX;
+    let mut old = 0u64;
+    let mut now = 0u64;
+    let block = [
+        libc::SIG_BLOCK as i64,
+        &all as *const u64 as i64,
+        &mut old as *mut u64 as i64,
+        8,
+    ];
+    assert_eq!(d.through_direct(site, libc::SYS_rt_sigprocmask, block), 0);
+    let last = *d.last;
+    assert_eq!(
+        last[0],
+        libc::SYS_rt_sigprocmask as u64,
+        "made at the dispatch function"
+    );
+    assert_eq!(last[7], site, "with its site, for the record");
+    assert_eq!(
+        raw(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK as i64,
+            0,
+            &mut now as *mut u64 as i64,
+            8
+        ),
+        0
+    );
+    assert_eq!(now & (1 << (SIGSYS - 1)), 0, "SIGSYS blocked: {now:#x}");
+    assert_ne!(
+        now & (1 << (libc::SIGUSR1 - 1)),
+        0,
+        "the call's mask in force after it"
+    );
+    let back = [libc::SIG_SETMASK as i64, &old as *const u64 as i64, 0, 8];
+    assert_eq!(d.through_direct(site, libc::SYS_rt_sigprocmask, back), 0);
+    assert_eq!(
+        raw(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK as i64,
+            0,
+            &mut now as *mut u64 as i64,
+            8
+        ),
+        0
+    );
+    assert_eq!(now, old);
+    let head = d.sync[(sync::DISPATCH_SEEN_HEAD / 8) as usize];
+    assert_eq!(d.sync[(sync::DISPATCH_SEEN / 8 + head - 1) as usize], site);
+    // rt_sigaction: the handler behind the stub, the signal not left
+    // blocked by the call's steps; a delivery recorded, then run.
+    let signal = libc::SIGUSR2;
+    d.set(sync::SIGNAL_MODE, delivery::RECORD);
+    d.set(sync::SIGNAL_OWNER, std::process::id() as u64);
+    let handler = program_handler as *const () as usize;
+    // The C library's restorer, as its `sigaction` gives the kernel.
+    install(libc::SIGURG, handler);
+    let restorer = d.kernel_action(libc::SIGURG)[2];
+    install(libc::SIGURG, libc::SIG_DFL);
+    let flags = weft_abi::sigaction::SA_SIGINFO | weft_abi::sigaction::SA_RESTORER;
+    let action = crate::trap::kernel_sigaction(handler as u64, flags, restorer, 0);
+    let mut before = [0u8; 32];
+    let act = [
+        signal as i64,
+        action.as_ptr() as i64,
+        before.as_mut_ptr() as i64,
+        8,
+    ];
+    assert_eq!(d.through_direct(site, libc::SYS_rt_sigaction, act), 0);
+    let code = d.code as u64..d.code as u64 + CODE_LEN as u64;
+    let kernel = d.kernel_action(signal);
+    assert!(code.contains(&kernel[0]), "the stub: {:#x}", kernel[0]);
+    assert_eq!(
+        raw(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK as i64,
+            0,
+            &mut now as *mut u64 as i64,
+            8
+        ),
+        0
+    );
+    assert_eq!(now & (1 << (signal - 1)), 0, "left blocked: {now:#x}");
+    DELIVERED.store(0, SeqCst);
+    send(signal, None);
+    assert_eq!(DELIVERED.load(SeqCst), 1);
+    assert_eq!(d.last[0], delivery::BASE + signal as u64);
+    // SIGSYS's action stays the table's.
+    let mine = crate::trap::kernel_sigaction(0x1234, 0, 0, 0);
+    let sys = [SIGSYS as i64, mine.as_ptr() as i64, 0, 8];
+    assert_eq!(d.through_direct(site, libc::SYS_rt_sigaction, sys), 0);
+    assert_eq!(
+        d.sync[(sync::DISPATCH_TABLE + tt::OLD_ACTION) as usize / 8],
+        0x1234
+    );
+    // An ordinary call is made too.
+    assert_eq!(
+        d.through_direct(site, libc::SYS_getpid, [0; 4]),
+        std::process::id() as i64
+    );
+    let default = crate::trap::kernel_sigaction(0, 0, 0, 0);
+    let dfl = [signal as i64, default.as_ptr() as i64, 0, 8];
+    assert_eq!(d.through_direct(site, libc::SYS_rt_sigaction, dfl), 0);
 }

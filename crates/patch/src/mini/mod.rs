@@ -250,6 +250,7 @@ impl Gen {
             Primitive::MakeCall { left } => self.make_call(left.as_ref())?,
             Primitive::WriteLeftCalls { ending } => self.write_left_calls(*ending)?,
             Primitive::CallFunction { code } => self.call_function(*code)?,
+            Primitive::ThroughHandler { site } => self.through_handler(*site)?,
         }
         self.stamp_ready = stamps && self.table.clock_gettime == 0;
         Ok(())
@@ -307,6 +308,61 @@ impl Gen {
         Ok(())
     }
 
+    /// Hands the point's call, at the `syscall` instruction at `site`, to
+    /// the SIGSYS handler's direct entry (`crate::dispatch::direct`):
+    /// the number and the six argument registers from their slots, rcx
+    /// the address after the instruction, r11 the point's `rsp` (the
+    /// fixed frame's); its result goes into the saved `rax`. Without a
+    /// direct entry (0) the call is made here, unrecorded.
+    fn through_handler(&mut self, site: u64) -> std::result::Result<(), IcedError> {
+        use crate::region::sync;
+        let direct = self
+            .table
+            .dispatch
+            .wrapping_add(sync::DISPATCH_DIRECT - sync::DISPATCH_START);
+        let word = self.literal(direct);
+        let scratch = self.scratch();
+        let a = &mut self.a;
+        let mut none = a.create_label();
+        let mut done = a.create_label();
+        a.mov(rax, qword_ptr(word))?;
+        a.push(qword_ptr(rax))?;
+        let slot = |off: i32| qword_ptr(rsp + off + 8);
+        a.mov(rax, slot(RAX_OFFSET))?;
+        a.mov(rdi, slot(ARG_OFFSET[0]))?;
+        a.mov(rsi, slot(ARG_OFFSET[1]))?;
+        a.mov(rdx, slot(ARG_OFFSET[2]))?;
+        a.mov(r10, slot(R10_OFFSET))?;
+        a.mov(r8, slot(ARG_OFFSET[4]))?;
+        a.mov(r9, slot(ARG_OFFSET[5]))?;
+        a.cmp(qword_ptr(rsp), 0)?;
+        a.je(none)?;
+        a.mov(rcx, site.wrapping_add(2))?;
+        a.lea(r11, qword_ptr(rsp + FIXED_FRAME_RSP + 8))?;
+        a.call(qword_ptr(rsp))?;
+        a.test(r11, r11)?;
+        a.jnz(done)?;
+        a.set_label(&mut none)?;
+        // (Without a direct entry the call is made here; r11 then names no
+        // block.)
+        a.syscall()?;
+        a.mov(r11, scratch)?;
+        a.set_label(&mut done)?;
+        a.lea(rsp, qword_ptr(rsp + 8))?;
+        a.mov(qword_ptr(rsp + RAX_OFFSET), rax)
+    }
+
+    /// A word the trampoline of a program that makes its point's call
+    /// may clear as if it were a block's `t::RETURNED`, for a thread with
+    /// no block: r11 is set to it less that offset.
+    fn scratch(&self) -> u64 {
+        self.table
+            .no_slot
+            .wrapping_add(crate::region::sync::RETURNED_SCRATCH)
+            .wrapping_sub(crate::region::sync::NO_SLOT)
+            .wrapping_sub(t::RETURNED)
+    }
+
     /// Calls the point's function, its code relocated at `code`, with the
     /// argument registers from their slots, on a stack aligned to 16
     /// bytes; its result goes into the saved `rax`. First keeps the
@@ -351,13 +407,18 @@ impl Gen {
     }
 
     /// `prctl(PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON, start,
-    /// len, NULL)` with the sync page's range, if it names one (see
-    /// `crate::dispatch`). Keeps r11, the thread's block.
+    /// len, NULL)` with the sync page's range, if it names one and the
+    /// process is not settled (see `crate::dispatch`). Keeps r11, the
+    /// thread's block.
     fn enable_dispatch(&mut self) -> std::result::Result<(), IcedError> {
         use crate::dispatch::{PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON};
+        use crate::region::sync;
         let mut off = self.a.create_label();
         self.a.push(r11)?;
         self.a.mov(rax, self.table.dispatch)?;
+        let settled = (sync::DISPATCH_SETTLED - sync::DISPATCH_START) as i32;
+        self.a.cmp(qword_ptr(rax + settled), 0)?;
+        self.a.jne(off)?;
         self.a.mov(rdx, qword_ptr(rax))?;
         self.a.mov(r10, qword_ptr(rax + 8))?;
         self.a.test(r10, r10)?;
@@ -486,7 +547,9 @@ pub fn assemble_mini(
         let replaces = actions.iter().any(|x| {
             matches!(
                 x.primitive,
-                Primitive::MakeCall { .. } | Primitive::CallFunction { .. }
+                Primitive::MakeCall { .. }
+                    | Primitive::CallFunction { .. }
+                    | Primitive::ThroughHandler { .. }
             )
         });
         if replaces && needs_thread {
@@ -496,11 +559,12 @@ pub fn assemble_mini(
         // thread's block, or at a scratch word as if it were one, for its
         // trampoline to clear `t::RETURNED` there as it goes back to the
         // program (which may take r11 as the call left it: clobbered).
-        let scratch = table
-            .no_slot
-            .wrapping_add(crate::region::sync::RETURNED_SCRATCH)
-            .wrapping_sub(crate::region::sync::NO_SLOT)
-            .wrapping_sub(t::RETURNED);
+        let scratch = g.scratch();
+        // A program that hands its call to the SIGSYS handler has r11 at
+        // the block the call marked, or at the scratch word, already.
+        let through_handler = actions
+            .iter()
+            .any(|x| matches!(x.primitive, Primitive::ThroughHandler { .. }));
         if needs_thread {
             // Every slot is taken: count what this thread could not do,
             // and still do what needs no slot.
@@ -518,7 +582,7 @@ pub fn assemble_mini(
             }
             g.extra_without_slot(extra)?;
         }
-        if replaces {
+        if replaces && !through_handler {
             // A slot's path jumps past this, r11 at its block.
             g.a.mov(r11, scratch)?;
         }

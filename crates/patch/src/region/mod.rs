@@ -47,7 +47,7 @@ use weft_abi::mman::PAGE_SIZE;
 /// `WEFT` in little-endian.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// Layout version.
-pub const VERSION: u32 = 15;
+pub const VERSION: u32 = 16;
 
 /// Lanes of the counters: every counter has one per lane, a whole lane
 /// apart, and a thread adds to the lane of the CPU it runs on (its number

@@ -134,6 +134,15 @@ pub const SIGNAL_THREADS: u64 = 4112;
 pub const SIGNAL_SLOTS: u64 = 4120;
 /// See [`SIGNAL_THREADS`].
 pub const SIGNAL_BLOCK: u64 = 4128;
+/// The SIGSYS handler's direct entry (u64; 0 while there is none): code
+/// that a rewritten site's program calls to hand its call to the handler
+/// as if dispatch had sent it there (`weft_plan::Primitive::ThroughHandler`,
+/// `crate::dispatch`). Version 16.
+pub const DISPATCH_DIRECT: u64 = 4136;
+/// Non-zero once the process is *settled* (u64, version 16): every
+/// `syscall` site weft found is rewritten and dispatch is off, so a new
+/// thread or process leaves it off (`Primitive::EnableDispatch`).
+pub const DISPATCH_SETTLED: u64 = 4144;
 /// The program's action of signal `s` at `SIGNAL_ACTIONS + 32 * s`, as
 /// it last installed it (a kernel `struct sigaction`): the stub chains to
 /// its handler. A handler of 0 or 1 (`SIG_DFL`, `SIG_IGN`): the kernel
