@@ -208,7 +208,23 @@ fn span(records: &[u8]) -> (u64, u64, u64) {
 /// process `pid`,
 /// with the thread's count of dropped events so far; and how many events
 /// it holds.
-pub fn packet(pid: i32, tid: i32, dropped: u64, records: &[u8]) -> (Vec<u8>, u64) {
+#[cfg(test)]
+pub(crate) fn packet(pid: i32, tid: i32, dropped: u64, records: &[u8]) -> (Vec<u8>, u64) {
+    let (header, count) = packet_header(pid, tid, dropped, records);
+    let mut p = Vec::with_capacity(PACKET_HEADER + records.len());
+    p.extend_from_slice(&header);
+    p.extend_from_slice(records);
+    (p, count)
+}
+
+/// The header of [`packet`], which `records` follow in a stream; and how
+/// many events they are.
+pub fn packet_header(
+    pid: i32,
+    tid: i32,
+    dropped: u64,
+    records: &[u8],
+) -> ([u8; PACKET_HEADER], u64) {
     let (begin, end, count) = span(records);
     let bits = ((PACKET_HEADER + records.len()) * 8) as u64;
     let header = PacketHeader {
@@ -222,10 +238,9 @@ pub fn packet(pid: i32, tid: i32, dropped: u64, records: &[u8]) -> (Vec<u8>, u64
         tid: i64::from(tid).into(),
         pid: i64::from(pid).into(),
     };
-    let mut p = Vec::with_capacity(PACKET_HEADER + records.len());
-    p.extend_from_slice(header.as_bytes());
-    p.extend_from_slice(records);
-    (p, count)
+    let mut bytes = [0u8; PACKET_HEADER];
+    bytes.copy_from_slice(header.as_bytes());
+    (bytes, count)
 }
 
 #[cfg(test)]

@@ -298,7 +298,7 @@ impl Recorder {
 
     fn take(&mut self, pid: i32, raw: RawRecords<'_>) {
         self.threads.insert(raw.tid, pid);
-        let (packet, count) = crate::ctf::packet(pid, raw.tid, raw.dropped, raw.bytes);
+        let (header, count) = crate::ctf::packet_header(pid, raw.tid, raw.dropped, raw.bytes);
         self.events += count;
         let Some(dir) = &self.dir else {
             return;
@@ -318,8 +318,12 @@ impl Recorder {
                 }
             },
         };
-        match stream.file.write_all(&packet) {
-            Ok(()) => stream.len += packet.len() as u64,
+        // The header, then the records where the drain put them: no copy
+        // of a packet's bytes.
+        let written =
+            (stream.file.write_all(&header)).and_then(|()| stream.file.write_all(raw.bytes));
+        match written {
+            Ok(()) => stream.len += (header.len() + raw.bytes.len()) as u64,
             Err(source) => {
                 // Part of the packet may be in the file: cut it off, so the
                 // stream ends with a whole packet.

@@ -195,6 +195,29 @@ impl SharedMemory {
         v
     }
 
+    /// Appends the `len` bytes at `offset` to `out`.
+    pub fn read_into(&self, offset: u64, len: usize, out: &mut Vec<u8>) {
+        let off = offset as usize;
+        assert!(
+            off.checked_add(len)
+                .is_some_and(|end| end <= self.map.len()),
+            "shared read out of range"
+        );
+        out.reserve(len);
+        let at = out.len();
+        // SAFETY: the range lies inside our live mapping, and `out` has
+        // room for `len` more bytes, which the copy initialises before the
+        // length takes them in.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.map.as_ptr().add(off),
+                out.as_mut_ptr().add(at),
+                len,
+            );
+            out.set_len(at + len);
+        }
+    }
+
     /// Atomically loads the u64 at `offset` (8-byte aligned).
     pub fn load_u64(&self, offset: u64) -> u64 {
         self.atomic_u64(offset).load(Ordering::Relaxed)
