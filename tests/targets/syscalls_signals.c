@@ -17,10 +17,12 @@
  * signal mask instead of calling getppid: a call weft never rewrites, so
  * that every one goes through weft's SIGSYS handler, and signals come
  * while it writes their records. Usage: syscalls_signals [ms] [every]
- * [masks] (300, 0) */
+ * [masks|-] [nap] (300, 0): NAP milliseconds of sleep after the warm-up
+ * (for weft to settle the process before the timer starts). */
 #include "tally.h"
 #include <fcntl.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,12 +62,14 @@ int main(int argc, char **argv)
         if (write(null, "", 0) != 0) return 1;
         clock_gettime(CLOCK_MONOTONIC, &at);
     } while ((at.tv_sec - from.tv_sec) * 1000 + (at.tv_nsec - from.tv_nsec) / 1000000 < 100);
+    for (long nap = arg_or(argc, argv, 4, 0); nap > 0; nap -= 10)
+        usleep(10000);
     signal(SIGALRM, on_alarm);
     struct itimerval every = {{0, 1000}, {0, 1000}}, off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_REAL, &every, 0);
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    int masks = argc > 3;
+    int masks = argc > 3 && strcmp(argv[3], "masks") == 0;
     sigset_t mask;
     do {
         if (masks)

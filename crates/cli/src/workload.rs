@@ -103,13 +103,19 @@ impl Member {
                 self.settle = Settle::Over;
                 if verbose {
                     say!(
-                        "weft: process {}: settled: {} more system call site(s) rewritten, \
-                         Syscall User Dispatch off",
+                        "weft: process {}: settled: every system call site rewritten ({} in \
+                         the last stop), Syscall User Dispatch off",
                         self.pid,
                         report.probes
                     );
                 }
                 self.req.note_settled(self.pid);
+                self.req.describe_trace(&self.session)?;
+            }
+            // More sites to rewrite: at the next turn, without waiting.
+            Ok(weft_live::Settled::Partly(_)) => {
+                let now = std::time::Instant::now();
+                self.since = now.checked_sub(after).unwrap_or(now);
                 self.req.describe_trace(&self.session)?;
             }
             Ok(weft_live::Settled::NotYet(why)) => self.settle_failed(tries, why, verbose),

@@ -38,11 +38,23 @@ pub(crate) fn record_into_status(
     target: &Path,
     args: &[&std::ffi::OsStr],
 ) -> (std::path::PathBuf, Finished) {
+    record_into_with(dir, &[], target, args)
+}
+
+/// [`record_into_status`] with more options for `record`.
+pub(crate) fn record_into_with(
+    dir: &Path,
+    options: &[&str],
+    target: &Path,
+    args: &[&std::ffi::OsStr],
+) -> (std::path::PathBuf, Finished) {
     let out = dir.join("rec");
     let _ = std::fs::remove_dir_all(&out);
     let recorded = run(
         weft()
-            .args(["syscalls", "record", "-o"])
+            .args(["syscalls", "record"])
+            .args(options)
+            .arg("-o")
             .arg(&out)
             .arg("--")
             .arg(target)

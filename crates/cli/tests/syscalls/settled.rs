@@ -158,7 +158,12 @@ fn a_settled_timer_program_records_and_reruns_alike() {
     // call through the SIGSYS handler, takes a minute with a debug build.)
     const TICKING_MS: &str = "150";
     let target = build("syscalls_signals", &O2);
-    for (k, more) in [&["0"][..], &["0", "masks"]].into_iter().enumerate() {
+    // Two seconds of naps after the warm-up: a debug build's weft settles
+    // the process in five stops over most of a second.
+    for (k, more) in [&["0", "-", "2000"][..], &["0", "masks", "2000"]]
+        .into_iter()
+        .enumerate()
+    {
         let dir = scratch(&format!("syscalls-settled-signals-{k}"));
         let out = dir.join("rec");
         let _ = std::fs::remove_dir_all(&out);

@@ -86,6 +86,7 @@ impl Session {
             rebuilt_at: self.rebuilt_at.clone(),
             startup: self.startup.clone(),
             dispatch: self.dispatch.clone(),
+            settle_pending: None,
             fde_finders_tried: self.fde_finders_tried.clone(),
         };
         session.map_own_region(tracee)?;

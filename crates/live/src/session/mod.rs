@@ -235,6 +235,9 @@ pub struct Session {
     /// Set when the process's calls go to weft's SIGSYS handler
     /// (`dispatch.rs`).
     dispatch: Option<dispatch::Dispatch>,
+    /// While settling goes a batch a stop (`settle.rs`): the probes
+    /// prepared and not placed yet, and every site to check at the end.
+    settle_pending: Option<settle::Pending>,
     /// Modules whose `_Unwind_Find_FDE` weft tried to hook (`unwind.rs`):
     /// one that could not be hooked is not tried again at every apply.
     fde_finders_tried: std::collections::BTreeSet<usize>,
@@ -294,6 +297,7 @@ impl Session {
             rebuilt_at: BTreeMap::new(),
             startup: None,
             dispatch: None,
+            settle_pending: None,
             fde_finders_tried: Default::default(),
         })
     }

@@ -5,8 +5,8 @@
 //! even one made from the range it runs, through its slow path (the
 //! dispatch check, then the exit work): some 33 ns a call on this
 //! project's machines (bench/RESULTS.md, session 31), more than weft's own
-//! code adds. So once a process has run a while, weft *settles* it, in
-//! one stop: it rewrites every site it has not (the C library's rarely
+//! code adds. So once a process has run a while, weft *settles* it: it
+//! rewrites every site it has not (the C library's rarely
 //! reached ones, the loader's), hands the calls that install a signal
 //! mask or action to the SIGSYS handler from their rewritten sites
 //! (`Primitive::ThroughHandler`: the handler must still see them), and
@@ -39,11 +39,30 @@ const RT_SIGRETURN: u64 = 15;
 /// `syscall` follows.
 const MOV_RAX_15: [u8; 7] = [0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0];
 
+/// Sites settling rewrites in one stop at most.
+const SITES_A_STOP: usize = 128;
+
+/// Settling under way, a batch a stop: the probes not placed yet, and
+/// every `syscall` site (and its call's number, if known) to check once
+/// they all are.
+#[derive(Debug)]
+pub(super) struct Pending {
+    items: Vec<PreparedProbe>,
+    sites: Vec<(u64, Option<u64>)>,
+}
+
+/// The `syscall` instruction a system call point belongs to.
+fn site_of(item: &PreparedProbe) -> u64 {
+    item.parts[0].points[0] - 2 * u64::from(item.kind == PointKind::AfterSyscall)
+}
+
 /// Why a process did not settle, or what settling did.
 #[derive(Debug)]
 pub enum Settled {
     /// Dispatch is off now; the sites rewritten in the stop.
     Done(AddReport),
+    /// A batch of sites rewritten in a stop, more to come: call again.
+    Partly(AddReport),
     /// Not now: the reason, in words.
     NotYet(String),
 }
@@ -55,44 +74,66 @@ impl Session {
     }
 
     /// Settles the process (see the module's comment) with the probes of
-    /// `specs`, in one stop; says why not when it cannot.
+    /// `specs`; says why not when it cannot. Each call rewrites at most
+    /// [`SITES_A_STOP`] sites in a stop of the process, and says so
+    /// ([`Settled::Partly`]) while more are left; the one that finds none
+    /// left checks them all and turns dispatch off.
     pub fn settle(&mut self, specs: &[PointSpec]) -> Result<Settled> {
         let not_yet = |why: String| Ok(Settled::NotYet(why));
         let Some(d) = self.dispatch.as_ref().filter(|d| d.on && !d.settled) else {
             return not_yet("its calls are not dispatched".into());
         };
         let cluster = self.clusters[d.cluster];
-        if let Some(why) = self.unsettleable(&cluster) {
-            return not_yet(why);
+        let mut pending = match self.settle_pending.take() {
+            Some(pending) => pending,
+            None => {
+                if let Some(why) = self.unsettleable(&cluster) {
+                    return not_yet(why);
+                }
+                match self.prepare_settling(specs)? {
+                    Ok(pending) => pending,
+                    Err(why) => return not_yet(why),
+                }
+            }
+        };
+        // At most a batch of sites a stop (their trampolines are assembled
+        // in it): the program waits a fraction as long each time.
+        let mut batch = std::collections::BTreeSet::new();
+        let mut now = Vec::new();
+        let mut later = Vec::new();
+        for item in pending.items.drain(..) {
+            let site = site_of(&item);
+            if batch.len() < SITES_A_STOP {
+                batch.insert(site);
+            }
+            match batch.contains(&site) {
+                true => now.push(item),
+                false => later.push(item),
+            }
         }
-        if let Some(d) = &mut self.dispatch {
-            d.settling = true;
-        }
-        let prepared = self.prepare_modules(specs, 0, false, &[]);
-        if let Some(d) = &mut self.dispatch {
-            d.settling = false;
-        }
-        let mut prepared = prepared?;
-        if let Some(s) = prepared.skipped.first() {
-            return not_yet(format!(
-                "{}:{} is not rewritten ({})",
-                s.module, s.function, s.why
-            ));
-        }
-        // Every site, to check after; those rewritten already are left as
-        // they are.
-        let sites: Vec<(u64, Option<u64>)> = (prepared.items.iter())
-            .filter(|item| item.kind == PointKind::Syscall)
-            .map(|item| (item.parts[0].points[0], item.syscall))
-            .collect();
-        prepared
-            .items
-            .retain(|item| !self.site_at.contains_key(&item.parts[0].points[0]));
+        pending.items = later;
+        let prepared = Prepared {
+            items: now,
+            skipped: Vec::new(),
+            pending: Vec::new(),
+            notes: Vec::new(),
+            unmatched: Vec::new(),
+            matched: Vec::new(),
+        };
         let mut tracee = Tracee::attach(self.pid)?;
         let report = self.apply(&mut tracee, prepared)?;
-        // A site left as it was (a thread inside the bytes its splice
-        // needs): not now.
-        for &(site, nr) in &sites {
+        if !pending.items.is_empty() {
+            tracee.detach()?;
+            self.settle_pending = Some(pending);
+            return Ok(Settled::Partly(report));
+        }
+        // Code the program made meanwhile, or a site left as it was (a
+        // thread inside the bytes its splice needs): not now.
+        if let Some(why) = self.unsettleable(&cluster) {
+            tracee.detach()?;
+            return not_yet(why);
+        }
+        for &(site, nr) in &pending.sites {
             let mut bytes = [0u8; 2];
             let read = tracee.memory().read(RemoteAddr(site), &mut bytes);
             if read.is_ok() && bytes == [0x0f, 0x05] && nr != Some(RT_SIGRETURN) {
@@ -111,6 +152,39 @@ impl Session {
             d.settled = true;
         }
         Ok(Settled::Done(report))
+    }
+
+    /// Every site's probes for settling, while the process runs: those
+    /// not placed yet, and every site to check at the end; or why the
+    /// process cannot settle.
+    fn prepare_settling(
+        &mut self,
+        specs: &[PointSpec],
+    ) -> Result<std::result::Result<Pending, String>> {
+        if let Some(d) = &mut self.dispatch {
+            d.settling = true;
+        }
+        let prepared = self.prepare_modules(specs, 0, false, &[]);
+        if let Some(d) = &mut self.dispatch {
+            d.settling = false;
+        }
+        let prepared = prepared?;
+        if let Some(s) = prepared.skipped.first() {
+            return Ok(Err(format!(
+                "{}:{} is not rewritten ({})",
+                s.module, s.function, s.why
+            )));
+        }
+        let sites = (prepared.items.iter())
+            .filter(|item| item.kind == PointKind::Syscall)
+            .map(|item| (item.parts[0].points[0], item.syscall))
+            .collect();
+        // A site placed already is left as it is (the point after a call
+        // its site's program makes has no probe of its own).
+        let items = (prepared.items.into_iter())
+            .filter(|item| !self.site_at.contains_key(&site_of(item)))
+            .collect();
+        Ok(Ok(Pending { items, sites }))
     }
 
     /// Why the process cannot settle, if it cannot: code dispatch alone
