@@ -18,6 +18,23 @@ fn settled_at(out: &Path, pid: &str) -> Option<f64> {
     Some((loader["settled"].as_u64()? as f64 - start) / ticks_per_ns / 1e9)
 }
 
+/// `weft syscalls record --settle-after 0 -o DIR/rec -- TARGET ARGS...`,
+/// which must succeed, settling the program as soon as it can: the
+/// record, what weft printed, and `show`'s text with the program's pid and
+/// the time it settled at.
+fn record_settled(
+    dir: &Path,
+    target: &Path,
+    args: &[&std::ffi::OsStr],
+) -> (std::path::PathBuf, Finished, Finished, f64) {
+    let (out, recorded) = record_into_with(dir, &["--settle-after", "0"], target, args);
+    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
+    let (shown, _) = shown_lines(&out);
+    let pid = shown.stdout.split_whitespace().next().unwrap();
+    let settled = settled_at(&out, pid).expect("the process settled");
+    (out, recorded, shown, settled)
+}
+
 /// The time `show` gives the first line holding `text`.
 fn time_of(shown: &str, text: &str) -> f64 {
     let line = shown.lines().find(|l| l.contains(text)).unwrap();
@@ -50,23 +67,9 @@ fn a_settled_process_records_the_calls_strace_sees() {
     assert_eq!(plain.status, 0, "strace: {}", plain.stderr);
     let strace_log = std::fs::read_to_string(&log).unwrap();
     let strace = calls_from_marker(strace_log.lines());
-    let out = dir.join("rec");
-    let _ = std::fs::remove_dir_all(&out);
-    let recorded = run(
-        weft()
-            .args(["syscalls", "record", "--settle-after", "0", "-o"])
-            .arg(&out)
-            .arg("--")
-            .arg(&target)
-            .arg(&work)
-            .arg("wait"),
-        Duration::from_secs(120),
-    );
-    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
+    let wait = std::ffi::OsStr::new("wait");
+    let (_, recorded, shown, settled) = record_settled(&dir, &target, &[work.as_os_str(), wait]);
     assert_eq!(recorded.stdout, plain.stdout, "the program's output");
-    let (shown, _) = shown_lines(&out);
-    let pid = shown.stdout.split_whitespace().next().unwrap();
-    let settled = settled_at(&out, pid).expect("the process settled");
     assert!(
         settled < time_of(&shown.stdout, "close(-7)"),
         "settled at {settled} s, after the marker:\n{}",
@@ -96,21 +99,9 @@ fn a_settled_process_keeps_its_handlers_threads_and_children_recorded() {
     let log = dir.join("strace.log");
     let (plain, strace) = strace_f(&target, &log);
     assert_eq!(plain.stdout, "handled 6 child 3\n");
-    let out = dir.join("rec");
-    let _ = std::fs::remove_dir_all(&out);
-    let recorded = run(
-        weft()
-            .args(["syscalls", "record", "--settle-after", "0", "-o"])
-            .arg(&out)
-            .arg("--")
-            .arg(&target),
-        Duration::from_secs(120),
-    );
-    assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
+    let (_, recorded, shown, settled) = record_settled(&dir, &target, &[]);
     assert_eq!(recorded.stdout, plain.stdout, "the program's output");
-    let (shown, weft_calls) = shown_lines(&out);
-    let pid = shown.stdout.split_whitespace().next().unwrap();
-    let settled = settled_at(&out, pid).expect("the process settled");
+    let weft_calls = parse_shown(&shown.stdout);
     assert!(
         settled < time_of(&shown.stdout, "dup(-7)"),
         "{}",
@@ -165,19 +156,11 @@ fn a_settled_timer_program_records_and_reruns_alike() {
         .enumerate()
     {
         let dir = scratch(&format!("syscalls-settled-signals-{k}"));
-        let out = dir.join("rec");
-        let _ = std::fs::remove_dir_all(&out);
-        let recorded = run(
-            weft()
-                .args(["syscalls", "record", "--settle-after", "0", "-o"])
-                .arg(&out)
-                .arg("--")
-                .arg(&target)
-                .arg(TICKING_MS)
-                .args(more),
-            Duration::from_secs(120),
-        );
-        assert_eq!(recorded.status, 0, "weft: {}", recorded.stderr);
+        let args: Vec<&std::ffi::OsStr> = std::iter::once(TICKING_MS)
+            .chain(more.iter().copied())
+            .map(std::ffi::OsStr::new)
+            .collect();
+        let (out, recorded, shown, settled) = record_settled(&dir, &target, &args);
         assert!(
             recorded.stderr.contains(" (0 dropped)"),
             "{}",
@@ -186,18 +169,11 @@ fn a_settled_timer_program_records_and_reruns_alike() {
         let own = tallies(&recorded.stdout);
         assert!(own["handled"] > 20, "the timer fired: {}", recorded.stdout);
         assert_eq!(own["handled"], own["piped"], "{}", recorded.stdout);
-        let (shown, _) = shown_lines(&out);
-        let pid = shown.stdout.split_whitespace().next().unwrap();
-        let settled = settled_at(&out, pid).expect("the process settled");
         let first_tick = time_of(&shown.stdout, "--- SIGALRM");
         assert!(
             settled < first_tick,
             "settled at {settled} s, first tick {first_tick} s"
         );
-        let args: Vec<&std::ffi::OsStr> = std::iter::once(TICKING_MS)
-            .chain(more.iter().copied())
-            .map(std::ffi::OsStr::new)
-            .collect();
         let rerun = reexec(&out, &target, &args);
         assert_eq!(rerun.status, 0, "{}", rerun.stderr);
         assert_eq!(rerun.stdout, recorded.stdout, "{}", rerun.stderr);

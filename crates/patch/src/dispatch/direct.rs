@@ -35,6 +35,17 @@ const SIGINFO: i32 = UCONTEXT_BYTES;
 const OLD_RSP: i32 = SIGINFO + 128;
 /// Bytes of the frame, a multiple of 16.
 const FRAME: i32 = (OLD_RSP + 8 + 15) & !15;
+/// The call's registers and their places in the frame: the arguments,
+/// then the number (the result, as the handler leaves it).
+const CALL_REGISTERS: [(i32, AsmRegister64); 7] = [
+    (uc::RDI, rdi),
+    (uc::RSI, rsi),
+    (uc::RDX, rdx),
+    (uc::R10, r10),
+    (uc::R8, r8),
+    (uc::R9, r9),
+    (uc::RAX, rax),
+];
 /// `rt_sigprocmask`'s `how` that installs the set.
 const SIG_SETMASK: u32 = 2;
 /// `rt_sigprocmask`'s `how` that adds to the blocked set (adding none
@@ -58,19 +69,11 @@ pub(super) fn entry(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErr
     a.and(rsp, -16)?;
     a.sub(rsp, FRAME)?;
     a.mov(qword_ptr(rsp + OLD_RSP), r15)?;
-    for (at, r) in [
-        (uc::RDI, rdi),
-        (uc::RSI, rsi),
-        (uc::RDX, rdx),
-        (uc::R10, r10),
-        (uc::R8, r8),
-        (uc::R9, r9),
-        (uc::RAX, rax),
-        (uc::RIP, rcx),
-        (uc::RSP, r11),
-    ] {
+    for (at, r) in CALL_REGISTERS {
         a.mov(qword_ptr(rsp + at), r)?;
     }
+    a.mov(qword_ptr(rsp + uc::RIP), rcx)?;
+    a.mov(qword_ptr(rsp + uc::RSP), r11)?;
     // The program's callee-saved registers, for an unwinder that reads
     // the frame (`crate::unwind::Rule::Dispatched`).
     for (at, k) in [(uc::RBP, 5), (uc::RBX, 4), (uc::R12, 3), (uc::R13, 2)] {
@@ -116,15 +119,7 @@ pub(super) fn entry(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErr
     a.jz(unmarked)?;
     a.sub(r11, threads::RETURNED as i32)?;
     a.set_label(&mut unmarked)?;
-    for (at, r) in [
-        (uc::RDI, rdi),
-        (uc::RSI, rsi),
-        (uc::RDX, rdx),
-        (uc::R10, r10),
-        (uc::R8, r8),
-        (uc::R9, r9),
-        (uc::RAX, rax),
-    ] {
+    for (at, r) in CALL_REGISTERS {
         a.mov(r, qword_ptr(rsp + at))?;
     }
     a.mov(rsp, qword_ptr(rsp + OLD_RSP))?;

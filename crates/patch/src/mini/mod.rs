@@ -285,20 +285,13 @@ impl Gen {
         }
         let a = &mut self.a;
         a.push(r11)?;
-        let slot = |off: i32| qword_ptr(rsp + off + 8);
-        a.mov(rax, slot(RAX_OFFSET))?;
-        a.mov(rdi, slot(ARG_OFFSET[0]))?;
-        a.mov(rsi, slot(ARG_OFFSET[1]))?;
-        a.mov(rdx, slot(ARG_OFFSET[2]))?;
-        a.mov(r10, slot(R10_OFFSET))?;
-        a.mov(r8, slot(ARG_OFFSET[4]))?;
-        a.mov(r9, slot(ARG_OFFSET[5]))?;
+        call_registers_from_slots(a)?;
         let mut call = a.create_label();
         a.set_label(&mut call)?;
         a.syscall()?;
         self.made_calls.push(call);
         let a = &mut self.a;
-        a.mov(slot(RAX_OFFSET), rax)?;
+        a.mov(qword_ptr(rsp + RAX_OFFSET + 8), rax)?;
         a.pop(r11)?;
         self.mark_returned()?;
         // The call is closed once the program has written its record (see
@@ -327,14 +320,7 @@ impl Gen {
         let mut done = a.create_label();
         a.mov(rax, qword_ptr(word))?;
         a.push(qword_ptr(rax))?;
-        let slot = |off: i32| qword_ptr(rsp + off + 8);
-        a.mov(rax, slot(RAX_OFFSET))?;
-        a.mov(rdi, slot(ARG_OFFSET[0]))?;
-        a.mov(rsi, slot(ARG_OFFSET[1]))?;
-        a.mov(rdx, slot(ARG_OFFSET[2]))?;
-        a.mov(r10, slot(R10_OFFSET))?;
-        a.mov(r8, slot(ARG_OFFSET[4]))?;
-        a.mov(r9, slot(ARG_OFFSET[5]))?;
+        call_registers_from_slots(a)?;
         a.cmp(qword_ptr(rsp), 0)?;
         a.je(none)?;
         a.mov(rcx, site.wrapping_add(2))?;
@@ -431,6 +417,20 @@ impl Gen {
         self.a.set_label(&mut off)?;
         self.a.pop(r11)
     }
+}
+
+/// The point's system call number and arguments into `rax` and the
+/// argument registers, from their slots, with one word pushed since the
+/// saves.
+fn call_registers_from_slots(a: &mut CodeAssembler) -> std::result::Result<(), IcedError> {
+    let slot = |off: i32| qword_ptr(rsp + off + 8);
+    a.mov(rax, slot(RAX_OFFSET))?;
+    a.mov(rdi, slot(ARG_OFFSET[0]))?;
+    a.mov(rsi, slot(ARG_OFFSET[1]))?;
+    a.mov(rdx, slot(ARG_OFFSET[2]))?;
+    a.mov(r10, slot(R10_OFFSET))?;
+    a.mov(r8, slot(ARG_OFFSET[4]))?;
+    a.mov(r9, slot(ARG_OFFSET[5]))
 }
 
 /// Generates the mini-trampoline for `actions` at address `at`.
