@@ -118,23 +118,23 @@ impl Member {
                 self.since = now.checked_sub(after).unwrap_or(now);
                 self.req.describe_trace(&self.session)?;
             }
-            Ok(weft_live::Settled::NotYet(why)) => self.settle_failed(tries, why, verbose),
+            Ok(weft_live::Settled::NotYet(why)) => self.settle_failed(tries, why),
             Err(e) if is_gone(&e) => self.finish(),
-            Err(e) => self.settle_failed(tries, e.to_string(), verbose),
+            Err(e) => self.settle_failed(tries, e.to_string()),
         }
         Ok(())
     }
 
-    fn settle_failed(&mut self, tries: u8, why: String, verbose: bool) {
+    fn settle_failed(&mut self, tries: u8, why: String) {
         self.since = std::time::Instant::now();
         self.settle = match tries + 1 >= SETTLE_TRIES {
             true => {
-                if verbose {
-                    say!(
-                        "weft: process {}: stays under Syscall User Dispatch: {why}",
-                        self.pid
-                    );
-                }
+                say!(
+                    "weft: process {} ({}) stays under Syscall User Dispatch, some 30 ns a \
+                     call slower: it could not be settled ({why})",
+                    self.pid,
+                    self.command
+                );
                 Settle::Over
             }
             false => Settle::Failed(tries + 1, why),

@@ -118,6 +118,9 @@ pub struct Image {
     interp: Option<String>,
     segments: Vec<Segment>,
     functions: Vec<Function>,
+    /// The PLT's sections (`.plt`, `.plt.got`, `.plt.sec`): stubs, no
+    /// functions, and no `syscall` (link-time start, end).
+    plt: Vec<(u64, u64)>,
     entry: FileAddr,
     usdt: Vec<crate::UsdtProbe>,
     event_sites: Vec<crate::EventSiteInfo>,
@@ -227,6 +230,7 @@ impl Image {
             let len = (0..4096).find(|&n| bytes(n + 1).is_some_and(|b| b[n as usize] == 0))?;
             String::from_utf8(bytes(len)?.to_vec()).ok()
         });
+        let plt = plt_ranges(&file);
         Ok(Image {
             path,
             data,
@@ -234,6 +238,7 @@ impl Image {
             interp,
             segments,
             functions,
+            plt,
             entry,
             usdt,
             event_sites,
@@ -340,12 +345,15 @@ impl Image {
     }
 
     /// The link-time addresses of the `syscall` bytes (0f 05) of the
-    /// executable segments that no function's range holds: code weft
-    /// does not decode, whose calls only Syscall User Dispatch would see
-    /// (or bytes that are no instruction at all).
+    /// executable segments that neither a function's range nor the PLT
+    /// holds: code weft does not decode, whose calls only Syscall User
+    /// Dispatch would see (or bytes that are no instruction at all). (A
+    /// lazy PLT's stubs push their relocation's index: the 1,296th's is
+    /// `push 0x50f`.)
     pub fn syscall_bytes_outside_functions(&self) -> Vec<u64> {
         self.syscall_bytes()
             .into_iter()
+            .filter(|&a| !self.plt.iter().any(|&(lo, hi)| (lo..hi).contains(&a)))
             .filter(|&a| {
                 self.function_at(FileAddr(a))
                     .is_none_or(|f| a + 2 > f.addr.get() + f.size)
@@ -604,11 +612,7 @@ fn collect_functions(
     // The PLT has unwind information but holds no function: its stubs are
     // entered by jumps, and its first one with a relocation index where a
     // return address would be.
-    let plt: Vec<(u64, u64)> = file
-        .sections()
-        .filter(|s| matches!(s.name(), Ok(".plt" | ".plt.got" | ".plt.sec")))
-        .map(|s| (s.address(), s.address().saturating_add(s.size())))
-        .collect();
+    let plt = plt_ranges(file);
     // Functions the symbols name: an FDE that starts inside one, or just
     // before one (glibc's signal trampoline `__restore_rt` has its FDE
     // start a byte early, so unwinders find it from a return address
@@ -765,3 +769,12 @@ fn eh_frame_ranges(file: &object::File<'_>) -> Vec<(FileAddr, u64)> {
 
 #[cfg(test)]
 mod tests;
+
+/// The PLT's sections: link-time (start, end) of `.plt`, `.plt.got` and
+/// `.plt.sec`.
+fn plt_ranges(file: &object::File<'_>) -> Vec<(u64, u64)> {
+    file.sections()
+        .filter(|s| matches!(s.name(), Ok(".plt" | ".plt.got" | ".plt.sec")))
+        .map(|s| (s.address(), s.address().saturating_add(s.size())))
+        .collect()
+}

@@ -140,6 +140,7 @@ fn bias_of_pie_mapping() {
             },
         ],
         functions: vec![],
+        plt: vec![],
         entry: FileAddr(0),
         usdt: vec![],
         event_sites: vec![],
@@ -155,4 +156,27 @@ fn bias_of_pie_mapping() {
         Some(0x5555_0000_0000)
     );
     assert_eq!(img.load_bias(0x5555_0000_0000, 0), Some(0x5555_0000_0000));
+}
+
+/// The C library's `syscall` bytes that no function holds are its signal
+/// return's alone (`mov rax, 15; syscall`, `__restore_rt`, which has no
+/// symbol of its own): every other one is decoded with its function, so
+/// a process can settle (docs/syscalls.md, "Settled processes").
+#[test]
+fn the_c_librarys_syscall_bytes_outside_functions_are_its_signal_return() {
+    let Some(path) = libc_path() else {
+        eprintln!("SKIP: no libc.so.6 found at the Debian paths");
+        return;
+    };
+    let img = Image::open(&path).unwrap();
+    let outside = img.syscall_bytes_outside_functions();
+    assert!(!outside.is_empty() && outside.len() <= 2, "{outside:x?}");
+    for at in outside {
+        let before = img.bytes_at(FileAddr(at - 7), 9).unwrap();
+        assert_eq!(
+            before,
+            [0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05],
+            "{at:#x}"
+        );
+    }
 }

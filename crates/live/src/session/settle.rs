@@ -80,14 +80,13 @@ impl Session {
     /// left checks them all and turns dispatch off.
     pub fn settle(&mut self, specs: &[PointSpec]) -> Result<Settled> {
         let not_yet = |why: String| Ok(Settled::NotYet(why));
-        let Some(d) = self.dispatch.as_ref().filter(|d| d.on && !d.settled) else {
+        if !self.dispatch.as_ref().is_some_and(|d| d.on && !d.settled) {
             return not_yet("its calls are not dispatched".into());
-        };
-        let cluster = self.clusters[d.cluster];
+        }
         let mut pending = match self.settle_pending.take() {
             Some(pending) => pending,
             None => {
-                if let Some(why) = self.unsettleable(&cluster) {
+                if let Some(why) = self.unsettleable() {
                     return not_yet(why);
                 }
                 match self.prepare_settling(specs)? {
@@ -129,7 +128,7 @@ impl Session {
         }
         // Code the program made meanwhile, or a site left as it was (a
         // thread inside the bytes its splice needs): not now.
-        if let Some(why) = self.unsettleable(&cluster) {
+        if let Some(why) = self.unsettleable() {
             tracee.detach()?;
             return not_yet(why);
         }
@@ -175,6 +174,25 @@ impl Session {
                 s.module, s.function, s.why
             )));
         }
+        // A module with `syscall` instructions (not merely their bytes
+        // inside other instructions, as python3's, perl's and bash's own
+        // code has) the dispatch cluster does not reach: its sites would be
+        // rewritten into another cluster, whose code the delivery stub
+        // tells apart from the program's less well.
+        let dispatch = self.dispatch.as_ref().map(|d| self.clusters[d.cluster]);
+        for item in prepared
+            .items
+            .iter()
+            .filter(|i| i.kind == PointKind::Syscall)
+        {
+            let module = &self.modules[item.module];
+            if dispatch.is_some_and(|c| !c.reaches(module.lo, module.hi)) {
+                return Ok(Err(format!(
+                    "{} makes system calls out of the dispatch cluster's reach",
+                    module.name
+                )));
+            }
+        }
         let sites = (prepared.items.iter())
             .filter(|item| item.kind == PointKind::Syscall)
             .map(|item| (item.parts[0].points[0], item.syscall))
@@ -189,7 +207,7 @@ impl Session {
 
     /// Why the process cannot settle, if it cannot: code dispatch alone
     /// would see.
-    fn unsettleable(&self, cluster: &Cluster) -> Option<String> {
+    fn unsettleable(&self) -> Option<String> {
         let maps = match weft_process::maps::read(self.pid) {
             Ok(maps) => maps,
             Err(e) => return Some(e.to_string()),
@@ -211,12 +229,6 @@ impl Session {
             let image = &module.image;
             if image.functions_with_syscall_bytes().next().is_none() {
                 continue;
-            }
-            if !cluster.reaches(module.lo, module.hi) {
-                return Some(format!(
-                    "{} is out of the dispatch cluster's reach",
-                    module.name
-                ));
             }
             for at in image.syscall_bytes_outside_functions() {
                 let before = at
