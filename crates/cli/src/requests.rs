@@ -328,6 +328,13 @@ impl Requests {
         }
     }
 
+    /// Events recorded so far of process `pid` (0 when not tracing).
+    pub fn events_of(&self, pid: i32) -> u64 {
+        self.recorder
+            .as_ref()
+            .map_or(0, |r| r.borrow().events_of(pid))
+    }
+
     /// Notes in the trace that weft settled process `pid`'s image now.
     pub fn note_settled(&self, pid: i32) {
         if let Some(r) = &self.recorder {

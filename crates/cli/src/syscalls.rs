@@ -94,12 +94,13 @@ enum SyscallsCommand {
         #[arg(long)]
         no_dispatch: bool,
         /// Settle each program once weft has been with it this many seconds
-        /// (`never`: do not): every `syscall` site rewritten, then the
+        /// (`auto`: half a second, once it has made half a million calls;
+        /// `never`: do not): every `syscall` site rewritten, then the
         /// kernel's Syscall User Dispatch off, which costs every call some
         /// 33 ns here. A settled program's calls from code it generates at
         /// run time are not recorded; a program running such code is not
         /// settled (docs/syscalls.md, "Settled processes").
-        #[arg(long, value_name = "SECONDS", default_value = "0.5")]
+        #[arg(long, value_name = "SECONDS", default_value = "auto")]
         settle_after: String,
         /// The program and its arguments.
         #[arg(last = true, required_unless_present = "pid", value_name = "CMD")]

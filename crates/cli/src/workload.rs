@@ -77,10 +77,11 @@ const SETTLE_TRIES: u8 = 3;
 const SETTLING_HOLD: Duration = Duration::from_secs(30);
 
 impl Member {
-    /// Settles the image once weft has been with it `after` (see
-    /// [`Settle`]), unless it is not dispatched or settling failed
+    /// Settles the image once weft has been with it `after` and it has
+    /// made `calls` calls (see [`Settle`]), unless it is not dispatched or
+    /// settling failed
     /// [`SETTLE_TRIES`] times; tried again `after` later when it failed.
-    fn try_settle(&mut self, after: Duration, verbose: bool) -> Result<()> {
+    fn try_settle(&mut self, after: Duration, calls: u64, verbose: bool) -> Result<()> {
         let tries = match &self.settle {
             Settle::Over => return Ok(()),
             Settle::Waiting => 0,
@@ -90,8 +91,11 @@ impl Member {
             self.settle = Settle::Over;
             return Ok(());
         }
-        // Not before its libraries are instrumented (`Member::starting`).
-        if self.since.elapsed() < after || self.starting.is_some() {
+        // Not before its libraries are instrumented (`Member::starting`),
+        // nor before it has made `calls` calls (while settling is under
+        // way, it has).
+        let busy = tries > 0 || self.req.events_of(self.pid) >= calls;
+        if self.since.elapsed() < after || self.starting.is_some() || !busy {
             return Ok(());
         }
         // The rings drained first; their writers wait for weft rather
@@ -441,9 +445,9 @@ impl Workload {
                 }
             }
         }
-        if let Some(after) = args.settle_after.0 {
+        if let Some((after, calls)) = args.settle_after.0 {
             for m in self.members.iter_mut().filter(|m| !m.done) {
-                m.try_settle(after, args.verbose)?;
+                m.try_settle(after, calls, args.verbose)?;
             }
         }
         // Until a process waits in its load hook, the follower has news,

@@ -29,6 +29,8 @@ pub struct Recorder {
     dir: Option<TraceDir>,
     streams: BTreeMap<i32, Stream>,
     events: u64,
+    /// Events drained per process.
+    events_of: BTreeMap<i32, u64>,
     /// The first write error; later drains still free the rings.
     failed: Option<crate::Error>,
     /// The first session's process and clock.
@@ -69,6 +71,7 @@ impl Recorder {
             dir,
             streams: BTreeMap::new(),
             events: 0,
+            events_of: BTreeMap::new(),
             failed: None,
             first: None,
             known: BTreeMap::new(),
@@ -275,6 +278,11 @@ impl Recorder {
         self.events
     }
 
+    /// Events recorded so far of process `pid`.
+    pub fn events_of(&self, pid: i32) -> u64 {
+        self.events_of.get(&pid).copied().unwrap_or(0)
+    }
+
     /// Drains every ring now; returns how full the fullest ring was, as
     /// a fraction of its size.
     pub fn drain(&mut self, session: &Session) -> f64 {
@@ -300,6 +308,7 @@ impl Recorder {
         self.threads.insert(raw.tid, pid);
         let (header, count) = crate::ctf::packet_header(pid, raw.tid, raw.dropped, raw.bytes);
         self.events += count;
+        *self.events_of.entry(pid).or_default() += count;
         let Some(dir) = &self.dir else {
             return;
         };

@@ -183,14 +183,21 @@ fn each_strace_line_is_weft_s(strace_log: &str, shown: &str) {
     assert!(compared >= 30, "{compared} lines compared");
 }
 
-#[test]
-fn recorded_calls_are_the_ones_strace_sees() {
-    if !have("strace") {
-        skip("strace is not installed (apt-get install strace)");
-        return;
-    }
+/// `syscalls.c` built, a scratch directory `name` with its `work`
+/// directory, and the program run there under `strace -qq -o LOG` with
+/// `more` arguments: (target, directory, work, log, strace's run).
+pub(crate) fn syscalls_under_strace(
+    name: &str,
+    more: &[&str],
+) -> (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    Finished,
+) {
     let target = build("syscalls", &O2);
-    let dir = scratch("syscalls-strace");
+    let dir = scratch(name);
     let work = dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     let log = dir.join("strace.log");
@@ -200,9 +207,20 @@ fn recorded_calls_are_the_ones_strace_sees() {
             .arg("-o")
             .arg(&log)
             .arg(&target)
-            .arg(&work),
+            .arg(&work)
+            .args(more),
         Duration::from_secs(60),
     );
+    (target, dir, work, log, plain)
+}
+
+#[test]
+fn recorded_calls_are_the_ones_strace_sees() {
+    if !have("strace") {
+        skip("strace is not installed (apt-get install strace)");
+        return;
+    }
+    let (target, dir, work, log, plain) = syscalls_under_strace("syscalls-strace", &[]);
     assert_eq!(plain.status, 0, "strace: {}", plain.stderr);
     let strace = calls_from_marker(std::fs::read_to_string(&log).unwrap().lines());
     let out_dir = dir.join("rec");

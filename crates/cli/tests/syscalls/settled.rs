@@ -49,21 +49,7 @@ fn a_settled_process_records_the_calls_strace_sees() {
         skip("strace is not installed (apt-get install strace)");
         return;
     }
-    let target = build("syscalls", &O2);
-    let dir = scratch("syscalls-settled");
-    let work = dir.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let log = dir.join("strace.log");
-    let plain = run(
-        std::process::Command::new("strace")
-            .arg("-qq")
-            .arg("-o")
-            .arg(&log)
-            .arg(&target)
-            .arg(&work)
-            .arg("wait"),
-        Duration::from_secs(60),
-    );
+    let (target, dir, work, log, plain) = syscalls_under_strace("syscalls-settled", &["wait"]);
     assert_eq!(plain.status, 0, "strace: {}", plain.stderr);
     let strace_log = std::fs::read_to_string(&log).unwrap();
     let strace = calls_from_marker(strace_log.lines());
