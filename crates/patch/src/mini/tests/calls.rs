@@ -95,6 +95,19 @@ fn a_program_makes_its_points_call_between_its_two_halves() {
     }
     assert_eq!(followed.len(), 3, "{followed:?}");
     assert!(followed.contains(&(followed[0].0, FIXED_FRAME_RSP as u64)));
+    // It goes back by a jump through its return address, not a `ret`
+    // (the first after a system call misses); a program that makes no
+    // call returns.
+    let back_by_jump = |bytes: &[u8]| {
+        let code = weft_code::FunctionCode::analyze(at, bytes, &weft_code::NoData);
+        let text: Vec<String> = code.instructions().iter().map(|i| i.to_string()).collect();
+        text.iter().any(|i| i == "jmp qword ptr [rsp-8]")
+    };
+    assert!(back_by_jump(&mini));
+    let counting = [always(Primitive::AddThreadCounter(0, Expr::Const(1)))];
+    assert!(!back_by_jump(
+        &mini_trampoline(at, mem.table(), &counting).unwrap()
+    ));
 }
 
 /// A feed's own calls (its waits for other threads' calls, its exit when
