@@ -325,14 +325,28 @@ fn sized_count(
     a.nop()
 }
 
-/// Copies rcx bytes from rsi to rdi, eight a step while eight remain,
-/// then one at a time: no read past the buffer's end, and no string
+/// Copies rcx bytes from rsi to rdi, thirty-two then eight a step while
+/// that many remain, then one at a time: no read past the buffer's end, and no string
 /// instruction (whose direction would be the program's flag's). rsi and
 /// rdi end past the bytes, rcx at 0; uses rdx.
 fn copy_bytes(a: &mut CodeAssembler) -> std::result::Result<(), IcedError> {
+    let mut blocks = a.create_label();
     let mut words = a.create_label();
     let mut bytes = a.create_label();
     let mut copied = a.create_label();
+    // Four words a round while 32 bytes are left: a round's loads do not
+    // wait for each other, and a `read` of 64 bytes is two rounds.
+    a.set_label(&mut blocks)?;
+    a.cmp(rcx, 32)?;
+    a.jb(words)?;
+    for k in 0..4 {
+        a.mov(rdx, qword_ptr(rsi + 8 * k))?;
+        a.mov(qword_ptr(rdi + 8 * k), rdx)?;
+    }
+    a.add(rsi, 32)?;
+    a.add(rdi, 32)?;
+    a.sub(rcx, 32)?;
+    a.jmp(blocks)?;
     a.set_label(&mut words)?;
     a.cmp(rcx, 8)?;
     a.jb(bytes)?;

@@ -160,6 +160,39 @@ fn sized_values_carry_as_many_bytes_as_the_next_value_says() {
     assert_eq!(mem.read(rec + r::R_ARGS), r::STR_NULL);
 }
 
+/// Longer buffers go 32 bytes a step, then 8, then 1: every byte lands
+/// in its place.
+#[test]
+fn sized_values_longer_than_a_round_of_the_copy_are_whole() {
+    use crate::region::ring as r;
+    let mem = Memory::new(16);
+    let exec = emitter(
+        mem.table(),
+        9,
+        2,
+        Strings {
+            mask: 0b001,
+            cap: 128,
+            sized: 0b001,
+            gathered: 0,
+        },
+    );
+    let data: Vec<u8> = (1..=200u8).collect();
+    let mut pos = 0;
+    for count in [32usize, 64, 75, 97, 128] {
+        exec.call([data.as_ptr() as i64, count as i64, 0, 0, 0, 0]);
+        let rec = mem.ring_of_this_thread() + r::HEADER + pos;
+        assert_eq!(mem.read(rec + r::R_ARGS), count as u64);
+        let padded = count.div_ceil(8) * 8;
+        // SAFETY: the record lies in `mem`, its text (padded) after its
+        // two values.
+        let got =
+            unsafe { std::slice::from_raw_parts((rec + r::R_ARGS + 16) as *const u8, padded) };
+        assert_eq!(&got[..count], &data[..count], "{count}");
+        pos += r::record_size(2, padded as u64);
+    }
+}
+
 #[test]
 fn gathered_values_carry_the_bytes_of_each_iovec_in_turn() {
     use crate::region::ring as r;
