@@ -452,16 +452,24 @@ figure2() {
     echo "## ULTra Figure 2: ${files} files of 1 MiB served $passes times over HTTP on the loopback"
     "$WEFT" syscalls record -o "$rec" -- "${cmd[@]}" 2>&1 | grep -E 'event\(s\) written' || true
     printf '%-10s %10s %10s %10s %12s %12s\n' memory.max actual replay reexec "replay/act" "reexec/act"
+    # One run of each, in turn, REPS times; the medians (this machine's
+    # noise moves a single run by 15 %).
+    actual_s() { "$WEFT" syscalls actual --memory-max "$1" --drop-caches -- "${cmd[@]}" 2>&1 >/dev/null | grep -o ' ran [0-9.]*' | awk '{print $2}'; }
+    # replay exits 1 when results differ: its JSON says how long it took all the same.
+    replay_s() { { "$WEFT" syscalls replay --json --memory-max "$1" --drop-caches "$rec" 2>/dev/null || true; } | python3 -c 'import json,sys; print(json.load(sys.stdin)["replayed_s"])'; }
+    reexec_s() {
+        "$WEFT" syscalls reexec --json "$out/fig2-reexec.json" --memory-max "$1" --drop-caches "$rec" -- "${cmd[@]}" >/dev/null 2>&1 || true
+        python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["predicted_s"] if not r["diverged"] else "nan")' "$out/fig2-reexec.json"
+    }
     for m in $limits; do
-        local a r x
-        a=$("$WEFT" syscalls actual --memory-max "$m" --drop-caches -- "${cmd[@]}" 2>&1 >/dev/null | grep -o ' ran [0-9.]*' | awk '{print $2}')
-        # replay exits 1 when results differ: its JSON says how long it took all the same.
-        r=$({ "$WEFT" syscalls replay --json --memory-max "$m" --drop-caches "$rec" 2>/dev/null || true; } | python3 -c 'import json,sys; print(json.load(sys.stdin)["replayed_s"])')
-        "$WEFT" syscalls reexec --json "$out/fig2-reexec.json" --memory-max "$m" --drop-caches "$rec" -- "${cmd[@]}" >/dev/null 2>&1 || true
-        x=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["predicted_s"] if not r["diverged"] else "nan")' "$out/fig2-reexec.json")
+        local a r x as=() rs=() xs=()
+        for _ in $(seq "$REPS"); do
+            as+=("$(actual_s "$m")"); rs+=("$(replay_s "$m")"); xs+=("$(reexec_s "$m")")
+        done
+        a=$(printf '%s\n' "${as[@]}" | median); r=$(printf '%s\n' "${rs[@]}" | median); x=$(printf '%s\n' "${xs[@]}" | median)
         printf '%-10s %10.3f %10.3f %10.3f %12.2f %12.2f\n' "$m" "$a" "$r" "$x" "$(echo "$r / $a" | bc -l)" "$( [ "$x" = nan ] && echo 0 || echo "$x / $a" | bc -l)"
     done
-    echo "(seconds; actual: the workload alone in the group, exec to exit; replay: the replayed calls;"
+    echo "(seconds, medians of $REPS runs each; actual: the workload alone in the group, exec to exit; replay: the replayed calls;"
     echo " reexec: the re-executed program's fed calls, first call to last return, without weft's"
     echo " holds of the workload's only process (predicted_s); 0 ratio: diverged)"
 }

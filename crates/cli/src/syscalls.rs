@@ -317,6 +317,9 @@ impl LimitArgs {
             false => None,
         };
         if self.drop_caches {
+            // A cold run: weft's own reading of the program's images
+            // does not warm the cache for it.
+            weft_image::leave_page_cache_as_found();
             weft_process::drop_caches().map_err(|e| {
                 anyhow::anyhow!(
                     "--drop-caches: writing /proc/sys/vm/drop_caches: {e} (it needs root)"

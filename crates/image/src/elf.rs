@@ -143,7 +143,7 @@ pub struct Image {
 impl Image {
     /// Reads and indexes an ELF file.
     pub fn open(path: &Path) -> Result<Image> {
-        let data = std::fs::read(path).map_err(|source| Error::Io {
+        let data = crate::file::read(path).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             source,
         })?;
@@ -510,7 +510,7 @@ fn debug_file_names(file: &object::File<'_>) -> BTreeMap<FileAddr, (Vec<(u8, Str
     }
     let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
     let path = format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
-    let Ok(data) = std::fs::read(&path) else {
+    let Ok(data) = crate::file::read(Path::new(&path)) else {
         return out;
     };
     let Ok(debug) = object::File::parse(&*data) else {
