@@ -11,6 +11,7 @@
 #   bash bench/run.sh syscalls   # added ns per captured system call: weft vs strace, bpftrace
 #   bash bench/run.sh figure2    # ULTra's Figure 2: actual, replay and reexec times under memory limits
 #   bash bench/run.sh make       # slowdown of make -j2 on a small C project: weft syscalls record vs strace -f
+#   bash bench/run.sh retsys     # what a `ret` right after a system call costs (why weft's code jumps back)
 #
 # Needs: gcc, bpftrace, uftrace, python3 (apt-get install -y bpftrace uftrace),
 # for paths qemu-user and valgrind, for syscalls strace.
@@ -474,8 +475,16 @@ figure2() {
     echo " holds of the workload's only process (predicted_s); 0 ratio: diverged)"
 }
 
+retsys() {
+    gcc -O2 -o "$out/ret_after_syscall" bench/ret_after_syscall.c
+    echo "## a ret right after a system call (best of 20 rounds of 200,000 calls, ns a call)"
+    "$out/ret_after_syscall" getppid
+    "$out/ret_after_syscall" read
+}
+
 case "$what" in
     figure2) figure2 ;;
+    retsys) retsys ;;
     make) make_j2 ;;
     syscalls) syscalls ;;
     percall) percall ;;
@@ -484,5 +493,5 @@ case "$what" in
     events) events ;;
     paths) paths ;;
     all) percall; echo; splice; echo; primitives; echo; events; echo; paths; echo; syscalls ;;
-    *) echo "usage: bash bench/run.sh [all|percall|splice|primitives|events|paths|syscalls|figure2|make]" >&2; exit 2 ;;
+    *) echo "usage: bash bench/run.sh [all|percall|splice|primitives|events|paths|syscalls|figure2|make|retsys]" >&2; exit 2 ;;
 esac
