@@ -356,15 +356,33 @@ syscalls() {
     echo "## added ns per captured system call (median of $REPS runs; $n calls, $SLOW for strace)"
     printf '%-8s %-34s %12s %14s %8s\n' call tool ns/call "added ns/call" ratio
     for kind in getppid read clock; do
-        base=$(repeat sh -c "'$bin' $n $kind | grep -o 'ns_per_call [0-9.]*' | awk '{print \$2}'")
+        # The baseline and the weft rows run in turn, REPS rounds: this
+        # machine's speed drifts over minutes, and rows run one after the
+        # other would take the drift for weft's cost. Under Syscall User
+        # Dispatch (the first half second of a program), then settled
+        # before the loop (its sites rewritten, dispatch off). The record
+        # goes to /dev/shm, and once to the disk: on this VM, writing
+        # hundreds of MB/s through ext4's page cache on one CPU makes
+        # system calls on the other slower (a `getppid` loop: 166 ns a
+        # call alone, 325 beside `dd of=FILE bs=64k`, 166 to 181 beside
+        # `dd of=/dev/shm/FILE`), and the peers write nothing.
+        local bases=() dispatched=() settled=() on_disk=() shm=/dev/shm/weft-bench-sc
+        for _ in $(seq "$REPS"); do
+            bases+=("$("$bin" "$n" "$kind" | ns_per_call)")
+            rm -rf "$shm"
+            dispatched+=("$("$WEFT" syscalls record --settle-after never -o "$shm" -- "$bin" "$n" "$kind" 2>/dev/null | ns_per_call)")
+            rm -rf "$shm"
+            settled+=("$("$WEFT" syscalls record --settle-after 0 -o "$shm" -- "$bin" "$n" "$kind" 600 2>/dev/null | ns_per_call)")
+            rm -rf "$shm" "$out/sc"
+            on_disk+=("$("$WEFT" syscalls record --settle-after 0 -o "$out/sc" -- "$bin" "$n" "$kind" 600 2>/dev/null | ns_per_call)")
+            rm -rf "$out/sc"
+        done
+        base=$(printf '%s\n' "${bases[@]}" | median)
         row() { printf '%-8s %-34s %12.2f %14.2f %8.1f\n' "$kind" "$1" "$2" "$(echo "$2 - $base" | bc -l)" "$(echo "$2 / $base" | bc -l)"; }
         row baseline "$base"
-        # Under Syscall User Dispatch (the first half second of a program),
-        # then settled before the loop (its sites rewritten, dispatch off).
-        w=$(repeat sh -c "rm -rf '$out/sc'; '$WEFT' syscalls record --settle-after never -o '$out/sc' -- '$bin' $n $kind 2>/dev/null | grep -o 'ns_per_call [0-9.]*' | awk '{print \$2}'")
-        row "weft syscalls record (dispatch)" "$w"
-        w=$(repeat sh -c "rm -rf '$out/sc'; '$WEFT' syscalls record --settle-after 0 -o '$out/sc' -- '$bin' $n $kind 600 2>/dev/null | grep -o 'ns_per_call [0-9.]*' | awk '{print \$2}'")
-        row "weft syscalls record (settled)" "$w"
+        row "weft syscalls record (dispatch)" "$(printf '%s\n' "${dispatched[@]}" | median)"
+        row "weft syscalls record (settled)" "$(printf '%s\n' "${settled[@]}" | median)"
+        row "weft ... (settled, record on disk)" "$(printf '%s\n' "${on_disk[@]}" | median)"
         peer() { # NAME COMMAND...: a row if the peer ran
             local name=$1 got
             shift
