@@ -354,7 +354,11 @@ syscalls() {
     gcc -O2 -o "$out/syscall_loop" bench/syscall_loop.c
     local bin=$out/syscall_loop n=${CALLS:-1000000}
     echo "## added ns per captured system call (median of $REPS runs; $n calls, $SLOW for strace)"
-    printf '%-8s %-34s %12s %14s %8s\n' call tool ns/call "added ns/call" ratio
+    printf '%-8s %-34s %10s %10s %6s %12s %12s\n' call tool ns/call added ratio "round median" "added" 
+    # A run's ns a call over its whole loop, and the median of its rounds
+    # of 100,000 calls (bench/syscall_loop.c).
+    both() { grep -o 'ns_per_call [0-9.]* round_median [0-9.]*' | awk '{print $2, $4}'; }
+    column() { awk -v k="$1" '{print $k}' | median; }
     for kind in getppid read clock; do
         # The baseline and the weft rows run in turn, REPS rounds: this
         # machine's speed drifts over minutes, and rows run one after the
@@ -368,25 +372,33 @@ syscalls() {
         # `dd of=/dev/shm/FILE`), and the peers write nothing.
         local bases=() dispatched=() settled=() on_disk=() shm=/dev/shm/weft-bench-sc
         for _ in $(seq "$REPS"); do
-            bases+=("$("$bin" "$n" "$kind" | ns_per_call)")
+            bases+=("$("$bin" "$n" "$kind" | both)")
             rm -rf "$shm"
-            dispatched+=("$("$WEFT" syscalls record --settle-after never -o "$shm" -- "$bin" "$n" "$kind" 2>/dev/null | ns_per_call)")
+            dispatched+=("$("$WEFT" syscalls record --settle-after never -o "$shm" -- "$bin" "$n" "$kind" 2>/dev/null | both)")
             rm -rf "$shm"
-            settled+=("$("$WEFT" syscalls record --settle-after 0 -o "$shm" -- "$bin" "$n" "$kind" 600 2>/dev/null | ns_per_call)")
+            settled+=("$("$WEFT" syscalls record --settle-after 0 -o "$shm" -- "$bin" "$n" "$kind" 600 2>/dev/null | both)")
             rm -rf "$shm" "$out/sc"
-            on_disk+=("$("$WEFT" syscalls record --settle-after 0 -o "$out/sc" -- "$bin" "$n" "$kind" 600 2>/dev/null | ns_per_call)")
+            on_disk+=("$("$WEFT" syscalls record --settle-after 0 -o "$out/sc" -- "$bin" "$n" "$kind" 600 2>/dev/null | both)")
             rm -rf "$out/sc"
         done
-        base=$(printf '%s\n' "${bases[@]}" | median)
-        row() { printf '%-8s %-34s %12.2f %14.2f %8.1f\n' "$kind" "$1" "$2" "$(echo "$2 - $base" | bc -l)" "$(echo "$2 / $base" | bc -l)"; }
-        row baseline "$base"
-        row "weft syscalls record (dispatch)" "$(printf '%s\n' "${dispatched[@]}" | median)"
-        row "weft syscalls record (settled)" "$(printf '%s\n' "${settled[@]}" | median)"
-        row "weft ... (settled, record on disk)" "$(printf '%s\n' "${on_disk[@]}" | median)"
+        base=$(printf '%s\n' "${bases[@]}" | column 1)
+        base_round=$(printf '%s\n' "${bases[@]}" | column 2)
+        row() { # NAME "WHOLE ROUND" (rows of several runs: their medians)
+            local whole round
+            whole=$(printf '%s\n' "${@:2}" | column 1)
+            round=$(printf '%s\n' "${@:2}" | column 2)
+            printf '%-8s %-34s %10.2f %10.2f %6.1f %12.2f %12.2f\n' "$kind" "$1" "$whole" \
+                "$(echo "$whole - $base" | bc -l)" "$(echo "$whole / $base" | bc -l)" \
+                "$round" "$(echo "$round - $base_round" | bc -l)"
+        }
+        row baseline "${bases[@]}"
+        row "weft syscalls record (dispatch)" "${dispatched[@]}"
+        row "weft syscalls record (settled)" "${settled[@]}"
+        row "weft ... (settled, record on disk)" "${on_disk[@]}"
         peer() { # NAME COMMAND...: a row if the peer ran
             local name=$1 got
             shift
-            got=$("$@" 2>/dev/null | ns_per_call || true)
+            got=$("$@" 2>/dev/null | both || true)
             if [ -n "$got" ]; then row "$name" "$got"; else echo "($name did not run here)"; fi
         }
         if command -v strace >/dev/null; then
@@ -404,7 +416,8 @@ syscalls() {
             echo "(perf trace: not installed here)"
         fi
     done
-    echo "(weft and bpftrace: $n calls a run; strace: $SLOW; clock: the vDSO's clock_gettime,"
+    echo "(round median: the median ns a call of the run's rounds of 100,000 calls, against the baseline's;"
+    echo " weft and bpftrace: $n calls a run; strace: $SLOW; clock: the vDSO's clock_gettime,"
     echo " which strace and a sys_enter count never see: their rows time the loop only)"
 }
 
