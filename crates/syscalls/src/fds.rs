@@ -32,6 +32,33 @@ pub enum Kind {
     Socket,
     /// A descriptor the workload had when the record began.
     Inherited,
+    /// A process's table of descriptors (`descriptors of PID`): the
+    /// kernel gives a new descriptor the lowest free number, so calls of
+    /// a process's threads that take a number or free one keep their
+    /// order ([`takes_or_frees`]), or a rerun's `openat` gets another
+    /// number than recorded.
+    Descriptors,
+}
+
+/// Whether `call`, which returned `result`, took a descriptor number
+/// (its result, or the number `dup2` and `dup3` name) or freed one:
+/// `open`, `creat`, `openat`, `openat2`, `dup`, `dup2`, `dup3`, `fcntl`'s
+/// `F_DUPFD` and `F_DUPFD_CLOEXEC`, `pipe`, `pipe2`, `socket`,
+/// `socketpair`, `accept`, `accept4`, `epoll_create`, `epoll_create1`,
+/// `eventfd`, `eventfd2`, `signalfd`, `signalfd4`, `timerfd_create`,
+/// `inotify_init`, `inotify_init1`, `memfd_create`, `userfaultfd`,
+/// `pidfd_open`, `pidfd_getfd`, `close`, `close_range`. (Descriptors
+/// passed with `recvmsg` are not among them.)
+fn takes_or_frees(call: &Call, result: i64) -> bool {
+    const CALLS: [u64; 29] = [
+        2, 85, 257, 437, 32, 33, 292, 22, 293, 41, 53, 43, 288, 213, 291, 284, 290, 282, 289, 283,
+        253, 294, 319, 323, 434, 438, 3, 436, 72,
+    ];
+    const F_DUPFD: u64 = 0;
+    const F_DUPFD_CLOEXEC: u64 = 1030;
+    result >= 0
+        && CALLS.contains(&call.nr)
+        && (call.nr != 72 || matches!(call.args[1], F_DUPFD | F_DUPFD_CLOEXEC))
 }
 
 /// Something calls of different threads order themselves on.
@@ -180,6 +207,10 @@ pub fn resolve(calls: &[Call], known: &HashMap<i32, i32>) -> Resources {
             }
         }
         sim.call(k, call, pid, result);
+        if takes_or_frees(call, result) {
+            let table = sim.resource(Kind::Descriptors, format!("descriptors of {pid}"));
+            sim.op(k, table, Access::Write, None);
+        }
     }
     sim.out
 }

@@ -267,6 +267,7 @@ fn kind_name(k: Kind) -> &'static str {
         Kind::Pipe => "pipe",
         Kind::Socket => "socket",
         Kind::Inherited => "inherited",
+        Kind::Descriptors => "descriptors",
     }
 }
 

@@ -53,7 +53,17 @@ fn descriptors_follow_fork_and_paths_resolve_as_text() {
     let r = fds::resolve(&calls, &HashMap::new());
     assert_eq!(r.process, [10, 10, 10, 11, 10, 12, 12, 10]);
     let names: Vec<&str> = r.resources.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names, ["stdin", "stdout", "stderr", "./data/f"]);
+    assert_eq!(
+        names,
+        [
+            "stdin",
+            "stdout",
+            "stderr",
+            "./data/f",
+            "descriptors of 10",
+            "descriptors of 12"
+        ]
+    );
     let reads: Vec<(usize, Option<usize>)> = r
         .ops
         .iter()
@@ -394,4 +404,124 @@ fn close_on_exec_descriptors_are_gone_after_an_execve() {
         .map(|o| r.resources[o.resource].name.as_str())
         .collect();
     assert_eq!(used, ["fd:3 of 10", "/b"]);
+}
+
+/// Three processes on one file, through a description they share and one
+/// each: random reads, `pread64`s, writes and `lseek`s, some interrupted,
+/// overlapping across processes. The edges `Mode::Fine` finds by looking
+/// only where conflicting operations lie are those of walking every
+/// earlier operation back and asking `conflict` of each.
+#[test]
+fn fine_edges_on_a_file_are_those_of_a_walk_through_every_operation() {
+    let mut seed = 0x2545_f491_u64;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut calls = vec![
+        with_path(call(10, 1, 2, 257, &[AT_FDCWD, 0, 2], 3), 1, "data/f"), // shared, fd 3
+        call(10, 3, 4, 57, &[], 11),
+        call(10, 5, 6, 57, &[], 12),
+    ];
+    let mut free = [7u64; 3];
+    for (k, tid) in [10, 11, 12].into_iter().enumerate() {
+        let own = with_path(
+            call(tid, free[k], free[k] + 1, 257, &[AT_FDCWD, 0, 2], 4),
+            1,
+            "data/f",
+        );
+        calls.push(own);
+        free[k] += 2;
+    }
+    for _ in 0..600 {
+        let k = next(3) as usize;
+        let tid = [10, 11, 12][k];
+        let entry = free[k] + next(40);
+        let exit = entry + 1 + next(30);
+        free[k] = exit + 1;
+        let fd = 3 + next(2);
+        let result = if next(10) == 0 { EINTR } else { 8 };
+        let c = match next(5) {
+            0 | 1 => call(tid, entry, exit, 0, &[fd, 0, 8], result), // read
+            2 => call(tid, entry, exit, 17, &[fd, 0, 8, 0], result), // pread64
+            3 => call(tid, entry, exit, 1, &[fd, 0, 8], result),     // write
+            _ => call(tid, entry, exit, 8, &[fd, 0, 0], 0),          // lseek
+        };
+        calls.push(c);
+    }
+    let r = fds::resolve(&calls, &HashMap::new());
+    let file = (r.resources.iter())
+        .position(|x| x.name.ends_with("data/f"))
+        .unwrap();
+    let found: BTreeSet<(usize, usize)> = edges(&calls, &r, Mode::Fine)
+        .iter()
+        .filter(|e| e.resource == file)
+        .map(|e| (e.from, e.to))
+        .collect();
+    // The walk through every earlier operation.
+    let returned = |op: &Op| calls[op.call].exit.and_then(|e| e.tsc);
+    let mut walked = BTreeSet::new();
+    let mut threads: HashMap<i32, Vec<&Op>> = HashMap::new();
+    let mut implied: HashMap<(i32, i32), usize> = HashMap::new();
+    for op in r.ops.iter().filter(|o| o.resource == file) {
+        let call = &calls[op.call];
+        let mut tids: Vec<i32> = threads.keys().copied().collect();
+        tids.sort();
+        for tid in tids.into_iter().filter(|&t| t != call.tid) {
+            let earlier = &threads[&tid];
+            let Some(a) = earlier.iter().rev().find(|a| {
+                returned(a).is_some_and(|t| t < call.entry_tsc) && conflict(&calls, false, a, op)
+            }) else {
+                continue;
+            };
+            let seen = implied.entry((call.tid, tid)).or_insert(usize::MAX);
+            if *seen != usize::MAX && *seen >= a.call {
+                continue;
+            }
+            *seen = a.call;
+            walked.insert((a.call, op.call));
+        }
+        threads.entry(call.tid).or_default().push(op);
+    }
+    assert!(
+        walked.len() > 100,
+        "a workload with few edges: {}",
+        walked.len()
+    );
+    assert_eq!(found, walked);
+}
+
+/// Two threads of a process open files while both calls are under way;
+/// the one that got the lower number got it first, and the other waits
+/// for it in a rerun (or gets that number). A close in one thread and an
+/// open after it in the other keep their order too; a fork's child has a
+/// table of its own.
+#[test]
+fn a_processs_threads_keep_the_order_they_took_descriptor_numbers_in() {
+    const CLONE_THREAD: u64 = 0x10000;
+    let calls = vec![
+        call(10, 1, 2, 56, &[CLONE_THREAD], 20), // clone -> thread 20
+        with_path(call(10, 5, 9, 257, &[AT_FDCWD, 0, 0], 3), 1, "a"), // openat -> 3
+        with_path(call(20, 6, 8, 257, &[AT_FDCWD, 0, 0], 4), 1, "b"), // openat -> 4, overlapping
+        call(10, 10, 11, 3, &[3], 0),            // close(3)
+        with_path(call(20, 12, 13, 257, &[AT_FDCWD, 0, 0], 3), 1, "c"), // openat -> 3 again
+        call(10, 14, 15, 57, &[], 30),           // fork -> 30
+        with_path(call(30, 16, 17, 257, &[AT_FDCWD, 0, 0], 5), 1, "d"), // the child's own table
+    ];
+    let r = fds::resolve(&calls, &HashMap::new());
+    let tables: Vec<&str> = (r.resources.iter())
+        .filter(|x| x.kind == fds::Kind::Descriptors)
+        .map(|x| x.name.as_str())
+        .collect();
+    assert_eq!(tables, ["descriptors of 10", "descriptors of 30"]);
+    let e: Vec<(usize, usize)> = edges(&calls, &r, Mode::Fine)
+        .iter()
+        .filter(|e| r.resources[e.resource].kind == fds::Kind::Descriptors)
+        .map(|e| (e.from, e.to))
+        .collect();
+    // The lower number first; the close after the other thread's open
+    // (it returned before the close began); the open after the close.
+    assert_eq!(e, [(1, 2), (2, 3), (3, 4)], "{e:?}");
 }
