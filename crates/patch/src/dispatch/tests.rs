@@ -182,7 +182,6 @@ fn dispatched_calls_return_the_kernels_answers_and_keep_sigsys_deliverable() {
     // Blocking every signal leaves SIGSYS deliverable.
     let all = u64::MAX;
     let mut old = 0u64;
-    let mut now = 0u64;
     assert_eq!(
         raw(
             libc::SYS_rt_sigprocmask,
@@ -193,16 +192,7 @@ fn dispatched_calls_return_the_kernels_answers_and_keep_sigsys_deliverable() {
         ),
         0
     );
-    assert_eq!(
-        raw(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_BLOCK as i64,
-            0,
-            &mut now as *mut u64 as i64,
-            8
-        ),
-        0
-    );
+    let now = blocked_now();
     assert_eq!(now & (1 << (SIGSYS - 1)), 0, "SIGSYS blocked: {now:#x}");
     assert_ne!(now & (1 << (libc::SIGUSR1 - 1)), 0);
     assert_eq!(
@@ -520,7 +510,7 @@ fn the_direct_entry_does_for_a_rewritten_site_what_dispatch_does() {
     // rt_sigprocmask(SIG_BLOCK, all): every signal but SIGSYS blocked after.
     let all = u64::MAX;
     let mut old = 0u64;
-    let mut now = 0u64;
+    let mut now;
     let block = [
         libc::SIG_BLOCK as i64,
         &all as *const u64 as i64,
@@ -535,16 +525,7 @@ fn the_direct_entry_does_for_a_rewritten_site_what_dispatch_does() {
         "made at the dispatch function"
     );
     assert_eq!(last[7], site, "with its site, for the record");
-    assert_eq!(
-        raw(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_BLOCK as i64,
-            0,
-            &mut now as *mut u64 as i64,
-            8
-        ),
-        0
-    );
+    now = blocked_now();
     assert_eq!(now & (1 << (SIGSYS - 1)), 0, "SIGSYS blocked: {now:#x}");
     assert_ne!(
         now & (1 << (libc::SIGUSR1 - 1)),
@@ -553,16 +534,7 @@ fn the_direct_entry_does_for_a_rewritten_site_what_dispatch_does() {
     );
     let back = [libc::SIG_SETMASK as i64, &old as *const u64 as i64, 0, 8];
     assert_eq!(d.through_direct(site, libc::SYS_rt_sigprocmask, back), 0);
-    assert_eq!(
-        raw(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_BLOCK as i64,
-            0,
-            &mut now as *mut u64 as i64,
-            8
-        ),
-        0
-    );
+    now = blocked_now();
     assert_eq!(now, old);
     let head = d.sync[(sync::DISPATCH_SEEN_HEAD / 8) as usize];
     assert_eq!(d.sync[(sync::DISPATCH_SEEN / 8 + head - 1) as usize], site);
@@ -589,16 +561,7 @@ fn the_direct_entry_does_for_a_rewritten_site_what_dispatch_does() {
     let code = d.code as u64..d.code as u64 + CODE_LEN as u64;
     let kernel = d.kernel_action(signal);
     assert!(code.contains(&kernel[0]), "the stub: {:#x}", kernel[0]);
-    assert_eq!(
-        raw(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_BLOCK as i64,
-            0,
-            &mut now as *mut u64 as i64,
-            8
-        ),
-        0
-    );
+    now = blocked_now();
     assert_eq!(now & (1 << (signal - 1)), 0, "left blocked: {now:#x}");
     DELIVERED.store(0, SeqCst);
     send(signal, None);
@@ -620,4 +583,21 @@ fn the_direct_entry_does_for_a_rewritten_site_what_dispatch_does() {
     let default = crate::trap::kernel_sigaction(0, 0, 0, 0);
     let dfl = [signal as i64, default.as_ptr() as i64, 0, 8];
     assert_eq!(d.through_direct(site, libc::SYS_rt_sigaction, dfl), 0);
+}
+
+/// This thread's blocked signals, read back with `rt_sigprocmask` made
+/// straight (no new set).
+fn blocked_now() -> u64 {
+    let mut now = 0u64;
+    assert_eq!(
+        raw(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK as i64,
+            0,
+            &mut now as *mut u64 as i64,
+            8
+        ),
+        0
+    );
+    now
 }
