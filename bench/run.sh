@@ -12,6 +12,7 @@
 #   bash bench/run.sh figure2    # ULTra's Figure 2: actual, replay and reexec times under memory limits
 #   bash bench/run.sh make       # slowdown of make -j2 on a small C project: weft syscalls record vs strace -f
 #   bash bench/run.sh retsys     # what a `ret` right after a system call costs (why weft's code jumps back)
+#   bash bench/run.sh stores     # a witness store in a loop: xadd, plain moves, restartable sequence
 #
 # Needs: gcc, bpftrace, uftrace, python3 (apt-get install -y bpftrace uftrace),
 # for paths qemu-user and valgrind, for syscalls strace.
@@ -513,8 +514,15 @@ retsys() {
     "$out/ret_after_syscall" read
 }
 
+stores() {
+    gcc -O2 -o "$out/store_chain" bench/store_chain.c
+    echo "## a witness store after another on one cursor (ns a store, three passes)"
+    "$out/store_chain"
+}
+
 case "$what" in
     figure2) figure2 ;;
+    stores) stores ;;
     retsys) retsys ;;
     make) make_j2 ;;
     syscalls) syscalls ;;
@@ -524,5 +532,5 @@ case "$what" in
     events) events ;;
     paths) paths ;;
     all) percall; echo; splice; echo; primitives; echo; events; echo; paths; echo; syscalls ;;
-    *) echo "usage: bash bench/run.sh [all|percall|splice|primitives|events|paths|syscalls|figure2|make|retsys]" >&2; exit 2 ;;
+    *) echo "usage: bash bench/run.sh [all|percall|splice|primitives|events|paths|syscalls|figure2|make|retsys|stores]" >&2; exit 2 ;;
 esac

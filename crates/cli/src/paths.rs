@@ -259,6 +259,7 @@ impl PathsRun {
                 claim: handler.claim,
                 process: at + layout.program_process(),
                 forked: at + layout.forked_cursor(),
+                rseq: registered_rseq(tracee),
             },
         );
 
@@ -639,4 +640,27 @@ fn records_end(bytes: &[u8], values: bool) -> usize {
     } else {
         weft_paths::record::records_end_without_values(bytes)
     }
+}
+
+/// The restartable sequence the stopped process's threads registered
+/// (glibc 2.35 and later register one for each thread they start): where
+/// its `rseq_cs` word lies from the thread pointer, and its signature.
+/// None if no thread has one (an older C library, a static program that
+/// has not reached `main`, or `glibc.pthread.rseq=0`): the stores then
+/// reserve with `xadd`.
+fn registered_rseq(tracee: &Tracee) -> Option<weft_paths::rebuild::Rseq> {
+    /// `rseq_cs` in the kernel's `struct rseq`.
+    const CS_FIELD: u64 = 8;
+    tracee.threads().into_iter().find_map(|tid| {
+        let config = tracee.rseq(tid).ok()?;
+        let tcb = tracee.registers(tid).ok()?.fs_base;
+        if config.area == 0 || tcb == 0 || config.len < 32 {
+            return None;
+        }
+        let offset = (config.area + CS_FIELD).wrapping_sub(tcb) as i64;
+        Some(weft_paths::rebuild::Rseq {
+            cs_offset: i32::try_from(offset).ok()?,
+            signature: config.signature,
+        })
+    })
 }

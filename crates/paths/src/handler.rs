@@ -3,7 +3,8 @@
 //! thread has no buffer yet (its cursor is 0).
 //!
 //! It recognises a store by its code: the reservation of its bytes in the
-//! TCB's cursor right before it (`xadd`; no other code touches that word)
+//! TCB's cursor right before it (`xadd`, or `add` in a restartable
+//! sequence; no other code touches that word)
 //! and its own encoding
 //! (`[REX.B] C6|C7 /0` with a plain `[reg]` operand, or a register's value
 //! `REX.W 89 /r` with `[reg+1]`); it finds the cursor register in the
@@ -114,6 +115,7 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     let mut wait = a.create_label();
     let mut hand_over = a.create_label();
     let mut after_load = a.create_label();
+    let mut by_add = a.create_label();
     let mut reraise = a.create_label();
     let mut claim = a.create_label();
     let mut claim_scan = a.create_label();
@@ -137,13 +139,22 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.jle(not_ours)?;
     a.mov(r8, qword_ptr(rdx + GREG_RIP))?;
     // A witness store comes right after the reservation of its bytes:
-    // `xadd fs:[0x40], r` (64 REX.W 0F C1 /r 25 40000000). No other code
-    // touches that word of glibc's TCB.
+    // `xadd fs:[0x40], r` (64 REX.W 0F C1 /r 25 40000000), or in a
+    // restartable sequence `add qword fs:[0x40], len` (64 48 83 04 25
+    // 40000000 ib). No other code touches that word of glibc's TCB.
     a.cmp(dword_ptr(r8 - 4), CURSOR as i32)?;
-    a.jne(not_ours)?;
+    a.jne(by_add)?;
     a.cmp(byte_ptr(r8 - 5), 0x25)?;
     a.jne(not_ours)?;
     a.cmp(word_ptr(r8 - 8), 0xC10F)?;
+    a.jne(not_ours)?;
+    a.cmp(byte_ptr(r8 - 10), 0x64)?;
+    a.jne(not_ours)?;
+    a.jmp(after_load)?;
+    a.set_label(&mut by_add)?;
+    a.cmp(dword_ptr(r8 - 5), CURSOR as i32)?;
+    a.jne(not_ours)?;
+    a.cmp(dword_ptr(r8 - 9), 0x2504_8348)?;
     a.jne(not_ours)?;
     a.cmp(byte_ptr(r8 - 10), 0x64)?;
     a.jne(not_ours)?;

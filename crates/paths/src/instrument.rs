@@ -158,6 +158,9 @@ pub struct ImageCode {
     /// Where a forked child keeps the cursor it inherited
     /// (`Pool::forked_cursor`), for the copy of `_Fork`.
     pub forked: u64,
+    /// The restartable sequence the process's threads have registered, if
+    /// any (the stores then reserve without `xadd`).
+    pub rseq: Option<crate::rebuild::Rseq>,
 }
 
 impl PathsInstrument {
@@ -293,6 +296,11 @@ impl PathsInstrument {
             no_return: &no_return,
             plt_callees: f.plt_callees,
             entry_room: f.entry_room,
+            rseq: self
+                .image_code
+                .lock()
+                .ok()
+                .and_then(|c| c.get(&f.pid).and_then(|image| image.rseq)),
         };
         let built = match rebuild(code, &cfg, &plan, &layout) {
             Ok(b) if b.bytes.len() as u64 > f.room => Err(Laid::NoRoom(b.bytes.len() as u64)),

@@ -17,7 +17,10 @@
 //! mov [r], value`, with `r` a register liveness proves dead there (or
 //! one saved below the red zone, where none is), and live flags held in
 //! `rax` meanwhile (`lahf`, `seto al` if the overflow flag is live; then
-//! `add al, 0x7f; sahf`). The thread's cursor lives in its TCB (see
+//! `add al, 0x7f; sahf`). Where the process's threads registered a
+//! restartable sequence, the reservation is plain moves in a critical
+//! section the kernel restarts instead ([`restartable`]). The thread's
+//! cursor lives in its TCB (see
 //! [`CURSOR`]). A full buffer ends in a guard page: the store faults, and
 //! weft's handler hands the thread a new buffer by changing `r` (see
 //! `handler.rs`). `store_tests.rs` runs stores in-process.
@@ -32,12 +35,14 @@
 mod check;
 mod emit;
 mod link;
+mod restartable;
 mod splices;
 #[cfg(test)]
 mod store_tests;
 
 pub use check::check;
 pub use link::{call_target, leaves_by_returning, tail_target, LinkSite, Returned};
+pub use restartable::Rseq;
 use splices::call_form_movable;
 pub use splices::{splices, Splices};
 
@@ -211,6 +216,9 @@ pub struct Layout<'a> {
     /// Bytes at the entry its jump may cover (see
     /// `weft_plan::Rebuilding::entry_room`).
     pub entry_room: u64,
+    /// The process's restartable sequence, if its threads have one (the
+    /// stores then reserve without `xadd`: see [`restartable`]).
+    pub rseq: Option<Rseq>,
 }
 
 /// The function a direct call or jump to `target` reaches: through a PLT
@@ -243,6 +251,7 @@ pub fn rebuild(
         no_return,
         plt_callees,
         entry_room,
+        rseq,
     } = *layout;
     if id > MAX_FUNCTION {
         return Err(Refusal::TooManyFunctions(id));
@@ -273,6 +282,7 @@ pub fn rebuild(
         },
         code.start()..code.end(),
     );
+    b.rseq = rseq;
     let first = code.instructions()[0];
     // The entry record gets an address of its own: calls of the function
     // from inside it (recursion) go there, while branches to the first
@@ -530,6 +540,15 @@ pub fn rebuild(
         let off = r.new_instruction_offsets[k];
         (off != u32::MAX).then(|| code_at + off as u64)
     };
+    if let Some(rseq) = b.rseq {
+        restartable::fill_descriptors(
+            &b.rseq_sites,
+            &mut bytes,
+            at,
+            rseq.signature,
+            offset_of_fake,
+        )?;
+    }
     let mut returns = Vec::new();
     for (ret, fake) in continuations {
         let addr = offset_of_fake(fake).ok_or(Refusal::Encode(format!(
@@ -616,6 +635,11 @@ pub(crate) struct Builder {
     range: std::ops::Range<u64>,
     /// Branches linking may change (see [`link`]).
     marks: Vec<link::Mark>,
+    /// Where stores arm their restartable sequence, if they do.
+    rseq: Option<Rseq>,
+    /// The critical sections of the copy's stores, whose descriptors are
+    /// written once the copy is placed.
+    rseq_sites: Vec<restartable::RseqSite>,
 }
 
 impl Builder {
@@ -642,6 +666,8 @@ impl Builder {
             after_syscall,
             range,
             marks: Vec::new(),
+            rseq: None,
+            rseq_sites: Vec::new(),
         }
     }
 

@@ -51,7 +51,7 @@ pub use error::{Error, Result};
 pub use launch::LaunchSpec;
 pub use maps::MapEntry;
 pub use memory::{LocalMemory, ProcMemory, ProcessMemory};
-pub use sys::{DispatchConfig, Registers};
+pub use sys::{DispatchConfig, Registers, RseqConfig};
 pub use tracee::{child_has_exited, killed_by, wait_child_exit, StopReason, Tracee};
 pub use watch::ExitWatch;
 

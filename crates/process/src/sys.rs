@@ -197,6 +197,45 @@ pub(crate) fn set_dispatch_config(tid: i32, config: &DispatchConfig) -> io::Resu
     Ok(())
 }
 
+/// A thread's restartable-sequences registration, as
+/// `PTRACE_GET_RSEQ_CONFIGURATION` (Linux 5.13) gives it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RseqConfig {
+    /// Address of the thread's `struct rseq` (0: none registered).
+    pub area: u64,
+    /// Its registered length.
+    pub len: u32,
+    /// The signature the kernel expects before every abort handler.
+    pub signature: u32,
+    /// `RSEQ_FLAG_*` of the registration.
+    pub flags: u32,
+    /// Padding of the kernel's structure.
+    pub pad: u32,
+}
+
+/// `PTRACE_GET_RSEQ_CONFIGURATION`.
+const GET_RSEQ: libc::c_uint = 0x420f;
+
+/// A stopped thread's restartable-sequences registration.
+pub(crate) fn rseq_config(tid: i32) -> io::Result<RseqConfig> {
+    let mut config = RseqConfig::default();
+    // SAFETY: the kernel writes at most `size_of::<RseqConfig>()` bytes
+    // (the size passed) into `config`, a plain struct of that size.
+    let ret = unsafe {
+        libc::ptrace(
+            GET_RSEQ,
+            tid,
+            std::mem::size_of::<RseqConfig>() as *mut libc::c_void,
+            (&mut config as *mut RseqConfig).cast::<libc::c_void>(),
+        )
+    };
+    if ret == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(config)
+}
+
 /// `PTRACE_GETREGS`.
 pub(crate) fn get_regs(tid: i32) -> io::Result<Registers> {
     Ok(ptrace::getregs(pid(tid))?)

@@ -136,6 +136,12 @@ impl Tracee {
         sys::set_regs(tid, regs).map_err(|e| self.ptrace_error("SETREGS", tid, e))
     }
 
+    /// A stopped thread's restartable-sequences registration (its
+    /// `area` is 0 when it has none).
+    pub fn rseq(&self, tid: i32) -> Result<sys::RseqConfig> {
+        sys::rseq_config(tid).map_err(|e| self.ptrace_error("GET_RSEQ_CONFIGURATION", tid, e))
+    }
+
     /// A stopped thread's Syscall User Dispatch setting.
     pub fn dispatch(&self, tid: i32) -> Result<sys::DispatchConfig> {
         sys::dispatch_config(tid)

@@ -291,6 +291,7 @@ impl Session {
             }
         }
         self.unhook_fde_finders(tracee)?;
+        disarm_restartable_sequences(tracee, &code)?;
         for c in self.clusters.iter_mut().filter(|c| c.mapped) {
             tracee.remote_munmap(RemoteAddr(c.data), self.layout.size)?;
             tracee.remote_munmap(RemoteAddr(c.code), CODE_AREA)?;
@@ -529,4 +530,32 @@ impl Session {
         self.lane_literals.insert((ci, counter), at);
         Ok(at)
     }
+}
+
+/// Clears each stopped thread's `rseq_cs` that still points at a critical
+/// section weft's copies armed (see `weft_paths::rebuild::Rseq`): the
+/// kernel reads it at the thread's next preemption or signal, and a
+/// descriptor in unmapped memory would get the thread killed.
+pub(super) fn disarm_restartable_sequences(tracee: &mut Tracee, code: &[(u64, u64)]) -> Result<()> {
+    /// `rseq_cs` in the kernel's `struct rseq`.
+    const CS_FIELD: u64 = 8;
+    for tid in tracee.threads() {
+        let Ok(config) = tracee.rseq(tid) else {
+            continue;
+        };
+        if config.area == 0 {
+            continue;
+        }
+        let field = RemoteAddr(config.area + CS_FIELD);
+        let mut word = [0u8; 8];
+        tracee.memory().read(field, &mut word)?;
+        let armed = u64::from_le_bytes(word);
+        if code
+            .iter()
+            .any(|&(start, end)| (start..end).contains(&armed))
+        {
+            tracee.memory().write(field, &0u64.to_le_bytes())?;
+        }
+    }
+    Ok(())
 }

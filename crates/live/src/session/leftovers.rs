@@ -98,6 +98,8 @@ impl Session {
                 .memory()
                 .read_u64(RemoteAddr(sync_page + sync::CPU_CLOCK))
                 .unwrap_or(0);
+            let freeing: Vec<(u64, u64)> = entries.iter().map(|m| (m.start.0, m.end.0)).collect();
+            super::clusters::disarm_restartable_sequences(tracee, &freeing)?;
             for m in entries {
                 tracee.remote_munmap(m.start, m.end.0 - m.start.0)?;
                 freed += m.end.0 - m.start.0;

@@ -313,7 +313,7 @@ impl Builder {
         for i in seq.iter_mut() {
             i.set_ip(0);
         }
-        Ok(seq)
+        self.restartable(seq)
     }
 }
 
@@ -365,6 +365,7 @@ impl Builder {
         for i in seq.iter_mut() {
             i.set_ip(0);
         }
+        let mut seq = self.restartable(seq)?;
         if let Some(fake) = self.pending_fake.take() {
             seq[0].set_ip(fake);
         }

@@ -64,6 +64,22 @@ fn value_of(k: usize) -> u64 {
 /// register to [`value_of`], runs `store`, and writes the flags and
 /// registers back.
 fn harness(store: &[Instruction]) -> Vec<u8> {
+    let mut all = harness_around(store);
+    for i in all.iter_mut() {
+        i.set_ip(0);
+    }
+    let r = BlockEncoder::encode(
+        64,
+        InstructionBlock::new(&all, 0x1000),
+        BlockEncoderOptions::NONE,
+    )
+    .unwrap();
+    r.code_buffer
+}
+
+/// The harness's instructions around `store`, whose addresses (fake
+/// ones included) are kept.
+fn harness_around(store: &[Instruction]) -> Vec<Instruction> {
     let mut a = CodeAssembler::new(64).unwrap();
     for r in [rbx, rbp, r12, r13, r14, r15] {
         a.push(r).unwrap();
@@ -90,18 +106,16 @@ fn harness(store: &[Instruction]) -> Vec<u8> {
         b.pop(r).unwrap();
     }
     b.ret().unwrap();
-    before.extend_from_slice(store);
-    before.extend(b.take_instructions());
     for i in before.iter_mut() {
         i.set_ip(0);
     }
-    let r = BlockEncoder::encode(
-        64,
-        InstructionBlock::new(&before, 0x1000),
-        BlockEncoderOptions::NONE,
-    )
-    .unwrap();
-    r.code_buffer
+    before.extend_from_slice(store);
+    let mut after = b.take_instructions();
+    for i in after.iter_mut() {
+        i.set_ip(0);
+    }
+    before.extend(after);
+    before
 }
 
 /// Runs `code` (from [`harness`]) with the cursor at `buffer`; returns
@@ -182,6 +196,123 @@ fn a_store_keeps_every_live_register_and_flag() {
                             assert_eq!(out.regs_out[k], value_of(k), "{r:?}: {context}");
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+extern "C" {
+    /// glibc's offset of the thread's `struct rseq` from the thread
+    /// pointer (2.35 and later).
+    static __rseq_offset: isize;
+    /// Its size, 0 if glibc registered none.
+    static __rseq_size: u32;
+}
+
+/// glibc's `RSEQ_SIG` on x86.
+const GLIBC_RSEQ_SIG: u32 = 0x5305_3053;
+
+extern "C" fn ignore(_: libc::c_int) {}
+
+#[test]
+fn a_restartable_store_writes_its_record_and_arms_a_section_the_kernel_accepts() {
+    // SAFETY: plain reads of two constants glibc sets before main.
+    let (offset, size) = unsafe { (__rseq_offset, __rseq_size) };
+    assert!(
+        size > 0,
+        "glibc registered no restartable sequence for this thread"
+    );
+    let cs_offset = i32::try_from(offset + 8).unwrap();
+    let live_sets = [
+        RegSet(RegSet::of_all(&SAVED_REGS).0 | STATUS_FLAGS),
+        RegSet::of_all(&[]),
+        RegSet(RegSet::of_all(&[Register::RAX]).0 | FLAG_CF),
+    ];
+    for live in live_sets {
+        for record in [Record::Witness(7), Record::Witness(0x1234)] {
+            let mut map = memmap2::MmapMut::map_anon(16 * 1024).unwrap();
+            let at = map.as_ptr() as u64;
+            let mut b = Builder::new(at, false, Vec::new(), AfterSyscall::Nothing, 0..0);
+            b.rseq = Some(Rseq {
+                cs_offset,
+                signature: GLIBC_RSEQ_SIG,
+            });
+            let seq = b.store_sequence(record, live).unwrap();
+            assert_eq!(b.rseq_sites.len(), 1, "one critical section a store");
+            let all = harness_around(&seq);
+            let code_at = at + 8 * b.literals.len() as u64;
+            let r = BlockEncoder::encode(
+                64,
+                InstructionBlock::new(&all, code_at),
+                BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
+            )
+            .unwrap();
+            let mut bytes: Vec<u8> = b.literals.iter().flat_map(|l| l.to_le_bytes()).collect();
+            bytes.extend_from_slice(&r.code_buffer);
+            let placed = |fake: u64| {
+                let k = all.iter().position(|i| i.ip() == fake)?;
+                Some(code_at + r.new_instruction_offsets[k] as u64)
+            };
+            restartable::fill_descriptors(&b.rseq_sites, &mut bytes, at, GLIBC_RSEQ_SIG, placed)
+                .unwrap();
+            map[..bytes.len()].copy_from_slice(&bytes);
+            let map = map.make_exec().unwrap();
+            let descriptor = b.at + 8 * b.rseq_sites[0].literal as u64;
+            let mut buffer = [0u8; 16];
+            let mut state = State {
+                flags_in: RFLAGS_FIXED | 0x8c1,
+                ..State::default()
+            };
+            let (cursor_before, cursor_after, armed, after_signal): (u64, u64, u64, u64);
+            // SAFETY: as in `run`; besides, the store writes the address
+            // of its descriptor (inside `map`) into this thread's
+            // registered `rseq_cs`, which is read back, then cleared by
+            // the kernel at the signal (the thread's pc is outside the
+            // section) and set to 0 here in any case before `map` goes.
+            unsafe {
+                let f: extern "C" fn(&mut State) = std::mem::transmute(code_at as usize);
+                core::arch::asm!("mov {0}, fs:[{1}]", out(reg) cursor_before, const CURSOR);
+                core::arch::asm!("mov fs:[{1}], {0}", in(reg) buffer.as_mut_ptr(), const CURSOR);
+                f(&mut state);
+                core::arch::asm!("mov {0}, fs:[{1}]", out(reg) cursor_after, const CURSOR);
+                core::arch::asm!("mov fs:[{1}], {0}", in(reg) cursor_before, const CURSOR);
+                core::arch::asm!("mov {0}, fs:[{1}]", out(reg) armed, in(reg) cs_offset as i64);
+                libc::signal(libc::SIGUSR1, ignore as *const () as usize);
+                libc::raise(libc::SIGUSR1);
+                core::arch::asm!("mov {0}, fs:[{1}]", out(reg) after_signal, in(reg) cs_offset as i64);
+                core::arch::asm!("mov qword ptr fs:[{0}], 0", in(reg) cs_offset as i64);
+            }
+            drop(map);
+            let context = format!("{record:?}, live {live}");
+            assert_eq!(
+                cursor_after - buffer.as_ptr() as u64,
+                record.len() as u64,
+                "{context}"
+            );
+            let width = record.store_width() as usize;
+            assert_eq!(
+                &buffer[..width],
+                &record.value().to_le_bytes()[..width],
+                "{context}"
+            );
+            assert_eq!(armed, descriptor, "the store armed its section: {context}");
+            assert_eq!(
+                after_signal, 0,
+                "the kernel took the section and cleared it: {context}"
+            );
+            for &(flag, bit) in &FLAG_BITS {
+                if live.flags_live(flag) {
+                    assert_eq!(
+                        state.flags_out & bit,
+                        state.flags_in & bit,
+                        "flag {bit:#x}: {context}"
+                    );
+                }
+            }
+            for (k, &reg) in SAVED_REGS.iter().enumerate() {
+                if live.contains(reg) {
+                    assert_eq!(state.regs_out[k], value_of(k), "{reg:?}: {context}");
                 }
             }
         }
