@@ -219,10 +219,15 @@ extern "C" fn ignore(_: libc::c_int) {}
 fn a_restartable_store_writes_its_record_and_arms_a_section_the_kernel_accepts() {
     // SAFETY: plain reads of two constants glibc sets before main.
     let (offset, size) = unsafe { (__rseq_offset, __rseq_size) };
-    assert!(
-        size > 0,
-        "glibc registered no restartable sequence for this thread"
-    );
+    if size == 0 {
+        // glibc.pthread.rseq=0, or a seccomp filter refusing rseq(2).
+        assert!(
+            std::env::var_os("WEFT_CI").is_none_or(|v| v.is_empty()),
+            "WEFT_CI is set, so a skip is a failure: glibc registered no restartable sequence"
+        );
+        eprintln!("skipped: glibc registered no restartable sequence for this thread");
+        return;
+    }
     let cs_offset = i32::try_from(offset + 8).unwrap();
     let live_sets = [
         RegSet(RegSet::of_all(&SAVED_REGS).0 | STATUS_FLAGS),
