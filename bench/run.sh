@@ -14,6 +14,8 @@
 #   bash bench/run.sh retsys     # what a `ret` right after a system call costs (why weft's code jumps back)
 #   bash bench/run.sh stores     # a witness store in a loop: xadd, plain moves, restartable sequence
 #
+# WEFT=PATH runs another build of weft (default: target/release/weft).
+#
 # Needs: gcc, bpftrace, uftrace, python3 (apt-get install -y bpftrace uftrace),
 # for paths qemu-user and valgrind, for syscalls strace.
 set -euo pipefail
@@ -22,7 +24,7 @@ what=${1:-all}
 out=bench/out
 mkdir -p "$out"
 cargo build --release --quiet
-WEFT=$PWD/target/release/weft
+WEFT=${WEFT:-$PWD/target/release/weft}
 REPS=${REPS:-5}
 FAST=${FAST:-20000000}   # calls per run for baseline and weft
 SLOW=${SLOW:-200000}     # calls per run for trap-based peers
@@ -503,7 +505,7 @@ figure2() {
         printf '%-10s %10.3f %10.3f %10.3f %12.2f %12.2f\n' "$m" "$a" "$r" "$x" "$(echo "$r / $a" | bc -l)" "$( [ "$x" = nan ] && echo 0 || echo "$x / $a" | bc -l)"
     done
     echo "(seconds, medians of $REPS runs each; actual: the workload alone in the group, exec to exit; replay: the replayed calls;"
-    echo " reexec: the re-executed program's fed calls, first call to last return, without weft's"
+    echo " reexec: the re-executed program's fed calls, exec to last return, without weft's"
     echo " holds of the workload's only process (predicted_s); 0 ratio: diverged)"
 }
 

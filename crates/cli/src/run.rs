@@ -130,6 +130,12 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
     crate::start_background_work(args);
     let pid = tracee.pid();
     let mut session = workload.session_for(pid, args)?;
+    // The workload's start, then weft's two holds of it before it runs its
+    // own code (instrumenting it at its exec, then its libraries): what
+    // `syscalls reexec` predicts from (`workload::WORKLOAD_START`).
+    let at_exec = weft_live::clock::tsc();
+    crate::workload::note_workload_start(at_exec);
+    let mut libraries_from = None;
     let setup = (|| -> Result<Result<Requests, i32>> {
         let auxv = Auxv::read(pid)?;
         let started = std::time::Instant::now();
@@ -141,11 +147,13 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
             req.map_feed(&mut session, &mut tracee, Some(pid))?;
             early = Some((req, report));
         }
+        crate::workload::note_sole_hold(at_exec);
         match run_to_libraries(&session, &mut tracee, auxv.entry, early.is_some())? {
             StopReason::Reached => {}
             StopReason::Exited(code) => return Ok(Err(code)),
             StopReason::Killed(sig) => return Ok(Err(128 + sig)),
         }
+        libraries_from = Some(weft_live::clock::tsc());
         // After the loader: the libraries (and their USDT probes) are there.
         if needs_main_first(args) {
             match run_to_main_if_static(&mut session, &mut tracee, args)? {
@@ -239,6 +247,9 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
         settle: Settle::Waiting,
     });
     workload.follow(pid)?;
+    if let Some(from) = libraries_from {
+        crate::workload::note_sole_hold(from);
+    }
     tracee.detach()?;
     signals::forward_to_child(pid);
     let code = wait_for_workload(pid, &mut workload, args)?;

@@ -192,15 +192,17 @@ enum SyscallsCommand {
         #[command(flatten)]
         order: OrderArgs,
         /// Also write the report into FILE as one JSON object: `made`,
-        /// `answered`, `waits`, `recorded_s` and `rerun_s` (from the first
-        /// call to the last return), `held_s` (of which weft held the
+        /// `answered`, `waits`, `recorded_s` (from the program's first own
+        /// call to the last return), `rerun_s` (from the first process's
+        /// exec to the last return), `held_s` (of which weft held the
         /// workload's only process to instrument a library or an image),
         /// `predicted_s` (the rerun's span without them: the prediction,
         /// with limits),
         /// `configuration`, `peak_memory`, `differ` (calls made again that
         /// returned other results), `diverged`, and `calls` (per call, in
         /// `show`'s order: `began_s` and `ended_s` in the rerun, from its
-        /// first call, and `result`; null where it did not get there).
+        /// first process's exec, and `result`; null where it did not get
+        /// there).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
         #[command(flatten)]

@@ -403,7 +403,8 @@ pub fn reexec(
 struct Spans {
     /// From the record's first call to its last return, in seconds.
     recorded_s: f64,
-    /// The same in the rerun, over the calls it made.
+    /// The same in the rerun, from its first process's `exec` (as
+    /// `actual` times the program) to the last return.
     rerun_s: f64,
     /// Of which weft held the workload's only live process (a library
     /// load or a new image instrumented: `workload::SOLE_HOLDS`).
@@ -411,7 +412,8 @@ struct Spans {
     /// The rerun's span without weft's holds: the prediction.
     predicted_s: f64,
     /// Per recorded call: when the rerun made it and when it returned, in
-    /// seconds from the rerun's first call (`began_s`, `ended_s`), and
+    /// seconds from the rerun's start (its first process's `exec`, else
+    /// its first call: `began_s`, `ended_s`), and
     /// its result there (`result`); null where the rerun did not get
     /// there.
     calls: Vec<serde_json::Value>,
@@ -442,10 +444,19 @@ impl Spans {
             recorded_ticks_per_ns,
         );
         let ticks_per_ns = weft_live::clock::ticks_per_ns();
-        let first = (reruns.iter())
-            .filter(|(k, _)| own(k))
-            .map(|(_, r)| r.began)
-            .min();
+        // From the first process's `exec`, as the program's own run is
+        // timed (`actual`): the loader's work is in the prediction, weft's
+        // holds before it ran are taken out below. Else from its first own
+        // call.
+        let started = *crate::workload::WORKLOAD_START
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let first = started.or_else(|| {
+            (reruns.iter())
+                .filter(|(k, _)| own(k))
+                .map(|(_, r)| r.began)
+                .min()
+        });
         let last = reruns.values().filter_map(|r| r.ended).map(|e| e.0).max();
         let seconds = |tsc: u64| tsc.saturating_sub(first.unwrap_or(0)) as f64 / ticks_per_ns / 1e9;
         let calls = (0..calls.len())
