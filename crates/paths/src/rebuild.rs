@@ -283,6 +283,11 @@ pub fn rebuild(
         code.start()..code.end(),
     );
     b.rseq = rseq;
+    b.occupied = std::iter::once(code.start())
+        .chain(spliced_returns.iter().copied())
+        .chain(reentries.iter().map(|&(a, _)| a))
+        .map(|a| (a, a + 5))
+        .collect();
     let first = code.instructions()[0];
     // The entry record gets an address of its own: calls of the function
     // from inside it (recursion) go there, while branches to the first
@@ -640,6 +645,10 @@ pub(crate) struct Builder {
     /// The critical sections of the copy's stores, whose descriptors are
     /// written once the copy is placed.
     rseq_sites: Vec<restartable::RseqSite>,
+    /// The original's bytes weft's jumps cover (the entry's, the spliced
+    /// return addresses', the re-entries'): a call there cannot run in
+    /// place.
+    occupied: Vec<(u64, u64)>,
 }
 
 impl Builder {
@@ -668,6 +677,7 @@ impl Builder {
             marks: Vec::new(),
             rseq: None,
             rseq_sites: Vec::new(),
+            occupied: Vec::new(),
         }
     }
 
@@ -730,6 +740,45 @@ impl Builder {
         }
         let spliced_return = spliced.binary_search(&i.next_ip()).is_ok();
         let never_returns = call_form_movable(i) && self.no_return.contains(&i.ip());
+        // The original call, where no jump of weft's covers it, runs in
+        // place: the copy jumps to it, and its callee returns to the
+        // original return address, whose jump leads back into the copy.
+        // The return address on the stack is the original one (what
+        // unwinders and debuggers look up) and the one the processor's
+        // return predictor expects: a `push` of it and a `jmp` made every
+        // callee's `ret` miss (sqlite3 on 500,000 rows, without stores:
+        // 1.44 s, against 0.80 s with real calls).
+        let in_place = is_call(i)
+            && spliced_return
+            && !never_returns
+            && !self
+                .occupied
+                .iter()
+                .any(|&(a, b)| a < i.next_ip() && b > i.ip());
+        if in_place {
+            let literal = self.literal(i.ip());
+            let mut jmp = Instruction::with1(
+                Code::Jmp_rm64,
+                MemoryOperand::with_base_displ(Register::RIP, literal as i64),
+            )
+            .map_err(enc)?;
+            jmp.set_ip(i.ip());
+            self.out.push(jmp);
+            let fake = self.fake();
+            conts.push((i.next_ip(), fake));
+            self.pending_fake = Some(fake);
+            if let Some(target) = direct {
+                let call = link::CallMark {
+                    ip: i.ip(),
+                    spliced_ret: Some(i.next_ip()),
+                    record: None,
+                    resumes: false,
+                    in_place: true,
+                };
+                self.mark_branch(target, false, Some(call));
+            }
+            return Ok(());
+        }
         if is_call(i) && (spliced_return || never_returns) {
             let literal = self.literal(i.next_ip());
             let mut push = Instruction::with1(
@@ -768,6 +817,7 @@ impl Builder {
                 spliced_ret: spliced_return.then(|| i.next_ip()),
                 record: None,
                 resumes: false,
+                in_place: false,
             };
             self.mark_branch(target, false, Some(call));
         }

@@ -84,6 +84,7 @@ impl Session {
             },
             part_of_workload: self.part_of_workload,
             rebuilt_at: self.rebuilt_at.clone(),
+            linked_text: self.linked_text.clone(),
             startup: self.startup.clone(),
             dispatch: self.dispatch.clone(),
             settle_pending: None,

@@ -229,6 +229,10 @@ pub struct Session {
     part_of_workload: bool,
     /// Functions running from copies an instrument laid out, by start.
     rebuilt_at: BTreeMap<u64, rebuilt::RebuiltFunction>,
+    /// What linking the copies wrote over the program's own code (the
+    /// spliced jumps' targets, calls that run in place), with the bytes it
+    /// replaced: put back before the jumps at detach.
+    linked_text: Vec<(u64, Vec<u8>)>,
     /// Set when the session began at the program's first instruction
     /// (`startup.rs`).
     startup: Option<startup::Startup>,
@@ -295,6 +299,7 @@ impl Session {
             cpu_clock: None,
             part_of_workload: false,
             rebuilt_at: BTreeMap::new(),
+            linked_text: Vec::new(),
             startup: None,
             dispatch: None,
             settle_pending: None,

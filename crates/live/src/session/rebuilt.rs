@@ -322,7 +322,11 @@ impl Session {
                 self.shm.write(c.code_offset + (addr - c.code), bytes);
                 Ok(())
             }
-            None => text.write(tracee.memory(), addr, bytes),
+            None => {
+                let was = text.read(tracee.memory(), addr, bytes.len())?;
+                self.linked_text.push((addr, was));
+                text.write(tracee.memory(), addr, bytes)
+            }
         }
     }
 
@@ -373,6 +377,11 @@ impl Session {
             return Ok(());
         }
         let mut text = TextBatch::new(self.pid)?;
+        // Linking's writes first, the last first: some lie inside the jumps
+        // put back next.
+        for (addr, was) in std::mem::take(&mut self.linked_text).into_iter().rev() {
+            text.write(tracee.memory(), addr, &was)?;
+        }
         for f in std::mem::take(&mut self.rebuilt_at).into_values() {
             for (addr, was) in f.replaced {
                 text.write(tracee.memory(), addr, &was)?;

@@ -78,6 +78,9 @@ pub(super) struct CallMark {
     pub(super) spliced_ret: Option<u64>,
     pub(super) record: Option<(usize, usize)>,
     pub(super) resumes: bool,
+    /// The call runs at its original address (the copy jumps to it):
+    /// linking changes the original `call rel32`'s displacement.
+    pub(super) in_place: bool,
 }
 
 /// An instruction of the copy: in its body, or in one of its stubs.
@@ -204,29 +207,32 @@ pub(super) fn resolve(
     marks
         .iter()
         .map(|m| {
-            let displacement = address(index(m.branch)).and_then(|a| {
-                let off = (a - code_at) as usize;
-                let mut d = Decoder::with_ip(64, &code[off..], a, DecoderOptions::NONE);
-                let i = d.decode();
-                let expected = if m.target == own {
-                    entry_record
-                } else {
-                    m.target
-                };
-                let width = match i.code() {
-                    Code::Call_rel32_64 | Code::Jmp_rel32_64 => 4,
-                    Code::Jmp_rel8_64 => 1,
-                    _ if i.flow_control() == FlowControl::ConditionalBranch => {
-                        if i.len() == 6 {
-                            4
-                        } else {
-                            1
+            let original = m.call.filter(|c| c.in_place).map(|c| (c.ip + 1, 4));
+            let displacement = original.or_else(|| {
+                address(index(m.branch)).and_then(|a| {
+                    let off = (a - code_at) as usize;
+                    let mut d = Decoder::with_ip(64, &code[off..], a, DecoderOptions::NONE);
+                    let i = d.decode();
+                    let expected = if m.target == own {
+                        entry_record
+                    } else {
+                        m.target
+                    };
+                    let width = match i.code() {
+                        Code::Call_rel32_64 | Code::Jmp_rel32_64 => 4,
+                        Code::Jmp_rel8_64 => 1,
+                        _ if i.flow_control() == FlowControl::ConditionalBranch => {
+                            if i.len() == 6 {
+                                4
+                            } else {
+                                1
+                            }
                         }
-                    }
-                    _ => return None,
-                };
-                (i.near_branch_target() == expected)
-                    .then(|| (a + i.len() as u64 - width, width as u8))
+                        _ => return None,
+                    };
+                    (i.near_branch_target() == expected)
+                        .then(|| (a + i.len() as u64 - width, width as u8))
+                })
             });
             let returned = match m.call {
                 None => Returned::Nothing,
