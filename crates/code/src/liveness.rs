@@ -216,13 +216,17 @@ fn effects(
         FlowControl::IndirectBranch if f.is_indirect_tail_call(i.ip()) => {
             uses = uses | ARGS | CALLEE_SAVED;
         }
-        // A jump through no table we know, or through one with cases in
-        // another part of the function, may be followed by anything.
+        // A jump through no table we know, through one with cases in
+        // another part of the function, or that may leave it (a computed
+        // `goto`, or what weft takes for one: a tail call through a
+        // pointer in a function that keeps its own code addresses in
+        // data, as cc1's `variably_modified_type_p` does), may be
+        // followed by anything: the arguments of a tail call too.
         FlowControl::IndirectBranch
             if !f
                 .jump_tables()
                 .iter()
-                .any(|t| t.jump == i.ip() && t.outside.is_empty()) =>
+                .any(|t| t.jump == i.ip() && t.outside.is_empty() && !t.elsewhere) =>
         {
             uses = RegSet::ALL;
         }
@@ -422,6 +426,28 @@ mod tests {
             if super::flags_dead_by_scan(&f, ip, flags) == Some(true) {
                 assert!(!full.flags_live(STATUS_FLAGS), "at {ip}");
             }
+        }
+    }
+
+    #[test]
+    fn a_jump_that_may_leave_keeps_a_tail_calls_arguments_live() {
+        // 0: mov rsi, r12 ; 3: jmp [rip+0] ; 9: xor edi, edi ;
+        // 11: xor edx, edx ; 13: xor ecx, ecx ; 15: mov eax, esi ; 17: ret
+        // The function keeps the address 9 in data, so the jump may be a
+        // computed `goto` to it, or a tail call with rdi, rsi and rdx
+        // (cc1's `variably_modified_type_p`, whose copy lost an argument
+        // to a dispatch that took it for a free register). The function
+        // writes rdi, rdx and rcx, so no caller can count on them.
+        let code = [
+            0x4c, 0x89, 0xe6, 0xff, 0x25, 0x00, 0x00, 0x00, 0x00, 0x31, 0xff, 0x31, 0xd2, 0x31,
+            0xc9, 0x89, 0xf0, 0xc3,
+        ];
+        let mut f = FunctionCode::analyze(0, &code, &NoData);
+        f.add_computed_targets(&[9]);
+        assert!(f.jump_tables().iter().any(|t| t.jump == 3 && t.elsewhere));
+        let live = f.liveness().live_before(3).unwrap();
+        for r in [Register::RDI, Register::RSI, Register::RDX, Register::RCX] {
+            assert!(live.contains(r), "{r:?} in {live}");
         }
     }
 
