@@ -232,6 +232,14 @@ fn effects(
         }
         _ => {}
     }
+    // `rdssp` leaves its register alone where the thread has no shadow
+    // stack (then it is a no-op): what was there before flows on. glibc's
+    // unwinder zeroes `rax`, reads the shadow stack pointer into it and
+    // tests it; taking `rax` for dead there let a store change the test
+    // (`_Unwind_RaiseException` then ran `incssp` and died of SIGILL).
+    if matches!(i.code(), Code::Rdsspd_r32 | Code::Rdsspq_r64) {
+        uses = uses | RegSet::of(i.op0_register().full_register());
+    }
     if i.code() == Code::Syscall {
         // The kernel hands the flags back as they were (`sysret` and
         // `iret` restore them from what `syscall` saved): neither read
@@ -449,6 +457,16 @@ mod tests {
         for r in [Register::RDI, Register::RSI, Register::RDX, Register::RCX] {
             assert!(live.contains(r), "{r:?} in {live}");
         }
+    }
+
+    #[test]
+    fn rdssp_keeps_its_register_live() {
+        // 31 c0 xor eax,eax ; f3 48 0f 1e c8 rdsspq rax ; 48 85 c0 test rax,rax ; c3 ret
+        let code = [
+            0x31, 0xc0, 0xf3, 0x48, 0x0f, 0x1e, 0xc8, 0x48, 0x85, 0xc0, 0xc3,
+        ];
+        let f = FunctionCode::analyze(0, &code, &NoData);
+        assert!(f.liveness().live_before(2).unwrap().contains(Register::RAX));
     }
 
     #[test]

@@ -309,7 +309,7 @@ variant_test!(
         }
         // A throw from deep recursion, a destructor on the way, a catch
         // further up: the unwinder finds the original callers (the copies
-        // push original return addresses) and enters landing pads, which
+        // leave original return addresses) and enters landing pads, which
         // write resume records.
         let target = build("paths_throw", v);
         let dir = scratch(&format!("paths-throw-{}", v.name));
@@ -331,6 +331,19 @@ variant_test!(
             qemu.len()
         );
         assert_same_trace(&qemu, &regenerated(&trace), v.name);
+        // The unwinder itself traced, validated: it reads the shadow stack
+        // pointer (`rdssp`, a no-op here) into a register it zeroed and
+        // tests it; a store in between that took the register for free
+        // sent it into `incssp` and SIGILL (a new-user trial, session 33).
+        let out = paths_run(
+            &dir.join("trace-unwinder"),
+            &["--paths", "libgcc_s", "--validate"],
+            &target,
+            &["40"],
+        );
+        assert_eq!(out.status, 0, "weft: {}", out.stderr);
+        assert_eq!(out.stdout, plain.stdout, "the program, its unwinder traced");
+        assert!(out.stderr.contains("validated:"), "{}", out.stderr);
     }
 );
 
