@@ -540,10 +540,19 @@ fn validate(dir: &std::path::Path) -> Result<std::result::Result<String, String>
         match program.regenerate_at(image as usize, &trace.stream(key), from.as_ref(), |_, _| {}) {
             Ok(s) => checked += s.checked,
             Err(e) => {
+                // Lost records come first: they are the likely cause.
+                let lost = match trace.meta.lost {
+                    0 => String::new(),
+                    n => format!(
+                        "{n} bytes of records were lost (no buffer was free in time: give \
+                         --paths-buffers more), and "
+                    ),
+                };
                 return Ok(Err(format!(
-                    "validation FAILED in thread {tid} of process {pid} ({}, image {image}), {e}",
+                    "validation FAILED: {lost}in thread {tid} of process {pid} ({}, image \
+                     {image}), {e}",
                     trace.command(image)
-                )))
+                )));
             }
         }
     }

@@ -67,6 +67,14 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
     if let Some(e) = &cut {
         say!("weft: {e}: regenerating what comes before it");
     }
+    // Said first: a stream that misses records may fail to regenerate.
+    if trace.meta.lost > 0 {
+        say!(
+            "weft: {} bytes of records were lost while tracing (no buffer was free in time): \
+             some streams miss records",
+            trace.meta.lost
+        );
+    }
     let program = Program::new(
         &trace.meta.functions,
         &trace.meta.loads,
@@ -190,13 +198,6 @@ pub fn regen(a: &RegenArgs) -> Result<()> {
             "weft: {} schedule record(s) were dropped while tracing (weft read the kernel's \
              ring too late): the order is coarser there",
             s.dropped
-        );
-    }
-    if trace.meta.lost > 0 {
-        say!(
-            "weft: {} bytes of records were lost while tracing (no buffer was free in time): \
-             some streams miss records",
-            trace.meta.lost
         );
     }
     if trace.meta.validate {

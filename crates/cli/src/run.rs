@@ -257,11 +257,12 @@ pub fn run(args: &ProbeArgs, follow: bool, command: &[String]) -> Result<i32> {
     workload.finish(args, report_out)?;
     if !args.paths.is_empty() && code == 128 + weft_abi::signal::SIGSEGV {
         say!(
-            "weft: the program died of SIGSEGV. weft's buffer handover is a SIGSEGV: a \
-             program that sets its SIGSEGV action without the C library (a raw \
-             rt_sigaction) or runs traced code with SIGSEGV blocked by sigsuspend or \
-             pselect loses it (docs/paths.md, \"Programs that handle or block SIGSEGV\"); \
-             trace other functions with --paths fn:PATTERN"
+            "weft: the program died of SIGSEGV. If it does not when run alone, it may have \
+             lost weft's buffer handover, which is a SIGSEGV too: a program that sets its \
+             SIGSEGV action without the C library (a raw rt_sigaction) or runs traced code \
+             with SIGSEGV blocked by sigsuspend or pselect loses it (docs/paths.md, \
+             \"Programs that handle or block SIGSEGV\"); trace other functions with \
+             --paths fn:PATTERN"
         );
     }
     Ok(code)

@@ -229,7 +229,22 @@ fn a_failed_validation_fails_the_run() {
     );
     assert_clear_error(&out, 1, "validation FAILED", "records lost");
     assert!(out.stderr.contains("bytes lost"), "{}", out.stderr);
+    // The failure names the loss, whichever stream failed first.
+    let failed = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("validation FAILED"))
+        .unwrap_or_default();
+    assert!(failed.contains("bytes of records were lost"), "{failed}");
     assert!(trace.join("paths.json").exists());
+    // So does `weft regen`, before any stream fails (a new-user trial,
+    // session 33: it said only the mismatch).
+    let again = run(weft().arg("regen").arg(&trace), Duration::from_secs(120));
+    assert!(
+        again.stderr.contains("bytes of records were lost"),
+        "{}",
+        again.stderr
+    );
 }
 
 /// A weft killed with `kill -9` leaves a trace that is read up to where
