@@ -77,7 +77,7 @@ use weft_process::{ProcessMemory, RemoteAddr, Tracee};
 
 const COUNTERS: u64 = 1 << 16;
 const TRAPS: u64 = 1 << 16;
-const CODE_AREA: u64 = 64 << 20;
+const CODE_AREA: u64 = 256 << 20;
 const MAX_CLUSTERS: u64 = 16;
 /// Distance every byte of a cluster keeps from every byte of its modules.
 const REACH: u64 = (1 << 31) - (32 << 20);
