@@ -16,7 +16,10 @@ use weft_live::{Prepared, Session};
 use weft_process::{ExitWatch, Tracee};
 use weft_workload::{Event, Follower};
 
+mod holds;
 mod images;
+
+pub use holds::{note_sole_hold, note_workload_start, SOLE_HOLDS, WORKLOAD_START};
 
 /// How long a new process may take to stop for weft.
 const STOP_WAIT: Duration = Duration::from_secs(5);
@@ -769,39 +772,6 @@ pub fn write_parts(
 /// Why weft cannot follow from its pid namespace, if it cannot: the
 /// follower compares the kernel's pids, which a nested namespace (a
 /// container) numbers otherwise.
-/// The times weft held the workload's only live process, as TSC
-/// intervals: a library load instrumented while the process waited in
-/// the load hook, a new image instrumented while it was stopped at its
-/// exec. The workload did nothing then that it would do without weft:
-/// `syscalls reexec` takes them out of the rerun's span for its
-/// prediction.
-pub static SOLE_HOLDS: std::sync::Mutex<Vec<(u64, u64)>> = std::sync::Mutex::new(Vec::new());
-
-/// When the workload's first process stood at its `exec` (TSC), before
-/// weft instrumented it: where `syscalls reexec`'s prediction begins, so
-/// that the dynamic loader's work (reading the libraries, perhaps from the
-/// disk under a memory limit) counts as it does in the program's own run.
-pub static WORKLOAD_START: std::sync::Mutex<Option<u64>> = std::sync::Mutex::new(None);
-
-/// Notes that the workload's first process stood at its `exec` at TSC
-/// `at` (the first note only).
-pub fn note_workload_start(at: u64) {
-    WORKLOAD_START
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get_or_insert(at);
-}
-
-/// Notes a hold of the workload's only live process, from TSC `from` to
-/// now.
-pub fn note_sole_hold(from: u64) {
-    let to = weft_live::clock::tsc();
-    SOLE_HOLDS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push((from, to));
-}
-
 fn nested_pid_namespace() -> Option<String> {
     weft_process::in_nested_pid_namespace()
         .then(|| "weft runs in a nested pid namespace (a container)".to_string())
