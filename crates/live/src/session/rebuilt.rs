@@ -181,8 +181,8 @@ impl Session {
         Ok(())
     }
 
-    /// Lays out `jobs`, each cluster's in shards laid out at once, one a
-    /// thread, each shard in a region of the cluster of its own: the
+    /// Lays out `jobs`, each cluster's in shards that a few threads take
+    /// in turn, each shard in a region of the cluster of its own: the
     /// address of each copy, and its bytes, in the jobs' order. A shard's
     /// region is as large as its functions' [`Job::budget`]; a copy that
     /// does not fit its shard's region is laid out again after the last
@@ -203,7 +203,8 @@ impl Session {
             let start = code + used;
             let budget: u64 = mine.iter().map(|&k| jobs[k].budget()).sum();
             let shards = if threads > 1 && mine.len() >= MIN_SHARD * 2 && budget < end - start {
-                shards(jobs, &mine, threads, start, end)
+                let pieces = (mine.len() / MIN_SHARD).clamp(threads, SHARDS_PER_THREAD * threads);
+                shards(jobs, &mine, pieces, start, end)
             } else {
                 vec![Shard {
                     jobs: mine.clone(),
@@ -211,23 +212,57 @@ impl Session {
                     limit: end,
                 }]
             };
-            let done: Vec<ShardDone> = std::thread::scope(|s| {
-                let running: Vec<_> = shards
-                    .iter()
-                    .map(|shard| s.spawn(move || shard.lay_out(jobs, plt_callees, pid)))
-                    .collect();
-                running
-                    .into_iter()
-                    .zip(&shards)
-                    .map(|(h, shard)| {
-                        h.join().unwrap_or_else(|_| ShardDone {
-                            laid: Vec::new(),
-                            again: shard.jobs.clone(),
-                            next: shard.start,
+            // The threads take shards in turn, the largest first: a shard's
+            // work follows its code, not its budget, so each thread takes
+            // the next one when it is done with its own.
+            let mut order: Vec<usize> = (0..shards.len()).collect();
+            order.sort_by_key(|&k| {
+                std::cmp::Reverse(
+                    shards[k]
+                        .jobs
+                        .iter()
+                        .map(|&j| jobs[j].budget())
+                        .sum::<u64>(),
+                )
+            });
+            let next_shard = std::sync::atomic::AtomicUsize::new(0);
+            let mut done: Vec<Option<ShardDone>> = std::thread::scope(|s| {
+                let running: Vec<_> = (0..threads.min(shards.len()))
+                    .map(|_| {
+                        s.spawn(|| {
+                            let mut mine = Vec::new();
+                            loop {
+                                let k =
+                                    next_shard.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                let Some(&shard) = order.get(k) else {
+                                    return mine;
+                                };
+                                mine.push((shard, shards[shard].lay_out(jobs, plt_callees, pid)));
+                            }
                         })
                     })
-                    .collect()
+                    .collect();
+                let mut done: Vec<Option<ShardDone>> = shards.iter().map(|_| None).collect();
+                for h in running {
+                    // A thread that panicked leaves its shards undone:
+                    // laid out again below, after the last one.
+                    for (k, d) in h.join().unwrap_or_default() {
+                        done[k] = Some(d);
+                    }
+                }
+                done
             });
+            let done: Vec<ShardDone> = done
+                .iter_mut()
+                .zip(&shards)
+                .map(|(d, shard)| {
+                    d.take().unwrap_or_else(|| ShardDone {
+                        laid: Vec::new(),
+                        again: shard.jobs.clone(),
+                        next: shard.start,
+                    })
+                })
+                .collect();
             let mut next = start;
             let mut again = Vec::new();
             for d in done {
@@ -473,6 +508,10 @@ type Placed = Result<(u64, RebuiltCode), NotRebuilt>;
 /// Fewest functions a shard lays out (fewer, and one thread does all).
 const MIN_SHARD: usize = 32;
 
+/// Shards a thread's share of a batch is cut into, for the threads to
+/// take in turn (see [`Session::lay_out`]).
+const SHARDS_PER_THREAD: usize = 4;
+
 /// A function to lay out, with what its layout needs (see
 /// [`Session::apply_rebuilds`]).
 struct Job<'a> {
@@ -489,11 +528,23 @@ struct Job<'a> {
 }
 
 impl Job<'_> {
-    /// Bytes the copy is given in a shard's region: more than copies take
-    /// (python3.11's take 4.8 times their code, with their literals and
-    /// stubs).
+    /// Bytes the copy is given in a shard's region: more than most copies
+    /// take. python3.11's take 4.8 times their code on average (up to 12
+    /// times, with a witness store every few instructions, which the
+    /// slack of the others in the shard then holds); each case of a
+    /// `switch` adds its stub (a restore, a store, its restartable
+    /// sequence's descriptor) and its step in the search, up to 161 bytes
+    /// (`_PyEval_EvalFrameDefault`: 55,644 bytes of code, 50,017 cases
+    /// over its computed `goto`s, an 8 MB copy). A copy larger than what
+    /// is left of its shard's region is laid out again after the shards.
     fn budget(&self) -> u64 {
-        (8 * (self.code.end() - self.code.start()) + 512).next_multiple_of(16)
+        let cases: u64 = self
+            .code
+            .jump_tables()
+            .iter()
+            .map(|t| (t.targets.len() + t.outside.len()) as u64)
+            .sum();
+        (8 * (self.code.end() - self.code.start()) + 176 * cases + 512).next_multiple_of(16)
     }
 }
 
@@ -561,12 +612,12 @@ impl Shard {
     }
 }
 
-/// `mine` (jobs of one cluster, in order) cut into `threads` runs of
+/// `mine` (jobs of one cluster, in order) cut into `pieces` runs of
 /// about equal budget, each with a region from `start` on as large as its
 /// budget (the last one's up to `end`).
-fn shards(jobs: &[Job<'_>], mine: &[usize], threads: usize, start: u64, end: u64) -> Vec<Shard> {
+fn shards(jobs: &[Job<'_>], mine: &[usize], pieces: usize, start: u64, end: u64) -> Vec<Shard> {
     let total: u64 = mine.iter().map(|&k| jobs[k].budget()).sum();
-    let share = total.div_ceil(threads as u64);
+    let share = total.div_ceil(pieces as u64);
     let mut out: Vec<Shard> = Vec::new();
     let mut current = Vec::new();
     let mut size = 0;
@@ -574,7 +625,7 @@ fn shards(jobs: &[Job<'_>], mine: &[usize], threads: usize, start: u64, end: u64
     for &k in mine {
         current.push(k);
         size += jobs[k].budget();
-        if size >= share && out.len() + 1 < threads {
+        if size >= share && out.len() + 1 < pieces {
             out.push(Shard {
                 jobs: std::mem::take(&mut current),
                 start: at,
