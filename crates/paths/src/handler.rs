@@ -6,7 +6,7 @@
 //! TCB's cursor right before it (`xadd`, or `add` in a restartable
 //! sequence; no other code touches that word)
 //! and its own encoding
-//! (`[REX.B] C6|C7 /0` with a plain `[reg]` operand, or a register's value
+//! (`[66] [REX.B] C6|C7 /0` with a plain `[reg]` operand, or a register's value
 //! `REX.W 89 /r` with `[reg+1]`); it finds the cursor register in the
 //! signal frame. It marks the full buffer's
 //! descriptor (length, TSC) FULL, claims a FREE buffer with `lock
@@ -101,6 +101,7 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     let mut a = CodeAssembler::new(64)?;
     let mut not_ours = a.create_label();
     let mut no_rex = a.create_label();
+    let mut no_operand_size = a.create_label();
     let mut opcode_ok = a.create_label();
     let mut fresh = a.create_label();
     let mut claim_again = a.create_label();
@@ -184,6 +185,14 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.add(ecx, 8)?;
     a.jmp(register_known)?;
     a.set_label(&mut not_value)?;
+    // A two-byte record's store: `66 [REX.B] C7 /0 iw`.
+    a.xor(r12d, r12d)?;
+    a.cmp(al, 0x66)?;
+    a.jne(no_operand_size)?;
+    a.mov(r12d, 1)?;
+    a.add(r8, 1)?;
+    a.movzx(eax, byte_ptr(r8))?;
+    a.set_label(&mut no_operand_size)?;
     a.cmp(al, 0x41)?;
     a.jne(no_rex)?;
     a.mov(r9d, 8)?;
@@ -197,11 +206,14 @@ pub fn handler_code(at: u64, pool_at: u64, layout: Pool) -> Result<HandlerCode, 
     a.set_label(&mut opcode_ok)?;
     // The record's length: a byte's store is a one-byte record (a value's
     // tag comes after its value, which would have faulted first), a
-    // dword's a four-byte one.
+    // word's a two-byte one, a dword's a four-byte one.
     a.mov(r11d, 1)?;
     a.mov(r10d, 4)?;
     a.cmp(al, 0xC7)?;
     a.cmove(r11d, r10d)?;
+    a.mov(r10d, 2)?;
+    a.test(r12d, r12d)?;
+    a.cmovnz(r11d, r10d)?;
     a.movzx(ecx, byte_ptr(r8 + 1))?;
     a.test(cl, 0xF8)?; // mod 00, reg /0: `[rm]`
     a.jnz(not_ours)?;

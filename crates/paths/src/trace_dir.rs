@@ -1,6 +1,6 @@
 //! A paths trace on disk (`--paths-out DIR`):
 //!
-//! * `DIR/paths.json`: `{"format": "weft-paths", "version": 5, ...}` with
+//! * `DIR/paths.json`: `{"format": "weft-paths", "version": 6, ...}` with
 //!   the function table ([`FunctionInfo`]), the processes, and the bytes
 //!   lost; written when tracing ends.
 //! * `DIR/buffers.zst`: one zstd stream of chunks, each a buffer a thread
@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 /// `format` of `paths.json`.
 pub const FORMAT: &str = "weft-paths";
 /// `version` of `paths.json` this weft writes and reads.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 /// Bytes of a chunk's header.
 pub const CHUNK_HEADER: usize = 40;
 

@@ -25,9 +25,11 @@
 //!    no diamond among the edges without witnesses, the witness sets at
 //!    each predicate are disjoint (Section 2.2.2).
 //!
-//! Witnesses are numbered 1, 2, ... within the function; a record holds
-//! the first [`crate::record::MAX_BYTE_WITNESS`] in a byte, the others in
-//! three ([`Plan::witness_width`]).
+//! Witnesses are numbered 1, 2, ... within the function, the edge
+//! estimated to run most often first; a record holds the first
+//! [`crate::record::MAX_BYTE_WITNESS`] in a byte, the next ones up to
+//! [`crate::record::MAX_SHORT_WITNESS`] in two, the others in four
+//! ([`Plan::witness_width`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -172,11 +174,8 @@ impl Plan {
 
     /// Bytes of the widest witness record the function writes.
     pub fn witness_width(&self) -> usize {
-        if self.instrumented().count() <= crate::record::MAX_BYTE_WITNESS as usize {
-            1
-        } else {
-            3
-        }
+        let most = self.instrumented().count() as u32;
+        crate::record::Record::Witness(most.max(1)).len() as usize
     }
 
     /// The path of one run of the function, as the edges it took, from
@@ -336,6 +335,70 @@ fn loop_depths(cfg: &Cfg, outs: &[Vec<usize>]) -> Vec<u32> {
     depth
 }
 
+/// How often each edge runs per call, estimated by flow: the entry block
+/// runs once, a block's runs split evenly among its outgoing edges, and
+/// a loop's head runs ten times what enters it. Unlike [`weights`] it
+/// follows the splits down: each case of an interpreter's `switch` runs
+/// more often than the branches inside the case, which orders the
+/// witness numbers (blocks a depth-first walk from the entry does not
+/// reach, and the predecessors of an irreducible loop's other heads, add
+/// nothing).
+fn runs_per_call(cfg: &Cfg, outs: &[Vec<usize>]) -> Vec<f64> {
+    let n = cfg.blocks;
+    let mut runs = vec![0f64; cfg.edges.len()];
+    if cfg.entry >= n {
+        return runs;
+    }
+    // A depth-first walk: its post-order, and its back edges.
+    let mut state = vec![0u8; n + 1]; // 0 new, 1 on the stack, 2 done
+    let mut back = vec![false; cfg.edges.len()];
+    let mut post = Vec::with_capacity(n);
+    let mut stack: Vec<(usize, usize)> = vec![(cfg.entry, 0)];
+    state[cfg.entry] = 1;
+    while let Some((block, next)) = stack.last_mut() {
+        let block = *block;
+        let Some(&e) = outs[block].get(*next) else {
+            state[block] = 2;
+            post.push(block);
+            stack.pop();
+            continue;
+        };
+        *next += 1;
+        let to = cfg.edges[e].to;
+        if to >= n {
+            continue;
+        }
+        match state[to] {
+            0 => {
+                state[to] = 1;
+                stack.push((to, 0));
+            }
+            1 => back[e] = true,
+            _ => {}
+        }
+    }
+    let mut ins = vec![Vec::new(); n + 1];
+    let mut head = vec![false; n + 1];
+    for (e, edge) in cfg.edges.iter().enumerate() {
+        if edge.to < n {
+            ins[edge.to].push(e);
+            head[edge.to] |= back[e];
+        }
+    }
+    for &b in post.iter().rev() {
+        let entering: f64 = ins[b].iter().filter(|&&e| !back[e]).map(|&e| runs[e]).sum();
+        let mut block = entering + if b == cfg.entry { 1.0 } else { 0.0 };
+        if head[b] {
+            block = (block * 10.0).min(f64::MAX / 16.0);
+        }
+        let each = block / outs[b].len().max(1) as f64;
+        for &e in &outs[b] {
+            runs[e] = each;
+        }
+    }
+    runs
+}
+
 /// Loop nesting counted at most (weights of 10^depth stay finite).
 const MAX_LOOP_DEPTH: u32 = 20;
 
@@ -382,16 +445,16 @@ pub fn place(cfg: &Cfg) -> Plan {
             in_tree[e] = true;
         }
     }
-    // 3. A witness on every edge outside the tree.
-    let mut next = 0;
-    let witness = (0..cfg.edges.len())
-        .map(|e| {
-            (!in_tree[e]).then(|| {
-                next += 1;
-                next
-            })
-        })
-        .collect();
+    // 3. A witness on every edge outside the tree, numbered from the
+    // heaviest: a loop's witnesses are one byte even in a function with
+    // hundreds (see `record`).
+    let runs = runs_per_call(cfg, &outs);
+    let mut outside: Vec<usize> = (0..cfg.edges.len()).filter(|&e| !in_tree[e]).collect();
+    outside.sort_by(|&x, &y| runs[y].total_cmp(&runs[x]).then(x.cmp(&y)));
+    let mut witness = vec![None; cfg.edges.len()];
+    for (k, &e) in outside.iter().enumerate() {
+        witness[e] = Some(k as u32 + 1);
+    }
     Plan { witness, blocking }
 }
 

@@ -284,10 +284,10 @@ impl Builder {
         seq.push(low);
         seq.push(with(Instruction::with2(Code::Xadd_rm64_r64, cursor, reg))?);
         let at = MemoryOperand::with_base(reg);
-        seq.push(if record.store_width() == 1 {
-            with(Instruction::with2(Code::Mov_rm8_imm8, at, record.value()))?
-        } else {
-            with(Instruction::with2(Code::Mov_rm32_imm32, at, record.value()))?
+        seq.push(match record.store_width() {
+            1 => with(Instruction::with2(Code::Mov_rm8_imm8, at, record.value()))?,
+            2 => with(Instruction::with2(Code::Mov_rm16_imm16, at, record.value()))?,
+            _ => with(Instruction::with2(Code::Mov_rm32_imm32, at, record.value()))?,
         });
         if overflow {
             // 1 + 0x7f overflows, 0 + 0x7f does not; `sahf` then sets the

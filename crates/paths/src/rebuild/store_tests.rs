@@ -160,7 +160,11 @@ fn a_store_keeps_every_live_register_and_flag() {
     for &flags in &flag_sets {
         for regs in reg_sets {
             let live = RegSet(RegSet::of_all(regs).0 | flags);
-            for record in [Record::Witness(7), Record::Witness(0x1234)] {
+            for record in [
+                Record::Witness(7),
+                Record::Witness(0x234),
+                Record::Witness(0x1234),
+            ] {
                 let mut b = builder();
                 let seq = b.store_sequence(record, live).unwrap();
                 let code = harness(&seq);
@@ -235,7 +239,11 @@ fn a_restartable_store_writes_its_record_and_arms_a_section_the_kernel_accepts()
         RegSet(RegSet::of_all(&[Register::RAX]).0 | FLAG_CF),
     ];
     for live in live_sets {
-        for record in [Record::Witness(7), Record::Witness(0x1234)] {
+        for record in [
+            Record::Witness(7),
+            Record::Witness(0x234),
+            Record::Witness(0x1234),
+        ] {
             let mut map = memmap2::MmapMut::map_anon(16 * 1024).unwrap();
             let at = map.as_ptr() as u64;
             let mut b = Builder::new(at, false, Vec::new(), AfterSyscall::Nothing, 0..0);

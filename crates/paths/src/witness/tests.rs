@@ -68,6 +68,52 @@ fn loops_weigh_ten_times_their_entry() {
     assert_eq!(w, [0.5, 0.5, 1.0, 5.0, 5.0]);
 }
 
+#[test]
+fn an_interpreters_cases_get_the_smallest_numbers() {
+    // 0 enters the dispatch 1, which returns or goes to one of 300 cases;
+    // case c (block 2 + 3c) branches to 3 + 3c or 4 + 3c, both back to
+    // the dispatch. Every iteration takes one case and one of its two
+    // ways: the cases run twice as often as each way, and their numbers
+    // come first, one byte for as many as fit, although their edges come
+    // last in the CFG's order.
+    let cases = 300;
+    let exit = 2 + 3 * cases;
+    let mut inside = Vec::new();
+    let mut dispatch = vec![edge(0, 1), edge(1, exit)];
+    for c in 0..cases {
+        let head = 2 + 3 * c;
+        inside.extend([edge(head, head + 1), edge(head, head + 2)]);
+        inside.extend([edge(head + 1, 1), edge(head + 2, 1)]);
+        dispatch.push(edge(1, head));
+    }
+    let cfg = Cfg {
+        blocks: exit,
+        entry: 0,
+        edges: inside.into_iter().chain(dispatch).collect(),
+        calls: BTreeSet::new(),
+    };
+    let plan = place(&cfg);
+    let numbers = |of_dispatch: bool| -> Vec<u32> {
+        plan.instrumented()
+            .filter(|&e| (cfg.edges[e].from == 1) == of_dispatch)
+            .map(|e| plan.witness[e].unwrap())
+            .collect()
+    };
+    let (cases_numbers, ways) = (numbers(true), numbers(false));
+    assert!(
+        cases_numbers.len() >= cases - 1,
+        "{} cases",
+        cases_numbers.len()
+    );
+    assert!(!ways.is_empty());
+    let last_case = cases_numbers.iter().max().unwrap();
+    assert!(
+        ways.iter().all(|w| w > last_case),
+        "a way numbered before a case"
+    );
+    assert_eq!(*cases_numbers.iter().min().unwrap(), 1);
+}
+
 /// A random CFG of `targets.len()` blocks: block `b` has one or two
 /// edges, to the blocks (or `EXIT`) `targets[b]` chooses; the last block
 /// returns, so that `EXIT` is an edge's target.
