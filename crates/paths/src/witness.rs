@@ -270,37 +270,10 @@ fn weights_with(cfg: &Cfg, outs: &[Vec<usize>]) -> Vec<f64> {
 fn loop_depths(cfg: &Cfg, outs: &[Vec<usize>]) -> Vec<u32> {
     let n = cfg.blocks;
     let mut depth = vec![0u32; n + 1];
-    // Iterative depth-first walk: back edges go to a block on the stack.
-    let mut state = vec![0u8; n + 1]; // 0 new, 1 on the stack, 2 done
-    let mut back = Vec::new();
-    let mut stack: Vec<(usize, Vec<usize>)> = Vec::new();
-    if cfg.entry < n {
-        state[cfg.entry] = 1;
-        stack.push((cfg.entry, outs[cfg.entry].clone()));
-    }
-    while let Some((block, pending)) = stack.last_mut() {
-        let block = *block;
-        match pending.pop() {
-            Some(e) => {
-                let to = cfg.edges[e].to;
-                if to >= n {
-                    continue;
-                }
-                match state[to] {
-                    0 => {
-                        state[to] = 1;
-                        stack.push((to, outs[to].clone()));
-                    }
-                    1 => back.push((block, to)),
-                    _ => {}
-                }
-            }
-            None => {
-                state[block] = 2;
-                stack.pop();
-            }
-        }
-    }
+    let walk = depth_first(cfg, outs);
+    let back = (0..cfg.edges.len())
+        .filter(|&e| walk.back[e])
+        .map(|e| (cfg.edges[e].from, cfg.edges[e].to));
     // Each loop head's natural loop, once: the head and every block that
     // reaches one of its back edges' tails without going through it (an
     // interpreter's dispatch makes thousands of back edges to a few
@@ -349,34 +322,7 @@ fn runs_per_call(cfg: &Cfg, outs: &[Vec<usize>]) -> Vec<f64> {
     if cfg.entry >= n {
         return runs;
     }
-    // A depth-first walk: its post-order, and its back edges.
-    let mut state = vec![0u8; n + 1]; // 0 new, 1 on the stack, 2 done
-    let mut back = vec![false; cfg.edges.len()];
-    let mut post = Vec::with_capacity(n);
-    let mut stack: Vec<(usize, usize)> = vec![(cfg.entry, 0)];
-    state[cfg.entry] = 1;
-    while let Some((block, next)) = stack.last_mut() {
-        let block = *block;
-        let Some(&e) = outs[block].get(*next) else {
-            state[block] = 2;
-            post.push(block);
-            stack.pop();
-            continue;
-        };
-        *next += 1;
-        let to = cfg.edges[e].to;
-        if to >= n {
-            continue;
-        }
-        match state[to] {
-            0 => {
-                state[to] = 1;
-                stack.push((to, 0));
-            }
-            1 => back[e] = true,
-            _ => {}
-        }
-    }
+    let DepthFirst { post, back } = depth_first(cfg, outs);
     let mut ins = vec![Vec::new(); n + 1];
     let mut head = vec![false; n + 1];
     for (e, edge) in cfg.edges.iter().enumerate() {
@@ -397,6 +343,54 @@ fn runs_per_call(cfg: &Cfg, outs: &[Vec<usize>]) -> Vec<f64> {
         }
     }
     runs
+}
+
+/// A depth-first walk of the blocks from the entry, each block's edges
+/// taken last first.
+struct DepthFirst {
+    /// The blocks reached, in post-order.
+    post: Vec<usize>,
+    /// For each edge, whether it goes back to a block on the walk's
+    /// stack.
+    back: Vec<bool>,
+}
+
+fn depth_first(cfg: &Cfg, outs: &[Vec<usize>]) -> DepthFirst {
+    let n = cfg.blocks;
+    let mut walk = DepthFirst {
+        post: Vec::with_capacity(n),
+        back: vec![false; cfg.edges.len()],
+    };
+    if cfg.entry >= n {
+        return walk;
+    }
+    let mut state = vec![0u8; n + 1]; // 0 new, 1 on the stack, 2 done
+    let mut stack: Vec<(usize, usize)> = vec![(cfg.entry, outs[cfg.entry].len())];
+    state[cfg.entry] = 1;
+    while let Some((block, left)) = stack.last_mut() {
+        let block = *block;
+        if *left == 0 {
+            state[block] = 2;
+            walk.post.push(block);
+            stack.pop();
+            continue;
+        }
+        *left -= 1;
+        let e = outs[block][*left];
+        let to = cfg.edges[e].to;
+        if to >= n {
+            continue;
+        }
+        match state[to] {
+            0 => {
+                state[to] = 1;
+                stack.push((to, outs[to].len()));
+            }
+            1 => walk.back[e] = true,
+            _ => {}
+        }
+    }
+    walk
 }
 
 /// Loop nesting counted at most (weights of 10^depth stay finite).
