@@ -19,8 +19,9 @@
 //! 2. **A maximum-weight spanning tree** of the remaining edges, taken as
 //!    undirected and grown with Kruskal's algorithm from the imaginary
 //!    edge `EXIT -> entry`, which can carry no witness. Edges are weighed
-//!    by an estimate of how often they run: loops iterate 10 times, and a
-//!    block's runs split evenly among its outgoing edges.
+//!    by an estimate of how often they run ([`weights`]): the entry runs
+//!    once, a block's runs split evenly among its outgoing edges, and a
+//!    loop's head runs 10 times what enters it.
 //! 3. **A witness on every edge left out of the tree.** With no cycle and
 //!    no diamond among the edges without witnesses, the witness sets at
 //!    each predicate are disjoint (Section 2.2.2).
@@ -31,7 +32,7 @@
 //! [`crate::record::MAX_SHORT_WITNESS`] in two, the others in four
 //! ([`Plan::witness_width`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// One edge of a CFG: from block `from` to block `to` (or [`Cfg::exit`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -248,74 +249,16 @@ impl Plan {
     }
 }
 
-/// The estimated number of times each edge runs per call: loops iterate
-/// 10 times and a block's runs split evenly among its outgoing edges.
+/// How often each edge runs per call, estimated by flow (qpt's estimate):
+/// the entry block runs once, a block's runs split evenly among its
+/// outgoing edges, and a loop's head runs ten times what enters it.
+/// Blocks a depth-first walk from the entry does not reach, and the
+/// predecessors of an irreducible loop's other heads, add nothing.
 pub fn weights(cfg: &Cfg) -> Vec<f64> {
-    weights_with(cfg, &cfg.out_index())
+    runs_per_call(cfg, &cfg.out_index())
 }
 
-fn weights_with(cfg: &Cfg, outs: &[Vec<usize>]) -> Vec<f64> {
-    let depth = loop_depths(cfg, outs);
-    cfg.edges
-        .iter()
-        .map(|e| {
-            let n = outs.get(e.from).map_or(0, Vec::len).max(1) as f64;
-            10f64.powi(depth[e.from] as i32) / n
-        })
-        .collect()
-}
-
-/// How many loops each block is in: the natural loops of the back edges
-/// a depth-first walk from the entry finds.
-fn loop_depths(cfg: &Cfg, outs: &[Vec<usize>]) -> Vec<u32> {
-    let n = cfg.blocks;
-    let mut depth = vec![0u32; n + 1];
-    let walk = depth_first(cfg, outs);
-    let back = (0..cfg.edges.len())
-        .filter(|&e| walk.back[e])
-        .map(|e| (cfg.edges[e].from, cfg.edges[e].to));
-    // Each loop head's natural loop, once: the head and every block that
-    // reaches one of its back edges' tails without going through it (an
-    // interpreter's dispatch makes thousands of back edges to a few
-    // hundred heads).
-    let mut preds = vec![Vec::new(); n + 1];
-    for e in &cfg.edges {
-        if e.to <= n {
-            preds[e.to].push(e.from);
-        }
-    }
-    let mut tails: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for (tail, head) in back {
-        tails.entry(head).or_default().push(tail);
-    }
-    let mut body = vec![false; n + 1];
-    for (head, tails) in tails {
-        body.iter_mut().for_each(|b| *b = false);
-        body[head] = true;
-        let mut work = tails;
-        while let Some(b) = work.pop() {
-            if !body[b] {
-                body[b] = true;
-                work.extend(preds[b].iter().copied());
-            }
-        }
-        for (b, inside) in body.iter().enumerate() {
-            if *inside {
-                depth[b] = (depth[b] + 1).min(MAX_LOOP_DEPTH);
-            }
-        }
-    }
-    depth
-}
-
-/// How often each edge runs per call, estimated by flow: the entry block
-/// runs once, a block's runs split evenly among its outgoing edges, and
-/// a loop's head runs ten times what enters it. Unlike [`weights`] it
-/// follows the splits down: each case of an interpreter's `switch` runs
-/// more often than the branches inside the case, which orders the
-/// witness numbers (blocks a depth-first walk from the entry does not
-/// reach, and the predecessors of an irreducible loop's other heads, add
-/// nothing).
+/// [`weights`] with the CFG's [`Cfg::out_index`] at hand.
 fn runs_per_call(cfg: &Cfg, outs: &[Vec<usize>]) -> Vec<f64> {
     let n = cfg.blocks;
     let mut runs = vec![0f64; cfg.edges.len()];
@@ -335,6 +278,7 @@ fn runs_per_call(cfg: &Cfg, outs: &[Vec<usize>]) -> Vec<f64> {
         let entering: f64 = ins[b].iter().filter(|&&e| !back[e]).map(|&e| runs[e]).sum();
         let mut block = entering + if b == cfg.entry { 1.0 } else { 0.0 };
         if head[b] {
+            // (Nested a few hundred deep, the estimate stays finite.)
             block = (block * 10.0).min(f64::MAX / 16.0);
         }
         let each = block / outs[b].len().max(1) as f64;
@@ -393,9 +337,6 @@ fn depth_first(cfg: &Cfg, outs: &[Vec<usize>]) -> DepthFirst {
     walk
 }
 
-/// Loop nesting counted at most (weights of 10^depth stay finite).
-const MAX_LOOP_DEPTH: u32 = 20;
-
 /// Places the witnesses of `cfg` (see the module's comment).
 pub fn place(cfg: &Cfg) -> Plan {
     let exit = cfg.exit();
@@ -413,7 +354,7 @@ pub fn place(cfg: &Cfg) -> Plan {
         }
     }
     // 2. A maximum spanning tree of the others, from EXIT -> entry.
-    let weight = weights_with(cfg, &outs);
+    let runs = runs_per_call(cfg, &outs);
     let mut sets: Vec<usize> = (0..=exit).collect();
     fn find(sets: &mut [usize], mut x: usize) -> usize {
         while sets[x] != x {
@@ -427,7 +368,7 @@ pub fn place(cfg: &Cfg) -> Plan {
     let mut order: Vec<usize> = (0..cfg.edges.len()).filter(|&e| !instrumented[e]).collect();
     // Heaviest first; ties in the CFG's order, so the plan is the same
     // every time.
-    order.sort_by(|&x, &y| weight[y].total_cmp(&weight[x]).then(x.cmp(&y)));
+    order.sort_by(|&x, &y| runs[y].total_cmp(&runs[x]).then(x.cmp(&y)));
     let mut in_tree = vec![false; cfg.edges.len()];
     for e in order {
         let (a, b) = (
@@ -442,7 +383,6 @@ pub fn place(cfg: &Cfg) -> Plan {
     // 3. A witness on every edge outside the tree, numbered from the
     // heaviest: a loop's witnesses are one byte even in a function with
     // hundreds (see `record`).
-    let runs = runs_per_call(cfg, &outs);
     let mut outside: Vec<usize> = (0..cfg.edges.len()).filter(|&e| !in_tree[e]).collect();
     outside.sort_by(|&x, &y| runs[y].total_cmp(&runs[x]).then(x.cmp(&y)));
     let mut witness = vec![None; cfg.edges.len()];

@@ -64,16 +64,18 @@ fn a_predicate_that_reaches_a_call_is_blocked() {
 #[test]
 fn loops_weigh_ten_times_their_entry() {
     let w = weights(&zero());
-    // 0 splits in two; 1 runs once per call; 2 runs ten times and splits.
-    assert_eq!(w, [0.5, 0.5, 1.0, 5.0, 5.0]);
+    // 0 splits in two; 1 runs on half the calls; the loop 2 runs ten
+    // times what enters it, and splits.
+    assert_eq!(w, [0.5, 0.5, 0.5, 2.5, 2.5]);
 }
 
 #[test]
 fn an_interpreters_cases_get_the_smallest_numbers() {
     // 0 enters the dispatch 1, which returns or goes to one of 300 cases;
-    // case c (block 2 + 3c) branches to 3 + 3c or 4 + 3c, both back to
-    // the dispatch. Every iteration takes one case and one of its two
-    // ways: the cases run twice as often as each way, and their numbers
+    // case c (block 2 + 3c) makes a call, then branches to 3 + 3c or
+    // 4 + 3c, both back to the dispatch. Every iteration takes one case
+    // and one of its two ways: the cases (blocking witnesses, as they
+    // reach a call) run twice as often as each way, and their numbers
     // come first, one byte for as many as fit, although their edges come
     // last in the CFG's order.
     let cases = 300;
@@ -90,7 +92,7 @@ fn an_interpreters_cases_get_the_smallest_numbers() {
         blocks: exit,
         entry: 0,
         edges: inside.into_iter().chain(dispatch).collect(),
-        calls: BTreeSet::new(),
+        calls: (0..cases).map(|c| 2 + 3 * c).collect(),
     };
     let plan = place(&cfg);
     let numbers = |of_dispatch: bool| -> Vec<u32> {
