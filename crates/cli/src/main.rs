@@ -438,7 +438,7 @@ fn main() -> ExitCode {
         Command::Report(a) => html::report(&a.input, &a.html).map(|_| 0),
         Command::Regen(a) => {
             signals::die_on_closed_output();
-            regen::regen(&a).map(|_| 0)
+            regen::regen(&a)
         }
         Command::Syscalls(a) => syscalls::syscalls(&a),
     };

@@ -3,7 +3,7 @@
 //! * `DIR/paths.json`: `{"format": "weft-paths", "version": 6, ...}` with
 //!   the function table ([`FunctionInfo`]), the processes, and the bytes
 //!   lost; written when tracing ends.
-//! * `DIR/buffers.zst`: one zstd stream of chunks, each a buffer a thread
+//! * `DIR/buffers.zst`: one zstd stream (its frame checksummed) of chunks, each a buffer a thread
 //!   filled (or the last one it had), in the order weft took them: a
 //!   40-byte header (`pid` u32, `tid` u32, `seq` u64, `tsc_start` u64,
 //!   `tsc_end` u64, `len` u32, `flags` u32, little-endian), then `len`
@@ -293,7 +293,7 @@ impl TraceWriter {
         }
         let path = dir.join("buffers.zst");
         let file = create_private(&path)?;
-        let buffers = zstd::stream::write::Encoder::new(file, 3).map_err(io(&path))?;
+        let buffers = checked_encoder(file).map_err(io(&path))?;
         Ok(TraceWriter {
             dir: dir.to_path_buf(),
             buffers,
@@ -311,7 +311,7 @@ impl TraceWriter {
         let path = self.dir.join("schedule.zst");
         if self.schedule.is_none() {
             let file = create_private(&path)?;
-            self.schedule = Some(zstd::stream::write::Encoder::new(file, 3).map_err(io(&path))?);
+            self.schedule = Some(checked_encoder(file).map_err(io(&path))?);
         }
         if let Some(out) = self.schedule.as_mut() {
             out.write_all(records).map_err(io(&path))?;
@@ -362,6 +362,17 @@ impl TraceWriter {
     pub fn write_table(&self, meta: &Meta) -> Result<(), TraceError> {
         write_table(&self.dir, meta)
     }
+}
+
+/// A zstd stream (level 3) into `file` whose frame ends with a checksum
+/// of its content: bytes changed on disk are found as damage at the
+/// latest where the frame ends, never read as records.
+fn checked_encoder(
+    file: std::fs::File,
+) -> std::io::Result<zstd::stream::write::Encoder<'static, std::fs::File>> {
+    let mut encoder = zstd::stream::write::Encoder::new(file, 3)?;
+    encoder.include_checksum(true)?;
+    Ok(encoder)
 }
 
 /// See [`TraceWriter::write_table`].
@@ -487,9 +498,10 @@ impl Trace {
             at += CHUNK_HEADER + len;
             kept += 1;
         }
-        if let (Err(e), None) = (decoded, &cut) {
-            // A stream that stops inside a frame was cut (weft killed, a
-            // full disk), not damaged.
+        if let Err(e) = decoded {
+            // The decoder's error comes first: the chunk it stopped inside
+            // is cut short because of it. A stream that stops inside a
+            // frame was cut (weft killed, a full disk), not damaged.
             let what = if meta.complete {
                 format!("the zstd stream is damaged ({e})")
             } else {

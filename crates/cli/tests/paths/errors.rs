@@ -73,6 +73,33 @@ fn damaged_traces_and_wrong_directories_are_refused_clearly() {
     std::fs::write(&zst, &whole[..whole.len() / 2]).unwrap();
     let out = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
     assert_clear_error(&out, 1, "at byte", "a truncated buffers.zst");
+    assert_eq!(
+        out.stderr.lines().count(),
+        1,
+        "the cut said once: {}",
+        out.stderr
+    );
+    // Bytes changed inside the compressed stream: zstd's word for it, not
+    // a record cut short (zstd checks each frame's content).
+    let mut flipped = whole.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle..middle + 8]
+        .iter_mut()
+        .for_each(|b| *b ^= 0xFF);
+    std::fs::write(&zst, &flipped).unwrap();
+    let out = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
+    assert_clear_error(
+        &out,
+        1,
+        "the zstd stream is damaged",
+        "a corrupted buffers.zst",
+    );
+    assert_eq!(
+        out.stderr.lines().count(),
+        1,
+        "the damage said once: {}",
+        out.stderr
+    );
     // Cut after hundreds of chunks (weft killed, a full disk): what comes
     // before the cut is regenerated, and the cut is still the error.
     let many = dir.join("many");
@@ -92,8 +119,9 @@ fn damaged_traces_and_wrong_directories_are_refused_clearly() {
     assert!(regenerated > 1000, "{regenerated} lines before the cut");
     // A stream whose records do not fit the table: refused at an offset.
     std::fs::write(&zst, &whole).unwrap();
-    // After the 40-byte chunk header and a few records: a witness number
-    // no function has (0xF9).
+    // After the 40-byte chunk header and a few records: the entry of a
+    // function id no function has (0xF9 starts the entries of ids 8,415
+    // and above).
     let raw = zstd_altered(&whole, |raw| raw[40 + 16] = 0xF9);
     std::fs::write(&zst, raw).unwrap();
     let out = run(weft().arg("regen").arg(&trace), Duration::from_secs(60));
