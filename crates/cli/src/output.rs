@@ -476,6 +476,26 @@ pub fn print_points(points: &[PointInfo]) {
     }
 }
 
+/// For a pattern whose module never loaded: the loaded modules nearest to
+/// it (a misspelt name), or the first few loaded ones.
+pub fn loaded_hint(pattern: &str, loaded: &std::collections::BTreeSet<String>) -> String {
+    let module = pattern.split_once(':').map_or(pattern, |(m, _)| m);
+    let near = weft_image::near_module_names(module, loaded.iter().map(String::as_str), 3);
+    if !near.is_empty() {
+        return format!(" (did you mean: {}?)", near.join(", "));
+    }
+    const SHOWN: usize = 6;
+    let mut names: Vec<&str> = loaded.iter().map(String::as_str).take(SHOWN).collect();
+    if loaded.len() > SHOWN {
+        names.push("...");
+    }
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!(" (loaded: {})", names.join(", "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

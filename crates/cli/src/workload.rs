@@ -681,8 +681,16 @@ impl Workload {
                 None => here,
             });
         }
+        let loaded: BTreeSet<String> = self
+            .members
+            .iter()
+            .flat_map(|m| m.session.modules().iter().map(|module| module.name.clone()))
+            .collect();
         for p in never.unwrap_or_default() {
-            say!("weft: '{p}' was never instrumented: no module it names was loaded");
+            say!(
+                "weft: '{p}' was never instrumented: no module it names was loaded{}",
+                output::loaded_hint(&p, &loaded)
+            );
         }
         let mut parts = Vec::new();
         for m in &mut self.members {

@@ -152,4 +152,8 @@ fn a_library_never_loaded_is_said_once_at_start_and_at_the_end() {
         "{}",
         out.stderr
     );
+    // Nothing near its name was loaded: the message lists what was, the
+    // C library among them.
+    assert_eq!(said("(loaded: "), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("libc.so.6"), "{}", out.stderr);
 }

@@ -33,6 +33,6 @@ pub use event_sites::{EventSiteInfo, EVENT_SITES, SITE_MAGIC, SITE_SIZE};
 pub use file::leave_page_cache_as_found;
 pub use imports::Export;
 pub use landing_pads::LandingPad;
-pub use pattern::{glob_match, near_misses, Pattern, VDSO_NAME};
+pub use pattern::{glob_match, near_misses, near_module_names, Pattern, VDSO_NAME};
 pub use unwind::Frame;
 pub use usdt::{parse_notes, UsdtProbe};

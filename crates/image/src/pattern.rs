@@ -264,6 +264,31 @@ pub fn near_misses<'a>(
         .collect()
 }
 
+/// Up to `max` module names close to `wanted`, as [`near_misses`] finds
+/// them, a name also matched by its stem before `.so` (`libsqlit3` finds
+/// `libsqlite3.so.0.8.6`).
+pub fn near_module_names<'a>(
+    wanted: &str,
+    names: impl IntoIterator<Item = &'a str>,
+    max: usize,
+) -> Vec<String> {
+    let names: Vec<&str> = names.into_iter().collect();
+    let stem = |n: &'a str| n.split_once(".so").map_or(n, |(s, _)| s);
+    let mut near = near_misses(wanted, names.iter().copied(), max);
+    for s in near_misses(wanted, names.iter().map(|&n| stem(n)), max) {
+        near.extend(
+            names
+                .iter()
+                .filter(|&&n| stem(n) == s)
+                .map(|n| n.to_string()),
+        );
+    }
+    let mut seen = std::collections::HashSet::new();
+    near.retain(|n| seen.insert(n.clone()));
+    near.truncate(max);
+    near
+}
+
 /// Optimal string alignment distance (insertions, deletions, substitutions
 /// and transpositions of neighbours: "wrok" is one edit from "work"), or
 /// `usize::MAX` when the lengths differ by more than 8.
@@ -277,6 +302,22 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_misspelt_library_finds_its_full_name() {
+        let loaded = [
+            "ld-linux-x86-64.so.2",
+            "libc.so.6",
+            "libsqlite3.so.0.8.6",
+            "sqlite3",
+        ];
+        assert_eq!(
+            near_module_names("libsqlit3", loaded, 3),
+            ["libsqlite3.so.0.8.6"]
+        );
+        assert_eq!(near_module_names("libc.so.7", loaded, 3), ["libc.so.6"]);
+        assert!(near_module_names("nosuchlib", loaded, 3).is_empty());
+    }
 
     #[test]
     fn only_a_pattern_that_names_the_vdso_matches_it() {
