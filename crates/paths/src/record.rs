@@ -235,6 +235,25 @@ pub fn read(bytes: &[u8], at: usize) -> Result<Option<(Record, usize)>, Bad> {
     }))
 }
 
+/// The witness of one or two bytes at `at`, and its length; `None` for
+/// anything else. The same as [`read`] for those records, on the walk's
+/// hot path.
+#[inline]
+pub fn short_witness(bytes: &[u8], at: usize) -> Option<(u32, usize)> {
+    let &first = bytes.get(at)?;
+    if first != 0 && u32::from(first) <= MAX_BYTE_WITNESS {
+        return Some((u32::from(first), 1));
+    }
+    if !(SHORT_WITNESS..SHORT_ENTERED).contains(&first) {
+        return None;
+    }
+    let &digit = bytes.get(at + 1)?;
+    (digit != 0).then(|| {
+        let n = u32::from(first - SHORT_WITNESS) * DIGIT_BASE + u32::from(digit) - 1;
+        (MAX_BYTE_WITNESS + 1 + n, 2)
+    })
+}
+
 /// Where the records of `bytes` end: the offset of the first record
 /// that starts with 0 or runs past the end, or `bytes.len()`. The same
 /// as calling [`read`] from 0 until it stops, eight bytes a step over
@@ -361,6 +380,21 @@ mod tests {
             Record::Entered(MAX_FUNCTION).value(),
             0xFF_FF_FF_00 | ENTERED as u32
         );
+    }
+
+    #[test]
+    fn short_witness_reads_as_read_does() {
+        for first in 0..=255u8 {
+            for digit in [0u8, 1, 2, 0x7F, 0xFF] {
+                let bytes = [first, digit, 1, 1, 1, 1, 1, 1, 1];
+                let want = match read(&bytes, 0) {
+                    Ok(Some((Record::Witness(x), n))) if n <= 2 => Some((x, n)),
+                    _ => None,
+                };
+                assert_eq!(short_witness(&bytes, 0), want, "{bytes:x?}");
+            }
+        }
+        assert_eq!(short_witness(&[0xD0], 0), None);
     }
 
     /// The stopping point of reading one record after another.

@@ -282,6 +282,15 @@ impl<'a> Program<'a> {
                     "regeneration goes round without reading a witness (a damaged table)".into(),
                 ));
             }
+            if self.plain {
+                self.run_plain(image, stack, &mut r, &mut out, (&mut unread, &mut last_at));
+                if unread > UNREAD_MAX {
+                    return Err(r.error(
+                        "regeneration goes round without reading a witness (a damaged table)"
+                            .into(),
+                    ));
+                }
+            }
             let Some(top) = stack.last_mut() else {
                 match r.next()? {
                     None => return done(skipped, checked),
@@ -349,9 +358,6 @@ impl<'a> Program<'a> {
                         )))
                     }
                 }
-            }
-            if self.plain {
-                self.run_plain(top, &mut r, &mut out, (&mut unread, &mut last_at));
             }
             let block = &f.blocks[top.block];
             let end = block.insns.len() as u32;
@@ -734,6 +740,23 @@ impl<'a> Program<'a> {
     }
 }
 
+impl Frame {
+    /// A frame at the entry `block` of function `function`, with nothing
+    /// known of its registers.
+    fn at_entry(function: u32, block: usize) -> Frame {
+        Frame {
+            function,
+            block,
+            insn: 0,
+            in_call: false,
+            in_part: false,
+            returns_for_below: false,
+            regs: None,
+        }
+    }
+}
+
+/// A traced call being walked: where it stands, and what comes next.
 #[derive(Clone)]
 struct Frame {
     function: u32,

@@ -1,34 +1,39 @@
-//! The common case of the walk in a loop of its own: a frame's blocks with
-//! no call left, left along edges decided by byte witnesses.
+//! The common case of the walk in a loop of its own: blocks left along
+//! edges decided by one- and two-byte witnesses, linked calls (which write
+//! no record) entered, and their returns.
 
 use super::reader::Reader;
 use super::walkable::{unpack, MULTI, NO_ROW};
-use super::{Frame, Program, Segment, UNREAD_MAX};
-use crate::record;
+use super::{Frame, Program, Segment, NONE, UNREAD_MAX};
+use crate::record::{self, Record};
 
 impl Program<'_> {
-    /// The walk of `top`'s frame in the common case, in a loop of its
-    /// own: blocks with no call left, left along an edge with no witness
-    /// or with a byte witness that comes next. Returns at anything else
-    /// (a call, an exit, another record, a witness that does not fit),
-    /// with the frame where the general walk takes over. `unread` counts
-    /// the segments since the stream last moved (from `last_at`), as the
-    /// general walk does.
+    /// The walk in the common case, in a loop of its own: segments up to
+    /// a call or a block's end; a call to a linked function opens its
+    /// frame; a block with one way out, or whose way the next witness
+    /// decides, goes on; `EXIT` closes the frame (a linked tail call
+    /// replaces it). Returns at anything else (a call that writes records,
+    /// another record, a witness that does not fit, a frame that jumped
+    /// into another part), with the stack where the general walk takes
+    /// over. `unread` counts the segments since the stream last moved
+    /// (from `last_at`), as the general walk does.
     pub(super) fn run_plain(
         &self,
-        top: &mut Frame,
+        image: usize,
+        stack: &mut Vec<Frame>,
         r: &mut Reader<'_>,
         out: &mut impl FnMut(Segment, usize),
         (unread, last_at): (&mut u64, &mut usize),
     ) {
-        let f = &self.functions[top.function as usize];
-        let w = &self.walk[top.function as usize];
         let bytes = r.bytes;
-        let byte_witness = |at: usize| match bytes.get(at) {
-            Some(&x) if x != 0 && u32::from(x) <= record::MAX_BYTE_WITNESS => Some(u32::from(x)),
-            _ => None,
-        };
+        let witness_at = |at: usize| record::short_witness(bytes, at);
         loop {
+            let Some(top) = stack.last_mut() else {
+                return;
+            };
+            if top.in_call || top.in_part {
+                return;
+            }
             if r.at != *last_at {
                 *last_at = r.at;
                 *unread = 0;
@@ -37,27 +42,52 @@ impl Program<'_> {
             if *unread > UNREAD_MAX {
                 return;
             }
+            let function = top.function as usize;
+            let f = &self.functions[function];
+            let w = &self.walk[function];
             let b = top.block;
             let block = &f.blocks[b];
-            if block.calls.last().is_some_and(|&c| c >= top.insn) {
-                return;
+            let call_k = block.calls.iter().position(|&c| c >= top.insn);
+            let last = call_k.map_or(block.insns.len() as u32, |k| block.calls[k] + 1);
+            let linked = call_k.map(|k| {
+                let callee = self.callees[function][b].get(k).copied().unwrap_or(NONE);
+                self.linked(image, callee)
+            });
+            if let Some(Some(c)) = linked {
+                if self.functions[c as usize].blocks.is_empty() {
+                    // A linked callee with no copy: the general walk's error.
+                    return;
+                }
             }
-            let end = block.insns.len() as u32;
-            if top.insn < end {
+            if top.insn < last {
                 let s = Segment {
                     function: top.function,
                     block: b as u32,
                     first: top.insn,
-                    last: end,
+                    last,
                 };
                 out(s, r.at);
-                top.insn = end;
+                top.insn = last;
+            }
+            match linked {
+                Some(Some(c)) => {
+                    let entry = self.functions[c as usize].entry;
+                    stack.push(Frame::at_entry(c, entry));
+                    continue;
+                }
+                // A call that writes records: they are the general walk's,
+                // up to its return record.
+                Some(None) => {
+                    top.in_call = true;
+                    return;
+                }
+                None => {}
             }
             let step = w.step[b];
             let (to, witness) = if step & MULTI == 0 {
                 unpack(step)
             } else {
-                let Some(x) = byte_witness(r.at) else {
+                let Some((x, _)) = witness_at(r.at) else {
                     return;
                 };
                 let row = step & !MULTI;
@@ -74,17 +104,42 @@ impl Program<'_> {
                 };
                 edge
             };
-            if to == w.exit {
+            if to == w.exit && (w.part_exit[b] || top.returns_for_below) {
                 return;
             }
             if witness != 0 {
-                if byte_witness(r.at) != Some(witness) {
+                match witness_at(r.at) {
+                    Some((x, n)) if x == witness => r.at += n,
+                    _ => return,
+                }
+            }
+            if to != w.exit {
+                top.block = to;
+                top.insn = 0;
+                continue;
+            }
+            match self.linked(image, self.tails[function][b]) {
+                // A linked tail call: the callee's frame takes this one's place.
+                Some(c) if !self.functions[c as usize].blocks.is_empty() => {
+                    *top = Frame::at_entry(c, self.functions[c as usize].entry);
+                }
+                // (A tail call to a function with no copy is the general
+                // walk's error, with the witness read again there.)
+                Some(_) => {
+                    if witness != 0 {
+                        r.at -= witness_len(witness);
+                    }
                     return;
                 }
-                r.at += 1;
+                None => {
+                    stack.pop();
+                }
             }
-            top.block = to;
-            top.insn = 0;
         }
     }
+}
+
+/// Bytes the record of witness `w` takes.
+fn witness_len(w: u32) -> usize {
+    Record::Witness(w).len() as usize
 }
