@@ -525,9 +525,20 @@ fn a_workloads_threads_and_processes_have_straces_calls() {
 /// of a jump and died of SIGTRAP). The program finishes as it would have,
 /// and the calls it made while weft was there are recorded, the restarted
 /// sleep included (as `restart_syscall`, like strace shows it).
+///
+/// The first sleep lasts 1.5 s and weft attaches once the kernel shows the
+/// thread in it: with 20 ms sleeps only, a loaded machine could find the
+/// thread between two of them, or its sleep ending as weft stopped it,
+/// and then there is no call to restart (CI saw that once).
 #[test]
 fn attaching_to_a_thread_asleep_in_a_call_restarts_the_call() {
-    let (out_dir, stdout) = attach_and_record("syscalls_sleep", "250", "syscalls-attach", "1s");
+    let (out_dir, stdout) = attach_and_record(
+        "syscalls_sleep",
+        &["250", "1500"],
+        "syscalls-attach",
+        "2s",
+        Some(libc::SYS_clock_nanosleep),
+    );
     assert_eq!(
         std::fs::read_to_string(&stdout).unwrap(),
         "tally getppid 250\n"
@@ -549,15 +560,17 @@ fn attaching_to_a_thread_asleep_in_a_call_restarts_the_call() {
     assert_eq!(count("restart_syscall"), 1, "{}", shown.stdout);
 }
 
-/// Starts test target `name` with argument `arg` (its output into a file),
-/// lets it run a moment, records it attached for `duration`, and waits
-/// for it to end by itself with status 0: the record and the program's
-/// output file.
+/// Starts test target `name` with arguments `args` (its output into a
+/// file), lets it run a moment (and, given `asleep_in`, until its thread
+/// is inside that system call), records it attached for `duration`, and
+/// waits for it to end by itself with status 0: the record and the
+/// program's output file.
 fn attach_and_record(
     name: &str,
-    arg: &str,
+    args: &[&str],
     scratch_name: &str,
     duration: &str,
+    asleep_in: Option<i64>,
 ) -> (std::path::PathBuf, std::path::PathBuf) {
     let target = build(name, &O2);
     let dir = scratch(scratch_name);
@@ -565,12 +578,27 @@ fn attach_and_record(
     let _ = std::fs::remove_dir_all(&out_dir);
     let stdout = dir.join("stdout");
     let program = std::process::Command::new(&target)
-        .arg(arg)
+        .args(args)
         .stdout(std::fs::File::create(&stdout).unwrap())
         .spawn()
         .unwrap();
     let mut program = KillOnDrop(program);
     std::thread::sleep(Duration::from_millis(150));
+    if let Some(number) = asleep_in {
+        let pid = program.0.id();
+        let in_call = || {
+            std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+                .is_ok_and(|s| s.split(' ').next() == Some(&number.to_string()))
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !in_call() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name} never slept in call {number}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
     let recorded = run(
         weft()
             .args(["syscalls", "record", "-d", duration, "-o"])
@@ -594,9 +622,10 @@ fn attach_and_record(
 fn a_read_a_handler_interrupts_while_weft_attaches_still_fails() {
     let (_, stdout) = attach_and_record(
         "syscalls_interrupted",
-        "60",
+        &["60"],
         "syscalls-attach-interrupted",
         "500ms",
+        None,
     );
     let own = tallies(&std::fs::read_to_string(&stdout).unwrap());
     assert_eq!(own["interrupted"], 60);
