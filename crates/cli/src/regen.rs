@@ -449,14 +449,7 @@ impl<'a> Output<'a> {
     fn segment(&mut self, image: u32, s: Segment, accesses: &[Access]) -> std::io::Result<()> {
         if self.binary_stretches && accesses.is_empty() {
             // The common case, kept short: one 8-byte entry.
-            let b = &self.functions[s.function as usize].blocks[s.block as usize];
-            // (A stretch from the block's start, the most common, needs
-            // no look at its instructions: the first is at offset 0.)
-            let at = match s.first {
-                0 => b.start,
-                k => b.start + u64::from(b.insns[k as usize]),
-            };
-            let entry = self.module_of[s.function as usize] << 48 | at;
+            let entry = self.module_of[s.function as usize] << 48 | s.at;
             return self.out.write_all(&entry.to_le_bytes());
         }
         self.segment_lines(image, s, accesses)

@@ -30,6 +30,7 @@
 
 use crate::data::{self, Access, Regs};
 use crate::instrument::{FunctionInfo, ImageLoads};
+mod fast;
 mod inherit;
 mod plain;
 mod reader;
@@ -52,6 +53,8 @@ pub struct Segment {
     pub first: u32,
     /// One past the last.
     pub last: u32,
+    /// ELF virtual address of the first.
+    pub at: u64,
 }
 
 /// Why a stream cannot be regenerated.
@@ -83,9 +86,10 @@ pub struct Program<'a> {
     tails: Vec<Vec<u32>>,
     /// Per process image, per function id: whether it is linked.
     linked: Vec<Vec<bool>>,
-    /// The streams hold witnesses and calls only (no block records, no
-    /// register values): most of the walk takes [`Program::run_plain`].
-    plain: bool,
+    /// Where the streams hold witnesses and calls only (no block records,
+    /// no register values), most of the walk takes [`Program::run_plain`],
+    /// with these tables per process image; otherwise there are none.
+    fast: Vec<fast::Fast>,
 }
 
 /// No function.
@@ -120,7 +124,7 @@ impl<'a> Program<'a> {
         images: &[ImageLoads],
         validate: bool,
     ) -> Program<'a> {
-        let walk = functions.iter().map(walkable).collect();
+        let walk: Vec<Walkable> = functions.iter().map(walkable).collect();
         let resumes = functions
             .iter()
             .flat_map(|f| {
@@ -158,7 +162,7 @@ impl<'a> Program<'a> {
                 .copied()
                 .unwrap_or(NONE)
         };
-        let callees = functions
+        let callees: Vec<Vec<Box<[u32]>>> = functions
             .iter()
             .map(|f| {
                 f.blocks
@@ -167,11 +171,11 @@ impl<'a> Program<'a> {
                     .collect()
             })
             .collect();
-        let tails = functions
+        let tails: Vec<Vec<u32>> = functions
             .iter()
             .map(|f| f.blocks.iter().map(|b| id_at(f, b.tail)).collect())
             .collect();
-        let linked = images
+        let linked: Vec<Vec<bool>> = images
             .iter()
             .map(|image| {
                 let mut set = vec![false; functions.len()];
@@ -184,8 +188,16 @@ impl<'a> Program<'a> {
             })
             .collect();
         let plain = !validate && functions.iter().all(|f| f.data.is_none());
+        let fast = if plain {
+            linked
+                .iter()
+                .map(|set| fast::Fast::new(functions, &walk, (&callees, &tails), set))
+                .collect()
+        } else {
+            Vec::new()
+        };
         Program {
-            plain,
+            fast,
             functions,
             walk,
             resumes,
@@ -282,8 +294,8 @@ impl<'a> Program<'a> {
                     "regeneration goes round without reading a witness (a damaged table)".into(),
                 ));
             }
-            if self.plain {
-                self.run_plain(image, stack, &mut r, &mut out, (&mut unread, &mut last_at));
+            if let Some(fast) = self.fast.get(image) {
+                self.run_plain(fast, stack, &mut r, &mut out, (&mut unread, &mut last_at));
                 if unread > UNREAD_MAX {
                     return Err(r.error(
                         "regeneration goes round without reading a witness (a damaged table)"
@@ -400,6 +412,7 @@ impl<'a> Program<'a> {
                         block: top.block as u32,
                         first: top.insn,
                         last,
+                        at: block.start + u64::from(block.insns[top.insn as usize]),
                     },
                     r.at,
                 );

@@ -1,9 +1,10 @@
-//! The common case of the walk in a loop of its own: blocks left along
-//! edges decided by one- and two-byte witnesses, linked calls (which write
-//! no record) entered, and their returns.
+//! The common case of the walk in a loop of its own, on the compact
+//! tables ([`super::fast`]): blocks left along edges decided by one- and
+//! two-byte witnesses, linked calls (which write no record) entered, and
+//! their returns.
 
+use super::fast::{single, Fast, DECIDED, EXIT, NO_COPY};
 use super::reader::Reader;
-use super::walkable::{unpack, MULTI, NO_ROW};
 use super::{Frame, Program, Segment, NONE, UNREAD_MAX};
 use crate::record::{self, Record};
 
@@ -19,7 +20,7 @@ impl Program<'_> {
     /// (from `last_at`), as the general walk does.
     pub(super) fn run_plain(
         &self,
-        image: usize,
+        fast: &Fast,
         stack: &mut Vec<Frame>,
         r: &mut Reader<'_>,
         out: &mut impl FnMut(Segment, usize),
@@ -42,69 +43,63 @@ impl Program<'_> {
             if *unread > UNREAD_MAX {
                 return;
             }
-            let function = top.function as usize;
-            let f = &self.functions[function];
-            let w = &self.walk[function];
-            let b = top.block;
-            let block = &f.blocks[b];
-            let call_k = block.calls.iter().position(|&c| c >= top.insn);
-            let last = call_k.map_or(block.insns.len() as u32, |k| block.calls[k] + 1);
-            let linked = call_k.map(|k| {
-                let callee = self.callees[function][b].get(k).copied().unwrap_or(NONE);
-                self.linked(image, callee)
-            });
-            if let Some(Some(c)) = linked {
-                if self.functions[c as usize].blocks.is_empty() {
-                    // A linked callee with no copy: the general walk's error.
-                    return;
-                }
+            let g = fast.base[top.function as usize] as usize + top.block;
+            let block = fast.blocks[g];
+            let calls = &fast.calls[block.calls as usize..fast.blocks[g + 1].calls as usize];
+            let k = calls.iter().position(|c| c.insn >= top.insn);
+            let call = k.map(|k| calls[k]);
+            let last = call.map_or(block.insns, |c| c.insn + 1);
+            if call.is_some_and(|c| c.callee == NO_COPY) {
+                // A linked callee with no copy: the general walk's error.
+                return;
             }
             if top.insn < last {
+                // From the block's start, or from after the call before
+                // (else the general table says where).
+                let before = calls[..k.unwrap_or(calls.len())].last();
+                let offset = match (top.insn, before) {
+                    (0, _) => 0,
+                    (i, Some(c)) if c.insn + 1 == i => c.after,
+                    (i, _) => {
+                        let f = &self.functions[top.function as usize];
+                        f.blocks[top.block].insns[i as usize]
+                    }
+                };
                 let s = Segment {
                     function: top.function,
-                    block: b as u32,
+                    block: top.block as u32,
                     first: top.insn,
                     last,
+                    at: block.start + u64::from(offset),
                 };
                 out(s, r.at);
                 top.insn = last;
             }
-            match linked {
-                Some(Some(c)) => {
-                    let entry = self.functions[c as usize].entry;
-                    stack.push(Frame::at_entry(c, entry));
-                    continue;
-                }
+            match call.map(|c| c.callee) {
                 // A call that writes records: they are the general walk's,
                 // up to its return record.
-                Some(None) => {
+                Some(NONE) => {
                     top.in_call = true;
                     return;
                 }
+                Some(c) => {
+                    stack.push(Frame::at_entry(c, fast.entry[c as usize] as usize));
+                    continue;
+                }
                 None => {}
             }
-            let step = w.step[b];
-            let (to, witness) = if step & MULTI == 0 {
-                unpack(step)
+            let (to, witness) = if block.step & DECIDED == 0 {
+                single(block.step)
             } else {
                 let Some((x, _)) = witness_at(r.at) else {
                     return;
                 };
-                let row = step & !MULTI;
-                let edge = if row != NO_ROW && (x as usize) < w.dense_width {
-                    match w.dense[row as usize + x as usize] {
-                        0 => None,
-                        k => Some(unpack(w.flat[k as usize - 1])),
-                    }
-                } else {
-                    w.decided(b, x)
-                };
-                let Some(edge) = edge else {
+                let Some(edge) = fast.decided(block.step, x) else {
                     return;
                 };
                 edge
             };
-            if to == w.exit && (w.part_exit[b] || top.returns_for_below) {
+            if to == EXIT && (block.part_exit || top.returns_for_below) {
                 return;
             }
             if witness != 0 {
@@ -113,27 +108,25 @@ impl Program<'_> {
                     _ => return,
                 }
             }
-            if to != w.exit {
-                top.block = to;
+            if to != EXIT {
+                top.block = to as usize;
                 top.insn = 0;
                 continue;
             }
-            match self.linked(image, self.tails[function][b]) {
-                // A linked tail call: the callee's frame takes this one's place.
-                Some(c) if !self.functions[c as usize].blocks.is_empty() => {
-                    *top = Frame::at_entry(c, self.functions[c as usize].entry);
+            match block.tail {
+                NONE => {
+                    stack.pop();
                 }
                 // (A tail call to a function with no copy is the general
                 // walk's error, with the witness read again there.)
-                Some(_) => {
+                NO_COPY => {
                     if witness != 0 {
                         r.at -= witness_len(witness);
                     }
                     return;
                 }
-                None => {
-                    stack.pop();
-                }
+                // A linked tail call: the callee's frame takes this one's place.
+                c => *top = Frame::at_entry(c, fast.entry[c as usize] as usize),
             }
         }
     }

@@ -24,16 +24,7 @@ pub(super) struct Walkable {
     /// Blocks whose way to `EXIT` is a jump into another part of the
     /// function.
     pub(super) part_exit: Vec<bool>,
-    /// Per block, the way out in one word: its only edge, [`pack`]ed; or,
-    /// with [`MULTI`] set, the block's row in `dense` ([`NO_ROW`] if it
-    /// has none).
-    pub(super) step: Vec<u64>,
 }
-
-/// A [`Walkable::step`] of a block with several ways out (or none).
-pub(super) const MULTI: u64 = 1 << 63;
-/// The row of a block that has none in the dense table.
-pub(super) const NO_ROW: u64 = u32::MAX as u64;
 
 /// An edge (target block, witness or 0) in one word.
 pub(super) fn pack((to, witness): (usize, u32)) -> u64 {
@@ -115,20 +106,12 @@ pub(super) fn walkable(f: &FunctionInfo) -> Walkable {
         flat.extend(o.iter().map(|&e| pack(e)));
     }
     let (mut dense, mut dense_row, mut dense_width) = (Vec::new(), vec![0; n], 0);
-    let mut step: Vec<u64> = outs
-        .iter()
-        .map(|o| match o.as_slice() {
-            [only] => pack(*only),
-            _ => MULTI | NO_ROW,
-        })
-        .collect();
     if fits && deciders > 0 {
         dense_width = width;
         dense = vec![0u32; deciders * width];
         let mut row = 0;
         for b in (0..n).filter(|&b| outs[b].len() >= 2) {
             dense_row[b] = row;
-            step[b] = MULTI | row as u64;
             for &(x, edge) in &decide[b] {
                 if let Some(k) = outs[b].iter().position(|&o| o == edge) {
                     dense[row + x as usize] = (first_out[b] + k) as u32 + 1;
@@ -142,7 +125,6 @@ pub(super) fn walkable(f: &FunctionInfo) -> Walkable {
         part_exit[b] = true;
     }
     Walkable {
-        step,
         flat,
         outs,
         decide,

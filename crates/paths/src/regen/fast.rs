@@ -1,0 +1,196 @@
+//! The common case's tables in one compact form per process image: every
+//! function's blocks side by side, each in 32 bytes (its way out, its
+//! instruction count, where its calls are, its tail call), with calls and
+//! tail calls already resolved against what the image linked, and the
+//! edges a witness decides in one flat array. The plain walk reads a cache
+//! line or two per block where the general tables (a `BlockInfo`, the
+//! per-block vectors, a dense decision table of a row per block) cost it
+//! several misses: sqlite3's trace regenerates about twice as fast.
+
+use super::walkable::{unpack, Walkable};
+use super::NONE;
+use crate::instrument::FunctionInfo;
+
+/// A block's way out is decided by a witness: the rest of its
+/// [`FastBlock::step`] is the decisions' place in [`Fast::decide`].
+pub(super) const DECIDED: u64 = 1 << 63;
+/// With [`DECIDED`]: the decisions are a row indexed by the witness
+/// (`start | width << 32`), not a list.
+pub(super) const ROW: u64 = 1 << 62;
+/// Decisions a block may have in a list; more make a row.
+const SHORT_LIST: usize = 8;
+/// The `to` of an edge to the function's `EXIT`.
+pub(super) const EXIT: u32 = u32::MAX;
+/// A call or tail call to a function the image linked that has no copy
+/// (the general walk reports it).
+pub(super) const NO_COPY: u32 = u32::MAX - 1;
+
+/// A function's callees per block and call, as [`super::Program`] keeps them.
+pub(super) type BlockCallees = Vec<Box<[u32]>>;
+
+/// One block as the plain walk reads it.
+#[derive(Clone, Copy, Default)]
+pub(super) struct FastBlock {
+    /// ELF virtual address of its first instruction.
+    pub(super) start: u64,
+    /// Its only way out as `to | witness << 32` (`to` being [`EXIT`] for
+    /// the function's end); or [`DECIDED`] with `start | len << 32` in
+    /// [`Fast::decide`].
+    pub(super) step: u64,
+    /// Instructions in the block.
+    pub(super) insns: u32,
+    /// Its first call in [`Fast::calls`]; its calls end where the next
+    /// block's begin (every function has one block more, for `EXIT`).
+    pub(super) calls: u32,
+    /// The linked function its tail call reaches, [`NO_COPY`], or [`NONE`].
+    pub(super) tail: u32,
+    /// Its way to `EXIT` is a jump into another part of the function.
+    pub(super) part_exit: bool,
+}
+
+/// A call in a block: its instruction, the linked function it reaches
+/// ([`NONE`]: a call that writes records; [`NO_COPY`]), and the offset
+/// from the block's start of the instruction after it (where the
+/// segment after its return starts).
+#[derive(Clone, Copy)]
+pub(super) struct FastCall {
+    pub(super) insn: u32,
+    pub(super) callee: u32,
+    pub(super) after: u32,
+}
+
+/// A witness that can come next at a block with several ways out, and
+/// the edge it decides.
+#[derive(Clone, Copy)]
+pub(super) struct Decision {
+    pub(super) witness: u32,
+    pub(super) to: u32,
+    pub(super) edge_witness: u32,
+}
+
+/// The compact tables of one process image.
+pub(super) struct Fast {
+    /// Per function: its first block in `blocks`.
+    pub(super) base: Vec<u32>,
+    /// Per function: its entry block.
+    pub(super) entry: Vec<u32>,
+    pub(super) blocks: Vec<FastBlock>,
+    pub(super) calls: Vec<FastCall>,
+    pub(super) decide: Vec<Decision>,
+}
+
+impl Fast {
+    /// The tables for an image whose linked functions `linked` marks (by
+    /// id), from the general ones: `callees` and `tails` as
+    /// [`super::Program`] keeps them.
+    pub(super) fn new(
+        functions: &[FunctionInfo],
+        walk: &[Walkable],
+        (callees, tails): (&[BlockCallees], &[Vec<u32>]),
+        linked: &[bool],
+    ) -> Fast {
+        let resolve = |callee: u32| -> u32 {
+            match linked.get(callee as usize) {
+                Some(true) if functions[callee as usize].blocks.is_empty() => NO_COPY,
+                Some(true) => callee,
+                _ => NONE,
+            }
+        };
+        let to = |to: usize, exit: usize| if to == exit { EXIT } else { to as u32 };
+        let mut fast = Fast {
+            base: Vec::with_capacity(functions.len()),
+            entry: functions.iter().map(|f| f.entry as u32).collect(),
+            blocks: Vec::new(),
+            calls: Vec::new(),
+            decide: Vec::new(),
+        };
+        for (id, f) in functions.iter().enumerate() {
+            let w = &walk[id];
+            fast.base.push(fast.blocks.len() as u32);
+            for (b, block) in f.blocks.iter().enumerate() {
+                let calls = fast.calls.len() as u32;
+                for (k, &insn) in block.calls.iter().enumerate() {
+                    let callee = callees[id][b].get(k).copied().unwrap_or(NONE);
+                    fast.calls.push(FastCall {
+                        insn,
+                        callee: resolve(callee),
+                        after: block.insns.get(insn as usize + 1).copied().unwrap_or(0),
+                    });
+                }
+                let step = match w.outs[b].as_slice() {
+                    &[(t, witness)] => u64::from(to(t, w.exit)) | u64::from(witness) << 32,
+                    _ => fast.decisions(&w.decide[b], |t| to(t, w.exit)),
+                };
+                fast.blocks.push(FastBlock {
+                    start: block.start,
+                    step,
+                    insns: block.insns.len() as u32,
+                    calls,
+                    tail: resolve(tails[id][b]),
+                    part_exit: w.part_exit[b],
+                });
+            }
+            fast.blocks.push(FastBlock {
+                calls: fast.calls.len() as u32,
+                ..FastBlock::default()
+            });
+        }
+        fast
+    }
+
+    /// Appends the decisions of a block (`decide`, sorted by witness, as
+    /// [`Walkable::decide`] has them; `to` maps a target block) to
+    /// [`Fast::decide`], and returns the block's step: a list to search
+    /// when it is short, else a row indexed by the witness itself (a
+    /// binary search through the hundreds of witnesses that can follow an
+    /// interpreter's dispatch missed the cache at every probe).
+    fn decisions(&mut self, decide: &[(u32, (usize, u32))], to: impl Fn(usize) -> u32) -> u64 {
+        let start = self.decide.len() as u64;
+        let decision = |&(x, (t, witness)): &(u32, (usize, u32))| Decision {
+            witness: x,
+            to: to(t),
+            edge_witness: witness,
+        };
+        if decide.len() <= SHORT_LIST {
+            self.decide.extend(decide.iter().map(decision));
+            return DECIDED | start | (decide.len() as u64) << 32;
+        }
+        let width = decide.last().map_or(0, |&(x, _)| x as usize + 1);
+        let none = Decision {
+            witness: NONE,
+            to: EXIT,
+            edge_witness: 0,
+        };
+        self.decide.resize(start as usize + width, none);
+        for d in decide {
+            self.decide[start as usize + d.0 as usize] = decision(d);
+        }
+        DECIDED | ROW | start | (width as u64) << 32
+    }
+
+    /// The edge (`to`, its witness) witness `x` decides at a block whose
+    /// step is `step` (with [`DECIDED`] set).
+    #[inline]
+    pub(super) fn decided(&self, step: u64, x: u32) -> Option<(u32, u32)> {
+        let start = (step & 0xFFFF_FFFF) as usize;
+        let len = ((step >> 32) & 0x3FFF_FFFF) as usize;
+        let d = if step & ROW == 0 {
+            let table = &self.decide[start..start + len];
+            table.iter().find(|d| d.witness == x)?
+        } else {
+            let d = self
+                .decide
+                .get(start + x as usize)
+                .filter(|_| (x as usize) < len)?;
+            Some(d).filter(|d| d.witness == x)?
+        };
+        Some((d.to, d.edge_witness))
+    }
+}
+
+/// A single edge's (`to`, witness) from its step.
+#[inline]
+pub(super) fn single(step: u64) -> (u32, u32) {
+    let (to, witness) = unpack(step);
+    (to as u32, witness)
+}
