@@ -1,5 +1,5 @@
 //! The common case's tables in one compact form per process image: every
-//! function's blocks side by side, each in 32 bytes (its way out, its
+//! function's blocks side by side, each in 40 bytes (its way out, its
 //! instruction count, where its calls are, its tail call), with calls and
 //! tail calls already resolved against what the image linked, and the
 //! edges a witness decides in one flat array. The plain walk reads a cache
@@ -17,6 +17,12 @@ pub(super) const DECIDED: u64 = 1 << 63;
 /// With [`DECIDED`]: the decisions are a row indexed by the witness
 /// (`start | width << 32`), not a list.
 pub(super) const ROW: u64 = 1 << 62;
+/// With [`DECIDED`]: two ways out, the first one witnessed: the step is
+/// that edge (`to | witness << 32`), taken when its witness comes next,
+/// and [`FastBlock::alt`] the other, taken otherwise (its own witness, or
+/// the next one along it, is checked where it is read). Most branches
+/// are of this form, and then decide without a look elsewhere.
+pub(super) const PAIR: u64 = 1 << 61;
 /// Decisions a block may have in a list; more make a row.
 const SHORT_LIST: usize = 8;
 /// The `to` of an edge to the function's `EXIT`.
@@ -37,6 +43,8 @@ pub(super) struct FastBlock {
     /// the function's end); or [`DECIDED`] with `start | len << 32` in
     /// [`Fast::decide`].
     pub(super) step: u64,
+    /// With [`PAIR`], the other way out.
+    pub(super) alt: u64,
     /// Instructions in the block.
     pub(super) insns: u32,
     /// Its first call in [`Fast::calls`]; its calls end where the next
@@ -117,13 +125,23 @@ impl Fast {
                         after: block.insns.get(insn as usize + 1).copied().unwrap_or(0),
                     });
                 }
-                let step = match w.outs[b].as_slice() {
-                    &[(t, witness)] => u64::from(to(t, w.exit)) | u64::from(witness) << 32,
+                let edge = |(t, witness): (usize, u32)| {
+                    u64::from(to(t, w.exit)) | u64::from(witness) << 32
+                };
+                let mut alt = 0;
+                let step = match *w.outs[b].as_slice() {
+                    [only] => edge(only),
+                    [a, b] if a.1 != 0 || b.1 != 0 => {
+                        let (first, other) = if a.1 != 0 { (a, b) } else { (b, a) };
+                        alt = edge(other);
+                        DECIDED | PAIR | edge(first)
+                    }
                     _ => fast.decisions(&w.decide[b], |t| to(t, w.exit)),
                 };
                 fast.blocks.push(FastBlock {
                     start: block.start,
                     step,
+                    alt,
                     insns: block.insns.len() as u32,
                     calls,
                     tail: resolve(tails[id][b]),

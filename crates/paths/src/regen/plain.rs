@@ -1,12 +1,44 @@
 //! The common case of the walk in a loop of its own, on the compact
 //! tables ([`super::fast`]): blocks left along edges decided by one- and
 //! two-byte witnesses, linked calls (which write no record) entered, and
-//! their returns.
+//! their returns. The top frame is kept in locals while the loop runs and
+//! written back to the stack when it changes hands.
 
-use super::fast::{single, Fast, DECIDED, EXIT, NO_COPY};
+use super::fast::{single, Fast, DECIDED, EXIT, NO_COPY, PAIR};
 use super::reader::Reader;
 use super::{Frame, Program, Segment, NONE, UNREAD_MAX};
 use crate::record::{self, Record};
+
+/// Where the top frame stands.
+#[derive(Clone, Copy)]
+struct Here {
+    function: u32,
+    block: u32,
+    insn: u32,
+    returns_for_below: bool,
+}
+
+impl Here {
+    /// The top frame of `stack`, if the plain walk can go on in it.
+    fn of(stack: &[Frame]) -> Option<Here> {
+        let top = stack.last()?;
+        (!top.in_call && !top.in_part).then_some(Here {
+            function: top.function,
+            block: top.block as u32,
+            insn: top.insn,
+            returns_for_below: top.returns_for_below,
+        })
+    }
+
+    /// Writes where it stands back into the top frame of `stack`.
+    fn store(self, stack: &mut [Frame]) {
+        if let Some(top) = stack.last_mut() {
+            top.function = self.function;
+            top.block = self.block as usize;
+            top.insn = self.insn;
+        }
+    }
+}
 
 impl Program<'_> {
     /// The walk in the common case, in a loop of its own: segments up to
@@ -28,105 +60,152 @@ impl Program<'_> {
     ) {
         let bytes = r.bytes;
         let witness_at = |at: usize| record::short_witness(bytes, at);
+        let Some(mut here) = Here::of(stack) else {
+            return;
+        };
+        let mut at = r.at;
+        let mut since = if at == *last_at { *unread } else { 0 };
+        // Leaves the loop: the stack and reader as the general walk reads them.
+        macro_rules! leave {
+            () => {{
+                here.store(stack);
+                r.at = at;
+                (*unread, *last_at) = (since, at);
+                return;
+            }};
+        }
         loop {
-            let Some(top) = stack.last_mut() else {
-                return;
-            };
-            if top.in_call || top.in_part {
-                return;
+            since += 1;
+            if since > UNREAD_MAX {
+                leave!();
             }
-            if r.at != *last_at {
-                *last_at = r.at;
-                *unread = 0;
-            }
-            *unread += 1;
-            if *unread > UNREAD_MAX {
-                return;
-            }
-            let g = fast.base[top.function as usize] as usize + top.block;
+            let g = fast.base[here.function as usize] as usize + here.block as usize;
             let block = fast.blocks[g];
             let calls = &fast.calls[block.calls as usize..fast.blocks[g + 1].calls as usize];
-            let k = calls.iter().position(|c| c.insn >= top.insn);
+            let k = calls.iter().position(|c| c.insn >= here.insn);
             let call = k.map(|k| calls[k]);
             let last = call.map_or(block.insns, |c| c.insn + 1);
             if call.is_some_and(|c| c.callee == NO_COPY) {
                 // A linked callee with no copy: the general walk's error.
-                return;
+                leave!();
             }
-            if top.insn < last {
+            if here.insn < last {
                 // From the block's start, or from after the call before
                 // (else the general table says where).
                 let before = calls[..k.unwrap_or(calls.len())].last();
-                let offset = match (top.insn, before) {
+                let offset = match (here.insn, before) {
                     (0, _) => 0,
                     (i, Some(c)) if c.insn + 1 == i => c.after,
                     (i, _) => {
-                        let f = &self.functions[top.function as usize];
-                        f.blocks[top.block].insns[i as usize]
+                        let f = &self.functions[here.function as usize];
+                        f.blocks[here.block as usize].insns[i as usize]
                     }
                 };
                 let s = Segment {
-                    function: top.function,
-                    block: top.block as u32,
-                    first: top.insn,
+                    function: here.function,
+                    block: here.block,
+                    first: here.insn,
                     last,
                     at: block.start + u64::from(offset),
                 };
-                out(s, r.at);
-                top.insn = last;
+                out(s, at);
+                here.insn = last;
             }
             match call.map(|c| c.callee) {
                 // A call that writes records: they are the general walk's,
                 // up to its return record.
                 Some(NONE) => {
-                    top.in_call = true;
-                    return;
+                    here.store(stack);
+                    if let Some(top) = stack.last_mut() {
+                        top.in_call = true;
+                    }
+                    leave!();
                 }
                 Some(c) => {
-                    stack.push(Frame::at_entry(c, fast.entry[c as usize] as usize));
+                    here.store(stack);
+                    let entry = fast.entry[c as usize];
+                    stack.push(Frame::at_entry(c, entry as usize));
+                    here = Here {
+                        function: c,
+                        block: entry,
+                        insn: 0,
+                        returns_for_below: false,
+                    };
                     continue;
                 }
                 None => {}
             }
+            // The next witness, where the way out needs it.
+            let mut next = None;
             let (to, witness) = if block.step & DECIDED == 0 {
                 single(block.step)
             } else {
-                let Some((x, _)) = witness_at(r.at) else {
-                    return;
+                let Some((x, n)) = witness_at(at) else {
+                    leave!();
                 };
-                let Some(edge) = fast.decided(block.step, x) else {
-                    return;
-                };
-                edge
+                next = Some((x, n));
+                if block.step & PAIR != 0 {
+                    match single(block.step & !(DECIDED | PAIR)) {
+                        (to, w) if w == x => (to, w),
+                        _ => single(block.alt),
+                    }
+                } else {
+                    match fast.decided(block.step, x) {
+                        Some(edge) => edge,
+                        None => leave!(),
+                    }
+                }
             };
-            if to == EXIT && (block.part_exit || top.returns_for_below) {
-                return;
+            if to == EXIT && (block.part_exit || here.returns_for_below) {
+                leave!();
             }
             if witness != 0 {
-                match witness_at(r.at) {
-                    Some((x, n)) if x == witness => r.at += n,
-                    _ => return,
+                match next.or_else(|| witness_at(at)) {
+                    Some((x, n)) if x == witness => {
+                        at += n;
+                        since = 0;
+                    }
+                    _ => leave!(),
                 }
             }
             if to != EXIT {
-                top.block = to as usize;
-                top.insn = 0;
+                here.block = to;
+                here.insn = 0;
                 continue;
             }
             match block.tail {
                 NONE => {
                     stack.pop();
+                    match Here::of(stack) {
+                        Some(h) => here = h,
+                        None => {
+                            r.at = at;
+                            (*unread, *last_at) = (since, at);
+                            return;
+                        }
+                    }
                 }
                 // (A tail call to a function with no copy is the general
                 // walk's error, with the witness read again there.)
                 NO_COPY => {
                     if witness != 0 {
-                        r.at -= witness_len(witness);
+                        at -= witness_len(witness);
                     }
-                    return;
+                    leave!();
                 }
                 // A linked tail call: the callee's frame takes this one's place.
-                c => *top = Frame::at_entry(c, fast.entry[c as usize] as usize),
+                c => {
+                    let entry = fast.entry[c as usize];
+                    if let Some(top) = stack.last_mut() {
+                        *top = Frame::at_entry(c, entry as usize);
+                    }
+                    here = Here {
+                        function: c,
+                        block: entry,
+                        insn: 0,
+                        returns_for_below: false,
+                    };
+                }
             }
         }
     }
