@@ -34,6 +34,8 @@ mod fast;
 mod inherit;
 mod plain;
 mod reader;
+#[cfg(test)]
+mod tests;
 mod walkable;
 
 use crate::record::Record;
@@ -192,7 +194,8 @@ impl<'a> Program<'a> {
             linked
                 .iter()
                 .map(|set| fast::Fast::new(functions, &walk, (&callees, &tails), set))
-                .collect()
+                .collect::<Option<_>>()
+                .unwrap_or_default()
         } else {
             Vec::new()
         };

@@ -1,5 +1,5 @@
 //! The common case's tables in one compact form per process image: every
-//! function's blocks side by side, each in 40 bytes (its way out, its
+//! function's blocks side by side, each in 32 bytes (its way out, its
 //! instruction count, where its calls are, its tail call), with calls and
 //! tail calls already resolved against what the image linked, and the
 //! edges a witness decides in one flat array. The plain walk reads a cache
@@ -34,26 +34,40 @@ pub(super) const NO_COPY: u32 = u32::MAX - 1;
 /// A function's callees per block and call, as [`super::Program`] keeps them.
 pub(super) type BlockCallees = Vec<Box<[u32]>>;
 
-/// One block as the plain walk reads it.
-#[derive(Clone, Copy, Default)]
+/// One block as the plain walk reads it, in 32 bytes.
+#[derive(Clone, Copy)]
 pub(super) struct FastBlock {
-    /// ELF virtual address of its first instruction.
-    pub(super) start: u64,
     /// Its only way out as `to | witness << 32` (`to` being [`EXIT`] for
     /// the function's end); or [`DECIDED`] with `start | len << 32` in
     /// [`Fast::decide`].
     pub(super) step: u64,
     /// With [`PAIR`], the other way out.
     pub(super) alt: u64,
-    /// Instructions in the block.
+    /// Its first instruction's distance from its function's
+    /// [`FastFunction::start`].
+    pub(super) start: u32,
+    /// Instructions in the block (the low 16 bits), its calls (the next
+    /// 15), and [`PART_EXIT`].
     pub(super) insns: u32,
-    /// Its first call in [`Fast::calls`]; its calls end where the next
-    /// block's begin (every function has one block more, for `EXIT`).
+    /// Its first call in [`Fast::calls`].
     pub(super) calls: u32,
     /// The linked function its tail call reaches, [`NO_COPY`], or [`NONE`].
     pub(super) tail: u32,
-    /// Its way to `EXIT` is a jump into another part of the function.
-    pub(super) part_exit: bool,
+}
+
+/// In [`FastBlock::insns`]: the block's way to `EXIT` is a jump into
+/// another part of the function.
+pub(super) const PART_EXIT: u32 = 1 << 31;
+
+/// One function as the plain walk reads it.
+#[derive(Clone, Copy)]
+pub(super) struct FastFunction {
+    /// Its first block in [`Fast::blocks`].
+    pub(super) base: u32,
+    /// Its entry block.
+    pub(super) entry: u32,
+    /// The lowest ELF virtual address of its blocks.
+    pub(super) start: u64,
 }
 
 /// A call in a block: its instruction, the linked function it reaches
@@ -78,10 +92,7 @@ pub(super) struct Decision {
 
 /// The compact tables of one process image.
 pub(super) struct Fast {
-    /// Per function: its first block in `blocks`.
-    pub(super) base: Vec<u32>,
-    /// Per function: its entry block.
-    pub(super) entry: Vec<u32>,
+    pub(super) functions: Vec<FastFunction>,
     pub(super) blocks: Vec<FastBlock>,
     pub(super) calls: Vec<FastCall>,
     pub(super) decide: Vec<Decision>,
@@ -90,13 +101,14 @@ pub(super) struct Fast {
 impl Fast {
     /// The tables for an image whose linked functions `linked` marks (by
     /// id), from the general ones: `callees` and `tails` as
-    /// [`super::Program`] keeps them.
+    /// [`super::Program`] keeps them. None where a function's blocks
+    /// spread over more than 4 GiB.
     pub(super) fn new(
         functions: &[FunctionInfo],
         walk: &[Walkable],
         (callees, tails): (&[BlockCallees], &[Vec<u32>]),
         linked: &[bool],
-    ) -> Fast {
+    ) -> Option<Fast> {
         let resolve = |callee: u32| -> u32 {
             match linked.get(callee as usize) {
                 Some(true) if functions[callee as usize].blocks.is_empty() => NO_COPY,
@@ -106,15 +118,19 @@ impl Fast {
         };
         let to = |to: usize, exit: usize| if to == exit { EXIT } else { to as u32 };
         let mut fast = Fast {
-            base: Vec::with_capacity(functions.len()),
-            entry: functions.iter().map(|f| f.entry as u32).collect(),
+            functions: Vec::with_capacity(functions.len()),
             blocks: Vec::new(),
             calls: Vec::new(),
             decide: Vec::new(),
         };
         for (id, f) in functions.iter().enumerate() {
             let w = &walk[id];
-            fast.base.push(fast.blocks.len() as u32);
+            let start = f.blocks.iter().map(|b| b.start).min().unwrap_or(0);
+            fast.functions.push(FastFunction {
+                base: fast.blocks.len() as u32,
+                entry: f.entry as u32,
+                start,
+            });
             for (b, block) in f.blocks.iter().enumerate() {
                 let calls = fast.calls.len() as u32;
                 for (k, &insn) in block.calls.iter().enumerate() {
@@ -138,22 +154,23 @@ impl Fast {
                     }
                     _ => fast.decisions(&w.decide[b], |t| to(t, w.exit)),
                 };
+                let insns = u32::try_from(block.insns.len())
+                    .ok()
+                    .filter(|&n| n <= 0xFFFF)?;
+                let n_calls = u32::try_from(block.calls.len())
+                    .ok()
+                    .filter(|&n| n <= 0x7FFF)?;
                 fast.blocks.push(FastBlock {
-                    start: block.start,
+                    start: u32::try_from(block.start - start).ok()?,
                     step,
                     alt,
-                    insns: block.insns.len() as u32,
+                    insns: insns | n_calls << 16 | if w.part_exit[b] { PART_EXIT } else { 0 },
                     calls,
                     tail: resolve(tails[id][b]),
-                    part_exit: w.part_exit[b],
                 });
             }
-            fast.blocks.push(FastBlock {
-                calls: fast.calls.len() as u32,
-                ..FastBlock::default()
-            });
         }
-        fast
+        Some(fast)
     }
 
     /// Appends the decisions of a block (`decide`, sorted by witness, as

@@ -4,7 +4,7 @@
 //! their returns. The top frame is kept in locals while the loop runs and
 //! written back to the stack when it changes hands.
 
-use super::fast::{single, Fast, DECIDED, EXIT, NO_COPY, PAIR};
+use super::fast::{single, Fast, DECIDED, EXIT, NO_COPY, PAIR, PART_EXIT};
 use super::reader::Reader;
 use super::{Frame, Program, Segment, NONE, UNREAD_MAX};
 use crate::record::{self, Record};
@@ -79,12 +79,17 @@ impl Program<'_> {
             if since > UNREAD_MAX {
                 leave!();
             }
-            let g = fast.base[here.function as usize] as usize + here.block as usize;
+            let function = fast.functions[here.function as usize];
+            let g = function.base as usize + here.block as usize;
             let block = fast.blocks[g];
-            let calls = &fast.calls[block.calls as usize..fast.blocks[g + 1].calls as usize];
+            let n_calls = (block.insns >> 16 & 0x7FFF) as usize;
+            let calls = match n_calls {
+                0 => &[][..],
+                n => &fast.calls[block.calls as usize..block.calls as usize + n],
+            };
             let k = calls.iter().position(|c| c.insn >= here.insn);
             let call = k.map(|k| calls[k]);
-            let last = call.map_or(block.insns, |c| c.insn + 1);
+            let last = call.map_or(block.insns & 0xFFFF, |c| c.insn + 1);
             if call.is_some_and(|c| c.callee == NO_COPY) {
                 // A linked callee with no copy: the general walk's error.
                 leave!();
@@ -106,7 +111,7 @@ impl Program<'_> {
                     block: here.block,
                     first: here.insn,
                     last,
-                    at: block.start + u64::from(offset),
+                    at: function.start + u64::from(block.start) + u64::from(offset),
                 };
                 out(s, at);
                 here.insn = last;
@@ -123,7 +128,7 @@ impl Program<'_> {
                 }
                 Some(c) => {
                     here.store(stack);
-                    let entry = fast.entry[c as usize];
+                    let entry = fast.functions[c as usize].entry;
                     stack.push(Frame::at_entry(c, entry as usize));
                     here = Here {
                         function: c,
@@ -156,7 +161,7 @@ impl Program<'_> {
                     }
                 }
             };
-            if to == EXIT && (block.part_exit || here.returns_for_below) {
+            if to == EXIT && (block.insns & PART_EXIT != 0 || here.returns_for_below) {
                 leave!();
             }
             if witness != 0 {
@@ -195,7 +200,7 @@ impl Program<'_> {
                 }
                 // A linked tail call: the callee's frame takes this one's place.
                 c => {
-                    let entry = fast.entry[c as usize];
+                    let entry = fast.functions[c as usize].entry;
                     if let Some(top) = stack.last_mut() {
                         *top = Frame::at_entry(c, entry as usize);
                     }
