@@ -139,7 +139,7 @@ fn random_walks_of_random_cfgs_regenerate_exactly() {
         let mut edges = Vec::new();
         for b in 0..n - 1 {
             edges.push(edge(b, next() % (n + 1)));
-            if next() % 2 == 0 {
+            if next().is_multiple_of(2) {
                 edges.push(edge(b, next() % (n + 1)));
             }
         }
