@@ -17,12 +17,6 @@ pub(super) const DECIDED: u64 = 1 << 63;
 /// With [`DECIDED`]: the decisions are a row indexed by the witness
 /// (`start | width << 32`), not a list.
 pub(super) const ROW: u64 = 1 << 62;
-/// With [`DECIDED`]: two ways out, the first one witnessed: the step is
-/// that edge (`to | witness << 32`), taken when its witness comes next,
-/// and [`FastBlock::alt`] the other, taken otherwise (its own witness, or
-/// the next one along it, is checked where it is read). Most branches
-/// are of this form, and then decide without a look elsewhere.
-pub(super) const PAIR: u64 = 1 << 61;
 /// Decisions a block may have in a list; more make a row.
 const SHORT_LIST: usize = 8;
 /// The `to` of an edge to the function's `EXIT`.
@@ -37,11 +31,17 @@ pub(super) type BlockCallees = Vec<Box<[u32]>>;
 /// One block as the plain walk reads it, in 32 bytes.
 #[derive(Clone, Copy)]
 pub(super) struct FastBlock {
-    /// Its only way out as `to | witness << 32` (`to` being [`EXIT`] for
-    /// the function's end); or [`DECIDED`] with `start | len << 32` in
-    /// [`Fast::decide`].
+    /// Without [`DECIDED`], a way out as `to | witness << 32` (`to` being
+    /// [`EXIT`] for the function's end), taken when its witness comes
+    /// next, and [`FastBlock::alt`] taken otherwise: a block with one way
+    /// out has it in both; a branch with a witnessed way has that one
+    /// here and the other in `alt` (whose own witness, or the next one
+    /// along it, is checked where it is read). Most blocks are of this
+    /// form, which decides without a branch and without a look
+    /// elsewhere. Else [`DECIDED`] with `start | len << 32` in
+    /// [`Fast::decide`] (and [`ROW`]).
     pub(super) step: u64,
-    /// With [`PAIR`], the other way out.
+    /// The way out taken when the witness of `step`'s does not come next.
     pub(super) alt: u64,
     /// Its first instruction's distance from its function's
     /// [`FastFunction::start`].
@@ -146,11 +146,14 @@ impl Fast {
                 };
                 let mut alt = 0;
                 let step = match *w.outs[b].as_slice() {
-                    [only] => edge(only),
+                    [only] => {
+                        alt = edge(only);
+                        alt
+                    }
                     [a, b] if a.1 != 0 || b.1 != 0 => {
                         let (first, other) = if a.1 != 0 { (a, b) } else { (b, a) };
                         alt = edge(other);
-                        DECIDED | PAIR | edge(first)
+                        edge(first)
                     }
                     _ => fast.decisions(&w.decide[b], |t| to(t, w.exit)),
                 };

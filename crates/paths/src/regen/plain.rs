@@ -4,10 +4,11 @@
 //! their returns. The top frame is kept in locals while the loop runs and
 //! written back to the stack when it changes hands.
 
-use super::fast::{single, Fast, DECIDED, EXIT, NO_COPY, PAIR, PART_EXIT};
+use super::fast::{single, Fast, DECIDED, EXIT, NO_COPY, PART_EXIT};
 use super::reader::Reader;
 use super::{Frame, Program, Segment, NONE, UNREAD_MAX};
 use crate::record::{self, Record};
+use std::hint::select_unpredictable;
 
 /// Where the top frame stands.
 #[derive(Clone, Copy)]
@@ -59,7 +60,6 @@ impl Program<'_> {
         (unread, last_at): (&mut u64, &mut usize),
     ) {
         let bytes = r.bytes;
-        let witness_at = |at: usize| record::short_witness(bytes, at);
         let Some(mut here) = Here::of(stack) else {
             return;
         };
@@ -140,39 +140,32 @@ impl Program<'_> {
                 }
                 None => {}
             }
-            // The next witness, where the way out needs it.
-            let mut next = None;
+            // The next witness (0 for anything else), and the way out:
+            // the ones the data decides are selected without a branch,
+            // which the processor could not predict.
+            let (x, n) = record::short_witness(bytes, at).unwrap_or((0, 0));
             let (to, witness) = if block.step & DECIDED == 0 {
-                single(block.step)
-            } else {
-                let Some((x, n)) = witness_at(at) else {
+                if x == 0 && block.step != block.alt {
+                    // A wide witness, another record, or the end.
                     leave!();
-                };
-                next = Some((x, n));
-                if block.step & PAIR != 0 {
-                    match single(block.step & !(DECIDED | PAIR)) {
-                        (to, w) if w == x => (to, w),
-                        _ => single(block.alt),
-                    }
-                } else {
-                    match fast.decided(block.step, x) {
-                        Some(edge) => edge,
-                        None => leave!(),
-                    }
+                }
+                let first = (block.step >> 32) as u32 == x;
+                single(select_unpredictable(first, block.step, block.alt))
+            } else {
+                match fast.decided(block.step, x).filter(|_| x != 0) {
+                    Some(edge) => edge,
+                    None => leave!(),
                 }
             };
             if to == EXIT && (block.insns & PART_EXIT != 0 || here.returns_for_below) {
                 leave!();
             }
-            if witness != 0 {
-                match next.or_else(|| witness_at(at)) {
-                    Some((x, n)) if x == witness => {
-                        at += n;
-                        since = 0;
-                    }
-                    _ => leave!(),
-                }
+            let read = witness != 0;
+            if read & (x != witness) {
+                leave!();
             }
+            at += select_unpredictable(read, n, 0);
+            since = select_unpredictable(read, 0, since);
             if to != EXIT {
                 here.block = to;
                 here.insn = 0;
