@@ -254,6 +254,20 @@ pub fn short_witness(bytes: &[u8], at: usize) -> Option<(u32, usize)> {
     })
 }
 
+/// [`short_witness`], and a wide witness too: any witness record at `at`
+/// and its length.
+#[inline]
+pub fn witness(bytes: &[u8], at: usize) -> Option<(u32, usize)> {
+    match short_witness(bytes, at) {
+        Some(w) => Some(w),
+        None if bytes.get(at) == Some(&WIDE) => match read(bytes, at) {
+            Ok(Some((Record::Witness(w), n))) => Some((w, n)),
+            _ => None,
+        },
+        None => None,
+    }
+}
+
 /// Where the records of `bytes` end: the offset of the first record
 /// that starts with 0 or runs past the end, or `bytes.len()`. The same
 /// as calling [`read`] from 0 until it stops, eight bytes a step over

@@ -19,6 +19,10 @@ pub(super) const DECIDED: u64 = 1 << 63;
 pub(super) const ROW: u64 = 1 << 62;
 /// Decisions a block may have in a list; more make a row.
 const SHORT_LIST: usize = 8;
+/// A row may be this many times as wide as it has decisions; sparser
+/// ones stay a list (searched by halves), which a function with
+/// thousands of witnesses would otherwise fill with rows.
+const ROW_SPREAD: usize = 16;
 /// The `to` of an edge to the function's `EXIT`.
 pub(super) const EXIT: u32 = u32::MAX;
 /// A call or tail call to a function the image linked that has no copy
@@ -179,9 +183,9 @@ impl Fast {
     /// Appends the decisions of a block (`decide`, sorted by witness, as
     /// [`Walkable::decide`] has them; `to` maps a target block) to
     /// [`Fast::decide`], and returns the block's step: a list to search
-    /// when it is short, else a row indexed by the witness itself (a
-    /// binary search through the hundreds of witnesses that can follow an
-    /// interpreter's dispatch missed the cache at every probe).
+    /// when it is short or sparse, else a row indexed by the witness
+    /// itself (a binary search through the hundreds of witnesses that can
+    /// follow an interpreter's dispatch missed the cache at every probe).
     fn decisions(&mut self, decide: &[(u32, (usize, u32))], to: impl Fn(usize) -> u32) -> u64 {
         let start = self.decide.len() as u64;
         let decision = |&(x, (t, witness)): &(u32, (usize, u32))| Decision {
@@ -189,11 +193,11 @@ impl Fast {
             to: to(t),
             edge_witness: witness,
         };
-        if decide.len() <= SHORT_LIST {
+        let width = decide.last().map_or(0, |&(x, _)| x as usize + 1);
+        if decide.len() <= SHORT_LIST || width > ROW_SPREAD * decide.len() {
             self.decide.extend(decide.iter().map(decision));
             return DECIDED | start | (decide.len() as u64) << 32;
         }
-        let width = decide.last().map_or(0, |&(x, _)| x as usize + 1);
         let none = Decision {
             witness: NONE,
             to: EXIT,
@@ -214,7 +218,11 @@ impl Fast {
         let len = ((step >> 32) & 0x3FFF_FFFF) as usize;
         let d = if step & ROW == 0 {
             let table = &self.decide[start..start + len];
-            table.iter().find(|d| d.witness == x)?
+            if len <= SHORT_LIST {
+                table.iter().find(|d| d.witness == x)?
+            } else {
+                &table[table.binary_search_by_key(&x, |d| d.witness).ok()?]
+            }
         } else {
             let d = self
                 .decide

@@ -143,10 +143,10 @@ impl Program<'_> {
             // The next witness (0 for anything else), and the way out:
             // the ones the data decides are selected without a branch,
             // which the processor could not predict.
-            let (x, n) = record::short_witness(bytes, at).unwrap_or((0, 0));
+            let (x, n) = record::witness(bytes, at).unwrap_or((0, 0));
             let (to, witness) = if block.step & DECIDED == 0 {
                 if x == 0 && block.step != block.alt {
-                    // A wide witness, another record, or the end.
+                    // Another record, or the end.
                     leave!();
                 }
                 let first = (block.step >> 32) as u32 == x;

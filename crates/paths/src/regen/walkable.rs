@@ -56,34 +56,24 @@ impl Walkable {
 
 pub(super) fn walkable(f: &FunctionInfo) -> Walkable {
     let cfg = f.cfg();
-    let plan = crate::witness::Plan {
-        witness: f
-            .edges
-            .iter()
-            .map(|&(_, _, w)| (w != 0).then_some(w))
-            .collect(),
-        blocking: Default::default(),
-    };
     let n = f.blocks.len();
     let mut outs = vec![Vec::new(); n];
     let mut decide = vec![Vec::new(); n];
-    for (e, &(from, to, w)) in f.edges.iter().enumerate() {
+    for &(from, to, w) in &f.edges {
         outs[from].push((to, w));
-        let _ = e;
     }
     let out_index = cfg.out_index();
+    let mut reach = Reach::new(&f.edges, &out_index, n);
     for (b, d) in decide.iter_mut().enumerate() {
         if outs[b].len() < 2 {
             continue;
         }
         for &e in &out_index[b] {
             let (_, to, w) = f.edges[e];
-            for x in plan
-                .may_come_next_in(&cfg, &out_index, e)
-                .into_iter()
-                .flatten()
-            {
-                d.push((x, (to, w)));
+            if w != 0 {
+                d.push((w, (to, w)));
+            } else if to != n {
+                d.extend(reach.of(to).iter().map(|&x| (x, (to, w))));
             }
         }
         d.sort_unstable_by_key(|&(x, _)| x);
@@ -133,5 +123,74 @@ pub(super) fn walkable(f: &FunctionInfo) -> Walkable {
         dense_width,
         exit: n,
         part_exit,
+    }
+}
+
+/// Per block, the witnesses that can be the first written once it is
+/// reached (those of the first witnessed edges along edges without; what
+/// `witness::Plan::may_come_next` gives for an edge into it, less the
+/// end of the run), sorted: each block's computed once, when first
+/// asked, from those of the blocks after it. (Every cycle of a plan has
+/// a witnessed edge; in a damaged table's cycle without one, a block
+/// seen again on the way is left out.)
+struct Reach<'a> {
+    edges: &'a [(usize, usize, u32)],
+    outs: &'a [Vec<usize>],
+    exit: usize,
+    sets: Vec<Option<std::rc::Rc<[u32]>>>,
+    on_the_way: Vec<bool>,
+}
+
+impl<'a> Reach<'a> {
+    fn new(edges: &'a [(usize, usize, u32)], outs: &'a [Vec<usize>], exit: usize) -> Self {
+        Reach {
+            edges,
+            outs,
+            exit,
+            sets: vec![None; exit],
+            on_the_way: vec![false; exit],
+        }
+    }
+
+    /// The witnesses that can come first from block `b`.
+    fn of(&mut self, b: usize) -> std::rc::Rc<[u32]> {
+        // Blocks after their successors (without recursion: chains of
+        // edges without witnesses can be long).
+        let mut stack = vec![(b, false)];
+        while let Some((v, successors_done)) = stack.pop() {
+            if self.sets[v].is_some() {
+                continue;
+            }
+            if !successors_done {
+                if self.on_the_way[v] {
+                    continue;
+                }
+                self.on_the_way[v] = true;
+                stack.push((v, true));
+                for &e in self.outs.get(v).into_iter().flatten() {
+                    let (_, to, w) = self.edges[e];
+                    if w == 0 && to < self.exit && self.sets[to].is_none() && !self.on_the_way[to] {
+                        stack.push((to, false));
+                    }
+                }
+                continue;
+            }
+            let mut set = Vec::new();
+            for &e in self.outs.get(v).into_iter().flatten() {
+                let (_, to, w) = self.edges[e];
+                if w != 0 {
+                    set.push(w);
+                } else if let Some(after) = self.sets.get(to).and_then(|s| s.as_ref()) {
+                    set.extend(after.iter().copied());
+                }
+            }
+            set.sort_unstable();
+            set.dedup();
+            self.on_the_way[v] = false;
+            self.sets[v] = Some(set.into());
+        }
+        self.sets[b]
+            .clone()
+            .unwrap_or_else(|| std::rc::Rc::from([]))
     }
 }
