@@ -126,7 +126,8 @@ impl<'a> Program<'a> {
         images: &[ImageLoads],
         validate: bool,
     ) -> Program<'a> {
-        let walk: Vec<Walkable> = functions.iter().map(walkable).collect();
+        let plain = !validate && functions.iter().all(|f| f.data.is_none());
+        let walk: Vec<Walkable> = functions.iter().map(|f| walkable(f, !plain)).collect();
         let resumes = functions
             .iter()
             .flat_map(|f| {
@@ -189,7 +190,6 @@ impl<'a> Program<'a> {
                 set
             })
             .collect();
-        let plain = !validate && functions.iter().all(|f| f.data.is_none());
         let fast = if plain {
             linked
                 .iter()

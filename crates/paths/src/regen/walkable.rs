@@ -54,7 +54,10 @@ impl Walkable {
     }
 }
 
-pub(super) fn walkable(f: &FunctionInfo) -> Walkable {
+/// `f` ready for walking; with `dense`, with its dense decision table
+/// (the plain walk decides on tables of its own, and leaves the general
+/// walk a decision at most where it hands over).
+pub(super) fn walkable(f: &FunctionInfo, dense: bool) -> Walkable {
     let cfg = f.cfg();
     let n = f.blocks.len();
     let mut outs = vec![Vec::new(); n];
@@ -88,7 +91,7 @@ pub(super) fn walkable(f: &FunctionInfo) -> Walkable {
         .unwrap_or(0)
         + 1;
     let deciders = (0..n).filter(|&b| outs[b].len() >= 2).count();
-    let fits = deciders * width <= DENSE_MAX;
+    let fits = dense && deciders * width <= DENSE_MAX;
     let mut first_out = Vec::with_capacity(n);
     let mut flat = Vec::new();
     for o in &outs {
