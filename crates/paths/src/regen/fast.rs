@@ -63,12 +63,15 @@ pub(super) struct FastBlock {
 /// another part of the function.
 pub(super) const PART_EXIT: u32 = 1 << 31;
 
+/// The [`FastFunction::entry`] of a function with no copy.
+pub(super) const NO_ENTRY: u32 = u32::MAX;
+
 /// One function as the plain walk reads it.
 #[derive(Clone, Copy)]
 pub(super) struct FastFunction {
     /// Its first block in [`Fast::blocks`].
     pub(super) base: u32,
-    /// Its entry block.
+    /// Its entry block ([`NO_ENTRY`] if it has no copy).
     pub(super) entry: u32,
     /// The lowest ELF virtual address of its blocks.
     pub(super) start: u64,
@@ -132,7 +135,11 @@ impl Fast {
             let start = f.blocks.iter().map(|b| b.start).min().unwrap_or(0);
             fast.functions.push(FastFunction {
                 base: fast.blocks.len() as u32,
-                entry: f.entry as u32,
+                entry: if f.blocks.is_empty() {
+                    NO_ENTRY
+                } else {
+                    f.entry as u32
+                },
                 start,
             });
             for (b, block) in f.blocks.iter().enumerate() {

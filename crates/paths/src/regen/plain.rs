@@ -1,10 +1,10 @@
 //! The common case of the walk in a loop of its own, on the compact
-//! tables ([`super::fast`]): blocks left along edges decided by one- and
-//! two-byte witnesses, linked calls (which write no record) entered, and
-//! their returns. The top frame is kept in locals while the loop runs and
+//! tables ([`super::fast`]): blocks left along edges decided by
+//! witnesses, linked calls (which write no record) entered, and their
+//! returns, and the return and entry records of calls that write them. The top frame is kept in locals while the loop runs and
 //! written back to the stack when it changes hands.
 
-use super::fast::{single, Fast, DECIDED, EXIT, NO_COPY, PART_EXIT};
+use super::fast::{single, Fast, DECIDED, EXIT, NO_COPY, NO_ENTRY, PART_EXIT};
 use super::reader::Reader;
 use super::{Frame, Program, Segment, NONE, UNREAD_MAX};
 use crate::record::{self, Record};
@@ -65,13 +65,61 @@ impl Program<'_> {
         };
         let mut at = r.at;
         let mut since = if at == *last_at { *unread } else { 0 };
+        // Leaves the loop, the top frame already in the stack: the reader
+        // as the general walk reads it.
+        macro_rules! hand_over {
+            () => {{
+                r.at = at;
+                (*unread, *last_at) = (since, at);
+                return;
+            }};
+        }
         // Leaves the loop: the stack and reader as the general walk reads them.
         macro_rules! leave {
             () => {{
                 here.store(stack);
-                r.at = at;
-                (*unread, *last_at) = (since, at);
-                return;
+                hand_over!();
+            }};
+        }
+        // The top frame of the stack is in a call that writes records: its
+        // return goes on in it, the entry of a traced function the call
+        // reached opens that function's frame; anything else is the
+        // general walk's.
+        macro_rules! in_call {
+            () => {{
+                match record::read(bytes, at) {
+                    Ok(Some((Record::Returned, n))) => {
+                        at += n;
+                        since = 0;
+                        if let Some(top) = stack.last_mut() {
+                            top.in_call = false;
+                        }
+                        match Here::of(stack) {
+                            Some(h) => here = h,
+                            None => hand_over!(),
+                        }
+                        continue;
+                    }
+                    Ok(Some((Record::Entered(id), n))) => {
+                        let Some(entry) = fast.functions.get(id as usize).map(|f| f.entry) else {
+                            hand_over!();
+                        };
+                        if entry == NO_ENTRY {
+                            hand_over!();
+                        }
+                        at += n;
+                        since = 0;
+                        stack.push(Frame::at_entry(id, entry as usize));
+                        here = Here {
+                            function: id,
+                            block: entry,
+                            insn: 0,
+                            returns_for_below: false,
+                        };
+                        continue;
+                    }
+                    _ => hand_over!(),
+                }
             }};
         }
         loop {
@@ -117,14 +165,13 @@ impl Program<'_> {
                 here.insn = last;
             }
             match call.map(|c| c.callee) {
-                // A call that writes records: they are the general walk's,
-                // up to its return record.
+                // A call that writes records, up to its return record.
                 Some(NONE) => {
                     here.store(stack);
                     if let Some(top) = stack.last_mut() {
                         top.in_call = true;
                     }
-                    leave!();
+                    in_call!();
                 }
                 Some(c) => {
                     here.store(stack);
@@ -174,13 +221,14 @@ impl Program<'_> {
             match block.tail {
                 NONE => {
                     stack.pop();
-                    match Here::of(stack) {
-                        Some(h) => here = h,
-                        None => {
-                            r.at = at;
-                            (*unread, *last_at) = (since, at);
-                            return;
-                        }
+                    match stack.last() {
+                        None => hand_over!(),
+                        // Back in untraced code a call went to.
+                        Some(top) if top.in_call => in_call!(),
+                        Some(_) => match Here::of(stack) {
+                            Some(h) => here = h,
+                            None => hand_over!(),
+                        },
                     }
                 }
                 // (A tail call to a function with no copy is the general

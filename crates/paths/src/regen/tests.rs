@@ -191,3 +191,75 @@ fn an_interpreters_dispatch_regenerates_exactly() {
         regenerates_exactly(&cfg, &plan, &path);
     }
 }
+
+#[test]
+fn calls_that_write_records_stay_in_the_plain_walk() {
+    // Function 0's one block calls through a pointer (instruction 1) and
+    // returns; the call reaches function 1 (a callback of untraced code)
+    // before it returns.
+    let block = |start: u64, insns: Vec<u32>, calls: Vec<u32>| BlockInfo {
+        start,
+        callees: vec![0; calls.len()],
+        insns,
+        calls,
+        tail: 0,
+    };
+    let function = |id: u32, vaddr: u64, b: BlockInfo| FunctionInfo {
+        id,
+        module: "m".into(),
+        path: "/m".into(),
+        name: format!("f{id}"),
+        vaddr,
+        blocks: vec![b],
+        entry: 0,
+        edges: vec![(0, 1, 0)],
+        resumes: Vec::new(),
+        part_exits: Vec::new(),
+        data: None,
+    };
+    let functions = [
+        function(0, 0x1000, block(0x1000, vec![0, 3, 5], vec![1])),
+        function(1, 0x2000, block(0x2000, vec![0, 4], Vec::new())),
+    ];
+    let image = ImageLoads {
+        pid: 1,
+        modules: Vec::new(),
+        linked: Vec::new(),
+    };
+    let program = Program::new(&functions, &[image], false);
+    let stream: Vec<u8> = [Record::Entered(1), Record::Returned]
+        .into_iter()
+        .flat_map(bytes_of)
+        .collect();
+    let segment = |function, first, last, at| Segment {
+        function,
+        block: 0,
+        first,
+        last,
+        at,
+    };
+    let mut stack = vec![Frame::at_entry(0, 0)];
+    let mut r = Reader {
+        bytes: &stream,
+        at: 0,
+    };
+    let mut got = Vec::new();
+    let (mut unread, mut last_at) = (0, 0);
+    program.run_plain(
+        &program.fast[0],
+        &mut stack,
+        &mut r,
+        &mut |s, _| got.push(s),
+        (&mut unread, &mut last_at),
+    );
+    assert!(stack.is_empty(), "the plain walk stopped early");
+    assert_eq!(r.at, stream.len());
+    assert_eq!(
+        got,
+        [
+            segment(0, 0, 2, 0x1000),
+            segment(1, 0, 2, 0x2000),
+            segment(0, 2, 3, 0x1005),
+        ]
+    );
+}
