@@ -100,7 +100,6 @@ mod tests {
             function,
             kind,
             syscall: None,
-            addr: None,
         }
     }
 
