@@ -20,6 +20,16 @@ struct Here {
 }
 
 impl Here {
+    /// At the entry block `entry` of `function`.
+    fn at_entry(function: u32, entry: u32) -> Here {
+        Here {
+            function,
+            block: entry,
+            insn: 0,
+            returns_for_below: false,
+        }
+    }
+
     /// The top frame of `stack`, if the plain walk can go on in it.
     fn of(stack: &[Frame]) -> Option<Here> {
         let top = stack.last()?;
@@ -110,12 +120,7 @@ impl Program<'_> {
                         at += n;
                         since = 0;
                         stack.push(Frame::at_entry(id, entry as usize));
-                        here = Here {
-                            function: id,
-                            block: entry,
-                            insn: 0,
-                            returns_for_below: false,
-                        };
+                        here = Here::at_entry(id, entry);
                         continue;
                     }
                     _ => hand_over!(),
@@ -177,12 +182,7 @@ impl Program<'_> {
                     here.store(stack);
                     let entry = fast.functions[c as usize].entry;
                     stack.push(Frame::at_entry(c, entry as usize));
-                    here = Here {
-                        function: c,
-                        block: entry,
-                        insn: 0,
-                        returns_for_below: false,
-                    };
+                    here = Here::at_entry(c, entry);
                     continue;
                 }
                 None => {}
@@ -245,12 +245,7 @@ impl Program<'_> {
                     if let Some(top) = stack.last_mut() {
                         *top = Frame::at_entry(c, entry as usize);
                     }
-                    here = Here {
-                        function: c,
-                        block: entry,
-                        insn: 0,
-                        returns_for_below: false,
-                    };
+                    here = Here::at_entry(c, entry);
                 }
             }
         }

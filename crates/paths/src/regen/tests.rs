@@ -101,22 +101,34 @@ fn regenerates_exactly(cfg: &Cfg, plan: &Plan, path: &[usize]) {
     assert_eq!(got, expected);
     // The plain walk alone goes all the way (it hands nothing to the
     // general walk, whose tables would hide a fault of its own).
-    let mut stack = vec![Frame::at_entry(0, cfg.entry)];
-    let mut r = Reader {
-        bytes: &stream,
-        at: Record::Entered(0).len() as usize,
-    };
-    let mut plain = Vec::new();
+    let after_entry = Record::Entered(0).len() as usize;
+    let plain = plain_walk(
+        &program,
+        Frame::at_entry(0, cfg.entry),
+        &stream,
+        after_entry,
+    );
+    assert_eq!(plain, expected);
+}
+
+/// The plain walk alone from `frame`, at byte `at` of `stream`: the
+/// segments it gives, once it has checked that it read the stream to its
+/// end and closed every frame.
+fn plain_walk(program: &Program, frame: Frame, stream: &[u8], at: usize) -> Vec<Segment> {
+    let mut stack = vec![frame];
+    let mut r = Reader { bytes: stream, at };
+    let mut got = Vec::new();
     let (mut unread, mut last_at) = (0, 0);
     program.run_plain(
         &program.fast[0],
         &mut stack,
         &mut r,
-        &mut |s, _| plain.push(s),
+        &mut |s, _| got.push(s),
         (&mut unread, &mut last_at),
     );
     assert!(stack.is_empty(), "the plain walk stopped early");
-    assert_eq!((r.at, plain), (stream.len(), expected));
+    assert_eq!(r.at, stream.len(), "the plain walk stopped early");
+    got
 }
 
 /// A little generator of the same numbers every run.
@@ -238,24 +250,8 @@ fn calls_that_write_records_stay_in_the_plain_walk() {
         last,
         at,
     };
-    let mut stack = vec![Frame::at_entry(0, 0)];
-    let mut r = Reader {
-        bytes: &stream,
-        at: 0,
-    };
-    let mut got = Vec::new();
-    let (mut unread, mut last_at) = (0, 0);
-    program.run_plain(
-        &program.fast[0],
-        &mut stack,
-        &mut r,
-        &mut |s, _| got.push(s),
-        (&mut unread, &mut last_at),
-    );
-    assert!(stack.is_empty(), "the plain walk stopped early");
-    assert_eq!(r.at, stream.len());
     assert_eq!(
-        got,
+        plain_walk(&program, Frame::at_entry(0, 0), &stream, 0),
         [
             segment(0, 0, 2, 0x1000),
             segment(1, 0, 2, 0x2000),
