@@ -100,6 +100,7 @@ mod tests {
             function,
             kind,
             syscall: None,
+            addr: None,
         }
     }
 

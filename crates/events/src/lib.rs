@@ -150,6 +150,7 @@ mod tests {
             function: "f",
             kind: weft_plan::PointKind::Entry,
             syscall: None,
+            addr: None,
         };
         entry.expand(&at, &mut ids).unwrap();
         assert_eq!((ids.events[0].args, ids.events[0].strings), (3, 0b100));

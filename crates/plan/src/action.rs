@@ -59,6 +59,10 @@ pub struct Resolved<'a> {
     /// number, when the code puts a constant in `rax` before its `syscall`
     /// (each such point is resolved on its own).
     pub syscall: Option<u64>,
+    /// The point's address in the process, where the action has that one
+    /// point (a system call's: for `AfterSyscall`, the instruction after
+    /// the `syscall`, where the thread goes on once the call returned).
+    pub addr: Option<u64>,
 }
 
 /// Chooses the program of one resolved point, allocating what it needs.

@@ -237,6 +237,13 @@ pub struct Feed {
     /// The site's number (its `syscall` instruction's, the same before
     /// and after it), reported with a divergence.
     pub site: u32,
+    /// After a `syscall` instruction: the address of the program's
+    /// instruction after it, where this probe runs as the call returns
+    /// (0 where unknown). A recorded delivery the rerun raises where the
+    /// program's code was (`weft_abi::feed::RAISE_AT_RIP`) at that very
+    /// address comes at this return: the rerun's splice there has run
+    /// before the probe, so a breakpoint armed here would never stop it.
+    pub returns_to: u64,
     /// At a vDSO function's entry and returns instead of a `syscall`
     /// instruction: the call it stands for.
     pub vdso: Option<VdsoCall>,

@@ -467,6 +467,7 @@ mod tests {
             function: "getpid",
             kind,
             syscall: Some(nr),
+            addr: None,
         };
         let program = |k: usize, nr, ids: &mut weft_plan::Tally| {
             let Action::Expand(e) = &specs[k].action else {
@@ -529,6 +530,7 @@ mod tests {
             function,
             kind: specs[k].kind,
             syscall: None,
+            addr: None,
         };
         e.expand(&at, ids).unwrap()
     }

@@ -164,11 +164,17 @@ impl Session {
         let action = match &item.action {
             Action::Expand(expand) => {
                 let module = self.modules[item.module].name.clone();
+                let mut points = item.parts.iter().flat_map(|p| &p.points);
+                let addr = match (points.next(), points.next()) {
+                    (Some(&p), None) => Some(p),
+                    _ => None,
+                };
                 let at = Resolved {
                     module: &module,
                     function: &item.display,
                     kind: item.kind,
                     syscall: item.syscall,
+                    addr,
                 };
                 let program = expand.expand(&at, self)?;
                 // Nothing to do here (a vDSO function that stands for no

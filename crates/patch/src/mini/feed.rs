@@ -88,7 +88,7 @@ impl Gen {
         if feed.returning {
             let named_for = state(1);
             return self.feed_after(
-                feed.site,
+                (feed.site, feed.returns_to),
                 (thread, named_for),
                 current,
                 (parent_of, made_at),
@@ -627,7 +627,7 @@ impl Gen {
         a.rep().movsb()?;
         a.set_label(&mut answered)?;
         a.nop()?;
-        self.deliveries_at_return((thread, named_for), done)?;
+        self.deliveries_at_return((thread, named_for), 0, done)?;
         let a = &mut self.a;
         a.set_label(&mut done)?;
         a.nop()?;

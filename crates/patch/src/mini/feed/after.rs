@@ -12,10 +12,12 @@ use weft_abi::feed as f;
 
 impl Gen {
     /// After the instruction (r8: the feed); last, a recorded signal
-    /// delivery that came as the call returned is raised.
+    /// delivery that came as the call returned is raised. `returns_to`:
+    /// the address of the program's instruction after the `syscall` (0
+    /// where unknown).
     pub(super) fn feed_after(
         &mut self,
-        site: u32,
+        (site, returns_to): (u32, u64),
         (thread, named_for): (i32, i32),
         current: i32,
         (parent_of, made_at): (i32, i32),
@@ -293,7 +295,7 @@ impl Gen {
         // The deliveries at this return.
         a.set_label(&mut end)?;
         a.nop()?;
-        self.deliveries_at_return((thread, named_for), done)?;
+        self.deliveries_at_return((thread, named_for), returns_to, done)?;
         let a = &mut self.a;
         a.set_label(&mut done)?;
         a.nop()?;

@@ -33,6 +33,16 @@ impl Gen {
     /// block). The program's handler runs as the raise returns, its calls
     /// following the feed on. Keeps every register but rax, rdx and rdi.
     pub(super) fn raise_deliveries(&mut self, when: u64) -> std::result::Result<(), IcedError> {
+        self.raise_deliveries_then(when, when | f::RAISE_WITH_PREVIOUS)
+    }
+
+    /// [`Gen::raise_deliveries`], the entries after the first raise being
+    /// those with one of the flags `then`.
+    fn raise_deliveries_then(
+        &mut self,
+        when: u64,
+        then: u64,
+    ) -> std::result::Result<(), IcedError> {
         let a = &mut self.a;
         let mut again = a.create_label();
         let mut first = a.create_label();
@@ -40,10 +50,7 @@ impl Gen {
         let mut out = a.create_label();
         // The first entry with one of the flags `when`; after a raise (its
         // handler has returned), also one to raise with the one before.
-        for (label, flags) in [
-            (&mut first, when),
-            (&mut again, when | f::RAISE_WITH_PREVIOUS),
-        ] {
+        for (label, flags) in [(&mut first, when), (&mut again, then)] {
             a.set_label(label)?;
             next_delivery(a, flags, out)?;
             a.jmp(raise)?;
@@ -84,17 +91,31 @@ impl Gen {
     /// came in the program's own code (`RAISE_AT_RIP`), waits for its
     /// waits, then arms a hardware breakpoint at the recorded `rip` for
     /// this thread, whose SIGTRAP raises it there (`crate::trap`). One the
-    /// kernel will not arm is raised now. Registers as for
-    /// [`Gen::raise_deliveries`].
-    pub(super) fn arm_breakpoint(&mut self) -> std::result::Result<(), IcedError> {
+    /// kernel will not arm is raised now; so is one whose `rip` is
+    /// `returns_to` (not 0), the program's instruction after the call's
+    /// `syscall`: this code runs there, before that instruction, as the
+    /// call returns, and the rerun's splice at that address (the probe's
+    /// own) has run already, so a breakpoint there would stop nothing
+    /// (a signal that came there in the record, where the site's window
+    /// ended before it, ran its handler one step late, before the next
+    /// call). Registers as for [`Gen::raise_deliveries`].
+    pub(super) fn arm_breakpoint(&mut self, returns_to: u64) -> std::result::Result<(), IcedError> {
         use weft_abi::perf as p;
         let a = &mut self.a;
+        let mut top = a.create_label();
         let mut out = a.create_label();
         let mut failed = a.create_label();
+        let mut here = a.create_label();
         let mut skip = a.create_label();
+        a.set_label(&mut top)?;
         a.cmp(qword_ptr(rcx + f::THREAD_ARMED as i32), 0)?;
         a.jne(out)?;
         next_delivery(a, f::RAISE_AT_RIP, out)?;
+        if returns_to != 0 {
+            a.mov(rax, returns_to)?;
+            a.cmp(qword_ptr(rdi + f::CALL_ARGS as i32), rax)?;
+            a.je(here)?;
+        }
         let kept = [rcx, rsi, r8, r9, r10, r11];
         for r in kept {
             a.push(r)?;
@@ -149,6 +170,16 @@ impl Gen {
         a.set_label(&mut failed)?;
         a.nop()?;
         self.raise_deliveries(f::RAISE_AT_RIP)?;
+        if returns_to != 0 {
+            // Raised here, with those to raise with it; then the
+            // breakpoint for the next one, unless its handler's calls
+            // armed it.
+            self.a.jmp(out)?;
+            self.a.set_label(&mut here)?;
+            self.a.nop()?;
+            self.raise_deliveries_then(f::RAISE_AT_RIP, f::RAISE_WITH_PREVIOUS)?;
+            self.a.jmp(top)?;
+        }
         self.a.set_label(&mut out)?;
         self.a.nop()
     }
@@ -158,10 +189,13 @@ impl Gen {
     /// parent's), the deliveries raised there, then the breakpoint armed
     /// for the one after, if it waits where the program's code was.
     /// `thread` and `named_for`: the block's words naming the thread
-    /// feed and the thread it is for. Jumps to `done` in another thread.
+    /// feed and the thread it is for; `returns_to`: the address of the
+    /// program's instruction this return goes on at, if known (else 0).
+    /// Jumps to `done` in another thread.
     pub(super) fn deliveries_at_return(
         &mut self,
         (thread, named_for): (i32, i32),
+        returns_to: u64,
         done: CodeLabel,
     ) -> std::result::Result<(), IcedError> {
         let a = &mut self.a;
@@ -172,7 +206,7 @@ impl Gen {
         a.cmp(rax, qword_ptr(r11 + named_for))?;
         a.jne(done)?;
         self.raise_deliveries(f::RAISE_AT_RETURN)?;
-        self.arm_breakpoint()
+        self.arm_breakpoint(returns_to)
     }
 
     /// Before the thread's next call (rcx: the thread feed, kept): takes

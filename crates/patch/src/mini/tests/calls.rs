@@ -114,22 +114,27 @@ fn a_program_makes_its_points_call_between_its_two_halves() {
 /// the rerun diverged, the raise of a recorded signal delivery) are found
 /// with the point's `rsp` above each: within the fixed frame and what the
 /// feed pushes (at most a raise's six registers, `siginfo_t` and signal set), never
-/// below it.
+/// below it. After the instruction, with the address the program goes on
+/// at known, a delivery recorded there is raised at the return: more
+/// calls of a raise, found alike.
 #[test]
 fn a_feeds_own_calls_are_found_with_the_points_stack() {
     let mem = Memory::new(16);
-    for returning in [false, true] {
+    let mut raises = Vec::new();
+    for (returning, returns_to) in [(false, 0), (true, 0), (true, 0x5555_5555_52b0)] {
         let program = vec![always(Primitive::Feed(weft_plan::Feed {
             returning,
             base: mem.counter(0),
             state: 0,
             site: 7,
+            returns_to,
             vdso: None,
         }))];
         let at = 0x7000_0000_0000;
         let mini = mini_trampoline(at, mem.table(), &program).unwrap();
         let calls = system_calls_in(at, &mini);
         assert!(!calls.is_empty(), "returning {returning}");
+        raises.push(calls.len());
         for (call, cfa) in calls {
             let off = (call - at) as usize;
             assert_eq!(mini[off..off + 2], [0x0f, 0x05]);
@@ -139,6 +144,7 @@ fn a_feeds_own_calls_are_found_with_the_points_stack() {
             );
         }
     }
+    assert!(raises[2] > raises[1], "{raises:?}");
 }
 
 /// A call that fails gives its error as the result, and a program whose
