@@ -468,6 +468,26 @@ fn returned_from_here(a: &mut CodeAssembler) -> Result<(), IcedError> {
     a.mov(qword_ptr(rdx + KEPT_CHECK), 0)
 }
 
+/// Jumps to `after` if the interrupted rbp (rbx: the frame's
+/// `ucontext_t`; r8: the thread's block, not 0) names the block's
+/// `threads::RETURNED` word, as it does in weft's dispatch code from the
+/// mark of a call made at the dispatch function
+/// (`weft_plan::Primitive::MarkReturned`, rbp 0 before it) to the end of
+/// the SIGSYS handler's restorer or of its direct entry: after that call,
+/// whatever the word says. In a settled thread the word may say 0 there:
+/// a handler that ran for a signal after the call cleared it
+/// ([`keep_returned`]) and its return, not the SIGSYS handler's, did not
+/// put it back; a second signal, held until the direct entry installed
+/// the frame's mask, then read as before the next call (a `sigprocmask`
+/// loop under a 1 ms timer beside two busy loops reran one step late in
+/// 1 record of about 40). Only for an `rip` in the dispatch code, which
+/// keeps rbp so. Clobbers rax.
+fn marked_in_rbp(a: &mut CodeAssembler, after: CodeLabel) -> Result<(), IcedError> {
+    a.lea(rax, qword_ptr(r8 + threads::RETURNED as i32))?;
+    a.cmp(qword_ptr(rbx + uc::RBP), rax)?;
+    a.je(after)
+}
+
 /// Clears the `threads::RETURNED` word a call made at the dispatch
 /// function set (`weft_plan::Primitive::MarkReturned`, its address in
 /// rbp; 0 if none), as weft's code goes back to the program's.
@@ -553,6 +573,7 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
             a.jz(found)?;
             a.cmp(qword_ptr(r8 + threads::RETURNED as i32), 0)?;
             a.jne(found)?;
+            marked_in_rbp(a, found)?;
             a.mov(r9d, delivery::IN_WEFT as u32)?;
         }
         a.set_label(&mut found)?;
@@ -598,6 +619,11 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
         a.jz(cleared)?;
         a.cmp(qword_ptr(r8 + threads::RETURNED as i32), 0)?;
         a.jne(after)?;
+        a.mov(rax, rcx)?;
+        a.sub(rax, qword_ptr(r13 + sync::DISPATCH_START as i32))?;
+        a.cmp(rax, qword_ptr(r13 + sync::DISPATCH_LEN as i32))?;
+        a.jae(cleared)?;
+        marked_in_rbp(a, after)?;
         a.set_label(&mut cleared)?;
         // In the SIGSYS handler's restorer, between its clearing of the
         // word a call made at the dispatch function set (rbp still names
@@ -678,8 +704,10 @@ pub(super) fn stub(a: &mut CodeAssembler, l: &mut Labels) -> Result<(), IcedErro
     a.xor(ebp, ebp)?;
     a.call(qword_ptr(l.function_lit))?;
     // The delivery's record marked the thread's block as after a call:
-    // the program's handler runs with the word 0 (`keep_returned`).
+    // the program's handler runs with the word 0 (`keep_returned`), and
+    // with rbp no longer naming it ([`marked_in_rbp`]).
     clear_marked_return(a)?;
+    a.xor(ebp, ebp)?;
     a.pop(rdx)?;
     a.pop(rsi)?;
     a.pop(rdi)?;
