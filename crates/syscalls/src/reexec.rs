@@ -69,13 +69,7 @@ impl Expand for FeedProbe {
                 base,
                 state,
                 site: site_number(at.module, at.function),
-                // Where the program goes on after its `syscall`: the
-                // rerun's return there is where a signal that came at that
-                // instruction in the record comes.
-                returns_to: match at.kind {
-                    weft_plan::PointKind::AfterSyscall if !self.vdso => at.addr.unwrap_or(0),
-                    _ => 0,
-                },
+                returns_to: deliveries::returns_to(at, self.vdso),
                 vdso,
             }),
         };

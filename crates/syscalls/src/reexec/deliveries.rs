@@ -62,6 +62,16 @@ pub(super) fn delivery_waits(
     }
 }
 
+/// Where the program goes on after the `syscall` of the point `at`
+/// (0 for another point, or a vDSO function's): the rerun's return there
+/// is where a signal that came at that instruction in the record comes.
+pub(super) fn returns_to(at: &weft_plan::Resolved<'_>, vdso: bool) -> u64 {
+    match at.kind {
+        weft_plan::PointKind::AfterSyscall if !vdso => at.addr.unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// Calls that install a signal mask while they wait (`rt_sigsuspend`,
 /// `pselect6`, `ppoll`, `epoll_pwait`, `epoll_pwait2`): a signal their
 /// mask lets in ends them. One the record shows interrupted by a delivery
