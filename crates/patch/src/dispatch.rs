@@ -92,6 +92,13 @@ pub const MODULE_SIZE: u64 = 4096;
 const FUNCTION_CODE: [u8; 13] = [
     0x0f, 0x1f, 0x44, 0x00, 0x00, 0x0f, 0x05, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3,
 ];
+/// The dispatch function's instruction after its `syscall`, from its
+/// start: where the splice's trampoline jumps back to after the call.
+const AFTER_FUNCTION_SYSCALL: i32 = 7;
+const _: () = assert!(
+    FUNCTION_CODE[AFTER_FUNCTION_SYSCALL as usize - 2] == 0x0f
+        && FUNCTION_CODE[AFTER_FUNCTION_SYSCALL as usize - 1] == 0x05
+);
 
 /// `ucontext_t` offsets of the saved registers, as displacements.
 mod uc {

@@ -321,3 +321,26 @@ fn a_loop_that_asks_for_pending_signals_reruns_to_the_same_counts() {
         });
     }
 }
+
+/// One signal pending twice (once for the thread, once for the process)
+/// while blocked, both let in by one `sigprocmask` that weft dispatches:
+/// the handler runs twice as the call returns, in the record, in the
+/// rerun, and without weft. Before session 36 the record placed both in
+/// weft's code before the call's return, the rerun raised both before
+/// the call while the signal was still blocked, and the second raise
+/// took the first off: the handler ran once a round (50 of 100).
+#[test]
+fn a_signal_pending_twice_runs_its_handler_twice_in_the_rerun() {
+    let target = build("syscalls_twice", &O2);
+    let own = run(
+        &mut std::process::Command::new(&target),
+        Duration::from_secs(30),
+    );
+    assert_eq!(own.status, 0, "{}", own.stderr);
+    assert!(own.stdout.contains("tally usr1 100\n"), "{}", own.stdout);
+    let out = records_and_reruns_alike(&target, "syscalls-deliveries-twice", |r| {
+        assert_eq!(r.stdout, own.stdout, "{}", r.stderr)
+    });
+    let shown = shown_text(&out);
+    assert_eq!(shown.matches("--- SIGUSR1 ").count(), 100, "{shown}");
+}
