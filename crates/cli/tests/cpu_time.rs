@@ -5,7 +5,28 @@
 //! used, the value is sampled and says so.
 
 use crate::support::*;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
+
+/// The most the hypervisor stole from this machine's CPUs during one of
+/// this file's runs (ns): weft's clock reads TSC time within a stretch on
+/// the CPU, which counts it, where the thread's own clock does not
+/// (docs/cpu-clock.md). A value above the thread's clock by up to that
+/// much is as right as the machine allows.
+static STOLEN: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `run`, noting in [`STOLEN`] what the hypervisor stole meanwhile.
+fn noting_steal<T>(run: impl FnOnce() -> T) -> T {
+    let before = stolen_ns();
+    let done = run();
+    STOLEN.fetch_max(stolen_ns().saturating_sub(before), Relaxed);
+    done
+}
+
+/// [`STOLEN`] in seconds.
+fn stolen_s() -> f64 {
+    STOLEN.load(Relaxed) as f64 / 1e9
+}
 
 const METRICS: [&str; 5] = [
     "cpu_time:fn=spin",
@@ -31,7 +52,7 @@ fn measure(name: &str, env: &[(&str, &str)]) -> Measured {
         .arg("--")
         .arg(build("cputime", &O2))
         .envs(env.iter().copied());
-    let out = run(&mut cmd, Duration::from_secs(60));
+    let out = noting_steal(|| run(&mut cmd, Duration::from_secs(60)));
     assert_eq!(out.status, 0, "{}", out.stderr);
     let rows = read_metrics(&json);
     Measured { out, json, rows }
@@ -39,9 +60,11 @@ fn measure(name: &str, env: &[(&str, &str)]) -> Measured {
 
 fn within(what: &str, weft_s: f64, own_us: u64) {
     let own = own_us as f64 / 1e6;
+    let tolerance = (own * 0.01).max(0.001);
     assert!(
-        (weft_s - own).abs() <= (own * 0.01).max(0.001),
-        "{what}: weft {weft_s} s, the thread's own clock {own} s"
+        weft_s <= own + tolerance + stolen_s() && own <= weft_s + tolerance,
+        "{what}: weft {weft_s} s, the thread's own clock {own} s, {} s stolen",
+        stolen_s()
     );
 }
 
@@ -62,8 +85,9 @@ fn cpu_time_equals_the_threads_own_cpu_clock() {
     let ticks = m.value("cpu_time", "fn=tick");
     let own = t["ticks_cpu_us"] as f64 / 1e6;
     assert!(
-        ticks <= own + 0.001 && ticks >= own * 0.98,
-        "tick: weft {ticks} s, the loop's own CPU time {own} s"
+        ticks <= own + 0.001 + stolen_s() && ticks >= own * 0.98,
+        "tick: weft {ticks} s, the loop's own CPU time {own} s, {} s stolen",
+        stolen_s()
     );
     // Two threads on one CPU for 400 ms each: about half each, exactly
     // what each thread's clock says.
@@ -164,13 +188,15 @@ fn cpu_time_when_attached_and_the_clock_unmapped_at_detach() {
 /// such jump used to stop the timer), and it has one exit per call.
 #[test]
 fn an_unresolved_indirect_jump_inside_a_function_does_not_end_its_time() {
-    let m = metric_run(
-        "optloop",
-        &["cpu_time:fn=run", "wall_time:fn=run"],
-        &["--count-exits", "run"],
-        build("optloop", &O2),
-        &["-a", "-b", "-c", "-d", "-e", "-f"],
-    );
+    let m = noting_steal(|| {
+        metric_run(
+            "optloop",
+            &["cpu_time:fn=run", "wall_time:fn=run"],
+            &["--count-exits", "run"],
+            build("optloop", &O2),
+            &["-a", "-b", "-c", "-d", "-e", "-f"],
+        )
+    });
     let t = m.tallies();
     assert_eq!(t["options"], 6);
     within("run", m.value("cpu_time", "fn=run"), t["run_cpu_us"]);

@@ -172,15 +172,20 @@ fn a_paused_cpu_timer_does_not_nest() {
     let timer = mem.block_of_this_thread() + t::timer(5);
     assert_eq!(mem.read(timer + t::TIMER_COUNT), 1, "running once");
     let before = mem.read(timer + t::TIMER_TOTAL);
+    let steal_before = stolen_ns();
     let cpu_before = thread_cpu_ns();
     spin_cpu(Duration::from_millis(60));
     let cpu_after = thread_cpu_ns();
     pause.call([0; 6]);
+    let stolen = stolen_ns().saturating_sub(steal_before);
     let timed = mem.read(timer + t::TIMER_TOTAL) - before;
     let kernel = cpu_after - cpu_before;
+    // Above the kernel by what the hypervisor stole meanwhile too: the
+    // clock's stretch on the CPU is TSC time (docs/cpu-clock.md).
+    let tolerance = (kernel / 100).max(1_000_000);
     assert!(
-        timed.abs_diff(kernel) <= (kernel / 100).max(1_000_000),
-        "timer {timed} ns, kernel {kernel} ns"
+        timed <= kernel + tolerance + stolen && kernel <= timed + tolerance,
+        "timer {timed} ns, kernel {kernel} ns, {stolen} ns stolen"
     );
     assert_eq!(mem.read(timer + t::TIMER_COUNT), 0);
     assert_eq!(mem.read(timer + t::TIMER_SEQ) % 2, 0);
