@@ -33,7 +33,8 @@ pub struct RegenArgs {
     pub din: bool,
     /// The compact binary form (docs/paths.md): a module table, then per
     /// thread stream a header and 8 bytes per stretch (or instruction,
-    /// with --insns): module index << 48 | ELF virtual address.
+    /// with --insns): module index << 48 | ELF virtual address; with
+    /// --data, 16 bytes per access after it.
     #[arg(long)]
     pub binary: bool,
     /// One stream for all threads and processes, in the order they ran:
@@ -45,8 +46,9 @@ pub struct RegenArgs {
     /// Also the data addresses (a trace run with --data): after each
     /// instruction (or stretch) ` L|S|M ADDRESS,SIZE` for its loads, stores
     /// and both, `?` for an address weft could not regenerate (counted by
-    /// reason at the end); with --din, Dinero's `0 ADDRESS` and `1 ADDRESS`.
-    #[arg(long, conflicts_with = "binary")]
+    /// reason at the end); with --din, Dinero's `0 ADDRESS` and `1 ADDRESS`;
+    /// with --binary, two `u64`s (docs/paths.md).
+    #[arg(long)]
     pub data: bool,
 }
 
@@ -54,6 +56,12 @@ pub struct RegenArgs {
 const BINARY_MAGIC: &[u8; 8] = b"WEFTBLK1";
 /// Ends a stream in the binary form.
 const BINARY_END: u64 = u64::MAX;
+/// In the binary form, the first word of an access (`--data`): this tag
+/// (where a stretch has its module index), then the kind (`L` 0, `S` 1,
+/// `M` 2) << 16, [`BINARY_UNKNOWN`] for an address not regenerated, and
+/// the size; the second word is the address (0 when not regenerated).
+const BINARY_ACCESS: u64 = 0xFFFE << 48;
+const BINARY_UNKNOWN: u64 = 1 << 24;
 /// Segments a regenerating thread hands over at a time (`--interleave`).
 const BATCH: usize = 4096;
 
@@ -353,6 +361,14 @@ impl<'a> Output<'a> {
             .map(|f| modules.binary_search(&f.module.as_str()).unwrap_or(0) as u64)
             .collect();
         if a.binary {
+            if modules.len() >= (BINARY_ACCESS >> 48) as usize {
+                bail!(
+                    "the binary form numbers at most {} modules; this trace has {}: use a \
+                     text form",
+                    BINARY_ACCESS >> 48,
+                    modules.len()
+                );
+            }
             out.write_all(BINARY_MAGIC)?;
             out.write_all(&(modules.len() as u32).to_le_bytes())?;
             for m in &modules {
@@ -507,6 +523,17 @@ impl<'a> Output<'a> {
                 None
             }
         };
+        if self.a.binary {
+            let code = match x.kind {
+                Kind::L => 0,
+                Kind::S => 1,
+                Kind::M => 2,
+            };
+            let unknown = if addr.is_none() { BINARY_UNKNOWN } else { 0 };
+            let first = BINARY_ACCESS | code << 16 | unknown | u64::from(x.size);
+            self.out.write_all(&first.to_le_bytes())?;
+            return self.out.write_all(&addr.unwrap_or(0).to_le_bytes());
+        }
         let kind = match x.kind {
             Kind::L => "L",
             Kind::S => "S",

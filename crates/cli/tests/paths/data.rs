@@ -149,5 +149,49 @@ variant_test!(
             "{}",
             regen.stderr
         );
+        // The binary form holds the same accesses.
+        let file = dir.join("data.bin");
+        let bin = run(
+            crate::support::weft()
+                .args(["regen", "--binary", "--data", "--insns", "-o"])
+                .arg(&file)
+                .arg(&trace),
+            Duration::from_secs(120),
+        );
+        assert_eq!(bin.status, 0, "weft regen --binary --data: {}", bin.stderr);
+        assert_eq!(binary_accesses(&std::fs::read(&file).unwrap()), weft);
     }
 );
+
+/// The accesses in `weft regen --binary --data --insns` output, every
+/// stream's one after another (docs/paths.md, "The trace and
+/// regeneration").
+fn binary_accesses(bytes: &[u8]) -> Vec<Access> {
+    assert_eq!(&bytes[..8], b"WEFTBLK1");
+    let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap());
+    let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap());
+    let mut at = 12;
+    for _ in 0..u32_at(8) {
+        at += 2 + u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+    }
+    let (mut out, mut insn) = (Vec::new(), 0);
+    while at < bytes.len() {
+        assert_eq!(bytes[at], 1, "a stream header at {at}");
+        at += 17 + u32_at(at + 13) as usize;
+        loop {
+            let e = u64_at(at);
+            at += 8;
+            match e >> 48 {
+                0xFFFF => break,
+                0xFFFE => {
+                    let kind = ['L', 'S', 'M'][(e >> 16 & 0xFF) as usize];
+                    let addr = (e & 1 << 24 == 0).then(|| u64_at(at));
+                    out.push((insn, kind, addr, e & 0xFFFF));
+                    at += 8;
+                }
+                _ => insn = e & 0xFFFF_FFFF_FFFF,
+            }
+        }
+    }
+    out
+}
