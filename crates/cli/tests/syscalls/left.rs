@@ -357,7 +357,7 @@ fn a_record_a_handler_jumps_out_of_does_not_stop_the_recording() {
         .and_then(|t| t.split_once(" jumps "))
         .map(|(c, j)| (c.parse::<u64>().unwrap(), j.parse::<u64>().unwrap()))
         .unwrap_or_else(|| panic!("{}", recorded.stdout));
-    assert_eq!(calls, 20000);
+    assert!(calls >= 20000, "{calls} calls");
     assert!(jumps > 20, "the timer cut the loop {jumps} times");
     assert!(
         dropped(&recorded.stderr) <= 2 * jumps,
