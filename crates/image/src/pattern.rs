@@ -137,43 +137,60 @@ impl std::fmt::Display for Pattern {
 }
 
 /// Shell-style glob: `*`, `?` and `[...]` classes (with `!` or `^` negation).
+///
+/// Called for every function of every module against every pattern (a
+/// C library's thousands, at each `exec` of a workload), so it allocates
+/// nothing for the common cases: a lone `*`, a plain name, or ASCII text
+/// (matched byte by byte; other text by characters).
 pub fn glob_match(glob: &str, text: &str) -> bool {
+    if glob == "*" {
+        return true;
+    }
+    if !glob.contains(['*', '?', '[']) {
+        return glob == text;
+    }
+    if glob.is_ascii() && text.is_ascii() {
+        return glob_units(glob.as_bytes(), text.as_bytes());
+    }
     let g: Vec<char> = glob.chars().collect();
     let t: Vec<char> = text.chars().collect();
+    glob_units(&g, &t)
+}
+
+/// [`glob_match`] over bytes or characters.
+fn glob_units<C: Copy + Ord + From<u8>>(g: &[C], t: &[C]) -> bool {
+    let unit = C::from;
     let (mut gi, mut ti) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while ti < t.len() {
         if gi < g.len() {
-            match g[gi] {
-                '*' => {
-                    star = Some((gi, ti));
-                    gi += 1;
-                    continue;
-                }
-                '?' => {
-                    gi += 1;
-                    ti += 1;
-                    continue;
-                }
-                '[' => {
-                    if let Some((matched, next)) = match_class(&g, gi, t[ti]) {
-                        if matched {
-                            gi = next;
-                            ti += 1;
-                            continue;
-                        }
-                    } else if t[ti] == '[' {
-                        gi += 1;
+            let c = g[gi];
+            if c == unit(b'*') {
+                star = Some((gi, ti));
+                gi += 1;
+                continue;
+            }
+            if c == unit(b'?') {
+                gi += 1;
+                ti += 1;
+                continue;
+            }
+            if c == unit(b'[') {
+                if let Some((matched, next)) = match_class(g, gi, t[ti]) {
+                    if matched {
+                        gi = next;
                         ti += 1;
                         continue;
                     }
-                }
-                c if c == t[ti] => {
+                } else if t[ti] == unit(b'[') {
                     gi += 1;
                     ti += 1;
                     continue;
                 }
-                _ => {}
+            } else if c == t[ti] {
+                gi += 1;
+                ti += 1;
+                continue;
             }
         }
         match star {
@@ -185,7 +202,7 @@ pub fn glob_match(glob: &str, text: &str) -> bool {
             None => return false,
         }
     }
-    while gi < g.len() && g[gi] == '*' {
+    while gi < g.len() && g[gi] == unit(b'*') {
         gi += 1;
     }
     gi == g.len()
@@ -193,17 +210,18 @@ pub fn glob_match(glob: &str, text: &str) -> bool {
 
 /// Matches `c` against the class starting at `g[start] == '['`; returns
 /// (matched, index after the class), or None if the class is unterminated.
-fn match_class(g: &[char], start: usize, c: char) -> Option<(bool, usize)> {
+fn match_class<C: Copy + Ord + From<u8>>(g: &[C], start: usize, c: C) -> Option<(bool, usize)> {
+    let unit = C::from;
     let mut i = start + 1;
-    let negate = i < g.len() && (g[i] == '!' || g[i] == '^');
+    let negate = i < g.len() && (g[i] == unit(b'!') || g[i] == unit(b'^'));
     if negate {
         i += 1;
     }
     let mut matched = false;
     let mut first = true;
-    while i < g.len() && (first || g[i] != ']') {
+    while i < g.len() && (first || g[i] != unit(b']')) {
         first = false;
-        if i + 2 < g.len() && g[i + 1] == '-' && g[i + 2] != ']' {
+        if i + 2 < g.len() && g[i + 1] == unit(b'-') && g[i + 2] != unit(b']') {
             if g[i] <= c && c <= g[i + 2] {
                 matched = true;
             }
@@ -376,6 +394,28 @@ mod tests {
         assert!(glob_match("*free", "cfree"));
         assert!(glob_match("*a*b*", "xxaxxbxx"));
         assert!(!glob_match("*a*b", "xxaxxbxx"));
+        // Plain names, and text beyond ASCII (matched by characters).
+        assert!(glob_match("malloc", "malloc"));
+        assert!(!glob_match("malloc", "malloc2"));
+        assert!(glob_match("caf?", "café"));
+        assert!(glob_match("*é[a-z]", "xéz"));
+        assert!(!glob_match("caf??", "café"));
+    }
+
+    proptest::proptest! {
+        /// Byte by byte (ASCII, and the shortcuts for `*` and plain names)
+        /// as character by character.
+        #[test]
+        fn bytes_match_as_characters(
+            glob in "[ab*?!^\\[\\]-]{0,8}",
+            text in "[ab\\[\\]-]{0,8}",
+        ) {
+            let chars = |s: &str| s.chars().collect::<Vec<char>>();
+            proptest::prop_assert_eq!(
+                glob_match(&glob, &text),
+                glob_units(&chars(&glob), &chars(&text))
+            );
+        }
     }
 
     /// The optimal-string-alignment distance weft computed by hand before
