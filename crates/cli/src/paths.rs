@@ -86,6 +86,16 @@ impl PathsRun {
             }
             return Ok(None);
         }
+        if let Some(p) = args
+            .paths
+            .iter()
+            .find(|p| p.trim().is_empty() || *p == "fn:")
+        {
+            bail!(
+                "--paths {p:?} names nothing: give all (the program), a module (libsqlite3) or \
+                 fn:PATTERN"
+            );
+        }
         let Some(dir) = args.paths_out.clone() else {
             bail!("--paths records into a directory: give --paths-out DIR");
         };
@@ -157,7 +167,8 @@ impl PathsRun {
             .unwrap_or_default();
         let mut specs = Vec::new();
         for p in &self.patterns {
-            let pattern = if p == "all" {
+            // `ALL` or `All` is meant as `all`: no module has that name.
+            let pattern = if p.eq_ignore_ascii_case("all") {
                 format!("{main}:*")
             } else if let Some(f) = p.strip_prefix("fn:") {
                 f.to_string()
@@ -449,9 +460,15 @@ impl PathsRun {
             .as_ref()
             .map(|w| w.forks.clone())
             .unwrap_or_default();
+        // A schedule is being recorded: a trace cut short is read with
+        // what of it was written.
+        let schedule = self.schedule.as_ref().map(|_| ScheduleInfo {
+            records: 0,
+            dropped: 0,
+        });
         let meta = Meta {
             complete: false,
-            ..self.table(0, weft_live::clock::ticks_per_ns(), None, forks)
+            ..self.table(0, weft_live::clock::ticks_per_ns(), schedule, forks)
         };
         if let Some(writer) = self.writer.as_ref() {
             writer.write_table(&meta)?;
@@ -537,7 +554,8 @@ fn validate(dir: &std::path::Path) -> Result<std::result::Result<String, String>
     for &key in trace.threads.keys() {
         let (pid, tid, image) = key;
         let from = program.inherited_in(&trace, key);
-        match program.regenerate_at(image as usize, &trace.stream(key), from.as_ref(), |_, _| {}) {
+        let stream = trace.stream(key)?;
+        match program.regenerate_at(image as usize, &stream, from.as_ref(), |_, _| {}) {
             Ok(s) => checked += s.checked,
             Err(e) => {
                 // Lost records come first: they are the likely cause.

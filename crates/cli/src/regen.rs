@@ -112,10 +112,15 @@ pub fn regen(a: &RegenArgs) -> Result<i32> {
         );
     }
     let sink: Box<dyn Write> = match &a.output {
-        Some(path) => Box::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
-        ),
-        None => Box::new(std::io::stdout().lock()),
+        Some(path) => Box::new(Named {
+            inner: std::fs::File::create(path)
+                .with_context(|| format!("creating {}", path.display()))?,
+            name: path.display().to_string(),
+        }),
+        None => Box::new(Named {
+            inner: std::io::stdout().lock(),
+            name: "standard output".into(),
+        }),
     };
     let mut out = Output::new(a, &trace, program.functions(), sink)?;
     let summaries = if a.interleave {
@@ -128,11 +133,12 @@ pub fn regen(a: &RegenArgs) -> Result<i32> {
             let accesses = std::cell::RefCell::new(Vec::new());
             // A forked child goes on in its parent's frames.
             let from = program.inherited_in(&trace, key);
+            let stream = trace.stream(key)?;
             let summary = if a.data {
                 let biases = out.biases_of(key.2);
                 program.regenerate_data(
                     key.2 as usize,
-                    &trace.stream(key),
+                    &stream,
                     (&biases, from.as_ref()),
                     |s, _| {
                         if failed.is_none() {
@@ -143,7 +149,7 @@ pub fn regen(a: &RegenArgs) -> Result<i32> {
                     |x| accesses.borrow_mut().push(x),
                 )
             } else {
-                program.regenerate_at(key.2 as usize, &trace.stream(key), from.as_ref(), |s, _| {
+                program.regenerate_at(key.2 as usize, &stream, from.as_ref(), |s, _| {
                     if failed.is_none() {
                         failed = out.segment(key.2, s, &[]).err();
                     }
@@ -251,7 +257,7 @@ fn interleaved(trace: &Trace, program: &Program, out: &mut Output) -> Result<Sum
         );
     }
     let keys: Vec<StreamKey> = trace.threads.keys().copied().collect();
-    let streams: Vec<Vec<u8>> = keys.iter().map(|&k| trace.stream(k)).collect();
+    let streams = (keys.iter().map(|&k| trace.stream(k))).collect::<Result<Vec<_>, _>>()?;
     let origin = trace.schedule.first().map_or(0, |e| e.ns);
     std::thread::scope(|scope| -> Result<Summaries> {
         let mut feeds = HashMap::new();
@@ -567,6 +573,29 @@ impl<'a> Output<'a> {
     fn finish(&mut self) -> std::io::Result<()> {
         self.end()?;
         self.out.flush()
+    }
+}
+
+/// The output's writer, naming where it writes in its errors (a full
+/// disk said only "No space left on device").
+struct Named<W> {
+    inner: W,
+    name: String,
+}
+
+impl<W> Named<W> {
+    fn error(&self, e: std::io::Error) -> std::io::Error {
+        std::io::Error::new(e.kind(), format!("writing {}: {e}", self.name))
+    }
+}
+
+impl<W: Write> Write for Named<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(bytes).map_err(|e| self.error(e))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush().map_err(|e| self.error(e))
     }
 }
 

@@ -229,7 +229,8 @@ impl PathsInstrument {
         entered.extend(f.landing_pads.iter().map(|&(pad, _)| pad));
         entered.sort_unstable();
         entered.dedup();
-        check(code, &plan, &entered, f.entry_room).map_err(|e| Laid::Refused(e.to_string()))?;
+        check(code, &plan, &entered, f.entry_room)
+            .map_err(|e| Laid::Refused(e.in_file(f.bias).to_string()))?;
         // A return address another part also jumps to is a resume place:
         // the frame found there is the innermost one of the function either
         // way.
@@ -305,7 +306,7 @@ impl PathsInstrument {
         let built = match rebuild(code, &cfg, &plan, &layout) {
             Ok(b) if b.bytes.len() as u64 > f.room => Err(Laid::NoRoom(b.bytes.len() as u64)),
             Ok(b) => Ok(b),
-            Err(e) => Err(Laid::Refused(e.to_string())),
+            Err(e) => Err(Laid::Refused(e.in_file(f.bias).to_string())),
         };
         let built = match built {
             Ok(b) => b,

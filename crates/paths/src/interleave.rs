@@ -156,6 +156,7 @@ mod tests {
                 .push(c);
         }
         Trace {
+            dir: std::path::PathBuf::new(),
             meta,
             threads,
             schedule,

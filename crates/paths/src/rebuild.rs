@@ -144,6 +144,21 @@ pub enum Refusal {
     Encode(String),
 }
 
+impl Refusal {
+    /// The same, its addresses the ELF virtual addresses objdump and nm
+    /// show (less `bias`, where the module was loaded): weft finds them at
+    /// run time, and said those of a PIE program as such.
+    pub fn in_file(self, bias: u64) -> Refusal {
+        match self {
+            Refusal::JumpTable(a) => Refusal::JumpTable(a.wrapping_sub(bias)),
+            Refusal::IndirectJump(a) => Refusal::IndirectJump(a.wrapping_sub(bias)),
+            Refusal::NotRelocatable(a, why) => Refusal::NotRelocatable(a.wrapping_sub(bias), why),
+            Refusal::EnteredInside(a) => Refusal::EnteredInside(a.wrapping_sub(bias)),
+            other => other,
+        }
+    }
+}
+
 /// A function's traced copy.
 #[derive(Debug, Clone)]
 pub struct Rebuilt {

@@ -155,6 +155,14 @@ pub enum TraceError {
         /// Why.
         why: String,
     },
+    /// The trace's records do not fit in the memory this process may take.
+    #[error("{path}: regeneration holds a trace's records in memory, and this one's do not fit: memory ran out after {held} bytes; regenerate it where more memory is free (its decompressed size is the bytes of witnesses weft reported)")]
+    NoMemory {
+        /// The file.
+        path: PathBuf,
+        /// Bytes read before memory ran out.
+        held: u64,
+    },
     /// `buffers.zst` ends inside a chunk or does not decompress.
     #[error("{path}: {why} at byte {offset} of the decompressed stream; {kept} chunk(s) before it are read")]
     Truncated {
@@ -337,11 +345,18 @@ impl TraceWriter {
         Ok(())
     }
 
-    /// Writes out what the compressor holds: what was drained so far is
-    /// then in the file, for a weft that is killed before the end.
+    /// Writes out what the compressors hold: what was drained so far is
+    /// then in the files, the schedule's too, for a weft that is killed
+    /// before the end (its schedule was empty: `--interleave` said none was
+    /// recorded).
     pub fn flush(&mut self) -> Result<(), TraceError> {
         let path = self.dir.join("buffers.zst");
-        self.buffers.flush().map_err(io(&path))
+        self.buffers.flush().map_err(io(&path))?;
+        if let Some(schedule) = self.schedule.as_mut() {
+            let path = self.dir.join("schedule.zst");
+            schedule.flush().map_err(io(&path))?;
+        }
+        Ok(())
     }
 
     /// Ends the stream and writes `paths.json`.
@@ -392,6 +407,8 @@ fn write_table(dir: &Path, meta: &Meta) -> Result<(), TraceError> {
 
 /// A trace read back: its table and every thread's stream.
 pub struct Trace {
+    /// The directory it was read from.
+    pub dir: PathBuf,
     /// `paths.json`.
     pub meta: Meta,
     /// Per thread and process image: the chunks in `seq` order.
@@ -453,73 +470,16 @@ impl Trace {
         }
         let path = dir.join("buffers.zst");
         let file = std::fs::File::open(&path).map_err(io(&path))?;
-        let mut raw = Vec::new();
-        let decoded =
-            zstd::stream::read::Decoder::new(file).and_then(|mut d| d.read_to_end(&mut raw));
-        let mut threads: BTreeMap<StreamKey, Vec<Chunk>> = BTreeMap::new();
-        let mut at = 0usize;
-        let mut kept = 0usize;
-        let truncated = |why: &str, at: usize, kept: usize| TraceError::Truncated {
-            path: path.clone(),
-            why: why.to_string(),
-            offset: at as u64,
-            kept,
-        };
-        let mut cut = None;
-        let mut seen = std::collections::HashSet::new();
-        while at < raw.len() {
-            let Some(h) = raw.get(at..at + CHUNK_HEADER) else {
-                cut = Some(truncated("a chunk header is cut short", at, kept));
-                break;
-            };
-            let u32_at = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().expect("4 bytes"));
-            let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().expect("8 bytes"));
-            let len = u32_at(32) as usize;
-            let Some(bytes) = raw.get(at + CHUNK_HEADER..at + CHUNK_HEADER + len) else {
-                cut = Some(truncated("a chunk's records are cut short", at, kept));
-                break;
-            };
-            let c = Chunk {
-                pid: u32_at(0),
-                tid: u32_at(4),
-                seq: u64_at(8),
-                tsc_start: u64_at(16),
-                tsc_end: u64_at(24),
-                bytes: bytes.to_vec(),
-            };
-            if let Some(why) = damaged_header(&c, u32_at(36), &meta, &mut seen) {
-                cut = Some(truncated(&why, at, kept));
-                break;
-            }
-            threads
-                .entry((c.pid, c.tid, c.image()))
-                .or_default()
-                .push(c);
-            at += CHUNK_HEADER + len;
-            kept += 1;
-        }
-        if let Err(e) = decoded {
-            // The decoder's error comes first: the chunk it stopped inside
-            // is cut short because of it. A stream that stops inside a
-            // frame was cut (weft killed, a full disk), not damaged.
-            let what = if meta.complete {
-                format!("the zstd stream is damaged ({e})")
-            } else {
-                format!("the zstd stream stops where the unfinished trace was cut ({e})")
-            };
-            cut = Some(truncated(&what, at, kept));
-        }
-        for chunks in threads.values_mut() {
-            chunks.sort_by_key(|c| c.seq);
-        }
+        let (threads, cut) = read_chunks(file, &path, &meta)?;
         let (schedule, schedule_error) = match meta.schedule {
-            Some(_) => match read_schedule(&dir.join("schedule.zst")) {
+            Some(_) => match read_schedule(&dir.join("schedule.zst"), meta.complete) {
                 Ok(events) => (events, None),
                 Err(e) => (Vec::new(), Some(e.to_string())),
             },
             None => (Vec::new(), None),
         };
         Ok(Trace {
+            dir: dir.to_path_buf(),
             meta,
             threads,
             schedule,
@@ -537,11 +497,34 @@ impl Trace {
     }
 
     /// A thread's stream in an image: its chunks end to end.
-    pub fn stream(&self, thread: StreamKey) -> Vec<u8> {
-        self.threads
-            .get(&thread)
-            .map(|cs| cs.iter().flat_map(|c| c.bytes.iter().copied()).collect())
-            .unwrap_or_default()
+    pub fn stream(&self, thread: StreamKey) -> Result<Vec<u8>, TraceError> {
+        self.stream_upto(thread, usize::MAX)
+    }
+
+    /// The first `limit` bytes of a thread's stream (a forked child's
+    /// parent's, up to the fork). Memory running out is an error, not an
+    /// abort.
+    pub fn stream_upto(&self, thread: StreamKey, limit: usize) -> Result<Vec<u8>, TraceError> {
+        let Some(chunks) = self.threads.get(&thread) else {
+            return Ok(Vec::new());
+        };
+        let len = chunks
+            .iter()
+            .map(|c| c.bytes.len())
+            .sum::<usize>()
+            .min(limit);
+        let mut out = Vec::new();
+        if out.try_reserve_exact(len).is_err() {
+            return Err(TraceError::NoMemory {
+                path: self.dir.join("buffers.zst"),
+                held: len as u64,
+            });
+        }
+        for c in chunks {
+            let take = (len - out.len()).min(c.bytes.len());
+            out.extend_from_slice(&c.bytes[..take]);
+        }
+        Ok(out)
     }
 
     /// For a forked child's stream: its parent's stream, and how much of
@@ -558,8 +541,130 @@ impl Trace {
     }
 }
 
+/// A trace's chunks, per thread and process image.
+type Chunks = BTreeMap<StreamKey, Vec<Chunk>>;
+
+/// The chunks of `buffers.zst` (`file`, at `path`), per thread in `seq`
+/// order, read as they decompress: the whole stream is never held
+/// (regenerating a trace used to take twice its decompressed size). A
+/// stream cut short or damaged keeps the chunks before that place, and
+/// says where it is; memory running out is an error of its own.
+fn read_chunks(
+    file: std::fs::File,
+    path: &Path,
+    meta: &Meta,
+) -> Result<(Chunks, Option<TraceError>), TraceError> {
+    let mut threads = Chunks::new();
+    let (mut at, mut kept) = (0usize, 0usize);
+    let truncated = |why: String, at: usize, kept: usize| TraceError::Truncated {
+        path: path.to_path_buf(),
+        why,
+        offset: at as u64,
+        kept,
+    };
+    // The decoder's error names the place: the chunk it stopped inside is
+    // cut short because of it. A stream that stops inside a frame was cut
+    // (weft killed, a full disk), not damaged.
+    let decoder_error = |e: std::io::Error| {
+        if meta.complete {
+            format!("the zstd stream is damaged ({e})")
+        } else {
+            format!("the zstd stream stops where the unfinished trace was cut ({e})")
+        }
+    };
+    let mut seen = HashSet::new();
+    let mut decoder = match zstd::stream::read::Decoder::new(file) {
+        Ok(d) => d,
+        Err(e) => return Ok((threads, Some(truncated(decoder_error(e), 0, 0)))),
+    };
+    let mut cut = None;
+    loop {
+        let mut h = [0u8; CHUNK_HEADER];
+        match read_full(&mut decoder, &mut h) {
+            Ok(0) => break,
+            Ok(n) if n < CHUNK_HEADER => {
+                cut = Some(truncated("a chunk header is cut short".into(), at, kept));
+                break;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                cut = Some(truncated(decoder_error(e), at, kept));
+                break;
+            }
+        }
+        let u32_at = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().expect("4 bytes"));
+        let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().expect("8 bytes"));
+        let len = u32_at(32) as usize;
+        let mut bytes = Vec::new();
+        if bytes.try_reserve_exact(len).is_err() {
+            return Err(TraceError::NoMemory {
+                path: path.to_path_buf(),
+                held: at as u64,
+            });
+        }
+        bytes.resize(len, 0);
+        match read_full(&mut decoder, &mut bytes) {
+            Ok(n) if n == len => {}
+            Ok(_) => {
+                cut = Some(truncated(
+                    "a chunk's records are cut short".into(),
+                    at,
+                    kept,
+                ));
+                break;
+            }
+            Err(e) => {
+                cut = Some(truncated(decoder_error(e), at, kept));
+                break;
+            }
+        }
+        let c = Chunk {
+            pid: u32_at(0),
+            tid: u32_at(4),
+            seq: u64_at(8),
+            tsc_start: u64_at(16),
+            tsc_end: u64_at(24),
+            bytes,
+        };
+        if let Some(why) = damaged_header(&c, u32_at(36), meta, &mut seen) {
+            cut = Some(truncated(why, at, kept));
+            break;
+        }
+        threads
+            .entry((c.pid, c.tid, c.image()))
+            .or_default()
+            .push(c);
+        at += CHUNK_HEADER + len;
+        kept += 1;
+    }
+    for chunks in threads.values_mut() {
+        chunks.sort_by_key(|c| c.seq);
+    }
+    Ok((threads, cut))
+}
+
+/// Fills `buf` from `from` as far as it goes: the bytes read (fewer at
+/// the stream's end), or the error that stopped it.
+fn read_full(from: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match from.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
 /// The records of `schedule.zst`, in time order.
-fn read_schedule(path: &Path) -> Result<Vec<weft_abi::schedule::Event>, TraceError> {
+/// A trace that was not finished (`complete` false: its weft was killed)
+/// keeps the whole records before where its schedule stops.
+fn read_schedule(
+    path: &Path,
+    complete: bool,
+) -> Result<Vec<weft_abi::schedule::Event>, TraceError> {
     use weft_abi::schedule::{Event, SIZE};
     let file = std::fs::File::open(path).map_err(io(path))?;
     let mut raw = Vec::new();
@@ -570,17 +675,23 @@ fn read_schedule(path: &Path) -> Result<Vec<weft_abi::schedule::Event>, TraceErr
         offset: at as u64,
         kept: at / SIZE,
     };
-    if let Err(e) = decoded {
-        return Err(truncated(
-            format!("the zstd stream is damaged ({e})"),
-            raw.len(),
-        ));
+    match decoded {
+        Err(e) if complete => {
+            return Err(truncated(
+                format!("the zstd stream is damaged ({e})"),
+                raw.len(),
+            ))
+        }
+        _ => {}
     }
     if raw.len() % SIZE != 0 {
-        return Err(truncated(
-            "a record is cut short".into(),
-            raw.len() / SIZE * SIZE,
-        ));
+        if complete {
+            return Err(truncated(
+                "a record is cut short".into(),
+                raw.len() / SIZE * SIZE,
+            ));
+        }
+        raw.truncate(raw.len() / SIZE * SIZE);
     }
     let mut events = Vec::with_capacity(raw.len() / SIZE);
     for (i, r) in raw.chunks_exact(SIZE).enumerate() {

@@ -37,6 +37,39 @@ fn damaged_traces_and_wrong_directories_are_refused_clearly() {
     std::os::unix::fs::symlink(&other, &link).unwrap();
     let out = paths_run(&link, &[], &target, &[]);
     assert_clear_error(&out, 1, "is a symbolic link", "--paths-out through a link");
+    // A --paths that names nothing, said as the user wrote it.
+    for empty in ["", "fn:"] {
+        let out = run(
+            weft()
+                .args(["run", "--paths", empty, "--paths-out"])
+                .arg(dir.join("empty"))
+                .arg("--")
+                .arg(&target),
+            Duration::from_secs(60),
+        );
+        assert_clear_error(
+            &out,
+            1,
+            &format!("--paths {empty:?} names nothing"),
+            "--paths ''",
+        );
+    }
+    // `ALL` is `all`: the program's functions are traced.
+    let upper = dir.join("upper");
+    let out = run(
+        weft()
+            .args(["run", "--no-follow", "--paths", "ALL", "--paths-out"])
+            .arg(&upper)
+            .arg("--")
+            .arg(&target),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert!(
+        out.stderr.contains("paths of ") && !out.stderr.contains("paths of 0 function"),
+        "{}",
+        out.stderr
+    );
     // Witnesses without their table: a run that did not finish.
     let unfinished = dir.join("unfinished");
     std::fs::create_dir_all(&unfinished).unwrap();
@@ -339,4 +372,27 @@ fn a_killed_wefts_trace_is_read_up_to_where_it_stops() {
         "what was written is regenerated: {}",
         &regen.stdout[..regen.stdout.len().min(500)]
     );
+    // Its schedule too, flushed as the buffers are: one stream in the
+    // order the threads ran, up to where it stops.
+    let interleaved = run(
+        weft().args(["regen", "--interleave"]).arg(&trace),
+        Duration::from_secs(60),
+    );
+    assert_eq!(interleaved.status, 1, "{}", interleaved.stderr);
+    assert!(
+        !interleaved.stderr.contains("no schedule"),
+        "{}",
+        interleaved.stderr
+    );
+    assert!(
+        interleaved.stdout.contains("# thread ") && interleaved.stdout.contains(" at "),
+        "{}",
+        &interleaved.stdout[..interleaved.stdout.len().min(500)]
+    );
+    // A full disk names the file it could not write.
+    let full = run(
+        weft().arg("regen").args(["-o", "/dev/full"]).arg(&trace),
+        Duration::from_secs(60),
+    );
+    assert_clear_error(&full, 1, "writing /dev/full", "regen -o /dev/full");
 }
