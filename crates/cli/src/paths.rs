@@ -554,8 +554,7 @@ fn validate(dir: &std::path::Path) -> Result<std::result::Result<String, String>
     for &key in trace.threads.keys() {
         let (pid, tid, image) = key;
         let from = program.inherited_in(&trace, key);
-        let stream = trace.stream(key)?;
-        match program.regenerate_at(image as usize, &stream, from.as_ref(), |_, _| {}) {
+        match program.regenerate_at(image as usize, trace.stream(key), from.as_ref(), |_, _| {}) {
             Ok(s) => checked += s.checked,
             Err(e) => {
                 // Lost records come first: they are the likely cause.
@@ -598,6 +597,7 @@ fn chunk_of(file: &SharedMemory, layout: Pool, k: u64, len: usize) -> Chunk {
         seq: file.load_u64(d + pool::DESC_SEQ),
         tsc_start: file.load_u64(d + pool::TSC_START),
         tsc_end: file.load_u64(d + pool::TSC_END),
+        len,
         bytes: file.read(layout.buffer(k), len),
     }
 }

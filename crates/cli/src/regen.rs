@@ -133,12 +133,12 @@ pub fn regen(a: &RegenArgs) -> Result<i32> {
             let accesses = std::cell::RefCell::new(Vec::new());
             // A forked child goes on in its parent's frames.
             let from = program.inherited_in(&trace, key);
-            let stream = trace.stream(key)?;
+            let stream = trace.stream(key);
             let summary = if a.data {
                 let biases = out.biases_of(key.2);
                 program.regenerate_data(
                     key.2 as usize,
-                    &stream,
+                    stream,
                     (&biases, from.as_ref()),
                     |s, _| {
                         if failed.is_none() {
@@ -149,7 +149,7 @@ pub fn regen(a: &RegenArgs) -> Result<i32> {
                     |x| accesses.borrow_mut().push(x),
                 )
             } else {
-                program.regenerate_at(key.2 as usize, &stream, from.as_ref(), |s, _| {
+                program.regenerate_at(key.2 as usize, stream, from.as_ref(), |s, _| {
                     if failed.is_none() {
                         failed = out.segment(key.2, s, &[]).err();
                     }
@@ -257,7 +257,7 @@ fn interleaved(trace: &Trace, program: &Program, out: &mut Output) -> Result<Sum
         );
     }
     let keys: Vec<StreamKey> = trace.threads.keys().copied().collect();
-    let streams = (keys.iter().map(|&k| trace.stream(k))).collect::<Result<Vec<_>, _>>()?;
+    let streams: Vec<&[u8]> = keys.iter().map(|&k| trace.stream(k)).collect();
     let origin = trace.schedule.first().map_or(0, |e| e.ns);
     std::thread::scope(|scope| -> Result<Summaries> {
         let mut feeds = HashMap::new();

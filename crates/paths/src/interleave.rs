@@ -35,8 +35,8 @@ pub fn pieces(trace: &Trace) -> Vec<Piece> {
     for (&key, chunks) in &trace.threads {
         let mut at = 0usize;
         for c in chunks {
-            starts.insert((c.pid, c.tid, c.seq), (key, at, c.bytes.len()));
-            at += c.bytes.len();
+            starts.insert((c.pid, c.tid, c.seq), (key, at, c.len));
+            at += c.len;
         }
         lengths.insert(key, at);
     }
@@ -55,7 +55,7 @@ pub fn pieces(trace: &Trace) -> Vec<Piece> {
         let at = chunks
             .iter()
             .take_while(|c| c.seq < e.seq)
-            .map(|c| c.bytes.len())
+            .map(|c| c.len)
             .sum();
         Some((key, at))
     };
@@ -126,6 +126,7 @@ mod tests {
             seq,
             tsc_start: 0,
             tsc_end: 0,
+            len,
             bytes: vec![1; len],
         }
     }
@@ -159,6 +160,7 @@ mod tests {
             dir: std::path::PathBuf::new(),
             meta,
             threads,
+            streams: BTreeMap::new(),
             schedule,
             schedule_error: None,
             cut: None,

@@ -104,7 +104,10 @@ pub struct Chunk {
     pub tsc_start: u64,
     /// TSC when it filled it (0 for the last, partly filled one).
     pub tsc_end: u64,
-    /// The records.
+    /// Bytes of its records.
+    pub len: usize,
+    /// The records (in a [`Trace`], moved into its thread's stream:
+    /// [`Trace::stream`]).
     pub bytes: Vec<u8>,
 }
 
@@ -411,8 +414,11 @@ pub struct Trace {
     pub dir: PathBuf,
     /// `paths.json`.
     pub meta: Meta,
-    /// Per thread and process image: the chunks in `seq` order.
+    /// Per thread and process image: the chunks in `seq` order (their
+    /// records moved into `streams`).
     pub threads: BTreeMap<StreamKey, Vec<Chunk>>,
+    /// Per thread and process image: its chunks' records end to end.
+    pub streams: BTreeMap<StreamKey, Vec<u8>>,
     /// The schedule, in time order (empty without one).
     pub schedule: Vec<weft_abi::schedule::Event>,
     /// Why `schedule.zst` could not be read, if it could not: only
@@ -470,7 +476,7 @@ impl Trace {
         }
         let path = dir.join("buffers.zst");
         let file = std::fs::File::open(&path).map_err(io(&path))?;
-        let (threads, cut) = read_chunks(file, &path, &meta)?;
+        let (threads, streams, cut) = read_chunks(file, &path, &meta)?;
         let (schedule, schedule_error) = match meta.schedule {
             Some(_) => match read_schedule(&dir.join("schedule.zst"), meta.complete) {
                 Ok(events) => (events, None),
@@ -482,6 +488,7 @@ impl Trace {
             dir: dir.to_path_buf(),
             meta,
             threads,
+            streams,
             schedule,
             schedule_error,
             cut,
@@ -497,34 +504,8 @@ impl Trace {
     }
 
     /// A thread's stream in an image: its chunks end to end.
-    pub fn stream(&self, thread: StreamKey) -> Result<Vec<u8>, TraceError> {
-        self.stream_upto(thread, usize::MAX)
-    }
-
-    /// The first `limit` bytes of a thread's stream (a forked child's
-    /// parent's, up to the fork). Memory running out is an error, not an
-    /// abort.
-    pub fn stream_upto(&self, thread: StreamKey, limit: usize) -> Result<Vec<u8>, TraceError> {
-        let Some(chunks) = self.threads.get(&thread) else {
-            return Ok(Vec::new());
-        };
-        let len = chunks
-            .iter()
-            .map(|c| c.bytes.len())
-            .sum::<usize>()
-            .min(limit);
-        let mut out = Vec::new();
-        if out.try_reserve_exact(len).is_err() {
-            return Err(TraceError::NoMemory {
-                path: self.dir.join("buffers.zst"),
-                held: len as u64,
-            });
-        }
-        for c in chunks {
-            let take = (len - out.len()).min(c.bytes.len());
-            out.extend_from_slice(&c.bytes[..take]);
-        }
-        Ok(out)
+    pub fn stream(&self, thread: StreamKey) -> &[u8] {
+        self.streams.get(&thread).map_or(&[], Vec::as_slice)
     }
 
     /// For a forked child's stream: its parent's stream, and how much of
@@ -534,8 +515,8 @@ impl Trace {
         let fork = self.meta.forks.iter().find(|f| f.child == first)?;
         self.threads.iter().find_map(|(&key, chunks)| {
             let k = chunks.iter().position(|c| c.seq == fork.parent)?;
-            let before: usize = chunks[..k].iter().map(|c| c.bytes.len()).sum();
-            let at = (fork.at as usize).min(chunks[k].bytes.len());
+            let before: usize = chunks[..k].iter().map(|c| c.len).sum();
+            let at = (fork.at as usize).min(chunks[k].len);
             (key != thread).then_some((key, before + at))
         })
     }
@@ -543,6 +524,8 @@ impl Trace {
 
 /// A trace's chunks, per thread and process image.
 type Chunks = BTreeMap<StreamKey, Vec<Chunk>>;
+/// A trace's streams, per thread and process image.
+type Streams = BTreeMap<StreamKey, Vec<u8>>;
 
 /// The chunks of `buffers.zst` (`file`, at `path`), per thread in `seq`
 /// order, read as they decompress: the whole stream is never held
@@ -553,7 +536,7 @@ fn read_chunks(
     file: std::fs::File,
     path: &Path,
     meta: &Meta,
-) -> Result<(Chunks, Option<TraceError>), TraceError> {
+) -> Result<(Chunks, Streams, Option<TraceError>), TraceError> {
     let mut threads = Chunks::new();
     let (mut at, mut kept) = (0usize, 0usize);
     let truncated = |why: String, at: usize, kept: usize| TraceError::Truncated {
@@ -575,7 +558,10 @@ fn read_chunks(
     let mut seen = HashSet::new();
     let mut decoder = match zstd::stream::read::Decoder::new(file) {
         Ok(d) => d,
-        Err(e) => return Ok((threads, Some(truncated(decoder_error(e), 0, 0)))),
+        Err(e) => {
+            let cut = Some(truncated(decoder_error(e), 0, 0));
+            return Ok((threads, Streams::new(), cut));
+        }
     };
     let mut cut = None;
     loop {
@@ -624,6 +610,7 @@ fn read_chunks(
             seq: u64_at(8),
             tsc_start: u64_at(16),
             tsc_end: u64_at(24),
+            len,
             bytes,
         };
         if let Some(why) = damaged_header(&c, u32_at(36), meta, &mut seen) {
@@ -640,7 +627,25 @@ fn read_chunks(
     for chunks in threads.values_mut() {
         chunks.sort_by_key(|c| c.seq);
     }
-    Ok((threads, cut))
+    // Each thread's stream in one piece, its chunks' records moved there
+    // one by one: the records are held once.
+    let mut streams = BTreeMap::new();
+    for (&key, chunks) in threads.iter_mut() {
+        let mut stream = Vec::new();
+        let len = chunks.iter().map(|c| c.len).sum::<usize>();
+        if stream.try_reserve_exact(len).is_err() {
+            return Err(TraceError::NoMemory {
+                path: path.to_path_buf(),
+                held: at as u64,
+            });
+        }
+        for c in chunks.iter_mut() {
+            stream.extend_from_slice(&c.bytes);
+            c.bytes = Vec::new();
+        }
+        streams.insert(key, stream);
+    }
+    Ok((threads, streams, cut))
 }
 
 /// Fills `buf` from `from` as far as it goes: the bytes read (fewer at

@@ -52,8 +52,9 @@ impl Program<'_> {
         let from = (depth < 64)
             .then(|| self.inherited_depth(trace, parent, depth + 1))
             .flatten();
-        let before = trace.stream_upto(parent, at).ok()?;
-        self.inherited(parent.2 as usize, &before, from.as_ref())
+        let stream = trace.stream(parent);
+        let before = &stream[..at.min(stream.len())];
+        self.inherited(parent.2 as usize, before, from.as_ref())
             .ok()
     }
 }
