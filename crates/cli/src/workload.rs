@@ -348,22 +348,36 @@ impl Workload {
         {
             return Some(format!("{why}, nor in any other program of the workload"));
         }
-        let (pattern, near) = self
-            .unmatched
-            .iter()
-            .find(|(p, _)| !self.matched.contains(*p))?;
-        let function = pattern
-            .rsplit_once(':')
-            .map_or(pattern.as_str(), |(_, f)| f);
-        let near = weft_image::near_misses(function, near.iter().map(String::as_str), 5);
-        let hint = if near.is_empty() {
-            String::new()
-        } else {
-            format!(" (did you mean: {}?)", near.join(", "))
-        };
-        Some(format!(
-            "pattern '{pattern}' matches no function in any program of the workload{hint}"
-        ))
+        // Every pattern that matched nothing, in one line (the first alone
+        // hid the others).
+        let missed: Vec<(String, String)> = (self.unmatched.iter())
+            .filter(|(p, _)| !self.matched.contains(*p))
+            .map(|(pattern, near)| {
+                let function = pattern
+                    .rsplit_once(':')
+                    .map_or(pattern.as_str(), |(_, f)| f);
+                let near = weft_image::near_misses(function, near.iter().map(String::as_str), 5);
+                let hint = if near.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (did you mean: {}?)", near.join(", "))
+                };
+                (pattern.clone(), hint)
+            })
+            .collect();
+        match missed.as_slice() {
+            [] => None,
+            [(pattern, hint)] => Some(format!(
+                "pattern '{pattern}' matches no function in any program of the workload{hint}"
+            )),
+            many => Some(format!(
+                "patterns {} match no function in any program of the workload",
+                many.iter()
+                    .map(|(p, hint)| format!("'{p}'{hint}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
     }
 
     /// How many processes of the workload are still running: the live

@@ -35,6 +35,13 @@ fn pattern_matching_nothing_lists_near_misses() {
             .arg(&bin),
         &["pattern 'libc.so.6:mallocc' matches no function", "malloc"],
     );
+    // Every pattern that matches nothing is named, not the first alone.
+    fails(
+        weft()
+            .args(["run", "--count", "wrok", "--count", "wokr", "--"])
+            .arg(&bin),
+        &["'wrok'", "'wokr'", "match no function"],
+    );
 }
 
 #[test]
