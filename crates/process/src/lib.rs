@@ -291,6 +291,23 @@ pub fn drop_caches() -> std::io::Result<()> {
     std::fs::write("/proc/sys/vm/drop_caches", "3")
 }
 
+/// Time the hypervisor stole from this machine's CPUs so far, in ns (the
+/// `steal` column of `/proc/stat`, in clock ticks; 0 where it is not
+/// accounted). A clock that reads the TSC counts it, where the kernel's
+/// CPU clocks do not (docs/cpu-clock.md): tests comparing the two allow it.
+pub fn stolen_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: u64 = stat
+        .lines()
+        .next()
+        .and_then(|cpu| cpu.split_whitespace().nth(8))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    ticks * 1_000_000_000 / hz
+}
+
 /// Raises weft's soft limit of open files to its hard limit: following a
 /// workload keeps a few descriptors per process (its region, a pidfd)
 /// and a build may start hundreds. A program weft starts gets the limit

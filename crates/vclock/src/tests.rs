@@ -27,11 +27,11 @@ fn gettid() -> u32 {
 /// (the clock's, the kernel's) CPU ns of the calling thread over `work`.
 fn measure(clock: &VirtualClock, work: impl FnOnce()) -> (u64, u64) {
     let slot = clock.claim(gettid()).expect("a free entry");
-    let steal = steal_ns();
+    let steal = weft_process::stolen_ns();
     let (v0, k0) = (clock.read_own(slot), thread_cpu_ns());
     work();
     let (v1, k1) = (clock.read_own(slot), thread_cpu_ns());
-    let stolen = steal_ns().saturating_sub(steal);
+    let stolen = weft_process::stolen_ns().saturating_sub(steal);
     // A thread moved to another CPU may read its clock a few ns behind its
     // last reading there (the CPUs' TSCs agree only that closely): such a
     // difference counts as none, not as a wrap to 2^64.
@@ -43,19 +43,6 @@ fn measure(clock: &VirtualClock, work: impl FnOnce()) -> (u64, u64) {
 
 /// The most the machine's CPUs had stolen during one `measure`.
 static STOLEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Time the hypervisor stole from this machine's CPUs so far (the `steal`
-/// column of `/proc/stat`, in 10 ms ticks), in nanoseconds.
-fn steal_ns() -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let ticks: u64 = stat
-        .lines()
-        .next()
-        .and_then(|l| l.split_whitespace().nth(8))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    ticks * 10_000_000
-}
 
 /// Spins until the thread has used `d` of CPU (however loaded the machine).
 fn spin(d: Duration) {
@@ -165,13 +152,13 @@ fn another_thread_reads_a_running_one() {
             }
             ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
         };
-        let steal = steal_ns();
+        let steal = weft_process::stolen_ns();
         let k_a = kernel_now();
         let a = clock.read_other(slot);
         std::thread::sleep(Duration::from_millis(100));
         let b = clock.read_other(slot);
         let k_b = kernel_now();
-        let stolen = steal_ns().saturating_sub(steal);
+        let stolen = weft_process::stolen_ns().saturating_sub(steal);
         STOLEN.fetch_max(stolen, Ordering::Relaxed);
         stop.store(true, Ordering::Relaxed);
         // However much of those 100 ms the spinner got (the other tests

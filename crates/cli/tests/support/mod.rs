@@ -151,22 +151,7 @@ pub fn have(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Time the hypervisor stole from this machine's CPUs so far, in ns (the
-/// `steal` column of `/proc/stat`: clock ticks, 0 where it is not
-/// accounted). A clock that reads TSC time counts it; the kernel's CPU
-/// clocks do not (docs/cpu-clock.md).
-pub fn stolen_ns() -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let ticks: u64 = stat
-        .lines()
-        .next()
-        .and_then(|cpu| cpu.split_whitespace().nth(8))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    ticks * 1_000_000_000 / hz
-}
+pub use weft_process::stolen_ns;
 
 /// Skips a test loudly: says why on stderr (`SKIPPED: WHY`), and fails the
 /// test instead when the environment variable `WEFT_CI` is set and not

@@ -20,20 +20,7 @@ fn loaded() -> Option<VirtualClock> {
     }
 }
 
-/// Time the hypervisor stole from every CPU so far (`/proc/stat`, in
-/// clock ticks: coarse, and 0 where it is not accounted).
-fn stolen_ns() -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let ticks: u64 = stat
-        .lines()
-        .next()
-        .and_then(|cpu| cpu.split_whitespace().nth(8))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    ticks * 1_000_000_000 / hz
-}
+use weft_process::stolen_ns;
 
 fn spin(d: Duration) {
     let until = Instant::now() + d;
