@@ -9,8 +9,8 @@
  *   the handler prints its si_code and whether si_pid is that child.
  * - SIGUSR2 without SA_RESTART into a blocked read of a pipe: the read
  *   fails with EINTR, the program says so and reads again; the last
- *   child sends the signal 100 ms after the parent says it is about to
- *   read, and writes the byte after it.
+ *   child sends the signal once the parent says it is about to read, and
+ *   writes the byte after it.
  *
  * Prints the handlers' tallies ("tally sigchld N" counts every SIGCHLD,
  * the stops and continues a tracer's holds send too). Usage:
@@ -97,14 +97,12 @@ int main(int argc, char **argv)
         pid_t child = fork();
         if (child == 0) {
             if (i == children - 1) {
-                // Once the parent is about to read, and 100 ms more for it
-                // to block in the read (2 ms were too few for a machine
-                // running the whole test suite: the signal came before the
-                // read, and no read was interrupted).
+                // Once the parent is about to read (and 2 ms more, for it
+                // to block in the read).
                 char go;
                 if (read(ready[0], &go, 1) != 1)
                     _exit(5);
-                usleep(100000);
+                usleep(2000);
                 kill(getppid(), SIGUSR2);
                 usleep(1000);
                 kill(getppid(), SIGUSR1);
