@@ -9,8 +9,12 @@
  *   the handler prints its si_code and whether si_pid is that child.
  * - SIGUSR2 without SA_RESTART into a blocked read of a pipe: the read
  *   fails with EINTR, the program says so and reads again; the last
- *   child sends the signal once the parent says it is about to read, and
- *   writes the byte after it.
+ *   child sends the signal 50 ms after the parent says it is about to
+ *   read, and SIGUSR1 only once the parent's SIGUSR2 handler has said it
+ *   ran (both pending as the read is interrupted, the kernel delivers
+ *   SIGUSR1 first, whose SA_RESTART restarts the read: a loaded machine
+ *   that ran the parent 3 ms after SIGUSR2, 1 ms after SIGUSR1, lost the
+ *   EINTR), then writes the byte.
  *
  * Prints the handlers' tallies ("tally sigchld N" counts every SIGCHLD,
  * the stops and continues a tracer's holds send too). Usage:
@@ -28,6 +32,7 @@ TALLY(sigusr1);
 TALLY(sigusr2);
 static volatile sig_atomic_t reaped;
 static volatile pid_t last_child;
+static int handled[2];
 
 static void say(const char *text)
 {
@@ -61,6 +66,8 @@ static void on_usr2(int sig)
     (void)sig;
     BUMP(sigusr2);
     say("usr2\n");
+    if (write(handled[1], "h", 1) != 1)
+        _exit(2);
 }
 
 static void handle(int sig, void (*plain)(int), void (*full)(int, siginfo_t *, void *),
@@ -91,20 +98,21 @@ int main(int argc, char **argv)
     sigaddset(&usr1, SIGUSR1);
     sigprocmask(SIG_BLOCK, &usr1, &old);
     int fds[2], ready[2];
-    if (pipe(fds) != 0 || pipe(ready) != 0)
+    if (pipe(fds) != 0 || pipe(ready) != 0 || pipe(handled) != 0)
         return 4;
     for (int i = 0; i < children; i++) {
         pid_t child = fork();
         if (child == 0) {
             if (i == children - 1) {
-                // Once the parent is about to read (and 2 ms more, for it
+                // Once the parent is about to read (and 50 ms more, for it
                 // to block in the read).
                 char go;
                 if (read(ready[0], &go, 1) != 1)
                     _exit(5);
-                usleep(2000);
+                usleep(50000);
                 kill(getppid(), SIGUSR2);
-                usleep(1000);
+                if (read(handled[0], &go, 1) != 1)
+                    _exit(5);
                 kill(getppid(), SIGUSR1);
                 usleep(2000);
                 if (write(fds[1], "x", 1) != 1)
