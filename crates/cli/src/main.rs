@@ -376,7 +376,7 @@ fn parse_paths_buffer(text: &str) -> std::result::Result<u64, String> {
     Ok(bytes)
 }
 
-/// `256K`, `1M`, `65536`: a size in bytes.
+/// `256K`, `1M`, `4G`, `65536`: a size in bytes.
 fn parse_bytes(text: &str) -> std::result::Result<u64, String> {
     let (digits, unit) = text.split_at(
         text.find(|c: char| !c.is_ascii_digit())
@@ -386,6 +386,7 @@ fn parse_bytes(text: &str) -> std::result::Result<u64, String> {
         "" => 1,
         "K" | "k" | "KiB" => 1 << 10,
         "M" | "m" | "MiB" => 1 << 20,
+        "G" | "g" | "GiB" => 1 << 30,
         _ => return Err(format!("'{text}': write a size such as 256K, 1M or 16M")),
     };
     let bytes = digits

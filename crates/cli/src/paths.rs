@@ -545,7 +545,8 @@ impl PathsRun {
 /// Regenerates every thread of the trace in `dir` and compares it with
 /// the blocks it recorded: the outcome, in a line (`Err`: a failure).
 fn validate(dir: &std::path::Path) -> Result<std::result::Result<String, String>> {
-    let mut trace = weft_paths::trace_dir::Trace::read(dir)?;
+    let budget = crate::regen::memory_budget(None);
+    let mut trace = weft_paths::trace_dir::Trace::read_within(dir, budget)?;
     if let Some(cut) = trace.cut.take() {
         return Err(cut.into());
     }

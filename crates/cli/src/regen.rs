@@ -50,6 +50,29 @@ pub struct RegenArgs {
     /// with --binary, two `u64`s (docs/paths.md).
     #[arg(long)]
     pub data: bool,
+    /// Hold at most SIZE (such as 512M or 4G) of the trace's decompressed
+    /// witnesses in memory; past it they go to an unnamed file in the
+    /// trace's directory (or $TMPDIR) that regeneration maps, so a trace
+    /// larger than memory regenerates. Default: half the memory this
+    /// process may take now (the machine's, or its control group's).
+    #[arg(long, value_name = "SIZE", value_parser = crate::parse_bytes)]
+    pub memory: Option<u64>,
+}
+
+/// `bytes` for a message: in KiB, MiB or GiB.
+fn size(bytes: u64) -> String {
+    let b = bytes as f64;
+    match bytes {
+        0..0x10_0000 => format!("{:.1} KiB", b / 1024.0),
+        0x10_0000..0x4000_0000 => format!("{:.1} MiB", b / f64::from(1 << 20)),
+        _ => format!("{:.2} GiB", b / f64::from(1 << 30)),
+    }
+}
+
+/// Bytes of a trace's records regeneration holds in memory: `memory`, or
+/// half of what this process may take now.
+pub fn memory_budget(memory: Option<u64>) -> u64 {
+    memory.unwrap_or_else(|| weft_process::memory_available().map_or(u64::MAX, |m| m / 2))
 }
 
 /// Magic of the binary form.
@@ -69,7 +92,17 @@ const BATCH: usize = 4096;
 /// interleaved in time. Returns the exit status: 1 for a trace cut short,
 /// whose cut was said before regenerating what comes before it.
 pub fn regen(a: &RegenArgs) -> Result<i32> {
-    let mut trace = Trace::read(&a.dir)?;
+    let budget = memory_budget(a.memory);
+    let mut trace = Trace::read_within(&a.dir, budget)?;
+    if let Some(dir) = trace.streams.mapped_in() {
+        say!(
+            "weft: the trace's records ({}) are more than the memory budget ({}{}): they were written to an unnamed file in {} and are regenerated from there",
+            size(trace.streams.len()),
+            size(budget),
+            if a.memory.is_some() { ", --memory" } else { ", half of what this process may take; --memory sets it" },
+            dir.display()
+        );
+    }
     // A trace cut short: what comes before the cut is regenerated, and
     // the run fails (the cut said once, here).
     let cut = trace.cut.take();

@@ -160,7 +160,7 @@ mod tests {
             dir: std::path::PathBuf::new(),
             meta,
             threads,
-            streams: BTreeMap::new(),
+            streams: Default::default(),
             schedule,
             schedule_error: None,
             cut: None,

@@ -21,6 +21,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+mod streams;
+pub use streams::Streams;
+
 /// `format` of `paths.json`.
 pub const FORMAT: &str = "weft-paths";
 /// `version` of `paths.json` this weft writes and reads.
@@ -165,6 +168,15 @@ pub enum TraceError {
         path: PathBuf,
         /// Bytes read before memory ran out.
         held: u64,
+    },
+    /// The streams did not fit in the memory budget, and the file they
+    /// were to go to instead could not be written.
+    #[error("the trace's streams do not fit in the memory budget, and writing them to an unnamed file in {dir} failed: {why}; free space there or in $TMPDIR, or give regen more memory (--memory)")]
+    Spill {
+        /// Where the file was (the trace's directory, or `$TMPDIR`).
+        dir: PathBuf,
+        /// Why.
+        why: std::io::Error,
     },
     /// `buffers.zst` ends inside a chunk or does not decompress.
     #[error("{path}: {why} at byte {offset} of the decompressed stream; {kept} chunk(s) before it are read")]
@@ -418,7 +430,7 @@ pub struct Trace {
     /// records moved into `streams`).
     pub threads: BTreeMap<StreamKey, Vec<Chunk>>,
     /// Per thread and process image: its chunks' records end to end.
-    pub streams: BTreeMap<StreamKey, Vec<u8>>,
+    pub streams: Streams,
     /// The schedule, in time order (empty without one).
     pub schedule: Vec<weft_abi::schedule::Event>,
     /// Why `schedule.zst` could not be read, if it could not: only
@@ -430,10 +442,17 @@ pub struct Trace {
 }
 
 impl Trace {
-    /// Reads `dir`. A `buffers.zst` cut short (weft killed, disk full)
-    /// keeps the chunks before the cut, and says where it is in
-    /// [`Trace::cut`].
+    /// Reads `dir`, holding its streams in memory. A `buffers.zst` cut
+    /// short (weft killed, disk full) keeps the chunks before the cut, and
+    /// says where it is in [`Trace::cut`].
     pub fn read(dir: &Path) -> Result<Trace, TraceError> {
+        Trace::read_within(dir, u64::MAX)
+    }
+
+    /// Reads `dir` as [`Trace::read`] does, holding at most `budget` bytes
+    /// of its records in memory: past it, the streams go to a file
+    /// regeneration maps (see [`Streams`]).
+    pub fn read_within(dir: &Path, budget: u64) -> Result<Trace, TraceError> {
         let path = dir.join("paths.json");
         if !path.exists() {
             if !dir.is_dir() {
@@ -476,7 +495,7 @@ impl Trace {
         }
         let path = dir.join("buffers.zst");
         let file = std::fs::File::open(&path).map_err(io(&path))?;
-        let (threads, streams, cut) = read_chunks(file, &path, &meta)?;
+        let (threads, streams, cut) = streams::read_chunks(file, &path, &meta, budget)?;
         let (schedule, schedule_error) = match meta.schedule {
             Some(_) => match read_schedule(&dir.join("schedule.zst"), meta.complete) {
                 Ok(events) => (events, None),
@@ -505,7 +524,7 @@ impl Trace {
 
     /// A thread's stream in an image: its chunks end to end.
     pub fn stream(&self, thread: StreamKey) -> &[u8] {
-        self.streams.get(&thread).map_or(&[], Vec::as_slice)
+        self.streams.get(thread)
     }
 
     /// For a forked child's stream: its parent's stream, and how much of
@@ -520,147 +539,6 @@ impl Trace {
             (key != thread).then_some((key, before + at))
         })
     }
-}
-
-/// A trace's chunks, per thread and process image.
-type Chunks = BTreeMap<StreamKey, Vec<Chunk>>;
-/// A trace's streams, per thread and process image.
-type Streams = BTreeMap<StreamKey, Vec<u8>>;
-
-/// The chunks of `buffers.zst` (`file`, at `path`), per thread in `seq`
-/// order, read as they decompress: the whole stream is never held
-/// (regenerating a trace used to take twice its decompressed size). A
-/// stream cut short or damaged keeps the chunks before that place, and
-/// says where it is; memory running out is an error of its own.
-fn read_chunks(
-    file: std::fs::File,
-    path: &Path,
-    meta: &Meta,
-) -> Result<(Chunks, Streams, Option<TraceError>), TraceError> {
-    let mut threads = Chunks::new();
-    let (mut at, mut kept) = (0usize, 0usize);
-    let truncated = |why: String, at: usize, kept: usize| TraceError::Truncated {
-        path: path.to_path_buf(),
-        why,
-        offset: at as u64,
-        kept,
-    };
-    // The decoder's error names the place: the chunk it stopped inside is
-    // cut short because of it. A stream that stops inside a frame was cut
-    // (weft killed, a full disk), not damaged.
-    let decoder_error = |e: std::io::Error| {
-        if meta.complete {
-            format!("the zstd stream is damaged ({e})")
-        } else {
-            format!("the zstd stream stops where the unfinished trace was cut ({e})")
-        }
-    };
-    let mut seen = HashSet::new();
-    let mut decoder = match zstd::stream::read::Decoder::new(file) {
-        Ok(d) => d,
-        Err(e) => {
-            let cut = Some(truncated(decoder_error(e), 0, 0));
-            return Ok((threads, Streams::new(), cut));
-        }
-    };
-    let mut cut = None;
-    loop {
-        let mut h = [0u8; CHUNK_HEADER];
-        match read_full(&mut decoder, &mut h) {
-            Ok(0) => break,
-            Ok(n) if n < CHUNK_HEADER => {
-                cut = Some(truncated("a chunk header is cut short".into(), at, kept));
-                break;
-            }
-            Ok(_) => {}
-            Err(e) => {
-                cut = Some(truncated(decoder_error(e), at, kept));
-                break;
-            }
-        }
-        let u32_at = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().expect("4 bytes"));
-        let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().expect("8 bytes"));
-        let len = u32_at(32) as usize;
-        let mut bytes = Vec::new();
-        if bytes.try_reserve_exact(len).is_err() {
-            return Err(TraceError::NoMemory {
-                path: path.to_path_buf(),
-                held: at as u64,
-            });
-        }
-        bytes.resize(len, 0);
-        match read_full(&mut decoder, &mut bytes) {
-            Ok(n) if n == len => {}
-            Ok(_) => {
-                cut = Some(truncated(
-                    "a chunk's records are cut short".into(),
-                    at,
-                    kept,
-                ));
-                break;
-            }
-            Err(e) => {
-                cut = Some(truncated(decoder_error(e), at, kept));
-                break;
-            }
-        }
-        let c = Chunk {
-            pid: u32_at(0),
-            tid: u32_at(4),
-            seq: u64_at(8),
-            tsc_start: u64_at(16),
-            tsc_end: u64_at(24),
-            len,
-            bytes,
-        };
-        if let Some(why) = damaged_header(&c, u32_at(36), meta, &mut seen) {
-            cut = Some(truncated(why, at, kept));
-            break;
-        }
-        threads
-            .entry((c.pid, c.tid, c.image()))
-            .or_default()
-            .push(c);
-        at += CHUNK_HEADER + len;
-        kept += 1;
-    }
-    for chunks in threads.values_mut() {
-        chunks.sort_by_key(|c| c.seq);
-    }
-    // Each thread's stream in one piece, its chunks' records moved there
-    // one by one: the records are held once.
-    let mut streams = BTreeMap::new();
-    for (&key, chunks) in threads.iter_mut() {
-        let mut stream = Vec::new();
-        let len = chunks.iter().map(|c| c.len).sum::<usize>();
-        if stream.try_reserve_exact(len).is_err() {
-            return Err(TraceError::NoMemory {
-                path: path.to_path_buf(),
-                held: at as u64,
-            });
-        }
-        for c in chunks.iter_mut() {
-            stream.extend_from_slice(&c.bytes);
-            c.bytes = Vec::new();
-        }
-        streams.insert(key, stream);
-    }
-    Ok((threads, streams, cut))
-}
-
-/// Fills `buf` from `from` as far as it goes: the bytes read (fewer at
-/// the stream's end), or the error that stopped it.
-fn read_full(from: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match from.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// The records of `schedule.zst`, in time order.

@@ -375,6 +375,69 @@ pub fn cpu_flags() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Bytes this process may still take before the kernel must reclaim
+/// more than page cache, or kill: the machine's `MemAvailable`
+/// (`/proc/meminfo`), or less where a control group this process is in
+/// limits it: the group's limit less its anonymous memory (page cache
+/// the group holds is reclaimed for it), for its group and each group
+/// above it, in cgroup v2 (`memory.max`, `anon` of `memory.stat`) or the
+/// v1 memory hierarchy (`memory.limit_in_bytes`, `total_rss`). `None`
+/// where `/proc/meminfo` cannot be read.
+pub fn memory_available() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    let mut available = kib * 1024;
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    for line in own.lines() {
+        // `0::/PATH` (v2) or `N:memory:/PATH` (v1).
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next(), fields.next(), fields.next());
+        let (Some(controllers), Some(path)) = (controllers, path) else {
+            continue;
+        };
+        let (root, limit, stat, anon) = match controllers {
+            "" => ("/sys/fs/cgroup", "memory.max", "memory.stat", "anon"),
+            c if c.split(',').any(|c| c == "memory") => (
+                "/sys/fs/cgroup/memory",
+                "memory.limit_in_bytes",
+                "memory.stat",
+                "total_rss",
+            ),
+            _ => continue,
+        };
+        let root = std::path::Path::new(root);
+        let mut group = root.join(path.trim_start_matches('/'));
+        loop {
+            let max = std::fs::read_to_string(group.join(limit))
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok());
+            let used = std::fs::read_to_string(group.join(stat))
+                .ok()
+                .and_then(|t| {
+                    t.lines()
+                        .find_map(|l| l.strip_prefix(anon)?.strip_prefix(' '))?
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                });
+            if let (Some(max), Some(used)) = (max, used) {
+                available = available.min(max.saturating_sub(used));
+            }
+            if group == root || !group.pop() {
+                break;
+            }
+        }
+    }
+    Some(available)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,6 +445,22 @@ mod tests {
     /// 16 MiB written here more is 16 MiB more anonymous memory resident,
     /// and private. (Another test's child, forked meanwhile, shares this
     /// process's pages until it execs: tried a few times.)
+    /// Never more than the machine has available.
+    #[test]
+    fn memory_available_is_within_the_machines() {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+        let total: u64 = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|t| t.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("MemTotal");
+        let available = memory_available().expect("/proc/meminfo is readable");
+        assert!(
+            available > 0 && available <= total * 1024,
+            "{available} of {total} KiB"
+        );
+    }
+
     #[test]
     fn resident_memory_grows_by_what_the_process_writes() {
         let me = std::process::id() as i32;

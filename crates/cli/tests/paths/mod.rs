@@ -6,6 +6,7 @@
 
 mod data;
 mod errors;
+mod memory;
 mod programs;
 mod signals;
 mod workloads;
