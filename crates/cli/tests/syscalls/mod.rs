@@ -710,7 +710,7 @@ fn ran_seconds(stderr: &str) -> f64 {
 /// syscalls actual`), takes what `predict` (its JSON report's `key`, for
 /// those limits) says within 20 %, both 1.25x or more the unlimited run
 /// (these machines are shared and the group's quota is enforced per 100
-/// ms: a measurement other tests disturbed is taken again, three times at
+/// ms: a measurement other tests disturbed is taken again, four times at
 /// most). With --memory-max the group's peak stays under the limit.
 pub(crate) fn half_a_cpu_is_predicted(
     target: &Path,
@@ -732,15 +732,20 @@ pub(crate) fn half_a_cpu_is_predicted(
     };
     let half = ["--cpu-max", "50%"];
     let mut seen = Vec::new();
-    let agreed = (0..3).any(|_| {
+    // Other tests' load only lengthens a run: the unlimited run is the
+    // shortest seen so far (one taken beside a busy test once read 0.56 s
+    // where it takes 0.37 s, as long as the limited run).
+    let mut fastest = f64::INFINITY;
+    let agreed = (0..4).any(|_| {
         let free = actual(&[]);
+        fastest = fastest.min(free);
         let (act, pred) = (actual(&half), predict(&half));
         assert_eq!(pred["configuration"], "50% of a CPU");
         let pred_s = pred[key].as_f64().unwrap();
         seen.push(format!(
             "unlimited {free:.3} s; half a CPU: actual {act:.3} s, predicted {pred_s:.3} s"
         ));
-        act > free * 1.25 && (pred_s / act - 1.0).abs() <= 0.2
+        act > fastest * 1.25 && (pred_s / act - 1.0).abs() <= 0.2
     });
     eprintln!("{}", seen.join("\n"));
     assert!(
