@@ -38,6 +38,7 @@
 mod calls;
 mod check;
 mod emit;
+mod encode;
 mod link;
 mod restartable;
 mod splices;
@@ -51,9 +52,7 @@ pub use splices::{splices, Splices};
 
 use crate::record::{Record, MAX_FUNCTION, MAX_WITNESS};
 use crate::witness::{Cfg, Plan};
-use iced_x86::{
-    BlockEncoder, BlockEncoderOptions, Code, FlowControl, Instruction, InstructionBlock, Register,
-};
+use iced_x86::{Code, FlowControl, Instruction, Register};
 use std::collections::HashMap;
 use weft_code::{BlockEnd, FunctionCode, RegSet};
 
@@ -542,24 +541,20 @@ pub fn rebuild(
     for stub in std::mem::take(&mut b.stubs) {
         all.extend(stub);
     }
-    let r = BlockEncoder::encode(
-        64,
-        InstructionBlock::new(&all, code_at),
-        BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
-    )
-    .map_err(|e| Refusal::Encode(e.to_string()))?;
-    let mut bytes = Vec::with_capacity(8 * b.literals.len() + r.code_buffer.len());
+    let r = encode::encode(&all, code_at).map_err(Refusal::Encode)?;
+    let mut bytes = Vec::with_capacity(8 * b.literals.len() + r.code.len());
     for &literal in &b.literals {
         bytes.extend_from_slice(&literal.to_le_bytes());
     }
-    bytes.extend_from_slice(&r.code_buffer);
-    let mut first_with_ip: HashMap<u64, usize> = HashMap::with_capacity(all.len());
+    bytes.extend_from_slice(&r.code);
+    let mut first_with_ip: encode::IpMap<usize> =
+        encode::IpMap::with_capacity_and_hasher(all.len(), Default::default());
     for (k, i) in all.iter().enumerate().rev() {
         first_with_ip.insert(i.ip(), k);
     }
     let offset_of_fake = |fake: u64| -> Option<u64> {
         let k = *first_with_ip.get(&fake)?;
-        let off = r.new_instruction_offsets[k];
+        let off = r.offsets[k];
         (off != u32::MAX).then(|| code_at + off as u64)
     };
     if let Some(rseq) = b.rseq {
@@ -578,13 +573,13 @@ pub fn rebuild(
         )))?;
         returns.push((ret, addr));
     }
-    let offsets = &r.new_instruction_offsets;
+    let offsets = &r.offsets;
     let linked_entry = code_at + offsets.get(linked_entry).map_or(0, |&o| o as u64);
     let mut sites = link::resolve(
         &b.marks,
         (body_len, &stub_lens),
         code_at,
-        &r.code_buffer,
+        &r.code,
         offsets,
         (code.start(), code_at),
     );

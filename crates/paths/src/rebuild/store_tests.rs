@@ -4,6 +4,7 @@
 
 use super::*;
 use iced_x86::code_asm::{registers::gpr64::*, *};
+use iced_x86::{BlockEncoder, BlockEncoderOptions, InstructionBlock};
 use weft_code::{FLAG_AF, FLAG_CF, FLAG_OF, FLAG_PF, FLAG_SF, FLAG_ZF, STATUS_FLAGS};
 
 /// The RFLAGS bit that is always set.
