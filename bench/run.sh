@@ -471,6 +471,16 @@ make_j2() {
         s=$(for _ in $(seq "$REPS"); do build strace -f -qq -o /dev/null make -s -j2 -C "$proj"; done | median)
         printf '%-34s %10.3f %8.2f\n' "strace -f" "$s" "$(echo "$s / $base" | bc -l)"
     fi
+    # Abstract execution of the whole build (issue 12): every process's
+    # every function laid out again at each exec; and the cheapest
+    # instrumenter of every instruction that follows execs, valgrind's
+    # tool "none", as the peer.
+    w=$(for _ in $(seq "$REPS"); do rm -rf "$out/make-paths"; build "$WEFT" run --paths all --paths-out "$out/make-paths" -- make -s -j2 -C "$proj"; done | median)
+    printf '%-34s %10.3f %8.2f\n' "weft run --paths all" "$w" "$(echo "$w / $base" | bc -l)"
+    if command -v valgrind >/dev/null; then
+        s=$(for _ in $(seq "$REPS"); do build valgrind -q --tool=none --trace-children=yes make -s -j2 -C "$proj"; done | median)
+        printf '%-34s %10.3f %8.2f\n' "valgrind --tool=none (children)" "$s" "$(echo "$s / $base" | bc -l)"
+    fi
 }
 
 # ULTra's Figure 2: a file-serving workload (bench/fileserve.py: Python's
