@@ -7,6 +7,8 @@ use crate::DataSource;
 use iced_x86::{FlowControl, Instruction};
 use std::collections::{BTreeMap, BTreeSet};
 
+mod rebase;
+
 /// How a basic block ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockEnd {

@@ -326,17 +326,29 @@ impl Module {
     }
 
     /// The analysed code of a function, in runtime addresses: analysed
-    /// once per file and load address, for every process that maps the
-    /// file there (each `exec` of a build asks for the C library's
-    /// `clone`, `fork` and `vfork`).
+    /// once per file, for every process that maps the file, wherever (each
+    /// `exec` of a build asks for the C library's `clone`, `fork` and
+    /// `vfork`, and each `cc1` of it for 45,000 functions at a new
+    /// address): code analysed at another load address is moved here
+    /// ([`FunctionCode::rebased`]).
     pub fn function_code(&self, f: &Function) -> Option<FunctionCode> {
-        let key = (self.bias, f.addr.get(), f.size);
+        let key = (f.addr.get(), f.size);
         let codes = &self.file_targets.codes;
-        if let Some(code) = codes.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            return Some(FunctionCode::clone(code));
+        let known = codes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        if let Some((bias, code)) = known {
+            return Some(if bias == self.bias {
+                FunctionCode::clone(&code)
+            } else {
+                code.rebased(self.bias.wrapping_sub(bias))
+            });
         }
         let code = self.analyse(f)?;
-        (codes.lock().unwrap_or_else(|e| e.into_inner())).insert(key, Arc::new(code.clone()));
+        (codes.lock().unwrap_or_else(|e| e.into_inner()))
+            .insert(key, (self.bias, Arc::new(code.clone())));
         Some(code)
     }
 
@@ -485,14 +497,18 @@ struct FileTargets {
     foreign: BranchTargets,
 }
 
+/// A function's analysed code and the load bias it was analysed at.
+type AnalysedAt = (u64, Arc<FunctionCode>);
+
 /// What weft works out once per file (or vDSO image) for every process
 /// that maps it.
 #[derive(Debug, Default)]
 struct PerFile {
     /// Branch targets at link-time addresses.
     targets: OnceLock<FileTargets>,
-    /// Analysed functions by (load bias, link-time address, size).
-    codes: std::sync::Mutex<std::collections::HashMap<(u64, u64, u64), Arc<FunctionCode>>>,
+    /// Analysed functions by (link-time address, size), with the load
+    /// bias they were analysed at.
+    codes: std::sync::Mutex<std::collections::HashMap<(u64, u64), AnalysedAt>>,
 }
 
 /// The image of the file at `path`, read and indexed once per weft for
