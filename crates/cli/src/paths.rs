@@ -523,6 +523,12 @@ impl PathsRun {
              written to {}",
             self.dir.display()
         );
+        let reused = self.instrument.copies_reused();
+        if reused > 0 {
+            line.push_str(&format!(
+                "; {reused} copies taken from an earlier process of the same program"
+            ));
+        }
         if lost > 0 {
             line.push_str(&format!(
                 "; {lost} bytes lost (weft did not free buffers in time)"

@@ -13,7 +13,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use weft_plan::{NotRebuilt, Rebuild, Rebuilding, RebuiltCode};
 
+mod copies;
 mod functions;
+mod reserve;
 pub use functions::{BlockInfo, FunctionInfo, ImageLoads, ResumePlace};
 
 /// glibc's function that every new thread runs first (named from its
@@ -105,6 +107,8 @@ pub struct PathsInstrument {
     data: bool,
     /// Per process, what linking needs (see [`Rebuild::link`]).
     links: Mutex<HashMap<i32, crate::link::ProcessLinks>>,
+    /// Copies laid out, for the next process that lays out the same.
+    copies: copies::Copies,
 }
 
 #[derive(Debug, Default)]
@@ -130,19 +134,6 @@ enum Laid {
     NoRoom(u64),
     /// Why the function cannot have a copy.
     Refused(String),
-}
-
-/// A function's id and resume place ids, taken before its layout.
-struct Reserved {
-    id: u32,
-    /// The id, if another process (or image) traced the function first.
-    known: Option<u32>,
-    /// The resume place ids it had there.
-    earlier: Vec<u32>,
-    /// The first of the resume place ids taken for it.
-    first_resume: u32,
-    /// Whether the function is traced (it records, and took its id).
-    taken: bool,
 }
 
 /// What the copies of the C library's functions in one process image call
@@ -221,16 +212,12 @@ impl PathsInstrument {
         } else {
             f.code
         };
-        let cfg = Cfg::from_code(code);
-        let plan = place(&cfg);
         let role = self.role_of(f, code).map_err(Laid::Refused)?;
         // Landing pads are entered from outside too (by the unwinder).
         let mut entered: Vec<u64> = f.entered_from_outside.to_vec();
         entered.extend(f.landing_pads.iter().map(|&(pad, _)| pad));
         entered.sort_unstable();
         entered.dedup();
-        check(code, &plan, &entered, f.entry_room)
-            .map_err(|e| Laid::Refused(e.in_file(f.bias).to_string()))?;
         // A return address another part also jumps to is a resume place:
         // the frame found there is the innermost one of the function either
         // way.
@@ -259,6 +246,43 @@ impl PathsInstrument {
             .collect();
         let vaddr = code.start() - f.bias;
         let place_of = (f.path.to_string_lossy().into_owned(), vaddr);
+        let rseq = self
+            .image_code
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&f.pid).and_then(|image| image.rseq));
+        let key = copies::CopyKey {
+            path: place_of.0.clone(),
+            start: code.start(),
+            bias: f.bias,
+            at: f.at,
+            role,
+            rseq,
+            validate: self.validate,
+            data: self.data,
+            entry_room: f.entry_room,
+            inputs: copies::inputs(
+                &[
+                    &entered,
+                    f.branch_targets,
+                    &twice_at,
+                    &reentries_at,
+                    &no_return,
+                ],
+                f.plt_callees,
+                code.instructions().len(),
+            ),
+        };
+        // A copy laid out before with all of this passed its check.
+        let kept = self.copies.get(&key);
+        let mut planned = None;
+        if kept.is_none() {
+            let cfg = Cfg::from_code(code);
+            let plan = place(&cfg);
+            check(code, &plan, &entered, f.entry_room)
+                .map_err(|e| Laid::Refused(e.in_file(f.bias).to_string()))?;
+            planned = Some((cfg, plan));
+        }
         // The id and resume places, taken under the table's lock; the
         // layout, the longest part, runs without it, so that several
         // functions are laid out at once.
@@ -283,30 +307,65 @@ impl PathsInstrument {
             .map(|(k, &a)| (a, number(twice.len() + k)))
             .collect();
         let id = reserved.id;
-        let data = (self.data && role == Role::Traced).then(|| DataPlan::new(code, f.bias));
-        let layout = Layout {
-            data: data.as_ref(),
-            id,
-            at: f.at,
-            entered_from_outside: &entered,
-            branch_targets: f.branch_targets,
-            role,
-            validate: self.validate,
-            resumes: &twice,
-            reentries: &reentries,
-            no_return: &no_return,
-            plt_callees: f.plt_callees,
-            entry_room: f.entry_room,
-            rseq: self
-                .image_code
-                .lock()
-                .ok()
-                .and_then(|c| c.get(&f.pid).and_then(|image| image.rseq)),
+        let data = (self.data && role == Role::Traced && reserved.known.is_none())
+            .then(|| DataPlan::new(code, f.bias));
+        let same = kept.filter(|k| k.id == id && k.resumes == twice && k.reentries == reentries);
+        let built = match same {
+            Some(k) => {
+                self.copies.reused();
+                Ok(k.built.clone())
+            }
+            None => {
+                // Laid out before with other numbers: planned and checked now.
+                if planned.is_none() {
+                    let cfg = Cfg::from_code(code);
+                    let plan = place(&cfg);
+                    if let Err(e) = check(code, &plan, &entered, f.entry_room) {
+                        self.unreserve(f, &place_of, &reserved, false);
+                        return Err(Laid::Refused(e.in_file(f.bias).to_string()));
+                    }
+                    planned = Some((cfg, plan));
+                }
+                let (cfg, plan) = planned.as_ref().expect("planned above");
+                let data_plan = match &data {
+                    Some(d) => Some(d.clone()),
+                    None => {
+                        (self.data && role == Role::Traced).then(|| DataPlan::new(code, f.bias))
+                    }
+                };
+                let layout = Layout {
+                    data: data_plan.as_ref(),
+                    id,
+                    at: f.at,
+                    entered_from_outside: &entered,
+                    branch_targets: f.branch_targets,
+                    role,
+                    validate: self.validate,
+                    resumes: &twice,
+                    reentries: &reentries,
+                    no_return: &no_return,
+                    plt_callees: f.plt_callees,
+                    entry_room: f.entry_room,
+                    rseq,
+                };
+                let laid = rebuild(code, cfg, plan, &layout);
+                if let Ok(b) = &laid {
+                    self.copies.keep(
+                        key,
+                        copies::Kept {
+                            id,
+                            resumes: twice.clone(),
+                            reentries: reentries.clone(),
+                            built: b.clone(),
+                        },
+                    );
+                }
+                laid.map_err(|e| Laid::Refused(e.in_file(f.bias).to_string()))
+            }
         };
-        let built = match rebuild(code, &cfg, &plan, &layout) {
+        let built = match built {
             Ok(b) if b.bytes.len() as u64 > f.room => Err(Laid::NoRoom(b.bytes.len() as u64)),
-            Ok(b) => Ok(b),
-            Err(e) => Err(Laid::Refused(e.in_file(f.bias).to_string())),
+            other => other,
         };
         let built = match built {
             Ok(b) => b,
@@ -455,6 +514,14 @@ impl PathsInstrument {
             }
         }
         if role == Role::Traced && reserved.known.is_none() {
+            let (cfg, plan) = match planned {
+                Some(p) => p,
+                None => {
+                    let cfg = Cfg::from_code(code);
+                    let plan = place(&cfg);
+                    (cfg, plan)
+                }
+            };
             functions[id as usize] = FunctionInfo {
                 id,
                 module: f.module.to_string(),
@@ -527,121 +594,10 @@ impl PathsInstrument {
         })
     }
 
-    /// Takes `f`'s id and `resume_places` resume place ids, under the
-    /// table's lock: the same code under another name (an alias) is one
-    /// function, refused a second time in a process; the same file in
-    /// another process gets its function's id and resume places again. A
-    /// new traced function's entry is held by a placeholder until its
-    /// layout is done ([`PathsInstrument::unreserve`] if it fails).
-    fn reserve(
-        &self,
-        f: &Rebuilding<'_>,
-        place: &(String, u64),
-        role: Role,
-        resume_places: usize,
-    ) -> Result<Reserved, String> {
-        let mut table = self
-            .table
-            .lock()
-            .map_err(|_| "the function table is poisoned".to_string())?;
-        let Table {
-            functions,
-            resumes: next_resume,
-            by_place,
-            applied,
-            images,
-            current,
-        } = &mut *table;
-        if let Some(image) = current.get(&f.pid).and_then(|&i| images.get_mut(i)) {
-            if !image.modules.iter().any(|(p, _)| *p == place.0) {
-                image.modules.push((place.0.clone(), f.bias));
-            }
-        }
-        let known = by_place.get(place).copied();
-        if known.is_some_and(|id| applied.contains(&(f.pid, id))) {
-            return Err("traced already under another name".into());
-        }
-        // A function whose copy found no room before keeps its id (copies
-        // laid out since may hold the ids after it) and gets its entry now.
-        let retry = known.filter(|&id| functions[id as usize].blocks.is_empty());
-        if role != Role::Traced {
-            // It records nothing: no id, no place in the table.
-            return Ok(Reserved {
-                id: 0,
-                known: None,
-                earlier: Vec::new(),
-                first_resume: 0,
-                taken: false,
-            });
-        }
-        let (id, earlier, first_resume) = match (known, retry) {
-            (Some(id), Some(_)) => {
-                let first = *next_resume;
-                *next_resume += resume_places as u32;
-                (id, Vec::new(), first)
-            }
-            (Some(id), None) => (
-                id,
-                functions[id as usize]
-                    .resumes
-                    .iter()
-                    .map(|r| r.id)
-                    .collect(),
-                *next_resume,
-            ),
-            (None, _) => {
-                let id = functions.len() as u32;
-                functions.push(FunctionInfo {
-                    id,
-                    module: f.module.to_string(),
-                    path: place.0.clone(),
-                    name: f.function.to_string(),
-                    vaddr: place.1,
-                    blocks: Vec::new(),
-                    entry: 0,
-                    edges: Vec::new(),
-                    resumes: Vec::new(),
-                    part_exits: Vec::new(),
-                    data: None,
-                });
-                by_place.insert(place.clone(), id);
-                let first = *next_resume;
-                *next_resume += resume_places as u32;
-                (id, Vec::new(), first)
-            }
-        };
-        applied.insert((f.pid, id));
-        Ok(Reserved {
-            id,
-            known: known.filter(|_| retry.is_none()),
-            earlier,
-            first_resume,
-            taken: true,
-        })
-    }
-
-    /// Gives back what [`PathsInstrument::reserve`] took for a function
-    /// whose layout failed: `again`, for want of room (the applier tries
-    /// it again elsewhere, and it keeps its id); or for good. A new
-    /// function's id stays taken either way (copies laid out meanwhile hold
-    /// the ids after it), by an entry with no blocks until its copy is
-    /// placed, which no record names.
-    fn unreserve(
-        &self,
-        f: &Rebuilding<'_>,
-        place: &(String, u64),
-        reserved: &Reserved,
-        again: bool,
-    ) {
-        if !reserved.taken {
-            return;
-        }
-        if let Ok(mut t) = self.table.lock() {
-            t.applied.remove(&(f.pid, reserved.id));
-            if reserved.known.is_none() && !again {
-                t.by_place.remove(place);
-            }
-        }
+    /// How many copies were taken from an earlier process's layout of
+    /// the same function at the same place (see `copies`).
+    pub fn copies_reused(&self) -> u64 {
+        self.copies.reuses()
     }
 
     /// Whether any function is traced yet.

@@ -81,7 +81,7 @@ const CURSOR_REGS: [Register; 12] = [
 ];
 
 /// What a copy is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
     /// It records its path.
     Traced,

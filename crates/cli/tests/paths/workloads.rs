@@ -131,6 +131,65 @@ variant_test!(
     }
 );
 
+/// A program run twice in one workload: the second process takes its
+/// copies from the first's (the same function, file and place: a program
+/// built without PIE loads at the same address each time, as gcc's `cc1`
+/// does), and both regenerate alike, as each recorded itself
+/// (`--validate`).
+#[test]
+fn a_second_run_of_a_program_takes_the_first_ones_copies() {
+    let target = build("paths", &VARIANTS[3]);
+    assert_eq!(VARIANTS[3].name, "O2-nopie");
+    let module = target.file_name().unwrap().to_str().unwrap().to_string();
+    let dir = scratch("paths-twice");
+    let trace = dir.join("trace");
+    let twice = format!("{0} 20000; {0} 20000", target.display());
+    let plain = run(
+        std::process::Command::new("/bin/sh").args(["-c", &twice]),
+        Duration::from_secs(60),
+    );
+    let out = run(
+        weft()
+            .args(["run", "--paths", &module, "--validate", "--paths-out"])
+            .arg(&trace)
+            .args(["--", "/bin/sh", "-c", &twice]),
+        Duration::from_secs(300),
+    );
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert_eq!(out.stdout, plain.stdout, "the tallies");
+    assert!(
+        out.stderr.contains("validated: regeneration gives the"),
+        "{}",
+        out.stderr
+    );
+    let traced: u64 = out
+        .stderr
+        .split("paths of ")
+        .nth(1)
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of functions: {}", out.stderr));
+    let reused: u64 = out
+        .stderr
+        .split(" copies taken from an earlier process of the same program")
+        .next()
+        .and_then(|before| before.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no copy taken: {}", out.stderr));
+    assert!(
+        traced > 5 && reused >= traced,
+        "{reused} copies taken, {traced} functions"
+    );
+    let streams = regenerated_by_command(&trace);
+    let runs: Vec<&Vec<(String, u64)>> = streams
+        .iter()
+        .filter(|(c, _)| *c == module)
+        .map(|(_, s)| s)
+        .collect();
+    assert_eq!(runs.len(), 2, "two streams of {module}: {streams:?}");
+    assert!(runs[0].len() > 10_000, "{} instructions", runs[0].len());
+    assert!(runs[0] == runs[1], "the two runs regenerate alike");
+}
+
 #[test]
 fn attach_traces_a_running_process_and_puts_its_code_back() {
     let target = build("paths_loop", &O2);

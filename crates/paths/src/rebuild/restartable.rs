@@ -9,7 +9,7 @@ use iced_x86::{Code, Instruction, MemoryOperand, Register};
 /// A thread's registered restartable sequence (`struct rseq`, which
 /// glibc registers for every thread it starts), where stores arm their
 /// critical section: see [`Builder::restartable`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Rseq {
     /// Offset from the thread pointer (`fs:`) of the `rseq_cs` word of
     /// the thread's `struct rseq`: the same for every thread of a process
