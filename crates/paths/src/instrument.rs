@@ -262,6 +262,7 @@ impl PathsInstrument {
             data: self.data,
             entry_room: f.entry_room,
             inputs: copies::inputs(
+                code,
                 &[
                     &entered,
                     f.branch_targets,
@@ -270,7 +271,6 @@ impl PathsInstrument {
                     &no_return,
                 ],
                 f.plt_callees,
-                code.instructions().len(),
             ),
         };
         // A copy laid out before with all of this passed its check.

@@ -190,6 +190,54 @@ fn a_second_run_of_a_program_takes_the_first_ones_copies() {
     assert!(runs[0] == runs[1], "the two runs regenerate alike");
 }
 
+/// A program rebuilt at the same path between two runs of one workload
+/// (as `make check` does): its function at the same address holds other
+/// code, and the second run lays it out anew rather than taking the first
+/// one's copy.
+#[test]
+fn a_program_rebuilt_in_place_is_laid_out_anew() {
+    let dir = scratch("paths-rebuilt");
+    let source = dir.join("k.c");
+    std::fs::write(
+        &source,
+        "#include <stdio.h>\n\
+         __attribute__((noinline)) long scaled(long x) { return x * K + 1; }\n\
+         int main(void) { long t = 0; for (long i = 0; i < 1000; i++) t += scaled(i);\n\
+         printf(\"%ld\\n\", t); return 0; }\n",
+    )
+    .unwrap();
+    for k in ["3", "5"] {
+        let out = run(
+            std::process::Command::new("cc")
+                .args(["-O2", "-fno-pie", "-no-pie", &format!("-DK={k}"), "-o"])
+                .arg(dir.join(format!("k{k}")))
+                .arg(&source),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status, 0, "cc: {}", out.stderr);
+    }
+    let d = dir.display();
+    let script = format!("cp {d}/k3 {d}/k; {d}/k; cp {d}/k5 {d}/k.new; mv {d}/k.new {d}/k; {d}/k");
+    let plain = run(
+        std::process::Command::new("/bin/sh").args(["-c", &script]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(plain.stdout, "1499500\n2498500\n");
+    let out = run(
+        weft()
+            .args(["run", "--paths", "fn:k:scaled", "--validate", "--paths-out"])
+            .arg(dir.join("trace"))
+            .args(["--", "/bin/sh", "-c", &script]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status, 0, "weft: {}", out.stderr);
+    assert_eq!(
+        out.stdout, plain.stdout,
+        "the rebuilt program's own code ran"
+    );
+    assert!(!out.stderr.contains("copies taken"), "{}", out.stderr);
+}
+
 #[test]
 fn attach_traces_a_running_process_and_puts_its_code_back() {
     let target = build("paths_loop", &O2);

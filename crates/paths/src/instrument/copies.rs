@@ -38,14 +38,27 @@ pub(super) struct CopyKey {
     pub(super) inputs: u64,
 }
 
-/// A hash of the address lists a layout reads besides its key's fields.
-pub(super) fn inputs(lists: &[&[u64]], plt_callees: &[(u64, u64)], instructions: usize) -> u64 {
+/// A hash of what a layout reads besides its key's fields: the function's
+/// instructions and jump tables (a program rebuilt at the same path and
+/// run again, as `make check` does, has other code at the same address),
+/// and the address lists it keeps clear or treats apart.
+pub(super) fn inputs(
+    code: &weft_code::FunctionCode,
+    lists: &[&[u64]],
+    plt_callees: &[(u64, u64)],
+) -> u64 {
     let mut h = DefaultHasher::new();
+    for i in code.instructions() {
+        i.hash(&mut h);
+        i.len().hash(&mut h);
+    }
+    for t in code.jump_tables() {
+        (t.jump, t.table, &t.targets, &t.outside, t.elsewhere).hash(&mut h);
+    }
     for list in lists {
         list.hash(&mut h);
     }
     plt_callees.hash(&mut h);
-    instructions.hash(&mut h);
     h.finish()
 }
 
