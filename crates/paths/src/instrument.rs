@@ -263,6 +263,10 @@ impl PathsInstrument {
             entry_room: f.entry_room,
             inputs: copies::inputs(
                 code,
+                f.image.bytes_at(
+                    weft_image::FileAddr(vaddr),
+                    (code.end() - code.start()) as usize,
+                ),
                 &[
                     &entered,
                     f.branch_targets,
