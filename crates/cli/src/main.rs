@@ -11,6 +11,7 @@ macro_rules! say {
     }};
 }
 
+mod allocator;
 mod attach;
 mod control;
 mod duration;
@@ -439,6 +440,9 @@ fn main() -> ExitCode {
         Command::Report(a) => html::report(&a.input, &a.html).map(|_| 0),
         Command::Regen(a) => {
             signals::die_on_closed_output();
+            // Regeneration holds as much of the trace as its memory
+            // budget allows: nothing more on top.
+            allocator::lean();
             regen::regen(&a)
         }
         Command::Syscalls(a) => syscalls::syscalls(&a),

@@ -408,15 +408,19 @@ fn checked_encoder(
 /// See [`TraceWriter::write_table`].
 fn write_table(dir: &Path, meta: &Meta) -> Result<(), TraceError> {
     let path = dir.join("paths.json");
-    let text = serde_json::to_string(meta).map_err(|e| TraceError::BadMeta {
-        path: path.clone(),
-        why: e.to_string(),
-    })?;
     let new = dir.join(".paths.json.new");
     let _ = std::fs::remove_file(&new);
-    create_private(&new)?
-        .write_all(text.as_bytes())
-        .map_err(io(&new))?;
+    // Written as it is serialized: a large program's table (cc1's is
+    // about 100 MB) is never held whole as text.
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, create_private(&new)?);
+    serde_json::to_writer(&mut out, meta).map_err(|e| match e.io_error_kind() {
+        Some(_) => io(&new)(std::io::Error::from(e)),
+        None => TraceError::BadMeta {
+            path: path.clone(),
+            why: e.to_string(),
+        },
+    })?;
+    out.into_inner().map_err(|e| io(&new)(e.into_error()))?;
     std::fs::rename(&new, &path).map_err(io(&path))
 }
 

@@ -1,10 +1,11 @@
 //! Copies laid out before, kept for the next process that lays out the
-//! same function at the same place. `weft run` starts its workload with
-//! address-space randomisation off (as rr and gdb do), so each `cc1` of a
-//! build maps `cc1`, weft's code area and pool at the same addresses and
+//! same function at the same place. A program built without PIE (gcc's
+//! `cc1` and driver on Debian) loads at the same address in every
+//! process, address-space randomisation or not, so each `cc1` of a build
 //! asks for the same 45,000 copies at the same places: the copy is the
 //! same bytes, and planning and encoding it again was most of the setup
-//! of every exec after the first.
+//! of every exec after the first. A PIE program or a library moves with
+//! each process and is laid out anew.
 //!
 //! A copy is reused only when everything its layout reads is the same:
 //! the function (file, address, load bias), its place, its role (with
