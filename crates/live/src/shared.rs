@@ -156,6 +156,18 @@ impl SharedMemory {
                 .is_some_and(|end| end <= self.map.len()),
             "shared write out of range"
         );
+        // Copies of code (tens of MB for a large program) go through the
+        // file: a write into pages not yet there allocates them without
+        // the fault and the zeroing of the whole page that a store through
+        // the mapping costs (a `cc1` under `--paths all`: half the page
+        // faults, a third less system time). The mapping sees the same
+        // pages.
+        if data.len() >= 256 {
+            use std::os::unix::fs::FileExt;
+            if self.file.write_all_at(data, offset).is_ok() {
+                return;
+            }
+        }
         // SAFETY: the range was checked to lie inside our live mapping; the
         // target may read these bytes concurrently, which is why trampolines
         // are written before any splice points at them.
@@ -430,6 +442,22 @@ mod tests {
         // Zeroing clears exactly its range.
         shm.zero(4097, 3);
         assert_eq!(shm.read(4096, 5), b"h\0\0\0o");
+    }
+
+    #[test]
+    fn a_large_write_through_the_file_is_seen_through_the_mappings() {
+        let shm = SharedMemory::create(1 << 20).unwrap();
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 + 3) as u8).collect();
+        // Across page boundaries, into pages never touched before.
+        shm.write(4000, &data);
+        assert_eq!(shm.read(4000, data.len()), data);
+        assert_eq!(shm.read(3990, 10), [0; 10]);
+        assert_eq!(shm.read(14_000, 10), [0; 10]);
+        let other = std::fs::read(shm.target_path()).unwrap();
+        assert_eq!(&other[4000..14_000], &data[..]);
+        // A small write after it, through the mapping, lands in the same pages.
+        shm.write(4001, b"xy");
+        assert_eq!(shm.read(4000, 4), [data[0], b'x', b'y', data[3]]);
     }
 
     #[test]
